@@ -1,0 +1,120 @@
+"""The paged KV block pool: free queue in least-recently-freed order, reference counts, generations.
+
+Mirrors vLLM V1's block pool: one block is kept aside as the null block; free blocks sit in a queue
+and allocation takes them from its head (least recently freed first), which evicts whatever cached
+content they held; a freed block goes to the tail. A cached block that a new request re-uses while
+it sits in the free queue is "touched": taken out of the queue without being evicted.
+
+Implementation: block state lives in numpy arrays. The free queue is an array of
+(block id, free serial) entries; taking a block out of the middle leaves a stale entry that is
+skipped when it reaches the head, so every operation is a slice, not a per-block Python loop.
+A block's generation is bumped whenever it is handed out, which invalidates any cache entry that
+still points at its old content (see ``kv_cache.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BlockPool:
+    def __init__(self, num_gpu_blocks: int) -> None:
+        if num_gpu_blocks < 2:
+            raise ValueError(f"num_gpu_blocks must be >= 2 (one is the null block), got {num_gpu_blocks}")
+        n = num_gpu_blocks - 1  # vLLM reserves one block as the null block
+        self.num_blocks = n
+        self.num_free = n
+        self.gen = np.zeros(n, np.int64)
+        self.ref = np.zeros(n, np.int32)
+        self.in_free = np.ones(n, np.bool_)
+        self._serial = np.zeros(n, np.int64)
+        cap = max(2 * n, 64)
+        self._q_id = np.zeros(cap, np.int64)
+        self._q_ser = np.zeros(cap, np.int64)
+        self._q_id[:n] = np.arange(n)
+        self._head, self._tail = 0, n
+
+    @property
+    def usage(self) -> float:
+        """vLLM's kv_cache_usage: the fraction of (non-null) blocks not free."""
+        return 1.0 - self.num_free / self.num_blocks
+
+    def allocate(self, m: int) -> np.ndarray:
+        """Take ``m`` blocks from the head of the free queue (caller checked ``m <= num_free``)."""
+        if m <= 0:
+            return np.empty(0, np.int64)
+        if m > self.num_free:
+            raise RuntimeError(f"allocate({m}) with only {self.num_free} free blocks")
+        out = []
+        got = 0
+        h = self._head
+        while got < m:
+            end = min(self._tail, h + (m - got) + 8)
+            ids = self._q_id[h:end]
+            ok = self.in_free[ids] & (self._serial[ids] == self._q_ser[h:end])
+            if ok.all() and end - h >= m - got:
+                take = ids[: m - got]
+                h += m - got
+            else:
+                pos = np.flatnonzero(ok)[: m - got]
+                take = ids[pos]
+                h = (h + int(pos[-1]) + 1) if len(pos) == m - got else end
+            out.append(take)
+            got += len(take)
+        self._head = h
+        ids = out[0] if len(out) == 1 else np.concatenate(out)
+        self.in_free[ids] = False
+        self.gen[ids] += 1
+        self.ref[ids] = 1
+        self.num_free -= m
+        return ids
+
+    def touch(self, ids: np.ndarray) -> None:
+        """Take cached blocks into use by one more request (out of the free queue if they were there)."""
+        if len(ids) == 0:
+            return
+        was_free = self.ref[ids] == 0
+        nf = int(was_free.sum())
+        if nf:
+            self.in_free[ids[was_free]] = False
+            self.num_free -= nf
+        self.ref[ids] += 1
+
+    def free(self, ids: np.ndarray) -> None:
+        """Release one request's hold on ``ids`` (given in eviction order: first evicted first)."""
+        if len(ids) == 0:
+            return
+        self.ref[ids] -= 1
+        zero = ids[self.ref[ids] == 0]
+        k = len(zero)
+        if not k:
+            return
+        self._serial[zero] += 1
+        self.in_free[zero] = True
+        self.num_free += k
+        if self._tail + k > len(self._q_id):
+            self._compact(k)
+        self._q_id[self._tail : self._tail + k] = zero
+        self._q_ser[self._tail : self._tail + k] = self._serial[zero]
+        self._tail += k
+
+    def _compact(self, extra: int) -> None:
+        live = self._tail - self._head
+        cap = len(self._q_id)
+        if live + extra > cap // 2:
+            cap = max(2 * cap, 2 * (live + extra))
+        q_id = np.zeros(cap, np.int64)
+        q_ser = np.zeros(cap, np.int64)
+        q_id[:live] = self._q_id[self._head : self._tail]
+        q_ser[:live] = self._q_ser[self._head : self._tail]
+        self._q_id, self._q_ser = q_id, q_ser
+        self._head, self._tail = 0, live
+
+    def check(self) -> None:
+        """Invariant check for tests: the free count matches the blocks marked free and unreferenced."""
+        assert self.num_free == int(self.in_free.sum()), (self.num_free, int(self.in_free.sum()))
+        assert not (self.in_free & (self.ref > 0)).any()
+        assert ((self.ref > 0) | self.in_free).all(), "a block is neither free nor referenced"
+        q = self._q_id[self._head : self._tail]
+        valid = self.in_free[q] & (self._serial[q] == self._q_ser[self._head : self._tail])
+        assert int(valid.sum()) == self.num_free

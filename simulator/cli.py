@@ -1,0 +1,160 @@
+"""Command line: ``servesim run``, ``servesim step-time``, ``servesim fields``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from simulator.errors import ConfigError
+
+KEY_METRICS = [
+    ("output_throughput", "out tok/s", "{:,.0f}"),
+    ("kv_cache_usage_mean", "KV mean", "{:.1%}"),
+    ("kv_cache_usage_max", "KV max", "{:.1%}"),
+    ("num_preemptions", "preempt", "{:,}"),
+    ("recomputed_tokens", "recomputed", "{:,}"),
+    ("num_completed", "done", "{:,}"),
+    ("median_ttft_ms", "TTFT p50 ms", "{:,.0f}"),
+    ("median_tpot_ms", "TPOT p50 ms", "{:,.1f}"),
+    ("wall_time_s", "wall s", "{:.1f}"),
+]
+
+
+def _fmt(fmt: str, v) -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def format_table(summaries: list[dict]) -> str:
+    head = ["run"] + [h for _, h, _ in KEY_METRICS]
+    rows = [[s["scenario"]] + [_fmt(f, s.get(k)) for k, _, f in KEY_METRICS] for s in summaries]
+    widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([line(head)] + [line(r) for r in rows])
+
+
+def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
+    """Run one scenario and write its results directory. Returns its summary (or an error)."""
+    from simulator.config import load_scenario
+    from simulator.output import write_run
+    from simulator.run import simulate
+
+    try:
+        sc, raw = load_scenario(path, overrides)
+        result = simulate(sc)
+        return write_run(result, raw, out)
+    except ConfigError as e:
+        return {"error": str(e), "scenario": path or "default"}
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from simulator.output import write_comparison
+
+    paths = args.scenarios or [None]
+    out = Path(args.out)
+    if len(paths) == 1:
+        targets = [out]
+    else:
+        targets = [out / Path(p).stem for p in paths]
+    jobs = list(zip(paths, targets))
+    if len(jobs) > 1 and args.jobs != 1:
+        with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
+            results = list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs]))
+    else:
+        results = [run_one(p, args.set, t) for p, t in jobs]
+    ok = [(r, t) for r, (_, t) in zip(results, jobs) if "error" not in r]
+    failed = [r for r in results if "error" in r]
+    for r in failed:
+        print(f"error: {r['error']}", file=sys.stderr)
+    if ok:
+        print(format_table([r for r, _ in ok]))
+        if len(ok) > 1:
+            files = write_comparison([t for _, t in ok], out)
+            print("\n" + "\n".join(f"wrote {f}" for f in files))
+        else:
+            print(f"\nresults in {ok[0][1]}/ (summary.json, requests.csv, steps.csv, kv_cache_usage.png, throughput.png)")
+    return 2 if failed and not ok else (1 if failed else 0)
+
+
+def cmd_fields(args: argparse.Namespace) -> int:
+    from simulator.config import field_reference
+
+    rows = field_reference()
+    if args.markdown:
+        print("| field | type | default | unit | vLLM knob | meaning |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print("| " + " | ".join(c.replace("|", "\\|") for c in (f"`{r[0]}`",) + r[1:]) + " |")
+    else:
+        for path, tp, default, unit, vllm, doc in rows:
+            extra = f" [{unit}]" if unit else ""
+            knob = f" (vLLM: {vllm})" if vllm else ""
+            print(f"{path}: {tp} = {default}{extra}{knob}\n    {doc}")
+    return 0
+
+
+def cmd_step_time(args: argparse.Namespace) -> int:
+    from simulator.cost import CostModel, decode_work
+    from simulator.hardware import load_gpu
+    from simulator.models import load_model
+
+    model = load_model(args.model)
+    gpu = load_gpu(args.gpu)
+    cm = CostModel(model, gpu, args.tp)
+    work = decode_work(args.batch, args.context, args.new_tokens)
+    if args.json:
+        print(json.dumps(cm.breakdown(work), indent=2))
+    else:
+        print(f"{cm.step_time(work) * 1e3:.3f} ms")
+    return 0
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 0 (got {v})")
+        return v
+
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="servesim", description="Discrete-event simulator of LLM inference serving (vLLM V1 scheduling).")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
+    r.add_argument("scenarios", nargs="*", help="scenario YAML files (none: the built-in default)")
+    r.add_argument("--out", default="results/run", help="results directory (default: results/run)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. engine.max_num_seqs=512")
+    r.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes for several scenarios (0: all cores)")
+    r.set_defaults(fn=cmd_run)
+
+    f = sub.add_parser("fields", help="print every scenario field with its default, unit and vLLM knob")
+    f.add_argument("--markdown", action="store_true")
+    f.set_defaults(fn=cmd_fields)
+
+    s = sub.add_parser("step-time", help="predicted latency of one engine step")
+    s.add_argument("--model", default="llama-3.1-8b")
+    s.add_argument("--gpu", default="h100-sxm")
+    s.add_argument("--tp", type=_positive_int("--tp"), default=1)
+    s.add_argument("--batch", type=_positive_int("--batch"), default=1)
+    s.add_argument("--new-tokens", type=_positive_int("--new-tokens"), default=1)
+    s.add_argument("--context", type=_positive_int("--context"), default=0)
+    s.add_argument("--json", action="store_true", help="per-op breakdown and bound")
+    s.set_defaults(fn=cmd_step_time)
+
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

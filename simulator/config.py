@@ -1,0 +1,328 @@
+"""Scenario configuration: typed, documented, checked once at load, immutable afterwards.
+
+Every field carries its documentation, unit, bounds and (where it mirrors one) the vLLM knob it
+corresponds to; ``servesim fields`` prints the reference from this file. Errors name the field
+path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from simulator.errors import ConfigError
+
+
+def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
+    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds)."""
+    meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    if dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    gpu: Union[str, dict] = F("h100-sxm", "built-in GPU name, a YAML file, or an inline mapping (see catalog.yaml)")
+    tensor_parallel_size: int = F(1, "GPUs one replica's weights and heads are split over", vllm="--tensor-parallel-size", ge=1, le=64)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: 1024 on GPUs with >= 70 GiB, else 256)", vllm="--max-num-seqs", ge=1)
+    max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: 8192 on GPUs with >= 70 GiB, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
+    block_size: int = F(16, "tokens per KV block", "tokens", vllm="--block-size", ge=1, le=1024)
+    gpu_memory_utilization: float = F(0.9, "fraction of GPU memory the engine may use", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
+    enable_prefix_caching: bool = F(True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching")
+    preemption_mode: Literal["recompute", "swap"] = F("recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)")
+    swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
+    on_swap_full: Literal["recompute", "abort"] = F("recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)")
+    scheduling_policy: Literal["fcfs", "priority"] = F("fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy")
+    admission: Literal["first_chunk", "full_prompt"] = F("first_chunk", "admit when the first chunk's blocks fit (vLLM 0.10) or the whole prompt's (0.33)", vllm="scheduler_reserve_full_isl")
+    long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
+    max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
+    num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
+    kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
+    runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, CUDA graphs and runtime (null: estimated from the model and budget)", "GiB", ge=0.0)
+
+
+@dataclass(frozen=True)
+class ArrivalConfig:
+    type: Literal["closed_loop", "poisson"] = F("closed_loop", "closed loop (fixed concurrency) or open-loop Poisson arrivals")
+    concurrency: int = F(64, "closed loop: requests in flight (each client sends its next request when its previous one ends)", "requests", ge=1)
+    think_time_s: float = F(0.0, "closed loop: pause between a response and the client's next request", "s", ge=0.0)
+    ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0)
+    rate: float = F(1.0, "poisson: mean arrival rate", "requests/s", gt=0.0)
+
+
+@dataclass(frozen=True)
+class LengthConfig:
+    dist: Literal["fixed", "uniform", "lognormal", "normal"] = F("fixed", "length distribution (samples are rounded and clipped to [min, max])")
+    value: int = F(512, "fixed: the length", "tokens", ge=1)
+    mean: float = F(512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0)
+    sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0)
+    std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0)
+    min: int = F(1, "smallest length (uniform: lower bound)", "tokens", ge=1)
+    max: int = F(1_000_000, "largest length (uniform: upper bound)", "tokens", ge=1)
+
+
+@dataclass(frozen=True)
+class SharedPrefixConfig:
+    num_groups: int = F(1, "distinct shared prefixes (system prompts)", ge=1)
+    tokens: int = F(256, "prefix length, put in front of the sampled prompt", "tokens", ge=1)
+    fraction: float = F(1.0, "fraction of requests that carry a shared prefix", ge=0.0, le=1.0)
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    arrival: ArrivalConfig = F(ArrivalConfig(), "how requests arrive")
+    prompt_tokens: LengthConfig = F(LengthConfig(), "prompt length")
+    output_tokens: LengthConfig = F(LengthConfig(value=256), "output length (max_tokens with ignore_eos)")
+    shared_prefix: Union[SharedPrefixConfig, None] = F(None, "optional shared-prefix groups (prefix caching hits)")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: int = F(0, "seed of every random draw in the run", ge=0)
+    duration_s: Union[float, None] = F(600.0, "simulated time to run (null: until num_requests are done)", "s", gt=0.0)
+    warmup_s: float = F(0.0, "metrics ignore requests that arrive before this time and steps before it", "s", ge=0.0)
+    num_requests: Union[int, None] = F(None, "stop submitting after this many requests (null: no limit)", "requests", ge=1)
+    max_steps: int = F(50_000_000, "safety cap on engine steps", "steps", ge=1)
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    matmul_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0)
+    matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
+    attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)
+    attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
+    step_overhead_ms: Union[float, None] = F(None, "fixed cost of one step (scheduling, launches, sampling)", "ms", ge=0.0)
+    per_seq_overhead_us: Union[float, None] = F(None, "extra cost per scheduled sequence", "us", ge=0.0)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = F("scenario", "label used in plots and tables")
+    model: str = F("llama-3.1-8b", "built-in model name or path to a Hugging Face config.json")
+    hardware: HardwareConfig = F(HardwareConfig(), "GPU and parallelism")
+    engine: EngineConfig = F(EngineConfig(), "serving-engine knobs")
+    workload: WorkloadConfig = F(WorkloadConfig(), "request traffic")
+    run: RunConfig = F(RunConfig(), "length of the run and seed")
+    cost: CostConfig = F(CostConfig(), "step cost model overrides")
+
+
+# ---- generic loading ----------------------------------------------------------------------------
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, path)
+            except ConfigError as e:
+                errors.append(e)
+        raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise ConfigError(f"{path} must be one of {', '.join(map(repr, choices))} (got {value!r}){extra}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a mapping (got {value!r})")
+        return build(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path} must be true or false (got {value!r})")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise ConfigError(f"{path} must be an integer (got {value!r})")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path} must be a number (got {value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path} must be a string (got {value!r})")
+        return value
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a mapping (got {value!r})")
+        return value
+    raise TypeError(f"unsupported field type {tp}")
+
+
+def _check_bounds(f: dataclasses.Field, value: Any, path: str) -> None:
+    if value is None or isinstance(value, (bool, str, dict)) or dataclasses.is_dataclass(value):
+        return
+    unit = f.metadata.get("unit", "")
+    u = f" {unit}" if unit else ""
+    for rule, op, ok in (
+        ("ge", ">=", lambda v, b: v >= b),
+        ("gt", ">", lambda v, b: v > b),
+        ("le", "<=", lambda v, b: v <= b),
+        ("lt", "<", lambda v, b: v < b),
+    ):
+        bound = f.metadata.get(rule)
+        if bound is not None and not ok(value, bound):
+            raise ConfigError(f"{path} must be {op} {bound}{u} (got {value!r})")
+
+
+def build(cls: type, data: dict, path: str = "") -> Any:
+    """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            where = f"{path}.{key}" if path else str(key)
+            hint = difflib.get_close_matches(str(key), list(fields), n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(fields)}"
+            raise ConfigError(f"{where}: unknown key{extra}")
+    kwargs = {}
+    for name, f in fields.items():
+        where = f"{path}.{name}" if path else name
+        if name in data:
+            value = _coerce(hints[name], data[name], where)
+            _check_bounds(f, value, where)
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _set_path(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        nxt = node.get(k)
+        if nxt is None:
+            nxt = node[k] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"--set {dotted}: {k} is not a mapping (got {nxt!r})")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``engine.max_num_seqs=512`` -> ("engine.max_num_seqs", 512); values parse as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"--set must look like section.key=value (got {text!r})")
+    key, raw = text.split("=", 1)
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return key.strip(), raw
+
+
+def load_yaml_text(text: str, source: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a scenario must be a YAML mapping (got {type(data).__name__})")
+    return data
+
+
+def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
+    data = _deep_copy(data)
+    for text in overrides or []:
+        key, value = parse_override(text)
+        _set_path(data, key, value)
+    return data
+
+
+def _deep_copy(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _deep_copy(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_deep_copy(v) for v in d]
+    return d
+
+
+def scenario_from_dict(data: dict) -> Scenario:
+    sc = build(Scenario, data)
+    _cross_checks(sc)
+    return sc
+
+
+def _cross_checks(sc: Scenario) -> None:
+    run = sc.run
+    if run.duration_s is None and run.num_requests is None:
+        raise ConfigError("run: set duration_s or num_requests (got neither)")
+    if run.duration_s is not None and run.warmup_s >= run.duration_s:
+        raise ConfigError(f"run.warmup_s must be < run.duration_s ({run.duration_s} s) (got {run.warmup_s})")
+    for name in ("prompt_tokens", "output_tokens"):
+        ln: LengthConfig = getattr(sc.workload, name)
+        if ln.min > ln.max:
+            raise ConfigError(f"workload.{name}.min must be <= workload.{name}.max ({ln.max}) (got {ln.min})")
+
+
+def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple[Scenario, dict]:
+    """Read a scenario file (or the built-in default), apply ``--set`` overrides, validate."""
+    if path is None:
+        p = DEFAULT_SCENARIO
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"scenario file not found: {path}")
+    data = load_yaml_text(p.read_text(), str(p))
+    data = apply_overrides(data, overrides)
+    if "name" not in data:
+        data["name"] = p.stem
+    return scenario_from_dict(data), data
+
+
+DEFAULT_SCENARIO = Path(__file__).parent / "data" / "default_scenario.yaml"
+
+
+def field_reference(cls: type = Scenario, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:
+    """(path, type, default, unit, vLLM knob, doc) for every scenario field, for docs and `servesim fields`."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        tp = hints[f.name]
+        inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+        sub = tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if sub is not None:
+            rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
+            rows.extend(field_reference(sub, path + "."))
+        else:
+            d = "null" if default is None else repr(default)
+            rows.append((path, _type_name(tp), d, f.metadata.get("unit", ""), f.metadata.get("vllm", ""), f.metadata.get("doc", "")))
+    return rows

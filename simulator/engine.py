@@ -1,0 +1,237 @@
+"""The engine: one SimPy process per replica, one timeout per engine step.
+
+    plan = scheduler.schedule(now); yield env.timeout(cost.step_time(plan.work)); scheduler.update(plan)
+
+Requests enter through ``submit``; the scheduler, block pool and cost model never see ``env``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from simulator.cost import CostModel
+from simulator.requests import ABORTED, FINISHED, REJECTED, RequestTable
+from simulator.scheduler import Scheduler, StepOutput, StepPlan
+
+STEP_COLUMNS = (
+    "start",
+    "duration",
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "kv_usage",
+    "num_free_blocks",
+    "num_seqs",
+    "prefill_tokens",
+    "decode_tokens",
+    "recomputed_tokens",
+    "num_preemptions",
+    "num_generated",
+    "num_finished",
+)
+
+# ITL histogram: log-spaced bins from 1 us to ~1e4 s, 200 per decade (0.5% wide).
+_ITL_LO, _ITL_PER_DECADE, _ITL_DECADES = -6.0, 200, 10
+_ITL_BINS = _ITL_PER_DECADE * _ITL_DECADES
+
+
+class StepLog:
+    """One row per engine step, in growable numpy columns (O(steps) memory, no Python objects)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.n = 0
+        self.cols = {c: np.zeros(capacity) for c in STEP_COLUMNS}
+        self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
+        self.itl_sum = 0.0
+        self.itl_count = 0
+
+    def add(self, start: float, duration: float, plan: StepPlan, out: StepOutput) -> None:
+        if self.n == len(self.cols["start"]):
+            for c, a in self.cols.items():
+                self.cols[c] = np.concatenate([a, np.zeros(len(a))])
+        i = self.n
+        self.n += 1
+        w = plan.work
+        c = self.cols
+        c["start"][i] = start
+        c["duration"][i] = duration
+        c["num_running"][i] = plan.num_running
+        c["num_waiting"][i] = plan.num_waiting
+        c["num_swapped"][i] = plan.num_swapped
+        c["kv_usage"][i] = plan.kv_usage
+        c["num_free_blocks"][i] = plan.num_free_blocks
+        c["num_seqs"][i] = w.num_seqs
+        c["prefill_tokens"][i] = w.num_prefill_tokens
+        c["decode_tokens"][i] = w.num_decode_tokens
+        c["recomputed_tokens"][i] = plan.recomputed_tokens
+        c["num_preemptions"][i] = len(plan.preempted)
+        c["num_generated"][i] = out.num_generated
+        c["num_finished"][i] = len(out.finished)
+        if len(out.itl_gaps):
+            self.add_itl(out.itl_gaps)
+
+    def add_itl(self, gaps: np.ndarray) -> None:
+        self.itl_sum += float(gaps.sum())
+        self.itl_count += len(gaps)
+        b = (np.log10(np.maximum(gaps, 1e-12)) - _ITL_LO) * _ITL_PER_DECADE
+        idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, _ITL_BINS + 1)
+        self.itl_hist += np.bincount(idx, minlength=_ITL_BINS + 2)
+
+    def itl_quantile(self, q: float) -> float:
+        """Quantile of inter-token latency in seconds (bin-centre accuracy: 0.5%)."""
+        if self.itl_count == 0:
+            return float("nan")
+        target = q * self.itl_count
+        k = int(np.searchsorted(np.cumsum(self.itl_hist), target, side="left"))
+        return float(10 ** (_ITL_LO + (k - 0.5) / _ITL_PER_DECADE))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {c: a[: self.n] for c, a in self.cols.items()}
+
+
+class SimulationStalled(RuntimeError):
+    """The engine has work but can schedule none of it: a diagnostic, never a silent hang."""
+
+
+class Engine:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        scheduler: Scheduler,
+        cost: CostModel,
+        reqs: RequestTable,
+        *,
+        max_model_len: int,
+        max_blocks_per_request: int,
+        max_steps: int = 50_000_000,
+        stall_steps: int = 1000,
+    ) -> None:
+        self.env = env
+        self.sched = scheduler
+        self.cost = cost
+        self.reqs = reqs
+        self.max_model_len = max_model_len
+        self.max_blocks = max_blocks_per_request
+        self.max_steps = max_steps
+        self.stall_steps = stall_steps
+        self.log = StepLog()
+        self.reject_reasons: dict[int, str] = {}
+        self._events: dict[int, simpy.Event] = {}
+        self._wake: simpy.Event | None = None
+        self.num_steps = 0
+        self.num_done = 0  # finished + rejected + aborted
+        self.all_done: simpy.Event = env.event()
+        self.expected: int | None = None  # when set, all_done fires once this many are done
+        self.process = env.process(self._loop())
+
+    def submit(
+        self,
+        prompt_len: int,
+        max_tokens: int,
+        group: int = -1,
+        group_len: int = 0,
+        priority: int = 0,
+        content_key: int = -1,
+        client: int = -1,
+        want_event: bool = False,
+    ) -> simpy.Event | None:
+        R = self.reqs
+        rid = R.add(
+            self.env.now,
+            prompt_len,
+            max_tokens,
+            priority=priority,
+            group=group,
+            group_len=group_len,
+            content_key=content_key,
+            client=client,
+        )
+        ev = self.env.event() if want_event else None
+        reason = self._reject_reason(prompt_len, max_tokens)
+        if reason:
+            R.status[rid] = REJECTED
+            R.finish[rid] = self.env.now
+            self.reject_reasons[rid] = reason
+            if ev is not None:
+                ev.succeed(rid)
+            self._count_done(1)
+            return ev
+        if ev is not None:
+            self._events[rid] = ev
+        self.sched.add_request(rid)
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+        return ev
+
+    def _reject_reason(self, prompt_len: int, max_tokens: int) -> str:
+        total = prompt_len + max_tokens
+        if total > self.max_model_len:
+            return f"prompt ({prompt_len}) + max_tokens ({max_tokens}) = {total} > max_model_len ({self.max_model_len})"
+        bs = self.sched.cfg.block_size
+        need = (total - 1 + bs - 1) // bs
+        if need > self.max_blocks:
+            return f"needs {need} KV blocks, more than the whole pool ({self.max_blocks})"
+        return ""
+
+    def _count_done(self, k: int) -> None:
+        self.num_done += k
+        if self.expected is not None and self.num_done >= self.expected and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def _notify(self, rids: np.ndarray | tuple) -> None:
+        events = self._events
+        for rid in rids if isinstance(rids, tuple) else rids.tolist():
+            ev = events.pop(rid, None)
+            if ev is not None:
+                ev.succeed(rid)
+        self._count_done(len(rids))
+
+    def _loop(self):
+        env, sched, cost, log = self.env, self.sched, self.cost, self.log
+        idle_steps = 0
+        while True:
+            if not sched.has_work():
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            if self.num_steps >= self.max_steps:
+                raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
+            start = env.now
+            plan = sched.schedule(start)
+            dt = cost.step_time(plan.work)
+            yield env.timeout(dt)
+            out = sched.update(plan, env.now)
+            self.num_steps += 1
+            log.add(start, dt, plan, out)
+            if plan.aborted:
+                self._notify(plan.aborted)
+            if len(out.finished):
+                self._notify(out.finished)
+            if plan.work.num_tokens == 0 and not plan.preempted:
+                idle_steps += 1
+                if idle_steps >= self.stall_steps:
+                    raise SimulationStalled(self.diagnose())
+            else:
+                idle_steps = 0
+
+    def diagnose(self) -> str:
+        s, p = self.sched, self.sched.pool
+        return (
+            f"no progress for {self.stall_steps} steps at t={self.env.now:.3f} s: "
+            f"running={s._n} waiting={s.num_waiting} swapped={len(s.swapped)} "
+            f"free_blocks={p.num_free}/{p.num_blocks} budget={s.cfg.max_num_batched_tokens} "
+            f"max_num_seqs={s.cfg.max_num_seqs}"
+        )
+
+    def count(self, status: int) -> int:
+        return int(np.count_nonzero(self.reqs.status[: self.reqs.n] == status))
+
+    @property
+    def num_finished(self) -> int:
+        return self.count(FINISHED)
+
+    @property
+    def num_aborted(self) -> int:
+        return self.count(ABORTED)

@@ -1,0 +1,87 @@
+"""GPU catalogue: peak rates, memory and links, each number with its source (data/hardware)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from simulator.errors import ConfigError
+
+CATALOG = Path(__file__).parent / "data" / "hardware" / "catalog.yaml"
+_REQUIRED = ("hbm_bytes", "hbm_bandwidth", "peak_flops", "interconnect_bandwidth", "host_link_bandwidth")
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator. Units: bytes, bytes/s, FLOP/s (dense)."""
+
+    key: str
+    name: str
+    hbm_bytes: float
+    hbm_bandwidth: float
+    peak_flops: dict[str, float] = field(hash=False)
+    interconnect_bandwidth: float
+    host_link_bandwidth: float
+
+    def flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
+        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16", "int4": "int8"}.get(dtype, dtype)
+        return float(self.peak_flops.get(key, self.peak_flops["bf16"]))
+
+
+def _catalog() -> dict:
+    return yaml.safe_load(CATALOG.read_text())
+
+
+def builtin_gpus() -> list[str]:
+    return sorted(_catalog())
+
+
+def _num(v):
+    """YAML 1.1 reads 3.35e12 (no exponent sign) as a string: accept numeric strings."""
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where} must be a mapping (got {d!r})")
+    d = {k: ({kk: _num(vv) for kk, vv in v.items()} if isinstance(v, dict) else _num(v)) for k, v in d.items()}
+    for f in _REQUIRED:
+        if f not in d:
+            raise ConfigError(f"{where}.{f}: required for custom GPU '{key}' (missing)")
+    flops = d["peak_flops"]
+    if not isinstance(flops, dict) or "bf16" not in flops:
+        raise ConfigError(f"{where}.peak_flops must be a mapping with at least 'bf16' (got {flops!r})")
+    for f in ("hbm_bytes", "hbm_bandwidth", "interconnect_bandwidth", "host_link_bandwidth"):
+        v = d[f]
+        if not isinstance(v, (int, float)) or v <= 0:
+            raise ConfigError(f"{where}.{f} must be a number > 0 (got {v!r})")
+    return GPU(
+        key=key,
+        name=str(d.get("name", key)),
+        hbm_bytes=float(d["hbm_bytes"]),
+        hbm_bandwidth=float(d["hbm_bandwidth"]),
+        peak_flops={k: float(v) for k, v in flops.items()},
+        interconnect_bandwidth=float(d["interconnect_bandwidth"]),
+        host_link_bandwidth=float(d["host_link_bandwidth"]),
+    )
+
+
+def load_gpu(spec: str | dict) -> GPU:
+    """A built-in GPU name (``h100-sxm``), a YAML file path, or an inline mapping."""
+    if isinstance(spec, dict):
+        return gpu_from_dict(str(spec.get("name", "custom")), spec, "hardware.gpu")
+    cat = _catalog()
+    if spec in cat:
+        return gpu_from_dict(spec, cat[spec], f"catalog[{spec}]")
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return gpu_from_dict(path.stem, yaml.safe_load(path.read_text()), "hardware.gpu")
+    raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")

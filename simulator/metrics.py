@@ -1,0 +1,186 @@
+"""Results as flat records, and every metric defined once from them (see docs/metrics.md).
+
+The measured window is [warmup_s, end of run]. Throughputs count what happened inside it; latency
+statistics cover the requests that arrived inside it and completed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.requests import ABORTED, FINISHED, REJECTED, STATUS_NAMES
+
+REQUEST_COLUMNS = [
+    "id", "client", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
+    "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "recomputed_tokens",
+    "swapped_bytes", "prefix_group", "reject_reason",
+]
+
+
+def request_frame(result) -> pd.DataFrame:
+    c = result.reqs.columns()
+    reasons = result.engine.reject_reasons
+    n = len(c["arrival"])
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "client": c["client"],
+            "status": np.array(STATUS_NAMES, dtype=object)[c["status"]],
+            "arrival_s": c["arrival"],
+            "first_scheduled_s": c["first_scheduled"],
+            "first_token_s": c["first_token"],
+            "finish_s": c["finish"],
+            "prompt_tokens": c["prompt_len"],
+            "output_tokens": c["num_out"],
+            "cached_tokens": np.maximum(c["cached_tokens"], 0),
+            "preemptions": c["preemptions"],
+            "recomputed_tokens": c["recomputed"],
+            "swapped_bytes": c["swapped_bytes"],
+            "prefix_group": c["group"],
+            "reject_reason": [reasons.get(i, "") for i in range(n)],
+        },
+        columns=REQUEST_COLUMNS,
+    )
+
+
+def step_frame(result) -> pd.DataFrame:
+    df = pd.DataFrame(result.engine.log.columns())
+    df.insert(0, "step", np.arange(len(df)))
+    for col in ("num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs", "prefill_tokens",
+                "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"):
+        df[col] = df[col].astype(np.int64)
+    return df
+
+
+def _stats(prefix: str, values_s: np.ndarray) -> dict:
+    v = values_s[np.isfinite(values_s)] * 1e3
+    if len(v) == 0:
+        return {f"mean_{prefix}_ms": None, f"median_{prefix}_ms": None, f"p99_{prefix}_ms": None}
+    return {
+        f"mean_{prefix}_ms": float(v.mean()),
+        f"median_{prefix}_ms": float(np.median(v)),
+        f"p99_{prefix}_ms": float(np.percentile(v, 99)),
+    }
+
+
+def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+    """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
+    ends = starts + durations
+    lo = np.maximum(starts, t0)
+    hi = np.minimum(ends, t1)
+    w = np.clip(hi - lo, 0, None)
+    if w.sum() <= 0:
+        return 0.0, 0.0
+    inside = w > 0
+    return float(np.dot(w, usage) / w.sum()), float(usage[inside].max())
+
+
+def summarize(result) -> dict:
+    sc = result.scenario
+    t0 = sc.run.warmup_s
+    t1 = result.end_time
+    window = max(t1 - t0, 1e-12)
+    c = result.reqs.columns()
+    log = result.engine.log.columns()
+    status = c["status"]
+    fin = status == FINISHED
+    in_win = fin & (c["finish"] >= t0)
+    measured = fin & (c["arrival"] >= t0)
+    steps_in = log["start"] >= t0
+    generated = float(log["num_generated"][steps_in].sum())
+    out = c["num_out"]
+    tpot = (c["finish"] - c["first_token"]) / np.where(out > 1, out - 1, np.nan)
+    usage_mean, usage_max = time_weighted_usage(log["start"], log["duration"], log["kv_usage"], t0, t1)
+    step_log = result.engine.log
+    s = {
+        "scenario": sc.name,
+        "model": result.model.name,
+        "gpu": result.gpu.key,
+        "tensor_parallel_size": sc.hardware.tensor_parallel_size,
+        "max_num_seqs": result.sched_cfg.max_num_seqs,
+        "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
+        "num_gpu_blocks": result.memory.num_gpu_blocks,
+        "kv_cache_tokens": result.memory.num_usable_blocks * result.sched_cfg.block_size,
+        "duration_s": window,
+        "request_throughput": float(in_win.sum()) / window,
+        "output_throughput": generated / window,
+        "total_token_throughput": (float(c["prompt_len"][in_win].sum()) + generated) / window,
+    }
+    s.update(_stats("ttft", (c["first_token"] - c["arrival"])[measured]))
+    s.update(_stats("tpot", tpot[measured]))
+    s.update(
+        {
+            "mean_itl_ms": step_log.itl_sum / step_log.itl_count * 1e3 if step_log.itl_count else None,
+            "median_itl_ms": step_log.itl_quantile(0.5) * 1e3 if step_log.itl_count else None,
+            "p99_itl_ms": step_log.itl_quantile(0.99) * 1e3 if step_log.itl_count else None,
+        }
+    )
+    s.update(_stats("e2el", (c["finish"] - c["arrival"])[measured]))
+    s.update(
+        {
+            "num_preemptions": int(log["num_preemptions"][steps_in].sum()),
+            "recomputed_tokens": int(log["recomputed_tokens"][steps_in].sum()),
+            "kv_cache_usage_mean": usage_mean,
+            "kv_cache_usage_max": usage_max,
+            "num_completed": int(measured.sum()),
+            "num_rejected": int(np.count_nonzero(status == REJECTED)),
+            "num_aborted": int(np.count_nonzero(status == ABORTED)),
+            "num_submitted": int(len(status)),
+            "num_in_flight_at_end": int(np.count_nonzero(status < FINISHED)),
+            "simulated_time_s": t1,
+            "num_steps": int(result.engine.num_steps),
+            "wall_time_s": result.wall_s,
+            "speedup_vs_real_time": t1 / result.wall_s if result.wall_s > 0 else None,
+        }
+    )
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
+
+
+def throughput_series(steps: pd.DataFrame, window_s: float, end: float) -> pd.DataFrame:
+    """Output tokens per second in consecutive windows; each step's tokens are spread over its duration."""
+    nb = max(int(math.ceil(end / window_s)), 1)
+    edges = np.arange(nb + 1) * window_s
+    start = steps["start"].to_numpy()
+    stop = start + steps["duration"].to_numpy()
+    gen = steps["num_generated"].to_numpy(dtype=float)
+    cum = np.cumsum(gen)
+    # Cumulative tokens as a piecewise-linear function of time: flat while idle, rising within a step.
+    xp = np.column_stack([start, stop]).ravel()
+    fp = np.column_stack([cum - gen, cum]).ravel()
+    c = np.interp(edges, xp, fp, left=0.0, right=float(cum[-1]) if len(cum) else 0.0) if len(xp) else np.zeros(nb + 1)
+    pre = np.bincount(np.minimum((stop / window_s).astype(np.int64), nb - 1), weights=steps["num_preemptions"].to_numpy(), minlength=nb)
+    return pd.DataFrame({"time_s": edges[:-1] + 0.5 * window_s, "output_tokens_per_s": np.diff(c) / window_s, "preemptions": pre[:nb]})
+
+
+def default_window(end: float) -> float:
+    return float(max(1.0, round(end / 120.0, 1)))
+
+
+# ---- writing --------------------------------------------------------------------------------------
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    atomic_write_text(path, df.to_csv(index=False, float_format="%.9g", lineterminator="\n"))
+
+
+def write_json(obj: dict, path: Path) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,78 @@
+"""Plots of one run or several overlaid: KV-cache usage and output throughput over time."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from simulator.metrics import default_window, throughput_series  # noqa: E402
+
+COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
+
+
+def _save(fig, path: Path) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _usage_series(steps: pd.DataFrame, points: int = 2000) -> tuple[pd.Series, pd.Series]:
+    """Usage over time, thinned to at most ``points`` samples (max per bucket keeps the peaks)."""
+    t = steps["start"]
+    u = steps["kv_usage"] * 100
+    if len(steps) <= points:
+        return t, u
+    b = (t / (t.iloc[-1] + 1e-9) * points).astype(int)
+    g = pd.DataFrame({"t": t, "u": u, "b": b}).groupby("b")
+    return g["t"].mean(), g["u"].max()
+
+
+def plot_kv_usage(runs: list[tuple[str, pd.DataFrame]], path: Path, title: str, warmup_s: float = 0.0) -> None:
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    for i, (label, steps) in enumerate(runs):
+        t, u = _usage_series(steps)
+        ax.plot(t, u, color=COLORS[i % len(COLORS)], lw=1.3, label=label)
+    ax.set_ylim(0, 105)
+    ax.axhline(100, color="grey", lw=0.8, ls=":")
+    _decorate(ax, title, "KV-cache usage (%)", warmup_s, runs)
+    _save(fig, path)
+
+
+def plot_throughput(runs: list[tuple[str, pd.DataFrame]], path: Path, title: str, warmup_s: float = 0.0,
+                    window_s: float | None = None) -> None:
+    end = max(float((s["start"] + s["duration"]).max()) for _, s in runs if len(s)) if runs else 1.0
+    w = window_s or default_window(end)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    top = 0.0
+    for i, (label, steps) in enumerate(runs):
+        ts = throughput_series(steps, w, end)
+        ax.plot(ts["time_s"], ts["output_tokens_per_s"], color=COLORS[i % len(COLORS)], lw=1.3, label=label)
+        top = max(top, float(ts["output_tokens_per_s"].max()))
+    ax.set_ylim(0, top * 1.1 + 1)
+    _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs)
+    _save(fig, path)
+
+
+def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if warmup_s > 0:
+        ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0, label="warm-up (not measured)")
+    if len(runs) > 1 or warmup_s > 0:
+        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)

@@ -1,0 +1,87 @@
+"""Per-request state as a structure of numpy arrays, indexed by request id (ids count from 0).
+
+A step touches hundreds of requests at once, so the scheduler works on slices of these arrays
+instead of Python objects. The same arrays are the per-request records written at the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+WAITING, RUNNING, SWAPPED, FINISHED, REJECTED, ABORTED = range(6)
+STATUS_NAMES = ["waiting", "running", "swapped", "finished", "rejected", "aborted"]
+
+# name -> (dtype, initial value)
+_FIELDS: dict[str, tuple[type, float]] = {
+    "arrival": (np.float64, np.nan),
+    "first_scheduled": (np.float64, np.nan),
+    "first_token": (np.float64, np.nan),
+    "last_token": (np.float64, np.nan),
+    "finish": (np.float64, np.nan),
+    "prompt_len": (np.int64, 0),
+    "max_tokens": (np.int64, 0),
+    "num_tokens": (np.int64, 0),
+    "num_computed": (np.int64, 0),
+    "num_out": (np.int64, 0),
+    "computed_hwm": (np.int64, 0),  # most tokens ever computed (for counting recomputation)
+    "num_blocks": (np.int64, 0),  # blocks held on the GPU (== ceil(num_computed / block_size))
+    "cached_tokens": (np.int64, -1),  # prefix-cache hit tokens at first admission
+    "preemptions": (np.int32, 0),
+    "recomputed": (np.int64, 0),
+    "swapped_bytes": (np.float64, 0.0),
+    "status": (np.int8, WAITING),
+    "priority": (np.int32, 0),
+    "group": (np.int64, -1),
+    "group_len": (np.int64, 0),
+    "content_key": (np.int64, -1),
+    "client": (np.int64, -1),
+}
+
+
+class RequestTable:
+    """Growable columns of per-request state."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.n = 0
+        self._cap = capacity
+        for name, (dt, init) in _FIELDS.items():
+            setattr(self, name, np.full(capacity, init, dt))
+
+    def add(
+        self,
+        arrival: float,
+        prompt_len: int,
+        max_tokens: int,
+        *,
+        priority: int = 0,
+        group: int = -1,
+        group_len: int = 0,
+        content_key: int = -1,
+        client: int = -1,
+    ) -> int:
+        if self.n == self._cap:
+            self._grow()
+        rid = self.n
+        self.n += 1
+        self.arrival[rid] = arrival
+        self.prompt_len[rid] = prompt_len
+        self.num_tokens[rid] = prompt_len
+        self.max_tokens[rid] = max_tokens
+        self.priority[rid] = priority
+        self.group[rid] = group
+        self.group_len[rid] = group_len if group >= 0 else 0
+        self.content_key[rid] = rid if content_key < 0 else content_key
+        self.client[rid] = client
+        return rid
+
+    def _grow(self) -> None:
+        new = self._cap * 2
+        for name, (dt, init) in _FIELDS.items():
+            old = getattr(self, name)
+            arr = np.full(new, init, dt)
+            arr[: self._cap] = old
+            setattr(self, name, arr)
+        self._cap = new
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name)[: self.n] for name in _FIELDS}

@@ -1,0 +1,151 @@
+"""Wire a validated scenario into a simulation and run it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+
+import numpy as np
+import simpy
+
+from simulator.block_pool import BlockPool
+from simulator.config import Scenario
+from simulator.cost import CostModel, Efficiency
+from simulator.engine import Engine
+from simulator.hardware import GPU, load_gpu
+from simulator.kv_cache import KVCacheManager
+from simulator.memory import GIB, MemoryPlan, plan_memory
+from simulator.models import ModelArch, load_model
+from simulator.requests import RequestTable
+from simulator.scheduler import Scheduler, SchedulerConfig
+from workloads.arrivals import Budget, closed_loop, poisson
+from workloads.lengths import LengthSampler
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    model: ModelArch
+    gpu: GPU
+    memory: MemoryPlan
+    sched_cfg: SchedulerConfig
+    reqs: RequestTable
+    engine: Engine
+    end_time: float
+    wall_s: float
+
+
+def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
+    """vLLM's `vllm serve` defaults: larger batches on 80 GB-class GPUs."""
+    big = gpu.hbm_bytes >= 70 * GIB
+    seqs = sc.engine.max_num_seqs or (1024 if big else 256)
+    tokens = sc.engine.max_num_batched_tokens or (8192 if big else 2048)
+    return seqs, tokens
+
+
+def efficiency(sc: Scenario) -> Efficiency:
+    base = Efficiency()
+    c = sc.cost
+    over = {}
+    for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
+        v = getattr(c, f)
+        if v is not None:
+            over[f] = v
+    if c.step_overhead_ms is not None:
+        over["step_overhead_s"] = c.step_overhead_ms / 1e3
+    if c.per_seq_overhead_us is not None:
+        over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
+    return Efficiency(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **over})
+
+
+class RequestFactory:
+    """Draws each new request's prompt length, output length and shared-prefix group."""
+
+    def __init__(self, sc: Scenario, seed: int) -> None:
+        ss = np.random.SeedSequence(seed)
+        r_prompt, r_out, r_prefix, self.arrival_rng = (np.random.default_rng(s) for s in ss.spawn(4))
+        w = sc.workload
+        self.prompt = LengthSampler(w.prompt_tokens, r_prompt)
+        self.output = LengthSampler(w.output_tokens, r_out)
+        self.prefix = w.shared_prefix
+        self.prefix_rng = r_prefix
+
+    def __call__(self) -> tuple[int, int, int, int]:
+        p, o = self.prompt(), self.output()
+        sp = self.prefix
+        if sp is not None and (sp.fraction >= 1.0 or self.prefix_rng.random() < sp.fraction):
+            g = int(self.prefix_rng.integers(sp.num_groups)) if sp.num_groups > 1 else 0
+            return p + sp.tokens, o, g, sp.tokens
+        return p, o, -1, 0
+
+
+def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
+    model = load_model(sc.model)
+    gpu = load_gpu(sc.hardware.gpu)
+    tp = sc.hardware.tensor_parallel_size
+    e = sc.engine
+    seqs, tokens = engine_defaults(gpu, sc)
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else None
+    mem = plan_memory(
+        model,
+        gpu,
+        tp=tp,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+        block_size=e.block_size,
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        kv_dtype_bytes=kv_dtype_bytes,
+        reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
+        num_gpu_blocks_override=e.num_gpu_blocks_override,
+    )
+    scfg = SchedulerConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        block_size=e.block_size,
+        enable_prefix_caching=e.enable_prefix_caching,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        admission=e.admission,
+        policy=e.scheduling_policy,
+        preemption_mode=e.preemption_mode,
+        swap_space_blocks=int(e.swap_space_gb * GIB // mem.block_bytes),
+        block_bytes=mem.block_bytes,  # per GPU: each GPU copies its own shard over its own host link
+        on_swap_full=e.on_swap_full,
+    )
+    reqs = RequestTable()
+    pool = BlockPool(mem.num_gpu_blocks)
+    kv = KVCacheManager(pool, e.block_size, e.enable_prefix_caching)
+    sched = Scheduler(scfg, reqs, kv)
+    cost = CostModel(model, gpu, tp, efficiency(sc), kv_dtype_bytes)
+    env = simpy.Environment()
+    max_len = e.max_model_len or model.max_position_embeddings
+    engine = Engine(
+        env,
+        sched,
+        cost,
+        reqs,
+        max_model_len=max_len,
+        max_blocks_per_request=pool.num_blocks,
+        max_steps=sc.run.max_steps,
+    )
+    factory = RequestFactory(sc, sc.run.seed)
+    budget = Budget(sc.run.num_requests)
+    a = sc.workload.arrival
+    if a.type == "closed_loop":
+        closed_loop(env, engine.submit, factory, a.concurrency, a.think_time_s, a.ramp_up_s, budget)
+    else:
+        env.process(poisson(env, engine.submit, factory, a.rate, factory.arrival_rng, budget))
+    engine.expected = sc.run.num_requests
+    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
+    return env, engine, parts
+
+
+def simulate(sc: Scenario) -> Result:
+    t0 = time.perf_counter()
+    env, engine, parts = build(sc)
+    until = sc.run.duration_s
+    if sc.run.num_requests is not None:
+        stop = engine.all_done if until is None else (engine.all_done | env.timeout(until))
+        env.run(until=stop)
+    else:
+        env.run(until=until)
+    return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0, **parts)

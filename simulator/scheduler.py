@@ -1,0 +1,425 @@
+"""vLLM V1 scheduling: one ``schedule()`` per engine step, then ``update()`` with the step's output.
+
+The rules (see docs/semantics.md for the full statement and the vLLM sources they come from):
+- running requests first, in admission order, each given ``num_tokens - num_computed`` tokens
+  capped by what is left of the token budget (chunked prefill);
+- a running request that cannot get its blocks preempts the tail of the running list (with
+  priority scheduling: the lowest-priority, latest-arriving request) and retries, until it fits or
+  it was itself the victim;
+- waiting requests are admitted in queue order only if nothing was preempted in this step, while
+  ``len(running) < max_num_seqs`` and budget remains; the first that cannot get its blocks stops
+  admission (nobody jumps ahead);
+- recompute preemption sends the victim to the front of the waiting queue with nothing computed;
+  swap preemption copies its blocks to host memory, and swapped requests come back before any
+  new admission.
+
+The common step (nobody preempted) is handled with numpy over the whole running list; only
+preemptions and admissions walk requests one at a time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.cost import StepWork
+from simulator.kv_cache import KVCacheManager
+from simulator.requests import ABORTED, FINISHED, RUNNING, SWAPPED, WAITING, RequestTable
+
+_EMPTY = np.empty(0, np.int64)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+    long_prefill_token_threshold: int = 0
+    admission: str = "first_chunk"  # or "full_prompt" (vLLM's scheduler_reserve_full_isl)
+    policy: str = "fcfs"  # or "priority"
+    preemption_mode: str = "recompute"  # or "swap"
+    swap_space_blocks: int = 0
+    block_bytes: float = 0.0  # KV bytes of one block on one GPU (for swap traffic)
+    on_swap_full: str = "recompute"  # or "abort"
+    cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What ``schedule()`` decided for one step, and the state right after it."""
+
+    rids: np.ndarray  # scheduled requests, in scheduling order
+    num_new: np.ndarray  # tokens scheduled for each
+    computed_before: np.ndarray
+    new: tuple[int, ...]
+    resumed: tuple[int, ...]
+    preempted: tuple[int, ...]
+    aborted: tuple[int, ...]
+    prefix_hits: tuple[tuple[int, int], ...]  # (request, cached tokens) for new and resumed
+    work: StepWork
+    recomputed_tokens: int
+    kv_usage: float
+    num_free_blocks: int
+    num_running: int
+    num_waiting: int
+    num_swapped: int
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """What ``update()`` observed at the end of a step."""
+
+    num_generated: int
+    finished: np.ndarray
+    itl_gaps: np.ndarray  # seconds between consecutive tokens of the same request
+
+
+class Scheduler:
+    def __init__(self, cfg: SchedulerConfig, reqs: RequestTable, kv: KVCacheManager) -> None:
+        self.cfg = cfg
+        self.reqs = reqs
+        self.kv = kv
+        self.pool = kv.pool
+        self._run = np.zeros(max(cfg.max_num_seqs, 16), np.int64)
+        self._n = 0
+        self._fifo: deque[int] = deque()
+        self._heap: list[tuple[int, float, int, int]] = []
+        self._seq = 0
+        self.swapped: deque[int] = deque()
+        self._swap_blocks: dict[int, int] = {}
+        self.swap_used_blocks = 0
+        self.num_preemptions = 0
+
+    # ---- queues -------------------------------------------------------------------------------
+    @property
+    def running(self) -> np.ndarray:
+        return self._run[: self._n]
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._heap) if self.cfg.policy == "priority" else len(self._fifo)
+
+    def has_work(self) -> bool:
+        return self._n > 0 or self.num_waiting > 0 or len(self.swapped) > 0
+
+    def add_request(self, rid: int) -> None:
+        self.reqs.status[rid] = WAITING
+        self._push(rid, front=False)
+
+    def _push(self, rid: int, front: bool) -> None:
+        if self.cfg.policy == "priority":
+            self._seq += 1
+            R = self.reqs
+            heapq.heappush(self._heap, (int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
+        elif front:
+            self._fifo.appendleft(rid)
+        else:
+            self._fifo.append(rid)
+
+    def _peek(self) -> int:
+        return self._heap[0][3] if self.cfg.policy == "priority" else self._fifo[0]
+
+    def _pop(self) -> int:
+        return heapq.heappop(self._heap)[3] if self.cfg.policy == "priority" else self._fifo.popleft()
+
+    def _append_running(self, rid: int) -> None:
+        if self._n == len(self._run):
+            self._run = np.concatenate([self._run, np.zeros(len(self._run), np.int64)])
+        self._run[self._n] = rid
+        self._n += 1
+
+    # ---- scheduling -----------------------------------------------------------------------------
+    def schedule(self, now: float) -> StepPlan:
+        cfg, R = self.cfg, self.reqs
+        bs = cfg.block_size
+        budget = cfg.max_num_batched_tokens
+        self._preempted: list[int] = []
+        self._aborted: list[int] = []
+        self._swap_bytes = 0.0
+        parts_r: list[np.ndarray] = []
+        parts_a: list[np.ndarray] = []
+
+        n = self._n
+        if n:
+            r = self._run[:n].copy()
+            nc = R.num_computed[r]
+            need = R.num_tokens[r] - nc
+            if cfg.long_prefill_token_threshold > 0:
+                np.minimum(need, cfg.long_prefill_token_threshold, out=need)
+            cum = np.cumsum(need)
+            alloc = np.clip(budget - (cum - need), 0, need)
+            nb = (nc + alloc + bs - 1) // bs - R.num_blocks[r]
+            cb = np.cumsum(nb)
+            if cb[-1] <= self.pool.num_free:
+                self.kv.allocate_many(r, nb)
+                R.num_blocks[r] += nb
+                sel = alloc > 0
+                parts_r.append(r[sel])
+                parts_a.append(alloc[sel])
+                budget -= int(alloc.sum())
+            else:
+                i = int(np.searchsorted(cb, self.pool.num_free, side="right"))
+                self.kv.allocate_many(r[:i], nb[:i])
+                R.num_blocks[r[:i]] += nb[:i]
+                budget -= int(alloc[:i].sum())
+                done_r, done_a, budget = self._schedule_running_slow(r, alloc, i, budget, now)
+                parts_r.append(done_r)
+                parts_a.append(done_a)
+            self._cache_group_prefill(parts_r[-1], parts_a[-1])
+
+        new: list[int] = []
+        resumed: list[int] = []
+        hits: list[tuple[int, int]] = []
+        if not self._preempted:
+            ar, aa, budget = self._admit(now, budget, new, resumed, hits)
+            if len(ar):
+                parts_r.append(ar)
+                parts_a.append(aa)
+
+        if parts_r:
+            rids = parts_r[0] if len(parts_r) == 1 else np.concatenate(parts_r)
+            num_new = parts_a[0] if len(parts_a) == 1 else np.concatenate(parts_a)
+        else:
+            rids, num_new = _EMPTY, _EMPTY
+        before = R.num_computed[rids]
+        after = before + num_new
+        R.num_computed[rids] = after
+        hwm = R.computed_hwm[rids]
+        rec = np.clip(np.minimum(after, hwm) - before, 0, None)
+        recomputed = int(rec.sum())
+        if recomputed:
+            R.recomputed[rids] += rec
+        R.computed_hwm[rids] = np.maximum(hwm, after)
+
+        ntok = R.num_tokens[rids]
+        sampled = after == ntok
+        decode = int(np.count_nonzero((num_new == 1) & sampled & (before > 0)))
+        total = int(num_new.sum())
+        work = StepWork(
+            num_seqs=len(rids),
+            num_tokens=total,
+            num_prefill_tokens=total - decode,
+            num_decode_tokens=decode,
+            context_tokens=int(before.sum()),
+            attn_pairs=float(np.dot(num_new, before) + 0.5 * np.dot(num_new, num_new + 1)),
+            num_sampled=int(np.count_nonzero(sampled)),
+            swap_bytes=self._swap_bytes,
+        )
+        return StepPlan(
+            rids=rids,
+            num_new=num_new,
+            computed_before=before,
+            new=tuple(new),
+            resumed=tuple(resumed),
+            preempted=tuple(self._preempted),
+            aborted=tuple(self._aborted),
+            prefix_hits=tuple(hits),
+            work=work,
+            recomputed_tokens=recomputed,
+            kv_usage=self.pool.usage,
+            num_free_blocks=self.pool.num_free,
+            num_running=self._n,
+            num_waiting=self.num_waiting,
+            num_swapped=len(self.swapped),
+        )
+
+    def _schedule_running_slow(
+        self, r: np.ndarray, alloc: np.ndarray, start: int, budget: int, now: float
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Walk the running list from ``start`` one request at a time, preempting as vLLM does."""
+        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        order = r.tolist()
+        scheduled: dict[int, int] = {rid: int(a) for rid, a in zip(order[:start], alloc[:start].tolist()) if a > 0}
+        thr = cfg.long_prefill_token_threshold
+        j = start
+        while j < len(order) and budget > 0:
+            rid = order[j]
+            a = int(R.num_tokens[rid] - R.num_computed[rid])
+            if thr > 0:
+                a = min(a, thr)
+            a = min(a, budget)
+            m = (int(R.num_computed[rid]) + a + bs - 1) // bs - int(R.num_blocks[rid])
+            fits = True
+            while m > self.pool.num_free:
+                if cfg.policy == "priority":
+                    vi = max(range(len(order)), key=lambda k: (R.priority[order[k]], R.arrival[order[k]]))
+                else:
+                    vi = len(order) - 1
+                victim = order.pop(vi)
+                if victim in scheduled:
+                    budget += scheduled.pop(victim)
+                self._preempt(victim, now)
+                if victim == rid:
+                    fits = False
+                    break
+                if vi < j:
+                    j -= 1
+            if not fits:
+                break
+            if m > 0:
+                self.kv.allocate(rid, m)
+                R.num_blocks[rid] += m
+            scheduled[rid] = a
+            budget -= a
+            j += 1
+        self._n = len(order)
+        self._run[: self._n] = order
+        keep = [rid for rid in order if rid in scheduled]
+        return (
+            np.array(keep, np.int64),
+            np.array([scheduled[rid] for rid in keep], np.int64),
+            budget,
+        )
+
+    def _cache_group_prefill(self, rids: np.ndarray, alloc: np.ndarray) -> None:
+        """Index shared-prefix blocks that running requests' prefill chunks have just filled."""
+        if not self.cfg.enable_prefix_caching or not len(rids):
+            return
+        R = self.reqs
+        mask = (R.group[rids] >= 0) & (R.num_computed[rids] < R.group_len[rids])
+        if mask.any():
+            for rid, a in zip(rids[mask].tolist(), alloc[mask].tolist()):
+                upto = int(R.num_computed[rid]) + a
+                self.kv.cache_group_blocks(rid, int(R.group[rid]), int(R.group_len[rid]), upto)
+
+    def _preempt(self, rid: int, now: float) -> None:
+        cfg, R = self.cfg, self.reqs
+        R.preemptions[rid] += 1
+        self.num_preemptions += 1
+        self._preempted.append(rid)
+        nblk = int(R.num_blocks[rid])
+        args = (int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+        R.num_blocks[rid] = 0
+        if cfg.preemption_mode == "swap":
+            if self.swap_used_blocks + nblk <= cfg.swap_space_blocks:
+                self.kv.free(rid, *args, cache_own=False)
+                self.swap_used_blocks += nblk
+                self._swap_blocks[rid] = nblk
+                nbytes = nblk * cfg.block_bytes
+                self._swap_bytes += nbytes
+                R.swapped_bytes[rid] += nbytes
+                R.status[rid] = SWAPPED
+                self.swapped.append(rid)
+                return
+            if cfg.on_swap_full == "abort":
+                self.kv.free(rid, *args, cache_own=False)
+                R.status[rid] = ABORTED
+                R.finish[rid] = now
+                self._aborted.append(rid)
+                return
+        self.kv.free(rid, *args)
+        R.num_computed[rid] = 0
+        R.status[rid] = WAITING
+        self._push(rid, front=True)
+
+    def _admit(
+        self, now: float, budget: int, new: list[int], resumed: list[int], hits: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Swapped requests back in first, then waiting requests in queue order."""
+        cfg, R, bs, kv = self.cfg, self.reqs, self.cfg.block_size, self.kv
+        thr = cfg.long_prefill_token_threshold
+        out_r: list[int] = []
+        out_a: list[int] = []
+        while self.swapped and budget > 0 and self._n < cfg.max_num_seqs:
+            rid = self.swapped[0]
+            c = int(R.num_computed[rid])
+            a = int(R.num_tokens[rid]) - c
+            if thr > 0:
+                a = min(a, thr)
+            a = min(a, budget)
+            m = (c + a + bs - 1) // bs
+            if m > self.pool.num_free:
+                break
+            self.swapped.popleft()
+            kv.admit(rid, _EMPTY)
+            kv.allocate(rid, m)
+            R.num_blocks[rid] = m
+            nblk = self._swap_blocks.pop(rid)
+            self.swap_used_blocks -= nblk
+            nbytes = nblk * cfg.block_bytes
+            self._swap_bytes += nbytes
+            R.swapped_bytes[rid] += nbytes
+            self._start_running(rid, a, out_r, out_a)
+            resumed.append(rid)
+            hits.append((rid, c))
+            budget -= a
+        if self.swapped:
+            return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
+        while budget > 0 and self._n < cfg.max_num_seqs and self.num_waiting:
+            rid = self._peek()
+            ntok = int(R.num_tokens[rid])
+            group, glen = int(R.group[rid]), int(R.group_len[rid])
+            hit_ids, n_evictable = kv.lookup(ntok, group, glen, int(R.content_key[rid]))
+            nh = len(hit_ids)
+            hit_tokens = nh * bs
+            a = ntok - hit_tokens
+            if thr > 0:
+                a = min(a, thr)
+            a = min(a, budget)
+            m = (hit_tokens + a + bs - 1) // bs - nh
+            gate = (ntok + bs - 1) // bs - nh if cfg.admission == "full_prompt" else m
+            if gate + n_evictable > self.pool.num_free:
+                break
+            self._pop()
+            kv.admit(rid, hit_ids)
+            kv.allocate(rid, m)
+            R.num_blocks[rid] = nh + m
+            R.num_computed[rid] = hit_tokens
+            if group >= 0:
+                kv.cache_group_blocks(rid, group, glen, hit_tokens + a)
+            if R.cached_tokens[rid] < 0:
+                R.cached_tokens[rid] = hit_tokens
+                R.first_scheduled[rid] = now
+                new.append(rid)
+            else:
+                resumed.append(rid)
+            hits.append((rid, hit_tokens))
+            self._start_running(rid, a, out_r, out_a)
+            budget -= a
+        return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
+
+    def _start_running(self, rid: int, a: int, out_r: list[int], out_a: list[int]) -> None:
+        self.reqs.status[rid] = RUNNING
+        self._append_running(rid)
+        out_r.append(rid)
+        out_a.append(a)
+
+    # ---- after the step -------------------------------------------------------------------------
+    def update(self, plan: StepPlan, now: float) -> StepOutput:
+        """Append the sampled tokens, finish requests that reached their length, free their blocks."""
+        R = self.reqs
+        r = plan.rids
+        if not len(r):
+            return StepOutput(0, _EMPTY, np.empty(0))
+        s = r[R.num_computed[r] == R.num_tokens[r]]
+        R.num_tokens[s] += 1
+        out = R.num_out[s] + 1
+        R.num_out[s] = out
+        prev = out > 1
+        gaps = now - R.last_token[s[prev]]
+        R.first_token[s[~prev]] = now
+        R.last_token[s] = now
+        done = s[out >= R.max_tokens[s]]
+        if len(done):
+            keep_content = self.cfg.cache_finished_content
+            for rid in done.tolist():
+                self.kv.free(
+                    rid,
+                    int(R.num_computed[rid]),
+                    int(R.group[rid]),
+                    int(R.group_len[rid]),
+                    int(R.content_key[rid]),
+                    cache_own=keep_content,
+                )
+            R.status[done] = FINISHED
+            R.finish[done] = now
+            R.num_blocks[done] = 0
+            run = self._run[: self._n]
+            kept = run[R.status[run] == RUNNING]
+            self._n = len(kept)
+            self._run[: self._n] = kept
+        return StepOutput(len(s), done, gaps)

@@ -1,0 +1,1 @@
+"""Request traffic for servesim: length distributions and arrival processes (SimPy processes)."""
