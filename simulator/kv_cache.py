@@ -110,8 +110,14 @@ class KVCacheManager:
             return
         entry = self._group.get(group)
         total = group_len // self.block_size
-        if entry is None:
-            entry = (np.full(total, -1, np.int64), np.zeros(total, np.int64))
+        if entry is None or len(entry[0]) < total:
+            # Requests of one group may carry prefixes of different lengths (one is a prefix of the other).
+            ids = np.full(total, -1, np.int64)
+            gens = np.zeros(total, np.int64)
+            if entry is not None:
+                ids[: len(entry[0])] = entry[0]
+                gens[: len(entry[1])] = entry[1]
+            entry = (ids, gens)
             self._group[group] = entry
         ids, gens = entry
         mine = self._table_array(rid)[:n]
