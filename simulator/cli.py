@@ -111,6 +111,20 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_parity(args: argparse.Namespace) -> int:
+    from simulator.parity import main_parity
+
+    paths = args.traces
+    if not paths:
+        paths = sorted(str(p) for p in Path("tests/parity/fixtures").glob("*.csv"))
+        if not paths:
+            raise ConfigError("parity: no traces given and none found in tests/parity/fixtures/")
+    for p in paths:
+        if not Path(p).is_file():
+            raise ConfigError(f"parity: trace file not found: {p}")
+    return main_parity(paths)
+
+
 def _positive_int(name: str):
     def parse(text: str) -> int:
         try:
@@ -148,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--context", type=_positive_int("--context"), default=0)
     s.add_argument("--json", action="store_true", help="per-op breakdown and bound")
     s.set_defaults(fn=cmd_step_time)
+
+    q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
+    q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: tests/parity/fixtures/*.csv")
+    q.set_defaults(fn=cmd_parity)
 
     args = p.parse_args(argv)
     try:

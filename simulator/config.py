@@ -11,23 +11,15 @@ import dataclasses
 import difflib
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
 
 from simulator.errors import ConfigError
-
-
-def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
-    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds)."""
-    meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
-    if isinstance(default, (dict, list)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    if dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: default, metadata=meta)
-    return field(default=default, metadata=meta)
+from simulator.fields import F
+from workloads.config import LengthConfig, WorkloadConfig
 
 
 @dataclass(frozen=True)
@@ -53,41 +45,6 @@ class EngineConfig:
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
     kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
     runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, CUDA graphs and runtime (null: estimated from the model and budget)", "GiB", ge=0.0)
-
-
-@dataclass(frozen=True)
-class ArrivalConfig:
-    type: Literal["closed_loop", "poisson"] = F("closed_loop", "closed loop (fixed concurrency) or open-loop Poisson arrivals")
-    concurrency: int = F(64, "closed loop: requests in flight (each client sends its next request when its previous one ends)", "requests", ge=1)
-    think_time_s: float = F(0.0, "closed loop: pause between a response and the client's next request", "s", ge=0.0)
-    ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0)
-    rate: float = F(1.0, "poisson: mean arrival rate", "requests/s", gt=0.0)
-
-
-@dataclass(frozen=True)
-class LengthConfig:
-    dist: Literal["fixed", "uniform", "lognormal", "normal"] = F("fixed", "length distribution (samples are rounded and clipped to [min, max])")
-    value: int = F(512, "fixed: the length", "tokens", ge=1)
-    mean: float = F(512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0)
-    sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0)
-    std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0)
-    min: int = F(1, "smallest length (uniform: lower bound)", "tokens", ge=1)
-    max: int = F(1_000_000, "largest length (uniform: upper bound)", "tokens", ge=1)
-
-
-@dataclass(frozen=True)
-class SharedPrefixConfig:
-    num_groups: int = F(1, "distinct shared prefixes (system prompts)", ge=1)
-    tokens: int = F(256, "prefix length, put in front of the sampled prompt", "tokens", ge=1)
-    fraction: float = F(1.0, "fraction of requests that carry a shared prefix", ge=0.0, le=1.0)
-
-
-@dataclass(frozen=True)
-class WorkloadConfig:
-    arrival: ArrivalConfig = F(ArrivalConfig(), "how requests arrive")
-    prompt_tokens: LengthConfig = F(LengthConfig(), "prompt length")
-    output_tokens: LengthConfig = F(LengthConfig(value=256), "output length (max_tokens with ignore_eos)")
-    shared_prefix: Union[SharedPrefixConfig, None] = F(None, "optional shared-prefix groups (prefix caching hits)")
 
 
 @dataclass(frozen=True)

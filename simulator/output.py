@@ -7,8 +7,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from simulator.metrics import request_frame, step_frame, summarize, write_csv, write_json
-from simulator.metrics import atomic_write_text
+from simulator.metrics import atomic_write_text, request_frame, step_frame, summarize, write_csv, write_json
 from simulator.plots import plot_kv_usage, plot_throughput
 
 

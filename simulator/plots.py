@@ -9,10 +9,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from simulator.metrics import default_window, throughput_series  # noqa: E402
+from simulator.metrics import default_window, throughput_series
 
 COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, fields
 
-import numpy as np
 import simpy
 
 from simulator.block_pool import BlockPool
@@ -18,8 +17,7 @@ from simulator.memory import GIB, MemoryPlan, plan_memory
 from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.scheduler import Scheduler, SchedulerConfig
-from workloads.arrivals import Budget, closed_loop, poisson
-from workloads.lengths import LengthSampler
+from workloads.factory import start_workload
 
 
 @dataclass
@@ -56,27 +54,6 @@ def efficiency(sc: Scenario) -> Efficiency:
     if c.per_seq_overhead_us is not None:
         over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
     return Efficiency(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **over})
-
-
-class RequestFactory:
-    """Draws each new request's prompt length, output length and shared-prefix group."""
-
-    def __init__(self, sc: Scenario, seed: int) -> None:
-        ss = np.random.SeedSequence(seed)
-        r_prompt, r_out, r_prefix, self.arrival_rng = (np.random.default_rng(s) for s in ss.spawn(4))
-        w = sc.workload
-        self.prompt = LengthSampler(w.prompt_tokens, r_prompt)
-        self.output = LengthSampler(w.output_tokens, r_out)
-        self.prefix = w.shared_prefix
-        self.prefix_rng = r_prefix
-
-    def __call__(self) -> tuple[int, int, int, int]:
-        p, o = self.prompt(), self.output()
-        sp = self.prefix
-        if sp is not None and (sp.fraction >= 1.0 or self.prefix_rng.random() < sp.fraction):
-            g = int(self.prefix_rng.integers(sp.num_groups)) if sp.num_groups > 1 else 0
-            return p + sp.tokens, o, g, sp.tokens
-        return p, o, -1, 0
 
 
 def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
@@ -127,14 +104,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         max_blocks_per_request=pool.num_blocks,
         max_steps=sc.run.max_steps,
     )
-    factory = RequestFactory(sc, sc.run.seed)
-    budget = Budget(sc.run.num_requests)
-    a = sc.workload.arrival
-    if a.type == "closed_loop":
-        closed_loop(env, engine.submit, factory, a.concurrency, a.think_time_s, a.ramp_up_s, budget)
-    else:
-        env.process(poisson(env, engine.submit, factory, a.rate, factory.arrival_rng, budget))
-    engine.expected = sc.run.num_requests
+    engine.expected = start_workload(env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests)
     parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
     return env, engine, parts
 

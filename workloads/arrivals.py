@@ -6,7 +6,7 @@ Events are per request, never per token or per step.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import simpy

@@ -1,0 +1,68 @@
+"""Scenario validation: one-line errors naming the field, the rule and the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.config import load_scenario, scenario_from_dict
+from simulator.errors import ConfigError
+from simulator.run import build
+
+
+def err(data: dict) -> str:
+    with pytest.raises(ConfigError) as e:
+        build(scenario_from_dict(data))
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_bound_error_names_field_rule_and_value():
+    """A bad bound says which field, which rule and what it got."""
+    assert err({"engine": {"max_num_seqs": 0}}) == "engine.max_num_seqs must be >= 1 (got 0)"
+    assert err({"engine": {"gpu_memory_utilization": 1.5}}) == "engine.gpu_memory_utilization must be <= 1.0 (got 1.5)"
+
+
+def test_unknown_key_suggests_the_closest():
+    """Typos get a did-you-mean."""
+    assert err({"engine": {"max_num_seq": 4}}) == "engine.max_num_seq: unknown key; did you mean 'max_num_seqs'?"
+
+
+def test_choice_error_lists_choices():
+    """A bad choice lists the valid ones."""
+    msg = err({"engine": {"preemption_mode": "swapp"}})
+    assert msg.startswith("engine.preemption_mode must be one of 'recompute', 'swap' (got 'swapp')")
+
+
+def test_unknown_model_and_gpu_list_the_known_ones():
+    """Unknown names list what is built in."""
+    assert "llama-3.1-8b" in err({"model": "llama-9"})
+    assert "h100-sxm" in err({"hardware": {"gpu": "h101"}})
+
+
+def test_model_that_does_not_fit_says_by_how_much():
+    """70B in bf16 on one 80 GB GPU: the message gives weights, reserve, capacity and the shortfall."""
+    msg = err({"model": "llama-3.1-70b", "hardware": {"gpu": "h100-sxm"}})
+    assert "does not fit" in msg and "short by" in msg and "GiB" in msg
+
+
+def test_type_errors():
+    """Wrong types are named."""
+    assert err({"run": {"seed": "abc"}}) == "run.seed must be an integer (got 'abc')"
+    assert err({"engine": {"enable_prefix_caching": "yes"}}) == "engine.enable_prefix_caching must be true or false (got 'yes')"
+
+
+def test_malformed_yaml_gives_line_and_column(tmp_path):
+    """Broken YAML points at the line and column."""
+    p = tmp_path / "bad.yaml"
+    p.write_text("engine:\n  max_num_seqs: [1, 2\nrun: {}\n")
+    with pytest.raises(ConfigError, match=r"malformed YAML at line \d+, column \d+"):
+        load_scenario(str(p))
+
+
+def test_overrides_apply_and_are_checked():
+    """--set values parse as YAML and go through the same checks."""
+    sc, _ = load_scenario(None, ["engine.max_num_seqs=512", "workload.arrival.concurrency=7"])
+    assert sc.engine.max_num_seqs == 512 and sc.workload.arrival.concurrency == 7
+    with pytest.raises(ConfigError, match=r"engine\.block_size must be >= 1"):
+        load_scenario(None, ["engine.block_size=0"])

@@ -1,0 +1,101 @@
+"""Hypothesis properties over random workloads and engine settings."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import Sim
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator.requests import FINISHED, REJECTED
+
+request = st.tuples(
+    st.floats(0, 20, allow_nan=False),
+    st.integers(1, 48),
+    st.integers(1, 24),
+    st.integers(-1, 2),
+    st.integers(1, 20),
+)
+
+engine = st.fixed_dictionaries(
+    {
+        "num_gpu_blocks": st.integers(4, 48),
+        "block_size": st.sampled_from([1, 2, 4, 8]),
+        "max_num_batched_tokens": st.integers(1, 64),
+        "max_num_seqs": st.integers(1, 8),
+        "enable_prefix_caching": st.booleans(),
+        "admission": st.sampled_from(["first_chunk", "full_prompt"]),
+        "preemption_mode": st.sampled_from(["recompute", "swap"]),
+        "policy": st.sampled_from(["fcfs", "priority"]),
+        "long_prefill_token_threshold": st.sampled_from([0, 0, 3]),
+        "swap_space_blocks": st.integers(0, 12),
+    }
+)
+
+
+def _requests(raw):
+    out = []
+    for t, p, o, g, glen in raw:
+        if g >= 0:
+            glen = min(glen, p)
+            out.append((t, p + 1, o, g, glen))  # a shared prefix is always shorter than the prompt
+        else:
+            out.append((t, p, o))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=st.lists(request, min_size=1, max_size=20), eng=engine)
+def test_every_request_accounted_and_pool_conserved(raw, eng):
+    """Blocks are conserved every step; every request finishes once with exactly its output length, or is rejected."""
+    n_blocks = eng.pop("num_gpu_blocks")
+    eng["block_bytes"] = 10.0
+    reqs = _requests(raw)
+    sim = Sim(reqs, num_gpu_blocks=n_blocks, **eng).run(until=1e6)
+    R = sim.reqs
+    n = len(reqs)
+    assert R.n == n
+    status = R.status[:n]
+    assert np.all((status == FINISHED) | (status == REJECTED)), status
+    fin = status == FINISHED
+    assert np.array_equal(R.num_out[:n][fin], R.max_tokens[:n][fin])
+    assert sim.engine.num_done == n
+    assert sim.sched.pool.num_free == sim.sched.pool.num_blocks
+    assert sim.sched.swap_used_blocks == 0
+    # Timestamps are ordered for every completed request.
+    a, s, f1, f = R.arrival[:n][fin], R.first_scheduled[:n][fin], R.first_token[:n][fin], R.finish[:n][fin]
+    assert np.all(a <= s) and np.all(s < f1) and np.all(f1 <= f)
+    for plan in sim.plans:
+        assert int(plan.num_new.sum()) <= eng["max_num_batched_tokens"]
+        assert plan.num_running <= eng["max_num_seqs"]
+        assert np.all(plan.num_new > 0)
+        assert len(set(plan.rids.tolist())) == len(plan.rids)
+        if eng["long_prefill_token_threshold"]:
+            assert np.all(plan.num_new <= eng["long_prefill_token_threshold"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(raw=st.lists(request, min_size=1, max_size=20), eng=engine)
+def test_fcfs_first_admissions_follow_arrival_order(raw, eng):
+    """With FCFS, requests are admitted for the first time in the order they arrived."""
+    eng["policy"] = "fcfs"
+    n_blocks = eng.pop("num_gpu_blocks")
+    eng["block_bytes"] = 10.0
+    sim = Sim(_requests(raw), num_gpu_blocks=n_blocks, **eng).run(until=1e6)
+    order = [r for p in sim.plans for r in p.new]
+    assert order == sorted(order)
+
+
+@settings(max_examples=40, deadline=None)
+@given(raw=st.lists(request, min_size=1, max_size=15), eng=engine)
+def test_same_input_same_timeline(raw, eng):
+    """Two runs of the same workload and settings produce identical step plans and request records."""
+    n_blocks = eng.pop("num_gpu_blocks")
+    eng["block_bytes"] = 10.0
+    a = Sim(_requests(raw), num_gpu_blocks=n_blocks, **eng).run(until=1e6)
+    b = Sim(_requests(raw), num_gpu_blocks=n_blocks, **eng).run(until=1e6)
+    assert [(p.rids.tolist(), p.num_new.tolist(), p.kv_usage) for p in a.plans] == [
+        (p.rids.tolist(), p.num_new.tolist(), p.kv_usage) for p in b.plans
+    ]
+    for name, col in a.reqs.columns().items():
+        assert np.array_equal(col, b.reqs.columns()[name], equal_nan=True), name
