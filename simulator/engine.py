@@ -134,6 +134,7 @@ class Engine:
         priority: int = 0,
         content_key: int = -1,
         client: int = -1,
+        client_class: int = -1,
         want_event: bool = False,
     ) -> simpy.Event | None:
         R = self.reqs
@@ -146,6 +147,7 @@ class Engine:
             group_len=group_len,
             content_key=content_key,
             client=client,
+            client_class=client_class,
         )
         ev = self.env.event() if want_event else None
         reason = self._reject_reason(prompt_len, max_tokens)

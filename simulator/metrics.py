@@ -18,7 +18,7 @@ import pandas as pd
 from simulator.requests import ABORTED, FINISHED, REJECTED, STATUS_NAMES
 
 REQUEST_COLUMNS = [
-    "id", "client", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
+    "id", "client", "client_class", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
     "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "recomputed_tokens",
     "swapped_bytes", "prefix_group", "reject_reason",
 ]
@@ -32,6 +32,7 @@ def request_frame(result) -> pd.DataFrame:
         {
             "id": np.arange(n),
             "client": c["client"],
+            "client_class": c["client_class"],
             "status": np.array(STATUS_NAMES, dtype=object)[c["status"]],
             "arrival_s": c["arrival"],
             "first_scheduled_s": c["first_scheduled"],

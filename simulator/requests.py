@@ -35,6 +35,7 @@ _FIELDS: dict[str, tuple[type, float]] = {
     "group_len": (np.int64, 0),
     "content_key": (np.int64, -1),
     "client": (np.int64, -1),
+    "client_class": (np.int64, -1),
 }
 
 
@@ -58,6 +59,7 @@ class RequestTable:
         group_len: int = 0,
         content_key: int = -1,
         client: int = -1,
+        client_class: int = -1,
     ) -> int:
         if self.n == self._cap:
             self._grow()
@@ -72,6 +74,7 @@ class RequestTable:
         self.group_len[rid] = group_len if group >= 0 else 0
         self.content_key[rid] = rid if content_key < 0 else content_key
         self.client[rid] = client
+        self.client_class[rid] = client_class
         return rid
 
     def _grow(self) -> None:
