@@ -111,6 +111,36 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from simulator.sweep import run_sweep
+
+    return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from simulator.output import load_run, write_comparison
+
+    dirs = [Path(d) for d in args.dirs]
+    for d in dirs:
+        if not (d / "summary.json").is_file():
+            raise ConfigError(f"compare: {d} holds no finished run (no summary.json)")
+    print(format_table([load_run(d)[0] for d in dirs]))
+    files = write_comparison(dirs, Path(args.out))
+    print("\n" + "\n".join(f"wrote {f}" for f in files))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from simulator.output import redraw
+
+    d = Path(args.dir)
+    if not (d / "summary.json").is_file():
+        raise ConfigError(f"plot: {d} holds no finished run (no summary.json)")
+    for f in redraw(d):
+        print(f"wrote {f}")
+    return 0
+
+
 def cmd_parity(args: argparse.Namespace) -> int:
     from simulator.parity import main_parity
 
@@ -162,6 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--context", type=_positive_int("--context"), default=0)
     s.add_argument("--json", action="store_true", help="per-op breakdown and bound")
     s.set_defaults(fn=cmd_step_time)
+
+    w = sub.add_parser("sweep", help="run a grid of settings in parallel and recommend one")
+    w.add_argument("scenario", nargs="?", help="scenario YAML (none: the built-in default)")
+    w.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2,...", help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (repeat for a grid)")
+    w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every point")
+    w.add_argument("--out", default="results/sweep", help="results directory (default: results/sweep)")
+    w.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes (0: all cores)")
+    w.set_defaults(fn=cmd_sweep)
+
+    c = sub.add_parser("compare", help="table and overlaid plots for finished runs")
+    c.add_argument("dirs", nargs="+", help="results directories")
+    c.add_argument("--out", default="results/compare", help="where to write the plots (default: results/compare)")
+    c.set_defaults(fn=cmd_compare)
+
+    pl = sub.add_parser("plot", help="redraw the plots of a finished run from its CSV files")
+    pl.add_argument("dir", help="results directory")
+    pl.set_defaults(fn=cmd_plot)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
     q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: tests/parity/fixtures/*.csv")

@@ -67,6 +67,12 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
+class SLOConfig:
+    p99_ttft_ms: Union[float, None] = F(None, "a request meets the SLO only if its TTFT is at most this", "ms", gt=0.0)
+    p99_tpot_ms: Union[float, None] = F(None, "a request meets the SLO only if its TPOT is at most this", "ms", gt=0.0)
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str = F("scenario", "label used in plots and tables")
     model: str = F("llama-3.1-8b", "built-in model name or path to a Hugging Face config.json")
@@ -75,6 +81,8 @@ class Scenario:
     workload: WorkloadConfig = F(WorkloadConfig(), "request traffic")
     run: RunConfig = F(RunConfig(), "length of the run and seed")
     cost: CostConfig = F(CostConfig(), "step cost model overrides")
+    slo: Union[SLOConfig, None] = F(None, "latency targets: adds goodput to the summary and an SLO-aware sweep recommendation")
+    sweep: dict = F({}, "`servesim sweep` grid: field path -> list of values, e.g. {engine.max_num_seqs: [256, 512]}")
 
 
 # ---- generic loading ----------------------------------------------------------------------------

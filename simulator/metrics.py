@@ -141,6 +141,15 @@ def summarize(result) -> dict:
             "speedup_vs_real_time": t1 / result.wall_s if result.wall_s > 0 else None,
         }
     )
+    if sc.slo is not None:
+        ttft = c["first_token"] - c["arrival"]
+        ok = fin.copy()
+        if sc.slo.p99_ttft_ms is not None:
+            ok &= ttft * 1e3 <= sc.slo.p99_ttft_ms
+        if sc.slo.p99_tpot_ms is not None:
+            ok &= (out <= 1) | (np.nan_to_num(tpot, nan=0.0) * 1e3 <= sc.slo.p99_tpot_ms)
+        s["goodput"] = float((ok & in_win).sum()) / window
+        s["slo_attainment"] = float((ok & measured).sum()) / max(int(measured.sum()), 1)
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
 
 

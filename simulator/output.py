@@ -32,6 +32,17 @@ def write_run(result, raw_scenario: dict, out: Path) -> dict:
     return summary
 
 
+def redraw(out: Path) -> list[Path]:
+    """Redraw a finished run's plots from summary.json and steps.csv."""
+    summary, steps = load_run(out)
+    label = summary["scenario"]
+    warm = float(summary["simulated_time_s"]) - float(summary["duration_s"])
+    files = [Path(out) / "kv_cache_usage.png", Path(out) / "throughput.png"]
+    plot_kv_usage([(label, steps)], files[0], f"KV-cache usage: {label}, {_title(summary)}", warm)
+    plot_throughput([(label, steps)], files[1], f"Output throughput: {label}, {_title(summary)}", warm)
+    return files
+
+
 def load_run(path: Path) -> tuple[dict, pd.DataFrame]:
     import json
 

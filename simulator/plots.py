@@ -76,3 +76,36 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
         ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0, label="warm-up (not measured)")
     if len(runs) > 1 or warmup_s > 0:
         ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
+
+
+def plot_sweep_metrics(df: pd.DataFrame, knobs: list[str], path: Path, title: str, rec: dict) -> None:
+    """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value of the second)."""
+    x = f"param:{knobs[0]}"
+    group = f"param:{knobs[1]}" if len(knobs) > 1 else None
+    panels = [
+        ("output_throughput", "output throughput (tokens/s)"),
+        ("p99_ttft_ms", "p99 TTFT (ms)"),
+        ("p99_tpot_ms", "p99 TPOT (ms)"),
+        ("num_preemptions", "preemptions in the window"),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    best = rec.get("best_no_preemption", {})
+    groups = [(None, df)] if group is None else list(df.groupby(group))
+    for ax, (col, label) in zip(axes.ravel(), panels):
+        for i, (g, sub) in enumerate(groups):
+            sub = sub.sort_values(x)
+            lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
+            ax.plot(sub[x], sub[col], "o-", color=COLORS[(i + 1) % len(COLORS)], lw=1.5, ms=5, label=lab)
+        if x in best:
+            ax.axvline(best[x], color="#2ca02c", ls="--", lw=1.2, label="recommended")
+        ax.set_xlabel(knobs[0])
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        if col == "num_preemptions" or col.endswith("_ms"):
+            ax.set_ylim(bottom=0)
+        if col == "output_throughput":
+            ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
+            ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)

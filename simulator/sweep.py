@@ -1,0 +1,211 @@
+"""Sweeps: a grid over any scenario fields, points in parallel, resumable, with a recommendation.
+
+Each point is an ordinary run written to ``OUT/points/<slug>/``; a point whose directory already
+holds a ``summary.json`` for the same resolved scenario is reused, so an interrupted sweep resumes
+where it stopped. A point that fails is reported and recorded; the others finish.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from simulator.config import apply_overrides, load_yaml_text, scenario_from_dict
+from simulator.errors import ConfigError
+from simulator.metrics import atomic_write_text, write_csv
+
+
+def parse_param(text: str) -> tuple[str, list]:
+    """``engine.max_num_seqs=128,256`` -> ("engine.max_num_seqs", [128, 256])."""
+    if "=" not in text:
+        raise ConfigError(f"--param must look like section.key=v1,v2,... (got {text!r})")
+    key, raw = text.split("=", 1)
+    values = [yaml.safe_load(v) for v in raw.split(",") if v.strip() != ""]
+    if not values:
+        raise ConfigError(f"--param {key}: give at least one value (got {raw!r})")
+    return key.strip(), values
+
+
+def grid(params: dict[str, list]) -> list[dict]:
+    keys = list(params)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(params[k] for k in keys))]
+
+
+def slug(point: dict) -> str:
+    parts = []
+    for k, v in point.items():
+        short = k.split(".")[-1]
+        parts.append(f"{short}={v}")
+    return "__".join(parts).replace("/", "_").replace(" ", "")
+
+
+def _point_data(base: dict, point: dict) -> dict:
+    data = apply_overrides(base, [f"{k}={json.dumps(v)}" for k, v in point.items()])
+    data.pop("sweep", None)
+    data["name"] = slug(point)
+    return data
+
+
+def run_point(data: dict, out: str) -> dict:
+    """Run one point (in a worker process). Never raises: errors come back as {'error': ...}."""
+    from simulator.output import write_run
+    from simulator.run import simulate
+
+    out_dir = Path(out)
+    resolved = yaml.safe_dump(data, sort_keys=False)
+    done = out_dir / "summary.json"
+    if done.is_file() and (out_dir / "scenario.yaml").is_file() and (out_dir / "scenario.yaml").read_text() == resolved:
+        return {**json.loads(done.read_text()), "cached": True}
+    try:
+        sc = scenario_from_dict(data)
+        return {**write_run(simulate(sc), data, out_dir), "cached": False}
+    except ConfigError as e:
+        return {"error": str(e)}
+    except Exception as e:  # a broken point must not kill the sweep; report it in full
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
+    """Best setting: most output throughput with no preemption; with SLOs, most goodput."""
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return {"text": "no point finished: nothing to recommend"}
+    calm = ok[ok["num_preemptions"] == 0]
+    out: dict = {}
+    if calm.empty:
+        best = ok.loc[ok["output_throughput"].idxmax()]
+        text = f"every point preempts; the highest throughput is at {_point_str(best, knob)}"
+    else:
+        best = calm.loc[calm["output_throughput"].idxmax()]
+        text = (f"{_point_str(best, knob)}: {best['kv_cache_usage_mean']:.0%} KV, 0 preemptions, "
+                f"{best['output_throughput']:,.0f} tok/s")
+        worse = ok[ok["num_preemptions"] > 0]
+        if not worse.empty:
+            w = worse.loc[worse["num_preemptions"].idxmax()]
+            loss = 1 - w["output_throughput"] / best["output_throughput"]
+            verb = f"loses {loss:.0%} of throughput" if loss > 0.005 else f"changes throughput by {-loss:+.0%}"
+            text += f"; {_point_str(w, knob)} preempts {int(w['num_preemptions']):,} times and {verb}"
+    out["best_no_preemption"] = {k: _plain(best[k]) for k in _param_cols(df)}
+    out["text"] = text
+    if slo and "goodput" in ok:
+        g = ok.loc[ok["goodput"].idxmax()]
+        out["best_goodput"] = {k: _plain(g[k]) for k in _param_cols(df)}
+        out["text_goodput"] = (f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
+                               f"{g['slo_attainment']:.0%} of requests meet the SLO")
+    return out
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _param_cols(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith("param:")]
+
+
+def _point_str(row, knob: str) -> str:
+    return ", ".join(f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:"))
+
+
+def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int) -> int:
+    from simulator.config import DEFAULT_SCENARIO
+    from simulator.output import load_run
+    from simulator.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
+
+    p = Path(path) if path else DEFAULT_SCENARIO
+    if not p.is_file():
+        raise ConfigError(f"scenario file not found: {path}")
+    base = apply_overrides(load_yaml_text(p.read_text(), str(p)), overrides)
+    grid_spec: dict[str, list] = {}
+    for k, v in (base.get("sweep") or {}).items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"sweep.{k} must be a non-empty list of values (got {v!r})")
+        grid_spec[k] = v
+    for text in params:
+        k, vals = parse_param(text)
+        grid_spec[k] = vals
+    if not grid_spec:
+        raise ConfigError("sweep: nothing to sweep; give --param field=v1,v2,... or a sweep: block in the scenario")
+    base_clean = {k: v for k, v in base.items() if k != "sweep"}
+    scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
+    points = grid(grid_spec)
+    out.mkdir(parents=True, exist_ok=True)
+    datas = [_point_data(base_clean, pt) for pt in points]
+    dirs = [out / "points" / slug(pt) for pt in points]
+    results: list[dict | None] = [None] * len(points)
+    t0 = time.perf_counter()
+    n_workers = max(1, min(jobs or _cores(), len(points)))
+    print(f"sweep: {len(points)} points over {', '.join(grid_spec)} on {n_workers} processes -> {out}", flush=True)
+    interrupted = False
+    ex = ProcessPoolExecutor(max_workers=n_workers)
+    try:
+        futs = {ex.submit(run_point, d, str(o)): i for i, (d, o) in enumerate(zip(datas, dirs))}
+        pending = set(futs)
+        done_n = 0
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i = futs[f]
+                try:
+                    results[i] = f.result()
+                except Exception as e:  # the worker process itself died
+                    results[i] = {"error": f"{type(e).__name__}: {e}"}
+                done_n += 1
+                r = results[i]
+                state = "FAILED: " + r["error"] if "error" in r else ("cached" if r.get("cached") else f"{r['wall_time_s']:.1f} s")
+                print(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted: keeping the finished points; run the same command again to resume", file=sys.stderr)
+        ex.shutdown(wait=False, cancel_futures=True)
+    else:
+        ex.shutdown()
+
+    rows = []
+    for pt, r in zip(points, results):
+        row = {f"param:{k}": v for k, v in pt.items()}
+        if r is None:
+            row["status"] = "not run"
+        elif "error" in r:
+            row.update(status="failed", error=r["error"])
+        else:
+            row.update(status="ok", **{k: v for k, v in r.items() if k != "cached"})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    write_csv(df, out / "sweep.csv")
+    knob = next(iter(grid_spec))
+    has_slo = base_clean.get("slo") is not None
+    rec = recommend(df, knob, has_slo)
+    atomic_write_text(out / "recommendation.json", json.dumps(rec, indent=2) + "\n")
+    ok_idx = [i for i, r in enumerate(results) if r is not None and "error" not in r]
+    if ok_idx:
+        runs = [load_run(dirs[i]) for i in ok_idx]
+        series = [(slug(points[i]), st) for i, (_, st) in zip(ok_idx, runs)]
+        s0 = runs[0][0]
+        title = f"{s0['model']} on {s0['gpu']} x{s0['tensor_parallel_size']}"
+        warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
+        plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm)
+        plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm)
+        plot_sweep_metrics(df[df["status"] == "ok"], list(grid_spec), out / "metrics_vs_knob.png", title, rec)
+    print(f"\nrecommended: {rec['text']}")
+    if "text_goodput" in rec:
+        print(f"with the SLO: {rec['text_goodput']}")
+    n_fail = sum(1 for r in results if r is not None and "error" in r)
+    print(f"\n{len(ok_idx)} of {len(points)} points ok, {n_fail} failed, {time.perf_counter() - t0:.1f} s; "
+          f"wrote {out}/sweep.csv, recommendation.json, kv_cache_usage.png, throughput.png, metrics_vs_knob.png")
+    if interrupted:
+        return 130
+    return 1 if n_fail else 0
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
