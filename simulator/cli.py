@@ -100,9 +100,18 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     from simulator.hardware import load_gpu
     from simulator.models import load_model
 
+    from simulator import calibrate
+    from simulator.cost import Efficiency
+
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    cm = CostModel(model, gpu, args.tp)
+    if args.calibration == "auto":
+        eff = calibrate.builtin(gpu.key) or Efficiency()
+    elif args.calibration == "none":
+        eff = Efficiency()
+    else:
+        eff = calibrate.load(args.calibration)
+    cm = CostModel(model, gpu, args.tp, eff)
     work = decode_work(args.batch, args.context, args.new_tokens)
     if args.json:
         print(json.dumps(cm.breakdown(work), indent=2))
@@ -139,6 +148,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for f in redraw(d):
         print(f"wrote {f}")
     return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from simulator.calibrate import main_calibrate
+
+    return main_calibrate(args.profiles, args.output, args.gpu, args.tp)
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -190,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--batch", type=_positive_int("--batch"), default=1)
     s.add_argument("--new-tokens", type=_positive_int("--new-tokens"), default=1)
     s.add_argument("--context", type=_positive_int("--context"), default=0)
+    s.add_argument("--calibration", default="auto", help="'auto' (built-in for the GPU), 'none', or a calibration file")
     s.add_argument("--json", action="store_true", help="per-op breakdown and bound")
     s.set_defaults(fn=cmd_step_time)
 
@@ -209,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("plot", help="redraw the plots of a finished run from its CSV files")
     pl.add_argument("dir", help="results directory")
     pl.set_defaults(fn=cmd_plot)
+
+    k = sub.add_parser("calibrate", help="fit the cost model to measured step latencies (profile CSVs)")
+    k.add_argument("profiles", nargs="+", help="profile CSVs (gpu,model,batch,new_tokens,context,ms)")
+    k.add_argument("-o", "--output", default="calibration.yaml", help="calibration file to write")
+    k.add_argument("--gpu", default=None, help="GPU key in the catalogue (default: the profiles' gpu column)")
+    k.add_argument("--tp", type=_positive_int("--tp"), default=1)
+    k.set_defaults(fn=cmd_calibrate)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
     q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: tests/parity/fixtures/*.csv")

@@ -33,12 +33,16 @@ class StepWork:
 class Efficiency:
     """Fractions of peak reached per operator class, and fixed overheads. Fitted by calibration."""
 
-    matmul_compute: float = 0.70
+    # Defaults: round numbers read off H100 measurements of two dense models (see
+    # benchmarks/RESULTS.md); a GPU with its own calibration file uses that instead.
+    matmul_compute: float = 0.60
     matmul_memory: float = 0.85
-    attn_compute: float = 0.45
-    attn_memory: float = 0.75
+    attn_compute: float = 0.30
+    attn_memory: float = 0.80
     step_overhead_s: float = 0.0020
-    per_seq_overhead_s: float = 2.0e-6
+    per_seq_overhead_s: float = 5.0e-6
+    per_layer_overhead_s: float = 4.0e-5  # kernel launches and small unfused ops, per layer per step
+    per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
     allreduce_latency_s: float = 1.0e-5
 
 
@@ -93,6 +97,7 @@ class CostModel:
         self._ar_bytes_per_token = 2 * L * m.hidden_size * wb * 2 * (tp - 1) / tp if tp > 1 else 0.0
         self._ar_count = 2 * L if tp > 1 else 0
         self._host_bw = gpu.host_link_bandwidth
+        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L
         self._c_mm = self._peak * e.matmul_compute
         self._m_mm = self._bw * e.matmul_memory
         self._c_at = self._peak * e.attn_compute
@@ -135,7 +140,7 @@ class CostModel:
             out.append(OpCost("allreduce", 0.0, T * self._ar_bytes_per_token, secs, "link"))
         if w.swap_bytes:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / self._host_bw, "host-link"))
-        over = self.eff.step_overhead_s + self.eff.per_seq_overhead_s * w.num_seqs
+        over = self._fixed_s + self.eff.per_seq_overhead_s * w.num_seqs + self.eff.per_token_overhead_s * T
         out.append(OpCost("overhead", 0.0, 0.0, over, "fixed"))
         return out
 
@@ -143,7 +148,7 @@ class CostModel:
         """Seconds one engine step takes. Hot path: plain float arithmetic only."""
         T = w.num_tokens
         e = self.eff
-        t = e.step_overhead_s + e.per_seq_overhead_s * w.num_seqs
+        t = self._fixed_s + e.per_seq_overhead_s * w.num_seqs + e.per_token_overhead_s * T
         if T:
             t += max(2.0 * T * self._lin_params / self._c_mm,
                      (self._lin_params * self._wbytes + T * self._act_bytes_per_token) / self._m_mm)

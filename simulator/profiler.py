@@ -385,6 +385,7 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
     tokens = torch.randint(0, model.arch.vocab, (batch, new_tokens), device=dev)
     graph = None
     out = None
+    step = None
     try:
         with torch.inference_mode():
             # Eager run on a side stream: lazy initialisation (cuBLAS handles
@@ -404,7 +405,7 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
                     out = model.forward(tokens, cache, context)
                 step = graph.replay
             else:
-                def step():
+                def step(tokens=tokens, cache=cache):
                     return model.forward(tokens, cache, context)
 
             start = torch.cuda.Event(enable_timing=True)
@@ -412,7 +413,7 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
             # Warm-up replays; the first one also sizes the repetition count.
             first_ms = None
             warm_ms = 0.0
-            for i in range(max(1, warmup)):
+            for _i in range(max(1, warmup)):
                 start.record()
                 step()
                 end.record()
@@ -434,7 +435,7 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
             torch.cuda.synchronize()
             times = np.array([s.elapsed_time(e) for s, e in zip(starts, ends)], dtype=np.float64)
     finally:
-        del graph, out, cache, tokens
+        del step, graph, out, cache, tokens
         _free_memory(torch)
     return float(np.median(times)), float(times.min()), float(times.max()), reps
 
@@ -443,10 +444,10 @@ def attention_self_test(torch, device) -> dict:
     """Check the attention paths against an explicit float32 reference and
     report which SDPA backend each one can run on."""
     F = torch.nn.functional
+    import warnings
+
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
-
-    import warnings
 
     res = {}
     g = torch.Generator(device=device)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 
 import simpy
 
@@ -41,9 +41,17 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
     return seqs, tokens
 
 
-def efficiency(sc: Scenario) -> Efficiency:
-    base = Efficiency()
+def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
+    """Calibrated factors (built-in for the GPU, or a file), then any per-field overrides."""
+    from simulator import calibrate
+
     c = sc.cost
+    if c.calibration == "auto":
+        base = calibrate.builtin(gpu.key) or Efficiency()
+    elif c.calibration == "none":
+        base = Efficiency()
+    else:
+        base = calibrate.load(c.calibration)
     over = {}
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
@@ -53,7 +61,7 @@ def efficiency(sc: Scenario) -> Efficiency:
         over["step_overhead_s"] = c.step_overhead_ms / 1e3
     if c.per_seq_overhead_us is not None:
         over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
-    return Efficiency(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **over})
+    return replace(base, **over)
 
 
 def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
@@ -92,7 +100,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     pool = BlockPool(mem.num_gpu_blocks)
     kv = KVCacheManager(pool, e.block_size, e.enable_prefix_caching)
     sched = Scheduler(scfg, reqs, kv)
-    cost = CostModel(model, gpu, tp, efficiency(sc), kv_dtype_bytes)
+    cost = CostModel(model, gpu, tp, efficiency(sc, gpu), kv_dtype_bytes)
     env = simpy.Environment()
     max_len = e.max_model_len or model.max_position_embeddings
     engine = Engine(

@@ -1,0 +1,71 @@
+"""How well the roofline cost model predicts measured GPU step latencies (data/profiles/*.csv).
+
+Reports, per GPU: the built-in uncalibrated defaults; a fit on half the points tested on the other
+half (held out, split by a fixed seed); a fit on one model tested on the other; and the points where
+the calibrated model errs most. Run: python benchmarks/cost_model_accuracy.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.calibrate import fit, predict, read_profile
+from simulator.cost import Efficiency
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mape(df: pd.DataFrame, pred: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred - df["ms"].to_numpy()) / df["ms"].to_numpy()))
+
+
+def main() -> int:
+    files = sorted((ROOT / "data" / "profiles").glob("*.csv"))
+    if not files:
+        print("no profiles in data/profiles/")
+        return 1
+    df = pd.concat([read_profile(f) for f in files], ignore_index=True)
+    for gpu, g in df.groupby("gpu"):
+        g = g.reset_index(drop=True)
+        print(f"## {gpu}: {len(g)} measured steps, models {', '.join(sorted(g['model'].unique()))}\n")
+        print("| check | fit on | tested on | points | MAPE | worst |")
+        print("|---|---|---|---|---|---|")
+        d = predict(g, Efficiency(), gpu)
+        err = np.abs(d - g["ms"].to_numpy()) / g["ms"].to_numpy()
+        print(f"| uncalibrated defaults | - | all | {len(g)} | {err.mean():.1%} | {err.max():.1%} |")
+        rng = np.random.default_rng(0)
+        mask = rng.permutation(len(g)) < len(g) // 2
+        train, test = g[mask], g[~mask]
+        eff = fit(train, gpu)
+        p = predict(test, eff, gpu)
+        e = np.abs(p - test["ms"].to_numpy()) / test["ms"].to_numpy()
+        print(f"| held-out half | half of all | other half | {len(test)} | {e.mean():.1%} | {e.max():.1%} |")
+        models = sorted(g["model"].unique())
+        for a in models:
+            for b in models:
+                if a == b:
+                    continue
+                ta, tb = g[g["model"] == a], g[g["model"] == b]
+                eff_a = fit(ta, gpu)
+                p = predict(tb, eff_a, gpu)
+                e = np.abs(p - tb["ms"].to_numpy()) / tb["ms"].to_numpy()
+                print(f"| cross-model | {a} | {b} | {len(tb)} | {e.mean():.1%} | {e.max():.1%} |")
+        eff_all = fit(g, gpu)
+        p = predict(g, eff_all, gpu)
+        g = g.assign(pred=p, err=(p - g["ms"]) / g["ms"])
+        print(f"\nCalibrated on all points: MAPE {np.abs(g['err']).mean():.1%}. Largest errors:\n")
+        worst = g.reindex(g["err"].abs().sort_values(ascending=False).index).head(8)
+        print("| model | batch | new tokens | context | measured ms | predicted ms | error |")
+        print("|---|---|---|---|---|---|---|")
+        for r in worst.itertuples():
+            print(f"| {r.model} | {r.batch} | {r.new_tokens} | {r.context} | {r.ms:.2f} | {r.pred:.2f} | {r.err:+.1%} |")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

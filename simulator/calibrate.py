@@ -1,0 +1,179 @@
+"""Fit the cost model's efficiency factors and overheads to measured step latencies.
+
+A profile CSV has columns ``gpu,model,batch,new_tokens,context,ms`` (``simulator/profiler.py``
+measures one on a real GPU). The fit minimises the squared *relative* error of the predicted step
+latency over every row, by Nelder-Mead on the logarithms of the parameters (all positive), with the
+efficiencies capped at 1. The result is a small YAML file that scenarios reference with
+``cost: {calibration: FILE}``; built-in calibrations live in ``simulator/data/calibration/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields, replace
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from simulator.cost import CostModel, Efficiency, decode_work
+from simulator.errors import ConfigError
+from simulator.hardware import load_gpu
+from simulator.models import load_model
+
+CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
+FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
+          "step_overhead_s", "per_layer_overhead_s", "per_seq_overhead_s")
+_EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
+PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
+
+
+def read_profile(path: str | Path) -> pd.DataFrame:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"calibrate: profile not found: {path}")
+    df = pd.read_csv(p)
+    missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"calibrate: {path} lacks column(s) {', '.join(missing)} (needs {', '.join(PROFILE_COLUMNS)})")
+    bad = df[(df["ms"] <= 0) | (df["batch"] < 1) | (df["new_tokens"] < 1) | (df["context"] < 0)]
+    if len(bad):
+        line = int(bad.index[0]) + 2
+        raise ConfigError(f"calibrate: {path} line {line}: batch, new_tokens >= 1, context >= 0 and ms > 0 required")
+    return df
+
+
+def _models(df: pd.DataFrame, gpu_key: str, tp: int) -> dict[str, CostModel]:
+    gpu = load_gpu(gpu_key)
+    return {m: CostModel(load_model(m), gpu, tp) for m in df["model"].unique()}
+
+
+def predict(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int = 1) -> np.ndarray:
+    """Predicted step latency (ms) for every profile row."""
+    gpu_key = gpu_key or str(df["gpu"].iloc[0])
+    base = _models(df, gpu_key, tp)
+    out = np.empty(len(df))
+    cache: dict[str, CostModel] = {}
+    for i, r in enumerate(df.itertuples(index=False)):
+        cm = cache.get(r.model)
+        if cm is None:
+            b = base[r.model]
+            cm = cache[r.model] = CostModel(b.model, b.gpu, tp, eff)
+        out[i] = cm.step_time(decode_work(int(r.batch), int(r.context), int(r.new_tokens))) * 1e3
+    return out
+
+
+def _nelder_mead(f, x0: np.ndarray, step: float = 0.3, iters: int = 3000, tol: float = 1e-10) -> np.ndarray:
+    n = len(x0)
+    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts = [pts[i] for i in order]
+        vals = [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        centroid = np.mean(pts[:-1], axis=0)
+        xr = centroid + (centroid - pts[-1])
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = centroid + 2 * (centroid - pts[-1])
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = centroid + 0.5 * (pts[-1] - centroid)
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    return pts[int(np.argmin(vals))]
+
+
+def _eff_from(x: np.ndarray, base: Efficiency) -> Efficiency:
+    vals = {}
+    for name, v in zip(FITTED, np.exp(x)):
+        vals[name] = min(float(v), 1.0) if name in _EFFICIENCIES else float(v)
+    return replace(base, **vals)
+
+
+def fit(df: pd.DataFrame, gpu_key: str | None = None, tp: int = 1, start: Efficiency | None = None) -> Efficiency:
+    """Efficiencies and overheads that minimise the mean squared relative error on ``df``."""
+    gpu_key = gpu_key or str(df["gpu"].iloc[0])
+    base = _models(df, gpu_key, tp)
+    start = start or Efficiency(per_layer_overhead_s=2e-5, step_overhead_s=1e-3)
+    meas = df["ms"].to_numpy(float)
+    works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in df.itertuples(index=False)]
+    names = df["model"].tolist()
+
+    def loss(x: np.ndarray) -> float:
+        eff = _eff_from(x, start)
+        models = {m: CostModel(b.model, b.gpu, tp, eff) for m, b in base.items()}
+        pred = np.fromiter((models[m].step_time(w) * 1e3 for m, w in zip(names, works)), float, len(works))
+        return float(np.mean(((pred - meas) / meas) ** 2))
+
+    x0 = np.log([max(getattr(start, n), 1e-9) for n in FITTED])
+    x = _nelder_mead(loss, x0)
+    x = _nelder_mead(loss, x, step=0.1)  # restart from the optimum: Nelder-Mead stalls on flat ridges
+    return _eff_from(x, start)
+
+
+def mape(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int = 1) -> float:
+    pred = predict(df, eff, gpu_key, tp)
+    return float(np.mean(np.abs(pred - df["ms"].to_numpy(float)) / df["ms"].to_numpy(float)))
+
+
+def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int) -> None:
+    doc = {
+        "gpu": gpu_key,
+        "fitted_on": sources,
+        "date": date.today().isoformat(),
+        "points": n,
+        "mape": round(err, 5),
+        "efficiency": {k: float(v) for k, v in asdict(eff).items()},
+    }
+    Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def load(path: str | Path) -> Efficiency:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"cost.calibration: file not found: {path}")
+    doc = yaml.safe_load(p.read_text()) or {}
+    eff = doc.get("efficiency")
+    if not isinstance(eff, dict):
+        raise ConfigError(f"cost.calibration: {path} has no 'efficiency' mapping")
+    known = {f.name for f in fields(Efficiency)}
+    unknown = set(eff) - known
+    if unknown:
+        raise ConfigError(f"cost.calibration: {path}: unknown efficiency key(s) {', '.join(sorted(unknown))}")
+    return Efficiency(**{k: float(v) for k, v in eff.items()})
+
+
+def builtin(gpu_key: str) -> Efficiency | None:
+    """The shipped calibration for a built-in GPU, if we have measurements for it."""
+    p = CALIBRATION_DIR / f"{gpu_key}.yaml"
+    return load(p) if p.is_file() else None
+
+
+def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> int:
+    frames = [read_profile(p) for p in profiles]
+    df = pd.concat(frames, ignore_index=True)
+    gpus = sorted(df["gpu"].unique())
+    if gpu is None and len(gpus) > 1:
+        raise ConfigError(f"calibrate: profiles mix GPUs ({', '.join(gpus)}); pass --gpu to pick one")
+    key = gpu or gpus[0]
+    df = df[df["gpu"] == key] if gpu is None else df
+    before = mape(df, Efficiency(), key, tp)
+    eff = fit(df, key, tp)
+    after = mape(df, eff, key, tp)
+    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df))
+    print(f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated")
+    for k, v in asdict(eff).items():
+        print(f"  {k}: {v:.4g}")
+    print(f"wrote {out}")
+    return 0
