@@ -96,12 +96,10 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 
 def cmd_step_time(args: argparse.Namespace) -> int:
-    from simulator.cost import CostModel, decode_work
+    from simulator import calibrate
+    from simulator.cost import CostModel, Efficiency, decode_work
     from simulator.hardware import load_gpu
     from simulator.models import load_model
-
-    from simulator import calibrate
-    from simulator.cost import Efficiency
 
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
