@@ -78,6 +78,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 2 if failed and not ok else (1 if failed else 0)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate scenarios and print what they resolve to, without simulating."""
+    from simulator.config import load_scenario
+    from simulator.run import build
+
+    status = 0
+    for path in args.scenarios or [None]:
+        try:
+            sc, _ = load_scenario(path, args.set)
+            _, engine, parts = build(sc)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            status = 2
+            continue
+        mem, cfg = parts["memory"], parts["sched_cfg"]
+        tokens = mem.num_usable_blocks * cfg.block_size
+        print(f"{path or 'default'}: ok; {parts['model'].name} on {parts['gpu'].key} x{sc.hardware.tensor_parallel_size}: "
+              f"{mem.describe()}; {tokens:,} KV tokens; max_num_seqs={cfg.max_num_seqs}, "
+              f"max_num_batched_tokens={cfg.max_num_batched_tokens}")
+    return status
+
+
 def cmd_fields(args: argparse.Namespace) -> int:
     from simulator.config import field_reference
 
@@ -191,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. engine.max_num_seqs=512")
     r.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes for several scenarios (0: all cores)")
     r.set_defaults(fn=cmd_run)
+
+    ck = sub.add_parser("check", help="validate scenarios and show the KV pool they get, without simulating")
+    ck.add_argument("scenarios", nargs="*", help="scenario YAML files (none: the built-in default)")
+    ck.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ck.set_defaults(fn=cmd_check)
 
     f = sub.add_parser("fields", help="print every scenario field with its default, unit and vLLM knob")
     f.add_argument("--markdown", action="store_true")

@@ -148,7 +148,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     raise TypeError(f"unsupported field type {tp}")
 
 
-def _check_bounds(f: dataclasses.Field, value: Any, path: str) -> None:
+def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) -> None:
     if value is None or isinstance(value, (bool, str, dict)) or dataclasses.is_dataclass(value):
         return
     unit = f.metadata.get("unit", "")
@@ -161,7 +161,7 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str) -> None:
     ):
         bound = f.metadata.get(rule)
         if bound is not None and not ok(value, bound):
-            raise ConfigError(f"{path} must be {op} {bound}{u} (got {value!r})")
+            raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
 
 
 def build(cls: type, data: dict, path: str = "") -> Any:
@@ -179,7 +179,7 @@ def build(cls: type, data: dict, path: str = "") -> Any:
         where = f"{path}.{name}" if path else name
         if name in data:
             value = _coerce(hints[name], data[name], where)
-            _check_bounds(f, value, where)
+            _check_bounds(f, value, where, data[name])
             kwargs[name] = value
     return cls(**kwargs)
 

@@ -37,57 +37,75 @@ _ITL_BINS = _ITL_PER_DECADE * _ITL_DECADES
 
 
 class StepLog:
-    """One row per engine step, in growable numpy columns (O(steps) memory, no Python objects)."""
+    """One row per engine step, in growable numpy columns (O(steps) memory, no Python objects).
+
+    Inter-token gaps are buffered and folded into a log-spaced histogram in bulk, so memory does
+    not grow with the number of tokens and the per-step cost is one slice copy.
+    """
+
+    _GAP_BUFFER = 1 << 16
 
     def __init__(self, capacity: int = 4096) -> None:
         self.n = 0
-        self.cols = {c: np.zeros(capacity) for c in STEP_COLUMNS}
+        self._cap = capacity
+        self._data = np.zeros((len(STEP_COLUMNS), capacity))
         self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
         self.itl_sum = 0.0
         self.itl_count = 0
+        self._gaps = np.empty(self._GAP_BUFFER)
+        self._ng = 0
 
     def add(self, start: float, duration: float, plan: StepPlan, out: StepOutput) -> None:
-        if self.n == len(self.cols["start"]):
-            for c, a in self.cols.items():
-                self.cols[c] = np.concatenate([a, np.zeros(len(a))])
-        i = self.n
-        self.n += 1
+        if self.n == self._cap:
+            self._data = np.concatenate([self._data, np.zeros_like(self._data)], axis=1)
+            self._cap *= 2
         w = plan.work
-        c = self.cols
-        c["start"][i] = start
-        c["duration"][i] = duration
-        c["num_running"][i] = plan.num_running
-        c["num_waiting"][i] = plan.num_waiting
-        c["num_swapped"][i] = plan.num_swapped
-        c["kv_usage"][i] = plan.kv_usage
-        c["num_free_blocks"][i] = plan.num_free_blocks
-        c["num_seqs"][i] = w.num_seqs
-        c["prefill_tokens"][i] = w.num_prefill_tokens
-        c["decode_tokens"][i] = w.num_decode_tokens
-        c["recomputed_tokens"][i] = plan.recomputed_tokens
-        c["num_preemptions"][i] = len(plan.preempted)
-        c["num_generated"][i] = out.num_generated
-        c["num_finished"][i] = len(out.finished)
-        if len(out.itl_gaps):
-            self.add_itl(out.itl_gaps)
+        self._data[:, self.n] = (
+            start, duration, plan.num_running, plan.num_waiting, plan.num_swapped, plan.kv_usage,
+            plan.num_free_blocks, w.num_seqs, w.num_prefill_tokens, w.num_decode_tokens,
+            plan.recomputed_tokens, len(plan.preempted), out.num_generated, len(out.finished),
+        )
+        self.n += 1
+        k = len(out.itl_gaps)
+        if k:
+            if self._ng + k > self._GAP_BUFFER:
+                self._flush()
+            if k > self._GAP_BUFFER:
+                self._bin(out.itl_gaps)
+            else:
+                self._gaps[self._ng : self._ng + k] = out.itl_gaps
+                self._ng += k
 
-    def add_itl(self, gaps: np.ndarray) -> None:
+    def _flush(self) -> None:
+        if self._ng:
+            self._bin(self._gaps[: self._ng])
+            self._ng = 0
+
+    def _bin(self, gaps: np.ndarray) -> None:
         self.itl_sum += float(gaps.sum())
         self.itl_count += len(gaps)
         b = (np.log10(np.maximum(gaps, 1e-12)) - _ITL_LO) * _ITL_PER_DECADE
         idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, _ITL_BINS + 1)
         self.itl_hist += np.bincount(idx, minlength=_ITL_BINS + 2)
 
+    def add_itl(self, gaps: np.ndarray) -> None:
+        self._bin(np.asarray(gaps, float))
+
     def itl_quantile(self, q: float) -> float:
         """Quantile of inter-token latency in seconds (bin-centre accuracy: 0.5%)."""
+        self._flush()
         if self.itl_count == 0:
             return float("nan")
         target = q * self.itl_count
         k = int(np.searchsorted(np.cumsum(self.itl_hist), target, side="left"))
         return float(10 ** (_ITL_LO + (k - 0.5) / _ITL_PER_DECADE))
 
+    def itl_mean(self) -> float:
+        self._flush()
+        return self.itl_sum / self.itl_count if self.itl_count else float("nan")
+
     def columns(self) -> dict[str, np.ndarray]:
-        return {c: a[: self.n] for c, a in self.cols.items()}
+        return {c: self._data[i, : self.n] for i, c in enumerate(STEP_COLUMNS)}
 
 
 class SimulationStalled(RuntimeError):

@@ -118,9 +118,9 @@ def summarize(result) -> dict:
     s.update(_stats("tpot", tpot[measured]))
     s.update(
         {
-            "mean_itl_ms": step_log.itl_sum / step_log.itl_count * 1e3 if step_log.itl_count else None,
-            "median_itl_ms": step_log.itl_quantile(0.5) * 1e3 if step_log.itl_count else None,
-            "p99_itl_ms": step_log.itl_quantile(0.99) * 1e3 if step_log.itl_count else None,
+            "mean_itl_ms": step_log.itl_mean() * 1e3,
+            "median_itl_ms": step_log.itl_quantile(0.5) * 1e3,
+            "p99_itl_ms": step_log.itl_quantile(0.99) * 1e3,
         }
     )
     s.update(_stats("e2el", (c["finish"] - c["arrival"])[measured]))

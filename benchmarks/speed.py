@@ -1,0 +1,100 @@
+"""Simulation speed and memory on representative scenarios.
+
+Each scenario runs in a fresh subprocess (so peak resident memory is its own) on one core.
+Prints, per scenario: wall time, simulated time and their ratio, engine steps per wall second,
+request-steps (requests scheduled, summed over steps) per wall second, peak resident memory.
+
+Run: python benchmarks/speed.py [--quick] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = {
+    "collapse_c1200_600s": (str(ROOT / "scenarios" / "collapse_c1200.yaml"), []),
+    "poisson_10k_llama2_7b": (str(ROOT / "benchmarks" / "scenarios" / "poisson_10k_llama2_7b.yaml"), []),
+    "poisson_1m_requests": (str(ROOT / "benchmarks" / "scenarios" / "poisson_1m.yaml"), []),
+}
+QUICK = {"poisson_1m_requests": ["run.num_requests=100000"]}
+
+CHILD = r"""
+import json, resource, sys, time
+import numpy as np
+from simulator.config import load_scenario
+from simulator.run import simulate
+sc, _ = load_scenario(sys.argv[1], sys.argv[2:])
+t0 = time.perf_counter()
+res = simulate(sc)
+wall = time.perf_counter() - t0
+log = res.engine.log.columns()
+print(json.dumps({
+    "wall_s": wall,
+    "simulated_s": res.end_time,
+    "steps": res.engine.num_steps,
+    "request_steps": int(log["num_seqs"].sum()),
+    "requests": int(res.reqs.n),
+    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+}))
+"""
+
+
+def run(name: str, path: str, overrides: list[str]) -> dict:
+    cmd = [sys.executable, "-c", CHILD, path, *overrides]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONHASHSEED": "0", **_env()})
+    if out.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{out.stderr}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["name"] = name
+    r["speedup"] = r["simulated_s"] / r["wall_s"]
+    r["steps_per_s"] = r["steps"] / r["wall_s"]
+    r["request_steps_per_s"] = r["request_steps"] / r["wall_s"]
+    return r
+
+
+def _env() -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def machine() -> str:
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or "unknown CPU"
+    return f"{cpu}; Python {platform.python_version()}; {platform.system()} {platform.release()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="100k instead of 1M requests for the memory scenario")
+    ap.add_argument("--only", action="append", default=[])
+    args = ap.parse_args()
+    print(f"machine: {machine()}\n")
+    print("| scenario | wall s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (path, over) in SCENARIOS.items():
+        if args.only and name not in args.only:
+            continue
+        over = over + (QUICK.get(name, []) if args.quick else [])
+        r = run(name, path, over)
+        print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | {r['simulated_s']:.0f} | "
+              f"{r['speedup']:.0f} | {r['steps_per_s']:,.0f} | {r['request_steps_per_s']:,.0f} | {r['requests']:,} | "
+              f"{r['peak_rss_mb']:.0f} |", flush=True)
+    _ = resource
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
