@@ -70,7 +70,8 @@ def _env() -> dict:
 
 def machine() -> str:
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor() or "unknown CPU"
     return f"{cpu}; Python {platform.python_version()}; {platform.system()} {platform.release()}"

@@ -1,15 +1,19 @@
-"""The paged KV block pool: free queue in least-recently-freed order, reference counts, generations.
+"""The paged KV block pool: free queue, reference counts, generations.
 
 Mirrors vLLM V1's block pool: one block is kept aside as the null block; free blocks sit in a queue
-and allocation takes them from its head (least recently freed first), which evicts whatever cached
-content they held; a freed block goes to the tail. A cached block that a new request re-uses while
-it sits in the free queue is "touched": taken out of the queue without being evicted.
+and allocation takes them from its head, which evicts whatever cached content they held. A freed
+block that carries a prefix-cache hash goes to the tail (LRU eviction of cached content); a freed
+block without one (a partial block, or any block with caching off) goes to the head, to be reused
+first (vLLM ``BlockPool.free_blocks``: ``prepend_n`` for unhashed, ``append_n`` for hashed blocks).
+A cached block that a new request re-uses while it sits in the free queue is "touched": taken out
+of the queue without being evicted.
 
 Implementation: block state lives in numpy arrays. The free queue is an array of
-(block id, free serial) entries; taking a block out of the middle leaves a stale entry that is
-skipped when it reaches the head, so every operation is a slice, not a per-block Python loop.
-A block's generation is bumped whenever it is handed out, which invalidates any cache entry that
-still points at its old content (see ``kv_cache.py``).
+(block id, free serial) entries between ``_head`` and ``_tail``, with slack on both sides so blocks
+can be put in front of the head as well as behind the tail; taking a block out of the middle leaves
+a stale entry that is skipped when it reaches the head, so every operation is a slice, not a
+per-block Python loop. A block's generation is bumped whenever it is handed out, which invalidates
+any cache entry that still points at its old content (see ``kv_cache.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ class BlockPool:
         self.ref = np.zeros(n, np.int32)
         self.in_free = np.ones(n, np.bool_)
         self._serial = np.zeros(n, np.int64)
-        cap = max(2 * n, 64)
+        cap = max(4 * n, 64)
         self._q_id = np.zeros(cap, np.int64)
         self._q_ser = np.zeros(cap, np.int64)
-        self._q_id[:n] = np.arange(n)
-        self._head, self._tail = 0, n
+        h = (cap - n) // 2
+        self._q_id[h : h + n] = np.arange(n)
+        self._head, self._tail = h, h + n
 
     @property
     def usage(self) -> float:
@@ -53,7 +58,7 @@ class BlockPool:
             ids = self._q_id[h:end]
             ok = self.in_free[ids] & (self._serial[ids] == self._q_ser[h:end])
             if ok.all() and end - h >= m - got:
-                take = ids[: m - got]
+                take = ids[: m - got].copy()  # a copy: queue slots get reused by prepends
                 h += m - got
             else:
                 pos = np.flatnonzero(ok)[: m - got]
@@ -80,35 +85,67 @@ class BlockPool:
             self.num_free -= nf
         self.ref[ids] += 1
 
-    def free(self, ids: np.ndarray) -> None:
-        """Release one request's hold on ``ids`` (given in eviction order: first evicted first)."""
+    def free(self, ids: np.ndarray, hashed: np.ndarray | None = None) -> None:
+        """Release one request's hold on ``ids`` (given in eviction order: first evicted first).
+
+        ``hashed[i]`` tells whether ``ids[i]`` carries a prefix-cache hash (None: none does).
+        Mirrors vLLM ``BlockPool.free_blocks``: of the blocks whose ref count drops to 0, those
+        without a hash go to the head of the free queue, keeping their given order (the first is
+        reused first); those with a hash are appended at the tail.
+        """
         if len(ids) == 0:
             return
         self.ref[ids] -= 1
-        zero = ids[self.ref[ids] == 0]
-        k = len(zero)
-        if not k:
+        zmask = self.ref[ids] == 0
+        if not zmask.any():
             return
+        zero = ids[zmask]
+        if hashed is None:
+            front, back = zero, zero[:0]
+        else:
+            hz = hashed[zmask]
+            front, back = zero[~hz], zero[hz]
         self._serial[zero] += 1
         self.in_free[zero] = True
-        self.num_free += k
-        if self._tail + k > len(self._q_id):
-            self._compact(k)
-        self._q_id[self._tail : self._tail + k] = zero
-        self._q_ser[self._tail : self._tail + k] = self._serial[zero]
-        self._tail += k
+        self.num_free += len(zero)
+        kf, kb = len(front), len(back)
+        if self._head < kf or self._tail + kb > len(self._q_id):
+            self._compact(kf, kb)
+        if kf:
+            h = self._head - kf
+            self._q_id[h : self._head] = front
+            self._q_ser[h : self._head] = self._serial[front]
+            self._head = h
+        if kb:
+            t = self._tail
+            self._q_id[t : t + kb] = back
+            self._q_ser[t : t + kb] = self._serial[back]
+            self._tail = t + kb
 
-    def _compact(self, extra: int) -> None:
-        live = self._tail - self._head
+    def _compact(self, front: int, back: int) -> None:
+        """Drop stale entries and re-centre the queue with room for ``front`` + ``back`` more."""
+        q = self._q_id[self._head : self._tail]
+        s = self._q_ser[self._head : self._tail]
+        valid = self.in_free[q] & (self._serial[q] == s)
+        q, s = q[valid], s[valid]
+        live = len(q)
         cap = len(self._q_id)
-        if live + extra > cap // 2:
-            cap = max(2 * cap, 2 * (live + extra))
+        need = live + front + back
+        if 2 * need > cap:
+            cap = max(2 * cap, 4 * need)
+        h = (cap - need) // 2 + front
         q_id = np.zeros(cap, np.int64)
         q_ser = np.zeros(cap, np.int64)
-        q_id[:live] = self._q_id[self._head : self._tail]
-        q_ser[:live] = self._q_ser[self._head : self._tail]
+        q_id[h : h + live] = q
+        q_ser[h : h + live] = s
         self._q_id, self._q_ser = q_id, q_ser
-        self._head, self._tail = 0, live
+        self._head, self._tail = h, h + live
+
+    def free_order(self) -> np.ndarray:
+        """The free queue, head first (for tests and debugging)."""
+        q = self._q_id[self._head : self._tail]
+        valid = self.in_free[q] & (self._serial[q] == self._q_ser[self._head : self._tail])
+        return q[valid]
 
     def check(self) -> None:
         """Invariant check for tests: the free count matches the blocks marked free and unreferenced."""

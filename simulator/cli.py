@@ -87,7 +87,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for path in args.scenarios or [None]:
         try:
             sc, _ = load_scenario(path, args.set)
-            _, engine, parts = build(sc)
+            _, _engine, parts = build(sc)
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             status = 2
@@ -176,6 +176,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return main_calibrate(args.profiles, args.output, args.gpu, args.tp)
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from workloads.trace import main_trace
+
+    return main_trace(args.rest)
+
+
 def cmd_parity(args: argparse.Namespace) -> int:
     from simulator.parity import main_parity
 
@@ -257,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--gpu", default=None, help="GPU key in the catalogue (default: the profiles' gpu column)")
     k.add_argument("--tp", type=_positive_int("--tp"), default=1)
     k.set_defaults(fn=cmd_calibrate)
+
+    tr = sub.add_parser("trace", help="request traces: `servesim trace generate SCENARIO.yaml -o trace.csv`")
+    tr.add_argument("rest", nargs=argparse.REMAINDER, help="generate SCENARIO.yaml -o FILE [--set k=v]")
+    tr.set_defaults(fn=cmd_trace)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
     q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: tests/parity/fixtures/*.csv")

@@ -8,9 +8,12 @@ cached as soon as the tokens that fill it are scheduled, lookups take the longes
 cached blocks (at most ``num_tokens - 1`` tokens), and a freed block keeps its content until the
 pool hands it out again (the pool's generation counter tells whether it still does).
 
-Documented simplifications (both need two physical copies of the same content, which only arise
-when two requests compute the same block concurrently): a second copy of a group block is not
-indexed, and a request's own blocks are indexed only from its latest release.
+One content block may have several physical copies (two requests computed the same group block
+concurrently, or a resumed request recomputed blocks of its own whose older copies were not evicted
+yet). vLLM keeps every copy under the hash and a lookup returns the earliest-inserted copy still
+cached (``BlockHashToBlockMap.get_one_block``); ``_Copies`` keeps them the same way, one row per
+copy in insertion order. A request's own blocks are only looked up by the request itself (or its
+session), and only when it is admitted after a release, so they are indexed when it releases them.
 """
 
 from __future__ import annotations
@@ -22,26 +25,76 @@ from simulator.block_pool import BlockPool
 _EMPTY = np.empty(0, np.int64)
 
 
+class _Copies:
+    """Physical copies of a run of content blocks: ``ids[r, k]`` is copy ``r`` of block ``k``.
+
+    Rows are in insertion order per column; an entry is live while the pool generation of its
+    block still equals the one recorded (-1 id: no entry).
+    """
+
+    __slots__ = ("gens", "ids")
+
+    def __init__(self, ncols: int) -> None:
+        self.ids = np.full((1, ncols), -1, np.int64)
+        self.gens = np.zeros((1, ncols), np.int64)
+
+    def _live(self, pool: BlockPool, lo: int, hi: int) -> np.ndarray:
+        ids = self.ids[:, lo:hi]
+        return (ids >= 0) & (pool.gen[np.maximum(ids, 0)] == self.gens[:, lo:hi])
+
+    def hits(self, pool: BlockPool, lo: int, hi: int) -> np.ndarray:
+        """Earliest live copy of each block from ``lo`` on, for the leading run of blocks that have one."""
+        hi = min(hi, self.ids.shape[1])
+        if hi <= lo:
+            return _EMPTY
+        live = self._live(pool, lo, hi)
+        has = live.any(axis=0)
+        n = len(has) if has.all() else int(np.argmin(has))
+        if n == 0:
+            return _EMPTY
+        row = np.argmax(live[:, :n], axis=0)
+        return self.ids[row, lo + np.arange(n)]
+
+    def add(self, pool: BlockPool, lo: int, blocks: np.ndarray) -> None:
+        """Record ``blocks`` as copies of blocks ``lo..``, after the live copies, unless already there."""
+        hi = lo + len(blocks)
+        if hi > self.ids.shape[1]:
+            pad = hi - self.ids.shape[1]
+            self.ids = np.pad(self.ids, ((0, 0), (0, pad)), constant_values=-1)
+            self.gens = np.pad(self.gens, ((0, 0), (0, pad)))
+        live = self._live(pool, lo, hi)
+        known = (live & (self.ids[:, lo:hi] == blocks)).any(axis=0)
+        if known.all():
+            return
+        nrows = live.shape[0]
+        # Row after the last live copy of each column (0 when none is live).
+        slot = np.where(live.any(axis=0), nrows - np.argmax(live[::-1], axis=0), 0)
+        if (slot[~known] >= nrows).any():
+            self.ids = np.vstack([self.ids, np.full((1, self.ids.shape[1]), -1, np.int64)])
+            self.gens = np.vstack([self.gens, np.zeros((1, self.gens.shape[1]), np.int64)])
+        cols = np.flatnonzero(~known)
+        self.ids[slot[cols], lo + cols] = blocks[cols]
+        self.gens[slot[cols], lo + cols] = pool.gen[blocks[cols]]
+
+
 class KVCacheManager:
     def __init__(self, pool: BlockPool, block_size: int, enable_caching: bool) -> None:
         self.pool = pool
         self.block_size = block_size
         self.enable_caching = enable_caching
         self.tables: dict[int, list[np.ndarray]] = {}
-        # Group g -> (block ids, their generations) per block index k; id -1 = not cached.
-        self._group: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # Content key -> (first block index, ids, generations) of its last released full blocks.
-        self._own: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+        # Group g -> copies of its blocks.
+        self._group: dict[int, _Copies] = {}
+        # Content key -> (first own block index, copies of its released full blocks from there).
+        self._own: dict[int, tuple[int, _Copies]] = {}
 
     # ---- lookups ----------------------------------------------------------------------------
-    def _valid_prefix(self, ids: np.ndarray, gens: np.ndarray) -> int:
-        if len(ids) == 0:
-            return 0
-        ok = (ids >= 0) & (self.pool.gen[np.maximum(ids, 0)] == gens)
-        return len(ids) if ok.all() else int(np.argmin(ok))
-
     def lookup(self, num_tokens: int, group: int, group_len: int, key: int) -> tuple[np.ndarray, int]:
-        """Cached leading blocks for a request about to be admitted: (block ids, evictable count)."""
+        """Cached leading blocks for a request about to be admitted: (block ids, evictable count).
+
+        Mirrors ``KVCacheManager.get_computed_blocks``: the hit is capped at ``num_tokens - 1``
+        tokens, whole blocks only, the longest run of cached blocks from the start.
+        """
         if not self.enable_caching:
             return _EMPTY, 0
         bs = self.block_size
@@ -52,19 +105,17 @@ class KVCacheManager:
         if n_group:
             entry = self._group.get(group)
             if entry is not None:
-                m = min(n_group, limit)
-                h = self._valid_prefix(entry[0][:m], entry[1][:m])
-                if h:
-                    hits.append(entry[0][:h])
-                k = h
+                h = entry.hits(self.pool, 0, min(n_group, limit))
+                if len(h):
+                    hits.append(h)
+                k = len(h)
             if k < n_group:
                 return self._finish_lookup(hits)
         own = self._own.get(key)
         if own is not None and own[0] == k and k < limit:
-            m = limit - k
-            h = self._valid_prefix(own[1][:m], own[2][:m])
-            if h:
-                hits.append(own[1][:h])
+            h = own[1].hits(self.pool, k, limit)
+            if len(h):
+                hits.append(h)
         return self._finish_lookup(hits)
 
     def _finish_lookup(self, hits: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -102,29 +153,20 @@ class KVCacheManager:
             start = end
 
     def cache_group_blocks(self, rid: int, group: int, group_len: int, upto_tokens: int) -> None:
-        """Index this request's full group blocks (those covering tokens < ``upto_tokens``)."""
+        """Index this request's full group blocks (those covering tokens < ``upto_tokens``).
+
+        vLLM ``BlockPool.cache_full_blocks`` at schedule time: each newly full block gets its hash
+        and joins the copies already cached under it (a hit block is the same copy, not a new one).
+        """
         if not self.enable_caching or group < 0:
             return
         n = min(group_len, upto_tokens) // self.block_size
         if n == 0:
             return
         entry = self._group.get(group)
-        total = group_len // self.block_size
-        if entry is None or len(entry[0]) < total:
-            # Requests of one group may carry prefixes of different lengths (one is a prefix of the other).
-            ids = np.full(total, -1, np.int64)
-            gens = np.zeros(total, np.int64)
-            if entry is not None:
-                ids[: len(entry[0])] = entry[0]
-                gens[: len(entry[1])] = entry[1]
-            entry = (ids, gens)
-            self._group[group] = entry
-        ids, gens = entry
-        mine = self._table_array(rid)[:n]
-        stale = (ids[:n] < 0) | (self.pool.gen[np.maximum(ids[:n], 0)] != gens[:n])
-        if stale.any():
-            ids[:n][stale] = mine[stale]
-            gens[:n][stale] = self.pool.gen[mine[stale]]
+        if entry is None:
+            entry = self._group[group] = _Copies(group_len // self.block_size)
+        entry.add(self.pool, 0, self._table_array(rid)[:n])
 
     def _table_array(self, rid: int) -> np.ndarray:
         t = self.tables[rid]
@@ -142,10 +184,18 @@ class KVCacheManager:
             first = group_len // self.block_size if group >= 0 else 0
             n_full = computed // self.block_size
             if n_full > first:
-                own = table[first:n_full]
-                self._own[key] = (first, own, self.pool.gen[own])
+                entry = self._own.get(key)
+                if entry is None or entry[0] != first:
+                    entry = self._own[key] = (first, _Copies(0))
+                entry[1].add(self.pool, first, table[first:n_full])
         if n:
-            self.pool.free(table[::-1])
+            # Tail first (vLLM ``SingleTypeKVCacheManager.free``). The request's full blocks up to
+            # ``computed`` carry a hash (hit blocks, and blocks cached when their tokens were
+            # scheduled, ``FullAttentionManager.cache_blocks``); its partial tail block does not.
+            hashed = None
+            if self.enable_caching:
+                hashed = np.arange(n - 1, -1, -1) < computed // self.block_size
+            self.pool.free(table[::-1], hashed)
         return n
 
     def forget(self, key: int) -> None:

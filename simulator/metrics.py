@@ -150,7 +150,17 @@ def summarize(result) -> dict:
             ok &= (out <= 1) | (np.nan_to_num(tpot, nan=0.0) * 1e3 <= sc.slo.p99_tpot_ms)
         s["goodput"] = float((ok & in_win).sum()) / window
         s["slo_attainment"] = float((ok & measured).sum()) / max(int(measured.sum()), 1)
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
+    from workloads.factory import class_specs
+
+    if class_specs(sc.workload)[0].index >= 0:
+        from workloads.slo import class_report
+
+        s["classes"] = [_finite(row) for row in class_report(result)]
+    return _finite(s)
+
+
+def _finite(d: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
 def throughput_series(steps: pd.DataFrame, window_s: float, end: float) -> pd.DataFrame:

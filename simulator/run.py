@@ -17,7 +17,7 @@ from simulator.memory import GIB, MemoryPlan, plan_memory
 from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.scheduler import Scheduler, SchedulerConfig
-from workloads.factory import start_workload
+from workloads.factory import keeps_finished_content, start_workload
 
 
 @dataclass
@@ -95,6 +95,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         swap_space_blocks=int(e.swap_space_gb * GIB // mem.block_bytes),
         block_bytes=mem.block_bytes,  # per GPU: each GPU copies its own shard over its own host link
         on_swap_full=e.on_swap_full,
+        cache_finished_content=keeps_finished_content(sc.workload),
     )
     reqs = RequestTable()
     pool = BlockPool(mem.num_gpu_blocks)
@@ -112,7 +113,9 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         max_blocks_per_request=pool.num_blocks,
         max_steps=sc.run.max_steps,
     )
-    engine.expected = start_workload(env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests)
+    engine.expected = start_workload(
+        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len
+    )
     parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
     return env, engine, parts
 

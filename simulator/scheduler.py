@@ -67,6 +67,7 @@ class StepPlan:
     num_running: int
     num_waiting: int
     num_swapped: int
+    long_prefill_cap: int = 0  # the long_prefill_token_threshold in force this step (0: none)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Scheduler:
         self._swap_blocks: dict[int, int] = {}
         self.swap_used_blocks = 0
         self.num_preemptions = 0
+        self._thr = cfg.long_prefill_token_threshold  # in force this step; set by schedule()
 
     # ---- queues -------------------------------------------------------------------------------
     @property
@@ -142,14 +144,20 @@ class Scheduler:
         self._swap_bytes = 0.0
         parts_r: list[np.ndarray] = []
         parts_a: list[np.ndarray] = []
+        # The long-prefill cap only applies when some other request could use the budget: vLLM's
+        # ``Scheduler.schedule`` sets it to 0 when running + waiting requests <= 1 at step start.
+        thr = cfg.long_prefill_token_threshold
+        if self._n + self.num_waiting + len(self.swapped) <= 1:
+            thr = 0
+        self._thr = thr
 
         n = self._n
         if n:
             r = self._run[:n].copy()
             nc = R.num_computed[r]
             need = R.num_tokens[r] - nc
-            if cfg.long_prefill_token_threshold > 0:
-                np.minimum(need, cfg.long_prefill_token_threshold, out=need)
+            if thr > 0:
+                np.minimum(need, thr, out=need)
             cum = np.cumsum(need)
             alloc = np.clip(budget - (cum - need), 0, need)
             nb = (nc + alloc + bs - 1) // bs - R.num_blocks[r]
@@ -225,6 +233,7 @@ class Scheduler:
             num_running=self._n,
             num_waiting=self.num_waiting,
             num_swapped=len(self.swapped),
+            long_prefill_cap=self._thr,
         )
 
     def _schedule_running_slow(
@@ -234,7 +243,7 @@ class Scheduler:
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         order = r.tolist()
         scheduled: dict[int, int] = {rid: int(a) for rid, a in zip(order[:start], alloc[:start].tolist()) if a > 0}
-        thr = cfg.long_prefill_token_threshold
+        thr = self._thr
         j = start
         while j < len(order) and budget > 0:
             rid = order[j]
@@ -250,9 +259,11 @@ class Scheduler:
                 else:
                     vi = len(order) - 1
                 victim = order.pop(vi)
+                undone = 0
                 if victim in scheduled:
-                    budget += scheduled.pop(victim)
-                self._preempt(victim, now)
+                    undone = scheduled.pop(victim)
+                    budget += undone
+                self._preempt(victim, now, undone)
                 if victim == rid:
                     fits = False
                     break
@@ -286,13 +297,22 @@ class Scheduler:
                 upto = int(R.num_computed[rid]) + a
                 self.kv.cache_group_blocks(rid, int(R.group[rid]), int(R.group_len[rid]), upto)
 
-    def _preempt(self, rid: int, now: float) -> None:
+    def _preempt(self, rid: int, now: float, undone: int = 0) -> None:
+        """Preempt ``rid``; ``undone``: tokens it had been scheduled earlier in this step.
+
+        Those tokens' full blocks were already cached when they were scheduled (vLLM's
+        ``allocate_slots`` caches before a later request of the step preempts it, which only
+        happens with priority scheduling), so they are released as cached blocks.
+        """
         cfg, R = self.cfg, self.reqs
         R.preemptions[rid] += 1
         self.num_preemptions += 1
         self._preempted.append(rid)
         nblk = int(R.num_blocks[rid])
-        args = (int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+        cached = int(R.num_computed[rid]) + undone
+        args = (cached, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+        if undone and args[1] >= 0:
+            self.kv.cache_group_blocks(rid, args[1], args[2], cached)
         R.num_blocks[rid] = 0
         if cfg.preemption_mode == "swap":
             if self.swap_used_blocks + nblk <= cfg.swap_space_blocks:
@@ -321,7 +341,7 @@ class Scheduler:
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Swapped requests back in first, then waiting requests in queue order."""
         cfg, R, bs, kv = self.cfg, self.reqs, self.cfg.block_size, self.kv
-        thr = cfg.long_prefill_token_threshold
+        thr = self._thr
         out_r: list[int] = []
         out_a: list[int] = []
         while self.swapped and budget > 0 and self._n < cfg.max_num_seqs:

@@ -70,8 +70,13 @@ def test_every_request_accounted_and_pool_conserved(raw, eng):
         assert plan.num_running <= eng["max_num_seqs"]
         assert np.all(plan.num_new > 0)
         assert len(set(plan.rids.tolist())) == len(plan.rids)
-        if eng["long_prefill_token_threshold"]:
-            assert np.all(plan.num_new <= eng["long_prefill_token_threshold"])
+        # vLLM 0.32 lifts the long-prefill cap when at most one request is running or waiting
+        # (fixture chunked_threshold_single); otherwise every chunk respects it.
+        assert plan.long_prefill_cap in (0, eng["long_prefill_token_threshold"])
+        if plan.long_prefill_cap:
+            assert np.all(plan.num_new <= plan.long_prefill_cap)
+        elif eng["long_prefill_token_threshold"]:
+            assert plan.num_running + plan.num_waiting + plan.num_swapped <= 1
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,15 +1,23 @@
-"""Arrival processes as SimPy processes: closed-loop clients and open-loop Poisson arrivals.
+"""Arrival processes as SimPy processes: closed-loop clients and open-loop arrivals.
 
-Each process asks ``factory`` for the next request's shape and hands it to ``engine.submit``.
-Events are per request, never per token or per step.
+Open loop: a gap generator (Poisson, gamma, constant, time-varying Poisson by inversion of the
+cumulative rate) drives one process that calls ``arrive()`` at each arrival. Closed loop: one process
+per client, each running ``job(client)`` (submit and wait for the end; or a whole session), thinking,
+and repeating; a concurrency schedule starts extra clients and lets surplus ones stop after their
+current request. Events are per request, never per token or per step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import simpy
+
+_BATCH = 4096
 
 
 class Budget:
@@ -26,29 +34,93 @@ class Budget:
         self.left -= 1
         return True
 
+    def give_back(self) -> None:
+        if self.left is not None:
+            self.left += 1
 
-def closed_loop(
-    env: simpy.Environment,
-    submit: Callable,
-    factory: Callable,
-    concurrency: int,
-    think_time_s: float,
-    ramp_up_s: float,
-    budget: Budget,
-) -> None:
-    """Start ``concurrency`` clients; each sends a request, waits for its end, thinks, repeats."""
 
-    def client(cid: int):
-        if ramp_up_s > 0:
-            yield env.timeout(ramp_up_s * cid / concurrency)
-        while budget.take():
-            done = submit(*factory(), client=cid, want_event=True)
-            yield done
-            if think_time_s > 0:
-                yield env.timeout(think_time_s)
+# ---- open loop ----------------------------------------------------------------------------------
 
-    for cid in range(concurrency):
-        env.process(client(cid))
+def poisson_gaps(rate: float, rng: np.random.Generator) -> Iterator[float]:
+    """Exponential gaps with mean 1/rate, drawn 4096 at a time."""
+    while True:
+        for g in rng.exponential(1.0 / rate, size=_BATCH):
+            yield float(g)
+
+
+def gamma_gaps(rate: float, cv: float, rng: np.random.Generator) -> Iterator[float]:
+    """Gamma gaps with mean 1/rate and coefficient of variation cv (shape 1/cv^2)."""
+    k = 1.0 / cv**2
+    while True:
+        for g in rng.gamma(k, 1.0 / (rate * k), size=_BATCH):
+            yield float(g)
+
+
+def constant_gaps(rate: float) -> Iterator[float]:
+    while True:
+        yield 1.0 / rate
+
+
+class RateFunction:
+    """A rate lambda(t) >= 0 from (t, rate) points: piecewise constant ("step") or linear between points.
+
+    Before the first point the rate is the first point's; after the last, the last point's.
+    ``inverse(S)`` solves Lambda(t) = S for the cumulative rate Lambda(t) = integral_0^t lambda.
+    """
+
+    def __init__(self, points: list[tuple[float, float]], interpolation: str) -> None:
+        segs = []  # (start, length, rate at start, rate at end); the last one is open-ended
+        t0, r0 = points[0]
+        if t0 > 0:
+            segs.append((0.0, t0, r0, r0))
+        for (ta, ra), (tb, rb) in itertools.pairwise(points):
+            segs.append((ta, tb - ta, ra, rb if interpolation == "linear" else ra))
+        tl, rl = points[-1]
+        segs.append((tl, math.inf, rl, rl))
+        self.segs = segs
+        self.cum = [0.0]
+        for _, d, ra, rb in segs[:-1]:
+            self.cum.append(self.cum[-1] + 0.5 * (ra + rb) * d)
+
+    def rate(self, t: float) -> float:
+        i = max(0, bisect.bisect_right([s[0] for s in self.segs], t) - 1)
+        s, d, ra, rb = self.segs[i]
+        return ra if math.isinf(d) else ra + (rb - ra) * (t - s) / d
+
+    def inverse(self, S: float) -> float:
+        i = bisect.bisect_right(self.cum, S) - 1
+        s, d, ra, rb = self.segs[i]
+        left = S - self.cum[i]
+        if math.isinf(d) or ra == rb:
+            return s + left / ra if ra > 0 else math.inf
+        a = (rb - ra) / (2 * d)
+        disc = ra * ra + 4 * a * left
+        x = 2 * left / (ra + math.sqrt(max(disc, 0.0)))
+        return s + min(x, d)
+
+
+def time_varying_gaps(fn: RateFunction, rng: np.random.Generator) -> Iterator[float]:
+    """Non-homogeneous Poisson arrivals by inversion: t_n = Lambda^-1(E_1 + ... + E_n), E_i ~ Exp(1)."""
+    S, prev = 0.0, 0.0
+    while True:
+        for e in rng.exponential(1.0, size=_BATCH):
+            S += float(e)
+            t = fn.inverse(S)
+            if math.isinf(t):
+                return
+            yield t - prev
+            prev = t
+
+
+def open_loop(env: simpy.Environment, gaps: Iterator[float], arrive: Callable[[], None], budget: Budget):
+    """One process: wait a gap, call ``arrive()``, repeat while the budget lasts."""
+    while budget.take():
+        gap = next(gaps, None)
+        if gap is None:
+            budget.give_back()
+            return
+        yield env.timeout(gap)
+        arrive()
 
 
 def poisson(
@@ -59,13 +131,70 @@ def poisson(
     rng: np.random.Generator,
     budget: Budget,
 ):
-    """Open loop: exponential inter-arrival times with mean 1/rate."""
-    gaps = rng.exponential(1.0 / rate, size=4096)
-    i = 0
-    while budget.take():
-        if i == len(gaps):
-            gaps = rng.exponential(1.0 / rate, size=4096)
-            i = 0
-        yield env.timeout(float(gaps[i]))
-        i += 1
-        submit(*factory())
+    """Open loop: exponential inter-arrival times with mean 1/rate (``factory()`` gives each request's shape)."""
+    return open_loop(env, poisson_gaps(rate, rng), lambda: submit(*factory()), budget)
+
+
+# ---- closed loop --------------------------------------------------------------------------------
+
+def closed_loop(
+    env: simpy.Environment,
+    submit: Callable,
+    factory: Callable | None,
+    concurrency: int,
+    think_time_s: float,
+    ramp_up_s: float,
+    budget: Budget,
+    *,
+    job: Callable | None = None,
+    think: Callable[[], float] | None = None,
+    schedule: list[tuple[float, int]] | None = None,
+    client_base: int = 0,
+) -> None:
+    """Start ``concurrency`` clients; each sends a request, waits for its end, thinks, repeats.
+
+    ``job(client, active)``: a generator that submits one request (or runs one session) and waits for
+    it; default: submit ``factory()``'s shape. ``think()``: the next pause (default ``think_time_s``).
+    ``schedule``: [(t, concurrency)] steps; at each, clients below the new concurrency that are not
+    running start at once, and clients at or above it stop after their current request.
+    """
+    target = [concurrency]
+    alive: set[int] = set()
+
+    if job is None:
+        def job(client, active):
+            yield submit(*factory(), client=client, want_event=True)
+
+    if think is None:
+        def think():
+            return think_time_s
+
+    def active(cid: int) -> Callable[[], bool]:
+        return lambda: cid < target[0]
+
+    def client(cid: int, delay: float | None):
+        alive.add(cid)
+        if delay is not None:
+            yield env.timeout(delay)
+        while cid < target[0] and budget.take():
+            yield from job(client_base + cid, active(cid))
+            if cid >= target[0]:
+                break
+            pause = think()
+            if pause > 0:
+                yield env.timeout(pause)
+        alive.discard(cid)
+
+    def controller():
+        for t, c in schedule:
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            target[0] = c
+            for cid in range(c):
+                if cid not in alive:
+                    env.process(client(cid, None))
+
+    for cid in range(concurrency):
+        env.process(client(cid, ramp_up_s * cid / concurrency if ramp_up_s > 0 else None))
+    if schedule:
+        env.process(controller())

@@ -1,46 +1,343 @@
-"""Turn the ``workload:`` section into SimPy processes that submit requests to an engine."""
+"""Turn the ``workload:`` section into SimPy processes that submit requests to an engine.
+
+Randomness: one ``numpy.random.SeedSequence(seed)`` per run, split with ``spawn`` so each component
+(prompt lengths, output lengths, prefix groups, arrival gaps, copula, session turns, user tokens,
+think times, length re-draws, class choice) has its own Generator: adding a component, or drawing
+more from one, never shifts another's numbers. Session and client ids are counted per run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
-from workloads.arrivals import Budget, closed_loop, poisson
-from workloads.config import WorkloadConfig
-from workloads.lengths import LengthSampler
+from workloads.arrivals import (
+    Budget,
+    RateFunction,
+    closed_loop,
+    constant_gaps,
+    gamma_gaps,
+    open_loop,
+    poisson_gaps,
+    time_varying_gaps,
+)
+from workloads.config import (
+    ArrivalConfig,
+    LengthConfig,
+    SessionConfig,
+    SharedPrefixConfig,
+    SLOConfig,
+    WorkloadConfig,
+    parse_schedule,
+)
+from workloads.lengths import LengthSampler, PairSampler
+from workloads.presets import preset_lengths
+
+# Content keys of multi-turn sessions: far above any request id (request ids are the default keys).
+SESSION_KEY_BASE = 1 << 40
+_RESAMPLE_TRIES = 100
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    """One client class with everything inherited from the workload resolved."""
+
+    index: int  # client_class of its requests (-1: no classes configured)
+    name: str
+    weight: float
+    arrival: ArrivalConfig | None  # None: shares workload.arrival
+    prompt: LengthConfig
+    output: LengthConfig
+    correlation: float
+    shared_prefix: SharedPrefixConfig | None
+    session: SessionConfig | None
+    priority: int
+    slo: SLOConfig | None
+
+
+def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
+    """The workload as a list of classes (one, with index -1, when ``classes`` is not set)."""
+    if w.preset is not None:
+        wp, wo = preset_lengths(w.preset)
+    else:
+        wp, wo = w.prompt_tokens, w.output_tokens
+    classes = w.class_list()
+    if not classes:
+        return [ClassSpec(-1, "", 1.0, None, wp, wo, w.correlation, w.shared_prefix, w.session, 0, None)]
+    out = []
+    for i, c in enumerate(classes):
+        if c.preset is not None:
+            p, o = preset_lengths(c.preset)
+        else:
+            p, o = c.prompt_tokens or wp, c.output_tokens or wo
+        out.append(
+            ClassSpec(
+                index=i,
+                name=c.name,
+                weight=1.0 if c.weight is None else c.weight,
+                arrival=c.arrival,
+                prompt=p,
+                output=o,
+                correlation=w.correlation if c.correlation is None else c.correlation,
+                shared_prefix=w.shared_prefix if c.shared_prefix is None else c.shared_prefix,
+                session=w.session if c.session is None else c.session,
+                priority=c.priority,
+                slo=c.slo,
+            )
+        )
+    return out
+
+
+def keeps_finished_content(w: WorkloadConfig) -> bool:
+    """True when requests re-send earlier requests' content (multi-turn sessions, or a trace with session ids).
+
+    Pass it to ``SchedulerConfig.cache_finished_content`` so a finished turn's blocks stay findable.
+    """
+    if w.trace is not None:
+        from workloads.trace import read_trace
+
+        return bool((read_trace(w.trace).session >= 0).any())
+    return any(s.session is not None for s in class_specs(w))
+
+
+class Ids:
+    """Per-run counters: session ids and client ids."""
+
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.clients = 0
+
+    def new_session(self) -> int:
+        self.sessions += 1
+        return self.sessions - 1
+
+    def new_clients(self, n: int) -> int:
+        self.clients += n
+        return self.clients - n
 
 
 class RequestFactory:
-    """Draws each new request's prompt length, output length and shared-prefix group."""
+    """Draws each new request's prompt length, output length and shared-prefix group (one class)."""
 
-    def __init__(self, w: WorkloadConfig, seed: int) -> None:
-        ss = np.random.SeedSequence(seed)
+    def __init__(
+        self,
+        w: WorkloadConfig,
+        seed: int,
+        *,
+        spec: ClassSpec | None = None,
+        seeds: np.random.SeedSequence | None = None,
+        max_model_len: int | None = None,
+        ids: Ids | None = None,
+    ) -> None:
+        spec = spec or class_specs(w)[0]
+        ss = seeds or np.random.SeedSequence(seed)
         r_prompt, r_out, r_prefix, self.arrival_rng = (np.random.default_rng(s) for s in ss.spawn(4))
-        self.prompt = LengthSampler(w.prompt_tokens, r_prompt)
-        self.output = LengthSampler(w.output_tokens, r_out)
-        self.prefix = w.shared_prefix
+        r_copula, r_turns, r_user, r_think, r_fit, self.client_think_rng = (np.random.default_rng(s) for s in ss.spawn(6))
+        self.spec = spec
+        self.prompt = LengthSampler(spec.prompt, r_prompt)
+        self.output = LengthSampler(spec.output, r_out)
+        self.pair = PairSampler(self.prompt, self.output, spec.correlation, r_copula) if spec.correlation != 0 else None
+        self.prefix = spec.shared_prefix
         self.prefix_rng = r_prefix
+        self.fit_rng = r_fit
+        self.max_model_len = max_model_len
+        self.rule = w.over_max_model_len
+        self.ids = ids or Ids()
+        s = spec.session
+        self.turns = LengthSampler(s.turns, r_turns) if s else None
+        self.user = LengthSampler(s.user_tokens, r_user) if s and s.user_tokens is not None else None
+        self.think_rng = r_think
 
-    def __call__(self) -> tuple[int, int, int, int]:
-        p, o = self.prompt(), self.output()
+    # ---- shapes -------------------------------------------------------------------------------
+    def lengths(self) -> tuple[int, int]:
+        if self.pair is not None:
+            return self.pair()
+        return self.prompt(), self.output()
+
+    def group(self) -> tuple[int, int]:
         sp = self.prefix
         if sp is not None and (sp.fraction >= 1.0 or self.prefix_rng.random() < sp.fraction):
             g = int(self.prefix_rng.integers(sp.num_groups)) if sp.num_groups > 1 else 0
-            return p + sp.tokens, o, g, sp.tokens
-        return p, o, -1, 0
+            return g, sp.tokens
+        return -1, 0
+
+    def fit(self, p: int, o: int, glen: int) -> tuple[int, int]:
+        """Apply ``over_max_model_len`` to a drawn (own prompt, output) pair behind a glen-token prefix."""
+        L = self.max_model_len
+        if L is None or glen + p + o <= L or self.rule == "reject":
+            return p, o
+        if self.rule == "resample":
+            for _ in range(_RESAMPLE_TRIES):
+                p, o = self.lengths()
+                if glen + p + o <= L:
+                    return p, o
+        # truncate: keep the shared prefix, cap the output so one own prompt token fits, then cut the prompt.
+        o2 = min(o, L - glen - 1)
+        if o2 < 1:
+            return p, o  # cannot fit at all: submitted as drawn, the engine rejects it
+        return min(p, L - glen - o2), o2
+
+    def __call__(self) -> tuple[int, int, int, int]:
+        p, o = self.lengths()
+        g, glen = self.group()
+        p, o = self.fit(p, o, glen)
+        return p + glen, o, g, glen
+
+    # ---- what one arrival / one closed-loop client turn does ----------------------------------
+    def pause(self, mean: float, dist: str) -> float:
+        if mean <= 0:
+            return 0.0
+        return float(self.think_rng.exponential(mean)) if dist == "exponential" else mean
+
+    def arrive(self, env: simpy.Environment, submit: Callable, budget: Budget) -> None:
+        """An open-loop arrival (its budget already taken): one request, or a session's first turn."""
+        if self.spec.session is not None:
+            env.process(self.session(env, submit, budget, -1, None))
+        else:
+            p, o, g, glen = self()
+            submit(p, o, g, glen, priority=self.spec.priority, client_class=self.spec.index)
+
+    def job(self, env: simpy.Environment, submit: Callable, budget: Budget, client: int, active: Callable[[], bool]):
+        """A closed-loop client's next job (its budget already taken): one request, or a whole session."""
+        if self.spec.session is not None:
+            yield from self.session(env, submit, budget, client, active)
+        else:
+            yield submit(*self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True)
+
+    def session(self, env, submit, budget, client, active):
+        """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
+
+        The first turn's budget is already taken. A follow-up turn that would not fit max_model_len ends
+        the session (the context is full), as does a closed-loop client being stopped.
+        """
+        s = self.spec.session
+        key = SESSION_KEY_BASE + self.ids.new_session()
+        g, glen = self.group()
+        n = self.turns()
+        history = 0
+        for k in range(n):
+            if k == 0:
+                u, o = self.lengths()
+                u, o = self.fit(u, o, glen)
+            else:
+                if active is not None and not active():
+                    return
+                u, o = (self.user(), self.output()) if self.user is not None else self.lengths()
+                if self.max_model_len is not None and glen + history + u + o > self.max_model_len:
+                    return
+                if not budget.take():
+                    return
+            yield submit(
+                glen + history + u,
+                o,
+                g,
+                glen,
+                priority=self.spec.priority,
+                content_key=key,
+                client=client,
+                client_class=self.spec.index,
+                want_event=True,
+            )
+            history += u + o
+            if k < n - 1:
+                t = self.pause(s.think_time_s, s.think_time_dist)
+                if t > 0:
+                    yield env.timeout(t)
+
+
+def _start_arrival(
+    env: simpy.Environment,
+    submit: Callable,
+    a: ArrivalConfig,
+    sources: list[RequestFactory],
+    gap_rng: np.random.Generator,
+    think_rng: np.random.Generator,
+    class_rng: np.random.Generator | None,
+    budget: Budget,
+    ids: Ids,
+    where: str,
+) -> None:
+    if len(sources) == 1:
+        only = sources[0]
+
+        def pick() -> RequestFactory:
+            return only
+    else:
+        cum = np.cumsum([s.spec.weight for s in sources])
+        cum = cum / cum[-1]
+
+        def pick() -> RequestFactory:
+            return sources[min(int(np.searchsorted(cum, class_rng.random(), side="right")), len(sources) - 1)]
+
+    if a.type == "closed_loop":
+        schedule = parse_schedule(a.schedule, f"{where}.schedule", integer=True) if a.schedule is not None else None
+        most = max([a.concurrency] + [c for _, c in schedule or []])
+        base = ids.new_clients(most)
+
+        def job(client, active):
+            return pick().job(env, submit, budget, client, active)
+
+        if a.think_time_dist == "exponential" and a.think_time_s > 0:
+            def think() -> float:
+                return float(think_rng.exponential(a.think_time_s))
+        else:
+            think = None
+        closed_loop(env, submit, None, a.concurrency, a.think_time_s, a.ramp_up_s, budget,
+                    job=job, think=think, schedule=schedule, client_base=base)
+        return
+    if a.type == "poisson":
+        gaps = poisson_gaps(a.rate, gap_rng)
+    elif a.type == "gamma":
+        gaps = gamma_gaps(a.rate, a.cv, gap_rng)
+    elif a.type == "constant":
+        gaps = constant_gaps(a.rate)
+    else:
+        fn = RateFunction(parse_schedule(a.schedule, f"{where}.schedule", integer=False), a.interpolation)
+        gaps = time_varying_gaps(fn, gap_rng)
+    env.process(open_loop(env, gaps, lambda: pick().arrive(env, submit, budget), budget))
 
 
 def start_workload(
-    env: simpy.Environment, submit: Callable, w: WorkloadConfig, seed: int, num_requests: int | None
+    env: simpy.Environment,
+    submit: Callable,
+    w: WorkloadConfig,
+    seed: int,
+    num_requests: int | None,
+    max_model_len: int | None = None,
 ) -> int | None:
-    """Start the arrival processes. Returns how many requests will be submitted (None: unbounded)."""
-    factory = RequestFactory(w, seed)
+    """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
+
+    ``max_model_len``: when given, drawn requests obey ``w.over_max_model_len`` (docs/workloads.md).
+    """
     budget = Budget(num_requests)
-    a = w.arrival
-    if a.type == "closed_loop":
-        closed_loop(env, submit, factory, a.concurrency, a.think_time_s, a.ramp_up_s, budget)
-    else:
-        env.process(poisson(env, submit, factory, a.rate, factory.arrival_rng, budget))
+    if w.trace is not None:
+        from workloads.trace import read_trace, replay
+
+        rows = read_trace(w.trace)
+        env.process(replay(env, submit, rows, budget))
+        return len(rows) if num_requests is None else min(len(rows), num_requests)
+    ids = Ids()
+    specs = class_specs(w)
+    root = np.random.SeedSequence(seed)
+    if specs[0].index < 0:
+        src = RequestFactory(w, seed, spec=specs[0], seeds=root, max_model_len=max_model_len, ids=ids)
+        _start_arrival(env, submit, w.arrival, [src], src.arrival_rng, src.client_think_rng, None, budget, ids, "workload.arrival")
+        return num_requests
+    top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps
+    extra = root.spawn(2 + len(specs))
+    class_rng, think_rng = np.random.default_rng(extra[0]), np.random.default_rng(extra[1])
+    sources = [
+        RequestFactory(w, seed, spec=s, seeds=extra[2 + i], max_model_len=max_model_len, ids=ids) for i, s in enumerate(specs)
+    ]
+    shared = [s for s in sources if s.spec.arrival is None]
+    if shared:
+        _start_arrival(env, submit, w.arrival, shared, np.random.default_rng(top[3]), think_rng, class_rng, budget, ids,
+                       "workload.arrival")
+    for s in sources:
+        if s.spec.arrival is not None:
+            _start_arrival(env, submit, s.spec.arrival, [s], s.arrival_rng, s.client_think_rng, None, budget, ids,
+                           f"workload.classes.{s.spec.name}.arrival")
     return num_requests

@@ -1,0 +1,368 @@
+"""Workload generation: arrival processes, length distributions, sharing, sessions, traces, seeding."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import simpy
+from conftest import ConstantCost, make_scheduler
+
+from simulator.config import build, load_scenario
+from simulator.engine import Engine
+from simulator.errors import ConfigError
+from simulator.metrics import request_frame
+from simulator.run import simulate
+from workloads.arrivals import RateFunction
+from workloads.config import LengthConfig, WorkloadConfig
+from workloads.factory import SESSION_KEY_BASE, RequestFactory, keeps_finished_content, start_workload
+from workloads.lengths import LengthSampler, PairSampler
+from workloads.presets import PRESETS
+from workloads.trace import generate_trace, main_trace, read_trace
+
+Z = 4.5  # width of every confidence bound, in standard errors (two-sided miss rate ~7e-6 per check)
+
+
+def wl(data: dict) -> WorkloadConfig:
+    return build(WorkloadConfig, data, "workload")
+
+
+def record(w: WorkloadConfig, n: int | None, seed: int = 0, until: float | None = None, max_model_len=None) -> pd.DataFrame:
+    """Run only the workload (no engine): every submit is recorded; want_event requests end at once."""
+    env = simpy.Environment()
+    rows = []
+
+    def submit(p, o, group=-1, group_len=0, priority=0, content_key=-1, client=-1, client_class=-1, want_event=False):
+        rows.append((env.now, p, o, group, group_len, priority, content_key, client, client_class))
+        if want_event:
+            ev = env.event()
+            ev.succeed()
+            return ev
+        return None
+
+    start_workload(env, submit, w, seed, n, max_model_len=max_model_len)
+    env.run(until=until)
+    return pd.DataFrame(rows, columns=["t", "prompt", "output", "group", "group_len", "priority", "key", "client", "cls"])
+
+
+def engine_run(w: WorkloadConfig, until: float, seed: int = 0, step_s: float = 0.05, blocks: int = 20_000, seqs: int = 256):
+    """The real engine and scheduler with a constant step cost, fed by ``w``."""
+    sched = make_scheduler(blocks, max_num_seqs=seqs, max_num_batched_tokens=4096, block_size=16,
+                           cache_finished_content=keeps_finished_content(w))
+    env = simpy.Environment()
+    eng = Engine(env, sched, ConstantCost(step_s), sched.reqs, max_model_len=10**6, max_blocks_per_request=sched.pool.num_blocks)
+    start_workload(env, eng.submit, w, seed, None)
+    env.run(until=until)
+    return eng, sched.reqs.columns()
+
+
+def mean_ci(x: np.ndarray) -> tuple[float, float]:
+    return float(x.mean()), Z * float(x.std(ddof=1)) / math.sqrt(len(x))
+
+
+def cv_ci(x: np.ndarray) -> tuple[float, float]:
+    """Sample CV and its delta-method half-width from the sample's own moments."""
+    n, m = len(x), x.mean()
+    d = x - m
+    v, m3, m4 = (d**2).mean(), (d**3).mean(), (d**4).mean()
+    gm, gv = -math.sqrt(v) / m**2, 1 / (2 * m * math.sqrt(v))
+    var = (gm**2 * v + 2 * gm * gv * m3 + gv**2 * (m4 - v**2)) / n
+    return math.sqrt(v) / m, Z * math.sqrt(var)
+
+
+# ---- arrivals -----------------------------------------------------------------------------------
+
+def test_poisson_rate_and_unit_cv():
+    """Poisson gaps have mean 1/rate and CV 1 within confidence bounds from 40,000 arrivals."""
+    df = record(wl({"arrival": {"type": "poisson", "rate": 25.0}}), 40_000)
+    gaps = np.diff(np.concatenate([[0.0], df.t.to_numpy()]))
+    m, h = mean_ci(gaps)
+    assert abs(m - 1 / 25) < h
+    cv, hc = cv_ci(gaps)
+    assert abs(cv - 1.0) < hc
+
+
+def test_gamma_arrivals_have_the_requested_rate_and_burstiness():
+    """Gamma arrivals with cv=3 keep the mean rate and have gap CV 3 (confidence bounds from the sample)."""
+    df = record(wl({"arrival": {"type": "gamma", "rate": 50.0, "cv": 3.0}}), 60_000)
+    gaps = np.diff(np.concatenate([[0.0], df.t.to_numpy()]))
+    m, h = mean_ci(gaps)
+    assert abs(m - 1 / 50) < h
+    cv, hc = cv_ci(gaps)
+    assert abs(cv - 3.0) < hc, (cv, hc)
+
+
+def test_constant_rate_is_exactly_periodic():
+    """Constant-rate arrivals are exactly 1/rate apart."""
+    df = record(wl({"arrival": {"type": "constant", "rate": 4.0}}), 100)
+    assert np.allclose(np.diff(df.t), 0.25, rtol=0, atol=1e-12) and df.t.iloc[0] == 0.25
+
+
+@pytest.mark.parametrize("interp", ["step", "linear"])
+def test_time_varying_rate_counts_match_the_integrated_rate(interp):
+    """Arrivals per window of a piecewise/ramped Poisson rate match the integral of the rate (Poisson bounds)."""
+    sched = {0: 5.0, 100: 40.0, 200: 10.0}
+    df = record(wl({"arrival": {"type": "time_varying", "schedule": sched, "interpolation": interp}}), None, until=300.0)
+    fn = RateFunction(sorted(sched.items()), interp)
+    grid = np.linspace(0, 300, 30_001)
+    lam = np.array([fn.rate(t) for t in grid])
+    for a, b in [(0, 50), (50, 100), (100, 150), (150, 200), (200, 300)]:
+        sel = (grid >= a) & (grid <= b)
+        expected = np.trapezoid(lam[sel], grid[sel])
+        got = int(((df.t > a) & (df.t <= b)).sum())
+        assert abs(got - expected) < Z * math.sqrt(expected), (interp, a, b, got, expected)
+
+
+def in_flight_at_steps(eng, c) -> tuple[np.ndarray, np.ndarray]:
+    """(step start, requests arrived and not finished by then) from the request records."""
+    starts = eng.log.columns()["start"]
+    arr = np.sort(c["arrival"])
+    fin = np.sort(np.where(np.isnan(c["finish"]), np.inf, c["finish"]))
+    return starts, np.searchsorted(arr, starts, side="right") - np.searchsorted(fin, starts, side="right")
+
+
+def test_closed_loop_holds_exactly_c_in_flight_and_follows_concurrency_steps():
+    """Closed loop keeps exactly C requests in flight; a schedule raises C at once and lowers it as surplus clients finish."""
+    w = wl({"arrival": {"type": "closed_loop", "concurrency": 8, "schedule": {20: 20, 40: 5}},
+            "prompt_tokens": {"dist": "uniform", "min": 8, "max": 64}, "output_tokens": {"dist": "uniform", "min": 2, "max": 12}})
+    eng, c = engine_run(w, until=60.0)
+    s, n = in_flight_at_steps(eng, c)
+    assert (n[(s > 0) & (s < 20)] == 8).all()
+    assert (n[(s >= 20) & (s < 40)] == 20).all()
+    assert (n[s >= 42] == 5).all()  # every surplus request has finished 2 s after the step down
+    assert set(np.unique(c["client"][c["arrival"] > 42])) == set(range(5))
+
+
+# ---- lengths ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg,mean", [
+    ({"dist": "lognormal", "mean": 300.0, "sigma": 0.8}, 300.0),
+    ({"dist": "uniform", "min": 10, "max": 90}, 50.0),
+    ({"dist": "normal", "mean": 200.0, "std": 30.0}, 200.0),
+])
+def test_length_means_within_confidence_bounds(cfg, mean):
+    """Lognormal, uniform and normal lengths have the configured mean (rounding aside) within bounds from 50,000 draws."""
+    x = LengthSampler(build(LengthConfig, cfg), np.random.default_rng(1)).draw(50_000).astype(float)
+    m, h = mean_ci(x)
+    assert abs(m - mean) < h + 0.5
+
+
+def test_clipped_normal_and_zipf_respect_bounds_and_shape():
+    """Clipped normal stays in [min, max]; bounded Zipf's P(min) matches k^-s normalisation (binomial bound)."""
+    x = LengthSampler(build(LengthConfig, {"dist": "normal", "mean": 100.0, "std": 80.0, "min": 20, "max": 150}),
+                      np.random.default_rng(2)).draw(20_000)
+    assert x.min() == 20 and x.max() == 150
+    z = LengthSampler(build(LengthConfig, {"dist": "zipf", "alpha": 1.5, "min": 1, "max": 1000}), np.random.default_rng(3)).draw(50_000)
+    p1 = 1.0 / (np.arange(1, 1001, dtype=float) ** -1.5).sum()
+    got = (z == 1).mean()
+    assert abs(got - p1) < Z * math.sqrt(p1 * (1 - p1) / len(z)) and z.min() >= 1 and z.max() <= 1000
+
+
+def test_empirical_lengths_from_lines_and_csv_column(tmp_path):
+    """Empirical lengths resample the file's values (plain lines or a CSV column); a bad line names file and line."""
+    (tmp_path / "l.txt").write_text("10\n20\n\n30\n")
+    (tmp_path / "l.csv").write_text("id,len\na,100\nb,300\n")
+    x = LengthSampler(build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.txt")}), np.random.default_rng(0)).draw(30_000)
+    assert set(np.unique(x)) == {10, 20, 30}
+    m, h = mean_ci(x.astype(float))
+    assert abs(m - 20) < h
+    y = LengthSampler(build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.csv"), "column": "len"}),
+                      np.random.default_rng(0)).draw(1000)
+    assert set(np.unique(y)) == {100, 300}
+    (tmp_path / "bad.txt").write_text("10\n-3\n")
+    with pytest.raises(ConfigError, match=r"^bad.txt line 2: length must be an integer >= 1 \(got '-3'\)$"):
+        wl({"prompt_tokens": {"dist": "empirical", "file": str(tmp_path / "bad.txt")}})
+
+
+def test_copula_correlation_keeps_marginals_and_sets_rank_correlation():
+    """A Gaussian copula with rho gives Spearman 6/pi asin(rho/2) and leaves each marginal's mean unchanged."""
+    p = LengthSampler(build(LengthConfig, {"dist": "lognormal", "mean": 500.0, "sigma": 0.7}), np.random.default_rng(0))
+    o = LengthSampler(build(LengthConfig, {"dist": "uniform", "min": 1, "max": 400}), np.random.default_rng(0))
+    a, b = PairSampler(p, o, 0.7, np.random.default_rng(5)).draw(40_000)
+    rs = np.corrcoef(pd.Series(a).rank(), pd.Series(b).rank())[0, 1]
+    assert abs(rs - 6 / math.pi * math.asin(0.35)) < Z / math.sqrt(len(a))
+    for x, mean in ((a, 500.0), (b, 200.5)):
+        m, h = mean_ci(x.astype(float))
+        assert abs(m - mean) < h + 0.5
+
+
+def test_max_model_len_rules():
+    """truncate cuts the own prompt (then the output) to fit, keeping the shared prefix; reject submits as drawn."""
+    base = {"prompt_tokens": {"dist": "uniform", "min": 100, "max": 3000}, "output_tokens": {"dist": "uniform", "min": 10, "max": 1500},
+            "shared_prefix": {"tokens": 64}, "arrival": {"type": "poisson", "rate": 10.0}}
+    for rule in ("truncate", "resample"):
+        df = record(wl({**base, "over_max_model_len": rule}), 3000, max_model_len=2048)
+        assert (df.prompt + df.output <= 2048).all() and (df.group_len == 64).all() and (df.prompt > 64).all()
+    df = record(wl({**base, "over_max_model_len": "reject"}), 3000, max_model_len=2048)
+    assert (df.prompt + df.output > 2048).any()
+
+
+def test_presets_load_and_match_their_cited_means():
+    """Every preset builds, has a source note, and draws lengths with its configured mean."""
+    for name, (p, _, source) in PRESETS.items():
+        assert "arXiv" in source or "arxiv" in source
+        f = RequestFactory(wl({"preset": name}), 0)
+        x = f.prompt.draw(20_000).astype(float)
+        m, h = mean_ci(x)
+        assert abs(m - p.mean) < h + 0.01 * p.mean, name  # clipping at max removes a little of the tail
+
+
+# ---- classes, sharing, sessions -----------------------------------------------------------------
+
+def test_client_classes_weights_own_arrivals_priorities_and_lengths():
+    """Weighted classes split the shared arrivals by weight (binomial bound); a class with its own arrival runs it."""
+    w = wl({"arrival": {"type": "poisson", "rate": 100.0},
+            "classes": {"chat": {"weight": 3, "prompt_tokens": {"value": 100}, "priority": 1, "slo": {"p99_ttft_ms": 500}},
+                        "batch": {"weight": 1, "prompt_tokens": {"value": 2000}},
+                        "bg": {"arrival": {"type": "constant", "rate": 2.0}, "prompt_tokens": {"value": 7}, "priority": 5}}})
+    df = record(w, None, until=200.0)
+    shared = df[df.cls < 2]
+    frac = (shared.cls == 0).mean()
+    assert abs(frac - 0.75) < Z * math.sqrt(0.75 * 0.25 / len(shared))
+    assert (df[df.cls == 0].prompt == 100).all() and (df[df.cls == 1].prompt == 2000).all()
+    assert (df[df.cls == 0].priority == 1).all() and (df[df.cls == 2].priority == 5).all()
+    assert len(df[df.cls == 2]) == 399 and (df[df.cls == 2].prompt == 7).all()
+
+
+def test_shared_prefix_and_session_turns_hit_the_prefix_cache():
+    """Shared-prefix requests hit their group's cached blocks and each session turn re-hits the previous turn's prompt + output."""
+    w = wl({"arrival": {"type": "closed_loop", "concurrency": 6},
+            "prompt_tokens": {"value": 40}, "output_tokens": {"value": 20},
+            "shared_prefix": {"tokens": 64, "num_groups": 2},
+            "session": {"turns": {"value": 4}, "user_tokens": {"value": 30}, "think_time_s": 0.3}})
+    assert keeps_finished_content(w)
+    _, c = engine_run(w, until=40.0)
+    done = c["status"] == 3
+    df = pd.DataFrame({k: c[k] for k in ("content_key", "prompt_len", "max_tokens", "cached_tokens", "group", "arrival")})[done]
+    assert (df.content_key >= SESSION_KEY_BASE).all()
+    hits = 0
+    for _, s in df.groupby("content_key"):
+        s = s.sort_values("arrival")
+        assert list(s.prompt_len) == [104, 154, 204, 254][: len(s)]  # 64 + 40, then + 20 output + 30 user tokens per turn
+        for prev, cur in zip(s.itertuples(), list(s.itertuples())[1:]):
+            assert cur.cached_tokens >= (prev.prompt_len + prev.max_tokens - 1) // 16 * 16
+            hits += 1
+    assert hits > 50
+    first_turns = df.sort_values("arrival").groupby("content_key").head(1).iloc[4:]
+    assert (first_turns.cached_tokens >= 64).all()  # the group's system prompt was cached by an earlier request
+
+
+def test_without_sharing_nothing_hits():
+    """Unique prompts (no prefix groups, no sessions) get no prefix-cache hits, and finished content is not kept."""
+    w = wl({"arrival": {"type": "poisson", "rate": 20.0}, "prompt_tokens": {"value": 64}, "output_tokens": {"value": 8}})
+    assert not keeps_finished_content(w)
+    _, c = engine_run(w, until=20.0)
+    assert (c["cached_tokens"][c["status"] == 3] == 0).all()
+
+
+# ---- seeding ------------------------------------------------------------------------------------
+
+def test_same_seed_same_requests_and_components_are_independent():
+    """Same seed gives identical requests; changing output lengths leaves arrival times and prompts untouched."""
+    base = {"arrival": {"type": "gamma", "rate": 10.0, "cv": 2.0}, "prompt_tokens": {"dist": "lognormal", "mean": 300.0},
+            "output_tokens": {"dist": "uniform", "min": 1, "max": 100}, "shared_prefix": {"fraction": 0.3, "num_groups": 4}}
+    a, b = record(wl(base), 2000, seed=7), record(wl(base), 2000, seed=7)
+    pd.testing.assert_frame_equal(a, b)
+    c = record(wl({**base, "output_tokens": {"dist": "fixed", "value": 9}}), 2000, seed=7)
+    assert (a.t == c.t).all() and (a.prompt == c.prompt).all() and (a.group == c.group).all()
+    assert not (record(wl(base), 2000, seed=8).t == a.t).all()
+
+
+# ---- traces -------------------------------------------------------------------------------------
+
+OPEN_LOOP = [
+    "run.duration_s=15", "run.warmup_s=0", "run.seed=3",
+    "workload.arrival={type: poisson, rate: 40}",
+    "workload.prompt_tokens={dist: lognormal, mean: 400, sigma: 0.7}",
+    "workload.output_tokens={dist: lognormal, mean: 120, sigma: 0.5}",
+    "workload.shared_prefix={num_groups: 3, tokens: 128, fraction: 0.6}",
+    "workload.classes={a: {weight: 2, priority: 1}, b: {weight: 1}, c: {arrival: {type: gamma, rate: 5, cv: 2}}}",
+]
+
+
+@pytest.mark.parametrize("ext", ["csv", "jsonl"])
+def test_trace_round_trip_reproduces_an_open_loop_run(tmp_path, ext):
+    """Replaying a generated trace gives the same requests.csv (timings, lengths, hits) as the direct open-loop run."""
+    sc, _ = load_scenario(None, OPEN_LOOP)
+    direct = request_frame(simulate(sc))
+    path = tmp_path / f"t.{ext}"
+    assert generate_trace(sc, path) == len(direct)
+    sc2, _ = load_scenario(None, OPEN_LOOP[:3] + [f"workload={{trace: '{path}'}}"])
+    replayed = request_frame(simulate(sc2))
+    pd.testing.assert_frame_equal(direct, replayed)
+    assert (direct.cached_tokens > 0).any()
+
+
+def test_trace_cli_writes_a_trace_and_reports_errors_in_one_line(tmp_path, capsys):
+    """`servesim trace generate` writes a readable trace (exit 0); a bad override exits 2 with one error line."""
+    out = tmp_path / "t.csv"
+    assert main_trace(["generate", "-o", str(out), "--set", "workload.arrival={type: poisson, rate: 5}",
+                       "--set", "run.num_requests=30", "--set", "run.duration_s=null"]) == 0
+    assert len(read_trace(str(out))) == 30
+    assert main_trace(["generate", "-o", str(out), "--set", "workload.arrival.rte=5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: workload.arrival.rte: unknown key; did you mean 'rate'?"
+
+
+@pytest.mark.parametrize("rows,msg", [
+    ("0.5,10,5\n1.0,abc,5\n", "trace.csv line 3: prompt_tokens must be an integer >= 1 (got 'abc')"),
+    ("0.5,10,5\n-1,10,5\n", "trace.csv line 3: arrival_time_s must be a number >= 0 (got '-1')"),
+    ("0.5,10,0\n", "trace.csv line 2: output_tokens must be an integer >= 1 (got '0')"),
+    ("0.5,10,5,1,\n", "trace.csv line 2: prefix_tokens must be given with prefix_group (got none)"),
+    ("0.5,10,5,1,20\n", "trace.csv line 2: prefix_tokens must be <= prompt_tokens (10) (got 20)"),
+])
+def test_bad_trace_rows_name_the_line_and_column(tmp_path, rows, msg):
+    """A bad trace row is reported at load as `trace.csv line N: <column> must be ... (got ...)`."""
+    header = "arrival_time_s,prompt_tokens,output_tokens" + (",prefix_group,prefix_tokens" if rows.count(",") > 2 * rows.count("\n") else "")
+    (tmp_path / "trace.csv").write_text(header + "\n" + rows)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, [f"workload.trace={tmp_path / 'trace.csv'}"])
+    assert str(e.value) == msg
+
+
+def test_bad_jsonl_trace_and_unknown_columns(tmp_path):
+    """JSONL rows are checked the same way; unknown columns get a did-you-mean."""
+    (tmp_path / "t.jsonl").write_text('{"arrival_time_s": 0, "prompt_tokens": 3, "output_tokens": 2}\n{"arrival_time_s": 1, "prompt_tokens": 2.5, "output_tokens": 2}\n')
+    with pytest.raises(ConfigError, match=r"^t.jsonl line 2: prompt_tokens must be an integer >= 1 \(got 2.5\)$"):
+        read_trace(str(tmp_path / "t.jsonl"))
+    (tmp_path / "u.csv").write_text("arrival_time_s,prompt_tokens,output_tokens,sesion_id\n0,1,1,3\n")
+    with pytest.raises(ConfigError, match=r"^u.csv line 1: unknown column 'sesion_id'; did you mean 'session_id'\?$"):
+        read_trace(str(tmp_path / "u.csv"))
+
+
+# ---- config errors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data,msg", [
+    ({"arrival": {"type": "time_varying"}}, "workload.arrival.schedule: type 'time_varying' needs a schedule {t_s: rate} (got null)"),
+    ({"arrival": {"type": "time_varying", "schedule": {0: 5, 10: -1}}}, "workload.arrival.schedule.10 must be a number >= 0 (got -1)"),
+    ({"arrival": {"type": "closed_loop", "schedule": {0: 2.5}}}, "workload.arrival.schedule.0 must be an integer (got 2.5)"),
+    ({"arrival": {"type": "poisson", "schedule": {0: 1}}}, "workload.arrival.schedule: only for type 'time_varying' or 'closed_loop' (got type 'poisson')"),
+    ({"classes": {"x": {"weight": 1, "arrival": {"type": "poisson"}}}}, "workload.classes.x.weight: a class with its own arrival takes no weight (got 1.0)"),
+    ({"classes": {"x": {"priorty": 1}}}, "workload.classes.x.priorty: unknown key; did you mean 'priority'?"),
+    ({"preset": "chat", "prompt_tokens": {"value": 5}}, "workload.prompt_tokens: cannot be set together with workload.preset ('chat') (got dist 'fixed')"),
+    ({"prompt_tokens": {"dist": "empirical"}}, "workload.prompt_tokens.file: dist 'empirical' needs a file of lengths (got null)"),
+])
+def test_workload_config_errors_are_one_line_with_path_rule_and_value(data, msg):
+    """Checks the generic loader cannot do still name the field path, the rule and the value."""
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, [f"workload={data!r}"])
+    assert str(e.value) == msg
+
+
+def test_workload_scenarios_load_and_run(tmp_path):
+    """Every scenarios/workload_*.yaml loads and runs; the per-class SLO report covers each class."""
+    from pathlib import Path
+
+    from workloads.slo import class_report
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("workload_*.yaml"))
+    assert paths
+    for p in paths:
+        sc, _ = load_scenario(str(p), ["run.duration_s=8", "run.warmup_s=0"])
+        res = simulate(sc)
+        assert res.reqs.n > 0, p.name
+        rows = class_report(res)
+        assert len(rows) == max(1, len(sc.workload.class_list()))
+        assert sum(r["num_completed"] for r in rows) == res.engine.num_finished

@@ -1,0 +1,296 @@
+"""Scenario list for the vLLM scheduler parity fixtures.
+
+Each scenario is a plain dict in the fixture's JSON shape (see README.md):
+``name``, ``description``, ``engine``, ``workload``, ``requests`` and
+optionally ``token_seed`` / ``notes``.  Everything here is deterministic:
+random request mixes use their own seeded ``random.Random``.
+
+Constraints of vLLM 0.32 (CPU build) that every scenario respects:
+- block_size is a multiple of 32;
+- max_model_len <= (num_gpu_blocks - 1) * block_size (the startup memory
+  check plans against the usable blocks, i.e. without the null block);
+- max_num_batched_tokens >= max_num_seqs;
+- prompt_len + output_len <= max_model_len.
+"""
+
+from __future__ import annotations
+
+import random
+
+VLLM_NOTES = (
+    "vLLM 0.32.0 has the admission gate: SchedulerConfig.scheduler_reserve_full_isl "
+    "(engine arg --[no-]scheduler-reserve-full-isl, default True); "
+    "engine.full_prompt_admission is its value. Other scheduler knobs left at their "
+    "defaults (see 'recorded'): watermark=0.0, max_num_active_seqs=None, "
+    "long_prefill_token_threshold_adaptive=False, policy=fcfs, chunked prefill on, "
+    "async scheduling off."
+)
+
+
+def engine(
+    num_gpu_blocks: int = 64,
+    block_size: int = 32,
+    max_num_batched_tokens: int = 256,
+    max_num_seqs: int = 16,
+    enable_prefix_caching: bool = True,
+    max_model_len: int | None = None,
+    long_prefill_token_threshold: int = 0,
+    full_prompt_admission: bool = True,
+) -> dict:
+    if max_model_len is None:
+        max_model_len = min(2048, (num_gpu_blocks - 1) * block_size)
+    return {
+        "num_gpu_blocks": num_gpu_blocks,
+        "block_size": block_size,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "enable_prefix_caching": enable_prefix_caching,
+        "max_model_len": max_model_len,
+        "long_prefill_token_threshold": long_prefill_token_threshold,
+        "full_prompt_admission": full_prompt_admission,
+    }
+
+
+def req(i, prompt_len, output_len, prefix_group=None, prefix_len=0) -> dict:
+    return {
+        "id": str(i),
+        "prompt_len": int(prompt_len),
+        "output_len": int(output_len),
+        "prefix_group": prefix_group,
+        "prefix_len": int(prefix_len) if prefix_group is not None else 0,
+    }
+
+
+def uniform(n, prompt_len, output_len) -> list[dict]:
+    return [req(i, prompt_len, output_len) for i in range(n)]
+
+
+def mixed(n, seed, prompt=(16, 400), output=(1, 160), groups=0, group_prefix=(32, 160)):
+    """Seeded random request mix; with groups > 0 about half the requests
+    belong to one of `groups` shared-prefix groups."""
+    rng = random.Random(seed)
+    gp = [rng.randint(*group_prefix) for _ in range(groups)]
+    out = []
+    for i in range(n):
+        pl = rng.randint(*prompt)
+        ol = rng.randint(*output)
+        if groups and rng.random() < 0.5:
+            g = rng.randrange(groups)
+            pfx = min(gp[g], pl - 1)
+            if pfx <= 0:
+                out.append(req(i, pl, ol))
+            else:
+                out.append(req(i, pl, ol, f"g{g}", pfx))
+        else:
+            out.append(req(i, pl, ol))
+    return out
+
+
+def grouped(n_groups, per_group, prefix_len, prompt_len, output_len, interleave=True):
+    out = []
+    order = (
+        [(k, g) for k in range(per_group) for g in range(n_groups)]
+        if interleave
+        else [(k, g) for g in range(n_groups) for k in range(per_group)]
+    )
+    for i, (_, g) in enumerate(order):
+        out.append(req(i, prompt_len, output_len, f"g{g}", prefix_len))
+    return out
+
+
+def batch():
+    return {"mode": "batch"}
+
+
+def closed(c):
+    return {"mode": "closed_loop", "concurrency": c}
+
+
+def S(name, description, eng, workload, requests, token_seed=0, notes=""):
+    for r in requests:
+        assert r["prompt_len"] + r["output_len"] <= eng["max_model_len"], (name, r)
+        assert r["prefix_len"] < r["prompt_len"], (name, r)
+    assert eng["max_model_len"] <= (eng["num_gpu_blocks"] - 1) * eng["block_size"], name
+    assert eng["max_num_batched_tokens"] >= eng["max_num_seqs"], name
+    return {
+        "name": name,
+        "description": description,
+        "engine": eng,
+        "workload": workload,
+        "requests": requests,
+        "token_seed": token_seed,
+        "notes": (notes + " " if notes else "") + VLLM_NOTES,
+    }
+
+
+def all_scenarios() -> list[dict]:
+    sc = []
+    add = sc.append
+
+    # ---- everything fits -------------------------------------------------
+    add(S("fits_pc_on", "8 equal requests, cache holds them all",
+          engine(num_gpu_blocks=64), batch(), uniform(8, 100, 20)))
+    add(S("fits_pc_off", "same as fits_pc_on, prefix caching off",
+          engine(num_gpu_blocks=64, enable_prefix_caching=False), batch(), uniform(8, 100, 20)))
+    add(S("fits_single_long_prompt", "one request whose prompt is longer than the token budget",
+          engine(num_gpu_blocks=64, max_num_batched_tokens=128), batch(), [req(0, 700, 10)]))
+    add(S("fits_block_boundaries", "prompts on and around block multiples; outputs cross block edges",
+          engine(num_gpu_blocks=64), batch(),
+          [req(0, 31, 2), req(1, 32, 1), req(2, 33, 31), req(3, 64, 33), req(4, 63, 34),
+           req(5, 95, 1), req(6, 96, 64), req(7, 97, 32)]))
+    add(S("fits_output_len_1", "every request wants one output token",
+          engine(num_gpu_blocks=64), batch(), uniform(12, 90, 1)))
+
+    # ---- just overflows --------------------------------------------------
+    # 8 x (100 + 40) tokens = 8 x 5 blocks = 40 blocks needed at the end.
+    for pc in (True, False):
+        for fpa in (True, False):
+            add(S(f"overflow_just_pc_{'on' if pc else 'off'}_fpa_{'on' if fpa else 'off'}",
+                  "8 requests needing 40 blocks in total, 36 usable blocks",
+                  engine(num_gpu_blocks=37, enable_prefix_caching=pc, full_prompt_admission=fpa),
+                  batch(), uniform(8, 100, 40)))
+
+    # ---- deep overload (many preemptions) --------------------------------
+    for pc in (True, False):
+        for fpa in (True, False):
+            add(S(f"overload_pc_{'on' if pc else 'off'}_fpa_{'on' if fpa else 'off'}",
+                  "24 requests, cache holds about a quarter of them at their full length",
+                  engine(num_gpu_blocks=40, enable_prefix_caching=pc, full_prompt_admission=fpa),
+                  batch(), uniform(24, 100, 60)))
+    add(S("overload_decode_heavy", "short prompts, long outputs, small cache",
+          engine(num_gpu_blocks=30, max_num_batched_tokens=128), batch(), uniform(16, 40, 200)))
+    add(S("overload_tiny_cache", "cache barely fits one request at full length",
+          engine(num_gpu_blocks=12, max_num_batched_tokens=128, max_model_len=352), batch(),
+          [req(0, 200, 150), req(1, 180, 120), req(2, 60, 100)]))
+
+    # ---- shared prefixes -------------------------------------------------
+    for pc in (True, False):
+        add(S(f"shared_prefix_pc_{'on' if pc else 'off'}",
+              "3 groups x 4 requests, 96-token (3-block) shared prefix, interleaved arrival",
+              engine(num_gpu_blocks=80, enable_prefix_caching=pc), batch(),
+              grouped(3, 4, 96, 150, 16)))
+    add(S("shared_prefix_unaligned", "shared prefix of 80 tokens (not a block multiple)",
+          engine(num_gpu_blocks=80), batch(), grouped(2, 4, 80, 130, 8)))
+    add(S("shared_prefix_exact_blocks", "prefix exactly 4 blocks; prompts one token past it",
+          engine(num_gpu_blocks=80), batch(),
+          [req(0, 160, 8, "a", 128), req(1, 129, 8, "a", 128), req(2, 129, 8, "a", 128),
+           req(3, 200, 8, "a", 128)]))
+    add(S("shared_prefix_same_step", "group members admitted in the same step as the first one",
+          engine(num_gpu_blocks=80, max_num_batched_tokens=1024), batch(),
+          grouped(1, 6, 96, 120, 8)))
+    add(S("shared_prefix_overload", "shared prefixes under cache pressure (eviction of cached blocks)",
+          engine(num_gpu_blocks=40), batch(), grouped(2, 8, 64, 110, 40)))
+    add(S("shared_prefix_closed_loop", "closed loop, 2 groups, prefix reuse after members finish",
+          engine(num_gpu_blocks=48), closed(4), grouped(2, 8, 96, 140, 24)))
+    add(S("shared_prefix_long_chunked", "long shared prefix (640) with chunked prefill",
+          engine(num_gpu_blocks=120, max_num_batched_tokens=256), batch(),
+          grouped(1, 5, 640, 700, 8, interleave=False)))
+
+    # ---- chunked prefill -------------------------------------------------
+    add(S("chunked_long_prompts", "prompts 600-900 tokens with a 256-token budget",
+          engine(num_gpu_blocks=160), batch(),
+          [req(0, 600, 20), req(1, 900, 10), req(2, 750, 30), req(3, 640, 5)]))
+    add(S("chunked_small_budget", "64-token budget, mixed prompts",
+          engine(num_gpu_blocks=96, max_num_batched_tokens=64), batch(),
+          [req(0, 300, 10), req(1, 40, 30), req(2, 129, 12), req(3, 64, 20), req(4, 500, 4)]))
+    add(S("chunked_long_prefill_threshold", "long_prefill_token_threshold=64",
+          engine(num_gpu_blocks=128, long_prefill_token_threshold=64), batch(),
+          [req(0, 400, 10), req(1, 50, 20), req(2, 300, 8), req(3, 100, 16), req(4, 20, 30)]))
+    add(S("chunked_threshold_single", "long_prefill_token_threshold=48, one request alone then others",
+          engine(num_gpu_blocks=96, long_prefill_token_threshold=48), closed(1),
+          [req(0, 300, 4), req(1, 200, 4), req(2, 150, 4)]))
+    for fpa in (True, False):
+        add(S(f"chunked_overflow_fpa_{'on' if fpa else 'off'}",
+              "long prompts (500) vs 40-block cache, 128-token budget",
+              engine(num_gpu_blocks=40, max_num_batched_tokens=128, full_prompt_admission=fpa),
+              batch(), uniform(6, 500, 20)))
+
+    # ---- max_num_seqs binding --------------------------------------------
+    add(S("max_seqs_binding", "max_num_seqs=4, 16 requests, big cache",
+          engine(num_gpu_blocks=128, max_num_seqs=4), batch(), uniform(16, 80, 12)))
+    add(S("max_seqs_token_budget_binding", "32 decoding requests with a 32-token budget",
+          engine(num_gpu_blocks=160, max_num_seqs=32, max_num_batched_tokens=32), batch(),
+          uniform(40, 20, 24)))
+    add(S("max_seqs_2_closed_loop", "max_num_seqs=2 under closed loop concurrency 6",
+          engine(num_gpu_blocks=64, max_num_seqs=2), closed(6), uniform(12, 60, 10)))
+
+    # ---- seeded random mixes ----------------------------------------------
+    add(S("mixed_seed1_pc_on", "40 random requests, prompt 16-400, output 1-160",
+          engine(num_gpu_blocks=96), batch(), mixed(40, 1)))
+    add(S("mixed_seed1_pc_off", "same requests as mixed_seed1_pc_on, prefix caching off",
+          engine(num_gpu_blocks=96, enable_prefix_caching=False), batch(), mixed(40, 1)))
+    add(S("mixed_seed2_groups", "40 random requests, half in 3 shared-prefix groups",
+          engine(num_gpu_blocks=80), batch(), mixed(40, 2, groups=3), token_seed=2))
+    add(S("mixed_seed3_fpa_off", "random mix under pressure, admission gate off",
+          engine(num_gpu_blocks=60, full_prompt_admission=False), batch(), mixed(30, 3)))
+    add(S("mixed_seed3_fpa_on", "random mix under pressure, admission gate on",
+          engine(num_gpu_blocks=60, full_prompt_admission=True), batch(), mixed(30, 3)))
+    add(S("mixed_seed4_block64", "block_size 64, random mix with groups",
+          engine(num_gpu_blocks=40, block_size=64, max_num_batched_tokens=512), batch(),
+          mixed(30, 4, prompt=(16, 600), output=(1, 200), groups=2, group_prefix=(64, 256)),
+          token_seed=4))
+
+    # ---- closed loop ------------------------------------------------------
+    add(S("closed_c4_fits", "closed loop, concurrency 4, ample cache",
+          engine(num_gpu_blocks=64), closed(4), uniform(16, 100, 20)))
+    add(S("closed_c8_overload", "closed loop, concurrency 8, small cache",
+          engine(num_gpu_blocks=30), closed(8), uniform(24, 100, 50)))
+    add(S("closed_c16_mixed", "closed loop, concurrency 16, random mix with groups",
+          engine(num_gpu_blocks=70), closed(16), mixed(48, 5, groups=2), token_seed=5))
+    add(S("closed_c6_mixed_fpa_off", "closed loop, concurrency 6, random mix, gate off",
+          engine(num_gpu_blocks=40, full_prompt_admission=False), closed(6),
+          mixed(24, 6, prompt=(16, 300), output=(1, 120))))
+
+    # ---- more overload / admission-gate cases ------------------------------
+    for pc in (True, False):
+        add(S(f"deep_overload_pc_{'on' if pc else 'off'}",
+              "32 short-prompt long-output requests in a 24-block cache (many preemptions)",
+              engine(num_gpu_blocks=24, max_num_batched_tokens=128, enable_prefix_caching=pc),
+              batch(), uniform(32, 40, 150)))
+    hol = ([req(i, 100, 100) for i in range(4)] + [req(4, 800, 10)]
+           + [req(i, 50, 20) for i in range(5, 11)])
+    for fpa in (True, False):
+        add(S(f"hol_long_prompt_fpa_{'on' if fpa else 'off'}",
+              "an 800-token prompt queued behind running requests, short ones behind it",
+              engine(num_gpu_blocks=40, max_num_batched_tokens=128, full_prompt_admission=fpa),
+              batch(), hol))
+    gate_reqs = [req(i, 400, 60, "p", 256) for i in range(6)]
+    for fpa in (True, False):
+        add(S(f"gate_cached_prefix_fpa_{'on' if fpa else 'off'}",
+              "closed loop 2: 256-token shared prefix, 400-token prompts, cache short of two full requests",
+              engine(num_gpu_blocks=20, max_num_batched_tokens=128, full_prompt_admission=fpa),
+              closed(2), gate_reqs))
+    add(S("chunked_threshold_overload_fpa_off", "long_prefill_token_threshold=64 under overload, gate off",
+          engine(num_gpu_blocks=40, max_num_batched_tokens=192, long_prefill_token_threshold=64,
+                 full_prompt_admission=False),
+          batch(), mixed(20, 7, prompt=(50, 500), output=(10, 120))))
+    add(S("resume_long_recompute", "preempted requests with long outputs recompute in chunks",
+          engine(num_gpu_blocks=24, max_num_batched_tokens=64), batch(), uniform(3, 100, 300)))
+    add(S("max_seqs_1_serial", "max_num_seqs=1: requests run one after another",
+          engine(num_gpu_blocks=40, max_num_seqs=1), batch(), uniform(5, 70, 6)))
+    add(S("block64_pc_off_overload", "block_size 64, prefix caching off, overload",
+          engine(num_gpu_blocks=20, block_size=64, max_num_batched_tokens=256,
+                 enable_prefix_caching=False),
+          batch(), uniform(12, 150, 90)))
+    for fpa in (True, False):
+        add(S(f"mixed_long_prompts_fpa_{'on' if fpa else 'off'}",
+              "closed loop 8, prompts 100-1200 with a 256-token budget, 70-block cache",
+              engine(num_gpu_blocks=70, max_num_batched_tokens=256, full_prompt_admission=fpa),
+              closed(8), mixed(24, 8, prompt=(100, 1200), output=(1, 100), groups=2,
+                               group_prefix=(64, 512)),
+              token_seed=8))
+    add(S("near_max_model_len", "requests that reach max_model_len exactly (prompt + output)",
+          engine(num_gpu_blocks=12, max_num_batched_tokens=128), batch(),
+          [req(0, 300, 52), req(1, 200, 152)]))
+    add(S("mixed_seed9_small_budget", "random mix, 64-token budget, max_num_seqs 8",
+          engine(num_gpu_blocks=50, max_num_batched_tokens=64, max_num_seqs=8), batch(),
+          mixed(24, 9, prompt=(8, 300), output=(1, 80), groups=2), token_seed=9))
+    add(S("mixed_seed10_closed_c3_pc_off", "closed loop 3, random mix with groups, caching off",
+          engine(num_gpu_blocks=32, enable_prefix_caching=False), closed(3),
+          mixed(20, 10, prompt=(16, 500), output=(1, 200), groups=2), token_seed=10))
+    return sc
+
+
+if __name__ == "__main__":
+    for s in all_scenarios():
+        print(s["name"], len(s["requests"]), s["workload"]["mode"])

@@ -1,0 +1,281 @@
+"""Request traces: a documented CSV / JSONL schema, replay, and generation from a scenario.
+
+Schema (one request per row; docs/workloads.md):
+
+    arrival_time_s   number >= 0      when the request arrives (rows may come in any order)
+    prompt_tokens    integer >= 1     the whole prompt, shared prefix included
+    output_tokens    integer >= 1     tokens generated (max_tokens with ignore_eos)
+    prefix_group     integer >= 0     optional: shared-prefix group id (with prefix_tokens)
+    prefix_tokens    integer >= 1     optional: leading prompt tokens that are the group's prefix
+    session_id       integer >= 0     optional: requests of one session share content position by position
+    client_class     integer >= 0     optional: client class index
+    priority         integer          optional: scheduling priority (default 0)
+    client           integer >= 0     optional: client id (closed-loop runs record it)
+
+An empty CSV cell or a JSON null means "not given". Bad rows give ``NAME line N: COLUMN must be ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import difflib
+import functools
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+from simulator.errors import ConfigError
+
+REQUIRED = ("arrival_time_s", "prompt_tokens", "output_tokens")
+OPTIONAL = ("prefix_group", "prefix_tokens", "session_id", "client_class", "priority", "client")
+COLUMNS = REQUIRED + OPTIONAL
+
+
+class Trace:
+    """Parsed trace rows as numpy columns, sorted by arrival time (stable: ties keep file order)."""
+
+    def __init__(self, cols: dict[str, np.ndarray]) -> None:
+        order = np.argsort(cols["arrival"], kind="stable")
+        for k, v in cols.items():
+            setattr(self, k, v[order])
+        self.n = len(order)
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _session_key(sid: int) -> int:
+    from workloads.factory import SESSION_KEY_BASE
+
+    return SESSION_KEY_BASE + sid if sid >= 0 else -1
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+def read_trace(path: str) -> Trace:
+    """Read and check a trace file (``.jsonl``/``.json``: JSON lines; anything else: CSV). Cached per file version."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"workload.trace: file not found (got {path!r})")
+    st = p.stat()
+    return _read(str(p.resolve()), os.path.basename(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read(resolved: str, name: str, _mtime: int, _size: int) -> Trace:
+    rows = _jsonl_rows(resolved, name) if resolved.endswith((".jsonl", ".json")) else _csv_rows(resolved, name)
+    cols = {k: [] for k in ("arrival", "prompt", "output", "group", "group_len", "session", "client_class", "priority", "client")}
+    for line, rec in rows:
+        _check_row(rec, name, line, cols)
+    if not cols["arrival"]:
+        raise ConfigError(f"{name}: no requests (got an empty trace)")
+    return Trace({k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()})
+
+
+def _check_columns(keys, name: str, line: int) -> None:
+    for k in keys:
+        if k not in COLUMNS:
+            hint = difflib.get_close_matches(str(k), COLUMNS, n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else f"; known columns: {', '.join(COLUMNS)}"
+            raise ConfigError(f"{name} line {line}: unknown column {k!r}{extra}")
+
+
+def _csv_rows(path: str, name: str):
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = None
+        for row in reader:
+            if not row or not any(c.strip() for c in row) or row[0].lstrip().startswith("#"):
+                continue
+            if header is None:
+                header = [h.strip() for h in row]
+                _check_columns(header, name, reader.line_num)
+                for k in REQUIRED:
+                    if k not in header:
+                        raise ConfigError(f"{name} line {reader.line_num}: missing column {k!r} (got {', '.join(header)})")
+                continue
+            if len(row) != len(header):
+                raise ConfigError(f"{name} line {reader.line_num}: expected {len(header)} fields (got {len(row)})")
+            yield reader.line_num, {k: (v.strip() or None) for k, v in zip(header, row)}
+
+
+def _jsonl_rows(path: str, name: str):
+    with open(path) as fh:
+        for i, text in enumerate(fh, 1):
+            if not text.strip():
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{name} line {i}: malformed JSON: {e.msg}") from None
+            if not isinstance(rec, dict):
+                raise ConfigError(f"{name} line {i}: each line must be a JSON object (got {text.strip()[:60]!r})")
+            _check_columns(rec, name, i)
+            for k in REQUIRED:
+                if rec.get(k) is None:
+                    raise ConfigError(f"{name} line {i}: missing {k!r}")
+            yield i, rec
+
+
+def _number(v, name: str, line: int, col: str) -> float:
+    if isinstance(v, str):
+        try:
+            x = float(v)
+        except ValueError:
+            x = math.nan
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        x = float(v)
+    else:
+        x = math.nan
+    if not (math.isfinite(x) and x >= 0):
+        raise ConfigError(f"{name} line {line}: {col} must be a number >= 0 (got {v!r})")
+    return x
+
+
+def _integer(v, name: str, line: int, col: str, lo: int | None) -> int:
+    x = math.nan
+    if isinstance(v, str):
+        with contextlib.suppress(ValueError):
+            x = float(v)
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        x = float(v)
+    if not (math.isfinite(x) and x == int(x)) or (lo is not None and x < lo):
+        rule = "an integer" if lo is None else f"an integer >= {lo}"
+        raise ConfigError(f"{name} line {line}: {col} must be {rule} (got {v!r})")
+    return int(x)
+
+
+def _check_row(rec: dict, name: str, line: int, cols: dict) -> None:
+    def opt(col, lo):
+        v = rec.get(col)
+        return None if v is None else _integer(v, name, line, col, lo)
+
+    t = _number(rec.get("arrival_time_s"), name, line, "arrival_time_s")
+    p = _integer(rec.get("prompt_tokens"), name, line, "prompt_tokens", 1)
+    o = _integer(rec.get("output_tokens"), name, line, "output_tokens", 1)
+    g, glen = opt("prefix_group", 0), opt("prefix_tokens", 1)
+    if (g is None) != (glen is None):
+        missing = "prefix_tokens" if glen is None else "prefix_group"
+        raise ConfigError(f"{name} line {line}: {missing} must be given with {'prefix_group' if g is not None else 'prefix_tokens'} (got none)")
+    if glen is not None and glen > p:
+        raise ConfigError(f"{name} line {line}: prefix_tokens must be <= prompt_tokens ({p}) (got {glen})")
+    sid, cls, pri, cl = opt("session_id", 0), opt("client_class", 0), opt("priority", None), opt("client", 0)
+    cols["arrival"].append(t)
+    cols["prompt"].append(p)
+    cols["output"].append(o)
+    cols["group"].append(-1 if g is None else g)
+    cols["group_len"].append(0 if glen is None else glen)
+    cols["session"].append(-1 if sid is None else sid)
+    cols["client_class"].append(-1 if cls is None else cls)
+    cols["priority"].append(0 if pri is None else pri)
+    cols["client"].append(-1 if cl is None else cl)
+
+
+# ---- replay -------------------------------------------------------------------------------------
+
+def _delay_to(now: float, t: float) -> float:
+    """A delay d with now + d == t exactly in floating point (so replayed arrivals land on the recorded times)."""
+    d = t - now
+    while now + d < t:
+        d = np.nextafter(d, math.inf)
+    while now + d > t and d > 0:
+        d = np.nextafter(d, -math.inf)
+    return float(d)
+
+
+def replay(env: simpy.Environment, submit, tr: Trace, budget):
+    """Open loop: submit each row at its recorded arrival time."""
+    for i in range(tr.n):
+        if not budget.take():
+            return
+        t = float(tr.arrival[i])
+        if t > env.now:
+            yield env.timeout(_delay_to(env.now, t))
+        submit(
+            int(tr.prompt[i]),
+            int(tr.output[i]),
+            int(tr.group[i]),
+            int(tr.group_len[i]),
+            priority=int(tr.priority[i]),
+            content_key=_session_key(int(tr.session[i])),
+            client=int(tr.client[i]),
+            client_class=int(tr.client_class[i]),
+        )
+
+
+# ---- generation ---------------------------------------------------------------------------------
+
+def trace_rows(result) -> list[dict]:
+    """Every submitted request of a finished simulation as trace rows (in submission order)."""
+    from workloads.factory import SESSION_KEY_BASE
+
+    c = result.reqs.columns()
+    rows = []
+    for i in range(len(c["arrival"])):
+        g, key = int(c["group"][i]), int(c["content_key"][i])
+        cls, cl = int(c["client_class"][i]), int(c["client"][i])
+        rows.append({
+            "arrival_time_s": float(c["arrival"][i]),
+            "prompt_tokens": int(c["prompt_len"][i]),
+            "output_tokens": int(c["max_tokens"][i]),
+            "prefix_group": g if g >= 0 else None,
+            "prefix_tokens": int(c["group_len"][i]) if g >= 0 else None,
+            "session_id": key - SESSION_KEY_BASE if key >= SESSION_KEY_BASE else None,
+            "client_class": cls if cls >= 0 else None,
+            "priority": int(c["priority"][i]),
+            "client": cl if cl >= 0 else None,
+        })
+    return rows
+
+
+def write_trace(rows: list[dict], path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix in (".jsonl", ".json"):
+        with open(path, "w") as fh:
+            for r in rows:
+                fh.write(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n")
+        return
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(COLUMNS)
+        for r in rows:
+            w.writerow(["" if r[k] is None else repr(r[k]) if isinstance(r[k], float) else r[k] for k in COLUMNS])
+
+
+def generate_trace(scenario, path: str | Path, overrides: list[str] | None = None) -> int:
+    """Run ``scenario`` (a Scenario, or a YAML path) and write every submitted request to ``path``. Returns the count."""
+    from simulator.config import load_scenario
+    from simulator.run import simulate
+
+    if scenario is None or isinstance(scenario, (str, Path)):
+        scenario, _ = load_scenario(None if scenario is None else str(scenario), overrides)
+    rows = trace_rows(simulate(scenario))
+    write_trace(rows, path)
+    return len(rows)
+
+
+def main_trace(argv: list[str] | None = None) -> int:
+    """``servesim trace generate SCENARIO.yaml -o trace.csv [--set k=v]``: exit 0, or 2 with one error line."""
+    p = argparse.ArgumentParser(prog="servesim trace", description="request traces (schema: docs/workloads.md)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate", help="run a scenario and write every submitted request's arrival and shape")
+    g.add_argument("scenario", nargs="?", default=None, help="scenario YAML (default: the built-in default scenario)")
+    g.add_argument("-o", "--out", required=True, help="output trace: .csv, or .jsonl for JSON lines")
+    g.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field, e.g. workload.arrival.rate=20")
+    args = p.parse_args(argv)
+    try:
+        n = generate_trace(args.scenario, args.out, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} requests to {args.out}")
+    return 0
