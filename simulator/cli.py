@@ -47,6 +47,8 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
         return write_run(result, raw, out)
     except ConfigError as e:
         return {"error": str(e), "scenario": path or "default"}
+    except RuntimeError as e:  # SimulationStalled and other broken-invariant reports: one line, no traceback
+        return {"error": f"{type(e).__name__}: {e}", "scenario": path or "default"}
 
 
 def cmd_run(args: argparse.Namespace) -> int:

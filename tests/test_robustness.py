@@ -1,0 +1,87 @@
+"""Edge cases a capacity-planning tool must survive: nothing arrives, one request, huge concurrency,
+stalls, broken sweep points, interrupted sweeps, and identical results across processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import Sim
+
+from simulator.cli import main
+from simulator.config import load_scenario
+from simulator.engine import SimulationStalled
+from simulator.metrics import summarize
+from simulator.run import simulate
+
+
+def _run(*overrides):
+    sc, _ = load_scenario(None, list(overrides))
+    return simulate(sc)
+
+
+def test_zero_arrivals_gives_an_empty_but_valid_summary():
+    """A Poisson rate so low that nothing arrives: zero throughput, no crash, no NaN in the summary."""
+    res = _run("workload.arrival={type: poisson, rate: 1.0e-9}", "run.duration_s=10", "run.warmup_s=0")
+    s = summarize(res)
+    assert s["num_submitted"] == 0 and s["output_throughput"] == 0 and s["num_steps"] == 0
+    assert s["mean_ttft_ms"] is None
+    json.dumps(s, allow_nan=False)
+
+
+def test_single_request_runs_to_completion():
+    """One request, alone: it completes with exactly its output length and TTFT equals one prefill step."""
+    res = _run("workload.arrival={type: poisson, rate: 100}", "run.num_requests=1", "run.duration_s=null",
+               "workload.prompt_tokens={dist: fixed, value: 100}", "workload.output_tokens={dist: fixed, value: 7}")
+    R = res.reqs
+    assert R.n == 1 and R.num_out[0] == 7 and res.engine.num_steps == 7
+    log = res.engine.log.columns()
+    assert np.isclose(R.first_token[0] - R.arrival[0], log["duration"][0])
+
+
+def test_enormous_concurrency_is_admitted_as_memory_allows():
+    """20,000 closed-loop clients: nothing rejected, the running list never exceeds max_num_seqs."""
+    res = _run("workload.arrival.concurrency=20000", "run.duration_s=3", "run.warmup_s=0", "engine.max_num_seqs=2048")
+    log = res.engine.log.columns()
+    assert log["num_running"].max() <= 2048
+    assert res.reqs.n == 20000
+    assert int(np.count_nonzero(res.reqs.status[: res.reqs.n] == 4)) == 0
+
+
+def test_watchdog_stops_a_stalled_engine_with_a_diagnostic():
+    """An engine that has work but schedules nothing raises SimulationStalled naming queues and pool, instead of hanging."""
+    sim = Sim([], num_gpu_blocks=8)
+    sim.sched.has_work = lambda: True  # work that can never be scheduled
+    with pytest.raises(SimulationStalled, match=r"no progress for \d+ steps.*waiting=.*free_blocks="):
+        sim.run(until=1e9)
+
+
+def test_sweep_survives_a_broken_point_and_resumes(tmp_path, capsys):
+    """A point with an invalid value fails alone; a second run reuses the finished points."""
+    args = ["sweep", "--param", "engine.max_num_seqs=0,64,128", "--set", "run.duration_s=10", "--set", "run.warmup_s=0",
+            "--set", "workload.arrival.concurrency=64", "--out", str(tmp_path), "--jobs", "1"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: engine.max_num_seqs must be >= 1 (got 0)" in out
+    assert "2 of 3 points ok, 1 failed" in out
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert out.count(": cached") == 2
+    rows = (tmp_path / "sweep.csv").read_text().splitlines()
+    assert len(rows) == 4 and (tmp_path / "recommendation.json").is_file()
+
+
+def test_results_identical_across_processes(tmp_path):
+    """Two separate interpreter processes give byte-identical requests.csv and steps.csv."""
+    outs = []
+    for i in range(2):
+        d = tmp_path / f"r{i}"
+        subprocess.run([sys.executable, "-m", "simulator", "run", "--out", str(d), "--set", "run.duration_s=15",
+                        "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=200"],
+                       check=True, capture_output=True, env={"PYTHONHASHSEED": str(i), "PATH": ""})
+        outs.append(d)
+    for name in ("requests.csv", "steps.csv"):
+        assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
