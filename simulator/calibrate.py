@@ -24,7 +24,7 @@ from simulator.models import load_model
 
 CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
 FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
-          "step_overhead_s", "per_layer_overhead_s", "per_seq_overhead_s")
+          "per_layer_overhead_s", "per_seq_overhead_s")
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
 
@@ -105,7 +105,7 @@ def fit(df: pd.DataFrame, gpu_key: str | None = None, tp: int = 1, start: Effici
     """Efficiencies and overheads that minimise the mean squared relative error on ``df``."""
     gpu_key = gpu_key or str(df["gpu"].iloc[0])
     base = _models(df, gpu_key, tp)
-    start = start or Efficiency(per_layer_overhead_s=2e-5, step_overhead_s=1e-3)
+    start = start or Efficiency(per_layer_overhead_s=4e-5, step_overhead_s=0.0)
     meas = df["ms"].to_numpy(float)
     works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in df.itertuples(index=False)]
     names = df["model"].tolist()

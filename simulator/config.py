@@ -39,7 +39,7 @@ class EngineConfig:
     swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
     on_swap_full: Literal["recompute", "abort"] = F("recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)")
     scheduling_policy: Literal["fcfs", "priority"] = F("fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy")
-    admission: Literal["first_chunk", "full_prompt"] = F("first_chunk", "admit when the first chunk's blocks fit (vLLM 0.10) or the whole prompt's (0.33)", vllm="scheduler_reserve_full_isl")
+    admission: Literal["first_chunk", "full_prompt"] = F("full_prompt", "admit a waiting request when the whole prompt's blocks fit (vLLM >= 0.32 default) or only its first chunk's (vLLM 0.10)", vllm="scheduler_reserve_full_isl")
     long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
     max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
