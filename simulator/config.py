@@ -43,6 +43,7 @@ class EngineConfig:
     long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
     max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
+    quantization: Literal["none", "fp8", "int8", "int4"] = F("none", "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates", vllm="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
     runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, CUDA graphs and runtime (null: estimated from the model and budget)", "GiB", ge=0.0)
 

@@ -27,7 +27,8 @@ class GPU:
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
-        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16", "int4": "int8"}.get(dtype, dtype)
+        # int4 weights (W4A16) are dequantised and multiplied at 16-bit rates.
+        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16", "int4": "bf16"}.get(dtype, dtype)
         return float(self.peak_flops.get(key, self.peak_flops["bf16"]))
 
 

@@ -70,7 +70,10 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     tp = sc.hardware.tensor_parallel_size
     e = sc.engine
     seqs, tokens = engine_defaults(gpu, sc)
-    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else None
+    # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    if e.quantization != "none":
+        model = replace(model, dtype=e.quantization)
     mem = plan_memory(
         model,
         gpu,
