@@ -12,12 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_scenario_reference_is_current():
-    """docs/scenario-reference.md lists exactly what `servesim fields --markdown` prints."""
+    """docs/scenario-reference.md and the README list exactly what `servesim fields --markdown` prints."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         main(["fields", "--markdown"])
-    doc = (ROOT / "docs" / "scenario-reference.md").read_text()
-    assert buf.getvalue().strip() in doc, "regenerate with: servesim fields --markdown"
+    for name in ("docs/scenario-reference.md", "README.md"):
+        doc = (ROOT / name).read_text()
+        assert buf.getvalue().strip() in doc, f"{name}: regenerate the table with: servesim fields --markdown"
 
 
 def test_readme_quick_start_commands_are_the_ci_commands():
