@@ -54,6 +54,12 @@ def main() -> int:
                 p = predict(tb, eff_a, gpu)
                 e = np.abs(p - tb["ms"].to_numpy()) / tb["ms"].to_numpy()
                 print(f"| cross-model | {a} | {b} | {len(tb)} | {e.mean():.1%} | {e.max():.1%} |")
+        for other, og in df.groupby("gpu"):
+            if other == gpu:
+                continue
+            p = predict(g, fit(og.reset_index(drop=True), other), gpu)
+            e = np.abs(p - g["ms"].to_numpy()) / g["ms"].to_numpy()
+            print(f"| cross-GPU | {other} (both models) | {gpu} (both models) | {len(g)} | {e.mean():.1%} | {e.max():.1%} |")
         eff_all = fit(g, gpu)
         p = predict(g, eff_all, gpu)
         g = g.assign(pred=p, err=(p - g["ms"]) / g["ms"])
