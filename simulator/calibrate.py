@@ -154,6 +154,15 @@ def load(path: str | Path) -> Efficiency:
     return Efficiency(**{k: float(v) for k, v in eff.items()})
 
 
+def resolve(spec: str, gpu_key: str) -> Efficiency:
+    """A calibration setting: 'auto' (the GPU's built-in file, else the defaults), 'none', or a file."""
+    if spec == "auto":
+        return builtin(gpu_key) or Efficiency()
+    if spec == "none":
+        return Efficiency()
+    return load(spec)
+
+
 def builtin(gpu_key: str) -> Efficiency | None:
     """The shipped calibration for a built-in GPU, if we have measurements for it."""
     p = CALIBRATION_DIR / f"{gpu_key}.yaml"

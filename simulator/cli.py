@@ -122,19 +122,13 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 def cmd_step_time(args: argparse.Namespace) -> int:
     from simulator import calibrate
-    from simulator.cost import CostModel, Efficiency, decode_work
+    from simulator.cost import CostModel, decode_work
     from simulator.hardware import load_gpu
     from simulator.models import load_model
 
     model = load_model(args.model)
     gpu = load_gpu(args.gpu)
-    if args.calibration == "auto":
-        eff = calibrate.builtin(gpu.key) or Efficiency()
-    elif args.calibration == "none":
-        eff = Efficiency()
-    else:
-        eff = calibrate.load(args.calibration)
-    cm = CostModel(model, gpu, args.tp, eff)
+    cm = CostModel(model, gpu, args.tp, calibrate.resolve(args.calibration, gpu.key))
     work = decode_work(args.batch, args.context, args.new_tokens)
     if args.json:
         print(json.dumps(cm.breakdown(work), indent=2))

@@ -19,7 +19,7 @@ import yaml
 
 from simulator.errors import ConfigError
 from simulator.fields import F
-from workloads.config import LengthConfig, WorkloadConfig
+from workloads.config import LengthConfig, SLOConfig, WorkloadConfig
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,6 @@ class CostConfig:
     attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
     step_overhead_ms: Union[float, None] = F(None, "fixed cost of one step (scheduling, launches, sampling)", "ms", ge=0.0)
     per_seq_overhead_us: Union[float, None] = F(None, "extra cost per scheduled sequence", "us", ge=0.0)
-
-
-@dataclass(frozen=True)
-class SLOConfig:
-    p99_ttft_ms: Union[float, None] = F(None, "a request meets the SLO only if its TTFT is at most this", "ms", gt=0.0)
-    p99_tpot_ms: Union[float, None] = F(None, "a request meets the SLO only if its TPOT is at most this", "ms", gt=0.0)
 
 
 @dataclass(frozen=True)

@@ -46,12 +46,7 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
     from simulator import calibrate
 
     c = sc.cost
-    if c.calibration == "auto":
-        base = calibrate.builtin(gpu.key) or Efficiency()
-    elif c.calibration == "none":
-        base = Efficiency()
-    else:
-        base = calibrate.load(c.calibration)
+    base = calibrate.resolve(c.calibration, gpu.key)
     over = {}
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)

@@ -71,8 +71,10 @@ class SessionConfig:
 
 @dataclass(frozen=True)
 class SLOConfig:
-    p99_ttft_ms: Union[float, None] = F(None, "target 99th-percentile time to first token", "ms", gt=0.0)
-    p99_tpot_ms: Union[float, None] = F(None, "target 99th-percentile time per output token", "ms", gt=0.0)
+    """Latency targets. A client class meets them when its p99 does; goodput counts the requests whose own TTFT and TPOT are within them."""
+
+    p99_ttft_ms: Union[float, None] = F(None, "target time to first token (99th percentile of a class; per request for goodput)", "ms", gt=0.0)
+    p99_tpot_ms: Union[float, None] = F(None, "target time per output token (99th percentile of a class; per request for goodput)", "ms", gt=0.0)
 
 
 @dataclass(frozen=True)
