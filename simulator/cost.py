@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from simulator.hardware import GPU
 from simulator.models import ModelArch
 
@@ -160,6 +162,40 @@ class CostModel:
             t += max(w.num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
         if w.swap_bytes:
             t += w.swap_bytes / self._host_bw
+        return t
+
+    def step_times(
+        self,
+        num_seqs: int,
+        num_tokens: int,
+        context_tokens: np.ndarray,
+        attn_pairs: np.ndarray,
+        num_sampled: int,
+    ) -> np.ndarray:
+        """``step_time`` of many steps that differ only in their context (a run of decode steps).
+
+        Bit for bit the floats ``step_time`` gives one step at a time: the same operations in the
+        same order (elementwise IEEE float64 arithmetic is the same in numpy as in Python), so
+        the engine can price a run of steps at once without changing any result. The terms that
+        do not depend on the context (fixed overheads, linear layers, MoE, all-reduce, LM head)
+        are computed once with the scalar code.
+        """
+        T = num_tokens
+        e = self.eff
+        base = self._fixed_s + e.per_seq_overhead_s * num_seqs + e.per_token_overhead_s * T
+        ctx = np.asarray(context_tokens)
+        if not T:
+            t = np.full(ctx.shape, base)
+        else:
+            base += max(2.0 * T * self._lin_params / self._c_mm,
+                        (self._lin_params * self._wbytes + T * self._act_bytes_per_token) / self._m_mm)
+            t = base + np.maximum(np.asarray(attn_pairs, np.float64) * self._attn_flops_per_pair / self._c_at,
+                                  (ctx + T) * self._kv_bytes / self._m_at)
+            if self._moe_layers or self._ar_count:
+                w = StepWork(num_seqs=num_seqs, num_tokens=T, num_sampled=num_sampled)
+                t += sum(o.seconds for o in self.ops(w) if o.name in ("moe", "allreduce"))
+        if num_sampled:
+            t += max(num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
         return t
 
     def breakdown(self, w: StepWork) -> dict:

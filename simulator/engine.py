@@ -7,6 +7,8 @@ Requests enter through ``submit``; the scheduler, block pool and cost model neve
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import simpy
 
@@ -66,15 +68,48 @@ class StepLog:
             plan.recomputed_tokens, len(plan.preempted), out.num_generated, len(out.finished),
         )
         self.n += 1
-        k = len(out.itl_gaps)
+        self._push_gaps(out.itl_gaps)
+
+    def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
+        """Append several steps at once: each column an array (one value per step) or a constant."""
+        k = len(rows["start"])
+        while self.n + k > self._cap:
+            self._data = np.concatenate([self._data, np.zeros_like(self._data)], axis=1)
+            self._cap *= 2
+        for i, c in enumerate(STEP_COLUMNS):
+            self._data[i, self.n : self.n + k] = rows[c]
+        self.n += k
+
+    def _push_gaps(self, gaps: np.ndarray) -> None:
+        """One step's gaps into the buffer (flushed when the step would overflow it)."""
+        k = len(gaps)
         if k:
             if self._ng + k > self._GAP_BUFFER:
                 self._flush()
             if k > self._GAP_BUFFER:
-                self._bin(out.itl_gaps)
+                self._bin(gaps)
             else:
-                self._gaps[self._ng : self._ng + k] = out.itl_gaps
+                self._gaps[self._ng : self._ng + k] = gaps
                 self._ng += k
+
+    def add_gap_runs(self, values: np.ndarray, n: int) -> None:
+        """Steps that each add ``n`` equal gaps ``values[j]``: the same buffer contents and flush
+        points (hence the same histogram and the same float sums) as one ``_push_gaps`` per step."""
+        B = self._GAP_BUFFER
+        if n > B:
+            for v in values.tolist():
+                self._push_gaps(np.full(n, v))
+            return
+        i, k = 0, len(values)
+        while i < k:
+            fit = (B - self._ng) // n
+            if fit == 0:
+                self._flush()
+                continue
+            take = min(fit, k - i)
+            self._gaps[self._ng : self._ng + take * n] = np.repeat(values[i : i + take], n)
+            self._ng += take * n
+            i += take
 
     def _flush(self) -> None:
         if self._ng:
@@ -106,6 +141,16 @@ class StepLog:
 
     def columns(self) -> dict[str, np.ndarray]:
         return {c: self._data[i, : self.n] for i, c in enumerate(STEP_COLUMNS)}
+
+
+def _delay_to(now: float, t: float) -> float:
+    """The delay d with ``now + d == t`` in floats (SimPy schedules a timeout at ``now + delay``)."""
+    d = t - now
+    while now + d < t:
+        d = math.nextafter(d, math.inf)
+    while now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return d
 
 
 class SimulationStalled(RuntimeError):
@@ -141,6 +186,9 @@ class Engine:
         self.num_done = 0  # finished + rejected + aborted
         self.all_done: simpy.Event = env.event()
         self.expected: int | None = None  # when set, all_done fires once this many are done
+        # Private switch: run provably uneventful decode steps as one timeout (see _decode_run).
+        # Needs a cost model that prices many steps at once; results are identical either way.
+        self.macro_steps = hasattr(cost, "step_times")
         self.process = env.process(self._loop())
 
     def submit(
@@ -210,6 +258,7 @@ class Engine:
     def _loop(self):
         env, sched, cost, log = self.env, self.sched, self.cost, self.log
         idle_steps = 0
+        decoding = False
         while True:
             if not sched.has_work():
                 self._wake = env.event()
@@ -219,27 +268,78 @@ class Engine:
             if self.num_steps >= self.max_steps:
                 raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
             start = env.now
-            plan = sched.schedule(start)
-            dt = cost.step_time(plan.work)
-            yield env.timeout(dt)
+            plan = None
+            if decoding and self.macro_steps:
+                plan, start, dt = yield from self._decode_run(start)
+            if plan is None:
+                plan = sched.schedule(start)
+                dt = cost.step_time(plan.work)
+                yield env.timeout(dt)
             out = sched.update(plan, env.now)
+            # Every running request sampled: all of them decode next step (see _decode_run).
+            decoding = plan.work.num_sampled == plan.num_running > 0 and not plan.preempted
             self.num_steps += 1
             log.add(start, dt, plan, out)
             if plan.aborted:
                 self._notify(plan.aborted)
             if len(out.finished):
                 self._notify(out.finished)
-            if plan.work.num_tokens == 0 and not plan.preempted:
+            # Progress means computing tokens never computed before; steps that only redo
+            # preempted work (or do nothing) for stall_steps in a row are a livelock.
+            if plan.work.num_tokens - plan.recomputed_tokens <= 0:
                 idle_steps += 1
                 if idle_steps >= self.stall_steps:
                     raise SimulationStalled(self.diagnose())
             else:
                 idle_steps = 0
 
+    def _decode_run(self, start: float):
+        """Run k >= 1 pure decode steps with one SimPy timeout (a generator: yields, then returns).
+
+        The scheduler proves the steps uneventful (``Scheduler.decode_run``: only the last may
+        finish requests). The run is cut so that every step but the first is scheduled strictly
+        before the next SimPy event (``env.peek()``: an arrival, a client's think time, the stop
+        of ``env.run``): nothing can observe or change the state until the last step is under
+        way, so all k steps are scheduled and all but the last applied at once, and the engine
+        loop applies the last step's outcome (finishes included) when it ends, as for a single
+        step. Step times come from ``CostModel.step_times`` and are accumulated with the same
+        sequential float additions SimPy does, so requests.csv, steps.csv and the ITL
+        statistics are byte-identical to stepping one step at a time.
+
+        Returns (the last step's plan, its start, its duration), or (None, start, 0.0) when no
+        run applies (then nothing was changed or yielded).
+        """
+        env, sched = self.env, self.sched
+        run = sched.decode_run(self.max_steps - self.num_steps)
+        if run is None:
+            return None, start, 0.0
+        n = len(run.rids)
+        nc0 = int(run.num_computed.sum())
+        ctx = nc0 + n * np.arange(run.max_steps, dtype=np.int64)
+        dts = self.cost.step_times(n, n, ctx, (ctx + n).astype(np.float64), n)
+        times = np.cumsum(np.concatenate(([start], dts)))
+        # Steps 1.. are scheduled at times[j]; an event at exactly times[j] would come first.
+        k = 1 + int(np.searchsorted(times[1 : run.max_steps], env.peek(), side="left"))
+        first_gaps, plan = sched.apply_decode_run(run, k, times)
+        if k > 1:
+            free = run.free_after[: k - 1]
+            self.log.add_rows({
+                "start": times[: k - 1], "duration": dts[: k - 1], "num_running": n,
+                "num_waiting": plan.num_waiting, "num_swapped": plan.num_swapped,
+                "kv_usage": 1.0 - free / sched.pool.num_blocks, "num_free_blocks": free, "num_seqs": n,
+                "prefill_tokens": 0, "decode_tokens": n, "recomputed_tokens": 0, "num_preemptions": 0,
+                "num_generated": n, "num_finished": 0,
+            })
+            self.log._push_gaps(first_gaps)
+            self.log.add_gap_runs(np.diff(times[1:k]), n)
+            self.num_steps += k - 1
+        yield env.timeout(_delay_to(env.now, float(times[k])))
+        return plan, float(times[k - 1]), float(dts[k - 1])
+
     def diagnose(self) -> str:
         s, p = self.sched, self.sched.pool
         return (
-            f"no progress for {self.stall_steps} steps at t={self.env.now:.3f} s: "
+            f"no progress for {self.stall_steps} steps (no new token computed) at t={self.env.now:.3f} s: "
             f"running={s._n} waiting={s.num_waiting} swapped={len(s.swapped)} "
             f"free_blocks={p.num_free}/{p.num_blocks} budget={s.cfg.max_num_batched_tokens} "
             f"max_num_seqs={s.cfg.max_num_seqs}"

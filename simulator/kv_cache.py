@@ -143,7 +143,10 @@ class KVCacheManager:
         total = int(counts.sum())
         if total == 0:
             return
-        ids = self.pool.allocate(total)
+        self.append_blocks(rids, counts, self.pool.allocate(total))
+
+    def append_blocks(self, rids: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> None:
+        """Append ``ids`` (grouped by request, in ``rids`` order) to the block tables, ``counts[i]`` each."""
         nz = np.flatnonzero(counts)
         ends = np.cumsum(counts[nz]).tolist()
         tables = self.tables

@@ -104,3 +104,15 @@ def test_same_input_same_timeline(raw, eng):
     ]
     for name, col in a.reqs.columns().items():
         assert np.array_equal(col, b.reqs.columns()[name], equal_nan=True), name
+
+
+def test_priority_ties_do_not_livelock():
+    """Two requests with equal priority and arrival that together overflow the pool: the later-submitted one
+    is always the victim, so the other finishes (found by Hypothesis; they used to preempt each other forever)."""
+    reqs = [(13.177, 25, 21, 0, 14), (13.638, 31, 9, 0, 8), (18.991, 5, 10), (13.529, 20, 6, 1, 13), (13.638, 31, 9, 0, 8)]
+    sim = Sim(reqs, num_gpu_blocks=41, block_size=1, max_num_batched_tokens=13, max_num_seqs=4,
+              enable_prefix_caching=False, admission="first_chunk", preemption_mode="swap", policy="priority",
+              long_prefill_token_threshold=3, swap_space_blocks=0, block_bytes=10.0)
+    sim.engine.max_steps = 5000
+    sim.run(until=1e6)
+    assert np.all((sim.reqs.status[:5] == FINISHED) | (sim.reqs.status[:5] == REJECTED))
