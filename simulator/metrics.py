@@ -185,13 +185,22 @@ def default_window(end: float) -> float:
 
 # ---- writing --------------------------------------------------------------------------------------
 
+def publish(tmp: str, path: Path) -> None:
+    """Move a finished temporary file into place, with the permissions a plain open() would give."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename: a reader never sees a half-written file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

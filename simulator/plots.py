@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from simulator.metrics import default_window, throughput_series
+from simulator.metrics import default_window, publish, throughput_series
 
 COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
 
@@ -23,7 +23,7 @@ def _save(fig, path: Path) -> None:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
-        os.replace(tmp, path)
+        publish(tmp, path)
     finally:
         plt.close(fig)
         if os.path.exists(tmp):

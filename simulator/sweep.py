@@ -55,17 +55,22 @@ def _point_data(base: dict, point: dict) -> dict:
 
 def run_point(data: dict, out: str) -> dict:
     """Run one point (in a worker process). Never raises: errors come back as {'error': ...}."""
+    from simulator import __version__
     from simulator.output import write_run
     from simulator.run import simulate
 
     out_dir = Path(out)
-    resolved = yaml.safe_dump(data, sort_keys=False)
+    # The cache key is the resolved scenario and the simulator version: a point computed by another
+    # version is recomputed, not reused.
+    resolved = f"# servesim {__version__}\n" + yaml.safe_dump(data, sort_keys=False)
     done = out_dir / "summary.json"
     if done.is_file() and (out_dir / "scenario.yaml").is_file() and (out_dir / "scenario.yaml").read_text() == resolved:
         return {**json.loads(done.read_text()), "cached": True}
     try:
         sc = scenario_from_dict(data)
-        return {**write_run(simulate(sc), data, out_dir), "cached": False}
+        summary = write_run(simulate(sc), data, out_dir)
+        atomic_write_text(out_dir / "scenario.yaml", resolved)
+        return {**summary, "cached": False}
     except ConfigError as e:
         return {"error": str(e)}
     except Exception as e:  # a broken point must not kill the sweep; report it in full
