@@ -407,6 +407,31 @@ class Scheduler:
         R.status[rid] = WAITING
         self._push(rid, front=True)
 
+    def _swap_in_demand(self, rid: int, thr: int, budget: int) -> tuple[int, int]:
+        """Tokens a swapped request would run this step, and the blocks it needs back on the GPU."""
+        R, bs = self.reqs, self.cfg.block_size
+        c = int(R.num_computed[rid])
+        a = int(R.num_tokens[rid]) - c
+        if thr > 0:
+            a = min(a, thr)
+        a = min(a, budget)
+        return a, (c + a + bs - 1) // bs
+
+    def _admission_demand(self, rid: int, thr: int, budget: int) -> tuple[np.ndarray, int, int, int, int]:
+        """For the waiting request ``rid``: (prefix-cache hit blocks, how many of them are evictable,
+        tokens to run, new blocks for them, blocks the admission gate asks to be free)."""
+        R, bs = self.reqs, self.cfg.block_size
+        ntok = int(R.num_tokens[rid])
+        hit_ids, n_evictable = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+        nh = len(hit_ids)
+        a = ntok - nh * bs
+        if thr > 0:
+            a = min(a, thr)
+        a = min(a, budget)
+        m = (nh * bs + a + bs - 1) // bs - nh
+        gate = (ntok + bs - 1) // bs - nh if self.cfg.admission == "full_prompt" else m
+        return hit_ids, n_evictable, a, m, gate
+
     def _admit(
         self, now: float, budget: int, new: list[int], resumed: list[int], hits: list[tuple[int, int]]
     ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -418,11 +443,7 @@ class Scheduler:
         while self.swapped and budget > 0 and self._n < cfg.max_num_seqs:
             rid = self.swapped[0]
             c = int(R.num_computed[rid])
-            a = int(R.num_tokens[rid]) - c
-            if thr > 0:
-                a = min(a, thr)
-            a = min(a, budget)
-            m = (c + a + bs - 1) // bs
+            a, m = self._swap_in_demand(rid, thr, budget)
             if m > self.pool.num_free:
                 break
             self.swapped.popleft()
@@ -442,17 +463,10 @@ class Scheduler:
             return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
         while budget > 0 and self._n < cfg.max_num_seqs and self.num_waiting:
             rid = self._peek()
-            ntok = int(R.num_tokens[rid])
             group, glen = int(R.group[rid]), int(R.group_len[rid])
-            hit_ids, n_evictable = kv.lookup(ntok, group, glen, int(R.content_key[rid]))
+            hit_ids, n_evictable, a, m, gate = self._admission_demand(rid, thr, budget)
             nh = len(hit_ids)
             hit_tokens = nh * bs
-            a = ntok - hit_tokens
-            if thr > 0:
-                a = min(a, thr)
-            a = min(a, budget)
-            m = (hit_tokens + a + bs - 1) // bs - nh
-            gate = (ntok + bs - 1) // bs - nh if cfg.admission == "full_prompt" else m
             if gate + n_evictable > self.pool.num_free:
                 break
             self._pop()
@@ -528,30 +542,15 @@ class Scheduler:
 
     def _admission_blocked(self, n: int, budget_left: int, free: int) -> bool:
         """True when no swapped or waiting request can be admitted with ``free`` blocks (see decode_run)."""
-        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        cfg = self.cfg
         if n >= cfg.max_num_seqs or budget_left <= 0:
             return True
         thr = cfg.long_prefill_token_threshold  # in force: a request runs and another waits
         if self.swapped:
-            rid = self.swapped[0]
-            c = int(R.num_computed[rid])
-            a = int(R.num_tokens[rid]) - c
-            if thr > 0:
-                a = min(a, thr)
-            a = min(a, budget_left)
-            return (c + a + bs - 1) // bs > free
+            return self._swap_in_demand(self.swapped[0], thr, budget_left)[1] > free
         if not self.num_waiting:
             return True
-        rid = self._peek()
-        ntok = int(R.num_tokens[rid])
-        hit_ids, _ = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
-        nh = len(hit_ids)
-        a = ntok - nh * bs
-        if thr > 0:
-            a = min(a, thr)
-        a = min(a, budget_left)
-        m = (nh * bs + a + bs - 1) // bs - nh
-        gate = (ntok + bs - 1) // bs - nh if cfg.admission == "full_prompt" else m
+        gate = self._admission_demand(self._peek(), thr, budget_left)[4]
         # The evictable hit blocks are left out: evicting a copy can swap it for an in-use copy,
         # so only ``gate`` (which never shrinks under eviction) is a safe lower bound.
         return gate > free
