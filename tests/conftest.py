@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 import simpy
+from hypothesis import settings
 
 from simulator.block_pool import BlockPool
 from simulator.cost import StepWork
@@ -12,6 +14,11 @@ from simulator.engine import Engine
 from simulator.kv_cache import KVCacheManager
 from simulator.requests import RequestTable
 from simulator.scheduler import Scheduler, SchedulerConfig
+
+# CI explores the same examples every run (reproducible results); locally Hypothesis keeps exploring.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @dataclass(frozen=True)
