@@ -74,7 +74,9 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
     ax.grid(alpha=0.3)
     if warmup_s > 0:
         ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0, label="warm-up (not measured)")
-    if len(runs) > 1 or warmup_s > 0:
+    if len(runs) > 3:  # many series: keep the legend off the lines
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    elif len(runs) > 1 or warmup_s > 0:
         ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
 
 
