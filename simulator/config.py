@@ -19,7 +19,7 @@ import yaml
 
 from simulator.errors import ConfigError
 from simulator.fields import F
-from workloads.config import LengthConfig, SLOConfig, WorkloadConfig
+from workloads.config import SLOConfig, WorkloadConfig
 
 
 @dataclass(frozen=True)
@@ -246,10 +246,6 @@ def _cross_checks(sc: Scenario) -> None:
         raise ConfigError("run: set duration_s or num_requests (got neither)")
     if run.duration_s is not None and run.warmup_s >= run.duration_s:
         raise ConfigError(f"run.warmup_s must be < run.duration_s ({run.duration_s} s) (got {run.warmup_s})")
-    for name in ("prompt_tokens", "output_tokens"):
-        ln: LengthConfig = getattr(sc.workload, name)
-        if ln.min > ln.max:
-            raise ConfigError(f"workload.{name}.min must be <= workload.{name}.max ({ln.max}) (got {ln.min})")
 
 
 def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple[Scenario, dict]:

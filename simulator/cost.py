@@ -113,6 +113,26 @@ class CostModel:
         p_miss = (1.0 - m.experts_per_token / m.num_experts) ** tokens
         return m.num_experts * (1.0 - p_miss)
 
+    def _moe_work(self, T: int) -> tuple[float, float]:
+        """FLOPs and bytes of the routed (and shared) experts for ``T`` tokens."""
+        k = self.model.experts_per_token
+        flops = 2.0 * T * self._moe_layers * (k * self._expert_params + self._shared_params)
+        nbytes = self._moe_layers * (self._moe_touched(T) * self._expert_params + self._shared_params) * self._wbytes
+        return flops, nbytes
+
+    def _allreduce_s(self, T: int) -> float:
+        return T * self._ar_bytes_per_token / self.gpu.interconnect_bandwidth + self._ar_count * self.eff.allreduce_latency_s
+
+    def _moe_allreduce_s(self, T: int) -> float:
+        """Seconds of the MoE and all-reduce terms (0 for dense models without tensor parallelism)."""
+        s = 0.0
+        if self._moe_layers:
+            flops, nbytes = self._moe_work(T)
+            s += max(flops / self._c_mm, nbytes / self._m_mm)
+        if self._ar_count:
+            s += self._allreduce_s(T)
+        return s
+
     def ops(self, w: StepWork) -> list[OpCost]:
         """Per-operator FLOPs, bytes, seconds and bound for one step."""
         T = w.num_tokens
@@ -126,20 +146,14 @@ class CostModel:
         lin_bytes = self._lin_params * self._wbytes + T * self._act_bytes_per_token
         add("linear", lin_flops, lin_bytes, self._c_mm, self._m_mm)
         if self._moe_layers:
-            touched = self._moe_touched(T)
-            k = self.model.experts_per_token
-            flops = 2.0 * T * self._moe_layers * (k * self._expert_params + self._shared_params)
-            nbytes = self._moe_layers * (touched * self._expert_params + self._shared_params) * self._wbytes
-            add("moe", flops, nbytes, self._c_mm, self._m_mm)
+            add("moe", *self._moe_work(T), self._c_mm, self._m_mm)
         attn_flops = w.attn_pairs * self._attn_flops_per_pair
         attn_bytes = (w.context_tokens + T) * self._kv_bytes
         add("attention", attn_flops, attn_bytes, self._c_at, self._m_at)
         if w.num_sampled:
             add("lm_head", w.num_sampled * self._lm_flops, self._lm_bytes, self._c_mm, self._m_mm)
         if self._ar_count and T:
-            link = self.gpu.interconnect_bandwidth
-            secs = T * self._ar_bytes_per_token / link + self._ar_count * self.eff.allreduce_latency_s
-            out.append(OpCost("allreduce", 0.0, T * self._ar_bytes_per_token, secs, "link"))
+            out.append(OpCost("allreduce", 0.0, T * self._ar_bytes_per_token, self._allreduce_s(T), "link"))
         if w.swap_bytes:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / self._host_bw, "host-link"))
         over = self._fixed_s + self.eff.per_seq_overhead_s * w.num_seqs + self.eff.per_token_overhead_s * T
@@ -157,7 +171,7 @@ class CostModel:
             t += max(w.attn_pairs * self._attn_flops_per_pair / self._c_at,
                      (w.context_tokens + T) * self._kv_bytes / self._m_at)
             if self._moe_layers or self._ar_count:
-                t += sum(o.seconds for o in self.ops(w) if o.name in ("moe", "allreduce"))
+                t += self._moe_allreduce_s(T)
         if w.num_sampled:
             t += max(w.num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
         if w.swap_bytes:
@@ -192,8 +206,7 @@ class CostModel:
             t = base + np.maximum(np.asarray(attn_pairs, np.float64) * self._attn_flops_per_pair / self._c_at,
                                   (ctx + T) * self._kv_bytes / self._m_at)
             if self._moe_layers or self._ar_count:
-                w = StepWork(num_seqs=num_seqs, num_tokens=T, num_sampled=num_sampled)
-                t += sum(o.seconds for o in self.ops(w) if o.name in ("moe", "allreduce"))
+                t += self._moe_allreduce_s(T)
         if num_sampled:
             t += max(num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
         return t
