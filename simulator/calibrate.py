@@ -3,7 +3,13 @@
 A profile CSV has columns ``gpu,model,batch,new_tokens,context,ms`` (``simulator/profiler.py``
 measures one on a real GPU). The fit minimises the squared *relative* error of the predicted step
 latency over every row, by Nelder-Mead on the logarithms of the parameters (all positive), with the
-efficiencies capped at 1. The result is a small YAML file that scenarios reference with
+efficiencies capped at 1.
+
+A profile of one model cannot tell the weight-streaming efficiency (``matmul_memory``) from the
+per-layer overhead: at small batches both only add a constant. A streaming CSV
+(``python -m simulator.profiler --streaming``: timed matrix-vector products over many weight
+shapes) measures that efficiency directly, as the slope of time over bytes; given one, the fit
+pins ``matmul_memory`` to it and fits the rest. The result is a small YAML file that scenarios reference with
 ``cost: {calibration: FILE}``; built-in calibrations live in ``simulator/data/calibration/``.
 """
 
@@ -27,6 +33,8 @@ FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
           "per_layer_overhead_s", "per_seq_overhead_s")
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
+STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
+_STREAMING_MIN_BYTES = 16e6  # smaller matrices are dominated by the kernel's fixed latency
 
 
 def read_profile(path: str | Path) -> pd.DataFrame:
@@ -42,6 +50,38 @@ def read_profile(path: str | Path) -> pd.DataFrame:
         line = int(bad.index[0]) + 2
         raise ConfigError(f"calibrate: {path} line {line}: batch, new_tokens >= 1, context >= 0 and ms > 0 required")
     return df
+
+
+def is_streaming(path: str | Path) -> bool:
+    """Whether a CSV is a weight-streaming measurement (else a step profile)."""
+    try:
+        with open(path) as fh:
+            header = fh.readline().strip().split(",")
+    except OSError:
+        return False
+    return tuple(header) == STREAMING_COLUMNS
+
+
+def read_streaming(path: str | Path) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    bad = df[(df["ms"] <= 0) | (df["bytes"] <= 0)]
+    if len(bad):
+        raise ConfigError(f"calibrate: {path} line {int(bad.index[0]) + 2}: bytes > 0 and ms > 0 required")
+    return df
+
+
+def streaming_efficiency(df: pd.DataFrame, gpu_key: str) -> tuple[float, float]:
+    """(efficiency, bytes/s): the weight-streaming bandwidth of batch-1 GEMVs, as the slope of time
+    over bytes (least squares with an intercept) over matrices of at least 16 MB, and its
+    fraction of the catalogue HBM bandwidth."""
+    g = df[(df["gpu"] == gpu_key) & (df["op"] == "gemv") & (df["batch"] == 1) & (df["bytes"] >= _STREAMING_MIN_BYTES)]
+    if len(g) < 2:
+        raise ConfigError(f"calibrate: the streaming measurement has {len(g)} batch-1 GEMV rows of >= 16 MB "
+                          f"for gpu {gpu_key} (needs 2)")
+    A = np.column_stack([g["bytes"].to_numpy(float), np.ones(len(g))])
+    (sec_per_byte, _), *_ = np.linalg.lstsq(A, g["ms"].to_numpy(float) * 1e-3, rcond=None)
+    bw = 1.0 / sec_per_byte
+    return min(float(bw) / load_gpu(gpu_key).hbm_bandwidth, 1.0), float(bw)
 
 
 def _models(df: pd.DataFrame, gpu_key: str, tp: int) -> dict[str, CostModel]:
@@ -94,32 +134,42 @@ def _nelder_mead(f, x0: np.ndarray, step: float = 0.3, iters: int = 3000, tol: f
     return pts[int(np.argmin(vals))]
 
 
-def _eff_from(x: np.ndarray, base: Efficiency) -> Efficiency:
+def _eff_from(x: np.ndarray, base: Efficiency, names: tuple[str, ...] = FITTED) -> Efficiency:
     vals = {}
-    for name, v in zip(FITTED, np.exp(x)):
+    for name, v in zip(names, np.exp(x)):
         vals[name] = min(float(v), 1.0) if name in _EFFICIENCIES else float(v)
     return replace(base, **vals)
 
 
-def fit(df: pd.DataFrame, gpu_key: str | None = None, tp: int = 1, start: Efficiency | None = None) -> Efficiency:
-    """Efficiencies and overheads that minimise the mean squared relative error on ``df``."""
+def fit(
+    df: pd.DataFrame,
+    gpu_key: str | None = None,
+    tp: int = 1,
+    start: Efficiency | None = None,
+    pinned: dict[str, float] | None = None,
+) -> Efficiency:
+    """Efficiencies and overheads that minimise the mean squared relative error on ``df``;
+    ``pinned`` parameters are held at the given values (e.g. a measured ``matmul_memory``)."""
     gpu_key = gpu_key or str(df["gpu"].iloc[0])
     base = _models(df, gpu_key, tp)
     start = start or Efficiency(per_layer_overhead_s=4e-5, step_overhead_s=0.0)
+    pinned = pinned or {}
+    start = replace(start, **pinned)
+    free = tuple(n for n in FITTED if n not in pinned)
     meas = df["ms"].to_numpy(float)
     works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in df.itertuples(index=False)]
     names = df["model"].tolist()
 
     def loss(x: np.ndarray) -> float:
-        eff = _eff_from(x, start)
+        eff = _eff_from(x, start, free)
         models = {m: CostModel(b.model, b.gpu, tp, eff) for m, b in base.items()}
         pred = np.fromiter((models[m].step_time(w) * 1e3 for m, w in zip(names, works)), float, len(works))
         return float(np.mean(((pred - meas) / meas) ** 2))
 
-    x0 = np.log([max(getattr(start, n), 1e-9) for n in FITTED])
+    x0 = np.log([max(getattr(start, n), 1e-9) for n in free])
     x = _nelder_mead(loss, x0)
     x = _nelder_mead(loss, x, step=0.1)  # restart from the optimum: Nelder-Mead stalls on flat ridges
-    return _eff_from(x, start)
+    return _eff_from(x, start, free)
 
 
 def mape(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int = 1) -> float:
@@ -127,15 +177,18 @@ def mape(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int 
     return float(np.mean(np.abs(pred - df["ms"].to_numpy(float)) / df["ms"].to_numpy(float)))
 
 
-def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int) -> None:
+def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int,
+         pinned_note: dict | None = None) -> None:
     doc = {
         "gpu": gpu_key,
         "fitted_on": sources,
         "date": date.today().isoformat(),
         "points": n,
         "mape": round(err, 5),
-        "efficiency": {k: float(v) for k, v in asdict(eff).items()},
     }
+    if pinned_note:
+        doc["pinned"] = pinned_note
+    doc["efficiency"] = {k: float(v) for k, v in asdict(eff).items()}
     Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -170,17 +223,29 @@ def builtin(gpu_key: str) -> Efficiency | None:
 
 
 def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> int:
-    frames = [read_profile(p) for p in profiles]
+    streaming = [p for p in profiles if is_streaming(p)]
+    steps = [p for p in profiles if p not in streaming]
+    if not steps:
+        raise ConfigError("calibrate: no step profile given (only weight-streaming measurements)")
+    frames = [read_profile(p) for p in steps]
     df = pd.concat(frames, ignore_index=True)
     gpus = sorted(df["gpu"].unique())
     if gpu is None and len(gpus) > 1:
         raise ConfigError(f"calibrate: profiles mix GPUs ({', '.join(gpus)}); pass --gpu to pick one")
     key = gpu or gpus[0]
     df = df[df["gpu"] == key] if gpu is None else df
+    pinned, note = {}, None
+    if streaming:
+        sdf = pd.concat([read_streaming(p) for p in streaming], ignore_index=True)
+        eff_m, bw = streaming_efficiency(sdf, key)
+        pinned = {"matmul_memory": eff_m}
+        note = {"matmul_memory": {"value": round(eff_m, 5), "bandwidth_GBps": round(bw / 1e9, 1),
+                                  "measured_in": [str(p) for p in streaming]}}
+        print(f"matmul_memory pinned to {eff_m:.3f}: weight streaming measured at {bw / 1e9:,.0f} GB/s")
     before = mape(df, Efficiency(), key, tp)
-    eff = fit(df, key, tp)
+    eff = fit(df, key, tp, pinned=pinned)
     after = mape(df, eff, key, tp)
-    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df))
+    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note)
     print(f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated")
     for k, v in asdict(eff).items():
         print(f"  {k}: {v:.4g}")

@@ -43,7 +43,9 @@ class Efficiency:
     attn_memory: float = 0.80
     step_overhead_s: float = 0.0020
     per_seq_overhead_s: float = 5.0e-6
-    per_layer_overhead_s: float = 4.0e-5  # kernel launches and small unfused ops, per layer per step
+    # Small kernels (norms, rotary, cache write, attention launch, activation) per layer per step,
+    # for a layer with vLLM's six such kernels; a layer with more (Qwen3's q/k norms) scales it.
+    per_layer_overhead_s: float = 4.0e-5
     per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
     allreduce_latency_s: float = 1.0e-5
 
@@ -99,7 +101,7 @@ class CostModel:
         self._ar_bytes_per_token = 2 * L * m.hidden_size * wb * 2 * (tp - 1) / tp if tp > 1 else 0.0
         self._ar_count = 2 * L if tp > 1 else 0
         self._host_bw = gpu.host_link_bandwidth
-        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L
+        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / 6
         self._c_mm = self._peak * e.matmul_compute
         self._m_mm = self._bw * e.matmul_memory
         self._c_at = self._peak * e.attn_compute

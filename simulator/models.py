@@ -52,6 +52,7 @@ class ModelArch:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int = 0
+    qk_norm: bool = False  # RMSNorm on each query and key head (Qwen3)
     published_params: float = 0.0
 
     # ---- per-layer shapes -------------------------------------------------------------------
@@ -102,6 +103,13 @@ class ModelArch:
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
     @property
+    def small_kernels_per_layer(self) -> int:
+        """GPU kernels per layer besides the matrix products, as vLLM runs a dense layer: two fused
+        residual-add RMSNorms, rotary embedding, KV-cache write, attention, SiLU-and-mul; Qwen3's
+        query and key RMSNorms add two. The cost model scales its per-layer overhead by this."""
+        return 6 + (2 if self.qk_norm else 0)
+
+    @property
     def total_params(self) -> int:
         """Parameters of the whole model (norm weights included)."""
         dense_layers = self.num_layers - self.num_moe_layers
@@ -110,7 +118,7 @@ class ModelArch:
             router = self.hidden_size * self.num_experts
             per_moe = (self.num_experts + self.num_shared_experts) * self.expert_params + router
             mlp += self.num_moe_layers * per_moe
-        norms = self.num_layers * 2 * self.hidden_size + self.hidden_size
+        norms = self.num_layers * (2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)) + self.hidden_size
         attn = self.num_layers * self.attn_params_per_layer
         return attn + mlp + norms + self.embedding_params + self.lm_head_params
 
@@ -183,6 +191,7 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
         v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
         sliding_window=int(_get(cfg, "sliding_window", default=0) or 0),
+        qk_norm=bool(_get(cfg, "qk_norm", default=cfg.get("model_type") in ("qwen3", "qwen3_moe"))),
         published_params=float(_get(cfg, "_published_params", default=0.0)),
     )
 

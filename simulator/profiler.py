@@ -33,6 +33,20 @@ Output: a CSV with columns ``gpu,model,batch,new_tokens,context,ms`` and a
 sidecar ``<out>.meta.json`` (software versions, device, grid, skipped points,
 per-point spread).
 
+``--streaming`` measures instead how fast the GPU streams weights through a
+matrix-vector product (the work of a decode step's linear layers), with no model:
+
+    python -m simulator.profiler --streaming --gpu-name h100-sxm \
+        --out data/profiles/streaming/h100-sxm.csv
+
+For each weight shape it captures, in one CUDA graph, a chain of ``F.linear``
+calls on distinct copies of the matrix (together larger than any cache, so every
+call reads its weights from HBM) and reports the time per call; a chain of tiny
+elementwise kernels gives the per-kernel floor. Columns:
+``gpu,op,out_features,in_features,batch,bytes,copies,ms``. The slope of time
+over bytes is the achievable weight-streaming bandwidth, which pins the cost
+model's ``matmul_memory`` efficiency during calibration (``calibrate.py``).
+
 This module deliberately depends on nothing but torch, numpy and the standard
 library (torch is imported inside :func:`main`), so it can be copied to a GPU
 machine and run on its own.
@@ -517,9 +531,89 @@ def _nvidia_smi() -> dict:
 # --------------------------------------------------------------------------
 
 
+# Weight shapes (out_features, in_features) of the linear layers of the measured presets, plus
+# small and very large ones so the bytes axis spans 2 MB to 1 GB.
+STREAMING_SHAPES = (
+    (1024, 1024), (2048, 2048), (4096, 4096), (6144, 4096), (4096, 14336), (28672, 4096),
+    (5120, 8192), (10240, 5120), (5120, 25600), (51200, 5120), (128256, 4096),
+)
+STREAMING_POOL_BYTES = 3 * 2**30  # copies per shape: at least this much (60x the H100's L2)
+
+
+def _time_graph(torch, fn, reps: int) -> float:
+    """Median milliseconds of ``reps`` replays of ``fn`` captured in one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # eager warm-up: cuBLAS handles and workspaces stay out of the capture
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        starts[i].record()
+        graph.replay()
+        ends[i].record()
+    torch.cuda.synchronize()
+    ms = float(np.median([a.elapsed_time(b) for a, b in zip(starts, ends)]))
+    del graph
+    _free_memory(torch)
+    return ms
+
+
+def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> list[list]:
+    """Weight-streaming GEMV timings and the per-kernel floor (see the module docstring)."""
+    import torch.nn.functional as F
+
+    dev = torch.device("cuda", 0)
+    rows = []
+    with torch.inference_mode():
+        for n_out, n_in in STREAMING_SHAPES:
+            nbytes = 2 * n_out * n_in
+            copies = max(4, -(-STREAMING_POOL_BYTES // nbytes))
+            ws = [torch.empty(n_out, n_in, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+                  for _ in range(copies)]
+            for batch in (1, 16):
+                x = torch.randn(batch, n_in, device=dev, dtype=torch.bfloat16)
+
+                def chain(x=x, ws=ws):
+                    for w in ws:
+                        F.linear(x, w)
+
+                ms = _time_graph(torch, chain, reps) / copies
+                rows.append([gpu_name, "gemv", n_out, n_in, batch, nbytes, copies, f"{ms:.5f}"])
+                print(f"gemv   {n_out:6d} x {n_in:6d} batch {batch:3d}: {ms*1e3:8.2f} us "
+                      f"({nbytes / ms / 1e6:7.1f} GB/s over {copies} copies)", flush=True)
+            del ws
+            _free_memory(torch)
+        v = torch.zeros(4096, device=dev, dtype=torch.bfloat16)
+        n = 2000
+
+        def tiny(v=v):
+            for _ in range(n):
+                v.add_(1)
+
+        ms = _time_graph(torch, tiny, reps) / n
+        rows.append([gpu_name, "elementwise", 1, 4096, 1, 2 * 4096, n, f"{ms:.5f}"])
+        print(f"kernel floor (tiny elementwise kernel in a graph): {ms*1e3:.2f} us", flush=True)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with out_path.open("w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms"])
+        wr.writerows(rows)
+    return rows
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m simulator.profiler", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="config.json-style model preset")
+    p.add_argument("--model", help="config.json-style model preset (required unless --streaming)")
+    p.add_argument("--streaming", action="store_true",
+                   help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm")
     p.add_argument("--out", required=True, help="CSV output path (the sidecar is <out>.meta.json)")
     p.add_argument("--quick", action="store_true", help="small grid and few repetitions (smoke test)")
@@ -546,6 +640,16 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
+    if args.streaming:
+        if not torch.cuda.is_available():
+            print("error: no CUDA device", file=sys.stderr)
+            return 2
+        rows = measure_streaming(torch, args.gpu_name, Path(args.out))
+        print(f"wrote {len(rows)} rows to {args.out}", flush=True)
+        return 0
+    if not args.model:
+        print("error: --model is required (or pass --streaming)", file=sys.stderr)
+        return 2
     t_start = time.time()
     model_path = Path(args.model)
     cfg = json.loads(model_path.read_text())

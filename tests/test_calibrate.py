@@ -1,0 +1,95 @@
+"""Calibration: the weight-streaming pin, the fit on synthetic profiles, the per-layer kernel count."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from simulator.calibrate import fit, is_streaming, mape, predict, streaming_efficiency
+from simulator.cost import CostModel, Efficiency, StepWork, decode_work
+from simulator.hardware import load_gpu
+from simulator.models import load_model
+
+GRID = [(b, 1, c) for b in (1, 4, 16, 64, 256) for c in (128, 1024, 4096)] + [
+    (b, n, c) for b in (1, 4) for n in (64, 512, 2048) for c in (0, 1024)
+]
+
+
+def _streaming_rows(gpu: str, eff: float, tail_s: float) -> pd.DataFrame:
+    bw = load_gpu(gpu).hbm_bandwidth * eff
+    rows = []
+    for n_out, n_in in [(1024, 1024), (4096, 4096), (28672, 4096), (51200, 5120), (128256, 4096)]:
+        nbytes = 2 * n_out * n_in
+        ms = (nbytes / bw + tail_s) * 1e3
+        if nbytes < 16e6:
+            ms *= 3  # launch-dominated small matrices are left out of the slope
+        rows.append([gpu, "gemv", n_out, n_in, 1, nbytes, 8, ms])
+    return pd.DataFrame(rows, columns=["gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms"])
+
+
+def test_streaming_efficiency_is_the_slope_of_time_over_bytes():
+    """ms = bytes / (0.8 x HBM bandwidth) + 6 us: the fit gives 0.8 whatever the fixed tail."""
+    eff, bw = streaming_efficiency(_streaming_rows("h100-sxm", 0.8, 6e-6), "h100-sxm")
+    assert eff == pytest.approx(0.8, rel=1e-6)
+    assert bw == pytest.approx(0.8 * load_gpu("h100-sxm").hbm_bandwidth, rel=1e-6)
+
+
+def _synthetic_profile(gpu: str, truth: Efficiency) -> pd.DataFrame:
+    rows = []
+    for model in ("llama-3.1-8b", "qwen3-32b"):
+        cm = CostModel(load_model(model), load_gpu(gpu), 1, truth)
+        for b, n, c in GRID:
+            rows.append([gpu, model, b, n, c, cm.step_time(decode_work(b, c, n)) * 1e3])
+    return pd.DataFrame(rows, columns=["gpu", "model", "batch", "new_tokens", "context", "ms"])
+
+
+def test_fit_on_one_model_with_the_pin_predicts_the_other():
+    """Profiles made by the cost model itself: with matmul_memory pinned to its true value, a fit on
+    one model recovers the overheads and predicts the other model almost exactly."""
+    truth = Efficiency(matmul_compute=0.55, matmul_memory=0.83, attn_compute=0.3, attn_memory=0.75,
+                       step_overhead_s=0.0, per_seq_overhead_s=6e-6, per_layer_overhead_s=7e-5)
+    df = _synthetic_profile("h100-sxm", truth)
+    qwen, llama = df[df["model"] == "qwen3-32b"], df[df["model"] == "llama-3.1-8b"]
+    eff = fit(qwen, "h100-sxm", pinned={"matmul_memory": 0.83})
+    assert eff.matmul_memory == 0.83
+    assert eff.per_layer_overhead_s == pytest.approx(7e-5, rel=0.05)
+    assert mape(llama, eff, "h100-sxm") < 0.01
+    pred = predict(llama, eff, "h100-sxm")
+    assert np.all(pred > 0)
+
+
+def test_qk_norm_layers_pay_for_two_more_kernels():
+    """Qwen3 runs 8 small kernels per layer (two q/k RMSNorms on top of a Llama layer's 6), so its
+    per-layer overhead is 8/6 of a plain layer's; nothing else in the step changes."""
+    qwen = load_model("qwen3-8b")
+    assert qwen.qk_norm and not load_model("llama-3.1-8b").qk_norm
+    plain = dataclasses.replace(qwen, qk_norm=False)
+    eff = Efficiency(per_layer_overhead_s=6e-5)
+    g = load_gpu("h100-sxm")
+    w = StepWork(num_seqs=1, num_tokens=1, num_decode_tokens=1, context_tokens=100, attn_pairs=101, num_sampled=1)
+    extra = CostModel(qwen, g, 1, eff).step_time(w) - CostModel(plain, g, 1, eff).step_time(w)
+    assert extra == pytest.approx(6e-5 * qwen.num_layers * 2 / 6, rel=1e-9)
+
+
+def test_calibrate_cli_pins_matmul_memory_from_a_streaming_file(tmp_path):
+    truth = Efficiency(matmul_memory=0.8, step_overhead_s=0.0, per_layer_overhead_s=5e-5)
+    prof = tmp_path / "prof.csv"
+    _synthetic_profile("h200", truth).to_csv(prof, index=False)
+    stream = tmp_path / "streaming.csv"
+    _streaming_rows("h200", 0.8, 4e-6).to_csv(stream, index=False)
+    assert is_streaming(stream) and not is_streaming(prof)
+    out = tmp_path / "cal.yaml"
+    r = subprocess.run([sys.executable, "-m", "simulator", "calibrate", str(prof), str(stream), "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "matmul_memory pinned to 0.800" in r.stdout
+    doc = yaml.safe_load(out.read_text())
+    assert doc["efficiency"]["matmul_memory"] == pytest.approx(0.8, rel=1e-6)
+    assert doc["pinned"]["matmul_memory"]["measured_in"] == [str(stream)]
+    assert doc["mape"] < 0.01
