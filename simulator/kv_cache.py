@@ -59,9 +59,12 @@ class _Copies:
         """Record ``blocks`` as copies of blocks ``lo..``, after the live copies, unless already there."""
         hi = lo + len(blocks)
         if hi > self.ids.shape[1]:
-            pad = hi - self.ids.shape[1]
-            self.ids = np.pad(self.ids, ((0, 0), (0, pad)), constant_values=-1)
-            self.gens = np.pad(self.gens, ((0, 0), (0, pad)))
+            rows, cols = self.ids.shape
+            ids = np.full((rows, hi), -1, np.int64)
+            ids[:, :cols] = self.ids
+            gens = np.zeros((rows, hi), np.int64)
+            gens[:, :cols] = self.gens
+            self.ids, self.gens = ids, gens
         live = self._live(pool, lo, hi)
         known = (live & (self.ids[:, lo:hi] == blocks)).any(axis=0)
         if known.all():
@@ -78,15 +81,48 @@ class _Copies:
 
 
 class KVCacheManager:
+    """Block tables of the requests that hold blocks, and the prefix-cache index.
+
+    Block tables are rows of one 2-D array (a row per request holding blocks, reused once it frees
+    them), so the blocks a step hands out are written with one vectorised store
+    whatever the number of requests, and a table is a view, never a concatenation.
+    """
+
     def __init__(self, pool: BlockPool, block_size: int, enable_caching: bool) -> None:
         self.pool = pool
         self.block_size = block_size
         self.enable_caching = enable_caching
-        self.tables: dict[int, list[np.ndarray]] = {}
+        self._tab = np.zeros((64, 16), np.int64)  # row -> block ids, first _len[row] valid
+        self._len = np.zeros(64, np.int64)
+        self._spare = list(range(63, -1, -1))  # free rows, popped from the end
+        self._row_of = np.full(1024, -1, np.int64)  # request id -> row (-1: holds no table)
         # Group g -> copies of its blocks.
         self._group: dict[int, _Copies] = {}
         # Content key -> (first own block index, copies of its released full blocks from there).
         self._own: dict[int, tuple[int, _Copies]] = {}
+
+    # ---- table storage ----------------------------------------------------------------------
+    def _new_row(self, rid: int) -> int:
+        if not self._spare:
+            n = len(self._len)
+            self._tab = np.concatenate([self._tab, np.zeros_like(self._tab)])
+            self._len = np.concatenate([self._len, np.zeros(n, np.int64)])
+            self._spare = list(range(2 * n - 1, n - 1, -1))
+        if rid >= len(self._row_of):
+            grown = np.full(max(2 * len(self._row_of), rid + 1), -1, np.int64)
+            grown[: len(self._row_of)] = self._row_of
+            self._row_of = grown
+        row = self._spare.pop()
+        self._row_of[rid] = row
+        self._len[row] = 0
+        return row
+
+    def _fit_cols(self, need: int) -> None:
+        cols = self._tab.shape[1]
+        if need > cols:
+            tab = np.zeros((self._tab.shape[0], max(need, 2 * cols)), np.int64)
+            tab[:, :cols] = self._tab
+            self._tab = tab
 
     # ---- lookups ----------------------------------------------------------------------------
     def lookup(self, num_tokens: int, group: int, group_len: int, key: int) -> tuple[np.ndarray, int]:
@@ -126,17 +162,26 @@ class KVCacheManager:
 
     # ---- allocation -------------------------------------------------------------------------
     def num_blocks(self, rid: int) -> int:
-        t = self.tables.get(rid)
-        return sum(len(a) for a in t) if t else 0
+        row = int(self._row_of[rid]) if rid < len(self._row_of) else -1
+        return int(self._len[row]) if row >= 0 else 0
 
     def admit(self, rid: int, hit_ids: np.ndarray) -> None:
         """Start a block table for an admitted request, re-using its cached leading blocks."""
         self.pool.touch(hit_ids)
-        self.tables[rid] = [hit_ids] if len(hit_ids) else []
+        row = self._new_row(rid)
+        nh = len(hit_ids)
+        if nh:
+            self._fit_cols(nh)
+            self._tab[row, :nh] = hit_ids
+            self._len[row] = nh
 
     def allocate(self, rid: int, m: int) -> None:
         if m > 0:
-            self.tables[rid].append(self.pool.allocate(m))
+            row = int(self._row_of[rid])
+            n = int(self._len[row])
+            self._fit_cols(n + m)
+            self._tab[row, n : n + m] = self.pool.allocate(m)
+            self._len[row] = n + m
 
     def allocate_many(self, rids: np.ndarray, counts: np.ndarray) -> None:
         """Allocate ``counts[i]`` blocks to ``rids[i]``, in order, with one pool call."""
@@ -148,12 +193,19 @@ class KVCacheManager:
     def append_blocks(self, rids: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> None:
         """Append ``ids`` (grouped by request, in ``rids`` order) to the block tables, ``counts[i]`` each."""
         nz = np.flatnonzero(counts)
-        ends = np.cumsum(counts[nz]).tolist()
-        tables = self.tables
-        start = 0
-        for rid, end in zip(rids[nz].tolist(), ends):
-            tables[rid].append(ids[start:end])
-            start = end
+        if not len(nz):
+            return
+        rows = self._row_of[rids[nz]]
+        c = counts[nz]
+        start = self._len[rows]
+        self._fit_cols(int((start + c).max()))
+        if len(ids) == len(nz):  # one block each (decode steps)
+            self._tab[rows, start] = ids
+        else:
+            first = np.cumsum(c) - c  # where each request's blocks start in ``ids``
+            cols = np.arange(len(ids)) + np.repeat(start - first, c)
+            self._tab[np.repeat(rows, c), cols] = ids
+        self._len[rows] = start + c
 
     def cache_group_blocks(self, rid: int, group: int, group_len: int, upto_tokens: int) -> None:
         """Index this request's full group blocks (those covering tokens < ``upto_tokens``).
@@ -172,16 +224,17 @@ class KVCacheManager:
         entry.add(self.pool, 0, self._table_array(rid)[:n])
 
     def _table_array(self, rid: int) -> np.ndarray:
-        t = self.tables[rid]
-        if len(t) > 1:
-            t[:] = [np.concatenate(t)]
-        return t[0] if t else _EMPTY
+        """The request's block ids (a view: use before its row is reused)."""
+        row = int(self._row_of[rid])
+        return self._tab[row, : self._len[row]]
 
     # ---- release ----------------------------------------------------------------------------
     def free(self, rid: int, computed: int, group: int, group_len: int, key: int, cache_own: bool = True) -> int:
         """Release a request's blocks (tail first, as vLLM does). Returns how many it held."""
-        table = self._table_array(rid)
-        del self.tables[rid]
+        row = int(self._row_of[rid])
+        table = self._tab[row, : self._len[row]]
+        self._row_of[rid] = -1
+        self._spare.append(row)
         n = len(table)
         if self.enable_caching and cache_own:
             first = group_len // self.block_size if group >= 0 else 0

@@ -511,6 +511,10 @@ class Scheduler:
         budget = cfg.max_num_batched_tokens
         if n == 0 or n > budget or max_steps < 1:
             return None
+        # Cheap early exit (None is always safe: the engine then steps once): a request arrived
+        # and fits even if every running request takes a block in the first step.
+        if self.num_waiting and not self.swapped and not self._admission_blocked(n, budget - n, self.pool.num_free - n):
+            return None
         r = self._run[:n].copy()
         nc = R.num_computed[r]
         rem = R.max_tokens[r] - R.num_out[r]
