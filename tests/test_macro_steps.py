@@ -44,7 +44,7 @@ print(json.dumps({
 CASES = {
     "closed_loop_preemption": ("scenarios/collapse_c1200.yaml", ["run.duration_s=80", "run.warmup_s=0"]),
     "poisson": ("benchmarks/scenarios/poisson_10k_llama2_7b.yaml", ["run.num_requests=600"]),
-    "poisson_short": ("benchmarks/scenarios/poisson_1m.yaml", ["run.num_requests=3000"]),
+    "poisson_short": ("benchmarks/scenarios/poisson_short.yaml", []),
     "prefix_sessions": ("scenarios/workload_chat_sessions.yaml", ["run.duration_s=60"]),
     "priority_prefix": ("scenarios/workload_mixed_classes.yaml", ["run.duration_s=60", "engine.num_gpu_blocks_override=3000",
                                                                   "workload.arrival.rate=20"]),
