@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +114,6 @@ def main() -> int:
         print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | {r['simulated_s']:.0f} | "
               f"{r['speedup']:.0f} | {r['steps_per_s']:,.0f} | {r['request_steps_per_s']:,.0f} | {r['requests']:,} | "
               f"{r['peak_rss_mb']:.0f} |", flush=True)
-    _ = resource
     return 0
 
 

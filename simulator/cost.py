@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simulator.hardware import GPU
-from simulator.models import ModelArch
+from simulator.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class CostModel:
         self._ar_bytes_per_token = 2 * L * m.hidden_size * wb * 2 * (tp - 1) / tp if tp > 1 else 0.0
         self._ar_count = 2 * L if tp > 1 else 0
         self._host_bw = gpu.host_link_bandwidth
-        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / 6
+        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / PLAIN_LAYER_SMALL_KERNELS
         self._c_mm = self._peak * e.matmul_compute
         self._m_mm = self._bw * e.matmul_memory
         self._c_at = self._peak * e.attn_compute

@@ -161,10 +161,6 @@ class KVCacheManager:
         return ids, int((self.pool.ref[ids] == 0).sum())
 
     # ---- allocation -------------------------------------------------------------------------
-    def num_blocks(self, rid: int) -> int:
-        row = int(self._row_of[rid]) if rid < len(self._row_of) else -1
-        return int(self._len[row]) if row >= 0 else 0
-
     def admit(self, rid: int, hit_ids: np.ndarray) -> None:
         """Start a block table for an admitted request, re-using its cached leading blocks."""
         self.pool.touch(hit_ids)

@@ -24,6 +24,10 @@ DTYPE_BYTES = {
 }
 
 
+# Small (non-matmul) kernels vLLM runs in a Llama-style layer; see ModelArch.small_kernels_per_layer.
+PLAIN_LAYER_SMALL_KERNELS = 6
+
+
 @dataclass(frozen=True)
 class ModelArch:
     """The architecture fields of one model, plus derived sizes. Immutable."""
@@ -107,7 +111,7 @@ class ModelArch:
         """GPU kernels per layer besides the matrix products, as vLLM runs a dense layer: two fused
         residual-add RMSNorms, rotary embedding, KV-cache write, attention, SiLU-and-mul; Qwen3's
         query and key RMSNorms add two. The cost model scales its per-layer overhead by this."""
-        return 6 + (2 if self.qk_norm else 0)
+        return PLAIN_LAYER_SMALL_KERNELS + (2 if self.qk_norm else 0)
 
     @property
     def total_params(self) -> int:

@@ -398,29 +398,19 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
     cache = model.new_cache(batch, context + new_tokens)
     tokens = torch.randint(0, model.arch.vocab, (batch, new_tokens), device=dev)
     graph = None
-    out = None
-    step = None
+    step = fwd = None
     try:
         with torch.inference_mode():
-            # Eager run on a side stream: lazy initialisation (cuBLAS handles
-            # and workspaces, attention kernels) stays out of the capture.
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                out = model.forward(tokens, cache, context)
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            del out
-            out = None
+            def fwd(tokens=tokens, cache=cache):
+                return model.forward(tokens, cache, context)
+
+            _warm_up(torch, fwd)
             if use_graph:
                 torch.cuda.empty_cache()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = model.forward(tokens, cache, context)
+                graph = _capture(torch, fwd)
                 step = graph.replay
             else:
-                def step(tokens=tokens, cache=cache):
-                    return model.forward(tokens, cache, context)
+                step = fwd
 
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -440,16 +430,9 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
                     break
             reps = int(budget_s * 1000.0 / max(first_ms, 1e-3))
             reps = max(min_reps, min(max_reps, reps))
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            for i in range(reps):
-                starts[i].record()
-                step()
-                ends[i].record()
-            torch.cuda.synchronize()
-            times = np.array([s.elapsed_time(e) for s, e in zip(starts, ends)], dtype=np.float64)
+            times = _replay_ms(torch, step, reps)
     finally:
-        del step, graph, out, cache, tokens
+        del step, fwd, graph, cache, tokens  # free the KV cache before the next point
         _free_memory(torch)
     return float(np.median(times)), float(times.min()), float(times.max()), reps
 
@@ -540,27 +523,44 @@ STREAMING_SHAPES = (
 STREAMING_POOL_BYTES = 3 * 2**30  # copies per shape: at least this much (60x the H100's L2)
 
 
-def _time_graph(torch, fn, reps: int) -> float:
-    """Median milliseconds of ``reps`` replays of ``fn`` captured in one CUDA graph."""
+def _warm_up(torch, fn) -> None:
+    """One eager run on a side stream: lazy initialisation (cuBLAS handles and workspaces,
+    attention kernels) stays out of a later capture."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn()  # eager warm-up: cuBLAS handles and workspaces stay out of the capture
+        fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
+
+
+def _capture(torch, fn):
+    """``fn`` captured in a CUDA graph (call ``_warm_up`` first)."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    graph.replay()
-    torch.cuda.synchronize()
+    return graph
+
+
+def _replay_ms(torch, step, reps: int) -> np.ndarray:
+    """CUDA-event milliseconds of ``reps`` back-to-back calls of ``step``."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
         starts[i].record()
-        graph.replay()
+        step()
         ends[i].record()
     torch.cuda.synchronize()
-    ms = float(np.median([a.elapsed_time(b) for a, b in zip(starts, ends)]))
+    return np.array([a.elapsed_time(b) for a, b in zip(starts, ends)], dtype=np.float64)
+
+
+def _time_graph(torch, fn, reps: int) -> float:
+    """Median milliseconds of ``reps`` replays of ``fn`` captured in one CUDA graph."""
+    _warm_up(torch, fn)
+    graph = _capture(torch, fn)
+    graph.replay()  # first replay not timed
+    torch.cuda.synchronize()
+    ms = float(np.median(_replay_ms(torch, graph.replay, reps)))
     del graph
     _free_memory(torch)
     return ms

@@ -511,9 +511,10 @@ class Scheduler:
         budget = cfg.max_num_batched_tokens
         if n == 0 or n > budget or max_steps < 1:
             return None
-        # Cheap early exit (None is always safe: the engine then steps once): a request arrived
-        # and fits even if every running request takes a block in the first step.
-        if self.num_waiting and not self.swapped and not self._admission_blocked(n, budget - n, self.pool.num_free - n):
+        # Cheap early exit (None is always safe: the engine then steps once): a request can be
+        # admitted even if every running request takes a block in the first step.
+        need = self._admission_need(n, budget - n)
+        if need <= self.pool.num_free - n:
             return None
         r = self._run[:n].copy()
         nc = R.num_computed[r]
@@ -540,24 +541,24 @@ class Scheduler:
         kmax = min(kmax, int(np.searchsorted(-free_after, 0, side="right")))
         if kmax < 1:
             return None
-        if not self._admission_blocked(n, budget - n, int(free_after[0])):
+        if need <= free_after[0]:
             return None
         return DecodeRun(r, nc, res, alloc[:kmax], free_after[:kmax], kmax)
 
-    def _admission_blocked(self, n: int, budget_left: int, free: int) -> bool:
-        """True when no swapped or waiting request can be admitted with ``free`` blocks (see decode_run)."""
+    def _admission_need(self, n: int, budget_left: int) -> float:
+        """Free blocks the next swapped or waiting request needs to be admitted (inf: none can be,
+        whatever is free). See decode_run."""
         cfg = self.cfg
         if n >= cfg.max_num_seqs or budget_left <= 0:
-            return True
+            return np.inf
         thr = cfg.long_prefill_token_threshold  # in force: a request runs and another waits
         if self.swapped:
-            return self._swap_in_demand(self.swapped[0], thr, budget_left)[1] > free
+            return self._swap_in_demand(self.swapped[0], thr, budget_left)[1]
         if not self.num_waiting:
-            return True
-        gate = self._admission_demand(self._peek(), thr, budget_left)[4]
+            return np.inf
         # The evictable hit blocks are left out: evicting a copy can swap it for an in-use copy,
-        # so only ``gate`` (which never shrinks under eviction) is a safe lower bound.
-        return gate > free
+        # so only the gate (which never shrinks under eviction) is a safe lower bound.
+        return self._admission_demand(self._peek(), thr, budget_left)[4]
 
     def apply_decode_run(self, run: DecodeRun, k: int, times: np.ndarray) -> tuple[np.ndarray, StepPlan]:
         """Schedule the first ``k`` steps of ``run`` and apply the outcome of all but the last.
