@@ -101,10 +101,47 @@ class BlockPool:
             return
         zero = ids[zmask]
         if hashed is None:
-            front, back = zero, zero[:0]
+            self._release(zero, zero[:0])
         else:
             hz = hashed[zmask]
-            front, back = zero[~hz], zero[hz]
+            self._release(zero[~hz], zero[hz])
+
+    def free_many(self, ids: np.ndarray, hashed: np.ndarray | None, seg: np.ndarray) -> None:
+        """``free`` once per request, in order, in one call: ``ids`` are the requests' blocks one
+        after the other (each in eviction order), ``seg[i]`` the position of ``ids[i]``'s request.
+
+        Consecutive calls prepend each request's unhashed blocks in front of the previous one's
+        and append hashed blocks behind them, so the head gets the last request's first; a block
+        held by several of the requests is released by the last of them.
+        """
+        if len(ids) == 0:
+            return
+        held = self.ref[ids]
+        if (held == 1).all():  # nobody else holds any of them (so no block appears twice)
+            self.ref[ids] = 0
+            zmask = np.ones(len(ids), np.bool_)
+        else:
+            np.subtract.at(self.ref, ids, 1)
+            last = np.full(self.num_blocks, -1, np.int64)
+            np.maximum.at(last, ids, np.arange(len(ids)))
+            zmask = (self.ref[ids] == 0) & (last[ids] == np.arange(len(ids)))
+            if not zmask.any():
+                return
+        zero, zseg = ids[zmask], seg[zmask]
+        if hashed is None:
+            hz = np.zeros(len(zero), np.bool_)
+        else:
+            hz = hashed[zmask]
+        f = ~hz
+        front, fseg = zero[f], zseg[f]
+        if len(front) and fseg[0] != fseg[-1]:
+            front = front[np.argsort(-fseg, kind="stable")]  # later requests' blocks ahead
+        self._release(front, zero[hz])
+
+    def _release(self, front: np.ndarray, back: np.ndarray) -> None:
+        """Put blocks whose ref count reached 0 into the free queue: ``front`` ahead of the head
+        (``front[0]`` first), ``back`` behind the tail."""
+        zero = np.concatenate((front, back)) if len(back) else front
         self._serial[zero] += 1
         self.in_free[zero] = True
         self.num_free += len(zero)

@@ -18,15 +18,18 @@ from __future__ import annotations
 from dataclasses import asdict, fields, replace
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
 from simulator.models import load_model
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
 FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
@@ -41,6 +44,8 @@ def read_profile(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"calibrate: profile not found: {path}")
+    import pandas as pd  # only calibration reads tables: simulating never loads pandas
+
     df = pd.read_csv(p)
     missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
     if missing:
@@ -63,6 +68,8 @@ def is_streaming(path: str | Path) -> bool:
 
 
 def read_streaming(path: str | Path) -> pd.DataFrame:
+    import pandas as pd
+
     df = pd.read_csv(path)
     bad = df[(df["ms"] <= 0) | (df["bytes"] <= 0)]
     if len(bad):
@@ -227,6 +234,8 @@ def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> i
     steps = [p for p in profiles if p not in streaming]
     if not steps:
         raise ConfigError("calibrate: no step profile given (only weight-streaming measurements)")
+    import pandas as pd
+
     frames = [read_profile(p) for p in steps]
     df = pd.concat(frames, ignore_index=True)
     gpus = sorted(df["gpu"].unique())

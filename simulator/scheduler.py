@@ -641,16 +641,8 @@ class Scheduler:
         R.last_token[s] = now
         done = s[out >= R.max_tokens[s]]
         if len(done):
-            keep_content = self.cfg.cache_finished_content
-            for rid in done.tolist():
-                self.kv.free(
-                    rid,
-                    int(R.num_computed[rid]),
-                    int(R.group[rid]),
-                    int(R.group_len[rid]),
-                    int(R.content_key[rid]),
-                    cache_own=keep_content,
-                )
+            self.kv.free_many(done, R.num_computed[done], R.group[done], R.group_len[done], R.content_key[done],
+                              cache_own=self.cfg.cache_finished_content)
             R.status[done] = FINISHED
             R.finish[done] = now
             R.num_blocks[done] = 0

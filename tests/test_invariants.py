@@ -116,3 +116,42 @@ def test_priority_ties_do_not_livelock():
     sim.engine.max_steps = 5000
     sim.run(until=1e6)
     assert np.all((sim.reqs.status[:5] == FINISHED) | (sim.reqs.status[:5] == REJECTED))
+
+
+@st.composite
+def _holders(draw):
+    """A pool of blocks held by a few requests (some blocks shared), each with its hashed flags."""
+    nblk = draw(st.integers(4, 40))
+    k = draw(st.integers(1, 6))
+    tables = [draw(st.lists(st.integers(0, nblk - 2), max_size=8, unique=True)) for _ in range(k)]
+    hashed = [draw(st.lists(st.booleans(), min_size=len(t), max_size=len(t))) for t in tables]
+    extra = draw(st.lists(st.integers(0, nblk - 2), max_size=4, unique=True))  # held by someone else too
+    return nblk, tables, hashed, extra
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_holders())
+def test_batched_release_equals_one_free_per_request(case):
+    """BlockPool.free_many leaves the free queue, ref counts and free count that consecutive
+    ``free`` calls leave (the step that finishes several requests releases them in one call)."""
+    from simulator.block_pool import BlockPool
+
+    nblk, tables, hashed, extra = case
+    pools = [BlockPool(nblk), BlockPool(nblk)]
+    for p in pools:
+        p.allocate(p.num_blocks)  # take them all out, then hand the holds out by ref count
+        p.ref[:] = 0
+        for t in tables + [extra]:
+            p.ref[np.array(t, np.int64)] += 1
+        idle = np.flatnonzero(p.ref == 0)
+        p.ref[idle] = 1
+        p.free(idle)  # blocks nobody holds go back first
+    seq, batch = pools
+    for t, h in zip(tables, hashed):
+        seq.free(np.array(t, np.int64), np.array(h, np.bool_))
+    ids = np.array([b for t in tables for b in t], np.int64)
+    seg = np.repeat(np.arange(len(tables)), [len(t) for t in tables])
+    batch.free_many(ids, np.array([x for h in hashed for x in h], np.bool_), seg)
+    assert batch.free_order().tolist() == seq.free_order().tolist()
+    assert (batch.ref == seq.ref).all() and batch.num_free == seq.num_free
+    batch.check()
