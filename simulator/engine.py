@@ -38,19 +38,30 @@ _ITL_LO, _ITL_PER_DECADE, _ITL_DECADES = -6.0, 200, 10
 _ITL_BINS = _ITL_PER_DECADE * _ITL_DECADES
 
 
-class StepLog:
-    """One row per engine step, in growable numpy columns (O(steps) memory, no Python objects).
+# Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks).
+_STORED = tuple(c for c in STEP_COLUMNS if c != "kv_usage")
+_FLOAT_STORED = ("start", "duration")
 
+
+class StepLog:
+    """One row per engine step (O(steps) memory, no Python objects).
+
+    Rows are staged in a small float64 buffer and moved, every ``_STAGE`` steps, into per-column
+    chunks of their final dtype (60 bytes a step), so the log never reallocates what it already
+    holds; ``columns()`` joins each column's chunks once, one column at a time.
     Inter-token gaps are buffered and folded into a log-spaced histogram in bulk, so memory does
     not grow with the number of tokens and the per-step cost is one slice copy.
     """
 
     _GAP_BUFFER = 1 << 16
+    _STAGE = 4096
 
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, num_blocks: int = 1) -> None:
         self.n = 0
-        self._cap = capacity
-        self._data = np.zeros((len(STEP_COLUMNS), capacity))
+        self.num_blocks = num_blocks
+        self._stage = np.zeros((len(_STORED), self._STAGE))
+        self._ns = 0
+        self._chunks: dict[str, list[np.ndarray]] = {c: [] for c in _STORED}
         self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
         self.itl_sum = 0.0
         self.itl_count = 0
@@ -58,27 +69,38 @@ class StepLog:
         self._ng = 0
 
     def add(self, start: float, duration: float, plan: StepPlan, out: StepOutput) -> None:
-        if self.n == self._cap:
-            self._data = np.concatenate([self._data, np.zeros_like(self._data)], axis=1)
-            self._cap *= 2
+        if self._ns == self._STAGE:
+            self._unstage()
         w = plan.work
-        self._data[:, self.n] = (
-            start, duration, plan.num_running, plan.num_waiting, plan.num_swapped, plan.kv_usage,
+        self._stage[:, self._ns] = (
+            start, duration, plan.num_running, plan.num_waiting, plan.num_swapped,
             plan.num_free_blocks, w.num_seqs, w.num_prefill_tokens, w.num_decode_tokens,
             plan.recomputed_tokens, len(plan.preempted), out.num_generated, len(out.finished),
         )
+        self._ns += 1
         self.n += 1
         self._push_gaps(out.itl_gaps)
 
     def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
         """Append several steps at once: each column an array (one value per step) or a constant."""
         k = len(rows["start"])
-        while self.n + k > self._cap:
-            self._data = np.concatenate([self._data, np.zeros_like(self._data)], axis=1)
-            self._cap *= 2
-        for i, c in enumerate(STEP_COLUMNS):
-            self._data[i, self.n : self.n + k] = rows[c]
+        i = 0
+        while i < k:
+            if self._ns == self._STAGE:
+                self._unstage()
+            take = min(k - i, self._STAGE - self._ns)
+            for j, c in enumerate(_STORED):
+                v = rows[c]
+                self._stage[j, self._ns : self._ns + take] = v[i : i + take] if isinstance(v, np.ndarray) else v
+            self._ns += take
+            i += take
         self.n += k
+
+    def _unstage(self) -> None:
+        ns = self._ns
+        for j, c in enumerate(_STORED):
+            self._chunks[c].append(self._stage[j, :ns].astype(np.float64 if c in _FLOAT_STORED else np.int32))
+        self._ns = 0
 
     def _push_gaps(self, gaps: np.ndarray) -> None:
         """One step's gaps into the buffer (flushed when the step would overflow it)."""
@@ -140,7 +162,19 @@ class StepLog:
         return self.itl_sum / self.itl_count if self.itl_count else float("nan")
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {c: self._data[i, : self.n] for i, c in enumerate(STEP_COLUMNS)}
+        """Each column as one array (counts int32, times float64; kv_usage computed as the pool does)."""
+        if self._ns:
+            self._unstage()
+        out = {}
+        for c in _STORED:
+            parts = self._chunks[c]
+            if len(parts) != 1:
+                joined = np.concatenate(parts) if parts else np.zeros(0, np.float64 if c in _FLOAT_STORED else np.int32)
+                parts[:] = [joined]  # the chunks go as each column is joined: the peak is the log plus one column
+            out[c] = parts[0]
+        cols = {c: out[c] for c in STEP_COLUMNS if c != "kv_usage"}
+        cols["kv_usage"] = 1.0 - out["num_free_blocks"] / self.num_blocks
+        return {c: cols[c] for c in STEP_COLUMNS}
 
 
 def _delay_to(now: float, t: float) -> float:
@@ -178,7 +212,7 @@ class Engine:
         self.max_blocks = max_blocks_per_request
         self.max_steps = max_steps
         self.stall_steps = stall_steps
-        self.log = StepLog()
+        self.log = StepLog(scheduler.pool.num_blocks)
         self.reject_reasons: dict[int, str] = {}
         self._events: dict[int, simpy.Event] = {}
         self._wake: simpy.Event | None = None
@@ -326,7 +360,7 @@ class Engine:
             self.log.add_rows({
                 "start": times[: k - 1], "duration": dts[: k - 1], "num_running": n,
                 "num_waiting": plan.num_waiting, "num_swapped": plan.num_swapped,
-                "kv_usage": 1.0 - free / sched.pool.num_blocks, "num_free_blocks": free, "num_seqs": n,
+                "num_free_blocks": free, "num_seqs": n,
                 "prefill_tokens": 0, "decode_tokens": n, "recomputed_tokens": 0, "num_preemptions": 0,
                 "num_generated": n, "num_finished": 0,
             })
