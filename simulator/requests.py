@@ -77,8 +77,14 @@ class RequestTable:
         self.client_class[rid] = client_class
         return rid
 
-    def _grow(self) -> None:
-        new = self._cap * 2
+    def reserve(self, n: int) -> None:
+        """Make room for ``n`` requests at once (when the count is known, the columns are then
+        allocated once instead of doubled, and the old copy is never live next to the new)."""
+        if n > self._cap:
+            self._grow(n)
+
+    def _grow(self, new: int = 0) -> None:
+        new = max(new, self._cap * 2)
         for name, (dt, init) in _FIELDS.items():
             old = getattr(self, name)
             arr = np.full(new, init, dt)

@@ -114,6 +114,8 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     engine.expected = start_workload(
         env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len
     )
+    if engine.expected is not None and sc.run.duration_s is None:
+        reqs.reserve(engine.expected)  # every one of them will arrive: allocate the records once
     parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
     return env, engine, parts
 

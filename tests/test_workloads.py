@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 import simpy
 from conftest import ConstantCost, make_scheduler
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.config import build, load_scenario
 from simulator.engine import Engine
@@ -330,6 +332,60 @@ def test_bad_jsonl_trace_and_unknown_columns(tmp_path):
     (tmp_path / "u.csv").write_text("arrival_time_s,prompt_tokens,output_tokens,sesion_id\n0,1,1,3\n")
     with pytest.raises(ConfigError, match=r"^u.csv line 1: unknown column 'sesion_id'; did you mean 'session_id'\?$"):
         read_trace(str(tmp_path / "u.csv"))
+
+
+def _row_reader(path: str) -> dict[str, np.ndarray]:
+    """The row-by-row reader's columns (what read_trace falls back to)."""
+    from workloads.trace import _check_row, _csv_rows
+
+    cols = {k: [] for k in ("arrival", "prompt", "output", "group", "group_len", "session", "client_class", "priority", "client")}
+    for line, rec in _csv_rows(path, "t.csv"):
+        _check_row(rec, "t.csv", line, cols)
+    return {k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()}
+
+
+_cell = st.one_of(st.just(""), st.integers(0, 40).map(str), st.integers(0, 40).map(lambda x: f"{x}.0"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.tuples(
+        st.floats(0, 1e6, allow_nan=False).map(lambda x: st.sampled_from([repr(x), f"{x:.17g}", f"{x:.3e}", f" {x:.6f}"])),
+        st.integers(1, 4000), st.integers(1, 900), st.integers(-1, 3), _cell, _cell, st.integers(-2, 2),
+    ), min_size=1, max_size=30),
+    data=st.data(),
+)
+def test_plain_csv_traces_read_as_the_row_reader_reads_them(tmp_path_factory, rows, data):
+    """The C-parsed path for plain CSVs gives the row reader's values exactly (arrival times to the
+    last bit, defaults for empty cells), and declines whatever it cannot vouch for."""
+    from workloads.trace import _csv_fast
+
+    lines = ["arrival_time_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens,session_id,client,priority"]
+    for t, p, o, g, sid, cl, pri in rows:
+        glen = "" if g < 0 else str(data.draw(st.integers(1, p)))
+        lines.append(",".join([data.draw(t), str(p), str(o), "" if g < 0 else str(g), glen, sid, cl, str(pri)]))
+    path = tmp_path_factory.mktemp("t") / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    fast, slow = _csv_fast(str(path)), _row_reader(str(path))
+    assert fast is not None
+    for k, v in slow.items():
+        assert fast[k].dtype == v.dtype and fast[k].tolist() == v.tolist(), k
+
+
+@pytest.mark.parametrize("text", [
+    "arrival_time_s,prompt_tokens,output_tokens\n# a comment\n0.5,10,5\n",
+    "arrival_time_s,prompt_tokens,output_tokens\n0.5,10,5\n\n1,10,5\n",
+    "arrival_time_s,prompt_tokens,output_tokens,client\n0.5,10,5\n1,10,5,3,\n",
+    'arrival_time_s,prompt_tokens,output_tokens\n"0.5",10,5\n',
+    "arrival_time_s,prompt_tokens,output_tokens,priority\n0.5,10,5,nan\n",
+    "arrival_time_s,prompt_tokens,output_tokens\n0.5,10.5,5\n",
+])
+def test_traces_that_are_not_plain_go_to_the_row_reader(tmp_path, text):
+    """Comments, blank lines, ragged rows, quotes, words and bad values: the fast path declines."""
+    from workloads.trace import _csv_fast
+
+    (tmp_path / "t.csv").write_text(text)
+    assert _csv_fast(str(tmp_path / "t.csv")) is None
 
 
 # ---- config errors ------------------------------------------------------------------------------
