@@ -303,7 +303,9 @@ class Engine:
                 raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
             start = env.now
             plan = None
-            if decoding and self.macro_steps:
+            # A run longer than one step needs the next SimPy event to lie beyond this instant
+            # (otherwise, e.g. a client resubmitting at a finish, it is one step: step singly).
+            if decoding and self.macro_steps and env.peek() > start:
                 plan, start, dt = yield from self._decode_run(start)
             if plan is None:
                 plan = sched.schedule(start)
