@@ -38,6 +38,17 @@ class _Copies:
         self.ids = np.full((1, ncols), -1, np.int64)
         self.gens = np.zeros((1, ncols), np.int64)
 
+    @classmethod
+    def of(cls, pool: BlockPool, lo: int, blocks: np.ndarray) -> _Copies:
+        """A first copy of blocks ``lo..`` (what ``_Copies(0).add(pool, lo, blocks)`` gives)."""
+        c = cls.__new__(cls)
+        hi = lo + len(blocks)
+        c.ids = np.full((1, hi), -1, np.int64)
+        c.ids[0, lo:] = blocks
+        c.gens = np.zeros((1, hi), np.int64)
+        c.gens[0, lo:] = pool.gen[blocks]
+        return c
+
     def _live(self, pool: BlockPool, lo: int, hi: int) -> np.ndarray:
         ids = self.ids[:, lo:hi]
         return (ids >= 0) & (pool.gen[np.maximum(ids, 0)] == self.gens[:, lo:hi])
@@ -232,8 +243,9 @@ class KVCacheManager:
         if n_full > first:
             entry = self._own.get(key)
             if entry is None or entry[0] != first:
-                entry = self._own[key] = (first, _Copies(0))
-            entry[1].add(self.pool, first, table[first:n_full])
+                self._own[key] = (first, _Copies.of(self.pool, first, table[first:n_full]))
+            else:
+                entry[1].add(self.pool, first, table[first:n_full])
 
     def free(self, rid: int, computed: int, group: int, group_len: int, key: int, cache_own: bool = True) -> int:
         """Release a request's blocks (tail first, as vLLM does). Returns how many it held."""

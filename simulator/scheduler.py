@@ -107,6 +107,7 @@ class Scheduler:
         self.swap_used_blocks = 0
         self.num_preemptions = 0
         self._thr = cfg.long_prefill_token_threshold  # in force this step; set by schedule()
+        self._grouped = False  # whether any request so far has a shared-prefix group
 
     # ---- queues -------------------------------------------------------------------------------
     @property
@@ -122,6 +123,8 @@ class Scheduler:
 
     def add_request(self, rid: int) -> None:
         self.reqs.status[rid] = WAITING
+        if self.reqs.group[rid] >= 0:
+            self._grouped = True
         self._push(rid, front=False)
 
     def _push(self, rid: int, front: bool) -> None:
@@ -359,7 +362,7 @@ class Scheduler:
 
     def _cache_group_prefill(self, rids: np.ndarray, alloc: np.ndarray) -> None:
         """Index shared-prefix blocks that running requests' prefill chunks have just filled."""
-        if not self.cfg.enable_prefix_caching or not len(rids):
+        if not self._grouped or not self.cfg.enable_prefix_caching or not len(rids):
             return
         R = self.reqs
         mask = (R.group[rids] >= 0) & (R.num_computed[rids] < R.group_len[rids])
@@ -531,7 +534,7 @@ class Scheduler:
         # position starts one, i.e. at the steps j with (nc + j) % bs == 0 (nb == ceil(nc / bs)).
         if (nb != (nc + bs - 1) // bs).any():
             return None
-        if self.cfg.enable_prefix_caching and (R.group_len[r] > nc).any():
+        if self._grouped and self.cfg.enable_prefix_caching and (R.group_len[r] > nc).any():
             return None  # a request still filling shared-prefix blocks (never happens in decode)
         res = (-nc) % bs
         per_res = np.bincount(res, minlength=bs)
