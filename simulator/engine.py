@@ -46,9 +46,11 @@ _FLOAT_STORED = ("start", "duration")
 class StepLog:
     """One row per engine step (O(steps) memory, no Python objects).
 
-    Rows are staged in a small float64 buffer and moved, every ``_STAGE`` steps, into per-column
-    chunks of their final dtype (60 bytes a step), so the log never reallocates what it already
-    holds; ``columns()`` joins each column's chunks once, one column at a time.
+    Rows are staged in a small float64 buffer and moved, every ``_STAGE`` steps, into one array
+    per column in its final dtype (60 bytes a step). The columns grow in place (``ndarray.resize``
+    reallocates, which for large arrays remaps pages instead of copying them), so the old and new
+    copies of the log are never both resident; ``columns()`` returns views, and the next growth
+    after it copies instead, leaving those views valid.
     Inter-token gaps are buffered and folded into a log-spaced histogram in bulk, so memory does
     not grow with the number of tokens and the per-step cost is one slice copy.
     """
@@ -61,7 +63,10 @@ class StepLog:
         self.num_blocks = num_blocks
         self._stage = np.zeros((len(_STORED), self._STAGE))
         self._ns = 0
-        self._chunks: dict[str, list[np.ndarray]] = {c: [] for c in _STORED}
+        self._moved = 0  # rows moved out of the stage into the columns
+        self._cap = 0
+        self._cols = {c: np.empty(0, np.float64 if c in _FLOAT_STORED else np.int32) for c in _STORED}
+        self._shared = False  # columns() handed out views: do not resize in place
         self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
         self.itl_sum = 0.0
         self.itl_count = 0
@@ -98,8 +103,21 @@ class StepLog:
 
     def _unstage(self) -> None:
         ns = self._ns
+        at = self._moved
+        if at + ns > self._cap:
+            cap = max(at + ns, self._cap + self._cap // 2, 4 * self._STAGE)
+            for c, a in self._cols.items():
+                if self._shared:
+                    grown = np.empty(cap, a.dtype)
+                    grown[:at] = a[:at]
+                    self._cols[c] = grown
+                else:
+                    a.resize(cap, refcheck=False)
+            self._shared = False
+            self._cap = cap
         for j, c in enumerate(_STORED):
-            self._chunks[c].append(self._stage[j, :ns].astype(np.float64 if c in _FLOAT_STORED else np.int32))
+            self._cols[c][at : at + ns] = self._stage[j, :ns]
+        self._moved += ns
         self._ns = 0
 
     def _push_gaps(self, gaps: np.ndarray) -> None:
@@ -165,15 +183,9 @@ class StepLog:
         """Each column as one array (counts int32, times float64; kv_usage computed as the pool does)."""
         if self._ns:
             self._unstage()
-        out = {}
-        for c in _STORED:
-            parts = self._chunks[c]
-            if len(parts) != 1:
-                joined = np.concatenate(parts) if parts else np.zeros(0, np.float64 if c in _FLOAT_STORED else np.int32)
-                parts[:] = [joined]  # the chunks go as each column is joined: the peak is the log plus one column
-            out[c] = parts[0]
-        cols = {c: out[c] for c in STEP_COLUMNS if c != "kv_usage"}
-        cols["kv_usage"] = 1.0 - out["num_free_blocks"] / self.num_blocks
+        self._shared = True
+        cols = {c: a[: self.n] for c, a in self._cols.items()}
+        cols["kv_usage"] = 1.0 - cols["num_free_blocks"] / self.num_blocks
         return {c: cols[c] for c in STEP_COLUMNS}
 
 

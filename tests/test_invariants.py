@@ -155,3 +155,39 @@ def test_batched_release_equals_one_free_per_request(case):
     assert batch.free_order().tolist() == seq.free_order().tolist()
     assert (batch.ref == seq.ref).all() and batch.num_free == seq.num_free
     batch.check()
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(st.tuples(st.integers(0, 9000), st.booleans()), min_size=1, max_size=6))
+def test_step_log_keeps_every_row_across_growth_and_reads(batches):
+    """Rows appended one by one or in runs, across stage flushes and column growth, with the
+    columns read in between (earlier reads stay valid), come back exactly, in order."""
+    from types import SimpleNamespace
+
+    from simulator.engine import STEP_COLUMNS, StepLog
+
+    log = StepLog(num_blocks=1000)
+    expect: list[tuple[float, int]] = []
+    reads = []
+    for size, single in batches:
+        start = len(expect)
+        if single:
+            for i in range(min(size, 300)):
+                t = start + i
+                work = SimpleNamespace(num_seqs=t % 7, num_prefill_tokens=t, num_decode_tokens=1, num_tokens=t + 1)
+                plan = SimpleNamespace(work=work, num_running=t % 5, num_waiting=0, num_swapped=0,
+                                       num_free_blocks=t % 1000, recomputed_tokens=0, preempted=())
+                log.add(t * 0.5, 0.25, plan, SimpleNamespace(num_generated=1, finished=(), itl_gaps=np.empty(0)))
+                expect.append((t * 0.5, t % 1000))
+        else:
+            t = start + np.arange(size)
+            rows = {c: 0 for c in STEP_COLUMNS}
+            rows.update(start=t * 0.5, duration=0.25, num_free_blocks=t % 1000)
+            log.add_rows(rows)
+            expect.extend(zip((t * 0.5).tolist(), (t % 1000).tolist()))
+        cols = log.columns()
+        reads.append((cols, len(expect)))
+    for cols, n in reads:
+        assert cols["start"].tolist() == [e[0] for e in expect[:n]]
+        assert cols["num_free_blocks"].tolist() == [e[1] for e in expect[:n]]
+        assert np.array_equal(cols["kv_usage"], 1.0 - cols["num_free_blocks"] / 1000)
