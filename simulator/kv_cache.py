@@ -182,6 +182,15 @@ class KVCacheManager:
             self._tab[row, :nh] = hit_ids
             self._len[row] = nh
 
+    def admit_many(self, rids: np.ndarray) -> None:
+        """``admit`` for requests with no cached blocks."""
+        for rid in rids.tolist():
+            self._new_row(rid)
+
+    def has_own(self, key: int) -> bool:
+        """Whether blocks of this content key were ever indexed (a lookup may then hit)."""
+        return key in self._own
+
     def allocate(self, rid: int, m: int) -> None:
         if m > 0:
             row = int(self._row_of[rid])

@@ -466,6 +466,11 @@ class Scheduler:
             return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
         while budget > 0 and self._n < cfg.max_num_seqs and self.num_waiting:
             rid = self._peek()
+            if cfg.policy == "fcfs" and self._plain(rid):
+                budget, blocked = self._admit_plain(now, budget, new, resumed, hits, out_r, out_a)
+                if blocked:
+                    break
+                continue
             group, glen = int(R.group[rid]), int(R.group_len[rid])
             hit_ids, n_evictable, a, m, gate = self._admission_demand(rid, thr, budget)
             nh = len(hit_ids)
@@ -489,6 +494,64 @@ class Scheduler:
             self._start_running(rid, a, out_r, out_a)
             budget -= a
         return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
+
+    def _plain(self, rid: int) -> bool:
+        """Whether a waiting request can have no prefix-cache hit: no shared prefix, and nothing
+        indexed under its content key (or caching off)."""
+        R = self.reqs
+        return R.group[rid] < 0 and (not self.cfg.enable_prefix_caching or not self.kv.has_own(int(R.content_key[rid])))
+
+    def _admit_plain(
+        self, now: float, budget: int, new: list[int], resumed: list[int], hits: list[tuple[int, int]],
+        out_r: list[int], out_a: list[int],
+    ) -> tuple[int, bool]:
+        """Admit the run of plain requests at the head of the FCFS queue at once (at least the head
+        is plain and the caller checked budget and seats): what the one-at-a-time loop does for
+        them, as none has a cache hit and nothing is freed between their allocations. Returns the
+        budget left and whether a plain request was refused (admission then stops there)."""
+        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        seats = cfg.max_num_seqs - self._n
+        heads = []
+        for rid in self._fifo:
+            if len(heads) == seats or not self._plain(rid):
+                break
+            heads.append(rid)
+        h = np.array(heads, np.int64)
+        ntok = R.num_tokens[h]
+        need = np.minimum(ntok, self._thr) if self._thr > 0 else ntok
+        cum = np.cumsum(need)
+        left = budget - (cum - need)  # budget left when each one's turn comes
+        a = np.minimum(need, np.maximum(left, 0))
+        m = (a + bs - 1) // bs
+        gate = (ntok + bs - 1) // bs if cfg.admission == "full_prompt" else m
+        taken = np.cumsum(m) - m  # blocks the earlier ones of the run took
+        ok = (left > 0) & (gate <= self.pool.num_free - taken)
+        k = len(h) if ok.all() else int(np.argmin(ok))
+        if k == 0:
+            return budget, True
+        h, a, m = h[:k], a[:k], m[:k]
+        for _ in range(k):
+            self._fifo.popleft()
+        self.kv.admit_many(h)
+        self.kv.allocate_many(h, m)
+        R.num_blocks[h] = m
+        R.num_computed[h] = 0
+        fresh = R.cached_tokens[h] < 0
+        if fresh.any():
+            R.cached_tokens[h[fresh]] = 0
+            R.first_scheduled[h[fresh]] = now
+        R.status[h] = RUNNING
+        if self._n + k > len(self._run):
+            self._run = np.concatenate([self._run, np.zeros(max(len(self._run), k), np.int64)])
+        self._run[self._n : self._n + k] = h
+        self._n += k
+        hl = h.tolist()
+        for rid, f in zip(hl, fresh.tolist()):
+            (new if f else resumed).append(rid)
+            hits.append((rid, 0))
+        out_r.extend(hl)
+        out_a.extend(a.tolist())
+        return budget - int(a.sum()), k < len(heads)
 
     def _start_running(self, rid: int, a: int, out_r: list[int], out_a: list[int]) -> None:
         self.reqs.status[rid] = RUNNING
