@@ -640,7 +640,15 @@ class Scheduler:
         r, nc, res = run.rids, run.num_computed, run.residue
         n = len(r)
         total = int(run.alloc[:k].sum())
-        if total:
+        if total and k <= bs:
+            # At most one block each: request i takes one at step res_i if res_i < k, and blocks go
+            # out step by step, in running order within a step.
+            idx = np.flatnonzero(res < k)
+            pos = np.empty(len(idx), np.int64)
+            pos[np.argsort(res[idx], kind="stable")] = np.arange(len(idx))
+            ids = self.pool.allocate(total)
+            self.kv.append_blocks(r[idx], np.ones(len(idx), np.int64), ids[pos])
+        elif total:
             # Request i allocates at steps res_i, res_i + bs, ... < k; its block at step j is the
             # (blocks taken before step j) + (rank of i among the requests allocating at step j)-th.
             counts = np.where(res < k, (k - res + bs - 1) // bs, 0)
