@@ -89,6 +89,13 @@ class StepLog:
     def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
         """Append several steps at once: each column an array (one value per step) or a constant."""
         k = len(rows["start"])
+        if self._ns + k <= self._STAGE:  # the common case: they fit in the stage as they are
+            ns = self._ns
+            for j, c in enumerate(_STORED):
+                self._stage[j, ns : ns + k] = rows[c]
+            self._ns += k
+            self.n += k
+            return
         i = 0
         while i < k:
             if self._ns == self._STAGE:

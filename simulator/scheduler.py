@@ -466,7 +466,9 @@ class Scheduler:
             return np.array(out_r, np.int64), np.array(out_a, np.int64), budget
         while budget > 0 and self._n < cfg.max_num_seqs and self.num_waiting:
             rid = self._peek()
-            if cfg.policy == "fcfs" and self._plain(rid):
+            # Two or more plain requests in a row: admit them together (one alone: the loop is cheaper).
+            if (cfg.policy == "fcfs" and len(self._fifo) > 1 and self._n + 1 < cfg.max_num_seqs
+                    and self._plain(rid) and self._plain(self._fifo[1])):
                 budget, blocked = self._admit_plain(now, budget, new, resumed, hits, out_r, out_a)
                 if blocked:
                     break
@@ -715,8 +717,14 @@ class Scheduler:
         R.last_token[s] = now
         done = s[out >= R.max_tokens[s]]
         if len(done):
-            self.kv.free_many(done, R.num_computed[done], R.group[done], R.group_len[done], R.content_key[done],
-                              cache_own=self.cfg.cache_finished_content)
+            keep = self.cfg.cache_finished_content
+            if len(done) == 1:
+                rid = int(done[0])
+                self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
+                             int(R.content_key[rid]), cache_own=keep)
+            else:
+                self.kv.free_many(done, R.num_computed[done], R.group[done], R.group_len[done], R.content_key[done],
+                                  cache_own=keep)
             R.status[done] = FINISHED
             R.finish[done] = now
             R.num_blocks[done] = 0
