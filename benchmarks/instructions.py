@@ -1,7 +1,7 @@
 """Simulation work in CPU instructions (valgrind's callgrind): a deterministic speed measure.
 
 Wall time on a shared cloud machine swings by a third from one minute to the next, which hides
-changes of 10-20%. Instruction counts do not swing: this script runs a scenario twice under
+changes of 10-20%. Instruction counts repeat to within about 3%: this script runs a scenario twice under
 callgrind, at two sizes, and reports the difference, so start-up and imports cancel out and what
 is left is the simulation of the extra requests (or seconds). With --rev it measures a git
 revision the same way (checked out in a temporary worktree) for a before/after comparison.
