@@ -84,7 +84,7 @@ print("| function | calls | own % | with callees % |")
 print("|---|---|---|---|")
 shown = 0
 for (file, line, fn), (cc, nc, tt, ct, _) in rows:
-    if "servesim" in file or "/simulator/" in file or "/workloads/" in file or "simpy" in file:
+    if "/simulator/" in file or "/workloads/" in file or "simpy" in file:
         where = file.split("/")[-2] + "/" + file.split("/")[-1]
         print(f"| {where}:{fn} | {nc:,} | {100 * tt / total:.1f} | {100 * ct / total:.1f} |")
         shown += 1
