@@ -3,8 +3,9 @@
 Wall time on a shared cloud machine swings by a third from one minute to the next, which hides
 changes of 10-20%. Instruction counts repeat to within about 3%: this script runs a scenario twice under
 callgrind, at two sizes, and reports the difference, so start-up and imports cancel out and what
-is left is the simulation of the extra requests (or seconds). With --rev it measures a git
-revision the same way (checked out in a temporary worktree) for a before/after comparison.
+is left is the simulation of the extra requests (or seconds). The working tree (tracked files,
+uncommitted changes included) is measured from a temporary checkout; with --rev a git revision
+is measured the same way, for a before/after comparison.
 
 Run: python benchmarks/instructions.py [--rev REV] [--only NAME]   (needs valgrind on PATH)
 """
@@ -35,7 +36,8 @@ CHILD = (
 def instructions(code_dir: Path, scenario: str, overrides: list[str]) -> int:
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
            scenario, *overrides]
-    env = {"PYTHONPATH": str(code_dir), "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(code_dir), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"}
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=code_dir, env=env)
     for line in out.stderr.splitlines():
         if "Collected :" in line:
@@ -61,13 +63,19 @@ def main() -> int:
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("error: valgrind not found on PATH (install it, e.g. apt-get install valgrind)")
-    rows = {"working tree": measure(ROOT, args.only)}
+    # Both sides run from fresh checkouts at paths of the same length: counts depend a little on
+    # where the code lives (paths, bytecode caches), so the comparison must not.
+    tree = subprocess.run(["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    revs = {"working tree": tree or "HEAD"}
     if args.rev:
-        with tempfile.TemporaryDirectory() as tmp:
-            wt = Path(tmp) / "rev"
-            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), args.rev], cwd=ROOT, check=True)
+        revs[args.rev] = args.rev
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, rev) in enumerate(revs.items()):
+            wt = Path(tmp) / f"code{i}"
+            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), rev], cwd=ROOT, check=True)
             try:
-                rows[args.rev] = measure(wt, args.only)
+                rows[label] = measure(wt, args.only)
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT, check=False)
     names = list(next(iter(rows.values())))

@@ -189,8 +189,10 @@ class Scheduler:
                 self.kv.allocate_many(r[:i], nb[:i])
                 R.num_blocks[r[:i]] += nb[:i]
                 budget -= int(alloc[:i].sum())
-                slow = self._schedule_running_fcfs if cfg.policy == "fcfs" else self._schedule_running_slow
-                done_r, done_a, budget = slow(r, alloc, i, budget, now)
+                if cfg.policy == "fcfs":
+                    done_r, done_a, budget = self._schedule_running_fcfs(r, alloc, nb, cb, i, budget, now)
+                else:
+                    done_r, done_a, budget = self._schedule_running_slow(r, alloc, i, budget, now)
                 parts_r.append(done_r)
                 parts_a.append(done_a)
             self._cache_group_prefill(parts_r[-1], parts_a[-1])
@@ -253,38 +255,34 @@ class Scheduler:
         )
 
     def _schedule_running_fcfs(
-        self, r: np.ndarray, alloc: np.ndarray, start: int, budget: int, now: float
+        self, r: np.ndarray, alloc: np.ndarray, nb: np.ndarray, cb: np.ndarray, start: int, budget: int, now: float
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """``_schedule_running_slow`` for FCFS, vectorised between preemptions.
 
         Under FCFS the victim is always the last running request, which has not been scheduled
         yet in this step (the request being scheduled is itself the victim once it is last), so
         the requests between two preemptions can be scheduled at once as in the fast path: only
-        each preemption is handled one request at a time.
+        each preemption is handled one request at a time. Preempting from the tail changes
+        neither the budget nor the blocks of the requests ahead of it, so the tokens (``alloc``)
+        and new blocks (``nb``, cumulated in ``cb``) the fast path computed for them stand; only
+        the free-block count moves.
         """
-        R, bs, kv, pool = self.reqs, self.cfg.block_size, self.kv, self.pool
-        thr = self._thr
+        R, kv, pool = self.reqs, self.kv, self.pool
         keep_r, keep_a = [r[:start]], [alloc[:start]]
         j, end = start, len(r)
         while j < end and budget > 0:
-            seg = r[j:end]
-            nc = R.num_computed[seg]
-            need = R.num_tokens[seg] - nc
-            if thr > 0:
-                np.minimum(need, thr, out=need)
-            cum = np.cumsum(need)
-            a = np.minimum(np.maximum(budget - (cum - need), 0), need)
-            m = (nc + a + bs - 1) // bs - R.num_blocks[seg]
-            p = int(np.searchsorted(np.cumsum(m), pool.num_free, side="right"))
+            base = int(cb[j - 1]) if j else 0
+            p = int(np.searchsorted(cb[j:end], pool.num_free + base, side="right"))
             if p:
-                kv.allocate_many(seg[:p], m[:p])
-                R.num_blocks[seg[:p]] += m[:p]
-                keep_r.append(seg[:p])
-                keep_a.append(a[:p])
-                budget -= int(a[:p].sum())
-            if p == len(seg):
+                kv.allocate_many(r[j : j + p], nb[j : j + p])
+                R.num_blocks[r[j : j + p]] += nb[j : j + p]
+                keep_r.append(r[j : j + p])
+                keep_a.append(alloc[j : j + p])
+                budget -= int(alloc[j : j + p].sum())
+            if p == end - j:
                 break
-            q, aq, mq = j + p, int(a[p]), int(m[p])
+            q = j + p
+            aq, mq = int(alloc[q]), int(nb[q])
             fits = True
             while mq > pool.num_free:
                 end -= 1
@@ -298,7 +296,7 @@ class Scheduler:
                 kv.allocate(int(r[q]), mq)
                 R.num_blocks[r[q]] += mq
             keep_r.append(r[q : q + 1])
-            keep_a.append(a[p : p + 1])
+            keep_a.append(alloc[q : q + 1])
             budget -= aq
             j = q + 1
         self._n = end
