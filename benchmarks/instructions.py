@@ -3,9 +3,10 @@
 Wall time on a shared cloud machine swings by a third from one minute to the next, which hides
 changes of 10-20%. Instruction counts repeat (to 0.1%, both sides checked out alike): this
 script runs a scenario twice under callgrind, at two sizes, and reports the difference, so
-start-up and imports cancel out and what is left is the simulation of the extra requests (or seconds). The working tree (tracked files,
-uncommitted changes included) is measured from a temporary checkout; with --rev a git revision
-is measured the same way, for a before/after comparison.
+start-up and imports cancel out and what is left is the simulation of the extra requests (or
+seconds). The working tree (tracked files, uncommitted changes included) is measured from a
+temporary checkout; with --rev a git revision is measured the same way, for a before/after
+comparison.
 
 Run: python benchmarks/instructions.py [--rev REV] [--only NAME]   (needs valgrind on PATH)
 """
