@@ -27,6 +27,7 @@ from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
 from simulator.models import load_model
+from simulator.profiler import STREAMING_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +37,6 @@ FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
           "per_layer_overhead_s", "per_seq_overhead_s")
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
-STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
 _STREAMING_MIN_BYTES = 16e6  # smaller matrices are dominated by the kernel's fixed latency
 
 

@@ -89,13 +89,6 @@ class StepLog:
     def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
         """Append several steps at once: each column an array (one value per step) or a constant."""
         k = len(rows["start"])
-        if self._ns + k <= self._STAGE:  # the common case: they fit in the stage as they are
-            ns = self._ns
-            for j, c in enumerate(_STORED):
-                self._stage[j, ns : ns + k] = rows[c]
-            self._ns += k
-            self.n += k
-            return
         i = 0
         while i < k:
             if self._ns == self._STAGE:
@@ -196,12 +189,13 @@ class StepLog:
         return {c: cols[c] for c in STEP_COLUMNS}
 
 
-def _delay_to(now: float, t: float) -> float:
-    """The delay d with ``now + d == t`` in floats (SimPy schedules a timeout at ``now + delay``)."""
+def delay_to(now: float, t: float) -> float:
+    """The delay d >= 0 with ``now + d == t`` in floats (SimPy schedules a timeout at ``now + delay``),
+    so an event lands exactly on a time computed elsewhere (a run's step ends, a trace's arrivals)."""
     d = t - now
     while now + d < t:
         d = math.nextafter(d, math.inf)
-    while now + d > t:
+    while now + d > t and d > 0:
         d = math.nextafter(d, -math.inf)
     return d
 
@@ -388,7 +382,7 @@ class Engine:
             self.log._push_gaps(first_gaps)
             self.log.add_gap_runs(np.diff(times[1:k]), n)
             self.num_steps += k - 1
-        yield env.timeout(_delay_to(env.now, float(times[k])))
+        yield env.timeout(delay_to(env.now, float(times[k])))
         return plan, float(times[k - 1]), float(dts[k - 1])
 
     def diagnose(self) -> str:

@@ -520,6 +520,7 @@ STREAMING_SHAPES = (
     (1024, 1024), (2048, 2048), (4096, 4096), (6144, 4096), (4096, 14336), (28672, 4096),
     (5120, 8192), (10240, 5120), (5120, 25600), (51200, 5120), (128256, 4096),
 )
+STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
 STREAMING_POOL_BYTES = 3 * 2**30  # copies per shape: at least this much (60x the H100's L2)
 
 
@@ -604,7 +605,7 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with out_path.open("w", newline="") as fh:
         wr = csv.writer(fh)
-        wr.writerow(["gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms"])
+        wr.writerow(STREAMING_COLUMNS)
         wr.writerows(rows)
     return rows
 

@@ -143,11 +143,13 @@ class Scheduler:
     def _pop(self) -> int:
         return heapq.heappop(self._heap)[3] if self.cfg.policy == "priority" else self._fifo.popleft()
 
-    def _append_running(self, rid: int) -> None:
-        if self._n == len(self._run):
-            self._run = np.concatenate([self._run, np.zeros(len(self._run), np.int64)])
-        self._run[self._n] = rid
-        self._n += 1
+    def _append_running(self, rids: int | np.ndarray) -> None:
+        """Append one request, or several in order, to the running list."""
+        k = 1 if np.ndim(rids) == 0 else len(rids)
+        if self._n + k > len(self._run):
+            self._run = np.concatenate([self._run, np.zeros(max(len(self._run), k), np.int64)])
+        self._run[self._n : self._n + k] = rids
+        self._n += k
 
     # ---- scheduling -----------------------------------------------------------------------------
     def schedule(self, now: float) -> StepPlan:
@@ -192,7 +194,7 @@ class Scheduler:
                 if cfg.policy == "fcfs":
                     done_r, done_a, budget = self._schedule_running_fcfs(r, alloc, nb, cb, i, budget, now)
                 else:
-                    done_r, done_a, budget = self._schedule_running_slow(r, alloc, i, budget, now)
+                    done_r, done_a, budget = self._schedule_running_priority(r, alloc, i, budget, now)
                 parts_r.append(done_r)
                 parts_a.append(done_a)
             self._cache_group_prefill(parts_r[-1], parts_a[-1])
@@ -257,7 +259,8 @@ class Scheduler:
     def _schedule_running_fcfs(
         self, r: np.ndarray, alloc: np.ndarray, nb: np.ndarray, cb: np.ndarray, start: int, budget: int, now: float
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        """``_schedule_running_slow`` for FCFS, vectorised between preemptions.
+        """The running list from ``start`` under FCFS, preempting as vLLM does, vectorised between
+        preemptions (``_schedule_running_priority`` is the one-request-at-a-time walk).
 
         Under FCFS the victim is always the last running request, which has not been scheduled
         yet in this step (the request being scheduled is itself the victim once it is last), so
@@ -305,11 +308,12 @@ class Scheduler:
         sel = aa > 0
         return rr[sel], aa[sel], budget
 
-    def _schedule_running_slow(
+    def _schedule_running_priority(
         self, r: np.ndarray, alloc: np.ndarray, start: int, budget: int, now: float
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Walk the running list from ``start`` one request at a time, preempting as vLLM does."""
-        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        """Walk the running list from ``start`` one request at a time, preempting as vLLM does under
+        priority scheduling (the victim is the lowest-priority, latest-arriving request)."""
+        R, bs = self.reqs, self.cfg.block_size
         order = r.tolist()
         scheduled: dict[int, int] = {rid: int(a) for rid, a in zip(order[:start], alloc[:start].tolist()) if a > 0}
         thr = self._thr
@@ -323,13 +327,10 @@ class Scheduler:
             m = (int(R.num_computed[rid]) + a + bs - 1) // bs - int(R.num_blocks[rid])
             fits = True
             while m > self.pool.num_free:
-                if cfg.policy == "priority":
-                    # vLLM: max over (priority, arrival_time). Exact arrival ties (a simulator's, not a
-                    # clock's) go to the later-submitted request; letting them fall to list order lets
-                    # two equal requests preempt each other forever.
-                    vi = max(range(len(order)), key=lambda k: (R.priority[order[k]], R.arrival[order[k]], order[k]))
-                else:
-                    vi = len(order) - 1
+                # vLLM: max over (priority, arrival_time). Exact arrival ties (a simulator's, not a
+                # clock's) go to the later-submitted request; letting them fall to list order lets
+                # two equal requests preempt each other forever.
+                vi = max(range(len(order)), key=lambda k: (R.priority[order[k]], R.arrival[order[k]], order[k]))
                 victim = order.pop(vi)
                 undone = 0
                 if victim in scheduled:
@@ -541,10 +542,7 @@ class Scheduler:
             R.cached_tokens[h[fresh]] = 0
             R.first_scheduled[h[fresh]] = now
         R.status[h] = RUNNING
-        if self._n + k > len(self._run):
-            self._run = np.concatenate([self._run, np.zeros(max(len(self._run), k), np.int64)])
-        self._run[self._n : self._n + k] = h
-        self._n += k
+        self._append_running(h)
         hl = h.tolist()
         for rid, f in zip(hl, fresh.tolist()):
             (new if f else resumed).append(rid)

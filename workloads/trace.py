@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
+from simulator.engine import delay_to
 from simulator.errors import ConfigError
 
 REQUIRED = ("arrival_time_s", "prompt_tokens", "output_tokens")
@@ -276,16 +277,6 @@ def _check_row(rec: dict, name: str, line: int, cols: dict) -> None:
 
 # ---- replay -------------------------------------------------------------------------------------
 
-def _delay_to(now: float, t: float) -> float:
-    """A delay d with now + d == t exactly in floating point (so replayed arrivals land on the recorded times)."""
-    d = t - now
-    while now + d < t:
-        d = np.nextafter(d, math.inf)
-    while now + d > t and d > 0:
-        d = np.nextafter(d, -math.inf)
-    return float(d)
-
-
 def replay(env: simpy.Environment, submit, tr: Trace, budget):
     """Open loop: submit each row at its recorded arrival time."""
     for i in range(tr.n):
@@ -293,7 +284,7 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
             return
         t = float(tr.arrival[i])
         if t > env.now:
-            yield env.timeout(_delay_to(env.now, t))
+            yield env.timeout(delay_to(env.now, t))
         submit(
             int(tr.prompt[i]),
             int(tr.output[i]),
