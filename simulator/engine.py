@@ -8,6 +8,7 @@ Requests enter through ``submit``; the scheduler, block pool and cost model neve
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -188,6 +189,156 @@ class StepLog:
         cols["kv_usage"] = 1.0 - cols["num_free_blocks"] / self.num_blocks
         return {c: cols[c] for c in STEP_COLUMNS}
 
+    def window(self, t0: float, t1: float) -> WindowTotals:
+        """Totals over the steps that start at or after ``t0``, and KV usage over [t0, t1]
+        (weighted by the time each step's value held, clipped to the window)."""
+        log = self.columns()
+        inside = log["start"] >= t0
+        mean, peak = time_weighted_usage(log["start"], log["duration"], log["kv_usage"], t0, t1)
+        return WindowTotals(
+            num_generated=int(log["num_generated"][inside].sum()),
+            num_preemptions=int(log["num_preemptions"][inside].sum()),
+            recomputed_tokens=int(log["recomputed_tokens"][inside].sum()),
+            kv_usage_mean=mean,
+            kv_usage_max=peak,
+        )
+
+
+@dataclass(frozen=True)
+class WindowTotals:
+    num_generated: int
+    num_preemptions: int
+    recomputed_tokens: int
+    kv_usage_mean: float
+    kv_usage_max: float
+
+
+def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+    """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
+    ends = starts + durations
+    lo = np.maximum(starts, t0)
+    hi = np.minimum(ends, t1)
+    w = np.clip(hi - lo, 0, None)
+    if w.sum() <= 0:
+        return 0.0, 0.0
+    inside = w > 0
+    return float(np.dot(w, usage) / w.sum()), float(usage[inside].max())
+
+
+# Binned log: per bin, sums over the steps that start in it (the token and event counts, and the
+# time-weighted state), the number of steps, their busy time and the highest KV usage.
+_BIN_SUMS = ("prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished",
+             "num_seqs")
+_BIN_MEANS = ("num_running", "num_waiting", "num_swapped", "kv_usage")  # weighted by step duration
+BIN_COLUMNS = ("start", "duration", "num_steps", "busy_s", "num_running", "num_waiting", "num_swapped", "kv_usage",
+               "kv_usage_max", "num_seqs", *_BIN_SUMS[:-1])
+
+
+class BinnedStepLog(StepLog):
+    """The step log folded into fixed-width time bins as it is written: memory grows with
+    simulated time / ``bin_s`` instead of with the number of steps.
+
+    A step belongs to the bin in which it starts. Each bin keeps the step count, the busy time,
+    the sums of the per-step counts (tokens, preemptions, finishes, sequences scheduled), the
+    duration-weighted means of the running/waiting/swapped counts and of KV usage, and the highest
+    KV usage. ``columns()`` returns one row per bin that has steps, with ``start`` the bin's start
+    and ``duration`` its width, so plots and throughput series read it as they read steps.
+    The summary's window totals are accumulated exactly as the steps pass (``window_start``: the
+    warm-up), so the summary does not depend on the bin width.
+    """
+
+    def __init__(self, num_blocks: int, bin_s: float, window_start: float = 0.0) -> None:
+        super().__init__(num_blocks)
+        self.bin_s = float(bin_s)
+        self.t0 = float(window_start)
+        self._bins: dict[str, np.ndarray] = {}
+        self._nbins = 0
+        self._w = {"gen": 0, "pre": 0, "rec": 0, "wsum": 0.0, "wdot": 0.0, "max": 0.0}
+
+    def _grow(self, nbins: int) -> None:
+        cap = max(nbins, 2 * len(self._bins.get("num_steps", ())), 1024)
+        names = ("num_steps", "busy_s", "kv_usage_max", *_BIN_SUMS, *_BIN_MEANS)
+        for c in names:
+            old = self._bins.get(c)
+            grown = np.zeros(cap, np.int64 if c in _BIN_SUMS or c == "num_steps" else np.float64)
+            if old is not None:
+                grown[: len(old)] = old
+            self._bins[c] = grown
+
+    def _unstage(self) -> None:
+        ns = self._ns
+        if not ns:
+            return
+        st = self._stage[:, :ns]
+        row = {c: st[j] for j, c in enumerate(_STORED)}
+        start, dur = row["start"], row["duration"]
+        usage = 1.0 - row["num_free_blocks"].astype(np.int32) / self.num_blocks
+        # Window totals, as StepLog.window computes them from all the steps.
+        inside = start >= self.t0
+        w = self._w
+        w["gen"] += int(row["num_generated"][inside].sum())
+        w["pre"] += int(row["num_preemptions"][inside].sum())
+        w["rec"] += int(row["recomputed_tokens"][inside].sum())
+        wt = np.clip(start + dur - np.maximum(start, self.t0), 0, None)
+        w["wsum"] += float(wt.sum())
+        w["wdot"] += float(np.dot(wt, usage))
+        if (wt > 0).any():
+            w["max"] = max(w["max"], float(usage[wt > 0].max()))
+        # Fold into bins (starts are non-decreasing, so the chunk's bins are one contiguous range).
+        b = np.floor(start / self.bin_s).astype(np.int64)
+        lo, hi = int(b[0]), int(b[-1]) + 1
+        if hi > len(self._bins.get("num_steps", ())):
+            self._grow(hi)
+        rel = b - lo
+        m = hi - lo
+        B = self._bins
+        B["num_steps"][lo:hi] += np.bincount(rel, minlength=m)
+        B["busy_s"][lo:hi] += np.bincount(rel, dur, minlength=m)
+        for c in _BIN_SUMS:
+            B[c][lo:hi] += np.bincount(rel, row[c], minlength=m).astype(np.int64)
+        for c in _BIN_MEANS:
+            v = usage if c == "kv_usage" else row[c]
+            B[c][lo:hi] += np.bincount(rel, v * dur, minlength=m)  # weighted sums, divided in columns()
+        first = np.flatnonzero(np.diff(rel, prepend=-1))
+        np.maximum.at(B["kv_usage_max"], lo + rel[first], np.maximum.reduceat(usage, first))
+        self._nbins = max(self._nbins, hi)
+        self._ns = 0
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """One row per bin with at least one step (see the class docstring)."""
+        self._unstage()
+        if not self._bins:
+            return {c: np.empty(0) for c in BIN_COLUMNS}
+        B = {c: a[: self._nbins] for c, a in self._bins.items()}
+        keep = np.flatnonzero(B["num_steps"])
+        busy = B["busy_s"][keep]
+        cols = {
+            "start": keep * self.bin_s,
+            "duration": np.full(len(keep), self.bin_s),
+            "num_steps": B["num_steps"][keep],
+            "busy_s": busy,
+            "kv_usage_max": B["kv_usage_max"][keep],
+        }
+        for c in _BIN_SUMS:
+            cols[c] = B[c][keep]
+        for c in _BIN_MEANS:
+            # Duration-weighted means (a bin whose steps all took no time would report zero).
+            cols[c] = np.divide(B[c][keep], busy, out=np.zeros(len(keep)), where=busy > 0)
+        return {c: cols[c] for c in BIN_COLUMNS}
+
+    def window(self, t0: float, t1: float) -> WindowTotals:
+        if t0 != self.t0:
+            raise ValueError(f"binned step log: window totals are kept from {self.t0} s, not {t0} s")
+        self._unstage()
+        w = self._w
+        return WindowTotals(
+            num_generated=w["gen"],
+            num_preemptions=w["pre"],
+            recomputed_tokens=w["rec"],
+            kv_usage_mean=w["wdot"] / w["wsum"] if w["wsum"] > 0 else 0.0,
+            kv_usage_max=w["max"] if w["wsum"] > 0 else 0.0,
+        )
+
 
 def delay_to(now: float, t: float) -> float:
     """The delay d >= 0 with ``now + d == t`` in floats (SimPy schedules a timeout at ``now + delay``),
@@ -216,6 +367,7 @@ class Engine:
         max_blocks_per_request: int,
         max_steps: int = 50_000_000,
         stall_steps: int = 1000,
+        log: StepLog | None = None,
     ) -> None:
         self.env = env
         self.sched = scheduler
@@ -225,7 +377,7 @@ class Engine:
         self.max_blocks = max_blocks_per_request
         self.max_steps = max_steps
         self.stall_steps = stall_steps
-        self.log = StepLog(scheduler.pool.num_blocks)
+        self.log = log if log is not None else StepLog(scheduler.pool.num_blocks)
         self.reject_reasons: dict[int, str] = {}
         self._events: dict[int, simpy.Event] = {}
         self._wake: simpy.Event | None = None

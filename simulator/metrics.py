@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.engine import BinnedStepLog
 from simulator.requests import ABORTED, FINISHED, REJECTED, STATUS_NAMES
 
 REQUEST_COLUMNS = [
@@ -52,7 +53,13 @@ def request_frame(result) -> pd.DataFrame:
 
 
 def step_frame(result) -> pd.DataFrame:
-    df = pd.DataFrame(result.engine.log.columns())
+    """steps.csv: one row per engine step, or per time bin when ``run.step_log_bin_s`` is set
+    (then ``start``/``duration`` are the bin's and the counts are sums over its steps)."""
+    log = result.engine.log
+    df = pd.DataFrame(log.columns())
+    if isinstance(log, BinnedStepLog):
+        df.insert(0, "bin", np.rint(df["start"].to_numpy() / log.bin_s).astype(np.int64))
+        return df
     df.insert(0, "step", np.arange(len(df)))
     for col in ("num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs", "prefill_tokens",
                 "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"):
@@ -71,34 +78,20 @@ def _stats(prefix: str, values_s: np.ndarray) -> dict:
     }
 
 
-def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
-    """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
-    ends = starts + durations
-    lo = np.maximum(starts, t0)
-    hi = np.minimum(ends, t1)
-    w = np.clip(hi - lo, 0, None)
-    if w.sum() <= 0:
-        return 0.0, 0.0
-    inside = w > 0
-    return float(np.dot(w, usage) / w.sum()), float(usage[inside].max())
-
-
 def summarize(result) -> dict:
     sc = result.scenario
     t0 = sc.run.warmup_s
     t1 = result.end_time
     window = max(t1 - t0, 1e-12)
     c = result.reqs.columns()
-    log = result.engine.log.columns()
     status = c["status"]
     fin = status == FINISHED
     in_win = fin & (c["finish"] >= t0)
     measured = fin & (c["arrival"] >= t0)
-    steps_in = log["start"] >= t0
-    generated = float(log["num_generated"][steps_in].sum())
+    win = result.engine.log.window(t0, t1)
+    generated = float(win.num_generated)
     out = c["num_out"]
     tpot = (c["finish"] - c["first_token"]) / np.where(out > 1, out - 1, np.nan)
-    usage_mean, usage_max = time_weighted_usage(log["start"], log["duration"], log["kv_usage"], t0, t1)
     step_log = result.engine.log
     s = {
         "scenario": sc.name,
@@ -126,10 +119,10 @@ def summarize(result) -> dict:
     s.update(_stats("e2el", (c["finish"] - c["arrival"])[measured]))
     s.update(
         {
-            "num_preemptions": int(log["num_preemptions"][steps_in].sum()),
-            "recomputed_tokens": int(log["recomputed_tokens"][steps_in].sum()),
-            "kv_cache_usage_mean": usage_mean,
-            "kv_cache_usage_max": usage_max,
+            "num_preemptions": win.num_preemptions,
+            "recomputed_tokens": win.recomputed_tokens,
+            "kv_cache_usage_mean": win.kv_usage_mean,
+            "kv_cache_usage_max": win.kv_usage_max,
             "num_completed": int(measured.sum()),
             "num_rejected": int(np.count_nonzero(status == REJECTED)),
             "num_aborted": int(np.count_nonzero(status == ABORTED)),

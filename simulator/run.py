@@ -10,7 +10,7 @@ import simpy
 from simulator.block_pool import BlockPool
 from simulator.config import Scenario
 from simulator.cost import CostModel, Efficiency
-from simulator.engine import Engine
+from simulator.engine import BinnedStepLog, Engine, StepLog
 from simulator.hardware import GPU, load_gpu
 from simulator.kv_cache import KVCacheManager
 from simulator.memory import GIB, MemoryPlan, plan_memory
@@ -101,6 +101,8 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     sched = Scheduler(scfg, reqs, kv)
     cost = CostModel(model, gpu, tp, efficiency(sc, gpu), kv_dtype_bytes)
     env = simpy.Environment()
+    bin_s = sc.run.step_log_bin_s
+    log = StepLog(pool.num_blocks) if bin_s is None else BinnedStepLog(pool.num_blocks, bin_s, sc.run.warmup_s)
     max_len = e.max_model_len or model.max_position_embeddings
     engine = Engine(
         env,
@@ -110,6 +112,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         max_model_len=max_len,
         max_blocks_per_request=pool.num_blocks,
         max_steps=sc.run.max_steps,
+        log=log,
     )
     engine.expected = start_workload(
         env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len
