@@ -57,11 +57,11 @@ class BlockPool:
             end = min(self._tail, h + (m - got) + 8)
             ids = self._q_id[h:end]
             ok = self.in_free[ids] & (self._serial[ids] == self._q_ser[h:end])
-            if ok.all() and end - h >= m - got:
+            if np.count_nonzero(ok) == len(ok) and end - h >= m - got:
                 take = ids[: m - got].copy()  # a copy: queue slots get reused by prepends
                 h += m - got
             else:
-                pos = np.flatnonzero(ok)[: m - got]
+                pos = ok.nonzero()[0][: m - got]
                 take = ids[pos]
                 h = (h + int(pos[-1]) + 1) if len(pos) == m - got else end
             out.append(take)
@@ -97,7 +97,7 @@ class BlockPool:
             return
         self.ref[ids] -= 1
         zmask = self.ref[ids] == 0
-        if not zmask.any():
+        if not np.count_nonzero(zmask):
             return
         zero = ids[zmask]
         if hashed is None:
@@ -116,27 +116,26 @@ class BlockPool:
         """
         if len(ids) == 0:
             return
-        held = self.ref[ids]
-        if (held == 1).all():  # nobody else holds any of them (so no block appears twice)
+        if not np.count_nonzero(self.ref[ids] != 1):  # nobody else holds any (so no block appears twice)
             self.ref[ids] = 0
-            zmask = np.ones(len(ids), np.bool_)
+            zero, zseg, hz = ids, seg, hashed
         else:
             np.subtract.at(self.ref, ids, 1)
             last = np.full(self.num_blocks, -1, np.int64)
             np.maximum.at(last, ids, np.arange(len(ids)))
             zmask = (self.ref[ids] == 0) & (last[ids] == np.arange(len(ids)))
-            if not zmask.any():
+            if not np.count_nonzero(zmask):
                 return
-        zero, zseg = ids[zmask], seg[zmask]
-        if hashed is None:
-            hz = np.zeros(len(zero), np.bool_)
+            zero, zseg = ids[zmask], seg[zmask]
+            hz = None if hashed is None else hashed[zmask]
+        if hz is None:
+            front, fseg, back = zero, zseg, zero[:0]
         else:
-            hz = hashed[zmask]
-        f = ~hz
-        front, fseg = zero[f], zseg[f]
+            f = ~hz
+            front, fseg, back = zero[f], zseg[f], zero[hz]
         if len(front) and fseg[0] != fseg[-1]:
-            front = front[np.argsort(-fseg, kind="stable")]  # later requests' blocks ahead
-        self._release(front, zero[hz])
+            front = front[(-fseg).argsort(kind="stable")]  # later requests' blocks ahead
+        self._release(front, back)
 
     def _release(self, front: np.ndarray, back: np.ndarray) -> None:
         """Put blocks whose ref count reached 0 into the free queue: ``front`` ahead of the head

@@ -148,7 +148,7 @@ class StepLog:
                 self._flush()
                 continue
             take = min(fit, k - i)
-            self._gaps[self._ng : self._ng + take * n] = np.repeat(values[i : i + take], n)
+            self._gaps[self._ng : self._ng + take * n] = values[i : i + take].repeat(n)
             self._ng += take * n
             i += take
 
@@ -518,9 +518,9 @@ class Engine:
         nc0 = int(run.num_computed.sum())
         ctx = nc0 + n * np.arange(run.max_steps, dtype=np.int64)
         dts = self.cost.step_times(n, n, ctx, (ctx + n).astype(np.float64), n)
-        times = np.cumsum(np.concatenate(([start], dts)))
+        times = np.add.accumulate(np.concatenate(([start], dts)))
         # Steps 1.. are scheduled at times[j]; an event at exactly times[j] would come first.
-        k = 1 + int(np.searchsorted(times[1 : run.max_steps], env.peek(), side="left"))
+        k = 1 + int(times[1 : run.max_steps].searchsorted(env.peek(), side="left"))
         first_gaps, plan = sched.apply_decode_run(run, k, times)
         if k > 1:
             free = run.free_after[: k - 1]
@@ -532,7 +532,7 @@ class Engine:
                 "num_generated": n, "num_finished": 0,
             })
             self.log._push_gaps(first_gaps)
-            self.log.add_gap_runs(np.diff(times[1:k]), n)
+            self.log.add_gap_runs(times[2:k] - times[1 : k - 1], n)
             self.num_steps += k - 1
         yield env.timeout(delay_to(env.now, float(times[k])))
         return plan, float(times[k - 1]), float(dts[k - 1])

@@ -60,10 +60,10 @@ class _Copies:
             return _EMPTY
         live = self._live(pool, lo, hi)
         has = live.any(axis=0)
-        n = len(has) if has.all() else int(np.argmin(has))
+        n = len(has) if np.count_nonzero(has) == len(has) else int(has.argmin())
         if n == 0:
             return _EMPTY
-        row = np.argmax(live[:, :n], axis=0)
+        row = live[:, :n].argmax(axis=0)
         return self.ids[row, lo + np.arange(n)]
 
     def add(self, pool: BlockPool, lo: int, blocks: np.ndarray) -> None:
@@ -78,15 +78,15 @@ class _Copies:
             self.ids, self.gens = ids, gens
         live = self._live(pool, lo, hi)
         known = (live & (self.ids[:, lo:hi] == blocks)).any(axis=0)
-        if known.all():
+        if np.count_nonzero(known) == len(known):
             return
         nrows = live.shape[0]
         # Row after the last live copy of each column (0 when none is live).
-        slot = np.where(live.any(axis=0), nrows - np.argmax(live[::-1], axis=0), 0)
-        if (slot[~known] >= nrows).any():
+        slot = np.where(live.any(axis=0), nrows - live[::-1].argmax(axis=0), 0)
+        if np.count_nonzero(slot[~known] >= nrows):
             self.ids = np.vstack([self.ids, np.full((1, self.ids.shape[1]), -1, np.int64)])
             self.gens = np.vstack([self.gens, np.zeros((1, self.gens.shape[1]), np.int64)])
-        cols = np.flatnonzero(~known)
+        cols = (~known).nonzero()[0]
         self.ids[slot[cols], lo + cols] = blocks[cols]
         self.gens[slot[cols], lo + cols] = pool.gen[blocks[cols]]
 
@@ -208,7 +208,7 @@ class KVCacheManager:
 
     def append_blocks(self, rids: np.ndarray, counts: np.ndarray, ids: np.ndarray) -> None:
         """Append ``ids`` (grouped by request, in ``rids`` order) to the block tables, ``counts[i]`` each."""
-        nz = np.flatnonzero(counts)
+        nz = counts.nonzero()[0]
         if not len(nz):
             return
         rows = self._row_of[rids[nz]]
@@ -218,9 +218,9 @@ class KVCacheManager:
         if len(ids) == len(nz):  # one block each (decode steps)
             self._tab[rows, start] = ids
         else:
-            first = np.cumsum(c) - c  # where each request's blocks start in ``ids``
-            cols = np.arange(len(ids)) + np.repeat(start - first, c)
-            self._tab[np.repeat(rows, c), cols] = ids
+            first = np.add.accumulate(c) - c  # where each request's blocks start in ``ids``
+            cols = np.arange(len(ids)) + (start - first).repeat(c)
+            self._tab[rows.repeat(c), cols] = ids
         self._len[rows] = start + c
 
     def cache_group_blocks(self, rid: int, group: int, group_len: int, upto_tokens: int) -> None:
@@ -291,8 +291,8 @@ class KVCacheManager:
         if total == 0:
             return
         # Each table tail first, the tables one after the other.
-        seg = np.repeat(np.arange(len(rids)), lens)
-        col = np.repeat(lens - 1 + np.cumsum(lens) - lens, lens) - np.arange(total)
+        seg = np.arange(len(rids)).repeat(lens)
+        col = (lens - 1 + np.add.accumulate(lens) - lens).repeat(lens) - np.arange(total)
         ids = self._tab[rows[seg], col]
         hashed = col < (computed // self.block_size)[seg] if self.enable_caching else None
         self.pool.free_many(ids, hashed, seg)

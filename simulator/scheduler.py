@@ -175,10 +175,10 @@ class Scheduler:
             need = R.num_tokens[r] - nc
             if thr > 0:
                 np.minimum(need, thr, out=need)
-            cum = np.cumsum(need)
+            cum = np.add.accumulate(need)
             alloc = np.minimum(np.maximum(budget - (cum - need), 0), need)  # np.clip costs ~10x more
             nb = (nc + alloc + bs - 1) // bs - R.num_blocks[r]
-            cb = np.cumsum(nb)
+            cb = np.add.accumulate(nb)
             if cb[-1] <= self.pool.num_free:
                 self.kv.allocate_many(r, nb)
                 R.num_blocks[r] += nb
@@ -187,7 +187,7 @@ class Scheduler:
                 parts_a.append(alloc[sel])
                 budget -= int(alloc.sum())
             else:
-                i = int(np.searchsorted(cb, self.pool.num_free, side="right"))
+                i = int(cb.searchsorted(self.pool.num_free, side="right"))
                 self.kv.allocate_many(r[:i], nb[:i])
                 R.num_blocks[r[:i]] += nb[:i]
                 budget -= int(alloc[:i].sum())
@@ -275,7 +275,7 @@ class Scheduler:
         j, end = start, len(r)
         while j < end and budget > 0:
             base = int(cb[j - 1]) if j else 0
-            p = int(np.searchsorted(cb[j:end], pool.num_free + base, side="right"))
+            p = int(cb[j:end].searchsorted(pool.num_free + base, side="right"))
             if p:
                 kv.allocate_many(r[j : j + p], nb[j : j + p])
                 R.num_blocks[r[j : j + p]] += nb[j : j + p]
@@ -365,7 +365,7 @@ class Scheduler:
             return
         R = self.reqs
         mask = (R.group[rids] >= 0) & (R.num_computed[rids] < R.group_len[rids])
-        if mask.any():
+        if np.count_nonzero(mask):
             for rid, a in zip(rids[mask].tolist(), alloc[mask].tolist()):
                 upto = int(R.num_computed[rid]) + a
                 self.kv.cache_group_blocks(rid, int(R.group[rid]), int(R.group_len[rid]), upto)
@@ -509,25 +509,28 @@ class Scheduler:
         """Admit the run of plain requests at the head of the FCFS queue at once (at least the head
         is plain and the caller checked budget and seats): what the one-at-a-time loop does for
         them, as none has a cache hit and nothing is freed between their allocations. Returns the
-        budget left and whether a plain request was refused (admission then stops there)."""
+        budget left and whether a plain request was refused (admission then stops there; when the
+        run was only cut at the limit below, the caller's next attempt admits nothing either)."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
-        seats = cfg.max_num_seqs - self._n
+        # Each admitted request takes a seat, at least one token of the budget and at least one
+        # free block (its gate is >= 1 block), so no more than this many can be admitted now.
+        limit = min(cfg.max_num_seqs - self._n, budget, self.pool.num_free)
         heads = []
         for rid in self._fifo:
-            if len(heads) == seats or not self._plain(rid):
+            if len(heads) == limit or not self._plain(rid):
                 break
             heads.append(rid)
         h = np.array(heads, np.int64)
         ntok = R.num_tokens[h]
         need = np.minimum(ntok, self._thr) if self._thr > 0 else ntok
-        cum = np.cumsum(need)
+        cum = np.add.accumulate(need)
         left = budget - (cum - need)  # budget left when each one's turn comes
         a = np.minimum(need, np.maximum(left, 0))
         m = (a + bs - 1) // bs
         gate = (ntok + bs - 1) // bs if cfg.admission == "full_prompt" else m
-        taken = np.cumsum(m) - m  # blocks the earlier ones of the run took
+        taken = np.add.accumulate(m) - m  # blocks the earlier ones of the run took
         ok = (left > 0) & (gate <= self.pool.num_free - taken)
-        k = len(h) if ok.all() else int(np.argmin(ok))
+        k = len(h) if np.count_nonzero(ok) == len(ok) else int(ok.argmin())
         if k == 0:
             return budget, True
         h, a, m = h[:k], a[:k], m[:k]
@@ -538,7 +541,7 @@ class Scheduler:
         R.num_blocks[h] = m
         R.num_computed[h] = 0
         fresh = R.cached_tokens[h] < 0
-        if fresh.any():
+        if np.count_nonzero(fresh):
             R.cached_tokens[h[fresh]] = 0
             R.first_scheduled[h[fresh]] = now
         R.status[h] = RUNNING
@@ -589,20 +592,20 @@ class Scheduler:
         nb = R.num_blocks[r]
         bs = cfg.block_size
         # Preconditions that the previous step's sampling implies; checked, as they are cheap.
-        if (R.num_tokens[r] - nc != 1).any() or (R.computed_hwm[r] != nc).any() or (nb * bs < nc).any():
+        if np.count_nonzero(R.num_tokens[r] - nc != 1) or np.count_nonzero(R.computed_hwm[r] != nc) or np.count_nonzero(nb * bs < nc):
             return None
         # Step j (0-based) computes token position nc + j: a request needs a new block when that
         # position starts one, i.e. at the steps j with (nc + j) % bs == 0 (nb == ceil(nc / bs)).
-        if (nb != (nc + bs - 1) // bs).any():
+        if np.count_nonzero(nb != (nc + bs - 1) // bs):
             return None
-        if self._grouped and self.cfg.enable_prefix_caching and (R.group_len[r] > nc).any():
+        if self._grouped and self.cfg.enable_prefix_caching and np.count_nonzero(R.group_len[r] > nc):
             return None  # a request still filling shared-prefix blocks (never happens in decode)
         res = (-nc) % bs
         per_res = np.bincount(res, minlength=bs)
         steps = np.arange(kmax)
         alloc = per_res[steps % bs]  # blocks allocated at each step
-        free_after = self.pool.num_free - np.cumsum(alloc)
-        kmax = min(kmax, int(np.searchsorted(-free_after, 0, side="right")))
+        free_after = self.pool.num_free - np.add.accumulate(alloc)
+        kmax = min(kmax, int((-free_after).searchsorted(0, side="right")))
         if kmax < 1:
             return None
         if need <= free_after[0]:
@@ -641,22 +644,22 @@ class Scheduler:
         if total and k <= bs:
             # At most one block each: request i takes one at step res_i if res_i < k, and blocks go
             # out step by step, in running order within a step.
-            idx = np.flatnonzero(res < k)
+            idx = (res < k).nonzero()[0]
             pos = np.empty(len(idx), np.int64)
-            pos[np.argsort(res[idx], kind="stable")] = np.arange(len(idx))
+            pos[res[idx].argsort(kind="stable")] = np.arange(len(idx))
             ids = self.pool.allocate(total)
             self.kv.append_blocks(r[idx], np.ones(len(idx), np.int64), ids[pos])
         elif total:
             # Request i allocates at steps res_i, res_i + bs, ... < k; its block at step j is the
             # (blocks taken before step j) + (rank of i among the requests allocating at step j)-th.
             counts = np.where(res < k, (k - res + bs - 1) // bs, 0)
-            order = np.argsort(res, kind="stable")
+            order = res.argsort(kind="stable")
             rank = np.empty(n, np.int64)
-            starts = np.searchsorted(res[order], np.arange(bs))
+            starts = res[order].searchsorted(np.arange(bs))
             rank[order] = np.arange(n) - starts[res[order]]
-            before = np.concatenate(([0], np.cumsum(run.alloc[: k - 1])))
-            who = np.repeat(np.arange(n), counts)
-            m = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+            before = np.concatenate(([0], np.add.accumulate(run.alloc[: k - 1])))
+            who = np.arange(n).repeat(counts)
+            m = np.arange(total) - (np.add.accumulate(counts) - counts).repeat(counts)
             pos = before[res[who] + m * bs] + rank[who]
             ids = self.pool.allocate(total)
             self.kv.append_blocks(r, counts, ids[pos])
