@@ -12,8 +12,9 @@ Implementation: block state lives in numpy arrays. The free queue is an array of
 (block id, free serial) entries between ``_head`` and ``_tail``, with slack on both sides so blocks
 can be put in front of the head as well as behind the tail; taking a block out of the middle leaves
 a stale entry that is skipped when it reaches the head, so every operation is a slice, not a
-per-block Python loop. A block's generation is bumped whenever it is handed out, which invalidates
-any cache entry that still points at its old content (see ``kv_cache.py``).
+per-block Python loop. A block gets a new generation whenever it is handed out (a stamp no block
+had before: one per allocation), which invalidates any cache entry that still points at its old
+content (see ``kv_cache.py``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ class BlockPool:
         self.num_blocks = n
         self.num_free = n
         self.gen = np.zeros(n, np.int64)
+        self._stamp = 0  # the last generation handed out (generations are compared, never counted)
         self.ref = np.zeros(n, np.int32)
         self.in_free = np.ones(n, np.bool_)
-        self._serial = np.zeros(n, np.int64)
+        self._serial = np.zeros(n, np.int64)  # stamp of a block's latest release (its valid queue entry)
+        self._fstamp = 0
         cap = max(4 * n, 64)
         self._q_id = np.zeros(cap, np.int64)
         self._q_ser = np.zeros(cap, np.int64)
@@ -69,7 +72,8 @@ class BlockPool:
         self._head = h
         ids = out[0] if len(out) == 1 else np.concatenate(out)
         self.in_free[ids] = False
-        self.gen[ids] += 1
+        self._stamp += 1
+        self.gen[ids] = self._stamp
         self.ref[ids] = 1
         self.num_free -= m
         return ids
@@ -141,7 +145,8 @@ class BlockPool:
         """Put blocks whose ref count reached 0 into the free queue: ``front`` ahead of the head
         (``front[0]`` first), ``back`` behind the tail."""
         zero = np.concatenate((front, back)) if len(back) else front
-        self._serial[zero] += 1
+        self._fstamp += 1
+        self._serial[zero] = self._fstamp
         self.in_free[zero] = True
         self.num_free += len(zero)
         kf, kb = len(front), len(back)
@@ -150,12 +155,12 @@ class BlockPool:
         if kf:
             h = self._head - kf
             self._q_id[h : self._head] = front
-            self._q_ser[h : self._head] = self._serial[front]
+            self._q_ser[h : self._head] = self._fstamp
             self._head = h
         if kb:
             t = self._tail
             self._q_id[t : t + kb] = back
-            self._q_ser[t : t + kb] = self._serial[back]
+            self._q_ser[t : t + kb] = self._fstamp
             self._tail = t + kb
 
     def _compact(self, front: int, back: int) -> None:

@@ -6,7 +6,7 @@ Tokens have no text in a simulator, so content is identified by position: the le
 multi-turn workloads), block k being "(key, k)". As in vLLM, only full blocks are cached, a block is
 cached as soon as the tokens that fill it are scheduled, lookups take the longest run of leading
 cached blocks (at most ``num_tokens - 1`` tokens), and a freed block keeps its content until the
-pool hands it out again (the pool's generation counter tells whether it still does).
+pool hands it out again (the block's generation in the pool tells whether it still does).
 
 One content block may have several physical copies (two requests computed the same group block
 concurrently, or a resumed request recomputed blocks of its own whose older copies were not evicted

@@ -75,6 +75,7 @@ class StepPlan:
     num_waiting: int
     num_swapped: int
     long_prefill_cap: int = 0  # the long_prefill_token_threshold in force this step (0: none)
+    sampled: np.ndarray | None = None  # the scheduled requests that sample a token (None: all of them)
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class Scheduler:
             num_waiting=self.num_waiting,
             num_swapped=len(self.swapped),
             long_prefill_cap=self._thr,
+            sampled=rids[sampled],
         )
 
     def _schedule_running_fcfs(
@@ -713,7 +715,7 @@ class Scheduler:
         r = plan.rids
         if not len(r):
             return StepOutput(0, _EMPTY, np.empty(0))
-        s = r[R.num_computed[r] == R.num_tokens[r]]
+        s = r if plan.sampled is None else plan.sampled
         R.num_tokens[s] += 1
         out = R.num_out[s] + 1
         R.num_out[s] = out
