@@ -518,31 +518,36 @@ class Scheduler:
         """Admit the run of plain requests at the head of the FCFS queue at once (at least the head
         is plain and the caller checked budget and seats): what the one-at-a-time loop does for
         them, as none has a cache hit and nothing is freed between their allocations. Returns the
-        budget left and whether a plain request was refused (admission then stops there; when the
-        run was only cut at the limit below, the caller's next attempt admits nothing either)."""
+        budget left and whether a plain request was refused (admission then stops there)."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
-        # Each admitted request takes a seat, at least one token of the budget and at least one
-        # free block (its gate is >= 1 block), so no more than this many can be admitted now.
-        limit = min(cfg.max_num_seqs - self._n, budget, self.pool.num_free)
-        heads = []
+        seats = cfg.max_num_seqs - self._n
+        thr, full_prompt, free = self._thr, cfg.admission == "full_prompt", self.pool.num_free
+        heads: list[int] = []
+        toks: list[int] = []
+        blocks: list[int] = []
+        left, taken = budget, 0  # budget left when the next one's turn comes; blocks the run took
+        refused = False
         for rid in self._fifo:
-            if len(heads) == limit or not self._plain(rid):
+            if len(heads) == seats or not self._plain(rid):
+                break
+            ntok = int(R.num_tokens[rid])
+            need = min(ntok, thr) if thr > 0 else ntok
+            a = min(need, left)
+            m = (a + bs - 1) // bs
+            gate = (ntok + bs - 1) // bs if full_prompt else m
+            if left <= 0 or gate > free - taken:
+                refused = True
                 break
             heads.append(rid)
-        h = np.array(heads, np.int64)
-        ntok = R.num_tokens[h]
-        need = np.minimum(ntok, self._thr) if self._thr > 0 else ntok
-        cum = np.add.accumulate(need)
-        left = budget - (cum - need)  # budget left when each one's turn comes
-        a = np.minimum(need, np.maximum(left, 0))
-        m = (a + bs - 1) // bs
-        gate = (ntok + bs - 1) // bs if cfg.admission == "full_prompt" else m
-        taken = np.add.accumulate(m) - m  # blocks the earlier ones of the run took
-        ok = (left > 0) & (gate <= self.pool.num_free - taken)
-        k = len(h) if np.count_nonzero(ok) == len(ok) else int(ok.argmin())
+            toks.append(a)
+            blocks.append(m)
+            left -= need
+            taken += m
+        k = len(heads)
         if k == 0:
             return budget, True
-        h, a, m = h[:k], a[:k], m[:k]
+        h = np.array(heads, np.int64)
+        m = np.array(blocks, np.int64)
         for _ in range(k):
             self._fifo.popleft()
         self.kv.admit_many(h)
@@ -560,8 +565,8 @@ class Scheduler:
             (new if f else resumed).append(rid)
             hits.append((rid, 0))
         out_r.extend(hl)
-        out_a.extend(a.tolist())
-        return budget - int(a.sum()), k < len(heads)
+        out_a.extend(toks)
+        return budget - sum(toks), refused
 
     def _start_running(self, rid: int, a: int, out_r: list[int], out_a: list[int]) -> None:
         self.reqs.status[rid] = RUNNING
