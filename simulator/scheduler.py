@@ -100,6 +100,10 @@ class StepOutput:
 
 
 class Scheduler:
+    # Private switch: admit a run of plain requests at the head of the FCFS queue at once
+    # (``_admit_plain``). Results are identical either way; tests/test_batched_admission.py checks.
+    batch_admission = True
+
     def __init__(self, cfg: SchedulerConfig, reqs: RequestTable, kv: KVCacheManager) -> None:
         self.cfg = cfg
         self.reqs = reqs
@@ -475,7 +479,7 @@ class Scheduler:
         while budget > 0 and self._n < cfg.max_num_seqs and self.num_waiting:
             rid = self._peek()
             # Two or more plain requests in a row: admit them together (one alone: the loop is cheaper).
-            if (cfg.policy == "fcfs" and len(self._fifo) > 1 and self._n + 1 < cfg.max_num_seqs
+            if (self.batch_admission and cfg.policy == "fcfs" and len(self._fifo) > 1 and self._n + 1 < cfg.max_num_seqs
                     and self._plain(rid) and self._plain(self._fifo[1])):
                 budget, blocked = self._admit_plain(now, budget, new, resumed, hits, out_r, out_a)
                 if blocked:
