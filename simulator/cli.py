@@ -11,6 +11,8 @@ from pathlib import Path
 
 from simulator.errors import ConfigError
 
+STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
+
 KEY_METRICS = [
     ("output_throughput", "out tok/s", "{:,.0f}"),
     ("kv_cache_usage_mean", "KV mean", "{:.1%}"),
@@ -45,7 +47,12 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
     try:
         sc, raw = load_scenario(path, overrides)
         result = simulate(sc)
-        return write_run(result, raw, out)
+        summary = write_run(result, raw, out)
+        if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
+            summary = {**summary, "_hint": (
+                f"{summary['scenario']}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
+                "--set run.step_log_bin_s=1 keeps one row per simulated second instead")}
+        return summary
     except ConfigError as e:
         return {"error": str(e), "scenario": path or "default"}
     except RuntimeError as e:  # SimulationStalled and other broken-invariant reports: one line, no traceback
@@ -71,6 +78,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = [r for r in results if "error" in r]
     for r in failed:
         print(f"error: {r['error']}", file=sys.stderr)
+    for r, _ in ok:
+        if "_hint" in r:
+            print(f"note: {r.pop('_hint')}", file=sys.stderr)
     if ok:
         print(format_table([r for r, _ in ok]))
         if len(ok) > 1:

@@ -136,3 +136,16 @@ def test_binned_run_writes_results_and_plots(tmp_path):
 def test_bin_width_must_be_positive(value):
     with pytest.raises(ConfigError, match=rf"run\.step_log_bin_s must be > 0.0 s \(got {value}\)"):
         load_scenario(None, [f"run.step_log_bin_s={value}"])
+
+
+def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch, capsys):
+    """A run with more steps than the threshold is told how to get a row per second instead."""
+    import simulator.cli as cli
+
+    monkeypatch.setattr(cli, "STEP_ROWS_HINT", 100)
+    assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "note: collapse_c1200: steps.csv has 2" in err and "run.step_log_bin_s=1" in err
+    assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--set", "run.step_log_bin_s=1",
+                 "--out", str(tmp_path / "b")]) == 0
+    assert "note:" not in capsys.readouterr().err
