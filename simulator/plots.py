@@ -77,7 +77,7 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
     if len(runs) > 3:  # many series: keep the legend off the lines
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
     elif len(runs) > 1 or warmup_s > 0:
-        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
+        ax.legend(loc="best", fontsize=9, framealpha=0.9)
 
 
 def plot_sweep_metrics(df: pd.DataFrame, knobs: list[str], path: Path, title: str, rec: dict) -> None:
