@@ -327,6 +327,8 @@ class BinnedStepLog(StepLog):
         return {c: cols[c] for c in BIN_COLUMNS}
 
     def window(self, t0: float, t1: float) -> WindowTotals:
+        # No clipping at t1 is needed: a step is logged once it has ended (a macro-step's earlier
+        # steps end before the next SimPy event), so no logged step ends after the run does.
         if t0 != self.t0:
             raise ValueError(f"binned step log: window totals are kept from {self.t0} s, not {t0} s")
         self._unstage()
