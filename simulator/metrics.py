@@ -1,4 +1,4 @@
-"""Results as flat records, and every metric defined once from them (see docs/metrics.md).
+"""Results as flat records, and every metric defined once from them (README, "Metrics, defined once").
 
 The measured window is [warmup_s, end of run]. Throughputs count what happened inside it; latency
 statistics cover the requests that arrived inside it and completed.
