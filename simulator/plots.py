@@ -31,8 +31,9 @@ def _save(fig, path: Path) -> None:
 
 
 def _usage_series(steps: pd.DataFrame, points: int = 2000) -> tuple[pd.Series, pd.Series]:
-    """Usage over time, thinned to at most ``points`` samples (max per bucket keeps the peaks)."""
-    t = steps["start"]
+    """Usage over time, thinned to at most ``points`` samples (max per bucket keeps the peaks).
+    A binned step log's rows are means over their bins, so they are placed at the bins' centres."""
+    t = steps["start"] + 0.5 * steps["duration"] if "bin" in steps.columns else steps["start"]
     u = steps["kv_usage"] * 100
     if len(steps) <= points:
         return t, u

@@ -149,3 +149,14 @@ def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch,
     assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--set", "run.step_log_bin_s=1",
                  "--out", str(tmp_path / "b")]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_binned_usage_is_plotted_at_bin_centres():
+    """A bin's usage is its mean over the bin, so the plot places it mid-bin (a step's at its start)."""
+    from simulator.plots import _usage_series
+
+    bins = pd.DataFrame({"bin": [0, 3], "start": [0.0, 6.0], "duration": [2.0, 2.0], "kv_usage": [0.5, 0.25]})
+    t, u = _usage_series(bins)
+    assert list(t) == [1.0, 7.0] and list(u) == [50.0, 25.0]
+    steps = pd.DataFrame({"step": [0, 1], "start": [0.0, 0.4], "duration": [0.4, 0.3], "kv_usage": [0.5, 0.25]})
+    assert list(_usage_series(steps)[0]) == [0.0, 0.4]
