@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.engine import BinnedStepLog
 from simulator.requests import ABORTED, FINISHED, REJECTED, STATUS_NAMES
+from simulator.step_log import BinnedStepLog
 
 REQUEST_COLUMNS = [
     "id", "client", "client_class", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",

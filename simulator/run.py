@@ -10,13 +10,14 @@ import simpy
 from simulator.block_pool import BlockPool
 from simulator.config import Scenario
 from simulator.cost import CostModel, Efficiency
-from simulator.engine import BinnedStepLog, Engine, StepLog
+from simulator.engine import Engine
 from simulator.hardware import GPU, load_gpu
 from simulator.kv_cache import KVCacheManager
 from simulator.memory import GIB, MemoryPlan, plan_memory
 from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.scheduler import Scheduler, SchedulerConfig
+from simulator.step_log import BinnedStepLog, StepLog
 from workloads.factory import keeps_finished_content, start_workload
 
 

@@ -164,7 +164,7 @@ def test_step_log_keeps_every_row_across_growth_and_reads(batches):
     columns read in between (earlier reads stay valid), come back exactly, in order."""
     from types import SimpleNamespace
 
-    from simulator.engine import STEP_COLUMNS, StepLog
+    from simulator.step_log import STEP_COLUMNS, StepLog
 
     log = StepLog(num_blocks=1000)
     expect: list[tuple[float, int]] = []

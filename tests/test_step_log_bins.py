@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.config import load_scenario
-from simulator.engine import BinnedStepLog
 from simulator.errors import ConfigError
 from simulator.metrics import step_frame, summarize
 from simulator.run import simulate
+from simulator.step_log import BinnedStepLog
 
 SCENARIOS = [
     # the collapse case, short: preemptions, full cache, warm-up inside the run
@@ -85,7 +85,7 @@ def test_bins_are_the_steps_grouped_and_the_summary_is_unchanged(path, overrides
 def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s, t0, seed):
     """Random step sequences (crossing the stage buffer's flushes): bins equal the grouped steps and
     the window totals equal the per-step log's, whatever the bin width and warm-up."""
-    from simulator.engine import StepLog
+    from simulator.step_log import StepLog
 
     rng = np.random.default_rng(seed)
     k = len(durations)

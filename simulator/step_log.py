@@ -1,0 +1,337 @@
+"""The step log: one row per engine step (or per time bin), and the inter-token-latency histogram.
+
+Kept as typed numpy columns (no Python objects per step); the summary's window totals
+(``StepLog.window``) are defined here once for both forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.scheduler import StepOutput, StepPlan
+
+STEP_COLUMNS = (
+    "start",
+    "duration",
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "kv_usage",
+    "num_free_blocks",
+    "num_seqs",
+    "prefill_tokens",
+    "decode_tokens",
+    "recomputed_tokens",
+    "num_preemptions",
+    "num_generated",
+    "num_finished",
+)
+
+# ITL histogram: log-spaced bins from 1 us to ~1e4 s, 200 per decade (0.5% wide).
+_ITL_LO, _ITL_PER_DECADE, _ITL_DECADES = -6.0, 200, 10
+_ITL_BINS = _ITL_PER_DECADE * _ITL_DECADES
+
+
+# Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks).
+_STORED = tuple(c for c in STEP_COLUMNS if c != "kv_usage")
+_FLOAT_STORED = ("start", "duration")
+
+
+class StepLog:
+    """One row per engine step (O(steps) memory, no Python objects).
+
+    Rows are staged in a small float64 buffer and moved, every ``_STAGE`` steps, into one array
+    per column in its final dtype (60 bytes a step). The columns grow in place (``ndarray.resize``
+    reallocates, which for large arrays remaps pages instead of copying them), so the old and new
+    copies of the log are never both resident; ``columns()`` returns views, and the next growth
+    after it copies instead, leaving those views valid.
+    Inter-token gaps are buffered and folded into a log-spaced histogram in bulk, so memory does
+    not grow with the number of tokens and the per-step cost is one slice copy.
+    """
+
+    _GAP_BUFFER = 1 << 16
+    _STAGE = 4096
+
+    def __init__(self, num_blocks: int = 1) -> None:
+        self.n = 0
+        self.num_blocks = num_blocks
+        self._stage = np.zeros((len(_STORED), self._STAGE))
+        self._ns = 0
+        self._moved = 0  # rows moved out of the stage into the columns
+        self._cap = 0
+        self._cols = {c: np.empty(0, np.float64 if c in _FLOAT_STORED else np.int32) for c in _STORED}
+        self._shared = False  # columns() handed out views: do not resize in place
+        self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
+        self.itl_sum = 0.0
+        self.itl_count = 0
+        self._gaps = np.empty(self._GAP_BUFFER)
+        self._ng = 0
+
+    def add(self, start: float, duration: float, plan: StepPlan, out: StepOutput) -> None:
+        if self._ns == self._STAGE:
+            self._unstage()
+        w = plan.work
+        self._stage[:, self._ns] = (
+            start, duration, plan.num_running, plan.num_waiting, plan.num_swapped,
+            plan.num_free_blocks, w.num_seqs, w.num_prefill_tokens, w.num_decode_tokens,
+            plan.recomputed_tokens, len(plan.preempted), out.num_generated, len(out.finished),
+        )
+        self._ns += 1
+        self.n += 1
+        self._push_gaps(out.itl_gaps)
+
+    def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
+        """Append several steps at once: each column an array (one value per step) or a constant."""
+        k = len(rows["start"])
+        i = 0
+        while i < k:
+            if self._ns == self._STAGE:
+                self._unstage()
+            take = min(k - i, self._STAGE - self._ns)
+            for j, c in enumerate(_STORED):
+                v = rows[c]
+                self._stage[j, self._ns : self._ns + take] = v[i : i + take] if isinstance(v, np.ndarray) else v
+            self._ns += take
+            i += take
+        self.n += k
+
+    def _unstage(self) -> None:
+        ns = self._ns
+        at = self._moved
+        if at + ns > self._cap:
+            cap = max(at + ns, self._cap + self._cap // 2, 4 * self._STAGE)
+            for c, a in self._cols.items():
+                if self._shared:
+                    grown = np.empty(cap, a.dtype)
+                    grown[:at] = a[:at]
+                    self._cols[c] = grown
+                else:
+                    a.resize(cap, refcheck=False)
+            self._shared = False
+            self._cap = cap
+        for j, c in enumerate(_STORED):
+            self._cols[c][at : at + ns] = self._stage[j, :ns]
+        self._moved += ns
+        self._ns = 0
+
+    def _push_gaps(self, gaps: np.ndarray) -> None:
+        """One step's gaps into the buffer (flushed when the step would overflow it)."""
+        k = len(gaps)
+        if k:
+            if self._ng + k > self._GAP_BUFFER:
+                self._flush()
+            if k > self._GAP_BUFFER:
+                self._bin(gaps)
+            else:
+                self._gaps[self._ng : self._ng + k] = gaps
+                self._ng += k
+
+    def add_gap_runs(self, values: np.ndarray, n: int) -> None:
+        """Steps that each add ``n`` equal gaps ``values[j]``: the same buffer contents and flush
+        points (hence the same histogram and the same float sums) as one ``_push_gaps`` per step."""
+        B = self._GAP_BUFFER
+        if n > B:
+            for v in values.tolist():
+                self._push_gaps(np.full(n, v))
+            return
+        i, k = 0, len(values)
+        while i < k:
+            fit = (B - self._ng) // n
+            if fit == 0:
+                self._flush()
+                continue
+            take = min(fit, k - i)
+            self._gaps[self._ng : self._ng + take * n] = values[i : i + take].repeat(n)
+            self._ng += take * n
+            i += take
+
+    def _flush(self) -> None:
+        if self._ng:
+            self._bin(self._gaps[: self._ng])
+            self._ng = 0
+
+    def _bin(self, gaps: np.ndarray) -> None:
+        self.itl_sum += float(gaps.sum())
+        self.itl_count += len(gaps)
+        b = (np.log10(np.maximum(gaps, 1e-12)) - _ITL_LO) * _ITL_PER_DECADE
+        idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, _ITL_BINS + 1)
+        self.itl_hist += np.bincount(idx, minlength=_ITL_BINS + 2)
+
+    def add_itl(self, gaps: np.ndarray) -> None:
+        self._bin(np.asarray(gaps, float))
+
+    def itl_quantile(self, q: float) -> float:
+        """Quantile of inter-token latency in seconds (bin-centre accuracy: 0.5%)."""
+        self._flush()
+        if self.itl_count == 0:
+            return float("nan")
+        target = q * self.itl_count
+        k = int(np.searchsorted(np.cumsum(self.itl_hist), target, side="left"))
+        return float(10 ** (_ITL_LO + (k - 0.5) / _ITL_PER_DECADE))
+
+    def itl_mean(self) -> float:
+        self._flush()
+        return self.itl_sum / self.itl_count if self.itl_count else float("nan")
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Each column as one array (counts int32, times float64; kv_usage computed as the pool does)."""
+        if self._ns:
+            self._unstage()
+        self._shared = True
+        cols = {c: a[: self.n] for c, a in self._cols.items()}
+        cols["kv_usage"] = 1.0 - cols["num_free_blocks"] / self.num_blocks
+        return {c: cols[c] for c in STEP_COLUMNS}
+
+    def window(self, t0: float, t1: float) -> WindowTotals:
+        """Totals over the steps that start at or after ``t0``, and KV usage over [t0, t1]
+        (weighted by the time each step's value held, clipped to the window)."""
+        log = self.columns()
+        inside = log["start"] >= t0
+        mean, peak = time_weighted_usage(log["start"], log["duration"], log["kv_usage"], t0, t1)
+        return WindowTotals(
+            num_generated=int(log["num_generated"][inside].sum()),
+            num_preemptions=int(log["num_preemptions"][inside].sum()),
+            recomputed_tokens=int(log["recomputed_tokens"][inside].sum()),
+            kv_usage_mean=mean,
+            kv_usage_max=peak,
+        )
+
+
+@dataclass(frozen=True)
+class WindowTotals:
+    num_generated: int
+    num_preemptions: int
+    recomputed_tokens: int
+    kv_usage_mean: float
+    kv_usage_max: float
+
+
+def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+    """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
+    ends = starts + durations
+    lo = np.maximum(starts, t0)
+    hi = np.minimum(ends, t1)
+    w = np.clip(hi - lo, 0, None)
+    if w.sum() <= 0:
+        return 0.0, 0.0
+    inside = w > 0
+    return float(np.dot(w, usage) / w.sum()), float(usage[inside].max())
+
+
+# Binned log: per bin, sums over the steps that start in it (the token and event counts, and the
+# time-weighted state), the number of steps, their busy time and the highest KV usage.
+_BIN_SUMS = ("prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished",
+             "num_seqs")
+_BIN_MEANS = ("num_running", "num_waiting", "num_swapped", "kv_usage")  # weighted by step duration
+BIN_COLUMNS = ("start", "duration", "num_steps", "busy_s", "num_running", "num_waiting", "num_swapped", "kv_usage",
+               "kv_usage_max", "num_seqs", *_BIN_SUMS[:-1])
+
+
+class BinnedStepLog(StepLog):
+    """The step log folded into fixed-width time bins as it is written: memory grows with
+    simulated time / ``bin_s`` instead of with the number of steps.
+
+    A step belongs to the bin in which it starts. Each bin keeps the step count, the busy time,
+    the sums of the per-step counts (tokens, preemptions, finishes, sequences scheduled), the
+    duration-weighted means of the running/waiting/swapped counts and of KV usage, and the highest
+    KV usage. ``columns()`` returns one row per bin that has steps, with ``start`` the bin's start
+    and ``duration`` its width, so plots and throughput series read it as they read steps.
+    The summary's window totals are accumulated exactly as the steps pass (``window_start``: the
+    warm-up), so the summary does not depend on the bin width.
+    """
+
+    def __init__(self, num_blocks: int, bin_s: float, window_start: float = 0.0) -> None:
+        super().__init__(num_blocks)
+        self.bin_s = float(bin_s)
+        self.t0 = float(window_start)
+        self._bins: dict[str, np.ndarray] = {}
+        self._nbins = 0
+        self._w = {"gen": 0, "pre": 0, "rec": 0, "wsum": 0.0, "wdot": 0.0, "max": 0.0}
+
+    def _grow(self, nbins: int) -> None:
+        cap = max(nbins, 2 * len(self._bins.get("num_steps", ())), 1024)
+        names = ("num_steps", "busy_s", "kv_usage_max", *_BIN_SUMS, *_BIN_MEANS)
+        for c in names:
+            old = self._bins.get(c)
+            grown = np.zeros(cap, np.int64 if c in _BIN_SUMS or c == "num_steps" else np.float64)
+            if old is not None:
+                grown[: len(old)] = old
+            self._bins[c] = grown
+
+    def _unstage(self) -> None:
+        ns = self._ns
+        if not ns:
+            return
+        st = self._stage[:, :ns]
+        row = {c: st[j] for j, c in enumerate(_STORED)}
+        start, dur = row["start"], row["duration"]
+        usage = 1.0 - row["num_free_blocks"].astype(np.int32) / self.num_blocks
+        # Window totals, as StepLog.window computes them from all the steps.
+        inside = start >= self.t0
+        w = self._w
+        w["gen"] += int(row["num_generated"][inside].sum())
+        w["pre"] += int(row["num_preemptions"][inside].sum())
+        w["rec"] += int(row["recomputed_tokens"][inside].sum())
+        wt = np.clip(start + dur - np.maximum(start, self.t0), 0, None)
+        w["wsum"] += float(wt.sum())
+        w["wdot"] += float(np.dot(wt, usage))
+        if (wt > 0).any():
+            w["max"] = max(w["max"], float(usage[wt > 0].max()))
+        # Fold into bins (starts are non-decreasing, so the chunk's bins are one contiguous range).
+        b = np.floor(start / self.bin_s).astype(np.int64)
+        lo, hi = int(b[0]), int(b[-1]) + 1
+        if hi > len(self._bins.get("num_steps", ())):
+            self._grow(hi)
+        rel = b - lo
+        m = hi - lo
+        B = self._bins
+        B["num_steps"][lo:hi] += np.bincount(rel, minlength=m)
+        B["busy_s"][lo:hi] += np.bincount(rel, dur, minlength=m)
+        for c in _BIN_SUMS:
+            B[c][lo:hi] += np.bincount(rel, row[c], minlength=m).astype(np.int64)
+        for c in _BIN_MEANS:
+            v = usage if c == "kv_usage" else row[c]
+            B[c][lo:hi] += np.bincount(rel, v * dur, minlength=m)  # weighted sums, divided in columns()
+        first = np.flatnonzero(np.diff(rel, prepend=-1))
+        np.maximum.at(B["kv_usage_max"], lo + rel[first], np.maximum.reduceat(usage, first))
+        self._nbins = max(self._nbins, hi)
+        self._ns = 0
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """One row per bin with at least one step (see the class docstring)."""
+        self._unstage()
+        if not self._bins:
+            return {c: np.empty(0) for c in BIN_COLUMNS}
+        B = {c: a[: self._nbins] for c, a in self._bins.items()}
+        keep = np.flatnonzero(B["num_steps"])
+        busy = B["busy_s"][keep]
+        cols = {
+            "start": keep * self.bin_s,
+            "duration": np.full(len(keep), self.bin_s),
+            "num_steps": B["num_steps"][keep],
+            "busy_s": busy,
+            "kv_usage_max": B["kv_usage_max"][keep],
+        }
+        for c in _BIN_SUMS:
+            cols[c] = B[c][keep]
+        for c in _BIN_MEANS:
+            # Duration-weighted means (a bin whose steps all took no time would report zero).
+            cols[c] = np.divide(B[c][keep], busy, out=np.zeros(len(keep)), where=busy > 0)
+        return {c: cols[c] for c in BIN_COLUMNS}
+
+    def window(self, t0: float, t1: float) -> WindowTotals:
+        # No clipping at t1 is needed: a step is logged once it has ended (a macro-step's earlier
+        # steps end before the next SimPy event), so no logged step ends after the run does.
+        if t0 != self.t0:
+            raise ValueError(f"binned step log: window totals are kept from {self.t0} s, not {t0} s")
+        self._unstage()
+        w = self._w
+        return WindowTotals(
+            num_generated=w["gen"],
+            num_preemptions=w["pre"],
+            recomputed_tokens=w["rec"],
+            kv_usage_mean=w["wdot"] / w["wsum"] if w["wsum"] > 0 else 0.0,
+            kv_usage_max=w["max"] if w["wsum"] > 0 else 0.0,
+        )
