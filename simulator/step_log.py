@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.scheduler import StepOutput, StepPlan
+from simulator.plan import StepOutput, StepPlan
 
 STEP_COLUMNS = (
     "start",
