@@ -280,6 +280,9 @@ class KVCacheManager:
         cache_own: bool = True,
     ) -> None:
         """``free`` for each of ``rids`` in order (the requests a step finished), with one pool call."""
+        if len(rids) == 1:  # one request: its own release is cheaper than the batched bookkeeping
+            self.free(int(rids[0]), int(computed[0]), int(group[0]), int(group_len[0]), int(key[0]), cache_own)
+            return
         if self.enable_caching and cache_own:
             for i, rid in enumerate(rids.tolist()):
                 self._index_own(self._table_array(rid), int(computed[i]), int(group[i]), int(group_len[i]), int(key[i]))

@@ -387,17 +387,23 @@ class Scheduler(DecodeRuns):
     def _admission_demand(self, rid: int, thr: int, budget: int) -> tuple[np.ndarray, int, int, int, int]:
         """For the waiting request ``rid``: (prefix-cache hit blocks, how many of them are evictable,
         tokens to run, new blocks for them, blocks the admission gate asks to be free)."""
-        R, bs = self.reqs, self.cfg.block_size
+        R = self.reqs
         ntok = int(R.num_tokens[rid])
         hit_ids, n_evictable = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
-        nh = len(hit_ids)
-        a = ntok - nh * bs
+        _, a, m, gate = self._first_chunk(ntok, len(hit_ids), thr, budget)
+        return hit_ids, n_evictable, a, m, gate
+
+    def _first_chunk(self, ntok: int, nh: int, thr: int, budget: int) -> tuple[int, int, int, int]:
+        """A waiting request's first step with ``nh`` cached blocks: (tokens it wants, tokens it
+        runs within ``budget``, new blocks for them, blocks the admission gate asks to be free)."""
+        bs = self.cfg.block_size
+        need = ntok - nh * bs
         if thr > 0:
-            a = min(a, thr)
-        a = min(a, budget)
+            need = min(need, thr)
+        a = min(need, budget)
         m = (nh * bs + a + bs - 1) // bs - nh
         gate = (ntok + bs - 1) // bs - nh if self.cfg.admission == "full_prompt" else m
-        return hit_ids, n_evictable, a, m, gate
+        return need, a, m, gate
 
     def _admit(
         self, now: float, budget: int, new: list[int], resumed: list[int], hits: list[tuple[int, int]]
@@ -475,9 +481,9 @@ class Scheduler(DecodeRuns):
         is plain and the caller checked budget and seats): what the one-at-a-time loop does for
         them, as none has a cache hit and nothing is freed between their allocations. Returns the
         budget left and whether a plain request was refused (admission then stops there)."""
-        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        cfg, R = self.cfg, self.reqs
         seats = cfg.max_num_seqs - self._n
-        thr, full_prompt, free = self._thr, cfg.admission == "full_prompt", self.pool.num_free
+        thr, free = self._thr, self.pool.num_free
         heads: list[int] = []
         toks: list[int] = []
         blocks: list[int] = []
@@ -486,12 +492,11 @@ class Scheduler(DecodeRuns):
         for rid in self._fifo:
             if len(heads) == seats or not self._plain(rid):
                 break
-            ntok = int(R.num_tokens[rid])
-            need = min(ntok, thr) if thr > 0 else ntok
-            a = min(need, left)
-            m = (a + bs - 1) // bs
-            gate = (ntok + bs - 1) // bs if full_prompt else m
-            if left <= 0 or gate > free - taken:
+            if left <= 0:
+                refused = True
+                break
+            need, a, m, gate = self._first_chunk(int(R.num_tokens[rid]), 0, thr, left)
+            if gate > free - taken:
                 refused = True
                 break
             heads.append(rid)
@@ -547,14 +552,8 @@ class Scheduler(DecodeRuns):
         R.last_token[s] = now
         done = s[out >= R.max_tokens[s]]
         if len(done):
-            keep = self.cfg.cache_finished_content
-            if len(done) == 1:
-                rid = int(done[0])
-                self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
-                             int(R.content_key[rid]), cache_own=keep)
-            else:
-                self.kv.free_many(done, R.num_computed[done], R.group[done], R.group_len[done], R.content_key[done],
-                                  cache_own=keep)
+            self.kv.free_many(done, R.num_computed[done], R.group[done], R.group_len[done], R.content_key[done],
+                              cache_own=self.cfg.cache_finished_content)
             R.status[done] = FINISHED
             R.finish[done] = now
             R.num_blocks[done] = 0

@@ -208,12 +208,14 @@ class WindowTotals:
     kv_usage_max: float
 
 
+def _overlap(starts: np.ndarray, durations: np.ndarray, t0: float, t1: float) -> np.ndarray:
+    """How long each step lies inside [t0, t1] (its weight in the time-weighted KV usage)."""
+    return np.clip(np.minimum(starts + durations, t1) - np.maximum(starts, t0), 0, None)
+
+
 def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
     """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
-    ends = starts + durations
-    lo = np.maximum(starts, t0)
-    hi = np.minimum(ends, t1)
-    w = np.clip(hi - lo, 0, None)
+    w = _overlap(starts, durations, t0, t1)
     if w.sum() <= 0:
         return 0.0, 0.0
     inside = w > 0
@@ -274,7 +276,7 @@ class BinnedStepLog(StepLog):
         w["gen"] += int(row["num_generated"][inside].sum())
         w["pre"] += int(row["num_preemptions"][inside].sum())
         w["rec"] += int(row["recomputed_tokens"][inside].sum())
-        wt = np.clip(start + dur - np.maximum(start, self.t0), 0, None)
+        wt = _overlap(start, dur, self.t0, np.inf)  # logged steps end by the run's end (see window)
         w["wsum"] += float(wt.sum())
         w["wdot"] += float(np.dot(wt, usage))
         if (wt > 0).any():

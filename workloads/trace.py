@@ -35,9 +35,21 @@ import simpy
 from simulator.engine import delay_to
 from simulator.errors import ConfigError
 
-REQUIRED = ("arrival_time_s", "prompt_tokens", "output_tokens")
-OPTIONAL = ("prefix_group", "prefix_tokens", "session_id", "client_class", "priority", "client")
-COLUMNS = REQUIRED + OPTIONAL
+# Columns of a Trace, with the CSV column each comes from, the default when not given, and the
+# least value allowed (None: any integer; the arrival time is the one non-integer column).
+_FIELDS = (
+    ("arrival", "arrival_time_s", None, 0),
+    ("prompt", "prompt_tokens", None, 1),
+    ("output", "output_tokens", None, 1),
+    ("group", "prefix_group", -1, 0),
+    ("group_len", "prefix_tokens", 0, 1),
+    ("session", "session_id", -1, 0),
+    ("client_class", "client_class", -1, 0),
+    ("priority", "priority", 0, None),
+    ("client", "client", -1, 0),
+)
+COLUMNS = tuple(col for _, col, _, _ in _FIELDS)
+REQUIRED = tuple(col for _, col, default, _ in _FIELDS if default is None)  # the others may be left out
 
 
 class Trace:
@@ -77,12 +89,13 @@ def read_trace(path: str) -> Trace:
 
 @functools.lru_cache(maxsize=8)
 def _read(resolved: str, name: str, _mtime: int, _size: int) -> Trace:
-    if not resolved.endswith((".jsonl", ".json")):
+    jsonl = resolved.endswith((".jsonl", ".json"))
+    if not jsonl:
         fast = _csv_fast(resolved)
         if fast is not None:
             return Trace(fast)
-    rows = _jsonl_rows(resolved, name) if resolved.endswith((".jsonl", ".json")) else _csv_rows(resolved, name)
-    cols = {k: [] for k in ("arrival", "prompt", "output", "group", "group_len", "session", "client_class", "priority", "client")}
+    rows = _jsonl_rows(resolved, name) if jsonl else _csv_rows(resolved, name)
+    cols: dict[str, list] = {key: [] for key, *_ in _FIELDS}
     for line, rec in rows:
         _check_row(rec, name, line, cols)
     if not cols["arrival"]:
@@ -90,19 +103,6 @@ def _read(resolved: str, name: str, _mtime: int, _size: int) -> Trace:
     return Trace({k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()})
 
 
-# Columns of a Trace, with the CSV column each comes from, the default when not given, and the
-# least value allowed (None: any integer; the arrival time is the one non-integer column).
-_FIELDS = (
-    ("arrival", "arrival_time_s", None, 0),
-    ("prompt", "prompt_tokens", None, 1),
-    ("output", "output_tokens", None, 1),
-    ("group", "prefix_group", -1, 0),
-    ("group_len", "prefix_tokens", 0, 1),
-    ("session", "session_id", -1, 0),
-    ("client_class", "client_class", -1, 0),
-    ("priority", "priority", 0, None),
-    ("client", "client", -1, 0),
-)
 _NOT_PLAIN = re.compile(rb'[^0-9eE.+\-,\n\r \t]')
 
 
@@ -250,29 +250,26 @@ def _integer(v, name: str, line: int, col: str, lo: int | None) -> int:
 
 
 def _check_row(rec: dict, name: str, line: int, cols: dict) -> None:
-    def opt(col, lo):
+    """Check one row against ``_FIELDS`` (in their order) and append its values to ``cols``."""
+    row = {}
+    for key, col, default, lo in _FIELDS:
         v = rec.get(col)
-        return None if v is None else _integer(v, name, line, col, lo)
-
-    t = _number(rec.get("arrival_time_s"), name, line, "arrival_time_s")
-    p = _integer(rec.get("prompt_tokens"), name, line, "prompt_tokens", 1)
-    o = _integer(rec.get("output_tokens"), name, line, "output_tokens", 1)
-    g, glen = opt("prefix_group", 0), opt("prefix_tokens", 1)
-    if (g is None) != (glen is None):
-        missing = "prefix_tokens" if glen is None else "prefix_group"
-        raise ConfigError(f"{name} line {line}: {missing} must be given with {'prefix_group' if g is not None else 'prefix_tokens'} (got none)")
-    if glen is not None and glen > p:
-        raise ConfigError(f"{name} line {line}: prefix_tokens must be <= prompt_tokens ({p}) (got {glen})")
-    sid, cls, pri, cl = opt("session_id", 0), opt("client_class", 0), opt("priority", None), opt("client", 0)
-    cols["arrival"].append(t)
-    cols["prompt"].append(p)
-    cols["output"].append(o)
-    cols["group"].append(-1 if g is None else g)
-    cols["group_len"].append(0 if glen is None else glen)
-    cols["session"].append(-1 if sid is None else sid)
-    cols["client_class"].append(-1 if cls is None else cls)
-    cols["priority"].append(0 if pri is None else pri)
-    cols["client"].append(-1 if cl is None else cl)
+        if key == "arrival":
+            row[key] = _number(v, name, line, col)
+        elif v is None and default is not None:
+            row[key] = default
+        else:
+            row[key] = _integer(v, name, line, col, lo)
+        if key == "group_len":
+            g_given, glen_given = rec.get("prefix_group") is not None, v is not None
+            if g_given != glen_given:
+                missing, other = ("prefix_tokens", "prefix_group") if g_given else ("prefix_group", "prefix_tokens")
+                raise ConfigError(f"{name} line {line}: {missing} must be given with {other} (got none)")
+            if glen_given and row["group_len"] > row["prompt"]:
+                raise ConfigError(f"{name} line {line}: prefix_tokens must be <= prompt_tokens ({row['prompt']}) "
+                                  f"(got {row['group_len']})")
+    for key, x in row.items():
+        cols[key].append(x)
 
 
 # ---- replay -------------------------------------------------------------------------------------
