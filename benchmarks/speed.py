@@ -93,20 +93,21 @@ for (file, line, fn), (cc, nc, tt, ct, _) in rows:
 """
 
 
-def profile(name: str, path: str, overrides: list[str]) -> None:
-    out = subprocess.run([sys.executable, "-c", PROFILE_CHILD, path, *overrides], capture_output=True, text=True,
+def _child(script: str, name: str, path: str, overrides: list[str]) -> str:
+    """Run ``script`` on one scenario in a fresh process (one BLAS thread); its standard output."""
+    out = subprocess.run([sys.executable, "-c", script, path, *overrides], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONHASHSEED": "0", **_env()})
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr}")
-    print(f"\n### {name}\n\n{out.stdout}", flush=True)
+    return out.stdout
+
+
+def profile(name: str, path: str, overrides: list[str]) -> None:
+    print(f"\n### {name}\n\n{_child(PROFILE_CHILD, name, path, overrides)}", flush=True)
 
 
 def run(name: str, path: str, overrides: list[str]) -> dict:
-    cmd = [sys.executable, "-c", CHILD, path, *overrides]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={"PYTHONHASHSEED": "0", **_env()})
-    if out.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{out.stderr}")
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = json.loads(_child(CHILD, name, path, overrides).strip().splitlines()[-1])
     r["name"] = name
     r["speedup"] = r["simulated_s"] / r["wall_s"]
     r["steps_per_s"] = r["steps"] / r["wall_s"]
@@ -132,6 +133,16 @@ def machine() -> str:
     return f"{cpu}; Python {platform.python_version()}; {platform.system()} {platform.release()}"
 
 
+def _selected(args: argparse.Namespace, skip_trace: bool = False):
+    """(name, scenario path, overrides) of each scenario to run, writing the 1M trace if it is one."""
+    for name, (path, over) in SCENARIOS.items():
+        if (args.only and name not in args.only) or (skip_trace and name == "trace_1m_requests"):
+            continue
+        if name == "trace_1m_requests":
+            write_trace_1m(TRACE_1M)
+        yield name, path, over + (QUICK.get(name, []) if args.quick else [])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the first 100k of the 1M-request trace")
@@ -140,21 +151,14 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
     args = ap.parse_args()
     if args.profile:
-        for name, (path, over) in SCENARIOS.items():
-            if (not args.only and name != "trace_1m_requests") or name in args.only:
-                if name == "trace_1m_requests":
-                    write_trace_1m(TRACE_1M)
-                profile(name, path, over + (QUICK.get(name, []) if args.quick else []))
+        # Without --only, profiling skips the 1M-request trace (some ten minutes even unprofiled).
+        for name, path, over in _selected(args, skip_trace=not args.only):
+            profile(name, path, over)
         return 0
     print(f"machine: {machine()}\n")
     print("| scenario | wall s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, (path, over) in SCENARIOS.items():
-        if args.only and name not in args.only:
-            continue
-        if name == "trace_1m_requests":
-            write_trace_1m(TRACE_1M)
-        over = over + (QUICK.get(name, []) if args.quick else [])
+    for name, path, over in _selected(args):
         r = min((run(name, path, over) for _ in range(max(args.repeat, 1))), key=lambda x: x["wall_s"])
         print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | {r['simulated_s']:.0f} | "
               f"{r['speedup']:.0f} | {r['steps_per_s']:,.0f} | {r['request_steps_per_s']:,.0f} | {r['requests']:,} | "
