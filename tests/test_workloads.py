@@ -336,9 +336,9 @@ def test_bad_jsonl_trace_and_unknown_columns(tmp_path):
 
 def _row_reader(path: str) -> dict[str, np.ndarray]:
     """The row-by-row reader's columns (what read_trace falls back to)."""
-    from workloads.trace import _check_row, _csv_rows
+    from workloads.trace import _FIELDS, _check_row, _csv_rows
 
-    cols = {k: [] for k in ("arrival", "prompt", "output", "group", "group_len", "session", "client_class", "priority", "client")}
+    cols = {key: [] for key, *_ in _FIELDS}
     for line, rec in _csv_rows(path, "t.csv"):
         _check_row(rec, "t.csv", line, cols)
     return {k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()}
