@@ -104,10 +104,13 @@ class Engine:
             return ev
         if ev is not None:
             self._events[rid] = ev
-        self.sched.add_request(rid)
+        self._enqueue(rid)
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
         return ev
+
+    def _enqueue(self, rid: int) -> None:
+        self.sched.add_request(rid)
 
     def _reject_reason(self, prompt_len: int, max_tokens: int) -> str:
         total = prompt_len + max_tokens

@@ -11,6 +11,7 @@ from simulator.block_pool import BlockPool
 from simulator.config import Scenario
 from simulator.cost import CostModel, Efficiency
 from simulator.engine import Engine
+from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
 from simulator.kv_cache import KVCacheManager
 from simulator.memory import GIB, MemoryPlan, plan_memory
@@ -18,7 +19,7 @@ from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.scheduler import Scheduler, SchedulerConfig
 from simulator.step_log import BinnedStepLog, StepLog
-from workloads.factory import keeps_finished_content, start_workload
+from workloads.factory import has_shared_prefixes, keeps_finished_content, start_workload
 
 
 @dataclass
@@ -58,6 +59,36 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
     if c.per_seq_overhead_us is not None:
         over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
     return replace(base, **over)
+
+
+def compiled_unsupported(cfg: SchedulerConfig, shared_prefixes: bool) -> str:
+    """Why the compiled engine cannot run this configuration ("" when it can)."""
+    if cfg.policy != "fcfs":
+        return "engine.scheduling_policy is priority"
+    if cfg.preemption_mode != "recompute":
+        return "engine.preemption_mode is swap"
+    if cfg.cache_finished_content:
+        return "the workload has multi-turn sessions"
+    if shared_prefixes:
+        return "the workload has shared prefixes"
+    return ""
+
+
+def engine_class(sc: Scenario, scfg: SchedulerConfig) -> type[Engine]:
+    """The compiled engine where ``run.kernel`` and the scenario allow it, else the Python reference."""
+    if sc.run.kernel == "python":
+        return Engine
+    why = compiled_unsupported(scfg, has_shared_prefixes(sc.workload))
+    if not why:
+        try:
+            from simulator.fast_engine import CompiledEngine
+        except ImportError:
+            why = "numba is not installed"
+        else:
+            return CompiledEngine
+    if sc.run.kernel == "compiled":
+        raise ConfigError(f"run.kernel is compiled, but {why} (use auto or python)")
+    return Engine
 
 
 def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
@@ -105,7 +136,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     bin_s = sc.run.step_log_bin_s
     log = StepLog(pool.num_blocks) if bin_s is None else BinnedStepLog(pool.num_blocks, bin_s, sc.run.warmup_s)
     max_len = e.max_model_len or model.max_position_embeddings
-    engine = Engine(
+    engine = engine_class(sc, scfg)(
         env,
         sched,
         cost,

@@ -103,6 +103,16 @@ def keeps_finished_content(w: WorkloadConfig) -> bool:
     return any(s.session is not None for s in class_specs(w))
 
 
+def has_shared_prefixes(w: WorkloadConfig) -> bool:
+    """True when some request may carry a shared-prefix group (a class with ``shared_prefix``, or a
+    trace with prefix groups)."""
+    if w.trace is not None:
+        from workloads.trace import read_trace
+
+        return bool((read_trace(w.trace).group >= 0).any())
+    return any(s.shared_prefix is not None for s in class_specs(w))
+
+
 class Ids:
     """Per-run counters: session ids and client ids."""
 

@@ -1,0 +1,530 @@
+"""The engine step compiled with numba: the same scheduler, block pool, prefix cache and cost model
+as the Python modules, for the configurations they share with it, many steps per call.
+
+``simulator/scheduler.py``, ``kv_cache.py``, ``block_pool.py`` and ``cost.py`` are the reference:
+this module reproduces what they compute, float for float (tests/test_compiled.py compares every
+output column byte for byte on random scenarios). It covers FCFS scheduling with recompute
+preemption and requests without shared prefixes or sessions, where a cached block is only ever
+re-used by the request that computed it. That makes every block held by at most one request, so a
+block table is a linked list threaded through the blocks themselves, and a request's indexed
+("own") blocks are a second list, in insertion order, from which the pool unlinks a block the
+moment it hands it out again (its content is evicted then), so a list only holds live copies.
+
+State lives in numpy arrays owned by ``simulator/fast_engine.py``; scalars in ``ctl`` (int64) at
+the slots below. One call of ``advance`` finishes the step in flight (if any) and runs steps until
+something outside the engine could observe or change the state (the next SimPy event, a finished
+request someone waits for, a full log buffer), then returns a code telling the caller why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# ---- ctl slots (int64 scalars shared with the Python side) ------------------------------------
+N_RUN = 0  # running requests (the first N_RUN entries of ``run``)
+Q_HEAD = 1  # waiting queue: a ring in ``fifo``, head index and length
+Q_LEN = 2
+FREE = 3  # free blocks
+P_HEAD = 4  # free queue: valid entries between P_HEAD and P_TAIL of ``queue``
+P_TAIL = 5
+STAMP = 6  # serial of the latest release
+STEPS = 7  # engine steps scheduled
+IDLE = 8  # steps in a row without a token computed for the first time
+PENDING = 9  # 1: the last scheduled step's outcome is not applied yet
+STAGE_N = 10  # rows in the step-log stage
+ROWS = 11  # step-log rows completed
+GAPS_N = 12  # inter-token gaps in the log's buffer
+FIN_NOW = 13  # finished at the call's start (outcome of the step in flight)
+FIN_LATER = 14  # finished by steps completed inside the call
+PEND_GAPS = 15  # gaps waiting in ``pend`` for the caller (the log's buffer was full)
+N_SCHED = 16  # requests scheduled in the step in flight
+STALLED = 17  # 1: the step in flight computes no new token
+N_CTL = 18
+
+# ---- cfg slots --------------------------------------------------------------------------------
+MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, GAP_CAP, WAITERS, MAX_STEPS, STALL_STEPS = range(12)
+N_CFG = 12
+
+# ---- per-block rows ---------------------------------------------------------------------------
+B_REF, B_FREE, B_SERIAL, B_TNEXT, B_TPREV, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(9)
+N_BROWS = 9
+
+# ---- per-request rows (besides the RequestTable's columns) -------------------------------------
+X_THEAD, X_TTAIL, X_OHEAD, X_OTAIL = range(4)
+N_XROWS = 4
+
+# ---- cost parameters (CostModel's attributes, in this order) ----------------------------------
+COST_FIELDS = (
+    "_fixed_s", "per_seq_overhead_s", "per_token_overhead_s", "_lin_params", "_c_mm", "_wbytes",
+    "_act_bytes_per_token", "_m_mm", "_attn_flops_per_pair", "_c_at", "_kv_bytes", "_m_at", "_lm_flops",
+    "_lm_bytes", "_moe_layers", "_ar_count", "experts_per_token", "num_experts", "_expert_params",
+    "_shared_params", "_ar_bytes_per_token", "interconnect_bandwidth", "allreduce_latency_s",
+)
+(C_FIXED, C_PSO, C_PTO, C_LIN, C_CMM, C_WB, C_ACT, C_MMM, C_AFP, C_CAT, C_KVB, C_MAT, C_LMF, C_LMB,
+ C_MOE, C_ARC, C_K, C_E, C_EXP, C_SHR, C_ARB, C_ICB, C_ARL) = range(len(COST_FIELDS))
+
+# ---- what ``advance`` returns -----------------------------------------------------------------
+STEPPED = 0  # a step is under way until ``t``: yield until then, call again
+IDLE_NOW = 1  # nothing to run at ``t``: wait for a submission
+NOTIFY = 2  # requests someone waits for finished at ``t``: notify them, call again
+FLUSH = 3  # the log's gap buffer is full: push ``pend[:ctl[PEND_GAPS]]`` through the log, call again
+UNSTAGE = 4  # the step-log stage is full: move it out, call again
+MAX_STEPS_HIT = 5
+STALL = 6
+
+# RequestTable status codes (simulator/requests.py)
+_WAITING, _RUNNING, _FINISHED = 0, 1, 3
+
+
+@njit(cache=True)
+def step_time(cp, num_seqs, T, context_tokens, attn_pairs, num_sampled):
+    """``CostModel.step_time`` (swap-free steps), the same float operations in the same order."""
+    t = cp[C_FIXED] + cp[C_PSO] * num_seqs + cp[C_PTO] * T
+    if T:
+        t += max(2.0 * T * cp[C_LIN] / cp[C_CMM], (cp[C_LIN] * cp[C_WB] + T * cp[C_ACT]) / cp[C_MMM])
+        t += max(attn_pairs * cp[C_AFP] / cp[C_CAT], (context_tokens + T) * cp[C_KVB] / cp[C_MAT])
+        if cp[C_MOE] != 0.0 or cp[C_ARC] != 0.0:
+            s = 0.0
+            if cp[C_MOE] != 0.0:
+                flops = 2.0 * T * cp[C_MOE] * (cp[C_K] * cp[C_EXP] + cp[C_SHR])
+                p_miss = (1.0 - cp[C_K] / cp[C_E]) ** float(T)
+                touched = cp[C_E] * (1.0 - p_miss)
+                nbytes = cp[C_MOE] * (touched * cp[C_EXP] + cp[C_SHR]) * cp[C_WB]
+                s += max(flops / cp[C_CMM], nbytes / cp[C_MMM])
+            if cp[C_ARC] != 0.0:
+                s += T * cp[C_ARB] / cp[C_ICB] + cp[C_ARC] * cp[C_ARL]
+            t += s
+    if num_sampled:
+        t += max(num_sampled * cp[C_LMF] / cp[C_CMM], cp[C_LMB] / cp[C_MMM])
+    return t
+
+
+# ---- block pool -------------------------------------------------------------------------------
+@njit(cache=True)
+def _unlink_own(B, X, b):
+    """Drop block ``b`` from its owner's list of indexed blocks (its content is evicted)."""
+    r, p, n = B[B_OWN, b], B[B_OPREV, b], B[B_ONEXT, b]
+    if p >= 0:
+        B[B_ONEXT, p] = n
+    else:
+        X[X_OHEAD, r] = n
+    if n >= 0:
+        B[B_OPREV, n] = p
+    else:
+        X[X_OTAIL, r] = p
+    B[B_OWN, b] = -1
+
+
+@njit(cache=True)
+def _allocate(B, X, queue, ctl, rid, m):
+    """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table."""
+    h = ctl[P_HEAD]
+    for _ in range(m):
+        while True:
+            b = queue[0, h]
+            s = queue[1, h]
+            h += 1
+            if B[B_FREE, b] == 1 and B[B_SERIAL, b] == s:
+                break
+        B[B_FREE, b] = 0
+        B[B_REF, b] = 1
+        if B[B_OWN, b] >= 0:
+            _unlink_own(B, X, b)
+        t = X[X_TTAIL, rid]
+        B[B_TPREV, b] = t
+        B[B_TNEXT, b] = -1
+        if t >= 0:
+            B[B_TNEXT, t] = b
+        else:
+            X[X_THEAD, rid] = b
+        X[X_TTAIL, rid] = b
+    ctl[P_HEAD] = h
+    ctl[FREE] -= m
+
+
+@njit(cache=True)
+def _compact(B, queue, ctl, front, back):
+    """Drop stale free-queue entries and re-centre the live ones, leaving room on both sides."""
+    h, t = ctl[P_HEAD], ctl[P_TAIL]
+    ids = np.empty(t - h, np.int64)
+    ser = np.empty(t - h, np.int64)
+    live = 0
+    for i in range(h, t):
+        b = queue[0, i]
+        if B[B_FREE, b] == 1 and B[B_SERIAL, b] == queue[1, i]:
+            ids[live] = b
+            ser[live] = queue[1, i]
+            live += 1
+    cap = queue.shape[1]
+    nh = (cap - (live + front + back)) // 2 + front
+    for i in range(live):
+        queue[0, nh + i] = ids[i]
+        queue[1, nh + i] = ser[i]
+    ctl[P_HEAD] = nh
+    ctl[P_TAIL] = nh + live
+
+
+@njit(cache=True)
+def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
+    """Release ``rid``'s blocks, tail first: blocks past its first ``nfull`` (no hash) to the head of
+    the free queue, the first going first; hashed ones to the tail (``BlockPool.free``)."""
+    nf = 0
+    nb = 0
+    b = X[X_TTAIL, rid]
+    pos = nblocks - 1
+    while b >= 0:
+        B[B_REF, b] -= 1
+        if B[B_REF, b] == 0:
+            if caching and pos < nfull:
+                buf[1, nb] = b
+                nb += 1
+            else:
+                buf[0, nf] = b
+                nf += 1
+        b = B[B_TPREV, b]
+        pos -= 1
+    X[X_THEAD, rid] = -1
+    X[X_TTAIL, rid] = -1
+    if nf + nb == 0:
+        return
+    ctl[STAMP] += 1
+    st = ctl[STAMP]
+    if ctl[P_HEAD] < nf or ctl[P_TAIL] + nb > queue.shape[1]:
+        _compact(B, queue, ctl, nf, nb)
+    h = ctl[P_HEAD] - nf
+    for i in range(nf):
+        b = buf[0, i]
+        B[B_SERIAL, b] = st
+        B[B_FREE, b] = 1
+        queue[0, h + i] = b
+        queue[1, h + i] = st
+    ctl[P_HEAD] = h
+    t = ctl[P_TAIL]
+    for i in range(nb):
+        b = buf[1, i]
+        B[B_SERIAL, b] = st
+        B[B_FREE, b] = 1
+        queue[0, t + i] = b
+        queue[1, t + i] = st
+    ctl[P_TAIL] = t + nb
+    ctl[FREE] += nf + nb
+
+
+@njit(cache=True)
+def _index_own(B, X, rid, nfull):
+    """Index ``rid``'s first ``nfull`` blocks under its own content (after the copies already there)."""
+    b = X[X_THEAD, rid]
+    col = 0
+    while b >= 0 and col < nfull:
+        if B[B_OWN, b] != rid:
+            t = X[X_OTAIL, rid]
+            B[B_OWN, b] = rid
+            B[B_OCOL, b] = col
+            B[B_OPREV, b] = t
+            B[B_ONEXT, b] = -1
+            if t >= 0:
+                B[B_ONEXT, t] = b
+            else:
+                X[X_OHEAD, rid] = b
+            X[X_OTAIL, rid] = b
+        b = B[B_TNEXT, b]
+        col += 1
+
+
+@njit(cache=True)
+def _lookup(B, X, hits, rid, ntok, bs):
+    """Cached leading blocks of ``rid`` (earliest indexed live copy of each), into ``hits``; how many."""
+    limit = (ntok - 1) // bs
+    b = X[X_OHEAD, rid]
+    if limit <= 0 or b < 0:
+        return 0
+    for k in range(limit):
+        hits[k] = -1
+    while b >= 0:
+        c = B[B_OCOL, b]
+        if c < limit and hits[c] < 0:
+            hits[c] = b
+        b = B[B_ONEXT, b]
+    nh = 0
+    while nh < limit and hits[nh] >= 0:
+        nh += 1
+    return nh
+
+
+# ---- the scheduler ------------------------------------------------------------------------------
+@njit(cache=True)
+def _table_append(B, X, rid, b):
+    t = X[X_TTAIL, rid]
+    B[B_TPREV, b] = t
+    B[B_TNEXT, b] = -1
+    if t >= 0:
+        B[B_TNEXT, t] = b
+    else:
+        X[X_THEAD, rid] = b
+    X[X_TTAIL, rid] = b
+
+
+@njit(cache=True)
+def _preempt(RI, status, preemptions, B, X, queue, ctl, cfg, buf, fifo, rid):
+    """Recompute preemption (``Scheduler._preempt``): index the victim's full blocks, release its
+    table, send it to the front of the waiting queue with nothing computed."""
+    ncomp, nblk = RI[1], RI[5]
+    preemptions[rid] += 1
+    nfull = ncomp[rid] // cfg[BS]
+    caching = cfg[CACHING] != 0
+    if caching and nfull > 0:
+        _index_own(B, X, rid, nfull)
+    _free_table(B, X, queue, ctl, buf, rid, nblk[rid], nfull, caching)
+    nblk[rid] = 0
+    ncomp[rid] = 0
+    status[rid] = _WAITING
+    cap = fifo.shape[0]
+    h = (ctl[Q_HEAD] - 1 + cap) % cap
+    fifo[h] = rid
+    ctl[Q_HEAD] = h
+    ctl[Q_LEN] += 1
+
+
+@njit(cache=True)
+def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t):
+    """``Scheduler.schedule`` at time ``t``: fills ``sched`` (request, tokens, samples) and the
+    step's log row; returns the step's duration."""
+    ntok, ncomp, hwm, nblk, cached, recomp = RI[0], RI[1], RI[4], RI[5], RI[6], RI[7]
+    bs = cfg[BS]
+    budget = cfg[BUDGET]
+    thr = cfg[THR]
+    if ctl[N_RUN] + ctl[Q_LEN] <= 1:
+        thr = 0
+    ns = 0
+    npre = 0
+    # Running requests in order; a request that cannot get its blocks preempts from the tail.
+    j = 0
+    end = ctl[N_RUN]
+    while j < end:
+        rid = run[j]
+        nc = ncomp[rid]
+        need = ntok[rid] - nc
+        if thr > 0 and need > thr:
+            need = thr
+        a = need if need < budget else budget
+        m = (nc + a + bs - 1) // bs - nblk[rid]
+        stop = False
+        while m > ctl[FREE]:
+            end -= 1
+            _preempt(RI, status, preemptions, B, X, queue, ctl, cfg, buf, fifo, run[end])
+            npre += 1
+            if end == j:
+                stop = True
+                break
+        if stop:
+            break
+        if m > 0:
+            _allocate(B, X, queue, ctl, rid, m)
+            nblk[rid] += m
+        if a > 0:
+            sched[0, ns] = rid
+            sched[1, ns] = a
+            ns += 1
+        budget -= a
+        j += 1
+    ctl[N_RUN] = end
+    # Waiting requests in queue order, only if nobody was preempted.
+    if npre == 0:
+        cap = fifo.shape[0]
+        while budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS] and ctl[Q_LEN] > 0:
+            rid = fifo[ctl[Q_HEAD]]
+            nt = ntok[rid]
+            nh = _lookup(B, X, hits, rid, nt, bs) if cfg[CACHING] != 0 else 0
+            nev = 0
+            for k in range(nh):
+                if B[B_REF, hits[k]] == 0:
+                    nev += 1
+            need = nt - nh * bs
+            if thr > 0 and need > thr:
+                need = thr
+            a = need if need < budget else budget
+            m = (nh * bs + a + bs - 1) // bs - nh
+            gate = (nt + bs - 1) // bs - nh if cfg[FULL_PROMPT] != 0 else m
+            if gate + nev > ctl[FREE]:
+                break
+            ctl[Q_HEAD] = (ctl[Q_HEAD] + 1) % cap
+            ctl[Q_LEN] -= 1
+            for k in range(nh):
+                b = hits[k]
+                if B[B_REF, b] == 0:
+                    B[B_FREE, b] = 0
+                    ctl[FREE] -= 1
+                B[B_REF, b] += 1
+                _table_append(B, X, rid, b)
+            if m > 0:
+                _allocate(B, X, queue, ctl, rid, m)
+            nblk[rid] = nh + m
+            ncomp[rid] = nh * bs
+            if cached[rid] < 0:
+                cached[rid] = nh * bs
+                RF[0][rid] = t
+            status[rid] = _RUNNING
+            run[ctl[N_RUN]] = rid
+            ctl[N_RUN] += 1
+            sched[0, ns] = rid
+            sched[1, ns] = a
+            ns += 1
+            budget -= a
+    # The step's work.
+    total = 0
+    decode = 0
+    ctx = 0
+    s1 = 0
+    s2 = 0
+    nsamp = 0
+    rec = 0
+    for i in range(ns):
+        rid = sched[0, i]
+        a = sched[1, i]
+        before = ncomp[rid]
+        after = before + a
+        ncomp[rid] = after
+        h = hwm[rid]
+        r = (after if after < h else h) - before
+        if r > 0:
+            recomp[rid] += r
+            rec += r
+        if after > h:
+            hwm[rid] = after
+        smp = 1 if after == ntok[rid] else 0
+        sched[2, i] = smp
+        if smp:
+            nsamp += 1
+            if a == 1 and before > 0:
+                decode += 1
+        total += a
+        ctx += before
+        s1 += a * before
+        s2 += a * (a + 1)
+    dt = step_time(cp, ns, total, ctx, float(s1) + 0.5 * float(s2), nsamp)
+    row = ctl[STAGE_N]
+    stage[0, row] = t
+    stage[1, row] = dt
+    stage[2, row] = ctl[N_RUN]
+    stage[3, row] = ctl[Q_LEN]
+    stage[4, row] = 0
+    stage[5, row] = ctl[FREE]
+    stage[6, row] = ns
+    stage[7, row] = total - decode
+    stage[8, row] = decode
+    stage[9, row] = rec
+    stage[10, row] = npre
+    ctl[N_SCHED] = ns
+    ctl[STALLED] = 1 if total - rec <= 0 else 0
+    ctl[STEPS] += 1
+    ctl[PENDING] = 1
+    return dt
+
+
+@njit(cache=True)
+def _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, later):
+    """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row."""
+    ntok, ncomp, nout, maxt, nblk = RI[0], RI[1], RI[2], RI[3], RI[5]
+    first_token, last_token, finish = RF[1], RF[2], RF[3]
+    ns = ctl[N_SCHED]
+    k = 0
+    nsamp = 0
+    ndone = 0
+    for i in range(ns):
+        if sched[2, i] == 0:
+            continue
+        rid = sched[0, i]
+        nsamp += 1
+        ntok[rid] += 1
+        o = nout[rid] + 1
+        nout[rid] = o
+        if o > 1:
+            pend[k] = t - last_token[rid]
+            k += 1
+        else:
+            first_token[rid] = t
+        last_token[rid] = t
+        if o >= maxt[rid]:
+            sched[3, ndone] = rid
+            ndone += 1
+    bs = cfg[BS]
+    caching = cfg[CACHING] != 0
+    nf = ctl[FIN_NOW] + ctl[FIN_LATER]
+    for i in range(ndone):
+        rid = sched[3, i]
+        _free_table(B, X, queue, ctl, buf, rid, nblk[rid], ncomp[rid] // bs, caching)
+        status[rid] = _FINISHED
+        finish[rid] = t
+        nblk[rid] = 0
+        if cfg[WAITERS] != 0:
+            fin[nf + i] = rid
+    ctl[FIN_LATER if later else FIN_NOW] += ndone
+    if ndone:
+        n = ctl[N_RUN]
+        kept = 0
+        for i in range(n):
+            rid = run[i]
+            if status[rid] == _RUNNING:
+                run[kept] = rid
+                kept += 1
+        ctl[N_RUN] = kept
+    row = ctl[STAGE_N]
+    stage[11, row] = nsamp
+    stage[12, row] = ndone
+    ctl[STAGE_N] = row + 1
+    ctl[ROWS] += 1
+    if k:
+        g = ctl[GAPS_N]
+        if g + k > cfg[GAP_CAP]:
+            ctl[PEND_GAPS] = k
+        else:
+            gaps[g : g + k] = pend[:k]
+            ctl[GAPS_N] = g + k
+    if ctl[STALLED]:
+        ctl[IDLE] += 1
+    else:
+        ctl[IDLE] = 0
+    ctl[PENDING] = 0
+
+
+@njit(cache=True)
+def advance(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, gaps,
+            pend, fin, fctl):
+    """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
+    engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
+    Returns a code (see the module constants) and the time it refers to in ``fctl[2]``."""
+    t = fctl[0]
+    peek = fctl[1]
+    ctl[FIN_NOW] = 0
+    ctl[FIN_LATER] = 0
+    ctl[PEND_GAPS] = 0
+    single = False
+    if ctl[PENDING]:
+        _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, False)
+        # Someone waits for a request that just finished: they act at this instant, after the
+        # next step is scheduled and before it ends, so only one step can be scheduled now.
+        single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
+    first = True
+    while True:
+        fctl[2] = t
+        if ctl[PEND_GAPS]:
+            return FLUSH
+        if ctl[IDLE] >= cfg[STALL_STEPS]:
+            return STALL
+        if not first and cfg[WAITERS] != 0 and ctl[FIN_LATER] > 0:
+            return NOTIFY
+        if ctl[N_RUN] == 0 and ctl[Q_LEN] == 0:
+            return IDLE_NOW
+        if ctl[STEPS] >= cfg[MAX_STEPS]:
+            return MAX_STEPS_HIT
+        if ctl[STAGE_N] == cfg[STAGE_CAP]:
+            return UNSTAGE
+        dt = _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t)
+        t_end = t + dt
+        first = False
+        if single or not t_end < peek:
+            fctl[2] = t_end
+            return STEPPED
+        _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t_end, True)
+        t = t_end

@@ -1,0 +1,162 @@
+"""The engine with its step compiled (``simulator/compiled.py``): the same interface and results as
+``Engine``, one kernel call per stretch of steps nothing outside the engine can interrupt.
+
+``simulate`` uses it when the scenario stays within what the kernel reproduces
+(``run.compiled_unsupported``) and numba is installed; ``run.kernel: python`` keeps the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from simulator import compiled as K
+from simulator.cost import CostModel
+from simulator.engine import Engine, SimulationStalled, delay_to
+from simulator.requests import WAITING, RequestTable
+from simulator.scheduler import Scheduler
+
+_INT_COLUMNS = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
+                "recomputed")
+_FLOAT_COLUMNS = ("first_scheduled", "first_token", "last_token", "finish")
+
+
+def cost_params(cost: CostModel) -> np.ndarray:
+    """The cost model's constants in ``compiled.COST_FIELDS`` order."""
+    out = []
+    for name in K.COST_FIELDS:
+        for owner in (cost, cost.eff, cost.model, cost.gpu):
+            if hasattr(owner, name):
+                out.append(float(getattr(owner, name)))
+                break
+        else:
+            raise AttributeError(f"cost parameter {name} not found")
+    return np.array(out, np.float64)
+
+
+class CompiledEngine(Engine):
+    def __init__(self, env: simpy.Environment, scheduler: Scheduler, cost: CostModel, reqs: RequestTable, **kw) -> None:
+        super().__init__(env, scheduler, cost, reqs, **kw)
+        self.macro_steps = False
+        cfg, log = scheduler.cfg, self.log
+        n = scheduler.pool.num_blocks
+        seats = cfg.max_num_seqs + 1
+        self._ctl = ctl = np.zeros(K.N_CTL, np.int64)
+        B = np.full((K.N_BROWS, n), -1, np.int64)
+        B[K.B_REF] = 0
+        B[K.B_FREE] = 1
+        B[K.B_SERIAL] = 0
+        cap = max(4 * n, 64)
+        queue = np.zeros((2, cap), np.int64)
+        h = (cap - n) // 2
+        queue[0, h : h + n] = np.arange(n)
+        ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
+        self._X = np.full((K.N_XROWS, len(reqs.status)), -1, np.int64)
+        self._fifo = np.zeros(max(64, 2 * seats), np.int64)
+        conf = np.zeros(K.N_CFG, np.int64)
+        conf[K.MAX_SEQS] = cfg.max_num_seqs
+        conf[K.BUDGET] = cfg.max_num_batched_tokens
+        conf[K.BS] = cfg.block_size
+        conf[K.CACHING] = cfg.enable_prefix_caching
+        conf[K.THR] = cfg.long_prefill_token_threshold
+        conf[K.FULL_PROMPT] = cfg.admission == "full_prompt"
+        conf[K.NUM_BLOCKS] = n
+        conf[K.STAGE_CAP] = log._STAGE
+        conf[K.GAP_CAP] = log._GAP_BUFFER
+        conf[K.MAX_STEPS] = self.max_steps
+        conf[K.STALL_STEPS] = self.stall_steps
+        self._conf = conf
+        self._fctl = np.zeros(3)
+        # Everything but the request columns and the waiting ring, which grow with the run.
+        self._fixed = (B, queue, ctl, conf, cost_params(cost), np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
+        self._tail = (np.zeros(seats, np.int64), np.zeros((4, seats), np.int64), log._stage, log._gaps,
+                      np.zeros(seats), np.zeros(2 * seats, np.int64), self._fctl)
+        self._cols_cap = -1
+        self._cols: tuple = ()
+
+    # ---- submissions --------------------------------------------------------------------------
+    def _enqueue(self, rid: int) -> None:
+        R, ctl = self.reqs, self._ctl
+        R.status[rid] = WAITING
+        if rid >= self._X.shape[1]:
+            X = np.full((K.N_XROWS, max(2 * self._X.shape[1], rid + 1)), -1, np.int64)
+            X[:, : self._X.shape[1]] = self._X
+            self._X = X
+        q, cap = self._fifo, len(self._fifo)
+        head, k = int(ctl[K.Q_HEAD]), int(ctl[K.Q_LEN])
+        if k + self.sched.cfg.max_num_seqs + 2 > cap:  # room for every running request to come back
+            grown = np.zeros(2 * cap, np.int64)
+            grown[:k] = q[(head + np.arange(k)) % cap]
+            self._fifo = q = grown
+            ctl[K.Q_HEAD] = head = 0
+            cap *= 2
+        q[(head + k) % cap] = rid
+        ctl[K.Q_LEN] = k + 1
+
+    def _columns(self) -> tuple:
+        R = self.reqs
+        if R._cap != self._cols_cap:
+            self._cols_cap = R._cap
+            self._cols = (tuple(getattr(R, c) for c in _INT_COLUMNS), tuple(getattr(R, c) for c in _FLOAT_COLUMNS),
+                          R.status, R.preemptions)
+        return self._cols
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def _loop(self):
+        env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
+        B, queue, _, _, cp, buf, hits = self._fixed
+        run, sched, stage, gaps, pend, fin, _ = self._tail
+        while True:
+            if not ctl[K.PENDING] and not ctl[K.N_RUN] and not ctl[K.Q_LEN]:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            now = env.now
+            fctl[0] = now
+            fctl[1] = env.peek()
+            conf[K.WAITERS] = 1 if self._events else 0
+            RI, RF, status, preemptions = self._columns()
+            code = K.advance(RI, RF, status, preemptions, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo, run,
+                             sched, stage, gaps, pend, fin, fctl)
+            t = float(fctl[2])
+            # The log and the step count as they stand once the steps applied so far have ended
+            # (if the run stops during the step in flight, that step is not counted, as in Engine).
+            self.num_steps = int(ctl[K.ROWS])
+            log.n, log._ns, log._ng = self.num_steps, int(ctl[K.STAGE_N]), int(ctl[K.GAPS_N])
+            fin_now, fin_later = int(ctl[K.FIN_NOW]), int(ctl[K.FIN_LATER])
+            if code == K.STEPPED:
+                # Finishes inside the call (only without waiters: counted, nobody to wake).
+                fin_now += fin_later
+                fin_later = 0
+            if fin_now:
+                self._finished(fin, 0, fin_now)
+            if code == K.STEPPED or t != now:
+                yield env.timeout(delay_to(now, t))
+            if fin_later:
+                self._finished(fin, fin_now, fin_later)
+            if code == K.FLUSH:
+                log._push_gaps(pend[: ctl[K.PEND_GAPS]].copy())
+                ctl[K.GAPS_N] = log._ng
+            elif code == K.UNSTAGE:
+                log._unstage()
+                ctl[K.STAGE_N] = log._ns
+            elif code == K.MAX_STEPS_HIT:
+                raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
+            elif code == K.STALL:
+                raise SimulationStalled(self.diagnose())
+
+    def _finished(self, fin: np.ndarray, start: int, k: int) -> None:
+        if self._events:
+            self._notify(fin[start : start + k].copy())
+        else:
+            self._count_done(k)
+
+    def diagnose(self) -> str:
+        ctl, cfg = self._ctl, self.sched.cfg
+        return (
+            f"no progress for {self.stall_steps} steps (no new token computed) at t={self.env.now:.3f} s: "
+            f"running={int(ctl[K.N_RUN])} waiting={int(ctl[K.Q_LEN])} swapped=0 "
+            f"free_blocks={int(ctl[K.FREE])}/{int(self._conf[K.NUM_BLOCKS])} budget={cfg.max_num_batched_tokens} "
+            f"max_num_seqs={cfg.max_num_seqs}"
+        )
