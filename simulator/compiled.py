@@ -46,13 +46,20 @@ N_CTL = 18
 MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, GAP_CAP, WAITERS, MAX_STEPS, STALL_STEPS = range(12)
 N_CFG = 12
 
-# ---- per-block rows ---------------------------------------------------------------------------
+# ---- per-block columns ---------------------------------------------------------------------------
 B_REF, B_FREE, B_SERIAL, B_TNEXT, B_TPREV, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(9)
-N_BROWS = 9
+N_BCOLS = 9
 
-# ---- per-request rows (besides the RequestTable's columns) -------------------------------------
+# ---- per-request columns (besides the RequestTable's) ------------------------------------------
 X_THEAD, X_TTAIL, X_OHEAD, X_OTAIL = range(4)
-N_XROWS = 4
+N_XCOLS = 4
+
+# ---- the RequestTable's int64 and float64 tables: leading columns (requests.ROW_LAYOUT) ---------
+INT_LEAD = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
+            "recomputed")
+I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP = range(8)
+FLOAT_LEAD = ("first_scheduled", "first_token", "last_token", "finish")
+F_FSCHED, F_FTOK, F_LTOK, F_FIN = range(4)
 
 # ---- cost parameters (CostModel's attributes, in this order) ----------------------------------
 COST_FIELDS = (
@@ -101,22 +108,22 @@ def step_time(cp, num_seqs, T, context_tokens, attn_pairs, num_sampled):
 
 
 # ---- block pool -------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _unlink_own(B, X, b):
     """Drop block ``b`` from its owner's list of indexed blocks (its content is evicted)."""
-    r, p, n = B[B_OWN, b], B[B_OPREV, b], B[B_ONEXT, b]
+    r, p, n = B[b, B_OWN], B[b, B_OPREV], B[b, B_ONEXT]
     if p >= 0:
-        B[B_ONEXT, p] = n
+        B[p, B_ONEXT] = n
     else:
-        X[X_OHEAD, r] = n
+        X[r, X_OHEAD] = n
     if n >= 0:
-        B[B_OPREV, n] = p
+        B[n, B_OPREV] = p
     else:
-        X[X_OTAIL, r] = p
-    B[B_OWN, b] = -1
+        X[r, X_OTAIL] = p
+    B[b, B_OWN] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _allocate(B, X, queue, ctl, rid, m):
     """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table."""
     h = ctl[P_HEAD]
@@ -125,20 +132,20 @@ def _allocate(B, X, queue, ctl, rid, m):
             b = queue[0, h]
             s = queue[1, h]
             h += 1
-            if B[B_FREE, b] == 1 and B[B_SERIAL, b] == s:
+            if B[b, B_FREE] == 1 and B[b, B_SERIAL] == s:
                 break
-        B[B_FREE, b] = 0
-        B[B_REF, b] = 1
-        if B[B_OWN, b] >= 0:
+        B[b, B_FREE] = 0
+        B[b, B_REF] = 1
+        if B[b, B_OWN] >= 0:
             _unlink_own(B, X, b)
-        t = X[X_TTAIL, rid]
-        B[B_TPREV, b] = t
-        B[B_TNEXT, b] = -1
+        t = X[rid, X_TTAIL]
+        B[b, B_TPREV] = t
+        B[b, B_TNEXT] = -1
         if t >= 0:
-            B[B_TNEXT, t] = b
+            B[t, B_TNEXT] = b
         else:
-            X[X_THEAD, rid] = b
-        X[X_TTAIL, rid] = b
+            X[rid, X_THEAD] = b
+        X[rid, X_TTAIL] = b
     ctl[P_HEAD] = h
     ctl[FREE] -= m
 
@@ -152,7 +159,7 @@ def _compact(B, queue, ctl, front, back):
     live = 0
     for i in range(h, t):
         b = queue[0, i]
-        if B[B_FREE, b] == 1 and B[B_SERIAL, b] == queue[1, i]:
+        if B[b, B_FREE] == 1 and B[b, B_SERIAL] == queue[1, i]:
             ids[live] = b
             ser[live] = queue[1, i]
             live += 1
@@ -165,27 +172,27 @@ def _compact(B, queue, ctl, front, back):
     ctl[P_TAIL] = nh + live
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
     """Release ``rid``'s blocks, tail first: blocks past its first ``nfull`` (no hash) to the head of
     the free queue, the first going first; hashed ones to the tail (``BlockPool.free``)."""
     nf = 0
     nb = 0
-    b = X[X_TTAIL, rid]
+    b = X[rid, X_TTAIL]
     pos = nblocks - 1
     while b >= 0:
-        B[B_REF, b] -= 1
-        if B[B_REF, b] == 0:
+        B[b, B_REF] -= 1
+        if B[b, B_REF] == 0:
             if caching and pos < nfull:
                 buf[1, nb] = b
                 nb += 1
             else:
                 buf[0, nf] = b
                 nf += 1
-        b = B[B_TPREV, b]
+        b = B[b, B_TPREV]
         pos -= 1
-    X[X_THEAD, rid] = -1
-    X[X_TTAIL, rid] = -1
+    X[rid, X_THEAD] = -1
+    X[rid, X_TTAIL] = -1
     if nf + nb == 0:
         return
     ctl[STAMP] += 1
@@ -195,57 +202,57 @@ def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
     h = ctl[P_HEAD] - nf
     for i in range(nf):
         b = buf[0, i]
-        B[B_SERIAL, b] = st
-        B[B_FREE, b] = 1
+        B[b, B_SERIAL] = st
+        B[b, B_FREE] = 1
         queue[0, h + i] = b
         queue[1, h + i] = st
     ctl[P_HEAD] = h
     t = ctl[P_TAIL]
     for i in range(nb):
         b = buf[1, i]
-        B[B_SERIAL, b] = st
-        B[B_FREE, b] = 1
+        B[b, B_SERIAL] = st
+        B[b, B_FREE] = 1
         queue[0, t + i] = b
         queue[1, t + i] = st
     ctl[P_TAIL] = t + nb
     ctl[FREE] += nf + nb
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _index_own(B, X, rid, nfull):
     """Index ``rid``'s first ``nfull`` blocks under its own content (after the copies already there)."""
-    b = X[X_THEAD, rid]
+    b = X[rid, X_THEAD]
     col = 0
     while b >= 0 and col < nfull:
-        if B[B_OWN, b] != rid:
-            t = X[X_OTAIL, rid]
-            B[B_OWN, b] = rid
-            B[B_OCOL, b] = col
-            B[B_OPREV, b] = t
-            B[B_ONEXT, b] = -1
+        if B[b, B_OWN] != rid:
+            t = X[rid, X_OTAIL]
+            B[b, B_OWN] = rid
+            B[b, B_OCOL] = col
+            B[b, B_OPREV] = t
+            B[b, B_ONEXT] = -1
             if t >= 0:
-                B[B_ONEXT, t] = b
+                B[t, B_ONEXT] = b
             else:
-                X[X_OHEAD, rid] = b
-            X[X_OTAIL, rid] = b
-        b = B[B_TNEXT, b]
+                X[rid, X_OHEAD] = b
+            X[rid, X_OTAIL] = b
+        b = B[b, B_TNEXT]
         col += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lookup(B, X, hits, rid, ntok, bs):
     """Cached leading blocks of ``rid`` (earliest indexed live copy of each), into ``hits``; how many."""
     limit = (ntok - 1) // bs
-    b = X[X_OHEAD, rid]
+    b = X[rid, X_OHEAD]
     if limit <= 0 or b < 0:
         return 0
     for k in range(limit):
         hits[k] = -1
     while b >= 0:
-        c = B[B_OCOL, b]
+        c = B[b, B_OCOL]
         if c < limit and hits[c] < 0:
             hits[c] = b
-        b = B[B_ONEXT, b]
+        b = B[b, B_ONEXT]
     nh = 0
     while nh < limit and hits[nh] >= 0:
         nh += 1
@@ -253,32 +260,31 @@ def _lookup(B, X, hits, rid, ntok, bs):
 
 
 # ---- the scheduler ------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _table_append(B, X, rid, b):
-    t = X[X_TTAIL, rid]
-    B[B_TPREV, b] = t
-    B[B_TNEXT, b] = -1
+    t = X[rid, X_TTAIL]
+    B[b, B_TPREV] = t
+    B[b, B_TNEXT] = -1
     if t >= 0:
-        B[B_TNEXT, t] = b
+        B[t, B_TNEXT] = b
     else:
-        X[X_THEAD, rid] = b
-    X[X_TTAIL, rid] = b
+        X[rid, X_THEAD] = b
+    X[rid, X_TTAIL] = b
 
 
-@njit(cache=True)
-def _preempt(RI, status, preemptions, B, X, queue, ctl, cfg, buf, fifo, rid):
+@njit(cache=True, inline="always")
+def _preempt(RI, P32, S8, B, X, queue, ctl, cfg, buf, fifo, rid):
     """Recompute preemption (``Scheduler._preempt``): index the victim's full blocks, release its
     table, send it to the front of the waiting queue with nothing computed."""
-    ncomp, nblk = RI[1], RI[5]
-    preemptions[rid] += 1
-    nfull = ncomp[rid] // cfg[BS]
+    P32[rid, 0] += 1
+    nfull = RI[rid, I_NCOMP] // cfg[BS]
     caching = cfg[CACHING] != 0
     if caching and nfull > 0:
         _index_own(B, X, rid, nfull)
-    _free_table(B, X, queue, ctl, buf, rid, nblk[rid], nfull, caching)
-    nblk[rid] = 0
-    ncomp[rid] = 0
-    status[rid] = _WAITING
+    _free_table(B, X, queue, ctl, buf, rid, RI[rid, I_NBLK], nfull, caching)
+    RI[rid, I_NBLK] = 0
+    RI[rid, I_NCOMP] = 0
+    S8[rid] = _WAITING
     cap = fifo.shape[0]
     h = (ctl[Q_HEAD] - 1 + cap) % cap
     fifo[h] = rid
@@ -287,10 +293,9 @@ def _preempt(RI, status, preemptions, B, X, queue, ctl, cfg, buf, fifo, rid):
 
 
 @njit(cache=True)
-def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t):
-    """``Scheduler.schedule`` at time ``t``: fills ``sched`` (request, tokens, samples) and the
-    step's log row; returns the step's duration."""
-    ntok, ncomp, hwm, nblk, cached, recomp = RI[0], RI[1], RI[4], RI[5], RI[6], RI[7]
+def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t):
+    """``Scheduler.schedule`` at time ``t``: fills ``sched`` (request, tokens, samples, running-list
+    slot) and the step's log row; returns the step's duration."""
     bs = cfg[BS]
     budget = cfg[BUDGET]
     thr = cfg[THR]
@@ -303,16 +308,16 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
     end = ctl[N_RUN]
     while j < end:
         rid = run[j]
-        nc = ncomp[rid]
-        need = ntok[rid] - nc
+        nc = RI[rid, I_NCOMP]
+        need = RI[rid, I_NTOK] - nc
         if thr > 0 and need > thr:
             need = thr
         a = need if need < budget else budget
-        m = (nc + a + bs - 1) // bs - nblk[rid]
+        m = (nc + a + bs - 1) // bs - RI[rid, I_NBLK]
         stop = False
         while m > ctl[FREE]:
             end -= 1
-            _preempt(RI, status, preemptions, B, X, queue, ctl, cfg, buf, fifo, run[end])
+            _preempt(RI, P32, S8, B, X, queue, ctl, cfg, buf, fifo, run[end])
             npre += 1
             if end == j:
                 stop = True
@@ -321,10 +326,11 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
             break
         if m > 0:
             _allocate(B, X, queue, ctl, rid, m)
-            nblk[rid] += m
+            RI[rid, I_NBLK] += m
         if a > 0:
-            sched[0, ns] = rid
-            sched[1, ns] = a
+            sched[ns, 0] = rid
+            sched[ns, 1] = a
+            sched[ns, 3] = j
             ns += 1
         budget -= a
         j += 1
@@ -334,11 +340,11 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
         cap = fifo.shape[0]
         while budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS] and ctl[Q_LEN] > 0:
             rid = fifo[ctl[Q_HEAD]]
-            nt = ntok[rid]
+            nt = RI[rid, I_NTOK]
             nh = _lookup(B, X, hits, rid, nt, bs) if cfg[CACHING] != 0 else 0
             nev = 0
             for k in range(nh):
-                if B[B_REF, hits[k]] == 0:
+                if B[hits[k], B_REF] == 0:
                     nev += 1
             need = nt - nh * bs
             if thr > 0 and need > thr:
@@ -352,23 +358,25 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
             ctl[Q_LEN] -= 1
             for k in range(nh):
                 b = hits[k]
-                if B[B_REF, b] == 0:
-                    B[B_FREE, b] = 0
+                if B[b, B_REF] == 0:
+                    B[b, B_FREE] = 0
                     ctl[FREE] -= 1
-                B[B_REF, b] += 1
+                B[b, B_REF] += 1
                 _table_append(B, X, rid, b)
             if m > 0:
                 _allocate(B, X, queue, ctl, rid, m)
-            nblk[rid] = nh + m
-            ncomp[rid] = nh * bs
-            if cached[rid] < 0:
-                cached[rid] = nh * bs
-                RF[0][rid] = t
-            status[rid] = _RUNNING
-            run[ctl[N_RUN]] = rid
-            ctl[N_RUN] += 1
-            sched[0, ns] = rid
-            sched[1, ns] = a
+            RI[rid, I_NBLK] = nh + m
+            RI[rid, I_NCOMP] = nh * bs
+            if RI[rid, I_CACHED] < 0:
+                RI[rid, I_CACHED] = nh * bs
+                RF[rid, F_FSCHED] = t
+            S8[rid] = _RUNNING
+            slot = ctl[N_RUN]
+            run[slot] = rid
+            ctl[N_RUN] = slot + 1
+            sched[ns, 0] = rid
+            sched[ns, 1] = a
+            sched[ns, 3] = slot
             ns += 1
             budget -= a
     # The step's work.
@@ -380,20 +388,20 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
     nsamp = 0
     rec = 0
     for i in range(ns):
-        rid = sched[0, i]
-        a = sched[1, i]
-        before = ncomp[rid]
+        rid = sched[i, 0]
+        a = sched[i, 1]
+        before = RI[rid, I_NCOMP]
         after = before + a
-        ncomp[rid] = after
-        h = hwm[rid]
+        RI[rid, I_NCOMP] = after
+        h = RI[rid, I_HWM]
         r = (after if after < h else h) - before
         if r > 0:
-            recomp[rid] += r
+            RI[rid, I_RECOMP] += r
             rec += r
         if after > h:
-            hwm[rid] = after
-        smp = 1 if after == ntok[rid] else 0
-        sched[2, i] = smp
+            RI[rid, I_HWM] = after
+        smp = 1 if after == RI[rid, I_NTOK] else 0
+        sched[i, 2] = smp
         if smp:
             nsamp += 1
             if a == 1 and before > 0:
@@ -423,40 +431,39 @@ def _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits,
 
 
 @njit(cache=True)
-def _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, later):
+def _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, later):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row."""
-    ntok, ncomp, nout, maxt, nblk = RI[0], RI[1], RI[2], RI[3], RI[5]
-    first_token, last_token, finish = RF[1], RF[2], RF[3]
     ns = ctl[N_SCHED]
     k = 0
     nsamp = 0
     ndone = 0
-    for i in range(ns):
-        if sched[2, i] == 0:
-            continue
-        rid = sched[0, i]
-        nsamp += 1
-        ntok[rid] += 1
-        o = nout[rid] + 1
-        nout[rid] = o
-        if o > 1:
-            pend[k] = t - last_token[rid]
-            k += 1
-        else:
-            first_token[rid] = t
-        last_token[rid] = t
-        if o >= maxt[rid]:
-            sched[3, ndone] = rid
-            ndone += 1
     bs = cfg[BS]
     caching = cfg[CACHING] != 0
     nf = ctl[FIN_NOW] + ctl[FIN_LATER]
+    for i in range(ns):
+        if sched[i, 2] == 0:
+            continue
+        rid = sched[i, 0]
+        nsamp += 1
+        RI[rid, I_NTOK] += 1
+        o = RI[rid, I_NOUT] + 1
+        RI[rid, I_NOUT] = o
+        if o > 1:
+            pend[k] = t - RF[rid, F_LTOK]
+            k += 1
+        else:
+            RF[rid, F_FTOK] = t
+        RF[rid, F_LTOK] = t
+        if o >= RI[rid, I_MAXT]:
+            run[sched[i, 3]] = -1
+            sched[ndone, 4] = rid
+            ndone += 1
     for i in range(ndone):
-        rid = sched[3, i]
-        _free_table(B, X, queue, ctl, buf, rid, nblk[rid], ncomp[rid] // bs, caching)
-        status[rid] = _FINISHED
-        finish[rid] = t
-        nblk[rid] = 0
+        rid = sched[i, 4]
+        _free_table(B, X, queue, ctl, buf, rid, RI[rid, I_NBLK], RI[rid, I_NCOMP] // bs, caching)
+        S8[rid] = _FINISHED
+        RF[rid, F_FIN] = t
+        RI[rid, I_NBLK] = 0
         if cfg[WAITERS] != 0:
             fin[nf + i] = rid
     ctl[FIN_LATER if later else FIN_NOW] += ndone
@@ -465,7 +472,7 @@ def _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps,
         kept = 0
         for i in range(n):
             rid = run[i]
-            if status[rid] == _RUNNING:
+            if rid >= 0:
                 run[kept] = rid
                 kept += 1
         ctl[N_RUN] = kept
@@ -489,11 +496,13 @@ def _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps,
 
 
 @njit(cache=True)
-def advance(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, gaps,
-            pend, fin, fctl):
+def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, gaps, pend, fin, fctl):
     """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
     engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
-    Returns a code (see the module constants) and the time it refers to in ``fctl[2]``."""
+    Returns a code (see the module constants) and the time it refers to in ``fctl[2]``.
+
+    ``RI``, ``RF``, ``P32``, ``S8``: the RequestTable's int64, float64, int32 tables and status column.
+    """
     t = fctl[0]
     peek = fctl[1]
     ctl[FIN_NOW] = 0
@@ -501,7 +510,7 @@ def advance(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, f
     ctl[PEND_GAPS] = 0
     single = False
     if ctl[PENDING]:
-        _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, False)
+        _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, False)
         # Someone waits for a request that just finished: they act at this instant, after the
         # next step is scheduled and before it ends, so only one step can be scheduled now.
         single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
@@ -520,11 +529,11 @@ def advance(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, f
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
-        dt = _schedule(RI, RF, status, preemptions, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t)
+        dt = _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t)
         t_end = t + dt
         first = False
         if single or not t_end < peek:
             fctl[2] = t_end
             return STEPPED
-        _update(RI, RF, status, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t_end, True)
+        _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t_end, True)
         t = t_end

@@ -13,12 +13,13 @@ import simpy
 from simulator import compiled as K
 from simulator.cost import CostModel
 from simulator.engine import Engine, SimulationStalled, delay_to
-from simulator.requests import WAITING, RequestTable
+from simulator.requests import ROW_LAYOUT, WAITING, RequestTable
 from simulator.scheduler import Scheduler
 
-_INT_COLUMNS = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
-                "recomputed")
-_FLOAT_COLUMNS = ("first_scheduled", "first_token", "last_token", "finish")
+# The kernel reads the request tables at fixed columns.
+assert ROW_LAYOUT[np.int64][: len(K.INT_LEAD)] == K.INT_LEAD
+assert ROW_LAYOUT[np.float64][: len(K.FLOAT_LEAD)] == K.FLOAT_LEAD
+assert ROW_LAYOUT[np.int32][0] == "preemptions"
 
 
 def cost_params(cost: CostModel) -> np.ndarray:
@@ -42,16 +43,16 @@ class CompiledEngine(Engine):
         n = scheduler.pool.num_blocks
         seats = cfg.max_num_seqs + 1
         self._ctl = ctl = np.zeros(K.N_CTL, np.int64)
-        B = np.full((K.N_BROWS, n), -1, np.int64)
-        B[K.B_REF] = 0
-        B[K.B_FREE] = 1
-        B[K.B_SERIAL] = 0
+        B = np.full((n, K.N_BCOLS), -1, np.int64)
+        B[:, K.B_REF] = 0
+        B[:, K.B_FREE] = 1
+        B[:, K.B_SERIAL] = 0
         cap = max(4 * n, 64)
         queue = np.zeros((2, cap), np.int64)
         h = (cap - n) // 2
         queue[0, h : h + n] = np.arange(n)
         ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
-        self._X = np.full((K.N_XROWS, len(reqs.status)), -1, np.int64)
+        self._X = np.full((len(reqs.status), K.N_XCOLS), -1, np.int64)
         self._fifo = np.zeros(max(64, 2 * seats), np.int64)
         conf = np.zeros(K.N_CFG, np.int64)
         conf[K.MAX_SEQS] = cfg.max_num_seqs
@@ -69,7 +70,7 @@ class CompiledEngine(Engine):
         self._fctl = np.zeros(3)
         # Everything but the request columns and the waiting ring, which grow with the run.
         self._fixed = (B, queue, ctl, conf, cost_params(cost), np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
-        self._tail = (np.zeros(seats, np.int64), np.zeros((4, seats), np.int64), log._stage, log._gaps,
+        self._tail = (np.zeros(seats, np.int64), np.zeros((seats, 5), np.int64), log._stage, log._gaps,
                       np.zeros(seats), np.zeros(2 * seats, np.int64), self._fctl)
         self._cols_cap = -1
         self._cols: tuple = ()
@@ -78,9 +79,9 @@ class CompiledEngine(Engine):
     def _enqueue(self, rid: int) -> None:
         R, ctl = self.reqs, self._ctl
         R.status[rid] = WAITING
-        if rid >= self._X.shape[1]:
-            X = np.full((K.N_XROWS, max(2 * self._X.shape[1], rid + 1)), -1, np.int64)
-            X[:, : self._X.shape[1]] = self._X
+        if rid >= len(self._X):
+            X = np.full((max(2 * len(self._X), rid + 1), K.N_XCOLS), -1, np.int64)
+            X[: len(self._X)] = self._X
             self._X = X
         q, cap = self._fifo, len(self._fifo)
         head, k = int(ctl[K.Q_HEAD]), int(ctl[K.Q_LEN])
@@ -97,8 +98,8 @@ class CompiledEngine(Engine):
         R = self.reqs
         if R._cap != self._cols_cap:
             self._cols_cap = R._cap
-            self._cols = (tuple(getattr(R, c) for c in _INT_COLUMNS), tuple(getattr(R, c) for c in _FLOAT_COLUMNS),
-                          R.status, R.preemptions)
+            T = R.tables
+            self._cols = (T[np.int64], T[np.float64], T[np.int32], R.status)
         return self._cols
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -116,8 +117,8 @@ class CompiledEngine(Engine):
             fctl[0] = now
             fctl[1] = env.peek()
             conf[K.WAITERS] = 1 if self._events else 0
-            RI, RF, status, preemptions = self._columns()
-            code = K.advance(RI, RF, status, preemptions, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo, run,
+            RI, RF, P32, S8 = self._columns()
+            code = K.advance(RI, RF, P32, S8, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo, run,
                              sched, stage, gaps, pend, fin, fctl)
             t = float(fctl[2])
             # The log and the step count as they stand once the steps applied so far have ended

@@ -29,7 +29,7 @@ def patched(self, *a, **k):
     self.macro_steps = sys.argv[1] == "1"
     E.USED = self.macro_steps
 E.Engine.__init__ = patched
-sc, _ = load_scenario(sys.argv[2], sys.argv[3:])
+sc, _ = load_scenario(sys.argv[2], sys.argv[3:] + ["run.kernel=python"])  # the macro-steps are the Python engine's
 res = simulate(sc)
 log = res.engine.log
 csv = lambda df: df.to_csv(index=False, float_format="%.9g", lineterminator="\n").encode()
