@@ -4,7 +4,12 @@ Each scenario runs in a fresh subprocess (so peak resident memory is its own) on
 Prints, per scenario: wall time, simulated time and their ratio, engine steps per wall second,
 request-steps (requests scheduled, summed over steps) per wall second, peak resident memory.
 
-Run: python benchmarks/speed.py [--quick] [--only NAME] [--repeat N] [--profile]
+Run: python benchmarks/speed.py [--quick] [--only NAME] [--repeat N] [--profile] [--kernel python]
+
+"wall s" is the simulation in a process that has run the compiled engine before (as every point of a
+sweep but the first on a worker does); "cold s" is the same run as the first of a fresh process,
+which also loads the compiled kernel from numba's on-disk cache (the numba import itself, about
+0.4 s, happens at import, outside both). The 1M-request trace runs cold only.
 
 With --repeat N each scenario runs N times (each in a fresh process) and the fastest run is
 reported: on a shared machine the fastest is the one least disturbed by other work. --profile
@@ -54,12 +59,24 @@ import json, resource, sys, time
 import numpy as np
 from simulator.config import load_scenario
 from simulator.run import simulate
-sc, _ = load_scenario(sys.argv[1], sys.argv[2:])
+try:
+    import simulator.fast_engine  # noqa: F401  (numba's import, as importing the package would)
+except ImportError:
+    pass
+twice = sys.argv[1] == "1"
+sc, _ = load_scenario(sys.argv[2], sys.argv[3:])
 t0 = time.perf_counter()
 res = simulate(sc)
-wall = time.perf_counter() - t0
+cold = wall = time.perf_counter() - t0
+if twice:
+    del res
+    t0 = time.perf_counter()
+    res = simulate(sc)
+    wall = time.perf_counter() - t0
 log = res.engine.log.columns()
 print(json.dumps({
+    "engine": type(res.engine).__name__,
+    "cold_s": cold,
     "wall_s": wall,
     "simulated_s": res.end_time,
     "steps": res.engine.num_steps,
@@ -93,9 +110,9 @@ for (file, line, fn), (cc, nc, tt, ct, _) in rows:
 """
 
 
-def _child(script: str, name: str, path: str, overrides: list[str]) -> str:
+def _child(script: str, name: str, path: str, overrides: list[str], *first: str) -> str:
     """Run ``script`` on one scenario in a fresh process (one BLAS thread); its standard output."""
-    out = subprocess.run([sys.executable, "-c", script, path, *overrides], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", script, *first, path, *overrides], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONHASHSEED": "0", **_env()})
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr}")
@@ -107,7 +124,8 @@ def profile(name: str, path: str, overrides: list[str]) -> None:
 
 
 def run(name: str, path: str, overrides: list[str]) -> dict:
-    r = json.loads(_child(CHILD, name, path, overrides).strip().splitlines()[-1])
+    twice = "0" if name == "trace_1m_requests" else "1"
+    r = json.loads(_child(CHILD, name, path, overrides, twice).strip().splitlines()[-1])
     r["name"] = name
     r["speedup"] = r["simulated_s"] / r["wall_s"]
     r["steps_per_s"] = r["steps"] / r["wall_s"]
@@ -140,7 +158,7 @@ def _selected(args: argparse.Namespace, skip_trace: bool = False):
             continue
         if name == "trace_1m_requests":
             write_trace_1m(TRACE_1M)
-        yield name, path, over + (QUICK.get(name, []) if args.quick else [])
+        yield name, path, over + (QUICK.get(name, []) if args.quick else []) + [f"run.kernel={args.kernel}"]
 
 
 def main() -> int:
@@ -149,6 +167,7 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--repeat", type=int, default=1, help="runs per scenario; the fastest is reported")
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
+    ap.add_argument("--kernel", choices=["auto", "compiled", "python"], default="auto", help="run.kernel for every scenario")
     args = ap.parse_args()
     if args.profile:
         # Without --only, profiling skips the 1M-request trace (some ten minutes even unprofiled).
@@ -156,11 +175,12 @@ def main() -> int:
             profile(name, path, over)
         return 0
     print(f"machine: {machine()}\n")
-    print("| scenario | wall s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| scenario | engine | wall s | cold s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, path, over in _selected(args):
         r = min((run(name, path, over) for _ in range(max(args.repeat, 1))), key=lambda x: x["wall_s"])
-        print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | {r['simulated_s']:.0f} | "
+        print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['engine']} | {r['wall_s']:.2f} | "
+              f"{r['cold_s']:.2f} | {r['simulated_s']:.0f} | "
               f"{r['speedup']:.0f} | {r['steps_per_s']:,.0f} | {r['request_steps_per_s']:,.0f} | {r['requests']:,} | "
               f"{r['peak_rss_mb']:.0f} |", flush=True)
     return 0
