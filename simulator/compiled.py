@@ -34,16 +34,15 @@ IDLE = 8  # steps in a row without a token computed for the first time
 PENDING = 9  # 1: the last scheduled step's outcome is not applied yet
 STAGE_N = 10  # rows in the step-log stage
 ROWS = 11  # step-log rows completed
-GAPS_N = 12  # inter-token gaps in the log's buffer
+ITL_N = 12  # inter-token gaps counted into the log's histogram
 FIN_NOW = 13  # finished at the call's start (outcome of the step in flight)
 FIN_LATER = 14  # finished by steps completed inside the call
-PEND_GAPS = 15  # gaps waiting in ``pend`` for the caller (the log's buffer was full)
-N_SCHED = 16  # requests scheduled in the step in flight
-STALLED = 17  # 1: the step in flight computes no new token
-N_CTL = 18
+N_SCHED = 15  # requests scheduled in the step in flight
+STALLED = 16  # 1: the step in flight computes no new token
+N_CTL = 17
 
 # ---- cfg slots --------------------------------------------------------------------------------
-MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, GAP_CAP, WAITERS, MAX_STEPS, STALL_STEPS = range(12)
+MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(12)
 N_CFG = 12
 
 # ---- per-block columns ---------------------------------------------------------------------------
@@ -70,15 +69,17 @@ COST_FIELDS = (
 )
 (C_FIXED, C_PSO, C_PTO, C_LIN, C_CMM, C_WB, C_ACT, C_MMM, C_AFP, C_CAT, C_KVB, C_MAT, C_LMF, C_LMB,
  C_MOE, C_ARC, C_K, C_E, C_EXP, C_SHR, C_ARB, C_ICB, C_ARL) = range(len(COST_FIELDS))
+# Then the ITL histogram's scale (step_log: log10 of the lowest bin edge, bins per decade).
+C_ITL_LO, C_ITL_PER_DECADE = len(COST_FIELDS), len(COST_FIELDS) + 1
+N_CP = len(COST_FIELDS) + 2
 
 # ---- what ``advance`` returns -----------------------------------------------------------------
 STEPPED = 0  # a step is under way until ``t``: yield until then, call again
 IDLE_NOW = 1  # nothing to run at ``t``: wait for a submission
 NOTIFY = 2  # requests someone waits for finished at ``t``: notify them, call again
-FLUSH = 3  # the log's gap buffer is full: push ``pend[:ctl[PEND_GAPS]]`` through the log, call again
-UNSTAGE = 4  # the step-log stage is full: move it out, call again
-MAX_STEPS_HIT = 5
-STALL = 6
+UNSTAGE = 3  # the step-log stage is full: move it out, call again
+MAX_STEPS_HIT = 4
+STALL = 5
 
 # RequestTable status codes (simulator/requests.py)
 _WAITING, _RUNNING, _FINISHED = 0, 1, 3
@@ -430,13 +431,23 @@ def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, 
     return dt
 
 
+@njit(cache=True, inline="always")
+def _itl_bin(gap, cp, nbins):
+    """The histogram bin of one gap (``StepLog._bin``'s arithmetic, one value at a time)."""
+    b = (np.log10(max(gap, 1e-12)) - cp[C_ITL_LO]) * cp[C_ITL_PER_DECADE]
+    i = int(np.floor(b)) + 1
+    return min(max(i, 0), nbins + 1)
+
+
 @njit(cache=True)
-def _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, later):
+def _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t, later):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row."""
     ns = ctl[N_SCHED]
     k = 0
     nsamp = 0
     ndone = 0
+    run_gap = -1.0  # the gaps of a step come in runs of equal values (requests that ran the step before)
+    run_n = 0
     bs = cfg[BS]
     caching = cfg[CACHING] != 0
     nf = ctl[FIN_NOW] + ctl[FIN_LATER]
@@ -449,8 +460,15 @@ def _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pen
         o = RI[rid, I_NOUT] + 1
         RI[rid, I_NOUT] = o
         if o > 1:
-            pend[k] = t - RF[rid, F_LTOK]
+            gap = t - RF[rid, F_LTOK]
             k += 1
+            if gap == run_gap:
+                run_n += 1
+            else:
+                if run_n:
+                    hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
+                run_gap = gap
+                run_n = 1
         else:
             RF[rid, F_FTOK] = t
         RF[rid, F_LTOK] = t
@@ -481,13 +499,9 @@ def _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pen
     stage[12, row] = ndone
     ctl[STAGE_N] = row + 1
     ctl[ROWS] += 1
-    if k:
-        g = ctl[GAPS_N]
-        if g + k > cfg[GAP_CAP]:
-            ctl[PEND_GAPS] = k
-        else:
-            gaps[g : g + k] = pend[:k]
-            ctl[GAPS_N] = g + k
+    if run_n:
+        hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
+    ctl[ITL_N] += k
     if ctl[STALLED]:
         ctl[IDLE] += 1
     else:
@@ -496,7 +510,7 @@ def _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pen
 
 
 @njit(cache=True)
-def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, gaps, pend, fin, fctl):
+def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, hist, fin, fctl):
     """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
     engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
     Returns a code (see the module constants) and the time it refers to in ``fctl[2]``.
@@ -507,18 +521,15 @@ def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sc
     peek = fctl[1]
     ctl[FIN_NOW] = 0
     ctl[FIN_LATER] = 0
-    ctl[PEND_GAPS] = 0
     single = False
     if ctl[PENDING]:
-        _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t, False)
+        _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t, False)
         # Someone waits for a request that just finished: they act at this instant, after the
         # next step is scheduled and before it ends, so only one step can be scheduled now.
         single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
     first = True
     while True:
         fctl[2] = t
-        if ctl[PEND_GAPS]:
-            return FLUSH
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
         if not first and cfg[WAITERS] != 0 and ctl[FIN_LATER] > 0:
@@ -535,5 +546,5 @@ def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sc
         if single or not t_end < peek:
             fctl[2] = t_end
             return STEPPED
-        _update(RI, RF, S8, B, X, queue, ctl, cfg, buf, run, sched, stage, gaps, pend, fin, t_end, True)
+        _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t_end, True)
         t = t_end

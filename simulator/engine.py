@@ -7,10 +7,11 @@ Requests enter through ``submit``; the scheduler, block pool and cost model neve
 
 from __future__ import annotations
 
-import math
+import heapq
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from simulator.cost import CostModel
 from simulator.requests import ABORTED, FINISHED, REJECTED, RequestTable
@@ -18,15 +19,23 @@ from simulator.scheduler import Scheduler
 from simulator.step_log import StepLog
 
 
-def delay_to(now: float, t: float) -> float:
-    """The delay d >= 0 with ``now + d == t`` in floats (SimPy schedules a timeout at ``now + delay``),
-    so an event lands exactly on a time computed elsewhere (a run's step ends, a trace's arrivals)."""
-    d = t - now
-    while now + d < t:
-        d = math.nextafter(d, math.inf)
-    while now + d > t and d > 0:
-        d = math.nextafter(d, -math.inf)
-    return d
+class TimeoutAt(simpy.Timeout):
+    """A timeout that fires at exactly time ``t`` (>= now).
+
+    ``env.timeout(d)`` fires at ``now + d`` in floats, and no ``d`` may give ``t`` exactly (when
+    ``now + d`` falls halfway between two floats, ties-to-even skips every other one). An event has
+    to land exactly on a time computed elsewhere (a step's end, a trace's arrival), so this one
+    goes on SimPy's event queue at ``t`` itself, with the priority and sequence number a timeout
+    created now would get.
+    """
+
+    def __init__(self, env: simpy.Environment, t: float) -> None:
+        self.env = env
+        self.callbacks = []
+        self._value = None
+        self._delay = t - env.now
+        self._ok = True
+        heapq.heappush(env._queue, (t, NORMAL, next(env._eid), self))
 
 
 class SimulationStalled(RuntimeError):
@@ -215,7 +224,7 @@ class Engine:
             self.log._push_gaps(first_gaps)
             self.log.add_gap_runs(times[2:k] - times[1 : k - 1], n)
             self.num_steps += k - 1
-        yield env.timeout(delay_to(env.now, float(times[k])))
+        yield TimeoutAt(env, float(times[k]))
         return plan, float(times[k - 1]), float(dts[k - 1])
 
     def diagnose(self) -> str:

@@ -12,9 +12,10 @@ import simpy
 
 from simulator import compiled as K
 from simulator.cost import CostModel
-from simulator.engine import Engine, SimulationStalled, delay_to
-from simulator.requests import ROW_LAYOUT, WAITING, RequestTable
+from simulator.engine import Engine, SimulationStalled, TimeoutAt
+from simulator.requests import ROW_LAYOUT, RequestTable
 from simulator.scheduler import Scheduler
+from simulator.step_log import ITL_BINS, ITL_LO, ITL_PER_DECADE
 
 # The kernel reads the request tables at fixed columns.
 assert ROW_LAYOUT[np.int64][: len(K.INT_LEAD)] == K.INT_LEAD
@@ -63,69 +64,76 @@ class CompiledEngine(Engine):
         conf[K.FULL_PROMPT] = cfg.admission == "full_prompt"
         conf[K.NUM_BLOCKS] = n
         conf[K.STAGE_CAP] = log._STAGE
-        conf[K.GAP_CAP] = log._GAP_BUFFER
+        conf[K.ITL_BINS] = ITL_BINS
         conf[K.MAX_STEPS] = self.max_steps
         conf[K.STALL_STEPS] = self.stall_steps
         self._conf = conf
         self._fctl = np.zeros(3)
         # Everything but the request columns and the waiting ring, which grow with the run.
-        self._fixed = (B, queue, ctl, conf, cost_params(cost), np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
-        self._tail = (np.zeros(seats, np.int64), np.zeros((seats, 5), np.int64), log._stage, log._gaps,
-                      np.zeros(seats), np.zeros(2 * seats, np.int64), self._fctl)
-        self._cols_cap = -1
-        self._cols: tuple = ()
+        cp = np.concatenate([cost_params(cost), [ITL_LO, ITL_PER_DECADE]])
+        self._fixed = (B, queue, ctl, conf, cp, np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
+        self._tail = (np.zeros(seats, np.int64), np.zeros((seats, 5), np.int64), log._stage, log.itl_hist,
+                      np.zeros(2 * seats, np.int64), self._fctl)
+        self._incoming: list[int] = []
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int) -> None:
-        R, ctl = self.reqs, self._ctl
-        R.status[rid] = WAITING
-        if rid >= len(self._X):
-            X = np.full((max(2 * len(self._X), rid + 1), K.N_XCOLS), -1, np.int64)
+        # Queued in Python and moved into the kernel's waiting ring at its next call (in order:
+        # only the kernel puts requests anywhere else, at the front, and it runs between these).
+        self._incoming.append(rid)
+
+    def _take_incoming(self) -> None:
+        new, self._incoming = self._incoming, []
+        ctl, n = self._ctl, len(new)
+        if new[-1] >= len(self._X):  # ids only grow
+            X = np.full((max(2 * len(self._X), new[-1] + 1), K.N_XCOLS), -1, np.int64)
             X[: len(self._X)] = self._X
             self._X = X
         q, cap = self._fifo, len(self._fifo)
         head, k = int(ctl[K.Q_HEAD]), int(ctl[K.Q_LEN])
-        if k + self.sched.cfg.max_num_seqs + 2 > cap:  # room for every running request to come back
-            grown = np.zeros(2 * cap, np.int64)
+        if k + n + self.sched.cfg.max_num_seqs + 1 > cap:  # room for every running request to come back
+            grown = np.zeros(max(2 * cap, 2 * (k + n + self.sched.cfg.max_num_seqs + 1)), np.int64)
             grown[:k] = q[(head + np.arange(k)) % cap]
             self._fifo = q = grown
             ctl[K.Q_HEAD] = head = 0
-            cap *= 2
-        q[(head + k) % cap] = rid
-        ctl[K.Q_LEN] = k + 1
-
-    def _columns(self) -> tuple:
-        R = self.reqs
-        if R._cap != self._cols_cap:
-            self._cols_cap = R._cap
-            T = R.tables
-            self._cols = (T[np.int64], T[np.float64], T[np.int32], R.status)
-        return self._cols
+            cap = len(grown)
+        if n == 1:
+            q[(head + k) % cap] = new[0]
+        else:
+            q[(head + k + np.arange(n)) % cap] = new
+        ctl[K.Q_LEN] = k + n
 
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
         env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
         B, queue, _, _, cp, buf, hits = self._fixed
-        run, sched, stage, gaps, pend, fin, _ = self._tail
+        run, sched, stage, hist, fin, _ = self._tail
+        R = self.reqs
+        cap = -1
         while True:
-            if not ctl[K.PENDING] and not ctl[K.N_RUN] and not ctl[K.Q_LEN]:
+            if self._incoming:
+                self._take_incoming()
+            elif not ctl[K.PENDING] and not ctl[K.N_RUN] and not ctl[K.Q_LEN]:
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
                 continue
+            if R._cap != cap:  # the request tables were re-allocated (they grow by doubling)
+                cap, T = R._cap, R.tables
+                RI, RF, P32, S8 = T[np.int64], T[np.float64], T[np.int32], R.status
             now = env.now
             fctl[0] = now
             fctl[1] = env.peek()
             conf[K.WAITERS] = 1 if self._events else 0
-            RI, RF, P32, S8 = self._columns()
             code = K.advance(RI, RF, P32, S8, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo, run,
-                             sched, stage, gaps, pend, fin, fctl)
+                             sched, stage, hist, fin, fctl)
             t = float(fctl[2])
+            c = ctl.tolist()
             # The log and the step count as they stand once the steps applied so far have ended
             # (if the run stops during the step in flight, that step is not counted, as in Engine).
-            self.num_steps = int(ctl[K.ROWS])
-            log.n, log._ns, log._ng = self.num_steps, int(ctl[K.STAGE_N]), int(ctl[K.GAPS_N])
-            fin_now, fin_later = int(ctl[K.FIN_NOW]), int(ctl[K.FIN_LATER])
+            self.num_steps = log.n = c[K.ROWS]
+            log._ns, log.itl_count = c[K.STAGE_N], c[K.ITL_N]
+            fin_now, fin_later = c[K.FIN_NOW], c[K.FIN_LATER]
             if code == K.STEPPED:
                 # Finishes inside the call (only without waiters: counted, nobody to wake).
                 fin_now += fin_later
@@ -133,13 +141,10 @@ class CompiledEngine(Engine):
             if fin_now:
                 self._finished(fin, 0, fin_now)
             if code == K.STEPPED or t != now:
-                yield env.timeout(delay_to(now, t))
+                yield TimeoutAt(env, t)
             if fin_later:
                 self._finished(fin, fin_now, fin_later)
-            if code == K.FLUSH:
-                log._push_gaps(pend[: ctl[K.PEND_GAPS]].copy())
-                ctl[K.GAPS_N] = log._ng
-            elif code == K.UNSTAGE:
+            if code == K.UNSTAGE:
                 log._unstage()
                 ctl[K.STAGE_N] = log._ns
             elif code == K.MAX_STEPS_HIT:

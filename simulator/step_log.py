@@ -30,8 +30,8 @@ STEP_COLUMNS = (
 )
 
 # ITL histogram: log-spaced bins from 1 us to ~1e4 s, 200 per decade (0.5% wide).
-_ITL_LO, _ITL_PER_DECADE, _ITL_DECADES = -6.0, 200, 10
-_ITL_BINS = _ITL_PER_DECADE * _ITL_DECADES
+ITL_LO, ITL_PER_DECADE, ITL_DECADES = -6.0, 200, 10
+ITL_BINS = ITL_PER_DECADE * ITL_DECADES
 
 
 # Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks).
@@ -63,8 +63,7 @@ class StepLog:
         self._cap = 0
         self._cols = {c: np.empty(0, np.float64 if c in _FLOAT_STORED else np.int32) for c in _STORED}
         self._shared = False  # columns() handed out views: do not resize in place
-        self.itl_hist = np.zeros(_ITL_BINS + 2, np.int64)
-        self.itl_sum = 0.0
+        self.itl_hist = np.zeros(ITL_BINS + 2, np.int64)
         self.itl_count = 0
         self._gaps = np.empty(self._GAP_BUFFER)
         self._ng = 0
@@ -153,11 +152,10 @@ class StepLog:
             self._ng = 0
 
     def _bin(self, gaps: np.ndarray) -> None:
-        self.itl_sum += float(gaps.sum())
         self.itl_count += len(gaps)
-        b = (np.log10(np.maximum(gaps, 1e-12)) - _ITL_LO) * _ITL_PER_DECADE
-        idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, _ITL_BINS + 1)
-        self.itl_hist += np.bincount(idx, minlength=_ITL_BINS + 2)
+        b = (np.log10(np.maximum(gaps, 1e-12)) - ITL_LO) * ITL_PER_DECADE
+        idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, ITL_BINS + 1)
+        self.itl_hist += np.bincount(idx, minlength=ITL_BINS + 2)
 
     def add_itl(self, gaps: np.ndarray) -> None:
         self._bin(np.asarray(gaps, float))
@@ -169,11 +167,7 @@ class StepLog:
             return float("nan")
         target = q * self.itl_count
         k = int(np.searchsorted(np.cumsum(self.itl_hist), target, side="left"))
-        return float(10 ** (_ITL_LO + (k - 0.5) / _ITL_PER_DECADE))
-
-    def itl_mean(self) -> float:
-        self._flush()
-        return self.itl_sum / self.itl_count if self.itl_count else float("nan")
+        return float(10 ** (ITL_LO + (k - 0.5) / ITL_PER_DECADE))
 
     def columns(self) -> dict[str, np.ndarray]:
         """Each column as one array (counts int32, times float64; kv_usage computed as the pool does)."""

@@ -43,7 +43,7 @@ def _outputs(sc) -> dict:
         "requests": _csv(request_frame(res)),
         "steps": _csv(step_frame(res)),
         "summary": json.dumps(s, sort_keys=True),
-        "itl": [log.itl_sum, log.itl_count, log.itl_hist.tolist()],
+        "itl": json.dumps([log.itl_quantile(0.5), log.itl_count, log.itl_hist.tolist()]),
         "num_steps": res.engine.num_steps,
         "end": res.end_time,
     }

@@ -36,7 +36,7 @@ csv = lambda df: df.to_csv(index=False, float_format="%.9g", lineterminator="\n"
 print(json.dumps({
     "requests": hashlib.sha256(csv(request_frame(res))).hexdigest(),
     "steps": hashlib.sha256(csv(step_frame(res))).hexdigest(),
-    "itl": [log.itl_mean(), log.itl_quantile(0.5), log.itl_quantile(0.99), log.itl_count],
+    "itl": [log.itl_quantile(0.5), log.itl_quantile(0.99), log.itl_count, log.itl_hist.tolist()],
     "num_steps": res.engine.num_steps,
 }))
 """

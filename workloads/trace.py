@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from simulator.engine import delay_to
+from simulator.engine import TimeoutAt
 from simulator.errors import ConfigError
 
 # Columns of a Trace, with the CSV column each comes from, the default when not given, and the
@@ -281,7 +281,7 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
             return
         t = float(tr.arrival[i])
         if t > env.now:
-            yield env.timeout(delay_to(env.now, t))
+            yield TimeoutAt(env, t)
         submit(
             int(tr.prompt[i]),
             int(tr.output[i]),
