@@ -8,6 +8,8 @@ seconds). The working tree (tracked files, uncommitted changes included) is meas
 temporary checkout; with --rev a git revision is measured the same way, for a before/after
 comparison.
 
+It measures the Python engine (``run.kernel: python``); the compiled engine is timed by speed.py.
+
 Run: python benchmarks/instructions.py [--rev REV] [--only NAME]   (needs valgrind on PATH)
 """
 
@@ -26,11 +28,18 @@ CASES = {
     "collapse_c1200": ("scenarios/collapse_c1200.yaml", "run.duration_s", 30, 90, ["run.warmup_s=5"]),
     "poisson_llama2_7b": ("benchmarks/scenarios/poisson_10k_llama2_7b.yaml", "run.num_requests", 300, 900, []),
 }
+# The Python engine (run.kernel: python, where the checkout has that field): the compiled one would
+# be compiled afresh under callgrind in each temporary checkout, which takes many minutes there.
 CHILD = (
     "import sys, simulator.calibrate, pandas\n"  # imported before: not part of what is compared
     "from simulator.config import load_scenario\n"
+    "from simulator.errors import ConfigError\n"
     "from simulator.run import simulate\n"
-    "simulate(load_scenario(sys.argv[1], sys.argv[2:])[0])\n"
+    "try:\n"
+    "    sc = load_scenario(sys.argv[1], sys.argv[2:] + ['run.kernel=python'])[0]\n"
+    "except ConfigError:\n"
+    "    sc = load_scenario(sys.argv[1], sys.argv[2:])[0]\n"
+    "simulate(sc)\n"
 )
 
 

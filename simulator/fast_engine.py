@@ -53,7 +53,8 @@ class CompiledEngine(Engine):
         h = (cap - n) // 2
         queue[0, h : h + n] = np.arange(n)
         ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
-        self._X = np.full((len(reqs.status), K.N_XCOLS), -1, np.int64)
+        # Per request: its block table's and its indexed blocks' first and last block (block ids).
+        self._X = np.full((len(reqs.status), K.N_XCOLS), -1, np.int32)
         self._fifo = np.zeros(max(64, 2 * seats), np.int64)
         conf = np.zeros(K.N_CFG, np.int64)
         conf[K.MAX_SEQS] = cfg.max_num_seqs
@@ -85,8 +86,8 @@ class CompiledEngine(Engine):
     def _take_incoming(self) -> None:
         new, self._incoming = self._incoming, []
         ctl, n = self._ctl, len(new)
-        if new[-1] >= len(self._X):  # ids only grow
-            X = np.full((max(2 * len(self._X), new[-1] + 1), K.N_XCOLS), -1, np.int64)
+        if new[-1] >= len(self._X):  # ids only grow; as many rows as the request tables have
+            X = np.full((max(len(self.reqs.status), new[-1] + 1), K.N_XCOLS), -1, np.int32)
             X[: len(self._X)] = self._X
             self._X = X
         q, cap = self._fifo, len(self._fifo)
@@ -97,8 +98,11 @@ class CompiledEngine(Engine):
             self._fifo = q = grown
             ctl[K.Q_HEAD] = head = 0
             cap = len(grown)
-        if n == 1:
-            q[(head + k) % cap] = new[0]
+        if n <= 16:  # the usual few: scalar stores cost less than building index arrays
+            at = head + k
+            for rid in new:
+                q[at % cap] = rid
+                at += 1
         else:
             q[(head + k + np.arange(n)) % cap] = new
         ctl[K.Q_LEN] = k + n
