@@ -83,12 +83,17 @@ class RequestTable:
         self.prompt_len[rid] = prompt_len
         self.num_tokens[rid] = prompt_len
         self.max_tokens[rid] = max_tokens
-        self.priority[rid] = priority
-        self.group[rid] = group
-        self.group_len[rid] = group_len if group >= 0 else 0
         self.content_key[rid] = rid if content_key < 0 else content_key
-        self.client[rid] = client
-        self.client_class[rid] = client_class
+        # The rest only where they differ from the columns' initial values.
+        if priority:
+            self.priority[rid] = priority
+        if group >= 0:
+            self.group[rid] = group
+            self.group_len[rid] = group_len
+        if client >= 0:
+            self.client[rid] = client
+        if client_class >= 0:
+            self.client_class[rid] = client_class
         return rid
 
     def reserve(self, n: int) -> None:

@@ -85,7 +85,7 @@ class LengthSampler:
     def __init__(self, cfg, rng: np.random.Generator) -> None:
         self.cfg = cfg
         self.rng = rng
-        self._buf = np.empty(0, np.int64)
+        self._buf: list[int] = []  # drawn ahead, as Python ints (indexing a list costs less than an array)
         self._i = 0
         self._values = None
         if cfg.dist == "empirical":
@@ -136,11 +136,11 @@ class LengthSampler:
 
     def __call__(self) -> int:
         if self._i == len(self._buf):
-            self._buf = self.draw(_BATCH)
+            self._buf = self.draw(_BATCH).tolist()
             self._i = 0
         v = self._buf[self._i]
         self._i += 1
-        return int(v)
+        return v
 
     def mean(self) -> float:
         """Mean of the clipped distribution, estimated from a fixed-seed sample (for sizing hints)."""
