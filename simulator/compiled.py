@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 # ---- ctl slots (int64 scalars shared with the Python side) ------------------------------------
-N_RUN = 0  # running requests (the first N_RUN entries of ``run``)
+N_RUN = 0  # running requests (the first N_RUN slots)
 Q_HEAD = 1  # waiting queue: a ring in ``fifo``, head index and length
 Q_LEN = 2
 FREE = 3  # free blocks
@@ -37,21 +37,26 @@ ROWS = 11  # step-log rows completed
 ITL_N = 12  # inter-token gaps counted into the log's histogram
 FIN_NOW = 13  # finished at the call's start (outcome of the step in flight)
 FIN_LATER = 14  # finished by steps completed inside the call
-N_SCHED = 15  # requests scheduled in the step in flight
-STALLED = 16  # 1: the step in flight computes no new token
-N_CTL = 17
+STALLED = 15  # 1: the step in flight computes no new token
+N_CTL = 16
 
 # ---- cfg slots --------------------------------------------------------------------------------
 MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(12)
 N_CFG = 12
 
 # ---- per-block columns ---------------------------------------------------------------------------
-B_REF, B_FREE, B_SERIAL, B_TNEXT, B_TPREV, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(9)
-N_BCOLS = 9
+# A block is in the free queue exactly when no request holds it (ref 0), at the entry whose serial
+# is its own; int32 throughout, two blocks to a cache line.
+B_REF, B_SERIAL, B_TNEXT, B_TPREV, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(8)
+N_BCOLS = 8
 
 # ---- per-request columns (besides the RequestTable's) ------------------------------------------
 X_THEAD, X_TTAIL, X_OHEAD, X_OTAIL = range(4)
 N_XCOLS = 4
+
+# ---- running slots: the running list, in order, with the fields every step reads and writes ------
+S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A = range(8)  # S_A: tokens this step
+N_SCOLS = 8
 
 # ---- the RequestTable's int64 and float64 tables: leading columns (requests.ROW_LAYOUT) ---------
 INT_LEAD = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
@@ -133,9 +138,8 @@ def _allocate(B, X, queue, ctl, rid, m):
             b = queue[0, h]
             s = queue[1, h]
             h += 1
-            if B[b, B_FREE] == 1 and B[b, B_SERIAL] == s:
+            if B[b, B_REF] == 0 and B[b, B_SERIAL] == s:
                 break
-        B[b, B_FREE] = 0
         B[b, B_REF] = 1
         if B[b, B_OWN] >= 0:
             _unlink_own(B, X, b)
@@ -160,7 +164,7 @@ def _compact(B, queue, ctl, front, back):
     live = 0
     for i in range(h, t):
         b = queue[0, i]
-        if B[b, B_FREE] == 1 and B[b, B_SERIAL] == queue[1, i]:
+        if B[b, B_REF] == 0 and B[b, B_SERIAL] == queue[1, i]:
             ids[live] = b
             ser[live] = queue[1, i]
             live += 1
@@ -204,7 +208,6 @@ def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
     for i in range(nf):
         b = buf[0, i]
         B[b, B_SERIAL] = st
-        B[b, B_FREE] = 1
         queue[0, h + i] = b
         queue[1, h + i] = st
     ctl[P_HEAD] = h
@@ -212,7 +215,6 @@ def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
     for i in range(nb):
         b = buf[1, i]
         B[b, B_SERIAL] = st
-        B[b, B_FREE] = 1
         queue[0, t + i] = b
         queue[1, t + i] = st
     ctl[P_TAIL] = t + nb
@@ -274,17 +276,31 @@ def _table_append(B, X, rid, b):
 
 
 @njit(cache=True, inline="always")
-def _preempt(RI, P32, S8, B, X, queue, ctl, cfg, buf, fifo, rid):
-    """Recompute preemption (``Scheduler._preempt``): index the victim's full blocks, release its
-    table, send it to the front of the waiting queue with nothing computed."""
+def _write_back(RI, RF, SI, SF, s):
+    """Copy running slot ``s`` back into its request's record (the record is stale while it runs)."""
+    rid = SI[s, S_RID]
+    RI[rid, I_NTOK] = SI[s, S_NTOK]
+    RI[rid, I_NCOMP] = SI[s, S_NCOMP]
+    RI[rid, I_NOUT] = SI[s, S_NOUT]
+    RI[rid, I_HWM] = SI[s, S_HWM]
+    RI[rid, I_NBLK] = SI[s, S_NBLK]
+    RF[rid, F_LTOK] = SF[s]
+
+
+@njit(cache=True, inline="always")
+def _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, s):
+    """Recompute preemption of running slot ``s`` (``Scheduler._preempt``): index its full blocks,
+    release its table, send it to the front of the waiting queue with nothing computed."""
+    rid = SI[s, S_RID]
     P32[rid, 0] += 1
-    nfull = RI[rid, I_NCOMP] // cfg[BS]
+    nfull = SI[s, S_NCOMP] // cfg[BS]
     caching = cfg[CACHING] != 0
     if caching and nfull > 0:
         _index_own(B, X, rid, nfull)
-    _free_table(B, X, queue, ctl, buf, rid, RI[rid, I_NBLK], nfull, caching)
-    RI[rid, I_NBLK] = 0
-    RI[rid, I_NCOMP] = 0
+    _free_table(B, X, queue, ctl, buf, rid, SI[s, S_NBLK], nfull, caching)
+    SI[s, S_NBLK] = 0
+    SI[s, S_NCOMP] = 0
+    _write_back(RI, RF, SI, SF, s)
     S8[rid] = _WAITING
     cap = fifo.shape[0]
     h = (ctl[Q_HEAD] - 1 + cap) % cap
@@ -294,31 +310,29 @@ def _preempt(RI, P32, S8, B, X, queue, ctl, cfg, buf, fifo, rid):
 
 
 @njit(cache=True)
-def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t):
-    """``Scheduler.schedule`` at time ``t``: fills ``sched`` (request, tokens, samples, running-list
-    slot) and the step's log row; returns the step's duration."""
+def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, t):
+    """``Scheduler.schedule`` at time ``t``: sets each running slot's tokens this step (``S_A``),
+    admits waiting requests into new slots, and writes the step's log row; returns its duration."""
     bs = cfg[BS]
     budget = cfg[BUDGET]
     thr = cfg[THR]
     if ctl[N_RUN] + ctl[Q_LEN] <= 1:
         thr = 0
-    ns = 0
     npre = 0
     # Running requests in order; a request that cannot get its blocks preempts from the tail.
     j = 0
     end = ctl[N_RUN]
     while j < end:
-        rid = run[j]
-        nc = RI[rid, I_NCOMP]
-        need = RI[rid, I_NTOK] - nc
+        nc = SI[j, S_NCOMP]
+        need = SI[j, S_NTOK] - nc
         if thr > 0 and need > thr:
             need = thr
         a = need if need < budget else budget
-        m = (nc + a + bs - 1) // bs - RI[rid, I_NBLK]
+        m = (nc + a + bs - 1) // bs - SI[j, S_NBLK]
         stop = False
         while m > ctl[FREE]:
             end -= 1
-            _preempt(RI, P32, S8, B, X, queue, ctl, cfg, buf, fifo, run[end])
+            _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, end)
             npre += 1
             if end == j:
                 stop = True
@@ -326,13 +340,9 @@ def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, 
         if stop:
             break
         if m > 0:
-            _allocate(B, X, queue, ctl, rid, m)
-            RI[rid, I_NBLK] += m
-        if a > 0:
-            sched[ns, 0] = rid
-            sched[ns, 1] = a
-            sched[ns, 3] = j
-            ns += 1
+            _allocate(B, X, queue, ctl, SI[j, S_RID], m)
+            SI[j, S_NBLK] += m
+        SI[j, S_A] = a
         budget -= a
         j += 1
     ctl[N_RUN] = end
@@ -360,27 +370,29 @@ def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, 
             for k in range(nh):
                 b = hits[k]
                 if B[b, B_REF] == 0:
-                    B[b, B_FREE] = 0
                     ctl[FREE] -= 1
                 B[b, B_REF] += 1
                 _table_append(B, X, rid, b)
             if m > 0:
                 _allocate(B, X, queue, ctl, rid, m)
-            RI[rid, I_NBLK] = nh + m
-            RI[rid, I_NCOMP] = nh * bs
             if RI[rid, I_CACHED] < 0:
                 RI[rid, I_CACHED] = nh * bs
                 RF[rid, F_FSCHED] = t
             S8[rid] = _RUNNING
-            slot = ctl[N_RUN]
-            run[slot] = rid
-            ctl[N_RUN] = slot + 1
-            sched[ns, 0] = rid
-            sched[ns, 1] = a
-            sched[ns, 3] = slot
-            ns += 1
+            s = ctl[N_RUN]
+            ctl[N_RUN] = s + 1
+            SI[s, S_RID] = rid
+            SI[s, S_NTOK] = nt
+            SI[s, S_NCOMP] = nh * bs
+            SI[s, S_NOUT] = RI[rid, I_NOUT]
+            SI[s, S_MAXT] = RI[rid, I_MAXT]
+            SI[s, S_NBLK] = nh + m
+            SI[s, S_HWM] = RI[rid, I_HWM]
+            SI[s, S_A] = a
+            SF[s] = RF[rid, F_LTOK]
             budget -= a
-    # The step's work.
+    # The step's work: every running slot with tokens this step, in order.
+    ns = 0
     total = 0
     decode = 0
     ctx = 0
@@ -388,22 +400,22 @@ def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, 
     s2 = 0
     nsamp = 0
     rec = 0
-    for i in range(ns):
-        rid = sched[i, 0]
-        a = sched[i, 1]
-        before = RI[rid, I_NCOMP]
+    for s in range(ctl[N_RUN]):
+        a = SI[s, S_A]
+        if a == 0:
+            continue
+        ns += 1
+        before = SI[s, S_NCOMP]
         after = before + a
-        RI[rid, I_NCOMP] = after
-        h = RI[rid, I_HWM]
+        SI[s, S_NCOMP] = after
+        h = SI[s, S_HWM]
         r = (after if after < h else h) - before
         if r > 0:
-            RI[rid, I_RECOMP] += r
+            RI[SI[s, S_RID], I_RECOMP] += r
             rec += r
         if after > h:
-            RI[rid, I_HWM] = after
-        smp = 1 if after == RI[rid, I_NTOK] else 0
-        sched[i, 2] = smp
-        if smp:
+            SI[s, S_HWM] = after
+        if after == SI[s, S_NTOK]:
             nsamp += 1
             if a == 1 and before > 0:
                 decode += 1
@@ -424,7 +436,6 @@ def _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, 
     stage[8, row] = decode
     stage[9, row] = rec
     stage[10, row] = npre
-    ctl[N_SCHED] = ns
     ctl[STALLED] = 1 if total - rec <= 0 else 0
     ctl[STEPS] += 1
     ctl[PENDING] = 1
@@ -440,9 +451,10 @@ def _itl_bin(gap, cp, nbins):
 
 
 @njit(cache=True)
-def _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t, later):
-    """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row."""
-    ns = ctl[N_SCHED]
+def _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t, later):
+    """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: the slots
+    that computed their last pending token sample one; finished ones release their blocks (in
+    running order) and leave the running list, which closes up."""
     k = 0
     nsamp = 0
     ndone = 0
@@ -451,57 +463,53 @@ def _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist,
     bs = cfg[BS]
     caching = cfg[CACHING] != 0
     nf = ctl[FIN_NOW] + ctl[FIN_LATER]
-    for i in range(ns):
-        if sched[i, 2] == 0:
-            continue
-        rid = sched[i, 0]
-        nsamp += 1
-        RI[rid, I_NTOK] += 1
-        o = RI[rid, I_NOUT] + 1
-        RI[rid, I_NOUT] = o
-        if o > 1:
-            gap = t - RF[rid, F_LTOK]
-            k += 1
-            if gap == run_gap:
-                run_n += 1
+    n = ctl[N_RUN]
+    kept = 0
+    for s in range(n):
+        if SI[s, S_A] > 0 and SI[s, S_NCOMP] == SI[s, S_NTOK]:
+            nsamp += 1
+            SI[s, S_NTOK] += 1
+            o = SI[s, S_NOUT] + 1
+            SI[s, S_NOUT] = o
+            if o > 1:
+                gap = t - SF[s]
+                k += 1
+                if gap == run_gap:
+                    run_n += 1
+                else:
+                    if run_n:
+                        hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
+                    run_gap = gap
+                    run_n = 1
             else:
-                if run_n:
-                    hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
-                run_gap = gap
-                run_n = 1
-        else:
-            RF[rid, F_FTOK] = t
-        RF[rid, F_LTOK] = t
-        if o >= RI[rid, I_MAXT]:
-            run[sched[i, 3]] = -1
-            sched[ndone, 4] = rid
-            ndone += 1
-    for i in range(ndone):
-        rid = sched[i, 4]
-        _free_table(B, X, queue, ctl, buf, rid, RI[rid, I_NBLK], RI[rid, I_NCOMP] // bs, caching)
-        S8[rid] = _FINISHED
-        RF[rid, F_FIN] = t
-        RI[rid, I_NBLK] = 0
-        if cfg[WAITERS] != 0:
-            fin[nf + i] = rid
+                RF[SI[s, S_RID], F_FTOK] = t
+            SF[s] = t
+            if o >= SI[s, S_MAXT]:
+                rid = SI[s, S_RID]
+                _free_table(B, X, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs, caching)
+                SI[s, S_NBLK] = 0
+                _write_back(RI, RF, SI, SF, s)
+                S8[rid] = _FINISHED
+                RF[rid, F_FIN] = t
+                if cfg[WAITERS] != 0:
+                    fin[nf + ndone] = rid
+                ndone += 1
+                continue
+        if kept != s:
+            for c in range(N_SCOLS):
+                SI[kept, c] = SI[s, c]
+            SF[kept] = SF[s]
+        kept += 1
+    ctl[N_RUN] = kept
     ctl[FIN_LATER if later else FIN_NOW] += ndone
-    if ndone:
-        n = ctl[N_RUN]
-        kept = 0
-        for i in range(n):
-            rid = run[i]
-            if rid >= 0:
-                run[kept] = rid
-                kept += 1
-        ctl[N_RUN] = kept
+    if run_n:
+        hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
+    ctl[ITL_N] += k
     row = ctl[STAGE_N]
     stage[11, row] = nsamp
     stage[12, row] = ndone
     ctl[STAGE_N] = row + 1
     ctl[ROWS] += 1
-    if run_n:
-        hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
-    ctl[ITL_N] += k
     if ctl[STALLED]:
         ctl[IDLE] += 1
     else:
@@ -510,12 +518,20 @@ def _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist,
 
 
 @njit(cache=True)
-def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, hist, fin, fctl):
+def write_back_all(RI, RF, SI, SF, ctl):
+    """Bring the records of the running requests up to date (their slots hold the live values)."""
+    for s in range(ctl[N_RUN]):
+        _write_back(RI, RF, SI, SF, s)
+
+
+@njit(cache=True)
+def advance(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, hist, fin, fctl):
     """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
     engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
     Returns a code (see the module constants) and the time it refers to in ``fctl[2]``.
 
-    ``RI``, ``RF``, ``P32``, ``S8``: the RequestTable's int64, float64, int32 tables and status column.
+    ``RI``, ``RF``, ``P32``, ``S8``: the RequestTable's int64, float64, int32 tables and status column;
+    ``SI``, ``SF``: the running slots (``write_back_all`` brings the records up to date).
     """
     t = fctl[0]
     peek = fctl[1]
@@ -523,7 +539,7 @@ def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sc
     ctl[FIN_LATER] = 0
     single = False
     if ctl[PENDING]:
-        _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t, False)
+        _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t, False)
         # Someone waits for a request that just finished: they act at this instant, after the
         # next step is scheduled and before it ends, so only one step can be scheduled now.
         single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
@@ -540,11 +556,11 @@ def advance(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sc
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
-        dt = _schedule(RI, RF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, run, sched, stage, t)
+        dt = _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, t)
         t_end = t + dt
         first = False
         if single or not t_end < peek:
             fctl[2] = t_end
             return STEPPED
-        _update(RI, RF, S8, B, X, queue, ctl, cfg, cp, buf, run, sched, stage, hist, fin, t_end, True)
+        _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t_end, True)
         t = t_end

@@ -121,6 +121,9 @@ class Engine:
     def _enqueue(self, rid: int) -> None:
         self.sched.add_request(rid)
 
+    def finish_run(self) -> None:
+        """Called when the run stops: bring any state held outside the request records into them."""
+
     def _reject_reason(self, prompt_len: int, max_tokens: int) -> str:
         total = prompt_len + max_tokens
         if total > self.max_model_len:

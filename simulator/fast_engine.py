@@ -44,12 +44,11 @@ class CompiledEngine(Engine):
         n = scheduler.pool.num_blocks
         seats = cfg.max_num_seqs + 1
         self._ctl = ctl = np.zeros(K.N_CTL, np.int64)
-        B = np.full((n, K.N_BCOLS), -1, np.int64)
+        B = np.full((n, K.N_BCOLS), -1, np.int32)
         B[:, K.B_REF] = 0
-        B[:, K.B_FREE] = 1
         B[:, K.B_SERIAL] = 0
         cap = max(4 * n, 64)
-        queue = np.zeros((2, cap), np.int64)
+        queue = np.zeros((2, cap), np.int32)
         h = (cap - n) // 2
         queue[0, h : h + n] = np.arange(n)
         ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
@@ -73,8 +72,9 @@ class CompiledEngine(Engine):
         # Everything but the request columns and the waiting ring, which grow with the run.
         cp = np.concatenate([cost_params(cost), [ITL_LO, ITL_PER_DECADE]])
         self._fixed = (B, queue, ctl, conf, cp, np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
-        self._tail = (np.zeros(seats, np.int64), np.zeros((seats, 5), np.int64), log._stage, log.itl_hist,
-                      np.zeros(2 * seats, np.int64), self._fctl)
+        # The running list as slots (compiled.S_*): the fields every step touches, side by side.
+        self._slots = (np.zeros((seats, K.N_SCOLS), np.int64), np.zeros(seats))
+        self._tail = (log._stage, log.itl_hist, np.zeros(2 * seats, np.int64), self._fctl)
         self._incoming: list[int] = []
 
     # ---- submissions --------------------------------------------------------------------------
@@ -111,7 +111,8 @@ class CompiledEngine(Engine):
     def _loop(self):
         env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
         B, queue, _, _, cp, buf, hits = self._fixed
-        run, sched, stage, hist, fin, _ = self._tail
+        SI, SF = self._slots
+        stage, hist, fin, _ = self._tail
         R = self.reqs
         cap = -1
         while True:
@@ -129,8 +130,8 @@ class CompiledEngine(Engine):
             fctl[0] = now
             fctl[1] = env.peek()
             conf[K.WAITERS] = 1 if self._events else 0
-            code = K.advance(RI, RF, P32, S8, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo, run,
-                             sched, stage, hist, fin, fctl)
+            code = K.advance(RI, RF, SI, SF, P32, S8, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo,
+                             stage, hist, fin, fctl)
             t = float(fctl[2])
             c = ctl.tolist()
             # The log and the step count as they stand once the steps applied so far have ended
@@ -155,6 +156,11 @@ class CompiledEngine(Engine):
                 raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
             elif code == K.STALL:
                 raise SimulationStalled(self.diagnose())
+
+    def finish_run(self) -> None:
+        """Write the running requests' live values (kept in the kernel's slots) into their records."""
+        T = self.reqs.tables
+        K.write_back_all(T[np.int64], T[np.float64], *self._slots, self._ctl)
 
     def _finished(self, fin: np.ndarray, start: int, k: int) -> None:
         if self._events:

@@ -170,5 +170,6 @@ def simulate(sc: Scenario) -> Result:
         else:
             env.run(until=until)
     finally:
+        engine.finish_run()
         gc.unfreeze()
     return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0, **parts)
