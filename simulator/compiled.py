@@ -130,6 +130,25 @@ def _unlink_own(B, X, b):
 
 
 @njit(cache=True, inline="always")
+def _append(B, X, rid, b, nxt, prv, head, tail):
+    """Put block ``b`` at the end of one of ``rid``'s lists: its block table (columns B_TNEXT,
+    B_TPREV, X_THEAD, X_TTAIL) or its indexed blocks (B_ONEXT, B_OPREV, X_OHEAD, X_OTAIL)."""
+    t = X[rid, tail]
+    B[b, prv] = t
+    B[b, nxt] = -1
+    if t >= 0:
+        B[t, nxt] = b
+    else:
+        X[rid, head] = b
+    X[rid, tail] = b
+
+
+@njit(cache=True, inline="always")
+def _table_append(B, X, rid, b):
+    _append(B, X, rid, b, B_TNEXT, B_TPREV, X_THEAD, X_TTAIL)
+
+
+@njit(cache=True, inline="always")
 def _allocate(B, X, queue, ctl, rid, m):
     """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table."""
     h = ctl[P_HEAD]
@@ -143,14 +162,7 @@ def _allocate(B, X, queue, ctl, rid, m):
         B[b, B_REF] = 1
         if B[b, B_OWN] >= 0:
             _unlink_own(B, X, b)
-        t = X[rid, X_TTAIL]
-        B[b, B_TPREV] = t
-        B[b, B_TNEXT] = -1
-        if t >= 0:
-            B[t, B_TNEXT] = b
-        else:
-            X[rid, X_THEAD] = b
-        X[rid, X_TTAIL] = b
+        _table_append(B, X, rid, b)
     ctl[P_HEAD] = h
     ctl[FREE] -= m
 
@@ -228,16 +240,9 @@ def _index_own(B, X, rid, nfull):
     col = 0
     while b >= 0 and col < nfull:
         if B[b, B_OWN] != rid:
-            t = X[rid, X_OTAIL]
             B[b, B_OWN] = rid
             B[b, B_OCOL] = col
-            B[b, B_OPREV] = t
-            B[b, B_ONEXT] = -1
-            if t >= 0:
-                B[t, B_ONEXT] = b
-            else:
-                X[rid, X_OHEAD] = b
-            X[rid, X_OTAIL] = b
+            _append(B, X, rid, b, B_ONEXT, B_OPREV, X_OHEAD, X_OTAIL)
         b = B[b, B_TNEXT]
         col += 1
 
@@ -263,18 +268,6 @@ def _lookup(B, X, hits, rid, ntok, bs):
 
 
 # ---- the scheduler ------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
-def _table_append(B, X, rid, b):
-    t = X[rid, X_TTAIL]
-    B[b, B_TPREV] = t
-    B[b, B_TNEXT] = -1
-    if t >= 0:
-        B[t, B_TNEXT] = b
-    else:
-        X[rid, X_THEAD] = b
-    X[rid, X_TTAIL] = b
-
-
 @njit(cache=True, inline="always")
 def _write_back(RI, RF, SI, SF, s):
     """Copy running slot ``s`` back into its request's record (the record is stale while it runs)."""

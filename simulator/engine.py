@@ -230,13 +230,19 @@ class Engine:
         yield TimeoutAt(env, float(times[k]))
         return plan, float(times[k - 1]), float(dts[k - 1])
 
+    def queues(self) -> tuple[int, int, int, int]:
+        """(running, waiting, swapped, free blocks) now."""
+        s = self.sched
+        return s._n, s.num_waiting, len(s.swapped), s.pool.num_free
+
     def diagnose(self) -> str:
-        s, p = self.sched, self.sched.pool
+        running, waiting, swapped, free = self.queues()
+        cfg = self.sched.cfg
         return (
             f"no progress for {self.stall_steps} steps (no new token computed) at t={self.env.now:.3f} s: "
-            f"running={s._n} waiting={s.num_waiting} swapped={len(s.swapped)} "
-            f"free_blocks={p.num_free}/{p.num_blocks} budget={s.cfg.max_num_batched_tokens} "
-            f"max_num_seqs={s.cfg.max_num_seqs}"
+            f"running={running} waiting={waiting} swapped={swapped} "
+            f"free_blocks={free}/{self.sched.pool.num_blocks} budget={cfg.max_num_batched_tokens} "
+            f"max_num_seqs={cfg.max_num_seqs}"
         )
 
     def count(self, status: int) -> int:

@@ -168,11 +168,6 @@ class CompiledEngine(Engine):
         else:
             self._count_done(k)
 
-    def diagnose(self) -> str:
-        ctl, cfg = self._ctl, self.sched.cfg
-        return (
-            f"no progress for {self.stall_steps} steps (no new token computed) at t={self.env.now:.3f} s: "
-            f"running={int(ctl[K.N_RUN])} waiting={int(ctl[K.Q_LEN])} swapped=0 "
-            f"free_blocks={int(ctl[K.FREE])}/{int(self._conf[K.NUM_BLOCKS])} budget={cfg.max_num_batched_tokens} "
-            f"max_num_seqs={cfg.max_num_seqs}"
-        )
+    def queues(self) -> tuple[int, int, int, int]:
+        ctl = self._ctl
+        return int(ctl[K.N_RUN]), int(ctl[K.Q_LEN]) + len(self._incoming), 0, int(ctl[K.FREE])
