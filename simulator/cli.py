@@ -59,9 +59,21 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
         return {"error": f"{type(e).__name__}: {e}", "scenario": path or "default"}
 
 
+def compile_note() -> None:
+    """Say so before a run that must first compile the engine step (the first after installing)."""
+    try:
+        from simulator.fast_engine import first_compile_note
+    except ImportError:
+        return
+    note = first_compile_note()
+    if note:
+        print(note, file=sys.stderr, flush=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from simulator.output import write_comparison
 
+    compile_note()
     paths = args.scenarios or [None]
     out = Path(args.out)
     if len(paths) == 1:
@@ -150,6 +162,7 @@ def cmd_step_time(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep import run_sweep
 
+    compile_note()
     return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs)
 
 

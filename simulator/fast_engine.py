@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import simpy
 
@@ -21,6 +23,16 @@ from simulator.step_log import ITL_BINS, ITL_LO, ITL_PER_DECADE
 assert ROW_LAYOUT[np.int64][: len(K.INT_LEAD)] == K.INT_LEAD
 assert ROW_LAYOUT[np.float64][: len(K.FLOAT_LEAD)] == K.FLOAT_LEAD
 assert ROW_LAYOUT[np.int32][0] == "preemptions"
+
+
+def first_compile_note() -> str:
+    """A line to print before the first run after installing, which compiles the kernel (numba then
+    caches it on disk); "" once it is cached (or when the cache cannot be inspected)."""
+    try:
+        cached = os.path.exists(K.advance._cache._cache_file._index_path)
+    except AttributeError:
+        return ""
+    return "" if cached else "compiling the engine step (once after installing; about 15 s)..."
 
 
 def cost_params(cost: CostModel) -> np.ndarray:
