@@ -321,7 +321,10 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fif
         if thr > 0 and need > thr:
             need = thr
         a = need if need < budget else budget
-        m = (nc + a + bs - 1) // bs - SI[j, S_NBLK]
+        # New blocks: ceil((nc + a) / bs) - blocks held, or none when they already cover nc + a
+        # (most steps: a decode token inside the last block), which spares the division.
+        nb = SI[j, S_NBLK]
+        m = 0 if nc + a <= nb * bs else (nc + a + bs - 1) // bs - nb
         stop = False
         while m > ctl[FREE]:
             end -= 1
