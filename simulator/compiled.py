@@ -13,7 +13,7 @@ moment it hands it out again (its content is evicted then), so a list only holds
 State lives in numpy arrays owned by ``simulator/fast_engine.py``; scalars in ``ctl`` (int64) at
 the slots below. One call of ``advance`` finishes the step in flight (if any) and runs steps until
 something outside the engine could observe or change the state (the next SimPy event, a finished
-request someone waits for, a full log buffer), then returns a code telling the caller why.
+request someone waits for, a full step-log stage), then returns a code telling the caller why.
 """
 
 from __future__ import annotations
