@@ -41,8 +41,8 @@ STALLED = 15  # 1: the step in flight computes no new token
 N_CTL = 16
 
 # ---- cfg slots --------------------------------------------------------------------------------
-MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, NUM_BLOCKS, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(12)
-N_CFG = 12
+MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(11)
+N_CFG = 11
 
 # ---- per-block columns ---------------------------------------------------------------------------
 # A block is in the free queue exactly when no request holds it (ref 0), at the entry whose serial
@@ -76,7 +76,6 @@ COST_FIELDS = (
  C_MOE, C_ARC, C_K, C_E, C_EXP, C_SHR, C_ARB, C_ICB, C_ARL) = range(len(COST_FIELDS))
 # Then the ITL histogram's scale (step_log: log10 of the lowest bin edge, bins per decade).
 C_ITL_LO, C_ITL_PER_DECADE = len(COST_FIELDS), len(COST_FIELDS) + 1
-N_CP = len(COST_FIELDS) + 2
 
 # ---- what ``advance`` returns -----------------------------------------------------------------
 STEPPED = 0  # a step is under way until ``t``: yield until then, call again

@@ -158,7 +158,7 @@ class Engine:
                 self._wake = None
                 continue
             if self.num_steps >= self.max_steps:
-                raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
+                raise self.max_steps_reached()
             start = env.now
             plan = None
             # A run longer than one step needs the next SimPy event to lie beyond this instant
@@ -229,6 +229,9 @@ class Engine:
             self.num_steps += k - 1
         yield TimeoutAt(env, float(times[k]))
         return plan, float(times[k - 1]), float(dts[k - 1])
+
+    def max_steps_reached(self) -> SimulationStalled:
+        return SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={self.env.now:.3f} s")
 
     def queues(self) -> tuple[int, int, int, int]:
         """(running, waiting, swapped, free blocks) now."""

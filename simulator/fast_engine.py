@@ -74,19 +74,19 @@ class CompiledEngine(Engine):
         conf[K.CACHING] = cfg.enable_prefix_caching
         conf[K.THR] = cfg.long_prefill_token_threshold
         conf[K.FULL_PROMPT] = cfg.admission == "full_prompt"
-        conf[K.NUM_BLOCKS] = n
         conf[K.STAGE_CAP] = log._STAGE
         conf[K.ITL_BINS] = ITL_BINS
         conf[K.MAX_STEPS] = self.max_steps
         conf[K.STALL_STEPS] = self.stall_steps
         self._conf = conf
-        self._fctl = np.zeros(3)
-        # Everything but the request columns and the waiting ring, which grow with the run.
-        cp = np.concatenate([cost_params(cost), [ITL_LO, ITL_PER_DECADE]])
-        self._fixed = (B, queue, ctl, conf, cp, np.zeros((2, n), np.int64), np.zeros(n + 1, np.int64))
+        self._fctl = np.zeros(3)  # now, the next SimPy event's time; the time the kernel returns
+        self._B, self._queue = B, queue
+        self._cp = np.concatenate([cost_params(cost), [ITL_LO, ITL_PER_DECADE]])
+        self._buf = np.zeros((2, n), np.int64)  # a released table's blocks, head- and tail-bound
+        self._hits = np.zeros(n + 1, np.int64)  # a lookup's cached blocks
         # The running list as slots (compiled.S_*): the fields every step touches, side by side.
         self._slots = (np.zeros((seats, K.N_SCOLS), np.int64), np.zeros(seats))
-        self._tail = (log._stage, log.itl_hist, np.zeros(2 * seats, np.int64), self._fctl)
+        self._fin = np.zeros(2 * seats, np.int64)  # finished requests to notify
         self._incoming: list[int] = []
 
     # ---- submissions --------------------------------------------------------------------------
@@ -122,9 +122,9 @@ class CompiledEngine(Engine):
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
         env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
-        B, queue, _, _, cp, buf, hits = self._fixed
+        B, queue, cp, buf, hits, fin = self._B, self._queue, self._cp, self._buf, self._hits, self._fin
         SI, SF = self._slots
-        stage, hist, fin, _ = self._tail
+        stage, hist = log._stage, log.itl_hist
         R = self.reqs
         cap = -1
         while True:
@@ -165,7 +165,7 @@ class CompiledEngine(Engine):
                 log._unstage()
                 ctl[K.STAGE_N] = log._ns
             elif code == K.MAX_STEPS_HIT:
-                raise SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={env.now:.3f} s")
+                raise self.max_steps_reached()
             elif code == K.STALL:
                 raise SimulationStalled(self.diagnose())
 
@@ -176,7 +176,7 @@ class CompiledEngine(Engine):
 
     def _finished(self, fin: np.ndarray, start: int, k: int) -> None:
         if self._events:
-            self._notify(fin[start : start + k].copy())
+            self._notify(fin[start : start + k])
         else:
             self._count_done(k)
 

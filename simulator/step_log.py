@@ -128,37 +128,20 @@ class StepLog:
                 self._ng += k
 
     def add_gap_runs(self, values: np.ndarray, n: int) -> None:
-        """Steps that each add ``n`` equal gaps ``values[j]``: the same buffer contents and flush
-        points (hence the same histogram and the same float sums) as one ``_push_gaps`` per step."""
-        B = self._GAP_BUFFER
-        if n > B:
-            for v in values.tolist():
-                self._push_gaps(np.full(n, v))
-            return
-        i, k = 0, len(values)
-        while i < k:
-            fit = (B - self._ng) // n
-            if fit == 0:
-                self._flush()
-                continue
-            take = min(fit, k - i)
-            self._gaps[self._ng : self._ng + take * n] = values[i : i + take].repeat(n)
-            self._ng += take * n
-            i += take
+        """Steps that each add ``n`` equal gaps ``values[j]``: each value binned once, counted n times."""
+        self._bin(values, n)
 
     def _flush(self) -> None:
         if self._ng:
             self._bin(self._gaps[: self._ng])
             self._ng = 0
 
-    def _bin(self, gaps: np.ndarray) -> None:
-        self.itl_count += len(gaps)
+    def _bin(self, gaps: np.ndarray, times: int = 1) -> None:
+        """Count ``gaps`` (each ``times`` times) into the histogram."""
+        self.itl_count += len(gaps) * times
         b = (np.log10(np.maximum(gaps, 1e-12)) - ITL_LO) * ITL_PER_DECADE
         idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, ITL_BINS + 1)
-        self.itl_hist += np.bincount(idx, minlength=ITL_BINS + 2)
-
-    def add_itl(self, gaps: np.ndarray) -> None:
-        self._bin(np.asarray(gaps, float))
+        self.itl_hist += np.bincount(idx, minlength=ITL_BINS + 2) * times
 
     def itl_quantile(self, q: float) -> float:
         """Quantile of inter-token latency in seconds (bin-centre accuracy: 0.5%)."""

@@ -91,26 +91,27 @@ def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
     return out
 
 
+def _some_request_carries(w: WorkloadConfig, trace_column: str, class_field: str) -> bool:
+    """Whether a trace row has ``trace_column`` >= 0, or a class sets ``class_field``."""
+    if w.trace is not None:
+        from workloads.trace import read_trace
+
+        return bool((getattr(read_trace(w.trace), trace_column) >= 0).any())
+    return any(getattr(s, class_field) is not None for s in class_specs(w))
+
+
 def keeps_finished_content(w: WorkloadConfig) -> bool:
     """True when requests re-send earlier requests' content (multi-turn sessions, or a trace with session ids).
 
     Pass it to ``SchedulerConfig.cache_finished_content`` so a finished turn's blocks stay findable.
     """
-    if w.trace is not None:
-        from workloads.trace import read_trace
-
-        return bool((read_trace(w.trace).session >= 0).any())
-    return any(s.session is not None for s in class_specs(w))
+    return _some_request_carries(w, "session", "session")
 
 
 def has_shared_prefixes(w: WorkloadConfig) -> bool:
     """True when some request may carry a shared-prefix group (a class with ``shared_prefix``, or a
     trace with prefix groups)."""
-    if w.trace is not None:
-        from workloads.trace import read_trace
-
-        return bool((read_trace(w.trace).group >= 0).any())
-    return any(s.shared_prefix is not None for s in class_specs(w))
+    return _some_request_carries(w, "group", "shared_prefix")
 
 
 class Ids:
