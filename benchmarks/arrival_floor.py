@@ -1,6 +1,7 @@
 """What the arrival side of a run costs on its own, whatever the engine does.
 
-The closed-loop clients (one SimPy process each), the request records and the per-request events
+The closed-loop clients (SimPy processes, or callbacks on completion events for clients without
+think time), the request records and the per-request events
 are the part of a run that no faster engine can remove. This script runs a scenario's workload
 against a stub engine that does no scheduling at all: every ``step_s`` seconds it finishes the
 oldest requests in flight, at the rate the real run finished them, so the clients resubmit as

@@ -62,6 +62,9 @@ class Engine:
         self.reqs = reqs
         self.max_model_len = max_model_len
         self.max_blocks = max_blocks_per_request
+        # The longest prompt + max_tokens accepted (see _reject_reason): a request's blocks hold all
+        # of its tokens but the last.
+        self._longest = min(max_model_len, max_blocks_per_request * scheduler.cfg.block_size + 1)
         self.max_steps = max_steps
         self.stall_steps = stall_steps
         self.log = log if log is not None else StepLog(scheduler.pool.num_blocks)
@@ -89,24 +92,13 @@ class Engine:
         client_class: int = -1,
         want_event: bool = False,
     ) -> simpy.Event | None:
-        R = self.reqs
-        rid = R.add(
-            self.env.now,
-            prompt_len,
-            max_tokens,
-            priority=priority,
-            group=group,
-            group_len=group_len,
-            content_key=content_key,
-            client=client,
-            client_class=client_class,
-        )
-        ev = self.env.event() if want_event else None
-        reason = self._reject_reason(prompt_len, max_tokens)
-        if reason:
+        R, env = self.reqs, self.env
+        rid = R.add(env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class)
+        ev = simpy.Event(env) if want_event else None
+        if prompt_len + max_tokens > self._longest:
             R.status[rid] = REJECTED
             R.finish[rid] = self.env.now
-            self.reject_reasons[rid] = reason
+            self.reject_reasons[rid] = self._reject_reason(prompt_len, max_tokens)
             if ev is not None:
                 ev.succeed(rid)
             self._count_done(1)

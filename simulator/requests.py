@@ -67,7 +67,6 @@ class RequestTable:
         arrival: float,
         prompt_len: int,
         max_tokens: int,
-        *,
         priority: int = 0,
         group: int = -1,
         group_len: int = 0,

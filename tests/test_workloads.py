@@ -12,7 +12,7 @@ from conftest import ConstantCost, make_scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.config import build, load_scenario
+from simulator.config import Scenario, build, load_scenario
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.metrics import request_frame
@@ -135,6 +135,40 @@ def test_closed_loop_holds_exactly_c_in_flight_and_follows_concurrency_steps():
     assert (n[(s >= 20) & (s < 40)] == 20).all()
     assert (n[s >= 42] == 5).all()  # every surplus request has finished 2 s after the step down
     assert set(np.unique(c["client"][c["arrival"] > 42])) == set(range(5))
+
+
+
+@pytest.mark.parametrize("kernel", ["python", "compiled"])
+def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, kernel):
+    """Closed-loop clients without think time run as callbacks on their requests' completion events;
+    forced back into one SimPy process each, the run is byte-identical (ramp-up, a request budget,
+    rejected requests, classes sharing the clients and a class with clients of its own)."""
+    import workloads.factory as factory
+    from workloads.arrivals import closed_loop
+
+    sc = build(Scenario, {
+        "name": "back_to_back", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+        "engine": {"max_model_len": 3000, "num_gpu_blocks_override": 2000},
+        "workload": {"arrival": {"type": "closed_loop", "concurrency": 40, "ramp_up_s": 3},
+                     "over_max_model_len": "reject",
+                     "classes": {"chat": {"weight": 3, "preset": "chat"},
+                                 "summarise": {"weight": 1, "preset": "summarisation"},
+                                 "solo": {"arrival": {"type": "closed_loop", "concurrency": 5}, "preset": "chat"}}},
+        "run": {"seed": 3, "duration_s": None, "num_requests": 1500, "warmup_s": 0, "kernel": kernel},
+    }, "scenario")
+    chained = simulate(sc)
+
+    def as_processes(*args, request=None, job=None, **kw):
+        if request is not None:
+            def job(client, active, request=request):
+                yield request(client)
+        return closed_loop(*args, job=job, **kw)
+
+    monkeypatch.setattr(factory, "closed_loop", as_processes)
+    processes = simulate(sc)
+    a, b = request_frame(chained), request_frame(processes)
+    assert len(a) == 1500 and (a["status"] == "rejected").sum() > 20
+    pd.testing.assert_frame_equal(a, b)
 
 
 # ---- lengths ------------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ Open loop: a gap generator (Poisson, gamma, constant, time-varying Poisson by in
 cumulative rate) drives one process that calls ``arrive()`` at each arrival. Closed loop: one process
 per client, each running ``job(client)`` (submit and wait for the end; or a whole session), thinking,
 and repeating; a concurrency schedule starts extra clients and lets surplus ones stop after their
-current request. Events are per request, never per token or per step.
+current request. A client that only sends single requests back to back (no think time, no
+schedule) is the same thing without the generator: each request's completion event carries a
+callback that sends the next one, which SimPy runs exactly where it would have resumed the process.
+Events are per request, never per token or per step.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 _BATCH = 4096
 
@@ -137,6 +141,30 @@ def poisson(
 
 # ---- closed loop --------------------------------------------------------------------------------
 
+def _chained_client(env: simpy.Environment, request: Callable[[int], simpy.Event], budget: Budget, client: int,
+                    delay: float | None) -> None:
+    """A closed-loop client that sends requests back to back, as callbacks on their completion events.
+
+    It does what ``closed_loop``'s process does for such a client, event for event: it starts on
+    an urgent event as a process does, waits ``delay`` with a timeout created then, and each
+    request's completion runs the next turn where the process would have been resumed.
+    """
+    def turn(_event: simpy.Event | None = None) -> None:
+        if budget.take():
+            request(client).callbacks.append(turn)
+
+    def start(_event: simpy.Event) -> None:
+        if delay is None:
+            turn()
+        else:
+            env.timeout(delay).callbacks.append(turn)
+
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None
+    ev.callbacks.append(start)
+    env.schedule(ev, URGENT)
+
+
 def closed_loop(
     env: simpy.Environment,
     submit: Callable,
@@ -147,6 +175,7 @@ def closed_loop(
     budget: Budget,
     *,
     job: Callable | None = None,
+    request: Callable[[int], simpy.Event] | None = None,
     think: Callable[[], float] | None = None,
     schedule: list[tuple[float, int]] | None = None,
     client_base: int = 0,
@@ -154,16 +183,27 @@ def closed_loop(
     """Start ``concurrency`` clients; each sends a request, waits for its end, thinks, repeats.
 
     ``job(client, active)``: a generator that submits one request (or runs one session) and waits for
-    it; default: submit ``factory()``'s shape. ``think()``: the next pause (default ``think_time_s``).
+    it; or ``request(client)``: submits one request and returns its completion event; default: submit
+    ``factory()``'s shape. ``think()``: the next pause (default ``think_time_s``).
     ``schedule``: [(t, concurrency)] steps; at each, clients below the new concurrency that are not
     running start at once, and clients at or above it stop after their current request.
     """
     target = [concurrency]
     alive: set[int] = set()
 
+    if job is None and request is None:
+        def request(client):
+            return submit(*factory(), client=client, want_event=True)
+
+    if job is None and think is None and think_time_s <= 0 and not schedule:
+        for cid in range(concurrency):
+            _chained_client(env, request, budget, client_base + cid,
+                            ramp_up_s * cid / concurrency if ramp_up_s > 0 else None)
+        return
+
     if job is None:
         def job(client, active):
-            yield submit(*factory(), client=client, want_event=True)
+            yield request(client)
 
     if think is None:
         def think():

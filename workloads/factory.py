@@ -192,6 +192,13 @@ class RequestFactory:
         return min(p, L - glen - o2), o2
 
     def __call__(self) -> tuple[int, int, int, int]:
+        if self.pair is None and self.prefix is None:  # the common shape, without the general path's calls
+            p, o = self.prompt(), self.output()
+            L = self.max_model_len
+            if L is None or p + o <= L:
+                return p, o, -1, 0
+            p, o = self.fit(p, o, 0)
+            return p, o, -1, 0
         p, o = self.lengths()
         g, glen = self.group()
         p, o = self.fit(p, o, glen)
@@ -216,7 +223,11 @@ class RequestFactory:
         if self.spec.session is not None:
             yield from self.session(env, submit, budget, client, active)
         else:
-            yield submit(*self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True)
+            yield self.request(submit, client)
+
+    def request(self, submit: Callable, client: int) -> simpy.Event:
+        """A closed-loop client's next single request (its budget already taken): its completion event."""
+        return submit(*self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True)
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -291,13 +302,18 @@ def _start_arrival(
         def job(client, active):
             return pick().job(env, submit, budget, client, active)
 
+        def request(client):
+            return pick().request(submit, client)
+
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
             def think() -> float:
                 return float(think_rng.exponential(a.think_time_s))
         else:
             think = None
+        plain = all(s.spec.session is None for s in sources)
         closed_loop(env, submit, None, a.concurrency, a.think_time_s, a.ramp_up_s, budget,
-                    job=job, think=think, schedule=schedule, client_base=base)
+                    job=None if plain else job, request=request if plain else None, think=think,
+                    schedule=schedule, client_base=base)
         return
     if a.type == "poisson":
         gaps = poisson_gaps(a.rate, gap_rng)
