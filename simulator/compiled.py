@@ -5,10 +5,11 @@ as the Python modules, for the configurations they share with it, many steps per
 this module reproduces what they compute, float for float (tests/test_compiled.py compares every
 output column byte for byte on random scenarios). It covers FCFS scheduling with recompute
 preemption and requests without shared prefixes or sessions, where a cached block is only ever
-re-used by the request that computed it. That makes every block held by at most one request, so a
-block table is a linked list threaded through the blocks themselves, and a request's indexed
-("own") blocks are a second list, in insertion order, from which the pool unlinks a block the
-moment it hands it out again (its content is evicted then), so a list only holds live copies.
+re-used by the request that computed it. That makes every block held by at most one request: a
+running request's block table is a row of ``tables`` (rows are handed out at admission and taken
+back when it stops running), and its indexed ("own") blocks are a linked list threaded through
+the blocks, in insertion order, from which the pool unlinks a block the moment it hands it out
+again (its content is evicted then), so the list only holds live copies.
 
 State lives in numpy arrays owned by ``simulator/fast_engine.py``; scalars in ``ctl`` (int64) at
 the slots below. One call of ``advance`` finishes the step in flight (if any) and runs steps until
@@ -38,7 +39,8 @@ ITL_N = 12  # inter-token gaps counted into the log's histogram
 FIN_NOW = 13  # finished at the call's start (outcome of the step in flight)
 FIN_LATER = 14  # finished by steps completed inside the call
 STALLED = 15  # 1: the step in flight computes no new token
-N_CTL = 16
+ROWS_FREE = 16  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
+N_CTL = 17
 
 # ---- cfg slots --------------------------------------------------------------------------------
 MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(11)
@@ -46,13 +48,13 @@ N_CFG = 11
 
 # ---- per-block columns ---------------------------------------------------------------------------
 # A block is in the free queue exactly when no request holds it (ref 0), at the entry whose serial
-# is its own; int32 throughout, two blocks to a cache line.
-B_REF, B_SERIAL, B_TNEXT, B_TPREV, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(8)
-N_BCOLS = 8
+# is its own; int32 throughout.
+B_REF, B_SERIAL, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(6)
+N_BCOLS = 6
 
 # ---- per-request columns (besides the RequestTable's) ------------------------------------------
-X_THEAD, X_TTAIL, X_OHEAD, X_OTAIL = range(4)
-N_XCOLS = 4
+X_ROW, X_OHEAD, X_OTAIL = range(3)  # X_ROW: its block table's row while it runs (else -1)
+N_XCOLS = 3
 
 # ---- running slots: the running list, in order, with the fields every step reads and writes ------
 S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A = range(8)  # S_A: tokens this step
@@ -129,29 +131,34 @@ def _unlink_own(B, X, b):
 
 
 @njit(cache=True, inline="always")
-def _append(B, X, rid, b, nxt, prv, head, tail):
-    """Put block ``b`` at the end of one of ``rid``'s lists: its block table (columns B_TNEXT,
-    B_TPREV, X_THEAD, X_TTAIL) or its indexed blocks (B_ONEXT, B_OPREV, X_OHEAD, X_OTAIL)."""
-    t = X[rid, tail]
-    B[b, prv] = t
-    B[b, nxt] = -1
+def _own_append(B, X, rid, b):
+    """Put block ``b`` at the end of ``rid``'s indexed blocks."""
+    t = X[rid, X_OTAIL]
+    B[b, B_OPREV] = t
+    B[b, B_ONEXT] = -1
     if t >= 0:
-        B[t, nxt] = b
+        B[t, B_ONEXT] = b
     else:
-        X[rid, head] = b
-    X[rid, tail] = b
+        X[rid, X_OHEAD] = b
+    X[rid, X_OTAIL] = b
 
 
 @njit(cache=True, inline="always")
-def _table_append(B, X, rid, b):
-    _append(B, X, rid, b, B_TNEXT, B_TPREV, X_THEAD, X_TTAIL)
+def _take_row(X, rows, ctl, rid):
+    """Give ``rid`` a block-table row (it starts running); returns it."""
+    k = ctl[ROWS_FREE] - 1
+    ctl[ROWS_FREE] = k
+    X[rid, X_ROW] = rows[k]
+    return rows[k]
 
 
 @njit(cache=True, inline="always")
-def _allocate(B, X, queue, ctl, rid, m):
-    """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table."""
+def _allocate(B, X, tables, queue, ctl, rid, have, m):
+    """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table, which
+    holds ``have`` blocks."""
+    row = X[rid, X_ROW]
     h = ctl[P_HEAD]
-    for _ in range(m):
+    for k in range(m):
         while True:
             b = queue[0, h]
             s = queue[1, h]
@@ -161,7 +168,7 @@ def _allocate(B, X, queue, ctl, rid, m):
         B[b, B_REF] = 1
         if B[b, B_OWN] >= 0:
             _unlink_own(B, X, b)
-        _table_append(B, X, rid, b)
+        tables[row, have + k] = b
     ctl[P_HEAD] = h
     ctl[FREE] -= m
 
@@ -189,14 +196,15 @@ def _compact(B, queue, ctl, front, back):
 
 
 @njit(cache=True, inline="always")
-def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
-    """Release ``rid``'s blocks, tail first: blocks past its first ``nfull`` (no hash) to the head of
-    the free queue, the first going first; hashed ones to the tail (``BlockPool.free``)."""
+def _free_table(B, X, tables, rows, queue, ctl, buf, rid, nblocks, nfull, caching):
+    """Release ``rid``'s ``nblocks`` blocks, tail first: blocks past its first ``nfull`` (no hash) to
+    the head of the free queue, the first going first; hashed ones to the tail (``BlockPool.free``).
+    Its table row goes back to the free rows."""
     nf = 0
     nb = 0
-    b = X[rid, X_TTAIL]
-    pos = nblocks - 1
-    while b >= 0:
+    row = X[rid, X_ROW]
+    for pos in range(nblocks - 1, -1, -1):
+        b = tables[row, pos]
         B[b, B_REF] -= 1
         if B[b, B_REF] == 0:
             if caching and pos < nfull:
@@ -205,10 +213,9 @@ def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
             else:
                 buf[0, nf] = b
                 nf += 1
-        b = B[b, B_TPREV]
-        pos -= 1
-    X[rid, X_THEAD] = -1
-    X[rid, X_TTAIL] = -1
+    rows[ctl[ROWS_FREE]] = row
+    ctl[ROWS_FREE] += 1
+    X[rid, X_ROW] = -1
     if nf + nb == 0:
         return
     ctl[STAMP] += 1
@@ -233,17 +240,15 @@ def _free_table(B, X, queue, ctl, buf, rid, nblocks, nfull, caching):
 
 
 @njit(cache=True, inline="always")
-def _index_own(B, X, rid, nfull):
+def _index_own(B, X, tables, rid, nfull):
     """Index ``rid``'s first ``nfull`` blocks under its own content (after the copies already there)."""
-    b = X[rid, X_THEAD]
-    col = 0
-    while b >= 0 and col < nfull:
+    row = X[rid, X_ROW]
+    for col in range(nfull):
+        b = tables[row, col]
         if B[b, B_OWN] != rid:
             B[b, B_OWN] = rid
             B[b, B_OCOL] = col
-            _append(B, X, rid, b, B_ONEXT, B_OPREV, X_OHEAD, X_OTAIL)
-        b = B[b, B_TNEXT]
-        col += 1
+            _own_append(B, X, rid, b)
 
 
 @njit(cache=True, inline="always")
@@ -280,7 +285,7 @@ def _write_back(RI, RF, SI, SF, s):
 
 
 @njit(cache=True, inline="always")
-def _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, s):
+def _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, fifo, s):
     """Recompute preemption of running slot ``s`` (``Scheduler._preempt``): index its full blocks,
     release its table, send it to the front of the waiting queue with nothing computed."""
     rid = SI[s, S_RID]
@@ -288,8 +293,8 @@ def _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, s):
     nfull = SI[s, S_NCOMP] // cfg[BS]
     caching = cfg[CACHING] != 0
     if caching and nfull > 0:
-        _index_own(B, X, rid, nfull)
-    _free_table(B, X, queue, ctl, buf, rid, SI[s, S_NBLK], nfull, caching)
+        _index_own(B, X, tables, rid, nfull)
+    _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], nfull, caching)
     SI[s, S_NBLK] = 0
     SI[s, S_NCOMP] = 0
     _write_back(RI, RF, SI, SF, s)
@@ -302,7 +307,7 @@ def _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, s):
 
 
 @njit(cache=True)
-def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, t):
+def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, t):
     """``Scheduler.schedule`` at time ``t``: sets each running slot's tokens this step (``S_A``),
     admits waiting requests into new slots, and writes the step's log row; returns its duration."""
     bs = cfg[BS]
@@ -327,7 +332,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fif
         stop = False
         while m > ctl[FREE]:
             end -= 1
-            _preempt(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, buf, fifo, end)
+            _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, fifo, end)
             npre += 1
             if end == j:
                 stop = True
@@ -335,8 +340,8 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fif
         if stop:
             break
         if m > 0:
-            _allocate(B, X, queue, ctl, SI[j, S_RID], m)
-            SI[j, S_NBLK] += m
+            _allocate(B, X, tables, queue, ctl, SI[j, S_RID], nb, m)
+            SI[j, S_NBLK] = nb + m
         SI[j, S_A] = a
         budget -= a
         j += 1
@@ -362,14 +367,15 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fif
                 break
             ctl[Q_HEAD] = (ctl[Q_HEAD] + 1) % cap
             ctl[Q_LEN] -= 1
+            row = _take_row(X, rows, ctl, rid)
             for k in range(nh):
                 b = hits[k]
                 if B[b, B_REF] == 0:
                     ctl[FREE] -= 1
                 B[b, B_REF] += 1
-                _table_append(B, X, rid, b)
+                tables[row, k] = b
             if m > 0:
-                _allocate(B, X, queue, ctl, rid, m)
+                _allocate(B, X, tables, queue, ctl, rid, nh, m)
             if RI[rid, I_CACHED] < 0:
                 RI[rid, I_CACHED] = nh * bs
                 RF[rid, F_FSCHED] = t
@@ -446,7 +452,7 @@ def _itl_bin(gap, cp, nbins):
 
 
 @njit(cache=True)
-def _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t, later):
+def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t, later):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: the slots
     that computed their last pending token sample one; finished ones release their blocks (in
     running order) and leave the running list, which closes up."""
@@ -481,7 +487,7 @@ def _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin
             SF[s] = t
             if o >= SI[s, S_MAXT]:
                 rid = SI[s, S_RID]
-                _free_table(B, X, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs, caching)
+                _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs, caching)
                 SI[s, S_NBLK] = 0
                 _write_back(RI, RF, SI, SF, s)
                 S8[rid] = _FINISHED
@@ -520,13 +526,14 @@ def write_back_all(RI, RF, SI, SF, ctl):
 
 
 @njit(cache=True)
-def advance(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, hist, fin, fctl):
+def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, hist, fin, fctl):
     """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
     engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
     Returns a code (see the module constants) and the time it refers to in ``fctl[2]``.
 
     ``RI``, ``RF``, ``P32``, ``S8``: the RequestTable's int64, float64, int32 tables and status column;
-    ``SI``, ``SF``: the running slots (``write_back_all`` brings the records up to date).
+    ``SI``, ``SF``: the running slots (``write_back_all`` brings the records up to date);
+    ``tables``: block-table rows, wide enough for any submitted request's blocks.
     """
     t = fctl[0]
     peek = fctl[1]
@@ -534,7 +541,7 @@ def advance(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo,
     ctl[FIN_LATER] = 0
     single = False
     if ctl[PENDING]:
-        _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t, False)
+        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t, False)
         # Someone waits for a request that just finished: they act at this instant, after the
         # next step is scheduled and before it ends, so only one step can be scheduled now.
         single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
@@ -551,11 +558,11 @@ def advance(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo,
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
-        dt = _schedule(RI, RF, SI, SF, P32, S8, B, X, queue, ctl, cfg, cp, buf, hits, fifo, stage, t)
+        dt = _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, t)
         t_end = t + dt
         first = False
         if single or not t_end < peek:
             fctl[2] = t_end
             return STEPPED
-        _update(RI, RF, SI, SF, S8, B, X, queue, ctl, cfg, cp, buf, stage, hist, fin, t_end, True)
+        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t_end, True)
         t = t_end

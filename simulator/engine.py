@@ -105,12 +105,13 @@ class Engine:
             return ev
         if ev is not None:
             self._events[rid] = ev
-        self._enqueue(rid)
+        self._enqueue(rid, prompt_len + max_tokens)
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
         return ev
 
-    def _enqueue(self, rid: int) -> None:
+    def _enqueue(self, rid: int, total: int) -> None:
+        """Queue an accepted request (``total``: its prompt + max_tokens)."""
         self.sched.add_request(rid)
 
     def finish_run(self) -> None:

@@ -64,8 +64,13 @@ class CompiledEngine(Engine):
         h = (cap - n) // 2
         queue[0, h : h + n] = np.arange(n)
         ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
-        # Per request: its block table's and its indexed blocks' first and last block (block ids).
+        # Per request: its block-table row while it runs; its indexed blocks' first and last block.
         self._X = np.full((len(reqs.status), K.N_XCOLS), -1, np.int32)
+        # Block tables: a row per running request, as wide as the most blocks a submitted request
+        # can hold (it widens as longer requests come).
+        self._tables = np.zeros((seats, 16), np.int32)
+        self._rows = np.arange(seats, dtype=np.int32)
+        ctl[K.ROWS_FREE] = seats
         self._fifo = np.zeros(max(64, 2 * seats), np.int64)
         conf = np.zeros(K.N_CFG, np.int64)
         conf[K.MAX_SEQS] = cfg.max_num_seqs
@@ -88,12 +93,24 @@ class CompiledEngine(Engine):
         self._slots = (np.zeros((seats, K.N_SCOLS), np.int64), np.zeros(seats))
         self._fin = np.zeros(2 * seats, np.int64)  # finished requests to notify
         self._incoming: list[int] = []
+        self._widest = 16 * cfg.block_size + 1  # the longest prompt + max_tokens the rows can hold
 
     # ---- submissions --------------------------------------------------------------------------
-    def _enqueue(self, rid: int) -> None:
+    def _enqueue(self, rid: int, total: int) -> None:
         # Queued in Python and moved into the kernel's waiting ring at its next call (in order:
         # only the kernel puts requests anywhere else, at the front, and it runs between these).
         self._incoming.append(rid)
+        if total > self._widest:
+            self._widen(total)
+
+    def _widen(self, total: int) -> None:
+        """Widen the block-table rows for a request of ``total`` tokens (it holds blocks for all but
+        its last token)."""
+        bs, old = self.sched.cfg.block_size, self._tables
+        width = max((total - 1 + bs - 1) // bs, 2 * old.shape[1])
+        self._tables = np.zeros((old.shape[0], width), np.int32)
+        self._tables[:, : old.shape[1]] = old
+        self._widest = width * bs + 1
 
     def _take_incoming(self) -> None:
         new, self._incoming = self._incoming, []
@@ -122,7 +139,7 @@ class CompiledEngine(Engine):
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
         env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
-        B, queue, cp, buf, hits, fin = self._B, self._queue, self._cp, self._buf, self._hits, self._fin
+        B, queue, cp, buf, hits, fin, rows = self._B, self._queue, self._cp, self._buf, self._hits, self._fin, self._rows
         SI, SF = self._slots
         stage, hist = log._stage, log.itl_hist
         R = self.reqs
@@ -142,8 +159,8 @@ class CompiledEngine(Engine):
             fctl[0] = now
             fctl[1] = env.peek()
             conf[K.WAITERS] = 1 if self._events else 0
-            code = K.advance(RI, RF, SI, SF, P32, S8, B, self._X, queue, ctl, conf, cp, buf, hits, self._fifo,
-                             stage, hist, fin, fctl)
+            code = K.advance(RI, RF, SI, SF, P32, S8, B, self._X, self._tables, rows, queue, ctl, conf, cp, buf,
+                             hits, self._fifo, stage, hist, fin, fctl)
             t = float(fctl[2])
             c = ctl.tolist()
             # The log and the step count as they stand once the steps applied so far have ended

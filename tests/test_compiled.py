@@ -95,11 +95,14 @@ def test_compiled_engine_is_byte_identical(case):
 
 
 def test_trace_replay_is_byte_identical(tmp_path):
-    """Trace arrivals (each lands on its exact time) with bursts that queue, on both engines."""
+    """Trace arrivals (each lands on its exact time) with bursts that queue, on both engines; a
+    long request late in the trace widens the compiled engine's block tables while others run."""
     rng = np.random.default_rng(7)
     t = rng.exponential(0.02, 3000).cumsum()
     t[500:800] = t[500]  # a burst of simultaneous arrivals
-    rows = "".join(f"{a:.6f},{p},{o}\n" for a, p, o in zip(t, rng.integers(1, 900, 3000), rng.integers(1, 300, 3000)))
+    prompt, out = rng.integers(1, 900, 3000), rng.integers(1, 300, 3000)
+    prompt[2500], out[2500] = 6000, 400
+    rows = "".join(f"{a:.6f},{p},{o}\n" for a, p, o in zip(t, prompt, out))
     (tmp_path / "t.csv").write_text("arrival_time_s,prompt_tokens,output_tokens\n" + rows)
     over = [f"workload.trace={tmp_path / 't.csv'}", "run.duration_s=null", "run.num_requests=3000",
             "engine.num_gpu_blocks_override=3000", "engine.max_num_seqs=128"]
