@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 # ---- ctl slots (int64 scalars shared with the Python side) ------------------------------------
-N_RUN = 0  # running requests (the first N_RUN slots)
+N_RUN = 0  # running requests (the live slots among the first END)
 Q_HEAD = 1  # waiting queue: a ring in ``fifo``, head index and length
 Q_LEN = 2
 FREE = 3  # free blocks
@@ -40,7 +42,10 @@ FIN_NOW = 13  # finished at the call's start (outcome of the step in flight)
 FIN_LATER = 14  # finished by steps completed inside the call
 STALLED = 15  # 1: the step in flight computes no new token
 ROWS_FREE = 16  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
-N_CTL = 17
+END = 17  # slots in use: the running requests, in order, and holes left by finished ones
+LAZY = 18  # lazy running slots (see "decode slots kept lazily")
+LAZY_SUM = 19  # their tokens computed at S_G0, minus S_G0, summed
+N_CTL = 20
 
 # ---- cfg slots --------------------------------------------------------------------------------
 MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(11)
@@ -57,8 +62,10 @@ X_ROW, X_OHEAD, X_OTAIL = range(3)  # X_ROW: its block table's row while it runs
 N_XCOLS = 3
 
 # ---- running slots: the running list, in order, with the fields every step reads and writes ------
-S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A = range(8)  # S_A: tokens this step
-N_SCOLS = 8
+# S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit). A finished
+# request's slot is a hole (S_RID -1) until the slots close up.
+S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT = range(10)
+N_SCOLS = 10
 
 # ---- the RequestTable's int64 and float64 tables: leading columns (requests.ROW_LAYOUT) ---------
 INT_LEAD = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
@@ -271,6 +278,100 @@ def _lookup(B, X, hits, rid, ntok, bs):
     return nh
 
 
+# ---- decode slots kept lazily ---------------------------------------------------------------------
+# A running request that decodes (one token a step, none to recompute, a token sampled every step)
+# changes the same way every step until it needs a block or finishes. Its slot is then "lazy": its
+# fields stay as they were after the update S_G0 that made it so, the steps since then are implied
+# (ctl[ROWS] - S_G0 of them, and it sampled last at the latest update, whose time the caller keeps),
+# and each step counts the lazy slots' work as one sum (ctl LAZY, LAZY_SUM). A lazy slot is
+# brought up to date ("materialized") at the step S_EVT, whose schedule must see it (it needs a
+# block then, or finishes in that step's update), or when it is preempted, or when the budget could
+# cut a step short. ``bits`` marks slots by step: row 0 the explicit (not lazy) running slots, row
+# 1 + e % W (W = rows - 1 > block size + 1) the lazy slots due at step e.
+@intrinsic
+def _cttz(typingctx, x):
+    """Trailing zero bits of a nonzero uint64."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.cttz(args[0], cgutils.true_bit)
+
+    return types.uint64(types.uint64), codegen
+
+
+@njit(cache=True, inline="always")
+def _mark(bits, r, s):
+    bits[r, s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+
+
+@njit(cache=True, inline="always")
+def _unmark(bits, r, s):
+    bits[r, s >> 6] &= ~(np.uint64(1) << np.uint64(s & 63))
+
+
+@njit(cache=True, inline="always")
+def _materialize(SI, SF, ctl, bits, s, tlast):
+    """Bring lazy slot ``s`` up to date (as of the latest update, at ``tlast``) and make it explicit."""
+    g0 = SI[s, S_G0]
+    k = ctl[ROWS] - g0
+    _unmark(bits, 1 + SI[s, S_EVT] % (bits.shape[0] - 1), s)
+    _mark(bits, 0, s)
+    ctl[LAZY] -= 1
+    ctl[LAZY_SUM] -= SI[s, S_NCOMP] - g0
+    SI[s, S_NCOMP] += k
+    SI[s, S_NTOK] += k
+    SI[s, S_NOUT] += k
+    SI[s, S_HWM] = SI[s, S_NCOMP]
+    SI[s, S_EVT] = -1
+    SF[s] = tlast
+
+
+@njit(cache=True, inline="always")
+def _lazify(SI, ctl, bits, bs, s, g):
+    """Make explicit slot ``s``, which has just sampled at update ``g``, lazy if it decodes and nothing
+    happens to it at the next step."""
+    nc = SI[s, S_NCOMP]
+    if SI[s, S_NTOK] - nc != 1 or SI[s, S_HWM] != nc:
+        return
+    evt = min(g + 1 + SI[s, S_NBLK] * bs - nc, g + SI[s, S_MAXT] - SI[s, S_NOUT])
+    if evt <= g + 1:
+        return
+    SI[s, S_G0] = g
+    SI[s, S_EVT] = evt
+    _unmark(bits, 0, s)
+    _mark(bits, 1 + evt % (bits.shape[0] - 1), s)
+    ctl[LAZY] += 1
+    ctl[LAZY_SUM] += nc - g
+
+
+@njit(cache=True)
+def _close_up(SI, SF, ctl, bits):
+    """Move the running slots down over the holes finished requests left, in order; re-mark them."""
+    kept = 0
+    W = bits.shape[0] - 1
+    bits[:, :] = 0
+    for s in range(ctl[END]):
+        if SI[s, S_RID] >= 0:
+            if kept != s:
+                for c in range(N_SCOLS):
+                    SI[kept, c] = SI[s, c]
+                SF[kept] = SF[s]
+            e = SI[kept, S_EVT]
+            _mark(bits, 0 if e < 0 else 1 + e % W, kept)
+            kept += 1
+    ctl[END] = kept
+
+
+@njit(cache=True, inline="always")
+def _tail(SI, end):
+    """The last running slot before ``end``."""
+    e = end - 1
+    while SI[e, S_RID] < 0:
+        e -= 1
+    return e
+
+
 # ---- the scheduler ------------------------------------------------------------------------------
 @njit(cache=True, inline="always")
 def _write_back(RI, RF, SI, SF, s):
@@ -286,8 +387,8 @@ def _write_back(RI, RF, SI, SF, s):
 
 @njit(cache=True, inline="always")
 def _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, fifo, s):
-    """Recompute preemption of running slot ``s`` (``Scheduler._preempt``): index its full blocks,
-    release its table, send it to the front of the waiting queue with nothing computed."""
+    """Recompute preemption of (explicit) running slot ``s`` (``Scheduler._preempt``): index its full
+    blocks, release its table, send it to the front of the waiting queue with nothing computed."""
     rid = SI[s, S_RID]
     P32[rid, 0] += 1
     nfull = SI[s, S_NCOMP] // cfg[BS]
@@ -307,45 +408,78 @@ def _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, 
 
 
 @njit(cache=True)
-def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, t):
-    """``Scheduler.schedule`` at time ``t``: sets each running slot's tokens this step (``S_A``),
-    admits waiting requests into new slots, and writes the step's log row; returns its duration."""
+def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, bits, fifo, stage, t,
+              tlast):
+    """``Scheduler.schedule`` at time ``t``: sets each explicit running slot's tokens this step
+    (``S_A``; a lazy slot's is one), admits waiting requests into new slots, and writes the step's
+    log row; returns its duration. ``tlast``: the time of the latest update."""
     bs = cfg[BS]
     budget = cfg[BUDGET]
     thr = cfg[THR]
     if ctl[N_RUN] + ctl[Q_LEN] <= 1:
         thr = 0
+    nw = bits.shape[1]
+    due = 1 + (ctl[ROWS] + 1) % (bits.shape[0] - 1)  # this step's bucket
+    # If the budget may not cover every running request's tokens, it is shared out in running
+    # order, one request at a time: every slot is made explicit for that.
+    want = ctl[LAZY]
+    for w in range(nw):
+        x = bits[0, w]
+        while x != 0:
+            s = w * 64 + np.int64(_cttz(x))
+            x &= x - np.uint64(1)
+            need = SI[s, S_NTOK] - SI[s, S_NCOMP]
+            want += need if thr <= 0 or need <= thr else thr
+    if want > budget:
+        for s in range(ctl[END]):
+            if SI[s, S_RID] >= 0 and SI[s, S_EVT] >= 0:
+                _materialize(SI, SF, ctl, bits, s, tlast)
+    # Running requests in order (the lazy ones take one token each and need nothing: only those due
+    # now are visited); a request that cannot get its blocks preempts from the tail.
     npre = 0
-    # Running requests in order; a request that cannot get its blocks preempts from the tail.
-    j = 0
-    end = ctl[N_RUN]
-    while j < end:
-        nc = SI[j, S_NCOMP]
-        need = SI[j, S_NTOK] - nc
-        if thr > 0 and need > thr:
-            need = thr
-        a = need if need < budget else budget
-        # New blocks: ceil((nc + a) / bs) - blocks held, or none when they already cover nc + a
-        # (most steps: a decode token inside the last block), which spares the division.
-        nb = SI[j, S_NBLK]
-        m = 0 if nc + a <= nb * bs else (nc + a + bs - 1) // bs - nb
-        stop = False
-        while m > ctl[FREE]:
-            end -= 1
-            _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, fifo, end)
-            npre += 1
-            if end == j:
-                stop = True
+    end = ctl[END]
+    live = ctl[N_RUN]
+    done = False
+    for w in range(nw):
+        x = bits[0, w] | bits[due, w]
+        while x != 0:
+            j = w * 64 + np.int64(_cttz(x))
+            x &= x - np.uint64(1)
+            if j >= end:
+                done = True
                 break
-        if stop:
+            if SI[j, S_EVT] >= 0:
+                _materialize(SI, SF, ctl, bits, j, tlast)
+            nc = SI[j, S_NCOMP]
+            need = SI[j, S_NTOK] - nc
+            if thr > 0 and need > thr:
+                need = thr
+            a = need if need < budget else budget
+            # New blocks: ceil((nc + a) / bs) - blocks held, or none when they already cover nc + a.
+            nb = SI[j, S_NBLK]
+            m = 0 if nc + a <= nb * bs else (nc + a + bs - 1) // bs - nb
+            while m > ctl[FREE] and end > j:
+                e = _tail(SI, end)
+                if SI[e, S_EVT] >= 0:
+                    _materialize(SI, SF, ctl, bits, e, tlast)
+                _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, fifo, e)
+                _unmark(bits, 0, e)
+                live -= 1
+                npre += 1
+                end = e
+            if end == j:
+                done = True
+                break
+            if m > 0:
+                _allocate(B, X, tables, queue, ctl, SI[j, S_RID], nb, m)
+                SI[j, S_NBLK] = nb + m
+            SI[j, S_A] = a
+            budget -= a
+        if done:
             break
-        if m > 0:
-            _allocate(B, X, tables, queue, ctl, SI[j, S_RID], nb, m)
-            SI[j, S_NBLK] = nb + m
-        SI[j, S_A] = a
-        budget -= a
-        j += 1
-    ctl[N_RUN] = end
+    budget -= ctl[LAZY]
+    ctl[N_RUN] = live
+    ctl[END] = end
     # Waiting requests in queue order, only if nobody was preempted.
     if npre == 0:
         cap = fifo.shape[0]
@@ -380,8 +514,11 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
                 RI[rid, I_CACHED] = nh * bs
                 RF[rid, F_FSCHED] = t
             S8[rid] = _RUNNING
-            s = ctl[N_RUN]
-            ctl[N_RUN] = s + 1
+            if ctl[END] == SI.shape[0]:
+                _close_up(SI, SF, ctl, bits)
+            s = ctl[END]
+            ctl[END] = s + 1
+            ctl[N_RUN] += 1
             SI[s, S_RID] = rid
             SI[s, S_NTOK] = nt
             SI[s, S_NCOMP] = nh * bs
@@ -390,40 +527,48 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
             SI[s, S_NBLK] = nh + m
             SI[s, S_HWM] = RI[rid, I_HWM]
             SI[s, S_A] = a
+            SI[s, S_EVT] = -1
             SF[s] = RF[rid, F_LTOK]
+            _mark(bits, 0, s)
             budget -= a
-    # The step's work: every running slot with tokens this step, in order.
-    ns = 0
-    total = 0
-    decode = 0
-    ctx = 0
-    s1 = 0
-    s2 = 0
-    nsamp = 0
+    # The step's work: the explicit slots one by one, in order; the lazy ones all decode one token.
+    lazy = ctl[LAZY]
+    lctx = ctl[LAZY_SUM] + lazy * ctl[ROWS]
+    ns = lazy
+    total = lazy
+    decode = lazy
+    ctx = lctx
+    s1 = lctx
+    s2 = 2 * lazy
+    nsamp = lazy
     rec = 0
-    for s in range(ctl[N_RUN]):
-        a = SI[s, S_A]
-        if a == 0:
-            continue
-        ns += 1
-        before = SI[s, S_NCOMP]
-        after = before + a
-        SI[s, S_NCOMP] = after
-        h = SI[s, S_HWM]
-        r = (after if after < h else h) - before
-        if r > 0:
-            RI[SI[s, S_RID], I_RECOMP] += r
-            rec += r
-        if after > h:
-            SI[s, S_HWM] = after
-        if after == SI[s, S_NTOK]:
-            nsamp += 1
-            if a == 1 and before > 0:
-                decode += 1
-        total += a
-        ctx += before
-        s1 += a * before
-        s2 += a * (a + 1)
+    for w in range(nw):
+        x = bits[0, w]
+        while x != 0:
+            s = w * 64 + np.int64(_cttz(x))
+            x &= x - np.uint64(1)
+            a = SI[s, S_A]
+            if a == 0:
+                continue
+            ns += 1
+            before = SI[s, S_NCOMP]
+            after = before + a
+            SI[s, S_NCOMP] = after
+            h = SI[s, S_HWM]
+            r = (after if after < h else h) - before
+            if r > 0:
+                RI[SI[s, S_RID], I_RECOMP] += r
+                rec += r
+            if after > h:
+                SI[s, S_HWM] = after
+            if after == SI[s, S_NTOK]:
+                nsamp += 1
+                if a == 1 and before > 0:
+                    decode += 1
+            total += a
+            ctx += before
+            s1 += a * before
+            s2 += a * (a + 1)
     dt = step_time(cp, ns, total, ctx, float(s1) + 0.5 * float(s2), nsamp)
     row = ctl[STAGE_N]
     stage[0, row] = t
@@ -452,10 +597,12 @@ def _itl_bin(gap, cp, nbins):
 
 
 @njit(cache=True)
-def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t, later):
-    """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: the slots
-    that computed their last pending token sample one; finished ones release their blocks (in
-    running order) and leave the running list, which closes up."""
+def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bits, stage, hist, fin, t, tlast,
+            later):
+    """``Scheduler.update`` at the end of the step in flight (time ``t``; the update before it was at
+    ``tlast``), and its log row: the slots that computed their last pending token sample one (every
+    lazy slot does); finished ones release their blocks (in running order) and leave a hole in the
+    running list, which closes up once holes are a quarter of it; the others that decode turn lazy."""
     k = 0
     nsamp = 0
     ndone = 0
@@ -464,44 +611,53 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, st
     bs = cfg[BS]
     caching = cfg[CACHING] != 0
     nf = ctl[FIN_NOW] + ctl[FIN_LATER]
-    n = ctl[N_RUN]
-    kept = 0
-    for s in range(n):
-        if SI[s, S_A] > 0 and SI[s, S_NCOMP] == SI[s, S_NTOK]:
-            nsamp += 1
-            SI[s, S_NTOK] += 1
-            o = SI[s, S_NOUT] + 1
-            SI[s, S_NOUT] = o
-            if o > 1:
-                gap = t - SF[s]
-                k += 1
-                if gap == run_gap:
-                    run_n += 1
+    g = ctl[ROWS] + 1  # this update's number
+    lazy = ctl[LAZY]
+    if lazy:
+        hist[_itl_bin(t - tlast, cp, cfg[ITL_BINS])] += lazy
+        k += lazy
+        nsamp += lazy
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s = w * 64 + np.int64(_cttz(x))
+            x &= x - np.uint64(1)
+            if SI[s, S_A] > 0 and SI[s, S_NCOMP] == SI[s, S_NTOK]:
+                nsamp += 1
+                SI[s, S_NTOK] += 1
+                o = SI[s, S_NOUT] + 1
+                SI[s, S_NOUT] = o
+                if o > 1:
+                    gap = t - SF[s]
+                    k += 1
+                    if gap == run_gap:
+                        run_n += 1
+                    else:
+                        if run_n:
+                            hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
+                        run_gap = gap
+                        run_n = 1
                 else:
-                    if run_n:
-                        hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
-                    run_gap = gap
-                    run_n = 1
-            else:
-                RF[SI[s, S_RID], F_FTOK] = t
-            SF[s] = t
-            if o >= SI[s, S_MAXT]:
-                rid = SI[s, S_RID]
-                _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs, caching)
-                SI[s, S_NBLK] = 0
-                _write_back(RI, RF, SI, SF, s)
-                S8[rid] = _FINISHED
-                RF[rid, F_FIN] = t
-                if cfg[WAITERS] != 0:
-                    fin[nf + ndone] = rid
-                ndone += 1
-                continue
-        if kept != s:
-            for c in range(N_SCOLS):
-                SI[kept, c] = SI[s, c]
-            SF[kept] = SF[s]
-        kept += 1
-    ctl[N_RUN] = kept
+                    RF[SI[s, S_RID], F_FTOK] = t
+                SF[s] = t
+                if o >= SI[s, S_MAXT]:
+                    rid = SI[s, S_RID]
+                    _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs,
+                                caching)
+                    SI[s, S_NBLK] = 0
+                    _write_back(RI, RF, SI, SF, s)
+                    S8[rid] = _FINISHED
+                    RF[rid, F_FIN] = t
+                    if cfg[WAITERS] != 0:
+                        fin[nf + ndone] = rid
+                    ndone += 1
+                    SI[s, S_RID] = -1
+                    _unmark(bits, 0, s)
+                    ctl[N_RUN] -= 1
+                    continue
+                _lazify(SI, ctl, bits, bs, s, g)
+    if (ctl[END] - ctl[N_RUN]) * 4 > ctl[END]:
+        _close_up(SI, SF, ctl, bits)
     ctl[FIN_LATER if later else FIN_NOW] += ndone
     if run_n:
         hist[_itl_bin(run_gap, cp, cfg[ITL_BINS])] += run_n
@@ -510,7 +666,7 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, st
     stage[11, row] = nsamp
     stage[12, row] = ndone
     ctl[STAGE_N] = row + 1
-    ctl[ROWS] += 1
+    ctl[ROWS] = g
     if ctl[STALLED]:
         ctl[IDLE] += 1
     else:
@@ -519,21 +675,32 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, st
 
 
 @njit(cache=True)
-def write_back_all(RI, RF, SI, SF, ctl):
-    """Bring the records of the running requests up to date (their slots hold the live values)."""
-    for s in range(ctl[N_RUN]):
+def write_back_all(RI, RF, SI, SF, ctl, bits, tlast):
+    """Bring the records of the running requests up to date (their slots hold the live values; a
+    lazy slot's tokens of a step still in flight count as computed, as the scheduler counts them)."""
+    for s in range(ctl[END]):
+        if SI[s, S_RID] < 0:
+            continue
+        if SI[s, S_EVT] >= 0:
+            _materialize(SI, SF, ctl, bits, s, tlast)
+            if ctl[PENDING]:
+                SI[s, S_NCOMP] += 1
+                SI[s, S_HWM] = SI[s, S_NCOMP]
         _write_back(RI, RF, SI, SF, s)
 
 
 @njit(cache=True)
-def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, hist, fin, fctl):
+def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, bits, fifo, stage, hist, fin,
+            fctl):
     """Finish the step in flight at ``fctl[0]`` (now), then run steps while nothing outside the
     engine can intervene: each later step must start before ``fctl[1]`` (the next SimPy event).
-    Returns a code (see the module constants) and the time it refers to in ``fctl[2]``.
+    Returns a code (see the module constants) and the time it refers to in ``fctl[2]``; ``fctl[3]``
+    keeps the time of the latest update.
 
     ``RI``, ``RF``, ``P32``, ``S8``: the RequestTable's int64, float64, int32 tables and status column;
     ``SI``, ``SF``: the running slots (``write_back_all`` brings the records up to date);
-    ``tables``: block-table rows, wide enough for any submitted request's blocks.
+    ``tables``: block-table rows, wide enough for any submitted request's blocks; ``bits``: the
+    running slots marked by when they need attention (see "decode slots kept lazily").
     """
     t = fctl[0]
     peek = fctl[1]
@@ -541,7 +708,9 @@ def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, bu
     ctl[FIN_LATER] = 0
     single = False
     if ctl[PENDING]:
-        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t, False)
+        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bits, stage, hist, fin, t, fctl[3],
+                False)
+        fctl[3] = t
         # Someone waits for a request that just finished: they act at this instant, after the
         # next step is scheduled and before it ends, so only one step can be scheduled now.
         single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
@@ -558,11 +727,14 @@ def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, bu
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
-        dt = _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, fifo, stage, t)
+        dt = _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, hits, bits, fifo, stage,
+                       t, fctl[3])
         t_end = t + dt
         first = False
         if single or not t_end < peek:
             fctl[2] = t_end
             return STEPPED
-        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, stage, hist, fin, t_end, True)
+        _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bits, stage, hist, fin, t_end,
+                fctl[3], True)
+        fctl[3] = t_end
         t = t_end

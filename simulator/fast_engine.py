@@ -84,13 +84,16 @@ class CompiledEngine(Engine):
         conf[K.MAX_STEPS] = self.max_steps
         conf[K.STALL_STEPS] = self.stall_steps
         self._conf = conf
-        self._fctl = np.zeros(3)  # now, the next SimPy event's time; the time the kernel returns
+        self._fctl = np.zeros(4)  # now, the next SimPy event's time; the time the kernel returns; the last update's
         self._B, self._queue = B, queue
         self._cp = np.concatenate([cost_params(cost), [ITL_LO, ITL_PER_DECADE]])
         self._buf = np.zeros((2, n), np.int64)  # a released table's blocks, head- and tail-bound
         self._hits = np.zeros(n + 1, np.int64)  # a lookup's cached blocks
         # The running list as slots (compiled.S_*): the fields every step touches, side by side.
-        self._slots = (np.zeros((seats, K.N_SCOLS), np.int64), np.zeros(seats))
+        # Twice the seats: finished requests leave holes until a quarter of the slots are holes.
+        self._slots = (np.zeros((2 * seats, K.N_SCOLS), np.int64), np.zeros(2 * seats))
+        # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
+        self._bits = np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64)
         self._fin = np.zeros(2 * seats, np.int64)  # finished requests to notify
         self._incoming: list[int] = []
         self._widest = 16 * cfg.block_size + 1  # the longest prompt + max_tokens the rows can hold
@@ -140,6 +143,7 @@ class CompiledEngine(Engine):
     def _loop(self):
         env, ctl, fctl, log, conf = self.env, self._ctl, self._fctl, self.log, self._conf
         B, queue, cp, buf, hits, fin, rows = self._B, self._queue, self._cp, self._buf, self._hits, self._fin, self._rows
+        bits = self._bits
         SI, SF = self._slots
         stage, hist = log._stage, log.itl_hist
         R = self.reqs
@@ -160,7 +164,7 @@ class CompiledEngine(Engine):
             fctl[1] = env.peek()
             conf[K.WAITERS] = 1 if self._events else 0
             code = K.advance(RI, RF, SI, SF, P32, S8, B, self._X, self._tables, rows, queue, ctl, conf, cp, buf,
-                             hits, self._fifo, stage, hist, fin, fctl)
+                             hits, bits, self._fifo, stage, hist, fin, fctl)
             t = float(fctl[2])
             c = ctl.tolist()
             # The log and the step count as they stand once the steps applied so far have ended
@@ -189,7 +193,7 @@ class CompiledEngine(Engine):
     def finish_run(self) -> None:
         """Write the running requests' live values (kept in the kernel's slots) into their records."""
         T = self.reqs.tables
-        K.write_back_all(T[np.int64], T[np.float64], *self._slots, self._ctl)
+        K.write_back_all(T[np.int64], T[np.float64], *self._slots, self._ctl, self._bits, self._fctl[3])
 
     def _finished(self, fin: np.ndarray, start: int, k: int) -> None:
         if self._events:
