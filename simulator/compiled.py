@@ -345,6 +345,30 @@ def _lazify(SI, ctl, bits, bs, s, g):
     ctl[LAZY_SUM] += nc - g
 
 
+@njit(cache=True, inline="always")
+def _grow_lazy(B, X, tables, queue, ctl, SI, bits, bs, s, step):
+    """Lazy slot ``s`` is due at ``step``: if that is for a block (it does not finish in this step)
+    and one is free, give it the block and keep it lazy, due again at its next block or its finish.
+    Returns whether it did."""
+    g0 = SI[s, S_G0]
+    fin = g0 + SI[s, S_MAXT] - SI[s, S_NOUT]
+    if fin <= step:
+        return False
+    nb = SI[s, S_NBLK]
+    m = (SI[s, S_NCOMP] + ctl[ROWS] - g0 + bs) // bs - nb  # blocks for one more token
+    if m > ctl[FREE]:
+        return False
+    _allocate(B, X, tables, queue, ctl, SI[s, S_RID], nb, m)
+    nb += m
+    SI[s, S_NBLK] = nb
+    evt = min(g0 + 1 + nb * bs - SI[s, S_NCOMP], fin)
+    W = bits.shape[0] - 1
+    _unmark(bits, 1 + SI[s, S_EVT] % W, s)
+    _mark(bits, 1 + evt % W, s)
+    SI[s, S_EVT] = evt
+    return True
+
+
 @njit(cache=True)
 def _close_up(SI, SF, ctl, bits):
     """Move the running slots down over the holes finished requests left, in order; re-mark them."""
@@ -419,7 +443,8 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
     if ctl[N_RUN] + ctl[Q_LEN] <= 1:
         thr = 0
     nw = bits.shape[1]
-    due = 1 + (ctl[ROWS] + 1) % (bits.shape[0] - 1)  # this step's bucket
+    step = ctl[ROWS] + 1
+    due = 1 + step % (bits.shape[0] - 1)  # this step's bucket
     # If the budget may not cover every running request's tokens, it is shared out in running
     # order, one request at a time: every slot is made explicit for that.
     want = ctl[LAZY]
@@ -449,6 +474,8 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
                 done = True
                 break
             if SI[j, S_EVT] >= 0:
+                if _grow_lazy(B, X, tables, queue, ctl, SI, bits, bs, j, step):
+                    continue
                 _materialize(SI, SF, ctl, bits, j, tlast)
             nc = SI[j, S_NCOMP]
             need = SI[j, S_NTOK] - nc
