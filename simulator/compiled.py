@@ -58,14 +58,15 @@ B_REF, B_SERIAL, B_OWN, B_ONEXT, B_OPREV, B_OCOL = range(6)
 N_BCOLS = 6
 
 # ---- per-request columns (besides the RequestTable's) ------------------------------------------
-X_ROW, X_OHEAD, X_OTAIL = range(3)  # X_ROW: its block table's row while it runs (else -1)
-N_XCOLS = 3
+X_OHEAD, X_OTAIL = range(2)  # its indexed blocks' first and last
+N_XCOLS = 2
 
 # ---- running slots: the running list, in order, with the fields every step reads and writes ------
-# S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit). A finished
-# request's slot is a hole (S_RID -1) until the slots close up.
-S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT = range(10)
-N_SCOLS = 10
+# S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit); S_ROW: its
+# block table's row in ``tables``. A finished request's slot is a hole (S_RID -1) until the slots
+# close up.
+S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW = range(11)
+N_SCOLS = 11
 
 # ---- the RequestTable's int64 and float64 tables: leading columns (requests.ROW_LAYOUT) ---------
 INT_LEAD = ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
@@ -151,19 +152,17 @@ def _own_append(B, X, rid, b):
 
 
 @njit(cache=True, inline="always")
-def _take_row(X, rows, ctl, rid):
-    """Give ``rid`` a block-table row (it starts running); returns it."""
+def _take_row(rows, ctl):
+    """A block-table row for a request that starts running."""
     k = ctl[ROWS_FREE] - 1
     ctl[ROWS_FREE] = k
-    X[rid, X_ROW] = rows[k]
     return rows[k]
 
 
 @njit(cache=True, inline="always")
-def _allocate(B, X, tables, queue, ctl, rid, have, m):
-    """Take ``m`` blocks from the head of the free queue onto the end of ``rid``'s table, which
-    holds ``have`` blocks."""
-    row = X[rid, X_ROW]
+def _allocate(B, X, tables, queue, ctl, row, have, m):
+    """Take ``m`` blocks from the head of the free queue onto the end of the block table in ``row``,
+    which holds ``have`` blocks."""
     h = ctl[P_HEAD]
     for k in range(m):
         while True:
@@ -203,13 +202,12 @@ def _compact(B, queue, ctl, front, back):
 
 
 @njit(cache=True, inline="always")
-def _free_table(B, X, tables, rows, queue, ctl, buf, rid, nblocks, nfull, caching):
+def _free_table(B, tables, rows, queue, ctl, buf, row, nblocks, nfull, caching):
     """Release ``rid``'s ``nblocks`` blocks, tail first: blocks past its first ``nfull`` (no hash) to
     the head of the free queue, the first going first; hashed ones to the tail (``BlockPool.free``).
-    Its table row goes back to the free rows."""
+    Its table ``row`` goes back to the free rows."""
     nf = 0
     nb = 0
-    row = X[rid, X_ROW]
     for pos in range(nblocks - 1, -1, -1):
         b = tables[row, pos]
         B[b, B_REF] -= 1
@@ -222,7 +220,6 @@ def _free_table(B, X, tables, rows, queue, ctl, buf, rid, nblocks, nfull, cachin
                 nf += 1
     rows[ctl[ROWS_FREE]] = row
     ctl[ROWS_FREE] += 1
-    X[rid, X_ROW] = -1
     if nf + nb == 0:
         return
     ctl[STAMP] += 1
@@ -247,9 +244,9 @@ def _free_table(B, X, tables, rows, queue, ctl, buf, rid, nblocks, nfull, cachin
 
 
 @njit(cache=True, inline="always")
-def _index_own(B, X, tables, rid, nfull):
-    """Index ``rid``'s first ``nfull`` blocks under its own content (after the copies already there)."""
-    row = X[rid, X_ROW]
+def _index_own(B, X, tables, rid, row, nfull):
+    """Index ``rid``'s first ``nfull`` blocks (its table is ``row``) under its own content (after the
+    copies already there)."""
     for col in range(nfull):
         b = tables[row, col]
         if B[b, B_OWN] != rid:
@@ -358,7 +355,7 @@ def _grow_lazy(B, X, tables, queue, ctl, SI, bits, bs, s, step):
     m = (SI[s, S_NCOMP] + ctl[ROWS] - g0 + bs) // bs - nb  # blocks for one more token
     if m > ctl[FREE]:
         return False
-    _allocate(B, X, tables, queue, ctl, SI[s, S_RID], nb, m)
+    _allocate(B, X, tables, queue, ctl, SI[s, S_ROW], nb, m)
     nb += m
     SI[s, S_NBLK] = nb
     evt = min(g0 + 1 + nb * bs - SI[s, S_NCOMP], fin)
@@ -418,8 +415,8 @@ def _preempt(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, buf, 
     nfull = SI[s, S_NCOMP] // cfg[BS]
     caching = cfg[CACHING] != 0
     if caching and nfull > 0:
-        _index_own(B, X, tables, rid, nfull)
-    _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], nfull, caching)
+        _index_own(B, X, tables, rid, SI[s, S_ROW], nfull)
+    _free_table(B, tables, rows, queue, ctl, buf, SI[s, S_ROW], SI[s, S_NBLK], nfull, caching)
     SI[s, S_NBLK] = 0
     SI[s, S_NCOMP] = 0
     _write_back(RI, RF, SI, SF, s)
@@ -498,7 +495,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
                 done = True
                 break
             if m > 0:
-                _allocate(B, X, tables, queue, ctl, SI[j, S_RID], nb, m)
+                _allocate(B, X, tables, queue, ctl, SI[j, S_ROW], nb, m)
                 SI[j, S_NBLK] = nb + m
             SI[j, S_A] = a
             budget -= a
@@ -528,7 +525,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
                 break
             ctl[Q_HEAD] = (ctl[Q_HEAD] + 1) % cap
             ctl[Q_LEN] -= 1
-            row = _take_row(X, rows, ctl, rid)
+            row = _take_row(rows, ctl)
             for k in range(nh):
                 b = hits[k]
                 if B[b, B_REF] == 0:
@@ -536,7 +533,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
                 B[b, B_REF] += 1
                 tables[row, k] = b
             if m > 0:
-                _allocate(B, X, tables, queue, ctl, rid, nh, m)
+                _allocate(B, X, tables, queue, ctl, row, nh, m)
             if RI[rid, I_CACHED] < 0:
                 RI[rid, I_CACHED] = nh * bs
                 RF[rid, F_FSCHED] = t
@@ -555,6 +552,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
             SI[s, S_HWM] = RI[rid, I_HWM]
             SI[s, S_A] = a
             SI[s, S_EVT] = -1
+            SI[s, S_ROW] = row
             SF[s] = RF[rid, F_LTOK]
             _mark(bits, 0, s)
             budget -= a
@@ -669,7 +667,7 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bi
                 SF[s] = t
                 if o >= SI[s, S_MAXT]:
                     rid = SI[s, S_RID]
-                    _free_table(B, X, tables, rows, queue, ctl, buf, rid, SI[s, S_NBLK], SI[s, S_NCOMP] // bs,
+                    _free_table(B, tables, rows, queue, ctl, buf, SI[s, S_ROW], SI[s, S_NBLK], SI[s, S_NCOMP] // bs,
                                 caching)
                     SI[s, S_NBLK] = 0
                     _write_back(RI, RF, SI, SF, s)

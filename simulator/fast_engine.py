@@ -64,7 +64,7 @@ class CompiledEngine(Engine):
         h = (cap - n) // 2
         queue[0, h : h + n] = np.arange(n)
         ctl[K.P_HEAD], ctl[K.P_TAIL], ctl[K.FREE] = h, h + n, n
-        # Per request: its block-table row while it runs; its indexed blocks' first and last block.
+        # Per request: its indexed blocks' first and last block (block ids).
         self._X = np.full((len(reqs.status), K.N_XCOLS), -1, np.int32)
         # Block tables: a row per running request, as wide as the most blocks a submitted request
         # can hold (it widens as longer requests come).
