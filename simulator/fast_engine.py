@@ -32,7 +32,7 @@ def first_compile_note() -> str:
         cached = os.path.exists(K.advance._cache._cache_file._index_path)
     except AttributeError:
         return ""
-    return "" if cached else "compiling the engine step (once after installing; about 15 s)..."
+    return "" if cached else "compiling the engine step (once after installing; about 25 s)..."
 
 
 def cost_params(cost: CostModel) -> np.ndarray:
