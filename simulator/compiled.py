@@ -45,7 +45,9 @@ ROWS_FREE = 16  # block-table rows not in use: the first ROWS_FREE entries of ``
 END = 17  # slots in use: the running requests, in order, and holes left by finished ones
 LAZY = 18  # lazy running slots (see "decode slots kept lazily")
 LAZY_SUM = 19  # their tokens computed at S_G0, minus S_G0, summed
-N_CTL = 20
+IN_NEXT = 20  # requests from IN_NEXT to IN_END (set by the caller) are new: queue those still waiting
+IN_END = 21
+N_CTL = 22
 
 # ---- cfg slots --------------------------------------------------------------------------------
 MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, ITL_BINS = range(11)
@@ -731,6 +733,12 @@ def advance(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, bu
     peek = fctl[1]
     ctl[FIN_NOW] = 0
     ctl[FIN_LATER] = 0
+    cap = fifo.shape[0]
+    for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
+        if S8[rid] == _WAITING:
+            fifo[(ctl[Q_HEAD] + ctl[Q_LEN]) % cap] = rid
+            ctl[Q_LEN] += 1
+    ctl[IN_NEXT] = ctl[IN_END]
     single = False
     if ctl[PENDING]:
         _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bits, stage, hist, fin, t, fctl[3],

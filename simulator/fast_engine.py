@@ -15,7 +15,7 @@ import simpy
 from simulator import compiled as K
 from simulator.cost import CostModel
 from simulator.engine import Engine, SimulationStalled, TimeoutAt
-from simulator.requests import ROW_LAYOUT, RequestTable
+from simulator.requests import ROW_LAYOUT, WAITING, RequestTable
 from simulator.scheduler import Scheduler
 from simulator.step_log import ITL_BINS, ITL_LO, ITL_PER_DECADE
 
@@ -95,14 +95,12 @@ class CompiledEngine(Engine):
         # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
         self._bits = np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64)
         self._fin = np.zeros(2 * seats, np.int64)  # finished requests to notify
-        self._incoming: list[int] = []
         self._widest = 16 * cfg.block_size + 1  # the longest prompt + max_tokens the rows can hold
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int) -> None:
-        # Queued in Python and moved into the kernel's waiting ring at its next call (in order:
-        # only the kernel puts requests anywhere else, at the front, and it runs between these).
-        self._incoming.append(rid)
+        # The kernel queues the requests submitted since its last call itself (ids from ctl IN_NEXT
+        # up to the table's count, skipping rejected ones); here only the block tables may widen.
         if total > self._widest:
             self._widen(total)
 
@@ -115,29 +113,22 @@ class CompiledEngine(Engine):
         self._tables[:, : old.shape[1]] = old
         self._widest = width * bs + 1
 
-    def _take_incoming(self) -> None:
-        new, self._incoming = self._incoming, []
-        ctl, n = self._ctl, len(new)
-        if new[-1] >= len(self._X):  # ids only grow; as many rows as the request tables have
-            X = np.full((max(len(self.reqs.status), new[-1] + 1), K.N_XCOLS), -1, np.int32)
+    def _make_room(self, n: int) -> None:
+        """Grow the per-request rows and the waiting ring for ``n`` requests submitted (before the
+        kernel queues those that are new)."""
+        ctl = self._ctl
+        if n > len(self._X):  # as many rows as the request tables have
+            X = np.full((max(len(self.reqs.status), n), K.N_XCOLS), -1, np.int32)
             X[: len(self._X)] = self._X
             self._X = X
         q, cap = self._fifo, len(self._fifo)
         head, k = int(ctl[K.Q_HEAD]), int(ctl[K.Q_LEN])
-        if k + n + self.sched.cfg.max_num_seqs + 1 > cap:  # room for every running request to come back
-            grown = np.zeros(max(2 * cap, 2 * (k + n + self.sched.cfg.max_num_seqs + 1)), np.int64)
+        need = k + n - int(ctl[K.IN_NEXT]) + self.sched.cfg.max_num_seqs + 1  # every running request may come back
+        if need > cap:
+            grown = np.zeros(max(2 * cap, 2 * need), np.int64)
             grown[:k] = q[(head + np.arange(k)) % cap]
-            self._fifo = q = grown
-            ctl[K.Q_HEAD] = head = 0
-            cap = len(grown)
-        if n <= 16:  # the usual few: scalar stores cost less than building index arrays
-            at = head + k
-            for rid in new:
-                q[at % cap] = rid
-                at += 1
-        else:
-            q[(head + k + np.arange(n)) % cap] = new
-        ctl[K.Q_LEN] = k + n
+            self._fifo = grown
+            ctl[K.Q_HEAD] = 0
 
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
@@ -149,8 +140,10 @@ class CompiledEngine(Engine):
         R = self.reqs
         cap = -1
         while True:
-            if self._incoming:
-                self._take_incoming()
+            n = R.n
+            if n > ctl[K.IN_NEXT]:
+                self._make_room(n)
+                ctl[K.IN_END] = n
             elif not ctl[K.PENDING] and not ctl[K.N_RUN] and not ctl[K.Q_LEN]:
                 self._wake = env.event()
                 yield self._wake
@@ -203,4 +196,5 @@ class CompiledEngine(Engine):
 
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self._ctl
-        return int(ctl[K.N_RUN]), int(ctl[K.Q_LEN]) + len(self._incoming), 0, int(ctl[K.FREE])
+        new = self.reqs.status[int(ctl[K.IN_NEXT]) : self.reqs.n]
+        return int(ctl[K.N_RUN]), int(ctl[K.Q_LEN]) + int(np.count_nonzero(new == WAITING)), 0, int(ctl[K.FREE])

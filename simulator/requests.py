@@ -53,6 +53,10 @@ ROW_LAYOUT: dict[type, tuple[str, ...]] = {
 assert sorted(n for names in ROW_LAYOUT.values() for n in names) == sorted(_FIELDS)
 
 
+_ADDED = ("arrival", "prompt_len", "num_tokens", "max_tokens", "content_key", "priority", "group", "group_len",
+          "client", "client_class")  # the fields ``add`` writes
+
+
 class RequestTable:
     """Growable columns of per-request state (views into one table per dtype, see ``ROW_LAYOUT``)."""
 
@@ -78,21 +82,22 @@ class RequestTable:
             self._grow()
         rid = self.n
         self.n += 1
-        self.arrival[rid] = arrival
-        self.prompt_len[rid] = prompt_len
-        self.num_tokens[rid] = prompt_len
-        self.max_tokens[rid] = max_tokens
-        self.content_key[rid] = rid if content_key < 0 else content_key
+        w = self._writers  # memoryviews of the columns: a scalar store costs less than numpy's
+        w["arrival"][rid] = arrival
+        w["prompt_len"][rid] = prompt_len
+        w["num_tokens"][rid] = prompt_len
+        w["max_tokens"][rid] = max_tokens
+        w["content_key"][rid] = rid if content_key < 0 else content_key
         # The rest only where they differ from the columns' initial values.
         if priority:
-            self.priority[rid] = priority
+            w["priority"][rid] = priority
         if group >= 0:
-            self.group[rid] = group
-            self.group_len[rid] = group_len
+            w["group"][rid] = group
+            w["group_len"][rid] = group_len
         if client >= 0:
-            self.client[rid] = client
+            w["client"][rid] = client
         if client_class >= 0:
-            self.client_class[rid] = client_class
+            w["client_class"][rid] = client_class
         return rid
 
     def reserve(self, n: int) -> None:
@@ -112,6 +117,7 @@ class RequestTable:
             self.tables[dt] = table
             for k, name in enumerate(names):
                 setattr(self, name, table[:, k])
+        self._writers = {name: memoryview(getattr(self, name)) for name in _ADDED}
         self._cap = new
 
     def columns(self) -> dict[str, np.ndarray]:
