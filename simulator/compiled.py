@@ -282,11 +282,12 @@ def _lookup(B, X, hits, rid, ntok, bs):
 # changes the same way every step until it needs a block or finishes. Its slot is then "lazy": its
 # fields stay as they were after the update S_G0 that made it so, the steps since then are implied
 # (ctl[ROWS] - S_G0 of them, and it sampled last at the latest update, whose time the caller keeps),
-# and each step counts the lazy slots' work as one sum (ctl LAZY, LAZY_SUM). A lazy slot is
-# brought up to date ("materialized") at the step S_EVT, whose schedule must see it (it needs a
-# block then, or finishes in that step's update), or when it is preempted, or when the budget could
-# cut a step short. ``bits`` marks slots by step: row 0 the explicit (not lazy) running slots, row
-# 1 + e % W (W = rows - 1 > block size + 1) the lazy slots due at step e.
+# and each step counts the lazy slots' work as one sum (ctl LAZY, LAZY_SUM). The schedule of step
+# S_EVT visits a lazy slot: if it needs a block then, it gets it and stays lazy; if it finishes in
+# that step's update, it is brought up to date ("materialized") and made explicit, as it is when
+# preempted or when the budget could cut a step short. ``bits`` marks slots by step: row 0 the
+# explicit (not lazy) running slots, row 1 + e % W (W = rows - 1 > block size + 1) the lazy slots
+# due at step e.
 @intrinsic
 def _cttz(typingctx, x):
     """Trailing zero bits of a nonzero uint64."""
@@ -704,7 +705,8 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bi
 @njit(cache=True)
 def write_back_all(RI, RF, SI, SF, ctl, bits, tlast):
     """Bring the records of the running requests up to date (their slots hold the live values; a
-    lazy slot's tokens of a step still in flight count as computed, as the scheduler counts them)."""
+    lazy slot's token of a step still in flight counts as computed, as the scheduler counts it).
+    Lazy slots become explicit ones, as if scheduled one by one, so stepping on stays exact."""
     for s in range(ctl[END]):
         if SI[s, S_RID] < 0:
             continue
@@ -713,6 +715,7 @@ def write_back_all(RI, RF, SI, SF, ctl, bits, tlast):
             if ctl[PENDING]:
                 SI[s, S_NCOMP] += 1
                 SI[s, S_HWM] = SI[s, S_NCOMP]
+                SI[s, S_A] = 1
         _write_back(RI, RF, SI, SF, s)
 
 
