@@ -95,7 +95,7 @@ class CompiledEngine(Engine):
         # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
         self._bits = np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64)
         self._fin = np.zeros(2 * seats, np.int64)  # finished requests to notify
-        self._widest = 16 * cfg.block_size + 1  # the longest prompt + max_tokens the rows can hold
+        self._widest = self._tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens the rows hold
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int) -> None:
