@@ -205,9 +205,9 @@ def _compact(B, queue, ctl, front, back):
 
 @njit(cache=True, inline="always")
 def _free_table(B, tables, rows, queue, ctl, buf, row, nblocks, nfull, caching):
-    """Release ``rid``'s ``nblocks`` blocks, tail first: blocks past its first ``nfull`` (no hash) to
-    the head of the free queue, the first going first; hashed ones to the tail (``BlockPool.free``).
-    Its table ``row`` goes back to the free rows."""
+    """Release the ``nblocks`` blocks of the table in ``row``, tail first: blocks past its first
+    ``nfull`` (no hash) to the head of the free queue, the first going first; hashed ones to the tail
+    (``BlockPool.free``). The row goes back to the free rows."""
     nf = 0
     nb = 0
     for pos in range(nblocks - 1, -1, -1):
@@ -298,6 +298,13 @@ def _cttz(typingctx, x):
         return builder.cttz(args[0], cgutils.true_bit)
 
     return types.uint64(types.uint64), codegen
+
+
+@njit(cache=True, inline="always")
+def _next_marked(w, x):
+    """The lowest slot marked in word ``w`` of a bitmap row, whose remaining bits are ``x`` (nonzero),
+    and the bits left after it."""
+    return w * 64 + np.int64(_cttz(x)), x & (x - np.uint64(1))
 
 
 @njit(cache=True, inline="always")
@@ -451,8 +458,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
     for w in range(nw):
         x = bits[0, w]
         while x != 0:
-            s = w * 64 + np.int64(_cttz(x))
-            x &= x - np.uint64(1)
+            s, x = _next_marked(w, x)
             need = SI[s, S_NTOK] - SI[s, S_NCOMP]
             want += need if thr <= 0 or need <= thr else thr
     if want > budget:
@@ -468,8 +474,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
     for w in range(nw):
         x = bits[0, w] | bits[due, w]
         while x != 0:
-            j = w * 64 + np.int64(_cttz(x))
-            x &= x - np.uint64(1)
+            j, x = _next_marked(w, x)
             if j >= end:
                 done = True
                 break
@@ -573,8 +578,7 @@ def _schedule(RI, RF, SI, SF, P32, S8, B, X, tables, rows, queue, ctl, cfg, cp, 
     for w in range(nw):
         x = bits[0, w]
         while x != 0:
-            s = w * 64 + np.int64(_cttz(x))
-            x &= x - np.uint64(1)
+            s, x = _next_marked(w, x)
             a = SI[s, S_A]
             if a == 0:
                 continue
@@ -648,8 +652,7 @@ def _update(RI, RF, SI, SF, S8, B, X, tables, rows, queue, ctl, cfg, cp, buf, bi
     for w in range(bits.shape[1]):
         x = bits[0, w]
         while x != 0:
-            s = w * 64 + np.int64(_cttz(x))
-            x &= x - np.uint64(1)
+            s, x = _next_marked(w, x)
             if SI[s, S_A] > 0 and SI[s, S_NCOMP] == SI[s, S_NTOK]:
                 nsamp += 1
                 SI[s, S_NTOK] += 1

@@ -97,7 +97,7 @@ class Engine:
         ev = simpy.Event(env) if want_event else None
         if prompt_len + max_tokens > self._longest:
             R.status[rid] = REJECTED
-            R.finish[rid] = self.env.now
+            R.finish[rid] = env.now
             self.reject_reasons[rid] = self._reject_reason(prompt_len, max_tokens)
             if ev is not None:
                 ev.succeed(rid)
