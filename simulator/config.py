@@ -55,7 +55,7 @@ class RunConfig:
     warmup_s: float = F(0.0, "metrics ignore requests that arrive before this time and steps before it", "s", ge=0.0)
     num_requests: Union[int, None] = F(None, "stop submitting after this many requests (null: no limit)", "requests", ge=1)
     max_steps: int = F(50_000_000, "safety cap on engine steps", "steps", ge=1)
-    kernel: Literal["auto", "compiled", "python"] = F("auto", "engine-step implementation: compiled (numba; FCFS with recompute preemption, no shared prefixes or sessions) or the Python reference; results are identical. auto: compiled where it applies")
+    kernel: Literal["auto", "compiled", "reference"] = F("auto", "engine-step implementation: the compiled production step (auto, compiled) or the readable Python reference (for debugging; much slower); results are identical")
     step_log_bin_s: Union[float, None] = F(None, "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)", "s", gt=0.0)
 
 

@@ -5,6 +5,11 @@ step costs the sum plus a fixed per-step overhead (scheduling, launches, samplin
 per-sequence overhead. Weights are read once per step whatever the batch; attention reads each
 scheduled request's KV cache once. The scheduler hands over a ``StepWork`` summary, so a step
 costs O(1) here whatever the batch size.
+
+The formula is written once, as the module-level functions below over a flat parameter vector
+(``CostModel.params``, slots ``P_*``): ``step_time`` is what both engine steps price a step with
+(the compiled step compiles these very functions), and ``CostModel.ops`` lists the same terms one
+by one for ``servesim step-time --json``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,82 @@ class Efficiency:
     allreduce_latency_s: float = 1.0e-5
 
 
+# ---- the parameter vector: one slot per constant of the formula ------------------------------------
+PARAMS = (
+    "fixed_s",  # per step: step overhead + per-layer small kernels
+    "per_seq_s", "per_token_s",
+    "lin_params",  # dense linear-layer parameters per GPU (every token passes through them)
+    "matmul_flops", "weight_bytes", "act_bytes_per_token", "matmul_bw",
+    "attn_flops_per_pair", "attn_flops", "kv_bytes_per_token", "attn_bw",
+    "lm_flops", "lm_bytes",
+    "moe_layers", "experts_per_token", "num_experts", "expert_params", "shared_params",
+    "allreduce_count", "allreduce_bytes_per_token", "interconnect_bw", "allreduce_latency_s",
+    "host_bw",
+)
+(P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
+ P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
+ P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW) = range(len(PARAMS))
+
+
+def overhead_s(cp, num_seqs, num_tokens):
+    return cp[P_FIXED] + cp[P_PER_SEQ] * num_seqs + cp[P_PER_TOKEN] * num_tokens
+
+
+def linear_work(cp, num_tokens):
+    """FLOPs and bytes of the dense linear layers (weights once, activations per token)."""
+    return 2.0 * num_tokens * cp[P_LIN], cp[P_LIN] * cp[P_WBYTES] + num_tokens * cp[P_ACT]
+
+
+def attention_work(cp, num_tokens, context_tokens, attn_pairs):
+    """FLOPs (query-key pairs) and bytes (each scheduled request's KV once) of attention."""
+    return attn_pairs * cp[P_ATTN_FPP], (context_tokens + num_tokens) * cp[P_KVB]
+
+
+def moe_work(cp, num_tokens):
+    """FLOPs and bytes of the routed and shared experts: the bytes of the distinct experts the
+    step's tokens touch (expected number under uniform routing)."""
+    flops = 2.0 * num_tokens * cp[P_MOE_LAYERS] * (cp[P_TOPK] * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS])
+    p_miss = (1.0 - cp[P_TOPK] / cp[P_EXPERTS]) ** float(num_tokens)
+    touched = cp[P_EXPERTS] * (1.0 - p_miss)
+    nbytes = cp[P_MOE_LAYERS] * (touched * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS]) * cp[P_WBYTES]
+    return flops, nbytes
+
+
+def allreduce_s(cp, num_tokens):
+    """Tensor-parallel all-reduces: bytes over the interconnect plus a latency per all-reduce."""
+    return num_tokens * cp[P_AR_BYTES] / cp[P_ICB] + cp[P_AR_COUNT] * cp[P_AR_LAT]
+
+
+def lm_head_work(cp, num_sampled):
+    return num_sampled * cp[P_LM_FLOPS], cp[P_LM_BYTES]
+
+
+def roofline(work, flops_per_s, bytes_per_s):
+    """Seconds of one operator class: the slower of its compute and its memory traffic."""
+    return max(work[0] / flops_per_s, work[1] / bytes_per_s)
+
+
+def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
+    """Seconds one engine step takes (the sum of the terms above, in this order)."""
+    T = num_tokens
+    t = overhead_s(cp, num_seqs, T)
+    if T:
+        t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        t += roofline(attention_work(cp, T, context_tokens, attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
+            s = 0.0
+            if cp[P_MOE_LAYERS] != 0.0:
+                s += roofline(moe_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+            if cp[P_AR_COUNT] != 0.0:
+                s += allreduce_s(cp, T)
+            t += s
+    if num_sampled:
+        t += roofline(lm_head_work(cp, num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
+    if swap_bytes:
+        t += swap_bytes / cp[P_HOST_BW]
+    return t
+
+
 @dataclass(frozen=True)
 class OpCost:
     name: str
@@ -71,152 +152,79 @@ class CostModel:
         kv_dtype_bytes: float | None = None,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
-        self.eff = eff or Efficiency()
-        m, e = model, self.eff
-        self._peak = gpu.flops(m.dtype)
-        self._bw = gpu.hbm_bandwidth
-        wb = m.dtype_bytes
+        self.eff = e = eff or Efficiency()
+        m = model
+        peak = gpu.flops(m.dtype)
         L = m.num_layers
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
-        self._lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
-        self._moe_layers = m.num_moe_layers
-        self._expert_params = m.expert_params / tp
-        self._shared_params = m.num_shared_experts * m.expert_params / tp
-        self._wbytes = wb
-        # Activations read and written per token per layer (inputs/outputs of the matmuls).
         inner = m.num_heads * m.head_dim + 2 * m.num_kv_heads * m.head_dim
-        self._act_bytes_per_token = L * wb * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp)
-        # Attention.
         if m.is_mla:
             qk = m.kv_lora_rank + m.qk_rope_head_dim  # absorbed MLA attends in the latent space
-            self._attn_flops_per_pair = 2 * L * m.num_heads / tp * (qk + m.kv_lora_rank)
+            attn_fpp = 2 * L * m.num_heads / tp * (qk + m.kv_lora_rank)
         else:
-            self._attn_flops_per_pair = 4 * L * m.num_heads / tp * m.head_dim
-        self._kv_bytes = m.kv_bytes_per_token(kv_dtype_bytes) / (1 if m.is_mla else tp)
-        # LM head.
-        self._lm_flops = 2 * m.hidden_size * m.vocab_size / tp
-        self._lm_bytes = m.hidden_size * m.vocab_size * wb / tp
-        # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
-        self._ar_bytes_per_token = 2 * L * m.hidden_size * wb * 2 * (tp - 1) / tp if tp > 1 else 0.0
-        self._ar_count = 2 * L if tp > 1 else 0
-        self._host_bw = gpu.host_link_bandwidth
-        self._fixed_s = e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / PLAIN_LAYER_SMALL_KERNELS
-        self._c_mm = self._peak * e.matmul_compute
-        self._m_mm = self._bw * e.matmul_memory
-        self._c_at = self._peak * e.attn_compute
-        self._m_at = self._bw * e.attn_memory
-
-    def _moe_touched(self, tokens: int) -> float:
-        """Expected number of distinct routed experts a step's tokens touch, per MoE layer."""
-        m = self.model
-        if tokens <= 0:
-            return 0.0
-        p_miss = (1.0 - m.experts_per_token / m.num_experts) ** tokens
-        return m.num_experts * (1.0 - p_miss)
-
-    def _moe_work(self, T: int) -> tuple[float, float]:
-        """FLOPs and bytes of the routed (and shared) experts for ``T`` tokens."""
-        k = self.model.experts_per_token
-        flops = 2.0 * T * self._moe_layers * (k * self._expert_params + self._shared_params)
-        nbytes = self._moe_layers * (self._moe_touched(T) * self._expert_params + self._shared_params) * self._wbytes
-        return flops, nbytes
-
-    def _allreduce_s(self, T: int) -> float:
-        return T * self._ar_bytes_per_token / self.gpu.interconnect_bandwidth + self._ar_count * self.eff.allreduce_latency_s
-
-    def _moe_allreduce_s(self, T: int) -> float:
-        """Seconds of the MoE and all-reduce terms (0 for dense models without tensor parallelism)."""
-        s = 0.0
-        if self._moe_layers:
-            flops, nbytes = self._moe_work(T)
-            s += max(flops / self._c_mm, nbytes / self._m_mm)
-        if self._ar_count:
-            s += self._allreduce_s(T)
-        return s
-
-    def ops(self, w: StepWork) -> list[OpCost]:
-        """Per-operator FLOPs, bytes, seconds and bound for one step."""
-        T = w.num_tokens
-        out: list[OpCost] = []
-
-        def add(name: str, flops: float, nbytes: float, c: float, mb: float) -> None:
-            tc, tm = flops / c, nbytes / mb
-            out.append(OpCost(name, flops, nbytes, max(tc, tm), "compute" if tc >= tm else "memory"))
-
-        lin_flops = 2.0 * T * self._lin_params
-        lin_bytes = self._lin_params * self._wbytes + T * self._act_bytes_per_token
-        add("linear", lin_flops, lin_bytes, self._c_mm, self._m_mm)
-        if self._moe_layers:
-            add("moe", *self._moe_work(T), self._c_mm, self._m_mm)
-        attn_flops = w.attn_pairs * self._attn_flops_per_pair
-        attn_bytes = (w.context_tokens + T) * self._kv_bytes
-        add("attention", attn_flops, attn_bytes, self._c_at, self._m_at)
-        if w.num_sampled:
-            add("lm_head", w.num_sampled * self._lm_flops, self._lm_bytes, self._c_mm, self._m_mm)
-        if self._ar_count and T:
-            out.append(OpCost("allreduce", 0.0, T * self._ar_bytes_per_token, self._allreduce_s(T), "link"))
-        if w.swap_bytes:
-            out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / self._host_bw, "host-link"))
-        over = self._fixed_s + self.eff.per_seq_overhead_s * w.num_seqs + self.eff.per_token_overhead_s * T
-        out.append(OpCost("overhead", 0.0, 0.0, over, "fixed"))
-        return out
+            attn_fpp = 4 * L * m.num_heads / tp * m.head_dim
+        p = {
+            "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / PLAIN_LAYER_SMALL_KERNELS,
+            "per_seq_s": e.per_seq_overhead_s,
+            "per_token_s": e.per_token_overhead_s,
+            "lin_params": (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp,
+            "matmul_flops": peak * e.matmul_compute,
+            "weight_bytes": m.dtype_bytes,
+            # Activations read and written per token per layer (inputs/outputs of the matmuls).
+            "act_bytes_per_token": L * m.dtype_bytes * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
+            "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
+            "attn_flops_per_pair": attn_fpp,
+            "attn_flops": peak * e.attn_compute,
+            "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype_bytes) / (1 if m.is_mla else tp),
+            "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
+            "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
+            "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
+            "moe_layers": m.num_moe_layers,
+            "experts_per_token": m.experts_per_token,
+            "num_experts": m.num_experts,
+            "expert_params": m.expert_params / tp,
+            "shared_params": m.num_shared_experts * m.expert_params / tp,
+            # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
+            "allreduce_count": 2 * L if tp > 1 else 0,
+            "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
+            "interconnect_bw": gpu.interconnect_bandwidth,
+            "allreduce_latency_s": e.allreduce_latency_s,
+            "host_bw": gpu.host_link_bandwidth,
+        }
+        self.params = np.array([float(p[name]) for name in PARAMS], np.float64)
 
     def step_time(self, w: StepWork) -> float:
-        """Seconds one engine step takes. Hot path: plain float arithmetic only."""
-        T = w.num_tokens
-        e = self.eff
-        t = self._fixed_s + e.per_seq_overhead_s * w.num_seqs + e.per_token_overhead_s * T
-        if T:
-            t += max(2.0 * T * self._lin_params / self._c_mm,
-                     (self._lin_params * self._wbytes + T * self._act_bytes_per_token) / self._m_mm)
-            t += max(w.attn_pairs * self._attn_flops_per_pair / self._c_at,
-                     (w.context_tokens + T) * self._kv_bytes / self._m_at)
-            if self._moe_layers or self._ar_count:
-                t += self._moe_allreduce_s(T)
+        """Seconds one engine step takes."""
+        return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
+                         w.swap_bytes)
+
+    def ops(self, w: StepWork) -> list[OpCost]:
+        """The terms of ``step_time`` one by one: FLOPs, bytes, seconds and bound of each operator class."""
+        cp, T = self.params, w.num_tokens
+        out: list[OpCost] = []
+
+        def add(name: str, work: tuple[float, float], c: float, mb: float) -> None:
+            tc, tm = work[0] / c, work[1] / mb
+            out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
+
+        add("linear", linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        if cp[P_MOE_LAYERS]:
+            add("moe", moe_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        add("attention", attention_work(cp, T, w.context_tokens, w.attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:
-            t += max(w.num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
+            add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
+        if cp[P_AR_COUNT] and T:
+            out.append(OpCost("allreduce", 0.0, T * cp[P_AR_BYTES], allreduce_s(cp, T), "link"))
         if w.swap_bytes:
-            t += w.swap_bytes / self._host_bw
-        return t
-
-    def step_times(
-        self,
-        num_seqs: int,
-        num_tokens: int,
-        context_tokens: np.ndarray,
-        attn_pairs: np.ndarray,
-        num_sampled: int,
-    ) -> np.ndarray:
-        """``step_time`` of many steps that differ only in their context (a run of decode steps).
-
-        Bit for bit the floats ``step_time`` gives one step at a time: the same operations in the
-        same order (elementwise IEEE float64 arithmetic is the same in numpy as in Python), so
-        the engine can price a run of steps at once without changing any result. The terms that
-        do not depend on the context (fixed overheads, linear layers, MoE, all-reduce, LM head)
-        are computed once with the scalar code.
-        """
-        T = num_tokens
-        e = self.eff
-        base = self._fixed_s + e.per_seq_overhead_s * num_seqs + e.per_token_overhead_s * T
-        ctx = np.asarray(context_tokens)
-        if not T:
-            t = np.full(ctx.shape, base)
-        else:
-            base += max(2.0 * T * self._lin_params / self._c_mm,
-                        (self._lin_params * self._wbytes + T * self._act_bytes_per_token) / self._m_mm)
-            t = base + np.maximum(np.asarray(attn_pairs, np.float64) * self._attn_flops_per_pair / self._c_at,
-                                  (ctx + T) * self._kv_bytes / self._m_at)
-            if self._moe_layers or self._ar_count:
-                t += self._moe_allreduce_s(T)
-        if num_sampled:
-            t += max(num_sampled * self._lm_flops / self._c_mm, self._lm_bytes / self._m_mm)
-        return t
+            out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))
+        out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, T), "fixed"))
+        return out
 
     def breakdown(self, w: StepWork) -> dict:
         ops = self.ops(w)
         return {
-            "step_ms": sum(o.seconds for o in ops) * 1e3,
+            "step_ms": self.step_time(w) * 1e3,
             "work": asdict(w),
             "ops": [{**asdict(o), "ms": o.seconds * 1e3} for o in ops],
         }

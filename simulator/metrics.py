@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.requests import ABORTED, FINISHED, REJECTED, STATUS_NAMES
+from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES
 from simulator.step_log import BinnedStepLog
 
 REQUEST_COLUMNS = [

@@ -19,11 +19,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.block_pool import BlockPool
 from simulator.errors import ConfigError
-from simulator.kv_cache import KVCacheManager
+from simulator.reference.block_pool import BlockPool
+from simulator.reference.kv_cache import KVCacheManager
+from simulator.reference.scheduler import Scheduler
 from simulator.requests import RequestTable
-from simulator.scheduler import Scheduler, SchedulerConfig
+from simulator.rules import SchedulerConfig
 
 COLUMNS = [
     "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
@@ -88,7 +89,7 @@ def replay(spec: dict, max_steps: int = 100_000) -> list[dict]:
             rows.append(
                 {
                     "step": str(len(rows)),
-                    "num_scheduled_tokens": str(int(plan.num_new.sum())),
+                    "num_scheduled_tokens": str(sum(plan.num_new)),
                     "scheduled": _pairs(zip(plan.rids, plan.num_new)),
                     "new": _ids(plan.new),
                     "resumed": _ids(plan.resumed),

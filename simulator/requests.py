@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-WAITING, RUNNING, SWAPPED, FINISHED, REJECTED, ABORTED = range(6)
-STATUS_NAMES = ["waiting", "running", "swapped", "finished", "rejected", "aborted"]
+from simulator.rules import WAITING
 
 # name -> (dtype, initial value)
 _FIELDS: dict[str, tuple[type, float]] = {

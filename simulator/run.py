@@ -8,17 +8,14 @@ from dataclasses import dataclass, replace
 
 import simpy
 
-from simulator.block_pool import BlockPool
 from simulator.config import Scenario
 from simulator.cost import CostModel, Efficiency
 from simulator.engine import Engine
-from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
-from simulator.kv_cache import KVCacheManager
 from simulator.memory import GIB, MemoryPlan, plan_memory
 from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
-from simulator.scheduler import Scheduler, SchedulerConfig
+from simulator.rules import SchedulerConfig
 from simulator.step_log import BinnedStepLog, StepLog
 from workloads.factory import has_shared_prefixes, keeps_finished_content, start_workload
 
@@ -62,34 +59,15 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
     return replace(base, **over)
 
 
-def compiled_unsupported(cfg: SchedulerConfig, shared_prefixes: bool) -> str:
-    """Why the compiled engine cannot run this configuration ("" when it can)."""
-    if cfg.policy != "fcfs":
-        return "engine.scheduling_policy is priority"
-    if cfg.preemption_mode != "recompute":
-        return "engine.preemption_mode is swap"
-    if cfg.cache_finished_content:
-        return "the workload has multi-turn sessions"
-    if shared_prefixes:
-        return "the workload has shared prefixes"
-    return ""
+def engine_class(sc: Scenario) -> type[Engine]:
+    """The compiled production step, or the readable reference (``run.kernel: reference``)."""
+    if sc.run.kernel == "reference":
+        from simulator.reference.engine import ReferenceEngine
 
+        return ReferenceEngine
+    from simulator.kernel.engine import CompiledEngine
 
-def engine_class(sc: Scenario, scfg: SchedulerConfig) -> type[Engine]:
-    """The compiled engine where ``run.kernel`` and the scenario allow it, else the Python reference."""
-    if sc.run.kernel == "python":
-        return Engine
-    why = compiled_unsupported(scfg, has_shared_prefixes(sc.workload))
-    if not why:
-        try:
-            from simulator.fast_engine import CompiledEngine
-        except ImportError:
-            why = "numba is not installed"
-        else:
-            return CompiledEngine
-    if sc.run.kernel == "compiled":
-        raise ConfigError(f"run.kernel is compiled, but {why} (use auto or python)")
-    return Engine
+    return CompiledEngine
 
 
 def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
@@ -129,21 +107,19 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         cache_finished_content=keeps_finished_content(sc.workload),
     )
     reqs = RequestTable()
-    pool = BlockPool(mem.num_gpu_blocks)
-    kv = KVCacheManager(pool, e.block_size, e.enable_prefix_caching)
-    sched = Scheduler(scfg, reqs, kv)
     cost = CostModel(model, gpu, tp, efficiency(sc, gpu), kv_dtype_bytes)
     env = simpy.Environment()
     bin_s = sc.run.step_log_bin_s
-    log = StepLog(pool.num_blocks) if bin_s is None else BinnedStepLog(pool.num_blocks, bin_s, sc.run.warmup_s)
+    usable = mem.num_gpu_blocks - 1  # one is the null block
+    log = StepLog(usable) if bin_s is None else BinnedStepLog(usable, bin_s, sc.run.warmup_s)
     max_len = e.max_model_len or model.max_position_embeddings
-    engine = engine_class(sc, scfg)(
+    engine = engine_class(sc)(
         env,
-        sched,
+        scfg,
+        mem.num_gpu_blocks,
         cost,
         reqs,
         max_model_len=max_len,
-        max_blocks_per_request=pool.num_blocks,
         max_steps=sc.run.max_steps,
         log=log,
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.plan import StepOutput, StepPlan
+from simulator.rules import ITL_BINS, itl_bin, itl_bin_value
 
 STEP_COLUMNS = (
     "start",
@@ -29,13 +29,9 @@ STEP_COLUMNS = (
     "num_finished",
 )
 
-# ITL histogram: log-spaced bins from 1 us to ~1e4 s, 200 per decade (0.5% wide).
-ITL_LO, ITL_PER_DECADE, ITL_DECADES = -6.0, 200, 10
-ITL_BINS = ITL_PER_DECADE * ITL_DECADES
-
-
-# Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks).
-_STORED = tuple(c for c in STEP_COLUMNS if c != "kv_usage")
+# Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks). The
+# stage's rows are these columns in this order (the compiled step writes them by these indices).
+_STORED = STAGE_ROWS = tuple(c for c in STEP_COLUMNS if c != "kv_usage")
 _FLOAT_STORED = ("start", "duration")
 
 
@@ -47,11 +43,11 @@ class StepLog:
     reallocates, which for large arrays remaps pages instead of copying them), so the old and new
     copies of the log are never both resident; ``columns()`` returns views, and the next growth
     after it copies instead, leaving those views valid.
-    Inter-token gaps are buffered and folded into a log-spaced histogram in bulk, so memory does
-    not grow with the number of tokens and the per-step cost is one slice copy.
+    Inter-token gaps are counted into a log-spaced histogram (``rules.itl_bin``) as they come, so
+    memory does not grow with the number of tokens. The compiled step writes its rows into the
+    stage and its gaps into the histogram itself.
     """
 
-    _GAP_BUFFER = 1 << 16
     _STAGE = 4096
 
     def __init__(self, num_blocks: int = 1) -> None:
@@ -65,10 +61,9 @@ class StepLog:
         self._shared = False  # columns() handed out views: do not resize in place
         self.itl_hist = np.zeros(ITL_BINS + 2, np.int64)
         self.itl_count = 0
-        self._gaps = np.empty(self._GAP_BUFFER)
-        self._ng = 0
 
-    def add(self, start: float, duration: float, plan: StepPlan, out: StepOutput) -> None:
+    def add(self, start: float, duration: float, plan, out) -> None:
+        """One step of the reference engine: its plan (``reference.scheduler.StepPlan``) and outcome."""
         if self._ns == self._STAGE:
             self._unstage()
         w = plan.work
@@ -79,22 +74,10 @@ class StepLog:
         )
         self._ns += 1
         self.n += 1
-        self._push_gaps(out.itl_gaps)
-
-    def add_rows(self, rows: dict[str, np.ndarray | float]) -> None:
-        """Append several steps at once: each column an array (one value per step) or a constant."""
-        k = len(rows["start"])
-        i = 0
-        while i < k:
-            if self._ns == self._STAGE:
-                self._unstage()
-            take = min(k - i, self._STAGE - self._ns)
-            for j, c in enumerate(_STORED):
-                v = rows[c]
-                self._stage[j, self._ns : self._ns + take] = v[i : i + take] if isinstance(v, np.ndarray) else v
-            self._ns += take
-            i += take
-        self.n += k
+        hist = self.itl_hist
+        for gap in out.itl_gaps:
+            hist[itl_bin(gap)] += 1
+        self.itl_count += len(out.itl_gaps)
 
     def _unstage(self) -> None:
         ns = self._ns
@@ -115,42 +98,13 @@ class StepLog:
         self._moved += ns
         self._ns = 0
 
-    def _push_gaps(self, gaps: np.ndarray) -> None:
-        """One step's gaps into the buffer (flushed when the step would overflow it)."""
-        k = len(gaps)
-        if k:
-            if self._ng + k > self._GAP_BUFFER:
-                self._flush()
-            if k > self._GAP_BUFFER:
-                self._bin(gaps)
-            else:
-                self._gaps[self._ng : self._ng + k] = gaps
-                self._ng += k
-
-    def add_gap_runs(self, values: np.ndarray, n: int) -> None:
-        """Steps that each add ``n`` equal gaps ``values[j]``: each value binned once, counted n times."""
-        self._bin(values, n)
-
-    def _flush(self) -> None:
-        if self._ng:
-            self._bin(self._gaps[: self._ng])
-            self._ng = 0
-
-    def _bin(self, gaps: np.ndarray, times: int = 1) -> None:
-        """Count ``gaps`` (each ``times`` times) into the histogram."""
-        self.itl_count += len(gaps) * times
-        b = (np.log10(np.maximum(gaps, 1e-12)) - ITL_LO) * ITL_PER_DECADE
-        idx = np.clip(np.floor(b).astype(np.int64) + 1, 0, ITL_BINS + 1)
-        self.itl_hist += np.bincount(idx, minlength=ITL_BINS + 2) * times
-
     def itl_quantile(self, q: float) -> float:
         """Quantile of inter-token latency in seconds (bin-centre accuracy: 0.5%)."""
-        self._flush()
         if self.itl_count == 0:
             return float("nan")
         target = q * self.itl_count
         k = int(np.searchsorted(np.cumsum(self.itl_hist), target, side="left"))
-        return float(10 ** (ITL_LO + (k - 0.5) / ITL_PER_DECADE))
+        return float(itl_bin_value(k))
 
     def columns(self) -> dict[str, np.ndarray]:
         """Each column as one array (counts int32, times float64; kv_usage computed as the pool does)."""

@@ -1,0 +1,118 @@
+"""Compile the step: the kernel's plain-Python functions, with the rules and cost functions they
+call, compiled by numba, ahead of time into an extension module (one import, no numba at run time)
+or, where that cannot be built, just in time.
+
+The functions are written once, as plain Python. Compiling one means compiling a copy of it whose
+globals see the compiled copies of the others (``_compiled_copies``); the modules themselves are
+left untouched, so the reference keeps calling the plain ``rules`` and ``cost`` functions. Every
+function is inlined into its callers except those a module lists in ``COLD`` (rare paths): a call
+that passes the state costs a reference-count update per array in it. Run
+with ``NUMBA_DISABLE_JIT=1`` and nothing is compiled: the step runs as plain Python, which a
+debugger or a print can follow (``kernel.load``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+
+from simulator import cost, rules
+from simulator.kernel import layout, lazy, pool, queues, schedule, update
+
+MODULES = (rules, cost, pool, queues, lazy, schedule, update)
+SOURCES = (*MODULES, layout, sys.modules[__name__])
+
+
+def source_hash() -> str:
+    """What the compiled module depends on: the kernel's sources, numba, numpy and Python."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256()
+    for m in SOURCES:
+        h.update(Path(m.__file__).read_bytes())
+    h.update(f"{version('numba')} {np.__version__} {sys.version}".encode())
+    return h.hexdigest()[:16]
+
+
+def _compiled_copies(njit) -> dict[str, object]:
+    """The entry points compiled: a compiled copy of every function of ``MODULES``, each seeing the
+    compiled copies of the others."""
+    compiled: dict[types.FunctionType, object] = {}
+    scopes = []
+    for m in MODULES:
+        scope = dict(vars(m))
+        scopes.append(scope)
+        cold = set(getattr(m, "COLD", ()))
+        for name, fn in vars(m).items():
+            if isinstance(fn, types.FunctionType) and fn.__module__ == m.__name__:
+                copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+                compiled[fn] = njit(inline="never" if name in cold else "always", _nrt=False)(copy)
+    for scope in scopes:
+        for name, obj in scope.items():
+            if isinstance(obj, types.FunctionType) and obj in compiled:
+                scope[name] = compiled[obj]
+    return {"advance": compiled[update.advance], "write_back_all": compiled[lazy.write_back_all]}
+
+
+def state_type(st: layout.State):
+    """numba's type of a ``State`` (what the ahead-of-time entry points take)."""
+    from numba import typeof
+
+    return typeof(st)
+
+
+def build_extension(path: Path, name: str, example: layout.State) -> None:
+    """Compile the entry points ahead of time into the extension module ``name``, written to ``path``."""
+    import warnings
+
+    from numba import njit, types as nt
+    from numba.core.errors import NumbaPendingDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
+        from numba.pycc import CC
+
+    fns = _compiled_copies(njit)
+    st_t = state_type(example)
+    cc = CC(name)
+    cc.output_dir = str(path.parent)
+    cc.output_file = path.name
+    cc.target_cpu = "host"
+    cc.verbose = False
+    cc.use_nrt = False  # the step allocates nothing: no reference counting on its arrays
+    cc.export("advance", nt.int64(st_t))(fns["advance"].py_func)
+    cc.export("write_back_all", nt.void(st_t))(fns["write_back_all"].py_func)
+    cc.compile()
+
+
+def load_extension(path: Path):
+    spec = importlib.util.spec_from_file_location(module_name(path), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def module_name(path: Path) -> str:
+    return path.name.split(".")[0]
+
+
+def jit_functions():
+    """The entry points compiled just in time (when no extension can be built)."""
+    from numba import njit
+
+    fns = _compiled_copies(lambda **kw: njit(cache=False, **kw))
+    return types.SimpleNamespace(advance=fns["advance"], write_back_all=fns["write_back_all"])
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("SERVESIM_CACHE_DIR")
+    if d:
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "servesim"

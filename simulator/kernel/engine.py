@@ -1,0 +1,199 @@
+"""The compiled engine: the SimPy process that calls the compiled step (``simulator/kernel``).
+
+One call of ``advance`` finishes the step in flight and runs steps until something outside the
+engine could intervene; the process then yields until the time the call returns (a step's end, an
+arrival) and notifies the clients whose requests ended. The state is a ``layout.State`` of numpy
+arrays that this class builds and grows (more requests, longer requests, more prefix groups).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from simulator import kernel
+from simulator.engine import Engine, SimulationStalled, TimeoutAt
+from simulator.kernel import layout as L
+from simulator.requests import RequestTable
+from simulator.rules import WAITING, SchedulerConfig, cdiv
+from simulator.step_log import StepLog
+
+
+def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: RequestTable, log: StepLog,
+              max_steps: int, stall_steps: int) -> L.State:
+    """The state of an engine with ``num_blocks`` usable blocks and nothing submitted yet."""
+    n = num_blocks
+    seats = cfg.max_num_seqs + 1
+    ctl = np.zeros(L.N_CTL, np.int64)
+    conf = np.zeros(L.N_CFG, np.int64)
+    conf[L.MAX_SEQS] = cfg.max_num_seqs
+    conf[L.BUDGET] = cfg.max_num_batched_tokens
+    conf[L.BS] = cfg.block_size
+    conf[L.CACHING] = cfg.enable_prefix_caching
+    conf[L.THR] = cfg.long_prefill_token_threshold
+    conf[L.FULL_PROMPT] = cfg.admission == "full_prompt"
+    conf[L.PRIORITY] = cfg.policy == "priority"
+    conf[L.SWAP] = cfg.preemption_mode == "swap"
+    conf[L.SWAP_SPACE] = cfg.swap_space_blocks
+    conf[L.ABORT_ON_FULL] = cfg.on_swap_full == "abort"
+    conf[L.CACHE_FINISHED] = cfg.cache_finished_content
+    conf[L.STAGE_CAP] = log._STAGE
+    conf[L.MAX_STEPS] = max_steps
+    conf[L.STALL_STEPS] = stall_steps
+    B = np.full((n, L.N_B), -1, np.int32)
+    B[:, L.B_REF] = 0
+    B[:, L.B_SERIAL] = 0
+    cap = max(4 * n, 64)
+    queue = np.zeros((2, cap), np.int32)
+    h = (cap - n) // 2
+    queue[0, h : h + n] = np.arange(n)
+    ctl[L.P_HEAD], ctl[L.P_TAIL], ctl[L.FREE] = h, h + n, n
+    ctl[L.ROWS_FREE] = seats
+    X = np.full((len(reqs.status), L.N_X), -1, np.int64)
+    X[:, L.X_SWAPPED] = 0
+    T = reqs.tables
+    wcap = 2 * seats + 64
+    return L.State(
+        ctl=ctl, fctl=np.zeros(L.N_FCTL), cfg=conf, cp=np.concatenate([cp, [cfg.block_bytes]]),
+        RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=reqs.status,
+        X=X, G=np.full((8, 2), -1, np.int64), B=B, queue=queue,
+        tables=np.zeros((seats, 16), np.int32), rows=np.arange(seats, dtype=np.int32),
+        # Twice the seats: ended requests leave holes until a quarter of the slots are holes.
+        SI=np.zeros((2 * seats, L.N_S), np.int64), SF=np.zeros(2 * seats),
+        # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
+        bits=np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64),
+        wq=np.zeros(wcap, np.int64), wk=np.zeros((wcap, 2), np.int64), wa=np.zeros(wcap),
+        swq=np.zeros(seats, np.int64),
+        stage=log._stage, hist=log.itl_hist,
+        fin=np.zeros(2 * seats, np.int64),  # ended in one call (one step's with waiters, two at most)
+        ab=np.zeros(seats, np.int64),
+        buf=np.zeros((2, n), np.int64), hits=np.zeros(n + 1, np.int64),
+    )
+
+
+def example_state() -> L.State:
+    """A small state with every array of the types the engine uses (what the compiler is given)."""
+    return new_state(SchedulerConfig(max_num_seqs=4), 8, np.zeros(len(L.PARAMS)), RequestTable(4), StepLog(8), 10, 10)
+
+
+class CompiledEngine(Engine):
+    def __init__(self, env: simpy.Environment, cfg: SchedulerConfig, num_gpu_blocks: int, cost, reqs: RequestTable,
+                 **kw) -> None:
+        self.kernel = kernel.load()
+        super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
+        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps)
+        self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
+        self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
+
+    # ---- submissions --------------------------------------------------------------------------
+    def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
+        # The kernel queues the requests submitted since its last call itself (ids from ctl IN_NEXT
+        # on, skipping rejected ones); here only the state grows where a request needs it.
+        if total > self._widest:
+            self._widen(total)
+        if group >= len(self.st.G):
+            G = np.full((max(2 * len(self.st.G), group + 1), 2), -1, np.int64)
+            G[: len(self.st.G)] = self.st.G
+            self.st = self.st._replace(G=G)
+        if content_key >= 0:  # a session's turn: its own content is the session's
+            key = self._keys.setdefault(content_key, rid)
+            if key != rid:
+                self._grow_requests(rid + 1)
+                self.st.X[rid, L.X_KEY] = key
+
+    def _widen(self, total: int) -> None:
+        """Widen the block-table rows for a request of ``total`` tokens (its blocks hold all but its last)."""
+        bs, old = self.cfg.block_size, self.st.tables
+        width = max(cdiv(total - 1, bs), 2 * old.shape[1])
+        tables = np.zeros((old.shape[0], width), np.int32)
+        tables[:, : old.shape[1]] = old
+        self.st = self.st._replace(tables=tables)
+        self._widest = width * bs + 1
+
+    def _grow_requests(self, n: int) -> None:
+        """Per-request rows for ``n`` requests (as many as the request tables hold)."""
+        X = self.st.X
+        if n > len(X):
+            grown = np.full((max(len(self.reqs.status), n), L.N_X), -1, np.int64)
+            grown[:, L.X_SWAPPED] = 0
+            grown[: len(X)] = X
+            self.st = self.st._replace(X=grown)
+
+    def _make_room(self, n: int) -> None:
+        """Room for the ``n`` requests submitted so far, before the kernel queues the new ones."""
+        self._grow_requests(n)
+        st = self.st
+        ctl = st.ctl
+        need = int(ctl[L.WQ_LEN]) + n - int(ctl[L.IN_NEXT]) + self.cfg.max_num_seqs + 1  # all running may come back
+        if need > len(st.wq):
+            k = max(2 * len(st.wq), need)
+            wq, wk, wa = np.zeros(k, np.int64), np.zeros((k, 2), np.int64), np.zeros(k)
+            wq[: len(st.wq)], wk[: len(st.wq)], wa[: len(st.wq)] = st.wq, st.wk, st.wa
+            self.st = st._replace(wq=wq, wk=wk, wa=wa)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def _loop(self):
+        env, log, R = self.env, self.log, self.reqs
+        advance = self.kernel.advance
+        cap = -1
+        while True:
+            st = self.st
+            ctl, fctl = st.ctl, st.fctl
+            n = R.n
+            if n > ctl[L.IN_NEXT]:
+                self._make_room(n)
+                ctl[L.IN_END] = n
+            elif not ctl[L.PENDING] and not ctl[L.N_RUN] and not ctl[L.WQ_LEN] and not ctl[L.SW_LEN]:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            if R._cap != cap:  # the request tables were re-allocated (they grow by doubling)
+                cap, T = R._cap, R.tables
+                self.st = self.st._replace(RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=R.status)
+            st = self.st
+            now = env.now
+            fctl[L.T_NOW] = now
+            fctl[L.T_PEEK] = env.peek()
+            st.cfg[L.WAITERS] = 1 if self._events else 0
+            code = advance(st)
+            t = float(fctl[L.T_RET])
+            c = ctl.tolist()
+            # The log and the step count as they stand once the steps applied so far have ended
+            # (if the run stops during the step in flight, that step is not counted).
+            self.num_steps = log.n = c[L.ROWS]
+            log._ns, log.itl_count = c[L.STAGE_N], c[L.ITL_N]
+            fin_now, fin_later = c[L.FIN_NOW], c[L.FIN_LATER]
+            if code == L.STEPPED:
+                # Ends inside the call (only without waiters: counted, nobody to wake).
+                fin_now += fin_later
+                fin_later = 0
+            if fin_now:
+                self._ended(0, fin_now)
+            if code == L.STEPPED or t != now:
+                yield TimeoutAt(env, t)
+            if fin_later:
+                self._ended(fin_now, fin_later)
+            if code == L.UNSTAGE:
+                log._unstage()
+                ctl[L.STAGE_N] = log._ns
+            elif code == L.MAX_STEPS_HIT:
+                raise self.max_steps_reached()
+            elif code == L.STALL:
+                raise SimulationStalled(self.diagnose())
+
+    def _ended(self, start: int, k: int) -> None:
+        if self._events:
+            self._notify(self.st.fin[start : start + k].tolist())
+        else:
+            self._count_done(k)
+
+    def finish_run(self) -> None:
+        """Write the running requests' live values (kept in the kernel's slots) into their records."""
+        self.kernel.write_back_all(self.st)
+
+    def queues(self) -> tuple[int, int, int, int]:
+        ctl = self.st.ctl
+        new = self.reqs.status[int(ctl[L.IN_NEXT]) : self.reqs.n]
+        waiting = int(ctl[L.WQ_LEN]) + int(np.count_nonzero(new == WAITING))
+        return int(ctl[L.N_RUN]), waiting, int(ctl[L.SW_LEN]), int(ctl[L.FREE])

@@ -1,0 +1,120 @@
+"""The compiled step's state: named numpy arrays, and what each slot and column of them holds.
+
+Everything the step reads or writes is one ``State`` (a named tuple of arrays, so the compiled
+functions take one argument and name what they touch: ``st.B[b, B_REF]``). Scalars live in
+``st.ctl`` (int64) and ``st.fctl`` (float64) at the slots below; the scheduler's knobs in
+``st.cfg``, the cost model's constants in ``st.cp`` (``simulator.cost.PARAMS`` order). Column
+indices into the request records are derived from ``simulator.requests.ROW_LAYOUT`` and the
+step-log stage rows from ``simulator.step_log``, so the layouts are stated once.
+
+This module imports no numba: the engine builds and grows the state in plain Python.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from simulator.cost import PARAMS
+from simulator.requests import ROW_LAYOUT
+from simulator.rules import ITL_BINS
+from simulator.step_log import STAGE_ROWS
+
+State = namedtuple("State", [
+    "ctl", "fctl", "cfg", "cp",  # scalars, knobs, cost constants
+    "RI", "RF", "RP", "S8",  # the request records (views of RequestTable's tables) and status
+    "X",  # per request: its prefix-cache key, swapped blocks, heap key; per key: its indexed blocks
+    "G",  # per shared-prefix group: its indexed blocks
+    "B",  # per block: reference count, free-queue serial, cached content, index links
+    "queue",  # the free queue: (block, serial) entries between P_HEAD and P_TAIL
+    "tables", "rows",  # block tables (a row per running request) and the free rows
+    "SI", "SF", "bits",  # running slots and their marks (see lazy.py)
+    "wq", "wk", "wa",  # waiting queue: a heap of requests and their keys
+    "swq",  # swapped requests: a ring, in the order they went out
+    "stage", "hist", "fin", "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
+    "buf", "hits",  # scratch: a released table's blocks, a lookup's hits
+])
+
+# ---- ctl: int64 scalars ----------------------------------------------------------------------------
+(N_RUN,  # running requests (the live slots among the first END)
+ FREE,  # free blocks
+ P_HEAD, P_TAIL,  # free queue: valid entries between P_HEAD and P_TAIL of ``queue``
+ STAMP,  # serial of the latest release
+ STEPS,  # engine steps scheduled
+ IDLE,  # steps in a row without a token computed for the first time
+ PENDING,  # 1: the last scheduled step's outcome is not applied yet
+ STAGE_N,  # rows in the step-log stage
+ ROWS,  # step-log rows completed (= updates applied)
+ ITL_N,  # inter-token gaps counted into the histogram
+ FIN_NOW,  # ended at the call's start (outcome of the step in flight)
+ FIN_LATER,  # ended by steps completed inside the call
+ AB_N,  # aborted by the step in flight (notified with its outcome)
+ STALLED,  # 1: the step in flight computes no new token
+ ROWS_FREE,  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
+ END,  # slots in use: the running requests, in order, and holes left by ended ones
+ LAZY,  # lazy running slots (see lazy.py)
+ LAZY_SUM,  # their tokens computed at S_G0, minus S_G0, summed
+ IN_NEXT, IN_END,  # requests from IN_NEXT to IN_END (set by the caller) are new: queue those still waiting
+ WQ_LEN,  # waiting requests (heap entries)
+ SEQ_BACK, SEQ_FRONT,  # heap insertion counters (FCFS: back pushes count up, front pushes down)
+ SW_HEAD, SW_LEN,  # swapped ring
+ SWAP_USED,  # host blocks in use
+ PREEMPTED,  # preemptions in the step being scheduled
+ N_CTL) = range(29)
+
+# ---- fctl: float64 scalars -------------------------------------------------------------------------
+(T_NOW,  # the call's start (now)
+ T_PEEK,  # the next SimPy event: steps must start before it
+ T_RET,  # the time the call's return code refers to
+ T_LAST,  # the time of the latest update
+ SWAP_BYTES,  # swap traffic of the step being scheduled
+ N_FCTL) = range(6)
+
+# ---- cfg: int64 knobs ------------------------------------------------------------------------------
+(MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, PRIORITY, SWAP, SWAP_SPACE, ABORT_ON_FULL, CACHE_FINISHED,
+ STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, N_CFG) = range(16)
+
+# cp: the cost model's parameters, then the KV bytes of one block (swap traffic).
+C_BLOCK_BYTES = len(PARAMS)
+N_CP = len(PARAMS) + 1
+
+# ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
+_I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
+I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN = (
+    _I.index(c) for c in ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks",
+                          "cached_tokens", "recomputed", "group", "group_len"))
+F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (
+    _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"))
+P_PREEMPT, P_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
+
+# ---- X: per request (and, for prefix-cache keys, per key: a key is the id of its first request) ----
+X_KEY, X_SWAPPED, X_OHEAD, X_OTAIL, N_X = range(5)
+
+# ---- B: per block ------------------------------------------------------------------------------------
+# A block is in the free queue exactly when nobody holds it (ref 0), at the entry whose serial is its
+# own. Cached content: B_KEY >= 0 is an own-content key, B_KEY <= -2 is shared-prefix group -2 - B_KEY,
+# -1 is none; B_COL its block index; B_NEXT / B_PREV link the copies cached under the same key in the
+# order they were cached.
+B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
+
+# ---- SI: running slots (the running list in order, with the fields every step touches) -----------
+# S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit); S_ROW: its
+# block table's row. An ended or preempted request's slot is a hole (S_RID -1) until slots close up.
+S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, N_S = range(12)
+
+# ---- stage: one step-log row per column (simulator.step_log.STAGE_ROWS) ----------------------------
+(L_START, L_DURATION, L_RUNNING, L_WAITING, L_SWAPPED, L_FREE, L_SEQS, L_PREFILL, L_DECODE, L_RECOMPUTED,
+ L_PREEMPTIONS, L_GENERATED, L_FINISHED) = (STAGE_ROWS.index(c) for c in (
+    "start", "duration", "num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs",
+    "prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"))
+
+# ---- what ``advance`` returns --------------------------------------------------------------------------
+STEPPED = 0  # a step is under way until fctl[T_RET]: yield until then, call again
+IDLE_NOW = 1  # nothing to run: wait for a submission
+NOTIFY = 2  # requests someone waits for ended at fctl[T_RET]: notify them, call again
+UNSTAGE = 3  # the step-log stage is full: move it out, call again
+MAX_STEPS_HIT = 4
+STALL = 5
+
+HIST_LEN = ITL_BINS + 2

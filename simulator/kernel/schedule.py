@@ -1,0 +1,385 @@
+"""One step's scheduling in the compiled step (reference: ``reference/scheduler.py``, whose
+docstring states the rules; the arithmetic of each is in ``simulator/rules.py``).
+
+``schedule`` gives each running slot its tokens for the step (``S_A``; a lazy slot takes one),
+preempting as the rules say, brings swapped requests back and admits waiting ones into new slots,
+applies the tokens, writes the step's log row and returns the step's duration from
+``simulator.cost.step_time``.
+"""
+
+from __future__ import annotations
+
+from simulator.cost import step_time
+from simulator.kernel.layout import (
+    AB_N,
+    ABORT_ON_FULL,
+    BS,
+    BUDGET,
+    C_BLOCK_BYTES,
+    CACHING,
+    END,
+    F_ARR,
+    F_FIN,
+    F_FSCHED,
+    F_SWAPPED,
+    FREE,
+    FULL_PROMPT,
+    I_CACHED,
+    I_GLEN,
+    I_GROUP,
+    I_NCOMP,
+    I_NTOK,
+    I_RECOMP,
+    L_DECODE,
+    L_DURATION,
+    L_FREE,
+    L_PREEMPTIONS,
+    L_PREFILL,
+    L_RECOMPUTED,
+    L_RUNNING,
+    L_SEQS,
+    L_START,
+    L_SWAPPED,
+    L_WAITING,
+    LAZY,
+    LAZY_SUM,
+    MAX_SEQS,
+    N_RUN,
+    P_PREEMPT,
+    P_PRIO,
+    PENDING,
+    PREEMPTED,
+    PRIORITY,
+    ROWS,
+    S_A,
+    S_EVT,
+    S_HWM,
+    S_NBLK,
+    S_NCOMP,
+    S_NTOK,
+    S_RID,
+    S_ROW,
+    STAGE_N,
+    STALLED,
+    STEPS,
+    SW_LEN,
+    SWAP,
+    SWAP_BYTES,
+    SWAP_SPACE,
+    SWAP_USED,
+    THR,
+    WQ_LEN,
+    X_SWAPPED,
+    B_REF,
+)
+from simulator.kernel.lazy import (
+    bucket,
+    grow_lazy,
+    materialize,
+    next_marked,
+    start_slot,
+    tail,
+    unmark,
+    write_back,
+)
+from simulator.kernel.pool import (
+    cache_group_blocks,
+    cache_own_blocks,
+    lookup,
+    release_table,
+    take_blocks,
+    take_row,
+    touch,
+)
+from simulator.kernel.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push
+from simulator.rules import (
+    ABORTED,
+    RUNNING,
+    SWAPPED,
+    WAITING,
+    admission_blocks,
+    attn_pairs,
+    chunk,
+    later_victim,
+    long_prefill_cap,
+    new_blocks,
+    recomputed,
+)
+
+COLD = ("_unschedule_after", "_victim", "_preempt", "_swap_in")  # not inlined (see build.py)
+
+
+def schedule(st, t):
+    """Schedule the step starting at ``t``; returns its duration."""
+    ctl, cfg = st.ctl, st.cfg
+    budget = cfg[BUDGET]
+    cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
+    ctl[PREEMPTED] = 0
+    st.fctl[SWAP_BYTES] = 0.0
+    _explicit_if_budget_binds(st, cap, budget)
+    budget = _schedule_running(st, t, cap, budget)
+    budget -= ctl[LAZY]  # the lazy slots' one token each
+    if ctl[PREEMPTED] == 0:
+        budget = _swap_in(st, cap, budget)
+        if ctl[SW_LEN] == 0:
+            _admit(st, t, cap, budget)
+    return _apply(st, t)
+
+
+def _explicit_if_budget_binds(st, cap, budget):
+    """If the running requests may want more than the budget, it is shared out in running order one
+    request at a time: make every slot explicit for that."""
+    ctl, SI, bits = st.ctl, st.SI, st.bits
+    want = ctl[LAZY]
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            want += chunk(SI[s, S_NTOK], SI[s, S_NCOMP], cap, budget)
+    if want > budget:
+        for s in range(ctl[END]):
+            if SI[s, S_RID] >= 0 and SI[s, S_EVT] >= 0:
+                materialize(st, s)
+
+
+def _schedule_running(st, t, cap, budget):
+    """The running requests in order (lazy ones take one token each and need nothing: only those due
+    now are visited); one that cannot get its blocks preempts. Returns the budget left."""
+    ctl, SI, bits = st.ctl, st.SI, st.bits
+    bs = st.cfg[BS]
+    step = ctl[ROWS] + 1
+    due = bucket(st, step)
+    for w in range(bits.shape[1]):
+        x = bits[0, w] | bits[due, w]
+        while x != 0:
+            j, x = next_marked(w, x)
+            if j >= ctl[END]:
+                return budget
+            if SI[j, S_RID] < 0:  # preempted earlier in this step (priority scheduling)
+                continue
+            if SI[j, S_EVT] >= 0:
+                if grow_lazy(st, j, step):
+                    continue
+                materialize(st, j)
+            nc = SI[j, S_NCOMP]
+            a = chunk(SI[j, S_NTOK], nc, cap, budget)
+            m = new_blocks(nc, a, SI[j, S_NBLK], bs)
+            while m > ctl[FREE]:
+                v = _victim(st)
+                budget += _preempt(st, v, j, t)
+                if v == j:
+                    _unschedule_after(st, j)
+                    return budget
+            SI[j, S_A] = a
+            if a == 0:
+                continue
+            if m > 0:
+                take_blocks(st, SI[j, S_ROW], SI[j, S_NBLK], m)
+                SI[j, S_NBLK] += m
+            rid = SI[j, S_RID]
+            if st.RI[rid, I_GROUP] >= 0 and nc < st.RI[rid, I_GLEN]:
+                cache_group_blocks(st, rid, SI[j, S_ROW], nc + a)
+            budget -= a
+    return budget
+
+
+def _unschedule_after(st, j):
+    """The running pass ends at slot ``j`` (it preempted itself): the slots after it run nothing this
+    step. Under FCFS none is left (the victim was the tail); under priority scheduling the lazy ones
+    among them, implied to take a token, are made explicit with none."""
+    SI = st.SI
+    for s in range(j + 1, st.ctl[END]):
+        if SI[s, S_RID] >= 0:
+            if SI[s, S_EVT] >= 0:
+                materialize(st, s)
+            SI[s, S_A] = 0
+
+
+def _victim(st):
+    """The running slot to preempt: the last admitted, or under priority scheduling the one
+    ``rules.later_victim`` puts last."""
+    ctl, SI = st.ctl, st.SI
+    e = tail(st, ctl[END])
+    if st.cfg[PRIORITY] == 0:
+        return e
+    RP, RF = st.RP, st.RF
+    best = e
+    b = SI[e, S_RID]
+    for s in range(ctl[END]):
+        r = SI[s, S_RID]
+        if r >= 0 and s != e and later_victim(RP[r, P_PRIO], RF[r, F_ARR], r, RP[b, P_PRIO], RF[b, F_ARR], b):
+            best = s
+            b = r
+    return best
+
+
+def _preempt(st, v, j, t):
+    """Preempt running slot ``v`` while slot ``j`` is being scheduled; returns the tokens it had been
+    given earlier in this step, which go back to the budget (only under priority scheduling can the
+    victim come before ``j``). Its slot becomes a hole."""
+    ctl, cfg, SI = st.ctl, st.cfg, st.SI
+    was_lazy = SI[v, S_EVT] >= 0
+    if was_lazy:
+        materialize(st, v)
+    undone = 0  # tokens it was scheduled earlier in this step: their full blocks are cached
+    given_back = 0
+    if v < j:
+        if was_lazy:
+            undone = 1  # its implied token (dropping it from the lazy count gave it back)
+        else:
+            undone = given_back = SI[v, S_A]
+    rid = SI[v, S_RID]
+    st.RP[rid, P_PREEMPT] += 1
+    ctl[PREEMPTED] += 1
+    nblk = SI[v, S_NBLK]
+    row = SI[v, S_ROW]
+    nfull = (SI[v, S_NCOMP] + undone) // cfg[BS] if cfg[CACHING] != 0 else 0
+    SI[v, S_NBLK] = 0
+    if cfg[SWAP] != 0 and ctl[SWAP_USED] + nblk <= cfg[SWAP_SPACE]:
+        release_table(st, row, nblk, nfull)
+        ctl[SWAP_USED] += nblk
+        st.X[rid, X_SWAPPED] = nblk
+        _swap_traffic(st, rid, nblk)
+        st.S8[rid] = SWAPPED
+        sw_push(st, rid)
+    elif cfg[SWAP] != 0 and cfg[ABORT_ON_FULL] != 0:
+        release_table(st, row, nblk, nfull)
+        st.S8[rid] = ABORTED
+        st.RF[rid, F_FIN] = t
+        st.ab[ctl[AB_N]] = rid
+        ctl[AB_N] += 1
+    else:
+        cache_own_blocks(st, rid, row, nfull)
+        release_table(st, row, nblk, nfull)
+        SI[v, S_NCOMP] = 0
+        st.S8[rid] = WAITING
+        wq_push(st, rid, True)
+    write_back(st, v)
+    SI[v, S_RID] = -1
+    unmark(st.bits, 0, v)
+    ctl[N_RUN] -= 1
+    while ctl[END] > 0 and SI[ctl[END] - 1, S_RID] < 0:
+        ctl[END] -= 1
+    return given_back
+
+
+def _swap_traffic(st, rid, nblk):
+    nbytes = nblk * st.cp[C_BLOCK_BYTES]
+    st.fctl[SWAP_BYTES] += nbytes
+    st.RF[rid, F_SWAPPED] += nbytes
+
+
+def _swap_in(st, cap, budget):
+    """Swapped requests back in, in the order they went out, while their blocks fit."""
+    ctl, cfg = st.ctl, st.cfg
+    while ctl[SW_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+        rid = sw_peek(st)
+        nc = st.RI[rid, I_NCOMP]
+        a = chunk(st.RI[rid, I_NTOK], nc, cap, budget)
+        m = new_blocks(nc, a, 0, cfg[BS])
+        if m > ctl[FREE]:
+            break
+        sw_pop(st)
+        nblk = st.X[rid, X_SWAPPED]
+        ctl[SWAP_USED] -= nblk
+        _swap_traffic(st, rid, nblk)
+        row = take_row(st)
+        take_blocks(st, row, 0, m)
+        st.S8[rid] = RUNNING
+        start_slot(st, rid, nc, m, a, row)
+        if st.RI[rid, I_GROUP] >= 0 and nc < st.RI[rid, I_GLEN]:
+            cache_group_blocks(st, rid, row, nc + a)
+        budget -= a
+    return budget
+
+
+def _admit(st, t, cap, budget):
+    """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
+    ctl, cfg, RI, B = st.ctl, st.cfg, st.RI, st.B
+    bs = cfg[BS]
+    while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+        rid = wq_peek(st)
+        ntok = RI[rid, I_NTOK]
+        nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
+        evictable = 0  # free now, taken by the hit
+        for k in range(nh):
+            if B[st.hits[k], B_REF] == 0:
+                evictable += 1
+        nc = nh * bs
+        a = chunk(ntok, nc, cap, budget)
+        m = new_blocks(nc, a, nh, bs)
+        if admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0) + evictable > ctl[FREE]:
+            break
+        wq_pop(st)
+        row = take_row(st)
+        for k in range(nh):
+            touch(st, st.hits[k])
+            st.tables[row, k] = st.hits[k]
+        take_blocks(st, row, nh, m)
+        if RI[rid, I_CACHED] < 0:  # first admission
+            RI[rid, I_CACHED] = nc
+            st.RF[rid, F_FSCHED] = t
+        st.S8[rid] = RUNNING
+        start_slot(st, rid, nc, nh + m, a, row)
+        if RI[rid, I_GROUP] >= 0 and nc < RI[rid, I_GLEN]:
+            cache_group_blocks(st, rid, row, nc + a)
+        budget -= a
+
+
+def _apply(st, t):
+    """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
+    each) as a sum; write the step's log row; return its duration."""
+    ctl, SI, bits = st.ctl, st.SI, st.bits
+    lazy = ctl[LAZY]
+    lctx = ctl[LAZY_SUM] + lazy * ctl[ROWS]
+    ns = lazy
+    total = lazy
+    decode = lazy
+    ctx = lctx
+    s1 = lctx
+    s2 = 2 * lazy
+    nsamp = lazy
+    rec = 0
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            a = SI[s, S_A]
+            if a == 0:
+                continue
+            ns += 1
+            before = SI[s, S_NCOMP]
+            after = before + a
+            SI[s, S_NCOMP] = after
+            h = SI[s, S_HWM]
+            r = recomputed(before, after, h)
+            if r > 0:
+                st.RI[SI[s, S_RID], I_RECOMP] += r
+                rec += r
+            if after > h:
+                SI[s, S_HWM] = after
+            if after == SI[s, S_NTOK]:
+                nsamp += 1
+                if a == 1 and before > 0:
+                    decode += 1
+            total += a
+            ctx += before
+            s1 += a * before
+            s2 += a * (a + 1)
+    dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES])
+    stage, row = st.stage, ctl[STAGE_N]
+    stage[L_START, row] = t
+    stage[L_DURATION, row] = dt
+    stage[L_RUNNING, row] = ctl[N_RUN]
+    stage[L_WAITING, row] = ctl[WQ_LEN]
+    stage[L_SWAPPED, row] = ctl[SW_LEN]
+    stage[L_FREE, row] = ctl[FREE]
+    stage[L_SEQS, row] = ns
+    stage[L_PREFILL, row] = total - decode
+    stage[L_DECODE, row] = decode
+    stage[L_RECOMPUTED, row] = rec
+    stage[L_PREEMPTIONS, row] = ctl[PREEMPTED]
+    ctl[STALLED] = 1 if total - rec <= 0 else 0
+    ctl[STEPS] += 1
+    ctl[PENDING] = 1
+    return dt

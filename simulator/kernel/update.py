@@ -1,0 +1,190 @@
+"""The end of a step in the compiled step (reference: ``Scheduler.update``), and the call that runs
+steps while nothing outside the engine can intervene.
+
+One ``advance`` call finishes the step in flight (if any), then runs steps until something outside
+the engine could observe or change the state: the next SimPy event (an arrival, a client waking),
+a request someone waits for ending, a full step-log stage. It returns a code saying why (the
+``STEPPED``... constants of ``layout.py``) and the time it refers to in ``fctl[T_RET]``.
+"""
+
+from __future__ import annotations
+
+from simulator.kernel.layout import (
+    AB_N,
+    BS,
+    CACHE_FINISHED,
+    CACHING,
+    END,
+    F_FIN,
+    F_FTOK,
+    FIN_LATER,
+    FIN_NOW,
+    IDLE,
+    IDLE_NOW,
+    IN_END,
+    IN_NEXT,
+    ITL_N,
+    L_FINISHED,
+    L_GENERATED,
+    LAZY,
+    MAX_STEPS,
+    MAX_STEPS_HIT,
+    N_RUN,
+    NOTIFY,
+    PENDING,
+    ROWS,
+    S_A,
+    S_MAXT,
+    S_NBLK,
+    S_NCOMP,
+    S_NOUT,
+    S_NTOK,
+    S_RID,
+    S_ROW,
+    STAGE_CAP,
+    STAGE_N,
+    STALL,
+    STALL_STEPS,
+    STALLED,
+    STEPPED,
+    STEPS,
+    SW_LEN,
+    T_LAST,
+    T_NOW,
+    T_PEEK,
+    T_RET,
+    UNSTAGE,
+    WAITERS,
+    WQ_LEN,
+)
+from simulator.kernel.lazy import close_up, lazify, next_marked, unmark, write_back
+from simulator.kernel.pool import cache_own_blocks, release_table
+from simulator.kernel.queues import wq_push
+from simulator.kernel.schedule import schedule
+from simulator.rules import FINISHED, WAITING, itl_bin
+
+
+def _ended(st, rid, n):
+    """Record the ``n``-th request ended by this step for notification (if anybody listens)."""
+    if st.cfg[WAITERS] != 0:
+        st.fin[st.ctl[FIN_NOW] + st.ctl[FIN_LATER] + n] = rid
+
+
+def update(st, t, later):
+    """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
+    computed their last pending token sample one (every lazy slot does); finished ones release their
+    blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
+    them; the others that decode turn lazy. ``later``: the step ended inside this call."""
+    ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
+    bs = cfg[BS]
+    ndone = 0
+    for i in range(ctl[AB_N]):  # aborted when it was scheduled: ends with it
+        _ended(st, st.ab[i], ndone)
+        ndone += 1
+    ctl[AB_N] = 0
+    nfinished = 0
+    ngaps = 0
+    nsamp = 0
+    run_gap = -1.0  # a step's gaps come in runs of equal values (requests that also ran the step before)
+    run_n = 0
+    g = ctl[ROWS] + 1  # this update's number
+    lazy = ctl[LAZY]
+    if lazy:
+        hist[itl_bin(t - st.fctl[T_LAST])] += lazy
+        ngaps += lazy
+        nsamp += lazy
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            if SI[s, S_A] == 0 or SI[s, S_NCOMP] != SI[s, S_NTOK]:
+                continue
+            nsamp += 1
+            SI[s, S_NTOK] += 1
+            o = SI[s, S_NOUT] + 1
+            SI[s, S_NOUT] = o
+            if o > 1:
+                gap = t - SF[s]
+                ngaps += 1
+                if gap == run_gap:
+                    run_n += 1
+                else:
+                    if run_n:
+                        hist[itl_bin(run_gap)] += run_n
+                    run_gap = gap
+                    run_n = 1
+            else:
+                st.RF[SI[s, S_RID], F_FTOK] = t
+            SF[s] = t
+            if o >= SI[s, S_MAXT]:
+                rid = SI[s, S_RID]
+                nfull = SI[s, S_NCOMP] // bs if cfg[CACHING] != 0 else 0
+                if cfg[CACHE_FINISHED] != 0:
+                    cache_own_blocks(st, rid, SI[s, S_ROW], nfull)
+                release_table(st, SI[s, S_ROW], SI[s, S_NBLK], nfull)
+                SI[s, S_NBLK] = 0
+                write_back(st, s)
+                st.S8[rid] = FINISHED
+                st.RF[rid, F_FIN] = t
+                _ended(st, rid, ndone)
+                ndone += 1
+                nfinished += 1
+                SI[s, S_RID] = -1
+                unmark(bits, 0, s)
+                ctl[N_RUN] -= 1
+                continue
+            lazify(st, s, g)
+    if run_n:
+        hist[itl_bin(run_gap)] += run_n
+    if (ctl[END] - ctl[N_RUN]) * 4 > ctl[END]:
+        close_up(st)
+    ctl[FIN_LATER if later else FIN_NOW] += ndone
+    ctl[ITL_N] += ngaps
+    row = ctl[STAGE_N]
+    st.stage[L_GENERATED, row] = nsamp
+    st.stage[L_FINISHED, row] = nfinished
+    ctl[STAGE_N] = row + 1
+    ctl[ROWS] = g
+    ctl[IDLE] = ctl[IDLE] + 1 if ctl[STALLED] else 0
+    ctl[PENDING] = 0
+    st.fctl[T_LAST] = t
+
+
+def advance(st):
+    """Finish the step in flight at ``fctl[T_NOW]``, then run steps while nothing outside the engine
+    can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event)."""
+    ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
+    t = fctl[T_NOW]
+    peek = fctl[T_PEEK]
+    ctl[FIN_NOW] = 0
+    ctl[FIN_LATER] = 0
+    for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
+        if st.S8[rid] == WAITING:
+            wq_push(st, rid, False)
+    ctl[IN_NEXT] = ctl[IN_END]
+    single = False
+    if ctl[PENDING]:
+        update(st, t, False)
+        # Someone waits for a request that just ended: they act at this instant, after the next
+        # step is scheduled and before it ends, so only that one step can be scheduled now.
+        single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
+    first = True
+    while True:
+        fctl[T_RET] = t
+        if ctl[IDLE] >= cfg[STALL_STEPS]:
+            return STALL
+        if not first and cfg[WAITERS] != 0 and ctl[FIN_LATER] > 0:
+            return NOTIFY
+        if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
+            return IDLE_NOW
+        if ctl[STEPS] >= cfg[MAX_STEPS]:
+            return MAX_STEPS_HIT
+        if ctl[STAGE_N] == cfg[STAGE_CAP]:
+            return UNSTAGE
+        t_end = t + schedule(st, t)
+        first = False
+        if single or not t_end < peek:
+            fctl[T_RET] = t_end
+            return STEPPED
+        update(st, t_end, True)
+        t = t_end

@@ -1,0 +1,56 @@
+"""The reference engine: one SimPy timeout per step.
+
+    plan = scheduler.schedule(now); yield timeout(cost.step_time(plan.work)); scheduler.update(plan, now)
+"""
+
+from __future__ import annotations
+
+from simulator.engine import Engine, SimulationStalled, TimeoutAt
+from simulator.reference.block_pool import BlockPool
+from simulator.reference.kv_cache import KVCacheManager
+from simulator.reference.scheduler import Scheduler
+
+
+class ReferenceEngine(Engine):
+    def __init__(self, env, cfg, num_gpu_blocks, cost, reqs, **kw) -> None:
+        pool = BlockPool(num_gpu_blocks)
+        self.sched = Scheduler(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching))
+        super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
+
+    def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
+        self.sched.add_request(rid)
+
+    def _loop(self):
+        env, sched, cost, log = self.env, self.sched, self.cost, self.log
+        idle_steps = 0
+        while True:
+            if not sched.has_work():
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            if self.num_steps >= self.max_steps:
+                raise self.max_steps_reached()
+            start = env.now
+            plan = sched.schedule(start)
+            dt = cost.step_time(plan.work)
+            yield TimeoutAt(env, start + dt)
+            out = sched.update(plan, env.now)
+            self.num_steps += 1
+            log.add(start, dt, plan, out)
+            if plan.aborted:
+                self._notify(plan.aborted)
+            if out.finished:
+                self._notify(out.finished)
+            # Progress means computing tokens never computed before; steps that only redo
+            # preempted work (or do nothing) for stall_steps in a row are a livelock.
+            if plan.work.num_tokens - plan.recomputed_tokens <= 0:
+                idle_steps += 1
+                if idle_steps >= self.stall_steps:
+                    raise SimulationStalled(self.diagnose())
+            else:
+                idle_steps = 0
+
+    def queues(self) -> tuple[int, int, int, int]:
+        s = self.sched
+        return len(s.running), s.num_waiting, len(s.swapped), s.pool.num_free

@@ -1,0 +1,364 @@
+"""vLLM V1 scheduling, one request at a time: one ``schedule()`` per engine step, then ``update()``.
+
+The rules (``docs/``/README "What is modelled"; checked step by step against recorded vLLM traces
+by tests/test_parity.py), with the arithmetic of each in ``simulator/rules.py``:
+- running requests first, in admission order, each given what it has left to compute, capped by
+  the long-prefill cap and by what is left of the token budget (chunked prefill);
+- a running request that cannot get its blocks preempts the tail of the running list (with
+  priority scheduling: the lowest-priority, latest-arriving request) and retries, until it fits or
+  it was itself the victim, which ends the running pass;
+- waiting requests are admitted in queue order only if nothing was preempted in this step, while
+  ``len(running) < max_num_seqs`` and budget remains; the first that cannot get its blocks stops
+  admission (nobody jumps ahead); swapped-out requests come back before any new admission;
+- recompute preemption sends the victim to the front of the waiting queue with nothing computed;
+  swap preemption copies its blocks to host memory (or, with no host space left, recomputes or
+  aborts it, ``on_swap_full``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from simulator import rules
+from simulator.cost import StepWork
+from simulator.reference.kv_cache import KVCacheManager
+from simulator.requests import RequestTable
+from simulator.rules import ABORTED, FINISHED, RUNNING, SWAPPED, WAITING, SchedulerConfig
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What ``schedule()`` decided for one step, and the state right after it."""
+
+    rids: tuple[int, ...]  # scheduled requests, in scheduling order
+    num_new: tuple[int, ...]  # tokens scheduled for each
+    new: tuple[int, ...]
+    resumed: tuple[int, ...]
+    preempted: tuple[int, ...]
+    aborted: tuple[int, ...]
+    prefix_hits: tuple[tuple[int, int], ...]  # (request, cached tokens) for new and resumed
+    work: StepWork
+    recomputed_tokens: int
+    kv_usage: float
+    num_free_blocks: int
+    num_running: int
+    num_waiting: int
+    num_swapped: int
+    long_prefill_cap: int  # the long_prefill_token_threshold in force this step (0: none)
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """What ``update()`` observed at the end of a step."""
+
+    num_generated: int
+    finished: tuple[int, ...]
+    itl_gaps: tuple[float, ...]  # seconds between consecutive tokens of the same request
+
+
+class WaitingQueue:
+    """FCFS: a deque (preempted requests go back to the front). Priority: a heap ordered by
+    (priority, arrival, insertion), as vLLM's ``PriorityRequestQueue``."""
+
+    def __init__(self, policy: str, reqs: RequestTable) -> None:
+        self.priority = policy == "priority"
+        self.reqs = reqs
+        self._fifo: deque[int] = deque()
+        self._heap: list[tuple[int, float, int, int]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._heap) if self.priority else len(self._fifo)
+
+    def push(self, rid: int, front: bool = False) -> None:
+        if self.priority:
+            self._seq += 1
+            R = self.reqs
+            heapq.heappush(self._heap, (int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
+        elif front:
+            self._fifo.appendleft(rid)
+        else:
+            self._fifo.append(rid)
+
+    def peek(self) -> int:
+        return self._heap[0][3] if self.priority else self._fifo[0]
+
+    def pop(self) -> int:
+        return heapq.heappop(self._heap)[3] if self.priority else self._fifo.popleft()
+
+
+class Scheduler:
+    def __init__(self, cfg: SchedulerConfig, reqs: RequestTable, kv: KVCacheManager) -> None:
+        self.cfg = cfg
+        self.reqs = reqs
+        self.kv = kv
+        self.pool = kv.pool
+        self.running: list[int] = []
+        self.waiting = WaitingQueue(cfg.policy, reqs)
+        self.swapped: deque[int] = deque()
+        self.swapped_blocks: dict[int, int] = {}  # request -> blocks it holds in host memory
+        self.swap_used_blocks = 0
+        self.num_preemptions = 0
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting or self.swapped)
+
+    def add_request(self, rid: int) -> None:
+        self.reqs.status[rid] = WAITING
+        self.waiting.push(rid)
+
+    # ---- one step -------------------------------------------------------------------------------
+    def schedule(self, now: float) -> StepPlan:
+        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        self._budget = cfg.max_num_batched_tokens
+        self._cap = rules.long_prefill_cap(cfg.long_prefill_token_threshold,
+                                           len(self.running) + len(self.waiting) + len(self.swapped))
+        self._scheduled: dict[int, int] = {}  # request -> tokens, in scheduling order
+        self._preempted: list[int] = []
+        self._aborted: list[int] = []
+        self._swap_bytes = 0.0
+        self._new: list[int] = []
+        self._resumed: list[int] = []
+        self._hits: list[tuple[int, int]] = []
+        before = {}
+
+        # Running requests, in order.
+        i = 0
+        while i < len(self.running) and self._budget > 0:
+            rid = self.running[i]
+            nc = int(R.num_computed[rid])
+            a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._budget)
+            m = rules.new_blocks(nc, a, int(R.num_blocks[rid]), bs)
+            scheduled = True
+            while m > self.pool.num_free:
+                victim = self._victim()
+                vi = self.running.index(victim)
+                del self.running[vi]
+                self._preempt(victim, now, self._scheduled.pop(victim, 0))
+                if victim == rid:
+                    scheduled = False
+                    break
+                if vi < i:
+                    i -= 1
+            if not scheduled:
+                break
+            if a == 0:
+                i += 1
+                continue
+            self._run(rid, a, m, nc)
+            before[rid] = nc
+            i += 1
+
+        # Waiting requests: swapped ones back first, then new and preempted ones in queue order.
+        if not self._preempted:
+            self._swap_in(now, before)
+            if not self.swapped:
+                self._admit(now, before)
+        return self._plan(before)
+
+    def _run(self, rid: int, a: int, m: int, nc: int) -> None:
+        """Schedule ``a`` tokens of ``rid`` (computed so far: ``nc``), giving it ``m`` new blocks."""
+        R = self.reqs
+        if m:
+            self.kv.allocate(rid, m)
+            R.num_blocks[rid] += m
+        g, glen = int(R.group[rid]), int(R.group_len[rid])
+        if g >= 0 and nc < glen:
+            self.kv.cache_group_blocks(rid, g, glen, nc + a)
+        self._scheduled[rid] = a
+        self._budget -= a
+
+    def _victim(self) -> int:
+        """The running request to preempt: the last admitted, or under priority scheduling the one
+        ``rules.later_victim`` puts last."""
+        if self.cfg.policy == "fcfs":
+            return self.running[-1]
+        R = self.reqs
+        best = self.running[0]
+        for rid in self.running[1:]:
+            if rules.later_victim(int(R.priority[rid]), float(R.arrival[rid]), rid,
+                                  int(R.priority[best]), float(R.arrival[best]), best):
+                best = rid
+        return best
+
+    def _preempt(self, rid: int, now: float, undone: int) -> None:
+        """Preempt ``rid``; ``undone``: tokens it had been scheduled earlier in this step (only
+        with priority scheduling), given back to the budget. Their full blocks were cached when they
+        were scheduled, so they are released as cached blocks."""
+        cfg, R = self.cfg, self.reqs
+        self._budget += undone
+        R.preemptions[rid] += 1
+        self.num_preemptions += 1
+        self._preempted.append(rid)
+        nblk = int(R.num_blocks[rid])
+        held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+        R.num_blocks[rid] = 0
+        if cfg.preemption_mode == "swap":
+            if self.swap_used_blocks + nblk <= cfg.swap_space_blocks:
+                self.kv.free(rid, *held, cache_own=False)
+                self.swap_used_blocks += nblk
+                self.swapped_blocks[rid] = nblk
+                self._swap_traffic(rid, nblk)
+                R.status[rid] = SWAPPED
+                self.swapped.append(rid)
+                return
+            if cfg.on_swap_full == "abort":
+                self.kv.free(rid, *held, cache_own=False)
+                R.status[rid] = ABORTED
+                R.finish[rid] = now
+                self._aborted.append(rid)
+                return
+        self.kv.free(rid, *held, cache_own=True)
+        R.num_computed[rid] = 0
+        R.status[rid] = WAITING
+        self.waiting.push(rid, front=True)
+
+    def _swap_traffic(self, rid: int, nblk: int) -> None:
+        nbytes = nblk * self.cfg.block_bytes
+        self._swap_bytes += nbytes
+        self.reqs.swapped_bytes[rid] += nbytes
+
+    def _swap_in(self, now: float, before: dict) -> None:
+        """Swapped requests back in, in the order they went out, while their blocks fit."""
+        cfg, R = self.cfg, self.reqs
+        while self.swapped and self._budget > 0 and len(self.running) < cfg.max_num_seqs:
+            rid = self.swapped[0]
+            nc = int(R.num_computed[rid])
+            a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._budget)
+            m = rules.new_blocks(nc, a, 0, cfg.block_size)
+            if m > self.pool.num_free:
+                break
+            self.swapped.popleft()
+            nblk = self.swapped_blocks.pop(rid)
+            self.swap_used_blocks -= nblk
+            self._swap_traffic(rid, nblk)
+            self.kv.admit(rid, [])
+            self._start(rid)
+            self._resumed.append(rid)
+            self._hits.append((rid, nc))
+            self._run(rid, a, m, nc)
+            before[rid] = nc
+
+    def _admit(self, now: float, before: dict) -> None:
+        """New and preempted requests in queue order; the first that does not fit stops admission."""
+        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        while self.waiting and self._budget > 0 and len(self.running) < cfg.max_num_seqs:
+            rid = self.waiting.peek()
+            ntok = int(R.num_tokens[rid])
+            hits = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+            nh = len(hits)
+            nc = nh * bs
+            a = rules.chunk(ntok, nc, self._cap, self._budget)
+            m = rules.new_blocks(nc, a, nh, bs)
+            gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
+            evictable = sum(1 for b in hits if self.pool.ref[b] == 0)  # free now, taken by the hit
+            if gate + evictable > self.pool.num_free:
+                break
+            self.waiting.pop()
+            self.kv.admit(rid, hits)
+            R.num_blocks[rid] = nh
+            R.num_computed[rid] = nc
+            if R.cached_tokens[rid] < 0:  # first admission
+                R.cached_tokens[rid] = nc
+                R.first_scheduled[rid] = now
+                self._new.append(rid)
+            else:
+                self._resumed.append(rid)
+            self._hits.append((rid, nc))
+            self._start(rid)
+            self._run(rid, a, m, nc)
+            before[rid] = nc
+
+    def _start(self, rid: int) -> None:
+        self.reqs.status[rid] = RUNNING
+        self.running.append(rid)
+
+    def _plan(self, before: dict) -> StepPlan:
+        """Apply the step's tokens to the requests and sum up its work."""
+        R = self.reqs
+        rids = tuple(self._scheduled)
+        num_new = tuple(self._scheduled.values())
+        total = context = s1 = s2 = rec = decode = sampled = 0
+        for rid, a in zip(rids, num_new):
+            nc = before[rid]
+            after = nc + a
+            R.num_computed[rid] = after
+            hwm = int(R.computed_hwm[rid])
+            r = rules.recomputed(nc, after, hwm)
+            if r:
+                R.recomputed[rid] += r
+                rec += r
+            if after > hwm:
+                R.computed_hwm[rid] = after
+            if after == R.num_tokens[rid]:
+                sampled += 1
+                if a == 1 and nc > 0:
+                    decode += 1
+            total += a
+            context += nc
+            s1 += a * nc
+            s2 += a * (a + 1)
+        work = StepWork(
+            num_seqs=len(rids),
+            num_tokens=total,
+            num_prefill_tokens=total - decode,
+            num_decode_tokens=decode,
+            context_tokens=context,
+            attn_pairs=rules.attn_pairs(s1, s2),
+            num_sampled=sampled,
+            swap_bytes=self._swap_bytes,
+        )
+        return StepPlan(
+            rids=rids,
+            num_new=num_new,
+            new=tuple(self._new),
+            resumed=tuple(self._resumed),
+            preempted=tuple(self._preempted),
+            aborted=tuple(self._aborted),
+            prefix_hits=tuple(self._hits),
+            work=work,
+            recomputed_tokens=rec,
+            kv_usage=self.pool.usage,
+            num_free_blocks=self.pool.num_free,
+            num_running=len(self.running),
+            num_waiting=len(self.waiting),
+            num_swapped=len(self.swapped),
+            long_prefill_cap=self._cap,
+        )
+
+    # ---- after the step ---------------------------------------------------------------------------
+    def update(self, plan: StepPlan, now: float) -> StepOutput:
+        """Requests that computed their last pending token sample one; those that reached their
+        length finish and release their blocks (in running order)."""
+        R = self.reqs
+        generated = 0
+        finished: list[int] = []
+        gaps: list[float] = []
+        for rid in plan.rids:
+            if R.num_computed[rid] != R.num_tokens[rid]:
+                continue  # a prefill chunk that did not reach the end of the prompt
+            generated += 1
+            R.num_tokens[rid] += 1
+            R.num_out[rid] += 1
+            if R.num_out[rid] > 1:
+                gaps.append(now - float(R.last_token[rid]))
+            else:
+                R.first_token[rid] = now
+            R.last_token[rid] = now
+            if R.num_out[rid] >= R.max_tokens[rid]:
+                self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
+                             int(R.content_key[rid]), cache_own=self.cfg.cache_finished_content)
+                R.status[rid] = FINISHED
+                R.finish[rid] = now
+                R.num_blocks[rid] = 0
+                finished.append(rid)
+        if finished:
+            done = set(finished)
+            self.running = [rid for rid in self.running if rid not in done]
+        return StepOutput(generated, tuple(finished), tuple(gaps))
