@@ -230,6 +230,21 @@ class CostModel:
         }
 
 
+class ConstantCost:
+    """Every step costs ``step_s``, plus swap traffic at ``host_bw`` bytes/s: the same ``step_time``
+    over parameters that zero every other term (hand-computed tests, step-by-step replays)."""
+
+    def __init__(self, step_s: float = 1.0, host_bw: float = 1000.0) -> None:
+        p = dict.fromkeys(PARAMS, 0.0)
+        p.update(fixed_s=step_s, matmul_flops=1.0, matmul_bw=1.0, attn_flops=1.0, attn_bw=1.0, num_experts=1.0,
+                 interconnect_bw=1.0, host_bw=host_bw)
+        self.params = np.array([p[name] for name in PARAMS], np.float64)
+
+    def step_time(self, w: StepWork) -> float:
+        return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
+                         w.swap_bytes)
+
+
 def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
     """A uniform step: ``batch`` requests each computing ``new_tokens`` after ``context`` cached ones."""
     T = batch * new_tokens

@@ -60,8 +60,13 @@ class Engine:
         max_steps: int = 50_000_000,
         stall_steps: int = 1000,
         log: StepLog | None = None,
+        trace: int = 0,
     ) -> None:
         self.env = env
+        self.trace_level = trace  # request events to record (simulator.events): 0 none, 1, 2
+        # After requests end, let their clients' reactions at that instant (a resubmission) reach
+        # the next step before it is scheduled, as when a client submits between two engine steps.
+        self.clients_same_step = False
         self.cfg = cfg
         self.cost = cost
         self.reqs = reqs
@@ -149,6 +154,10 @@ class Engine:
 
     def finish_run(self) -> None:
         """Called when the run stops: bring any state held outside the request records into them."""
+
+    def trace_events(self) -> np.ndarray:
+        """The request events recorded so far (``simulator.events``): rows of (time, kind, request, value)."""
+        raise NotImplementedError
 
     def max_steps_reached(self) -> SimulationStalled:
         return SimulationStalled(f"run.max_steps ({self.max_steps}) reached at t={self.env.now:.3f} s")

@@ -1,10 +1,13 @@
-"""Step-domain mode: replay a recorded vLLM scenario through servesim's scheduler, compare step by step.
+"""Step-domain mode: replay a recorded vLLM scenario through servesim's engine steps, compare step by step.
 
 Fixtures (``tests/parity/fixtures/NAME.json`` + ``NAME.csv``) are recorded from the real engine by
-``tools/parity/record.py``. Here time is the step number: no cost model, no SimPy. The trace this
-module emits has exactly the fixture's columns, so a comparison is a row-by-row diff.
+``tools/parity/record.py``. Here every step costs one time unit (``ConstantCost``) and a
+closed-loop client's next request reaches the next step, as vLLM's recorder submits it between
+steps. The rows this module builds from the run's request events (``simulator.events``) have
+exactly the fixture's columns, so a comparison is a row-by-row diff. Each fixture is replayed
+through both the readable reference and the compiled production step.
 
-Every recorded fixture matches exactly (``tests/test_parity.py``). Engine features servesim does
+Every recorded fixture matches exactly, through both (``tests/test_parity.py``). Engine features servesim does
 not model, should a future fixture need them: KV connectors / P/D transfer, speculative decoding,
 async scheduling, sliding-window / Mamba groups and prefix replay, partial-block (sub-block hash)
 prefix hits, multimodal encoder budgets, LoRA limits, and the watermark / adaptive long-prefill /
@@ -19,10 +22,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.cost import ConstantCost
 from simulator.errors import ConfigError
-from simulator.reference.block_pool import BlockPool
-from simulator.reference.kv_cache import KVCacheManager
-from simulator.reference.scheduler import Scheduler
+from simulator.events import step_records
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 
@@ -30,6 +32,7 @@ COLUMNS = [
     "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
     "prefix_hits", "num_running", "num_waiting", "num_free_blocks", "kv_usage", "num_generated",
 ]
+ENGINES = ("reference", "compiled")
 
 
 def _ids(xs) -> str:
@@ -51,8 +54,11 @@ def load_fixture(path: Path) -> tuple[dict, list[dict]]:
     return spec, rows
 
 
-def replay(spec: dict, max_steps: int = 100_000) -> list[dict]:
-    """Run the scenario through the scheduler; one trace row per step that scheduled something."""
+def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> list[dict]:
+    """Run the scenario through an engine step, one time unit a step, requests submitted between
+    steps as vLLM's recorder does; one trace row per step that scheduled something."""
+    import simpy
+
     e = spec["engine"]
     cfg = SchedulerConfig(
         max_num_seqs=int(e["max_num_seqs"]),
@@ -62,51 +68,53 @@ def replay(spec: dict, max_steps: int = 100_000) -> list[dict]:
         long_prefill_token_threshold=int(e.get("long_prefill_token_threshold", 0) or 0),
         admission="full_prompt" if e.get("full_prompt_admission") else "first_chunk",
     )
-    reqs = RequestTable()
-    kv = KVCacheManager(BlockPool(int(e["num_gpu_blocks"])), cfg.block_size, cfg.enable_prefix_caching)
-    sched = Scheduler(cfg, reqs, kv)
+    if engine == "reference":
+        from simulator.reference.engine import ReferenceEngine as Eng
+    else:
+        from simulator.kernel.engine import CompiledEngine as Eng
+    env = simpy.Environment()
+    eng = Eng(env, cfg, int(e["num_gpu_blocks"]), ConstantCost(1.0), RequestTable(), max_model_len=10**9,
+              max_steps=max_steps, trace=2)
+    eng.clients_same_step = True  # a closed-loop client's next request makes the next step
     todo = list(spec["requests"])
     groups: dict = {}
 
-    def add_next() -> None:
+    def submit_next(_=None) -> None:
+        if not todo:
+            return
         r = todo.pop(0)
         g = r.get("prefix_group")
         gid = groups.setdefault(g, len(groups)) if g is not None else -1
-        rid = reqs.add(0.0, int(r["prompt_len"]), int(r["output_len"]), group=gid, group_len=int(r.get("prefix_len") or 0))
-        assert rid == int(r["id"]), "fixture ids must count from 0 in list order"
-        sched.add_request(rid)
+        ev = eng.submit(int(r["prompt_len"]), int(r["output_len"]), group=gid, group_len=int(r.get("prefix_len") or 0),
+                        want_event=True)
+        assert eng.reqs.n - 1 == int(r["id"]), "fixture ids must count from 0 in list order"
+        if w["mode"] == "closed_loop":
+            ev.callbacks.append(submit_next)
 
     w = spec["workload"]
-    first = len(todo) if w["mode"] == "batch" else int(w["concurrency"])
-    for _ in range(min(first, len(todo))):
-        add_next()
+    for _ in range(len(todo) if w["mode"] == "batch" else int(w["concurrency"])):
+        submit_next()
+    env.run()
+    eng.finish_run()
     rows = []
-    step = 0
-    while sched.has_work() and step < max_steps:
-        plan = sched.schedule(float(step))
-        out = sched.update(plan, float(step + 1))
-        if len(plan.rids):
-            rows.append(
-                {
-                    "step": str(len(rows)),
-                    "num_scheduled_tokens": str(sum(plan.num_new)),
-                    "scheduled": _pairs(zip(plan.rids, plan.num_new)),
-                    "new": _ids(plan.new),
-                    "resumed": _ids(plan.resumed),
-                    "preempted": _ids(plan.preempted),
-                    "finished": _ids(out.finished),
-                    "prefix_hits": _pairs(plan.prefix_hits),
-                    "num_running": str(plan.num_running),
-                    "num_waiting": str(plan.num_waiting),
-                    "num_free_blocks": str(plan.num_free_blocks),
-                    "kv_usage": repr(plan.kv_usage),
-                    "num_generated": str(out.num_generated),
-                }
-            )
-        if w["mode"] == "closed_loop":
-            for _ in range(min(len(out.finished), len(todo))):
-                add_next()
-        step += 1
+    for s in step_records(eng.trace_events(), eng.log.columns()):
+        if not s.scheduled:
+            continue
+        rows.append({
+            "step": str(len(rows)),
+            "num_scheduled_tokens": str(sum(s.scheduled.values())),
+            "scheduled": _pairs(s.scheduled.items()),
+            "new": _ids(s.new),
+            "resumed": _ids(s.resumed),
+            "preempted": _ids(s.preempted),
+            "finished": _ids(s.finished),
+            "prefix_hits": _pairs(s.prefix_hits),
+            "num_running": str(s.num_running),
+            "num_waiting": str(s.num_waiting),
+            "num_free_blocks": str(s.num_free_blocks),
+            "kv_usage": repr(s.kv_usage),
+            "num_generated": str(s.num_generated),
+        })
     return rows
 
 
@@ -164,9 +172,9 @@ def compare(name: str, expected: list[dict], got: list[dict]) -> ParityReport:
     )
 
 
-def check(trace: Path) -> ParityReport:
+def check(trace: Path, engine: str = "reference") -> ParityReport:
     spec, expected = load_fixture(trace)
-    return compare(spec.get("name", Path(trace).stem), expected, replay(spec))
+    return compare(spec.get("name", Path(trace).stem), expected, replay(spec, engine))
 
 
 def _trace_paths(paths: list[str]) -> list[Path]:
@@ -188,18 +196,22 @@ def main_parity(paths: list[str]) -> int:
         return 2
     reports = []
     for t in traces:
-        r = check(t)
-        reports.append(r)
-        state = "exact" if r.exact else f"diverges at step {r.first_divergence}"
-        print(f"{r.name:<44} {state:<24} {r.matching_steps}/{r.steps_expected} steps match")
-    for r in reports:
+        line = []
+        for engine in ENGINES:
+            r = check(t, engine)
+            reports.append(r)
+            state = "exact" if r.exact else f"diverges at step {r.first_divergence}"
+            line.append(f"{engine} {state} ({r.matching_steps}/{r.steps_expected} steps)")
+        print(f"{r.name:<44} " + ", ".join(line))
+    for r, engine in zip(reports, ENGINES * len(traces)):
         if not r.exact:
-            print(f"\n{r.name}:\n{r.detail}")
+            print(f"\n{r.name} ({engine}):\n{r.detail}")
     n_exact = sum(r.exact for r in reports)
     steps = sum(r.matching_steps for r in reports)
     total = sum(r.steps_expected for r in reports)
     print(
-        f"\nparity: {n_exact}/{len(reports)} fixtures exact ({100.0 * n_exact / len(reports):.1f}%), "
+        f"\nparity: {n_exact}/{len(reports)} replays exact ({len(traces)} fixtures x {len(ENGINES)} engine steps, "
+        f"{100.0 * n_exact / len(reports):.1f}%), "
         f"{steps}/{total} leading steps match ({100.0 * steps / max(total, 1):.1f}%)"
     )
     return 0 if n_exact == len(reports) else 1

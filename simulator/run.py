@@ -17,7 +17,7 @@ from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 from simulator.step_log import BinnedStepLog, StepLog
-from workloads.factory import has_shared_prefixes, keeps_finished_content, start_workload
+from workloads.factory import keeps_finished_content, start_workload
 
 
 @dataclass

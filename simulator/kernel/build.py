@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from simulator import cost, rules
-from simulator.kernel import layout, lazy, pool, queues, schedule, update
+from simulator.kernel import layout, lazy, pool, queues, schedule, trace, update
 
-MODULES = (rules, cost, pool, queues, lazy, schedule, update)
+MODULES = (rules, cost, trace, pool, queues, lazy, schedule, update)
 SOURCES = (*MODULES, layout, sys.modules[__name__])
 
 
@@ -71,7 +71,8 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
     """Compile the entry points ahead of time into the extension module ``name``, written to ``path``."""
     import warnings
 
-    from numba import njit, types as nt
+    from numba import njit
+    from numba import types as nt
     from numba.core.errors import NumbaPendingDeprecationWarning
 
     with warnings.catch_warnings():

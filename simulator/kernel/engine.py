@@ -20,8 +20,9 @@ from simulator.step_log import StepLog
 
 
 def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: RequestTable, log: StepLog,
-              max_steps: int, stall_steps: int) -> L.State:
-    """The state of an engine with ``num_blocks`` usable blocks and nothing submitted yet."""
+              max_steps: int, stall_steps: int, trace: int = 0) -> L.State:
+    """The state of an engine with ``num_blocks`` usable blocks and nothing submitted yet
+    (``trace``: the ``cfg[TRACE]`` level of request events to record)."""
     n = num_blocks
     seats = cfg.max_num_seqs + 1
     ctl = np.zeros(L.N_CTL, np.int64)
@@ -40,6 +41,7 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
     conf[L.STAGE_CAP] = log._STAGE
     conf[L.MAX_STEPS] = max_steps
     conf[L.STALL_STEPS] = stall_steps
+    conf[L.TRACE] = trace
     B = np.full((n, L.N_B), -1, np.int32)
     B[:, L.B_REF] = 0
     B[:, L.B_SERIAL] = 0
@@ -67,6 +69,7 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
         stage=log._stage, hist=log.itl_hist,
         fin=np.zeros(2 * seats, np.int64),  # ended in one call (one step's with waiters, two at most)
         ab=np.zeros(seats, np.int64),
+        trace=np.zeros((64 * seats if trace else 1, 4)),
         buf=np.zeros((2, n), np.int64), hits=np.zeros(n + 1, np.int64),
     )
 
@@ -78,10 +81,12 @@ def example_state() -> L.State:
 
 class CompiledEngine(Engine):
     def __init__(self, env: simpy.Environment, cfg: SchedulerConfig, num_gpu_blocks: int, cost, reqs: RequestTable,
-                 **kw) -> None:
+                 trace: int = 0, **kw) -> None:
         self.kernel = kernel.load()
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
-        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps)
+        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps,
+                            trace)
+        self._trace: list[np.ndarray] = []
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
         self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
 
@@ -155,7 +160,9 @@ class CompiledEngine(Engine):
             now = env.now
             fctl[L.T_NOW] = now
             fctl[L.T_PEEK] = env.peek()
-            st.cfg[L.WAITERS] = 1 if self._events else 0
+            # Ended requests are reported at their time when someone waits for them or the run
+            # stops once enough have ended; otherwise they are only counted.
+            st.cfg[L.WAITERS] = 1 if self._events or self.expected is not None else 0
             code = advance(st)
             t = float(fctl[L.T_RET])
             c = ctl.tolist()
@@ -163,28 +170,41 @@ class CompiledEngine(Engine):
             # (if the run stops during the step in flight, that step is not counted).
             self.num_steps = log.n = c[L.ROWS]
             log._ns, log.itl_count = c[L.STAGE_N], c[L.ITL_N]
-            fin_now, fin_later = c[L.FIN_NOW], c[L.FIN_LATER]
-            if code == L.STEPPED:
-                # Ends inside the call (only without waiters: counted, nobody to wake).
-                fin_now += fin_later
-                fin_later = 0
-            if fin_now:
-                self._ended(0, fin_now)
+            if code == L.NOTIFY:
+                if t != now:
+                    yield TimeoutAt(env, t)
+                self._ended(c[L.FIN_N])
+                if self.clients_same_step:
+                    yield env.timeout(0)
+                continue
+            if c[L.FIN_N]:
+                self._count_done(c[L.FIN_N])
             if code == L.STEPPED or t != now:
                 yield TimeoutAt(env, t)
-            if fin_later:
-                self._ended(fin_now, fin_later)
             if code == L.UNSTAGE:
                 log._unstage()
                 ctl[L.STAGE_N] = log._ns
+            elif code == L.UNTRACE:
+                self._drain_trace()
             elif code == L.MAX_STEPS_HIT:
                 raise self.max_steps_reached()
             elif code == L.STALL:
                 raise SimulationStalled(self.diagnose())
 
-    def _ended(self, start: int, k: int) -> None:
+    def _drain_trace(self) -> None:
+        n = int(self.st.ctl[L.TRACE_N])
+        if n:
+            self._trace.append(self.st.trace[:n].copy())
+            self.st.ctl[L.TRACE_N] = 0
+
+    def trace_events(self) -> np.ndarray:
+        """The request events recorded so far: rows of (time, kind, request, value) (``layout.TR_*``)."""
+        self._drain_trace()
+        return np.concatenate(self._trace) if self._trace else np.zeros((0, 4))
+
+    def _ended(self, k: int) -> None:
         if self._events:
-            self._notify(self.st.fin[start : start + k].tolist())
+            self._notify(self.st.fin[:k].tolist())
         else:
             self._count_done(k)
 

@@ -16,6 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from simulator import events
 from simulator.cost import PARAMS
 from simulator.requests import ROW_LAYOUT
 from simulator.rules import ITL_BINS
@@ -33,6 +34,7 @@ State = namedtuple("State", [
     "wq", "wk", "wa",  # waiting queue: a heap of requests and their keys
     "swq",  # swapped requests: a ring, in the order they went out
     "stage", "hist", "fin", "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
+    "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
     "buf", "hits",  # scratch: a released table's blocks, a lookup's hits
 ])
 
@@ -47,8 +49,7 @@ State = namedtuple("State", [
  STAGE_N,  # rows in the step-log stage
  ROWS,  # step-log rows completed (= updates applied)
  ITL_N,  # inter-token gaps counted into the histogram
- FIN_NOW,  # ended at the call's start (outcome of the step in flight)
- FIN_LATER,  # ended by steps completed inside the call
+ FIN_N,  # requests ended since the call started (in ``fin`` when someone listens)
  AB_N,  # aborted by the step in flight (notified with its outcome)
  STALLED,  # 1: the step in flight computes no new token
  ROWS_FREE,  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
@@ -61,6 +62,7 @@ State = namedtuple("State", [
  SW_HEAD, SW_LEN,  # swapped ring
  SWAP_USED,  # host blocks in use
  PREEMPTED,  # preemptions in the step being scheduled
+ TRACE_N,  # rows in ``trace``
  N_CTL) = range(29)
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -72,8 +74,11 @@ State = namedtuple("State", [
  N_FCTL) = range(6)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
+# WAITERS: 1 when ended requests must be reported at their time (someone waits for them, or the run
+# stops once enough have ended); TRACE: 0 none, 1 request events, 2 also every scheduled request's
+# tokens each step.
 (MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, PRIORITY, SWAP, SWAP_SPACE, ABORT_ON_FULL, CACHE_FINISHED,
- STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, N_CFG) = range(16)
+ STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, TRACE, N_CFG) = range(17)
 
 # cp: the cost model's parameters, then the KV bytes of one block (swap traffic).
 C_BLOCK_BYTES = len(PARAMS)
@@ -109,12 +114,17 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
     "start", "duration", "num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs",
     "prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"))
 
+# ---- trace rows: (time, kind, request, value), the kinds of ``simulator.events`` ------------------------
+TR_SCHEDULED, TR_NEW, TR_RESUMED, TR_PREEMPTED, TR_FIRST_TOKEN, TR_FINISHED = (
+    events.SCHEDULED, events.NEW, events.RESUMED, events.PREEMPTED, events.FIRST_TOKEN, events.FINISHED)
+
 # ---- what ``advance`` returns --------------------------------------------------------------------------
 STEPPED = 0  # a step is under way until fctl[T_RET]: yield until then, call again
 IDLE_NOW = 1  # nothing to run: wait for a submission
-NOTIFY = 2  # requests someone waits for ended at fctl[T_RET]: notify them, call again
+NOTIFY = 2  # requests ended at fctl[T_RET] (``fin``): report them, then call again to schedule on
 UNSTAGE = 3  # the step-log stage is full: move it out, call again
-MAX_STEPS_HIT = 4
-STALL = 5
+UNTRACE = 4  # the trace has no room for another step: drain it, call again
+MAX_STEPS_HIT = 5
+STALL = 6
 
 HIST_LEN = ITL_BINS + 2

@@ -13,6 +13,7 @@ from simulator.cost import step_time
 from simulator.kernel.layout import (
     AB_N,
     ABORT_ON_FULL,
+    B_REF,
     BS,
     BUDGET,
     C_BLOCK_BYTES,
@@ -68,9 +69,13 @@ from simulator.kernel.layout import (
     SWAP_SPACE,
     SWAP_USED,
     THR,
+    TR_NEW,
+    TR_PREEMPTED,
+    TR_RESUMED,
+    TR_SCHEDULED,
+    TRACE,
     WQ_LEN,
     X_SWAPPED,
-    B_REF,
 )
 from simulator.kernel.lazy import (
     bucket,
@@ -92,6 +97,7 @@ from simulator.kernel.pool import (
     touch,
 )
 from simulator.kernel.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push
+from simulator.kernel.trace import record
 from simulator.rules import (
     ABORTED,
     RUNNING,
@@ -120,7 +126,7 @@ def schedule(st, t):
     budget = _schedule_running(st, t, cap, budget)
     budget -= ctl[LAZY]  # the lazy slots' one token each
     if ctl[PREEMPTED] == 0:
-        budget = _swap_in(st, cap, budget)
+        budget = _swap_in(st, t, cap, budget)
         if ctl[SW_LEN] == 0:
             _admit(st, t, cap, budget)
     return _apply(st, t)
@@ -242,18 +248,21 @@ def _preempt(st, v, j, t):
         _swap_traffic(st, rid, nblk)
         st.S8[rid] = SWAPPED
         sw_push(st, rid)
+        record(st, t, TR_PREEMPTED, rid, 1)
     elif cfg[SWAP] != 0 and cfg[ABORT_ON_FULL] != 0:
         release_table(st, row, nblk, nfull)
         st.S8[rid] = ABORTED
         st.RF[rid, F_FIN] = t
         st.ab[ctl[AB_N]] = rid
         ctl[AB_N] += 1
+        record(st, t, TR_PREEMPTED, rid, 2)
     else:
         cache_own_blocks(st, rid, row, nfull)
         release_table(st, row, nblk, nfull)
         SI[v, S_NCOMP] = 0
         st.S8[rid] = WAITING
         wq_push(st, rid, True)
+        record(st, t, TR_PREEMPTED, rid, 0)
     write_back(st, v)
     SI[v, S_RID] = -1
     unmark(st.bits, 0, v)
@@ -269,7 +278,7 @@ def _swap_traffic(st, rid, nblk):
     st.RF[rid, F_SWAPPED] += nbytes
 
 
-def _swap_in(st, cap, budget):
+def _swap_in(st, t, cap, budget):
     """Swapped requests back in, in the order they went out, while their blocks fit."""
     ctl, cfg = st.ctl, st.cfg
     while ctl[SW_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
@@ -287,6 +296,7 @@ def _swap_in(st, cap, budget):
         take_blocks(st, row, 0, m)
         st.S8[rid] = RUNNING
         start_slot(st, rid, nc, m, a, row)
+        record(st, t, TR_RESUMED, rid, nc)
         if st.RI[rid, I_GROUP] >= 0 and nc < st.RI[rid, I_GLEN]:
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
@@ -319,6 +329,9 @@ def _admit(st, t, cap, budget):
         if RI[rid, I_CACHED] < 0:  # first admission
             RI[rid, I_CACHED] = nc
             st.RF[rid, F_FSCHED] = t
+            record(st, t, TR_NEW, rid, nc)
+        else:
+            record(st, t, TR_RESUMED, rid, nc)
         st.S8[rid] = RUNNING
         start_slot(st, rid, nc, nh + m, a, row)
         if RI[rid, I_GROUP] >= 0 and nc < RI[rid, I_GLEN]:
@@ -366,6 +379,10 @@ def _apply(st, t):
             ctx += before
             s1 += a * before
             s2 += a * (a + 1)
+    if st.cfg[TRACE] >= 2:
+        for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
+            if SI[s, S_RID] >= 0 and (SI[s, S_EVT] >= 0 or SI[s, S_A] > 0):
+                record(st, t, TR_SCHEDULED, SI[s, S_RID], 1 if SI[s, S_EVT] >= 0 else SI[s, S_A])
     dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES])
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t

@@ -17,8 +17,7 @@ from simulator.kernel.layout import (
     END,
     F_FIN,
     F_FTOK,
-    FIN_LATER,
-    FIN_NOW,
+    FIN_N,
     IDLE,
     IDLE_NOW,
     IN_END,
@@ -27,6 +26,7 @@ from simulator.kernel.layout import (
     L_FINISHED,
     L_GENERATED,
     LAZY,
+    MAX_SEQS,
     MAX_STEPS,
     MAX_STEPS_HIT,
     N_RUN,
@@ -53,7 +53,12 @@ from simulator.kernel.layout import (
     T_NOW,
     T_PEEK,
     T_RET,
+    TR_FINISHED,
+    TR_FIRST_TOKEN,
+    TRACE,
+    TRACE_N,
     UNSTAGE,
+    UNTRACE,
     WAITERS,
     WQ_LEN,
 )
@@ -61,26 +66,26 @@ from simulator.kernel.lazy import close_up, lazify, next_marked, unmark, write_b
 from simulator.kernel.pool import cache_own_blocks, release_table
 from simulator.kernel.queues import wq_push
 from simulator.kernel.schedule import schedule
+from simulator.kernel.trace import record
 from simulator.rules import FINISHED, WAITING, itl_bin
 
 
-def _ended(st, rid, n):
-    """Record the ``n``-th request ended by this step for notification (if anybody listens)."""
+def _ended(st, rid):
+    """A request ended at this step's end: for notification if anybody listens, and counted."""
     if st.cfg[WAITERS] != 0:
-        st.fin[st.ctl[FIN_NOW] + st.ctl[FIN_LATER] + n] = rid
+        st.fin[st.ctl[FIN_N]] = rid
+    st.ctl[FIN_N] += 1
 
 
-def update(st, t, later):
+def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
     blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
-    them; the others that decode turn lazy. ``later``: the step ended inside this call."""
+    them; the others that decode turn lazy. Requests it aborted end with it, before those that finish."""
     ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
     bs = cfg[BS]
-    ndone = 0
-    for i in range(ctl[AB_N]):  # aborted when it was scheduled: ends with it
-        _ended(st, st.ab[i], ndone)
-        ndone += 1
+    for i in range(ctl[AB_N]):
+        _ended(st, st.ab[i])
     ctl[AB_N] = 0
     nfinished = 0
     ngaps = 0
@@ -115,6 +120,7 @@ def update(st, t, later):
                     run_n = 1
             else:
                 st.RF[SI[s, S_RID], F_FTOK] = t
+                record(st, t, TR_FIRST_TOKEN, SI[s, S_RID], 0)
             SF[s] = t
             if o >= SI[s, S_MAXT]:
                 rid = SI[s, S_RID]
@@ -126,8 +132,8 @@ def update(st, t, later):
                 write_back(st, s)
                 st.S8[rid] = FINISHED
                 st.RF[rid, F_FIN] = t
-                _ended(st, rid, ndone)
-                ndone += 1
+                record(st, t, TR_FINISHED, rid, 0)
+                _ended(st, rid)
                 nfinished += 1
                 SI[s, S_RID] = -1
                 unmark(bits, 0, s)
@@ -138,7 +144,6 @@ def update(st, t, later):
         hist[itl_bin(run_gap)] += run_n
     if (ctl[END] - ctl[N_RUN]) * 4 > ctl[END]:
         close_up(st)
-    ctl[FIN_LATER if later else FIN_NOW] += ndone
     ctl[ITL_N] += ngaps
     row = ctl[STAGE_N]
     st.stage[L_GENERATED, row] = nsamp
@@ -152,28 +157,25 @@ def update(st, t, later):
 
 def advance(st):
     """Finish the step in flight at ``fctl[T_NOW]``, then run steps while nothing outside the engine
-    can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event)."""
+    can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event), and
+    with ``cfg[WAITERS]`` the call returns at the end of any step that ended requests, before the
+    next step is scheduled (the caller reports them, then calls again)."""
     ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
-    ctl[FIN_NOW] = 0
-    ctl[FIN_LATER] = 0
+    ctl[FIN_N] = 0
     for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
         if st.S8[rid] == WAITING:
             wq_push(st, rid, False)
     ctl[IN_NEXT] = ctl[IN_END]
-    single = False
     if ctl[PENDING]:
-        update(st, t, False)
-        # Someone waits for a request that just ended: they act at this instant, after the next
-        # step is scheduled and before it ends, so only that one step can be scheduled now.
-        single = cfg[WAITERS] != 0 and ctl[FIN_NOW] > 0
-    first = True
+        update(st, t)
+    trace_room = 5 * (cfg[MAX_SEQS] + 1) + 8  # trace rows one step can add
     while True:
         fctl[T_RET] = t
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
-        if not first and cfg[WAITERS] != 0 and ctl[FIN_LATER] > 0:
+        if cfg[WAITERS] != 0 and ctl[FIN_N] > 0:
             return NOTIFY
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
             return IDLE_NOW
@@ -181,10 +183,11 @@ def advance(st):
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
+        if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
+            return UNTRACE
         t_end = t + schedule(st, t)
-        first = False
-        if single or not t_end < peek:
+        if not t_end < peek:
             fctl[T_RET] = t_end
             return STEPPED
-        update(st, t_end, True)
+        update(st, t_end)
         t = t_end

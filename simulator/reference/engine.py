@@ -5,16 +5,21 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from simulator import events as E
 from simulator.engine import Engine, SimulationStalled, TimeoutAt
 from simulator.reference.block_pool import BlockPool
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.reference.scheduler import Scheduler
+from simulator.rules import SWAPPED
 
 
 class ReferenceEngine(Engine):
     def __init__(self, env, cfg, num_gpu_blocks, cost, reqs, **kw) -> None:
         pool = BlockPool(num_gpu_blocks)
         self.sched = Scheduler(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching))
+        self._events_log: list[tuple[float, int, int, int]] = []
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
@@ -33,15 +38,21 @@ class ReferenceEngine(Engine):
                 raise self.max_steps_reached()
             start = env.now
             plan = sched.schedule(start)
+            if self.trace_level:
+                self._record_schedule(start, plan)
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
             out = sched.update(plan, env.now)
+            if self.trace_level:
+                self._record_update(env.now, plan, out)
             self.num_steps += 1
             log.add(start, dt, plan, out)
             if plan.aborted:
                 self._notify(plan.aborted)
             if out.finished:
                 self._notify(out.finished)
+            if self.clients_same_step and (plan.aborted or out.finished):
+                yield env.timeout(0)
             # Progress means computing tokens never computed before; steps that only redo
             # preempted work (or do nothing) for stall_steps in a row are a livelock.
             if plan.work.num_tokens - plan.recomputed_tokens <= 0:
@@ -50,6 +61,27 @@ class ReferenceEngine(Engine):
                     raise SimulationStalled(self.diagnose())
             else:
                 idle_steps = 0
+
+    def _record_schedule(self, t: float, plan) -> None:
+        R, rec = self.reqs, self._events_log
+        for rid in plan.preempted:
+            rec.append((t, E.PREEMPTED, rid, 2 if rid in plan.aborted else 1 if R.status[rid] == SWAPPED else 0))
+        for rid, hit in plan.prefix_hits:
+            rec.append((t, E.NEW if rid in plan.new else E.RESUMED, rid, hit))
+        if self.trace_level >= 2:
+            rec.extend((t, E.SCHEDULED, rid, a) for rid, a in zip(plan.rids, plan.num_new))
+
+    def _record_update(self, t: float, plan, out) -> None:
+        R, rec = self.reqs, self._events_log
+        finished = set(out.finished)
+        for rid in plan.rids:
+            if R.first_token[rid] == t:
+                rec.append((t, E.FIRST_TOKEN, rid, 0))
+            if rid in finished:
+                rec.append((t, E.FINISHED, rid, 0))
+
+    def trace_events(self) -> np.ndarray:
+        return np.array(self._events_log, np.float64).reshape(-1, 4)
 
     def queues(self) -> tuple[int, int, int, int]:
         s = self.sched

@@ -1,0 +1,81 @@
+"""Request events of a run, and the step-by-step view built from them and the step log.
+
+Asked to (``trace`` level 1: request events; 2: also every scheduled request's tokens each step),
+both engine steps record the same events, as rows of (time, kind, request, value): ``NEW`` and
+``RESUMED`` when a request is admitted (value: its prefix-cache hit tokens, or a swapped-in
+request's computed tokens), ``PREEMPTED`` (value: 0 recomputed, 1 swapped out, 2 aborted),
+``SCHEDULED`` (value: its tokens this step), ``FIRST_TOKEN`` and ``FINISHED``. A step's
+scheduling events carry its start time, its tokens and finishes its end time. ``step_records``
+joins them with the step log into one record per step, which is what the parity replay compares
+with vLLM's own traces and what the hand-computed tests read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SCHEDULED, NEW, RESUMED, PREEMPTED, FIRST_TOKEN, FINISHED = range(6)
+KINDS = ("scheduled", "new", "resumed", "preempted", "first_token", "finished")
+_AT_END = (FIRST_TOKEN, FINISHED)  # recorded at the step's end
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step: what it scheduled and what the state was right after scheduling."""
+
+    start: float
+    duration: float
+    scheduled: dict[int, int]  # request -> tokens, in scheduling order
+    new: tuple[int, ...]
+    resumed: tuple[int, ...]
+    preempted: tuple[int, ...]
+    swapped_out: tuple[int, ...]
+    aborted: tuple[int, ...]
+    prefix_hits: tuple[tuple[int, int], ...]  # (request, hit tokens) of the admitted, in order
+    finished: tuple[int, ...]
+    num_running: int
+    num_waiting: int
+    num_swapped: int
+    num_free_blocks: int
+    kv_usage: float
+    num_generated: int
+    recomputed_tokens: int
+
+
+def step_records(events: np.ndarray, log: dict[str, np.ndarray]) -> list[StepRecord]:
+    """One record per logged step, from the request events (level 2) and the step log's columns."""
+    starts, durations = log["start"].tolist(), log["duration"].tolist()
+    at_start = {t: k for k, t in enumerate(starts)}
+    at_end = {t + d: k for k, (t, d) in enumerate(zip(starts, durations))}
+    per_step: list[list[tuple[int, int, int]]] = [[] for _ in starts]
+    for t, kind, rid, value in events.tolist():
+        k = (at_end if int(kind) in _AT_END else at_start).get(t)
+        if k is not None:
+            per_step[k].append((int(kind), int(rid), int(value)))
+    out = []
+    for k, evs in enumerate(per_step):
+        def of(kind, evs=evs):
+            return tuple(r for c, r, _ in evs if c == kind)
+
+        out.append(StepRecord(
+            start=starts[k],
+            duration=durations[k],
+            scheduled={r: v for c, r, v in evs if c == SCHEDULED},
+            new=of(NEW),
+            resumed=of(RESUMED),
+            preempted=of(PREEMPTED),
+            swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == 1),
+            aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == 2),
+            prefix_hits=tuple((r, v) for c, r, v in evs if c in (NEW, RESUMED)),
+            finished=of(FINISHED),
+            num_running=int(log["num_running"][k]),
+            num_waiting=int(log["num_waiting"][k]),
+            num_swapped=int(log["num_swapped"][k]),
+            num_free_blocks=int(log["num_free_blocks"][k]),
+            kv_usage=float(log["kv_usage"][k]),
+            num_generated=int(log["num_generated"][k]),
+            recomputed_tokens=int(log["recomputed_tokens"][k]),
+        ))
+    return out
