@@ -47,7 +47,7 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
     try:
         sc, raw = load_scenario(path, overrides)
         result = simulate(sc)
-        summary = write_run(result, raw, out)
+        summary = {**write_run(result, raw, out), "wall_time_s": result.wall_s}
         if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
             summary = {**summary, "_hint": (
                 f"{summary['scenario']}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "

@@ -139,8 +139,6 @@ def summarize(result) -> dict:
             "num_in_flight_at_end": int(np.count_nonzero(status < FINISHED)),
             "simulated_time_s": t1,
             "num_steps": int(result.engine.num_steps),
-            "wall_time_s": result.wall_s,
-            "speedup_vs_real_time": t1 / result.wall_s if result.wall_s > 0 else None,
         }
     )
     if sc.slo is not None:

@@ -70,7 +70,8 @@ def engine_class(sc: Scenario) -> type[Engine]:
     return CompiledEngine
 
 
-def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
+def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
+    """The simulation of ``sc``, ready to run (``trace``: the request events the engine records)."""
     model = load_model(sc.model)
     gpu = load_gpu(sc.hardware.gpu)
     tp = sc.hardware.tensor_parallel_size
@@ -122,6 +123,7 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
         max_model_len=max_len,
         max_steps=sc.run.max_steps,
         log=log,
+        trace=trace,
     )
     engine.expected = start_workload(
         env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len
@@ -132,9 +134,9 @@ def build(sc: Scenario) -> tuple[simpy.Environment, Engine, dict]:
     return env, engine, parts
 
 
-def simulate(sc: Scenario) -> Result:
+def simulate(sc: Scenario, trace: int = 0) -> Result:
     t0 = time.perf_counter()
-    env, engine, parts = build(sc)
+    env, engine, parts = build(sc, trace)
     until = sc.run.duration_s
     # Everything alive now (imported libraries, the engine's state) lives through the run: keep
     # the cyclic garbage collector from re-scanning it at every full collection the run triggers.

@@ -68,9 +68,10 @@ def run_point(data: dict, out: str) -> dict:
         return {**json.loads(done.read_text()), "cached": True}
     try:
         sc = scenario_from_dict(data)
-        summary = write_run(simulate(sc), data, out_dir)
+        result = simulate(sc)
+        summary = write_run(result, data, out_dir)
         atomic_write_text(out_dir / "scenario.yaml", resolved)
-        return {**summary, "cached": False}
+        return {**summary, "cached": False, "wall_time_s": result.wall_s}
     except ConfigError as e:
         return {"error": str(e)}
     except Exception as e:  # a broken point must not kill the sweep; report it in full
@@ -181,7 +182,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
         elif "error" in r:
             row.update(status="failed", error=r["error"])
         else:
-            row.update(status="ok", **{k: v for k, v in r.items() if k != "cached"})
+            row.update(status="ok", **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s")})
         rows.append(row)
     df = pd.DataFrame(rows)
     write_csv(df, out / "sweep.csv")

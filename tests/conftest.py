@@ -1,75 +1,62 @@
-"""Factories for tests: a scheduler with a hand-sized pool, and a tiny simulation with a constant step cost."""
+"""Factories for tests: a tiny simulation with a hand-sized pool and a constant step cost, on either
+engine step (the readable reference or the compiled production step)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+import numpy as np
+import pytest
 import simpy
 from hypothesis import settings
 
-from simulator.block_pool import BlockPool
-from simulator.cost import StepWork
-from simulator.engine import Engine
-from simulator.kv_cache import KVCacheManager
+from simulator.cost import ConstantCost
+from simulator.events import step_records
+from simulator.kernel import layout as L
+from simulator.kernel.engine import CompiledEngine
+from simulator.reference.engine import ReferenceEngine
 from simulator.requests import RequestTable
-from simulator.scheduler import Scheduler, SchedulerConfig
+from simulator.rules import SchedulerConfig
 
 # CI explores the same examples every run (reproducible results); locally Hypothesis keeps exploring.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-
-@dataclass(frozen=True)
-class ConstantCost:
-    """Every step costs ``step_s`` plus swap traffic at ``swap_bw`` bytes/s."""
-
-    step_s: float = 1.0
-    swap_bw: float = 1000.0
-
-    def step_time(self, w: StepWork) -> float:
-        return self.step_s + w.swap_bytes / self.swap_bw
+ENGINES = {"reference": ReferenceEngine, "compiled": CompiledEngine}
 
 
-def make_scheduler(num_gpu_blocks: int = 11, **overrides) -> Scheduler:
-    cfg = replace(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=8, block_size=4), **overrides)
-    reqs = RequestTable(capacity=8)
-    kv = KVCacheManager(BlockPool(num_gpu_blocks), cfg.block_size, cfg.enable_prefix_caching)
-    return Scheduler(cfg, reqs, kv)
+@pytest.fixture(params=list(ENGINES))
+def engine(request) -> str:
+    """Run the test on each engine step."""
+    return request.param
 
 
 class Sim:
-    """A simulation driven by an explicit request list: (arrival_s, prompt_len, max_tokens[, group, group_len])."""
+    """A simulation driven by an explicit request list: (arrival_s, prompt_len, max_tokens[, group, group_len
+    [, priority]]) on one engine step, every step costing ``step_s`` (plus swap traffic at ``swap_bw`` bytes/s).
 
-    def __init__(self, requests, num_gpu_blocks: int = 11, cost=None, check=True, max_model_len=10**6, **overrides):
-        self.sched = make_scheduler(num_gpu_blocks, **overrides)
+    ``steps``: one ``simulator.events.StepRecord`` per step (what it scheduled, preempted, admitted...).
+    """
+
+    def __init__(self, requests, num_gpu_blocks: int = 11, engine: str = "reference", step_s: float = 1.0,
+                 swap_bw: float = 1000.0, max_model_len=10**6, **overrides):
+        cfg = replace(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=8, block_size=4), **overrides)
         self.env = simpy.Environment()
-        self.plans = []
-        self.check = check
-        self.engine = Engine(
-            self.env,
-            self.sched,
-            cost or ConstantCost(),
-            self.sched.reqs,
-            max_model_len=max_model_len,
-            max_blocks_per_request=self.sched.pool.num_blocks,
-        )
-        self._wrap()
-        self.env.process(self._arrivals(sorted(requests, key=lambda r: r[0])))
+        self.engine = ENGINES[engine](self.env, cfg, num_gpu_blocks, ConstantCost(step_s, swap_bw), RequestTable(8),
+                                      max_model_len=max_model_len, trace=2)
+        if engine == "reference":  # the pool's invariants after every step's scheduling
+            sched = self.engine.sched
+            schedule = sched.schedule
 
-    def _wrap(self):
-        sched, plans = self.sched, self.plans
-        orig = sched.schedule
-
-        def schedule(now):
-            plan = orig(now)
-            plans.append(plan)
-            if self.check:
+            def checked(now):
+                plan = schedule(now)
                 sched.pool.check()
-            return plan
+                return plan
 
-        sched.schedule = schedule
+            sched.schedule = checked
+        self.env.process(self._arrivals(sorted(requests, key=lambda r: r[0])))
 
     def _arrivals(self, requests):
         for r in requests:
@@ -77,12 +64,42 @@ class Sim:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
             extra = {"group": r[3], "group_len": r[4]} if len(r) > 3 else {}
+            if len(r) > 5:
+                extra["priority"] = r[5]
             self.engine.submit(r[1], r[2], **extra)
 
     def run(self, until=None):
         self.env.run(until=until)
+        self.engine.finish_run()
+        if isinstance(self.engine, CompiledEngine):
+            check_compiled_state(self.engine)
+        self.steps = step_records(self.engine.trace_events(), self.engine.log.columns())
         return self
 
     @property
     def reqs(self):
-        return self.sched.reqs
+        return self.engine.reqs
+
+    def free_blocks(self) -> int:
+        return self.engine.queues()[3]
+
+
+def check_compiled_state(eng: CompiledEngine) -> None:
+    """Invariants of the compiled step's block pool: a block is in the free queue exactly when nobody
+    holds it, the free count matches, every running request's table holds its blocks, and the
+    reference counts equal the number of tables holding each block."""
+    st = eng.st
+    ctl, B = st.ctl, st.B
+    ref = B[:, L.B_REF]
+    assert (ref >= 0).all()
+    h, t = int(ctl[L.P_HEAD]), int(ctl[L.P_TAIL])
+    q = st.queue[:, h:t]
+    valid = (ref[q[0]] == 0) & (B[q[0], L.B_SERIAL] == q[1])
+    assert int(valid.sum()) == int(ctl[L.FREE]) == int((ref == 0).sum())
+    assert len(set(q[0][valid].tolist())) == int(valid.sum())  # no block queued twice
+    held = np.zeros(len(B), np.int64)
+    for s in range(int(ctl[L.END])):
+        if st.SI[s, L.S_RID] >= 0:
+            row, n = st.SI[s, L.S_ROW], st.SI[s, L.S_NBLK]
+            np.add.at(held, st.tables[row, :n], 1)
+    assert (held == ref).all()

@@ -1,47 +1,47 @@
-"""Hand-computed timelines: block size 4, a step costs exactly 1 s (swap traffic at 1000 B/s)."""
+"""Hand-computed timelines: block size 4, a step costs exactly 1 s (swap traffic at 1000 B/s), on both
+engine steps (the ``engine`` fixture runs each test on the reference and on the compiled step)."""
 
 from __future__ import annotations
 
-import numpy as np
 from conftest import Sim
 
-
-def sched_tokens(plan):
-    return {int(r): int(a) for r, a in zip(plan.rids, plan.num_new)}
+from simulator.rules import ABORTED, FINISHED, REJECTED
 
 
-def test_two_requests_chunked_prefill_exact_timeline():
+def test_two_requests_chunked_prefill_exact_timeline(engine):
     """Budget 8: R0's 6-token prompt and 2 of R1's 5 share step 0; R1 finishes its prompt in step 1."""
-    sim = Sim([(0.0, 6, 3), (0.0, 5, 2)], num_gpu_blocks=11).run()
-    plans = sim.plans
-    assert [sched_tokens(p) for p in plans] == [{0: 6, 1: 2}, {0: 1, 1: 3}, {0: 1, 1: 1}]
-    assert [p.num_free_blocks for p in plans] == [7, 6, 6]
-    assert [round(p.kv_usage, 6) for p in plans] == [0.3, 0.4, 0.4]
+    sim = Sim([(0.0, 6, 3), (0.0, 5, 2)], num_gpu_blocks=11, engine=engine).run()
+    steps = sim.steps
+    assert [s.scheduled for s in steps] == [{0: 6, 1: 2}, {0: 1, 1: 3}, {0: 1, 1: 1}]
+    assert [s.num_free_blocks for s in steps] == [7, 6, 6]
+    assert [round(s.kv_usage, 6) for s in steps] == [0.3, 0.4, 0.4]
     R = sim.reqs
     assert list(R.first_token[:2]) == [1.0, 2.0]
     assert list(R.finish[:2]) == [3.0, 3.0]
     assert list(R.num_out[:2]) == [3, 2]
-    assert sim.sched.pool.num_free == 10
-    assert plans[0].new == (0, 1)
+    assert sim.free_blocks() == 10
+    assert steps[0].new == (0, 1)
+    assert [s.finished for s in steps] == [(), (), (0, 1)]
 
 
-def _preemption_case(**overrides):
+def _preemption_case(engine, **overrides):
     # 4 usable blocks; both requests grow to 9 tokens; at step 5 R0 needs a third block.
-    return Sim([(0.0, 4, 6), (0.0, 4, 6)], num_gpu_blocks=5, max_num_batched_tokens=100, **overrides).run()
+    return Sim([(0.0, 4, 6), (0.0, 4, 6)], num_gpu_blocks=5, max_num_batched_tokens=100, engine=engine,
+               **overrides).run()
 
 
-def test_recompute_preemption_victim_and_recomputed_tokens():
+def test_recompute_preemption_victim_and_recomputed_tokens(engine):
     """The tail (R1) is preempted at step 5, re-hits its first block from the prefix cache, recomputes 4 tokens."""
-    sim = _preemption_case()
-    plans = sim.plans
-    assert len(plans) == 7
-    assert [p.preempted for p in plans] == [(), (), (), (), (), (1,), ()]
-    assert sched_tokens(plans[5]) == {0: 1}
+    sim = _preemption_case(engine)
+    steps = sim.steps
+    assert len(steps) == 7
+    assert [s.preempted for s in steps] == [(), (), (), (), (), (1,), ()]
+    assert steps[5].scheduled == {0: 1}
     # R1 comes back with 4 cached tokens (block 0 survived; block 1 was handed to R0) and prefills 5.
-    assert plans[6].resumed == (1,)
-    assert plans[6].prefix_hits == ((1, 4),)
-    assert sched_tokens(plans[6]) == {1: 5}
-    assert plans[6].recomputed_tokens == 4
+    assert steps[6].resumed == (1,)
+    assert steps[6].prefix_hits == ((1, 4),)
+    assert steps[6].scheduled == {1: 5}
+    assert steps[6].recomputed_tokens == 4
     R = sim.reqs
     assert list(R.preemptions[:2]) == [0, 1]
     assert list(R.recomputed[:2]) == [0, 4]
@@ -49,22 +49,23 @@ def test_recompute_preemption_victim_and_recomputed_tokens():
     assert list(R.num_out[:2]) == [6, 6]
 
 
-def test_recompute_without_prefix_caching_recomputes_everything():
+def test_recompute_without_prefix_caching_recomputes_everything(engine):
     """Without prefix caching the victim re-prefills all 8 tokens it had computed (plus the pending one)."""
-    sim = _preemption_case(enable_prefix_caching=False)
-    assert sched_tokens(sim.plans[6]) == {1: 9}
-    assert sim.plans[6].recomputed_tokens == 8
+    sim = _preemption_case(engine, enable_prefix_caching=False)
+    assert sim.steps[6].scheduled == {1: 9}
+    assert sim.steps[6].recomputed_tokens == 8
 
 
-def test_swap_preemption_bytes_and_time():
+def test_swap_preemption_bytes_and_time(engine):
     """Swap: R1's 2 blocks (1000 B each) go out at step 5 and come back at step 6; each copy costs 2 s."""
-    sim = _preemption_case(preemption_mode="swap", swap_space_blocks=10, block_bytes=1000.0)
-    plans = sim.plans
-    assert len(plans) == 7
-    assert plans[5].preempted == (1,)
-    assert plans[5].work.swap_bytes == 2000.0
-    assert plans[6].work.swap_bytes == 2000.0
-    assert sched_tokens(plans[6]) == {1: 1}
+    sim = _preemption_case(engine, preemption_mode="swap", swap_space_blocks=10, block_bytes=1000.0)
+    steps = sim.steps
+    assert len(steps) == 7
+    assert steps[5].preempted == steps[5].swapped_out == (1,)
+    assert steps[5].num_swapped == 1
+    assert steps[6].resumed == (1,) and steps[6].prefix_hits == ((1, 8),)  # its 8 computed tokens come back
+    assert steps[6].scheduled == {1: 1}
+    assert [s.duration for s in steps] == [1.0] * 5 + [3.0, 3.0]
     R = sim.reqs
     assert R.swapped_bytes[1] == 4000.0
     assert R.recomputed[1] == 0
@@ -72,53 +73,77 @@ def test_swap_preemption_bytes_and_time():
     assert list(R.finish[:2]) == [8.0, 11.0]
 
 
-def test_swap_space_full_falls_back_to_recompute_or_aborts():
+def test_swap_space_full_falls_back_to_recompute_or_aborts(engine):
     """No host space: the victim is recomputed (default) or aborted (V0 behaviour)."""
-    sim = _preemption_case(preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0)
+    sim = _preemption_case(engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0)
     assert sim.reqs.recomputed[1] > 0 and sim.reqs.swapped_bytes[1] == 0
-    sim = _preemption_case(preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0, on_swap_full="abort")
-    assert sim.plans[5].aborted == (1,)
-    assert sim.reqs.status[1] == 5  # ABORTED
+    assert sim.steps[5].preempted == (1,) and sim.steps[5].swapped_out == ()
+    sim = _preemption_case(engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0,
+                           on_swap_full="abort")
+    assert sim.steps[5].aborted == (1,)
+    assert sim.reqs.status[1] == ABORTED and sim.reqs.finish[1] == 5.0
     assert sim.engine.num_done == 2
 
 
-def test_max_num_seqs_caps_running_not_scheduled():
+def test_max_num_seqs_caps_running_not_scheduled(engine):
     """With max_num_seqs=2 the third request waits until one of the first two finishes."""
-    sim = Sim([(0.0, 2, 2), (0.0, 2, 5), (0.0, 2, 2)], num_gpu_blocks=20, max_num_seqs=2).run()
-    p = sim.plans
-    assert p[0].new == (0, 1) and p[0].num_running == 2 and p[0].num_waiting == 1
+    sim = Sim([(0.0, 2, 2), (0.0, 2, 5), (0.0, 2, 2)], num_gpu_blocks=20, max_num_seqs=2, engine=engine).run()
+    s = sim.steps
+    assert s[0].new == (0, 1) and s[0].num_running == 2 and s[0].num_waiting == 1
     # R0 finishes at the end of step 1; R2 is admitted in step 2.
-    assert p[2].new == (2,)
+    assert s[1].finished == (0,)
+    assert s[2].new == (2,)
 
 
-def test_fcfs_head_of_line_blocks_admission():
+def test_fcfs_head_of_line_blocks_admission(engine):
     """A waiting request that does not fit stops admission: the small one behind it waits too."""
     # 7 usable blocks. After step 1, R0 holds 6 and one is free: R1 (2 blocks) cannot fit, R2 (1 block) could.
-    sim = Sim([(0.0, 20, 3), (0.5, 8, 1), (0.5, 4, 1)], num_gpu_blocks=8, max_num_batched_tokens=100).run()
-    assert sim.plans[1].num_free_blocks == 1 and sim.plans[1].num_waiting == 2
-    assert sim.plans[2].num_free_blocks == 1 and sim.plans[2].num_waiting == 2
+    sim = Sim([(0.0, 20, 3), (0.5, 8, 1), (0.5, 4, 1)], num_gpu_blocks=8, max_num_batched_tokens=100,
+              engine=engine).run()
+    assert sim.steps[1].num_free_blocks == 1 and sim.steps[1].num_waiting == 2
+    assert sim.steps[2].num_free_blocks == 1 and sim.steps[2].num_waiting == 2
     assert list(sim.reqs.first_scheduled[1:3]) == [3.0, 3.0]
-    assert sim.plans[3].new == (1, 2)
+    assert sim.steps[3].new == (1, 2)
 
 
-def test_shared_prefix_hits_blocks_of_a_running_request():
+def test_priority_preempts_the_least_urgent_even_ahead_of_the_scheduled(engine):
+    """Priority scheduling: the victim is the least urgent request wherever it sits in the running list;
+    when that is the request being scheduled, the running pass ends there, so the more urgent request
+    behind it runs nothing in that step."""
+    # R0 (priority 1) is admitted at step 0, R1 (priority 0) at step 1; 4 usable blocks. At step 5 R0
+    # needs its third block, none is free, and R0 itself is the victim.
+    sim = Sim([(0.0, 4, 8, -1, 0, 1), (0.5, 4, 8, -1, 0, 0)], num_gpu_blocks=5, max_num_batched_tokens=100,
+              policy="priority", engine=engine).run()
+    s = sim.steps
+    assert [x.new for x in s[:2]] == [(0,), (1,)]
+    assert [x.num_free_blocks for x in s[:5]] == [3, 1, 0, 0, 0]
+    assert s[5].preempted == (0,) and s[5].scheduled == {}
+    assert s[6].scheduled == {1: 1}  # R0 waits: its 2 cached blocks + 1 new do not fit in the 2 free
+    R = sim.reqs
+    assert R.status[0] == R.status[1] == FINISHED
+    assert R.finish[1] < R.finish[0] and R.preemptions[0] == 1 and R.preemptions[1] == 0
+
+
+def test_shared_prefix_hits_blocks_of_a_running_request(engine):
     """A second request of the same group re-uses the group's 2 full blocks while the first still runs."""
-    sim = Sim([(0.0, 12, 4, 0, 8), (1.0, 12, 4, 0, 8)], num_gpu_blocks=20, max_num_batched_tokens=100).run()
-    hits = dict(h for p in sim.plans for h in p.prefix_hits)
+    sim = Sim([(0.0, 12, 4, 0, 8), (1.0, 12, 4, 0, 8)], num_gpu_blocks=20, max_num_batched_tokens=100,
+              engine=engine).run()
+    hits = dict(h for s in sim.steps for h in s.prefix_hits)
     assert hits == {0: 0, 1: 8}
     assert sim.reqs.cached_tokens[1] == 8
 
 
-def test_request_larger_than_pool_is_rejected_not_looping():
+def test_request_larger_than_pool_is_rejected_not_looping(engine):
     """A request that needs more blocks than the whole pool is rejected at arrival with a reason."""
-    sim = Sim([(0.0, 40, 10), (0.0, 4, 2)], num_gpu_blocks=5).run()
-    assert sim.reqs.status[0] == 4  # REJECTED
+    sim = Sim([(0.0, 40, 10), (0.0, 4, 2)], num_gpu_blocks=5, engine=engine).run()
+    assert sim.reqs.status[0] == REJECTED
     assert "more than the whole pool" in sim.engine.reject_reasons[0]
-    assert sim.reqs.status[1] == 3  # FINISHED
+    assert sim.reqs.status[1] == FINISHED
 
 
-def test_null_block_is_not_usable():
+def test_null_block_is_not_usable(engine):
     """vLLM keeps one block aside: 11 blocks give 10 usable ones."""
-    sim = Sim([], num_gpu_blocks=11)
-    assert sim.sched.pool.num_blocks == 10
-    assert np.isclose(sim.sched.pool.usage, 0.0)
+    sim = Sim([], num_gpu_blocks=11, engine=engine).run()
+    assert sim.engine.num_blocks == 10 and sim.free_blocks() == 10
+    sim = Sim([(0.0, 4, 1)], num_gpu_blocks=11, engine=engine).run()
+    assert sim.steps[0].num_free_blocks == 9 and round(sim.steps[0].kv_usage, 12) == 0.1

@@ -1,14 +1,15 @@
-"""Step-for-step parity with traces of the real vLLM engine (tests/parity/fixtures, see tools/parity/README.md)."""
+"""Step-for-step parity with traces of the real vLLM engine (tests/parity/fixtures, see tools/parity/README.md),
+through both engine steps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from simulator.block_pool import BlockPool
-from simulator.parity import check, main_parity
+from simulator.parity import ENGINES, check, main_parity
+from simulator.reference.block_pool import BlockPool
+from simulator.reference.kv_cache import KVCacheManager
 
 FIXTURES = sorted((Path(__file__).parent / "parity" / "fixtures").glob("*.csv"))
 
@@ -17,26 +18,28 @@ FIXTURES = sorted((Path(__file__).parent / "parity" / "fixtures").glob("*.csv"))
 KNOWN_DIVERGENT: dict[str, str] = {}
 
 
-def _param(p: Path):
+def _param(p: Path, engine: str):
     reason = KNOWN_DIVERGENT.get(p.stem)
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(p, id=p.stem, marks=marks)
+    return pytest.param(p, engine, id=f"{p.stem}-{engine}", marks=marks)
 
 
-@pytest.mark.parametrize("trace", [_param(p) for p in FIXTURES])
-def test_fixture_matches_exactly(trace: Path):
-    r = check(trace)
-    assert r.exact, f"{r.name}: {r.matching_steps}/{r.steps_expected} leading steps match\n{r.detail}"
+@pytest.mark.parametrize(("trace", "engine"), [_param(p, e) for p in FIXTURES for e in ENGINES])
+def test_fixture_matches_exactly(trace: Path, engine: str):
+    r = check(trace, engine)
+    assert r.exact, f"{r.name} ({engine}): {r.matching_steps}/{r.steps_expected} leading steps match\n{r.detail}"
 
 
 def test_match_rate(capsys):
+    """``servesim parity`` over every fixture: exit code 0 (all exact), and the report says so."""
     assert FIXTURES, "no parity fixtures found"
     rc = main_parity([str(p) for p in FIXTURES])
     out = capsys.readouterr().out
     with capsys.disabled():
         print("\n" + out.strip().splitlines()[-1])
-    assert rc in (0, 1)
-    assert "fixtures exact" in out
+    assert rc == 0, out
+    n = len(FIXTURES) * len(ENGINES)
+    assert f"parity: {n}/{n} replays exact" in out
 
 
 def test_free_queue_order_follows_vllm():
@@ -45,30 +48,26 @@ def test_free_queue_order_follows_vllm():
     a = pool.allocate(3)  # 0 1 2
     b = pool.allocate(2)  # 3 4
     # Free a tail first: its last block is partial (no hash), the first two are cached.
-    pool.free(a[::-1], np.array([False, True, True]))
-    assert pool.free_order().tolist() == [2, 5, 6, 7, 1, 0]
-    pool.free(b[::-1])  # caching off / unhashed: both to the front, tail block first
-    assert pool.free_order().tolist() == [4, 3, 2, 5, 6, 7, 1, 0]
+    pool.free(a[::-1], [False, True, True])
+    assert pool.free_order() == [2, 5, 6, 7, 1, 0]
+    pool.free(b[::-1], [False, False])  # caching off / unhashed: both to the front, tail block first
+    assert pool.free_order() == [4, 3, 2, 5, 6, 7, 1, 0]
     got = pool.allocate(4)
-    assert got.tolist() == [4, 3, 2, 5]
-    pool.touch(np.array([1]))  # a prefix hit takes a cached block out of the queue
-    assert pool.free_order().tolist() == [6, 7, 0]
+    assert got == [4, 3, 2, 5]
+    pool.touch([1])  # a prefix hit takes a cached block out of the queue
+    assert pool.free_order() == [6, 7, 0]
     pool.check()
 
 
 def test_second_copy_of_a_block_serves_hits_after_the_first_is_evicted():
     """vLLM keeps every copy cached under a hash; a lookup gets the earliest one still cached."""
-    from simulator.kv_cache import KVCacheManager
-
     pool = BlockPool(9)
     kv = KVCacheManager(pool, block_size=4, enable_caching=True)
     for rid in (0, 1):  # two requests of group 0 compute the same 2 prefix blocks concurrently
-        kv.admit(rid, np.empty(0, np.int64))
+        kv.admit(rid, [])
         kv.allocate(rid, 3)
         kv.cache_group_blocks(rid, 0, 8, 12)
-    ids, _ = kv.lookup(20, 0, 8, key=7)
-    assert ids.tolist() == [0, 1]  # request 0's copies were cached first
+    assert kv.lookup(20, 0, 8, key=7) == [0, 1]  # request 0's copies were cached first
     kv.free(0, 12, 0, 8, 0, cache_own=False)
     pool.allocate(pool.num_free)  # evicts everything free, request 0's copies included
-    ids, _ = kv.lookup(20, 0, 8, key=7)
-    assert ids.tolist() == [3, 4]  # request 1's copies still serve the hit
+    assert kv.lookup(20, 0, 8, key=7) == [3, 4]  # request 1's copies still serve the hit

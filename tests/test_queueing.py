@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import ConstantCost, Sim
+from conftest import Sim
 
 from simulator.config import load_scenario
 from simulator.run import simulate
 
 
-def test_single_server_matches_md1_waiting_time():
+def test_single_server_matches_md1_waiting_time(engine):
     """max_num_seqs=1 with fixed lengths and a constant step cost is an M/D/1 queue: Wq = rho D / (2 (1 - rho))."""
     rng = np.random.default_rng(7)
     lam, n = 0.5, 8000
     arrivals = np.cumsum(rng.exponential(1 / lam, n))
     # Prompt 4 fits one step; 4 output tokens -> 4 steps of 0.25 s: D = 1 s.
-    sim = Sim([(float(t), 4, 4) for t in arrivals], num_gpu_blocks=64, cost=ConstantCost(0.25), check=False,
+    sim = Sim([(float(t), 4, 4) for t in arrivals], num_gpu_blocks=64, step_s=0.25, engine=engine,
               max_num_seqs=1, max_num_batched_tokens=64).run()
     R = sim.reqs
     service = R.finish[:n] - R.first_scheduled[:n]

@@ -4,6 +4,7 @@ stalls, broken sweep points, interrupted sweeps, and identical results across pr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -54,7 +55,7 @@ def test_enormous_concurrency_is_admitted_as_memory_allows():
 def test_watchdog_stops_a_stalled_engine_with_a_diagnostic():
     """An engine that has work but schedules nothing raises SimulationStalled naming queues and pool, instead of hanging."""
     sim = Sim([], num_gpu_blocks=8)
-    sim.sched.has_work = lambda: True  # work that can never be scheduled
+    sim.engine.sched.has_work = lambda: True  # work that can never be scheduled
     with pytest.raises(SimulationStalled, match=r"no progress for \d+ steps.*waiting=.*free_blocks="):
         sim.run(until=1e9)
 
@@ -81,7 +82,7 @@ def test_results_identical_across_processes(tmp_path):
         d = tmp_path / f"r{i}"
         subprocess.run([sys.executable, "-m", "simulator", "run", "--out", str(d), "--set", "run.duration_s=15",
                         "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=200"],
-                       check=True, capture_output=True, env={"PYTHONHASHSEED": str(i), "PATH": ""})
+                       check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(i)})
         outs.append(d)
     for name in ("requests.csv", "steps.csv"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()

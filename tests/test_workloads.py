@@ -8,12 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import simpy
-from conftest import ConstantCost, make_scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.config import Scenario, build, load_scenario
-from simulator.engine import Engine
+from simulator.cost import ConstantCost
+from simulator.kernel.engine import CompiledEngine
+from simulator.requests import RequestTable
+from simulator.rules import SchedulerConfig
 from simulator.errors import ConfigError
 from simulator.metrics import request_frame
 from simulator.run import simulate
@@ -51,13 +53,14 @@ def record(w: WorkloadConfig, n: int | None, seed: int = 0, until: float | None 
 
 def engine_run(w: WorkloadConfig, until: float, seed: int = 0, step_s: float = 0.05, blocks: int = 20_000, seqs: int = 256):
     """The real engine and scheduler with a constant step cost, fed by ``w``."""
-    sched = make_scheduler(blocks, max_num_seqs=seqs, max_num_batched_tokens=4096, block_size=16,
-                           cache_finished_content=keeps_finished_content(w))
+    cfg = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=4096, block_size=16,
+                          cache_finished_content=keeps_finished_content(w))
     env = simpy.Environment()
-    eng = Engine(env, sched, ConstantCost(step_s), sched.reqs, max_model_len=10**6, max_blocks_per_request=sched.pool.num_blocks)
+    eng = CompiledEngine(env, cfg, blocks, ConstantCost(step_s), RequestTable(), max_model_len=10**6)
     start_workload(env, eng.submit, w, seed, None)
     env.run(until=until)
-    return eng, sched.reqs.columns()
+    eng.finish_run()
+    return eng, eng.reqs.columns()
 
 
 def mean_ci(x: np.ndarray) -> tuple[float, float]:
@@ -138,7 +141,7 @@ def test_closed_loop_holds_exactly_c_in_flight_and_follows_concurrency_steps():
 
 
 
-@pytest.mark.parametrize("kernel", ["python", "compiled"])
+@pytest.mark.parametrize("kernel", ["reference", "compiled"])
 def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, kernel):
     """Closed-loop clients without think time run as callbacks on their requests' completion events;
     forced back into one SimPy process each, the run is byte-identical (ramp-up, a request budget,

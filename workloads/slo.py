@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.requests import FINISHED
+from simulator.rules import FINISHED
 from workloads.factory import class_specs
 
 

@@ -52,7 +52,7 @@ def _compiled_copies(njit) -> dict[str, object]:
         for name, fn in vars(m).items():
             if isinstance(fn, types.FunctionType) and fn.__module__ == m.__name__:
                 copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-                compiled[fn] = njit(inline="never" if name in cold else "always", _nrt=False)(copy)
+                compiled[fn] = njit(inline="never" if name in cold else "always")(copy)
     for scope in scopes:
         for name, obj in scope.items():
             if isinstance(obj, types.FunctionType) and obj in compiled:
@@ -79,7 +79,7 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
         warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
         from numba.pycc import CC
 
-    fns = _compiled_copies(njit)
+    fns = _compiled_copies(lambda **kw: njit(_nrt=False, **kw))
     st_t = state_type(example)
     cc = CC(name)
     cc.output_dir = str(path.parent)
@@ -104,10 +104,13 @@ def module_name(path: Path) -> str:
 
 
 def jit_functions():
-    """The entry points compiled just in time (when no extension can be built)."""
+    """The entry points compiled just in time (when no extension can be built), cached on disk in a
+    directory of their own sources' hash (numba's cache does not notice a change in a callee)."""
+    import numba
     from numba import njit
 
-    fns = _compiled_copies(lambda **kw: njit(cache=False, **kw))
+    numba.config.CACHE_DIR = str(cache_dir() / f"numba_{source_hash()}")
+    fns = _compiled_copies(lambda **kw: njit(cache=True, _nrt=False, **kw))
     return types.SimpleNamespace(advance=fns["advance"], write_back_all=fns["write_back_all"])
 
 
