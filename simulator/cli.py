@@ -197,7 +197,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from workloads.trace import main_trace
+    from simulator.tracegen import main_trace
 
     return main_trace(args.rest)
 

@@ -7,18 +7,15 @@ path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
 
+from simulator import fields
 from simulator.errors import ConfigError
-from simulator.fields import F
+from simulator.fields import F, build
 from workloads.config import SLOConfig, WorkloadConfig
 
 
@@ -81,104 +78,6 @@ class Scenario:
     cost: CostConfig = F(CostConfig(), "step cost model overrides")
     slo: Union[SLOConfig, None] = F(None, "latency targets: adds goodput to the summary and an SLO-aware sweep recommendation")
     sweep: dict = F({}, "`servesim sweep` grid: field path -> list of values, e.g. {engine.max_num_seqs: [256, 512]}")
-
-
-# ---- generic loading ----------------------------------------------------------------------------
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
-    if dataclasses.is_dataclass(tp):
-        return "mapping"
-    return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
-
-
-def _coerce(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(a, value, path)
-            except ConfigError as e:
-                errors.append(e)
-        raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-            extra = f"; did you mean {hint[0]!r}?" if hint else ""
-            raise ConfigError(f"{path} must be one of {', '.join(map(repr, choices))} (got {value!r}){extra}")
-        return value
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path} must be a mapping (got {value!r})")
-        return build(tp, value, path)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path} must be true or false (got {value!r})")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise ConfigError(f"{path} must be an integer (got {value!r})")
-        return int(value)
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{path} must be a number (got {value!r})")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{path} must be a string (got {value!r})")
-        return value
-    if tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path} must be a mapping (got {value!r})")
-        return value
-    raise TypeError(f"unsupported field type {tp}")
-
-
-def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) -> None:
-    if value is None or isinstance(value, (bool, str, dict)) or dataclasses.is_dataclass(value):
-        return
-    unit = f.metadata.get("unit", "")
-    u = f" {unit}" if unit else ""
-    for rule, op, ok in (
-        ("ge", ">=", lambda v, b: v >= b),
-        ("gt", ">", lambda v, b: v > b),
-        ("le", "<=", lambda v, b: v <= b),
-        ("lt", "<", lambda v, b: v < b),
-    ):
-        bound = f.metadata.get(rule)
-        if bound is not None and not ok(value, bound):
-            raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
-
-
-def build(cls: type, data: dict, path: str = "") -> Any:
-    """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean."""
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in fields:
-            where = f"{path}.{key}" if path else str(key)
-            hint = difflib.get_close_matches(str(key), list(fields), n=1)
-            extra = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(fields)}"
-            raise ConfigError(f"{where}: unknown key{extra}")
-    kwargs = {}
-    for name, f in fields.items():
-        where = f"{path}.{name}" if path else name
-        if name in data:
-            value = _coerce(hints[name], data[name], where)
-            _check_bounds(f, value, where, data[name])
-            kwargs[name] = value
-    return cls(**kwargs)
 
 
 def _set_path(data: dict, dotted: str, value: Any) -> None:
@@ -268,20 +167,6 @@ def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple
 DEFAULT_SCENARIO = Path(__file__).parent / "data" / "default_scenario.yaml"
 
 
-def field_reference(cls: type = Scenario, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:
+def field_reference(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:
     """(path, type, default, unit, vLLM knob, doc) for every scenario field, for docs and `servesim fields`."""
-    rows = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}{f.name}"
-        tp = hints[f.name]
-        inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
-        sub = tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None)
-        default = f.default if f.default is not dataclasses.MISSING else None
-        if sub is not None:
-            rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
-            rows.extend(field_reference(sub, path + "."))
-        else:
-            d = "null" if default is None else repr(default)
-            rows.append((path, _type_name(tp), d, f.metadata.get("unit", ""), f.metadata.get("vllm", ""), f.metadata.get("doc", "")))
-    return rows
+    return fields.field_reference(Scenario if cls is None else cls, prefix)

@@ -10,35 +10,13 @@ compiled production step, many steps per call while nothing outside the engine c
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from simulator.cost import CostModel
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, SchedulerConfig, cdiv
 from simulator.step_log import StepLog
-
-
-class TimeoutAt(simpy.Timeout):
-    """A timeout that fires at exactly time ``t`` (>= now).
-
-    ``env.timeout(d)`` fires at ``now + d`` in floats, and no ``d`` may give ``t`` exactly (when
-    ``now + d`` falls halfway between two floats, ties-to-even skips every other one). An event has
-    to land exactly on a time computed elsewhere (a step's end, a trace's arrival), so this one
-    goes on SimPy's event queue at ``t`` itself, with the priority and sequence number a timeout
-    created now would get.
-    """
-
-    def __init__(self, env: simpy.Environment, t: float) -> None:
-        self.env = env
-        self.callbacks = []
-        self._value = None
-        self._delay = t - env.now
-        self._ok = True
-        heapq.heappush(env._queue, (t, NORMAL, next(env._eid), self))
 
 
 class SimulationStalled(RuntimeError):

@@ -1,10 +1,21 @@
-"""``F``: a documented scenario field (doc, unit, vLLM knob, bounds) for the config dataclasses."""
+"""Typed, documented configuration: ``F`` declares a field (doc, unit, vLLM knob, bounds) of a config
+dataclass, ``build`` checks a mapping against such a dataclass and builds it (one-line errors naming
+the field path, the rule and the value), ``field_reference`` lists every field for the docs.
+
+The field system knows nothing of what the fields mean: ``simulator.config`` (the scenario) and
+``workloads.config`` (the workload section) both declare their dataclasses with it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import types
+import typing
 from dataclasses import field
-from typing import Any
+from typing import Any, Literal, Union
+
+from simulator.errors import ConfigError
 
 
 def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
@@ -15,3 +26,118 @@ def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: s
     if dataclasses.is_dataclass(default):
         return field(default_factory=lambda: default, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in typing.get_args(tp))
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, path)
+            except ConfigError as e:
+                errors.append(e)
+        raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise ConfigError(f"{path} must be one of {', '.join(map(repr, choices))} (got {value!r}){extra}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a mapping (got {value!r})")
+        return build(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path} must be true or false (got {value!r})")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise ConfigError(f"{path} must be an integer (got {value!r})")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path} must be a number (got {value!r})")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path} must be a string (got {value!r})")
+        return value
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a mapping (got {value!r})")
+        return value
+    raise TypeError(f"unsupported field type {tp}")
+
+
+def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) -> None:
+    if value is None or isinstance(value, (bool, str, dict)) or dataclasses.is_dataclass(value):
+        return
+    unit = f.metadata.get("unit", "")
+    u = f" {unit}" if unit else ""
+    for rule, op, ok in (
+        ("ge", ">=", lambda v, b: v >= b),
+        ("gt", ">", lambda v, b: v > b),
+        ("le", "<=", lambda v, b: v <= b),
+        ("lt", "<", lambda v, b: v < b),
+    ):
+        bound = f.metadata.get(rule)
+        if bound is not None and not ok(value, bound):
+            raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
+
+
+def build(cls: type, data: dict, path: str = "") -> Any:
+    """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            where = f"{path}.{key}" if path else str(key)
+            hint = difflib.get_close_matches(str(key), list(fields), n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else f"; known keys: {', '.join(fields)}"
+            raise ConfigError(f"{where}: unknown key{extra}")
+    kwargs = {}
+    for name, f in fields.items():
+        where = f"{path}.{name}" if path else name
+        if name in data:
+            value = _coerce(hints[name], data[name], where)
+            _check_bounds(f, value, where, data[name])
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def field_reference(cls: type, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:
+    """(path, type, default, unit, vLLM knob, doc) for every scenario field, for docs and `servesim fields`."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        tp = hints[f.name]
+        inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+        sub = tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None)
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if sub is not None:
+            rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
+            rows.extend(field_reference(sub, path + "."))
+        else:
+            d = "null" if default is None else repr(default)
+            rows.append((path, _type_name(tp), d, f.metadata.get("unit", ""), f.metadata.get("vllm", ""), f.metadata.get("doc", "")))
+    return rows

@@ -13,18 +13,19 @@ from hypothesis import strategies as st
 
 from simulator.config import Scenario, build, load_scenario
 from simulator.cost import ConstantCost
+from simulator.errors import ConfigError
 from simulator.kernel.engine import CompiledEngine
+from simulator.metrics import request_frame
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
-from simulator.errors import ConfigError
-from simulator.metrics import request_frame
 from simulator.run import simulate
+from simulator.tracegen import generate_trace, main_trace
 from workloads.arrivals import RateFunction
 from workloads.config import LengthConfig, WorkloadConfig
 from workloads.factory import SESSION_KEY_BASE, RequestFactory, keeps_finished_content, start_workload
 from workloads.lengths import LengthSampler, PairSampler
 from workloads.presets import PRESETS
-from workloads.trace import generate_trace, main_trace, read_trace
+from workloads.trace import read_trace
 
 Z = 4.5  # width of every confidence bound, in standard errors (two-sided miss rate ~7e-6 per check)
 
@@ -448,7 +449,7 @@ def test_workload_scenarios_load_and_run(tmp_path):
     """Every scenarios/workload_*.yaml loads and runs; the per-class SLO report covers each class."""
     from pathlib import Path
 
-    from workloads.slo import class_report
+    from simulator.metrics import class_report
 
     paths = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("workload_*.yaml"))
     assert paths

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from simulator.errors import ConfigError
-from simulator.fields import F
+from simulator.fields import F, build
 
 PresetName = Literal["chat", "summarisation", "code_completion", "long_context_rag"]
 
@@ -235,8 +235,6 @@ def check_workload(w: WorkloadConfig, path: str) -> None:
 
 
 def _parse_classes(raw: Any, path: str) -> tuple[ClassConfig, ...]:
-    from simulator.config import build
-
     if isinstance(raw, dict):
         items = []
         for name, body in raw.items():

@@ -12,10 +12,11 @@ import numpy as np
 import simpy
 
 from simulator import kernel
-from simulator.engine import Engine, SimulationStalled, TimeoutAt
+from simulator.engine import Engine, SimulationStalled
 from simulator.kernel import layout as L
 from simulator.requests import RequestTable
 from simulator.rules import WAITING, SchedulerConfig, cdiv
+from simulator.simtime import TimeoutAt
 from simulator.step_log import StepLog
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from simulator import events as E
-from simulator.engine import Engine, SimulationStalled, TimeoutAt
+from simulator.engine import Engine, SimulationStalled
 from simulator.reference.block_pool import BlockPool
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.reference.scheduler import Scheduler
 from simulator.rules import SWAPPED
+from simulator.simtime import TimeoutAt
 
 
 class ReferenceEngine(Engine):
