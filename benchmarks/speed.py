@@ -1,39 +1,57 @@
-"""Simulation speed and memory on representative scenarios.
+"""Simulation speed and memory, inside the simulation and as the user waits for the whole command.
 
-Each scenario runs in a fresh subprocess (so peak resident memory is its own) on one core.
-Prints, per scenario: wall time, simulated time and their ratio, engine steps per wall second,
-request-steps (requests scheduled, summed over steps) per wall second, peak resident memory.
+Two tables:
 
-Run: python benchmarks/speed.py [--quick] [--only NAME] [--repeat N] [--profile] [--kernel python]
+1. **Inside the simulation** (``simulate()`` only): each scenario runs in a fresh subprocess pinned
+   to one core, twice; "wall s" is the second run (a process that has run the engine before, as
+   every sweep point after a worker's first), "cold s" the first (which also loads the compiled
+   step). Per scenario: simulated time and its ratio to wall time, steps and request-steps (requests
+   scheduled, summed over steps) per second, peak resident memory. The collapse case runs with each
+   scheduler feature the issue "One engine" names: default, swap preemption, priority scheduling,
+   shared prefixes, multi-turn sessions.
+2. **Whole process**: ``servesim run`` from start to exit with its default outputs (summary, both
+   CSV files, both plots), the compiled step already built, as the user runs it: on the default
+   scenario and on the 10,000-request Poisson benchmark. Runs alternate between the commands and
+   the median of ``--repeat`` is reported, on all cores (the plots are drawn by a child process on
+   the second core) and pinned to one core. ``--peer NAME=COMMAND`` times another simulator's
+   command the same way, interleaved with ours (e.g. BLIS on the same workload).
 
-"wall s" is the simulation in a process that has run the compiled engine before (as every point of a
-sweep but the first on a worker does); "cold s" is the same run as the first of a fresh process,
-which also loads the compiled kernel from numba's on-disk cache (the numba import itself, about
-0.4 s, happens at import, outside both). The 1M-request trace runs cold only.
-
-With --repeat N each scenario runs N times (each in a fresh process) and the fastest run is
-reported: on a shared machine the fastest is the one least disturbed by other work. --profile
-runs each scenario once under cProfile instead and prints where the time goes, function by function
-(profiling slows the run down about 1.5x; the shares are what matter).
+Run: python benchmarks/speed.py [--quick] [--only NAME] [--repeat N] [--whole-only | --inside-only]
+     [--peer NAME=COMMAND] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shlex
+import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_1M = ROOT / "benchmarks" / ".cache" / "trace_1m.csv"
+COLLAPSE = str(ROOT / "scenarios" / "collapse_c1200.yaml")
+POISSON = str(ROOT / "benchmarks" / "scenarios" / "poisson_10k_llama2_7b.yaml")
 SCENARIOS = {
-    "collapse_c1200_600s": (str(ROOT / "scenarios" / "collapse_c1200.yaml"), []),
-    "poisson_10k_llama2_7b": (str(ROOT / "benchmarks" / "scenarios" / "poisson_10k_llama2_7b.yaml"), []),
+    "collapse_c1200_600s": (COLLAPSE, []),
+    "collapse_c1200_600s swap": (COLLAPSE, ["engine.preemption_mode=swap"]),
+    "collapse_c1200_600s priority": (COLLAPSE, ["engine.scheduling_policy=priority"]),
+    "collapse_c1200_600s shared prefixes": (COLLAPSE, ["workload.shared_prefix={num_groups: 4, tokens: 512}"]),
+    "collapse_c1200_600s sessions": (COLLAPSE, ["workload.session={turns: {dist: uniform, min: 2, max: 6}}"]),
+    "poisson_10k_llama2_7b": (POISSON, []),
     "trace_1m_requests": (str(ROOT / "benchmarks" / "scenarios" / "trace_1m.yaml"), []),
 }
 QUICK = {"trace_1m_requests": ["run.num_requests=100000"]}
+WHOLE = {
+    "servesim run (default scenario: collapse c1200, 600 s)": [],
+    "servesim run poisson_10k_llama2_7b.yaml": [POISSON],
+}
 
 
 def write_trace_1m(path: Path, n: int = 1_000_000, rate: float = 30.0, seed: int = 0) -> None:
@@ -54,15 +72,13 @@ def write_trace_1m(path: Path, n: int = 1_000_000, rate: float = 30.0, seed: int
         fh.writelines(f"{a:.6f},{p},{o}\n" for a, p, o in zip(t.tolist(), prompt.tolist(), out.tolist()))
     tmp.replace(path)
 
+
 CHILD = r"""
-import json, resource, sys, time
-import numpy as np
+import json, os, resource, sys, time
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
 from simulator.config import load_scenario
 from simulator.run import simulate
-try:
-    import simulator.fast_engine  # noqa: F401  (numba's import, as importing the package would)
-except ImportError:
-    pass
 twice = sys.argv[1] == "1"
 sc, _ = load_scenario(sys.argv[2], sys.argv[3:])
 t0 = time.perf_counter()
@@ -86,12 +102,12 @@ print(json.dumps({
 }))
 """
 
-
 PROFILE_CHILD = r"""
 import cProfile, pstats, sys
 from simulator.config import load_scenario
 from simulator.run import simulate
 sc, _ = load_scenario(sys.argv[1], sys.argv[2:])
+simulate(sc)  # the compiled step loaded
 pr = cProfile.Profile()
 pr.runcall(simulate, sc)
 st = pstats.Stats(pr)
@@ -101,29 +117,29 @@ print("| function | calls | own % | with callees % |")
 print("|---|---|---|---|")
 shown = 0
 for (file, line, fn), (cc, nc, tt, ct, _) in rows:
-    if "/simulator/" in file or "/workloads/" in file or "simpy" in file:
-        where = file.split("/")[-2] + "/" + file.split("/")[-1]
-        print(f"| {where}:{fn} | {nc:,} | {100 * tt / total:.1f} | {100 * ct / total:.1f} |")
+    if "/simulator/" in file or "/workloads/" in file or "simpy" in file or file == "~":
+        where = fn if file == "~" else file.split("/")[-2] + "/" + file.split("/")[-1] + ":" + fn
+        print(f"| {where} | {nc:,} | {100 * tt / total:.1f} | {100 * ct / total:.1f} |")
         shown += 1
     if shown == 25:
         break
 """
 
 
+def _env() -> dict:
+    return {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
 def _child(script: str, name: str, path: str, overrides: list[str], *first: str) -> str:
-    """Run ``script`` on one scenario in a fresh process (one BLAS thread); its standard output."""
+    """Run ``script`` on one scenario in a fresh process; its standard output."""
     out = subprocess.run([sys.executable, "-c", script, *first, path, *overrides], capture_output=True, text=True,
-                         cwd=ROOT, env={"PYTHONHASHSEED": "0", **_env()})
+                         cwd=ROOT, env=_env())
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr}")
     return out.stdout
 
 
-def profile(name: str, path: str, overrides: list[str]) -> None:
-    print(f"\n### {name}\n\n{_child(PROFILE_CHILD, name, path, overrides)}", flush=True)
-
-
-def run(name: str, path: str, overrides: list[str]) -> dict:
+def inside(name: str, path: str, overrides: list[str]) -> dict:
     twice = "0" if name == "trace_1m_requests" else "1"
     r = json.loads(_child(CHILD, name, path, overrides, twice).strip().splitlines()[-1])
     r["name"] = name
@@ -133,13 +149,21 @@ def run(name: str, path: str, overrides: list[str]) -> dict:
     return r
 
 
-def _env() -> dict:
-    import os
-
-    env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = "1"
-    env["OPENBLAS_NUM_THREADS"] = "1"
-    return env
+def whole(commands: dict[str, list[str]], repeat: int, one_core: bool) -> dict[str, list[float]]:
+    """Wall time of each command, start to exit, alternating between them ``repeat`` times."""
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    pin = ["taskset", "-c", "0"] if one_core else []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeat):
+            for name, cmd in commands.items():
+                argv = pin + cmd + (["--out", f"{tmp}/run{i}"] if cmd[:2] == [sys.executable, "-m"] else [])
+                t0 = time.perf_counter()
+                out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=_env())
+                dt = time.perf_counter() - t0
+                if out.returncode != 0:
+                    raise SystemExit(f"{name} failed:\n{out.stderr}")
+                times[name].append(dt)
+    return times
 
 
 def machine() -> str:
@@ -148,7 +172,8 @@ def machine() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor() or "unknown CPU"
-    return f"{cpu}; Python {platform.python_version()}; {platform.system()} {platform.release()}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores; Python {platform.python_version()}; {platform.system()} {platform.release()}"
 
 
 def _selected(args: argparse.Namespace, skip_trace: bool = False):
@@ -158,31 +183,53 @@ def _selected(args: argparse.Namespace, skip_trace: bool = False):
             continue
         if name == "trace_1m_requests":
             write_trace_1m(TRACE_1M)
-        yield name, path, over + (QUICK.get(name, []) if args.quick else []) + [f"run.kernel={args.kernel}"]
+        yield name, path, over + (QUICK.get(name, []) if args.quick else [])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the first 100k of the 1M-request trace")
-    ap.add_argument("--only", action="append", default=[])
-    ap.add_argument("--repeat", type=int, default=1, help="runs per scenario; the fastest is reported")
+    ap.add_argument("--only", action="append", default=[], help="an inside-the-simulation scenario (repeatable)")
+    ap.add_argument("--repeat", type=int, default=3, help="inside: runs per scenario, the fastest is reported; "
+                    "whole process: runs per command, the median is reported")
+    ap.add_argument("--whole-only", action="store_true")
+    ap.add_argument("--inside-only", action="store_true")
+    ap.add_argument("--peer", action="append", default=[], metavar="NAME=COMMAND",
+                    help="time another command beside servesim's whole-process runs")
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
-    ap.add_argument("--kernel", choices=["auto", "compiled", "python"], default="auto", help="run.kernel for every scenario")
     args = ap.parse_args()
+    # Build the compiled step once, outside every timing.
+    subprocess.run([sys.executable, "-c", "from simulator import kernel; kernel.load()"], cwd=ROOT, check=True)
     if args.profile:
-        # Without --only, profiling skips the 1M-request trace (some ten minutes even unprofiled).
+        # Without --only, profiling skips the 1M-request trace (minutes even unprofiled).
         for name, path, over in _selected(args, skip_trace=not args.only):
-            profile(name, path, over)
+            print(f"\n### {name}\n\n{_child(PROFILE_CHILD, name, path, over)}", flush=True)
         return 0
     print(f"machine: {machine()}\n")
-    print("| scenario | engine | wall s | cold s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, path, over in _selected(args):
-        r = min((run(name, path, over) for _ in range(max(args.repeat, 1))), key=lambda x: x["wall_s"])
-        print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['engine']} | {r['wall_s']:.2f} | "
-              f"{r['cold_s']:.2f} | {r['simulated_s']:.0f} | "
-              f"{r['speedup']:.0f} | {r['steps_per_s']:,.0f} | {r['request_steps_per_s']:,.0f} | {r['requests']:,} | "
-              f"{r['peak_rss_mb']:.0f} |", flush=True)
+    if not args.whole_only:
+        print("Inside the simulation, one core (fastest of", args.repeat, "fresh processes):\n")
+        print("| scenario | wall s | cold s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, path, over in _selected(args):
+            reps = 1 if name == "trace_1m_requests" else max(args.repeat, 1)
+            r = min((inside(name, path, over) for _ in range(reps)), key=lambda x: x["wall_s"])
+            print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | "
+                  f"{r['cold_s']:.2f} | {r['simulated_s']:.0f} | {r['speedup']:,.0f} | {r['steps_per_s']:,.0f} | "
+                  f"{r['request_steps_per_s']:,.0f} | {r['requests']:,} | {r['peak_rss_mb']:.0f} |", flush=True)
+    if not args.inside_only:
+        commands = {name: [sys.executable, "-m", "simulator", "run", *extra] for name, extra in WHOLE.items()}
+        for peer in args.peer:
+            name, _, cmd = peer.partition("=")
+            commands[name] = shlex.split(cmd)
+        print(f"\nWhole process, start to exit (median of {args.repeat} alternating runs; min-max):\n")
+        print("| command | all cores s | one core s |")
+        print("|---|---|---|")
+        every = whole(commands, args.repeat, one_core=False)
+        one = whole(commands, args.repeat, one_core=True)
+        for name in commands:
+            a, b = every[name], one[name]
+            print(f"| {name} | {statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) | "
+                  f"{statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) |", flush=True)
     return 0
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
+from simulator import yamlio
 from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
@@ -203,7 +204,7 @@ def load(path: str | Path) -> Efficiency:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"cost.calibration: file not found: {path}")
-    doc = yaml.safe_load(p.read_text()) or {}
+    doc = yamlio.load(p.read_text()) or {}
     eff = doc.get("efficiency")
     if not isinstance(eff, dict):
         raise ConfigError(f"cost.calibration: {path} has no 'efficiency' mapping")

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from simulator.errors import ConfigError
@@ -38,7 +37,7 @@ def format_table(summaries: list[dict]) -> str:
     return "\n".join([line(head)] + [line(r) for r in rows])
 
 
-def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
+def run_one(path: str | None, overrides: list[str], out: Path, plots=None) -> dict:
     """Run one scenario and write its results directory. Returns its summary (or an error)."""
     from simulator.config import load_scenario
     from simulator.output import write_run
@@ -47,7 +46,7 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
     try:
         sc, raw = load_scenario(path, overrides)
         result = simulate(sc)
-        summary = {**write_run(result, raw, out), "wall_time_s": result.wall_s}
+        summary = {**write_run(result, raw, out, plots), "wall_time_s": result.wall_s}
         if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
             summary = {**summary, "_hint": (
                 f"{summary['scenario']}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
@@ -61,19 +60,16 @@ def run_one(path: str | None, overrides: list[str], out: Path) -> dict:
 
 def compile_note() -> None:
     """Say so before a run that must first compile the engine step (the first after installing)."""
-    try:
-        from simulator.fast_engine import first_compile_note
-    except ImportError:
-        return
+    from simulator.kernel import first_compile_note
+
     note = first_compile_note()
     if note:
         print(note, file=sys.stderr, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from simulator.output import write_comparison
+    from simulator.background import BackgroundPlots
 
-    compile_note()
     paths = args.scenarios or [None]
     out = Path(args.out)
     if len(paths) == 1:
@@ -81,11 +77,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         targets = [out / Path(p).stem for p in paths]
     jobs = list(zip(paths, targets))
-    if len(jobs) > 1 and args.jobs != 1:
-        with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
-            results = list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs]))
-    else:
-        results = [run_one(p, args.set, t) for p, t in jobs]
+    # One run: its plots are drawn by a child forked now, before anything heavy is imported.
+    with BackgroundPlots(fork=len(jobs) == 1) as plots:
+        compile_note()
+        if len(jobs) > 1 and args.jobs != 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
+                results = list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs]))
+        else:
+            results = [run_one(p, args.set, t, plots) for p, t in jobs]
+    from simulator.output import write_comparison
+
     ok = [(r, t) for r, (_, t) in zip(results, jobs) if "error" not in r]
     failed = [r for r in results if "error" in r]
     for r in failed:
@@ -230,6 +233,10 @@ def _positive_int(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The simulator does no large linear algebra: one BLAS thread (set before numpy loads) saves
+    # the start-up of a thread pool per process, and sweep workers do not oversubscribe the cores.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     p = argparse.ArgumentParser(prog="servesim", description="Discrete-event simulator of LLM inference serving (vLLM V1 scheduling).")
     sub = p.add_subparsers(dest="cmd", required=True)
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from simulator import fields
+from simulator import fields, yamlio
 from simulator.errors import ConfigError
 from simulator.fields import F, build
 from workloads.config import SLOConfig, WorkloadConfig
@@ -99,14 +99,14 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set must look like section.key=value (got {text!r})")
     key, raw = text.split("=", 1)
     try:
-        return key.strip(), yaml.safe_load(raw)
+        return key.strip(), yamlio.load(raw)
     except yaml.YAMLError:
         return key.strip(), raw
 
 
 def load_yaml_text(text: str, source: str) -> dict:
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

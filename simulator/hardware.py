@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from simulator import yamlio
 from simulator.errors import ConfigError
 
 CATALOG = Path(__file__).parent / "data" / "hardware" / "catalog.yaml"
@@ -33,7 +32,7 @@ class GPU:
 
 
 def _catalog() -> dict:
-    return yaml.safe_load(CATALOG.read_text())
+    return yamlio.load(CATALOG.read_text())
 
 
 def builtin_gpus() -> list[str]:
@@ -84,5 +83,5 @@ def load_gpu(spec: str | dict) -> GPU:
         return gpu_from_dict(spec, cat[spec], f"catalog[{spec}]")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return gpu_from_dict(path.stem, yaml.safe_load(path.read_text()), "hardware.gpu")
+        return gpu_from_dict(path.stem, yamlio.load(path.read_text()), "hardware.gpu")
     raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")

@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES
 from simulator.step_log import BinnedStepLog
@@ -26,46 +25,56 @@ REQUEST_COLUMNS = [
 ]
 
 
-def request_frame(result) -> pd.DataFrame:
+def request_columns(result) -> dict[str, np.ndarray]:
+    """requests.csv: one row per request, as columns."""
     c = result.reqs.columns()
     reasons = result.engine.reject_reasons
     n = len(c["arrival"])
-    return pd.DataFrame(
-        {
-            "id": np.arange(n),
-            "client": c["client"],
-            "client_class": c["client_class"],
-            "status": np.array(STATUS_NAMES, dtype=object)[c["status"]],
-            "arrival_s": c["arrival"],
-            "first_scheduled_s": c["first_scheduled"],
-            "first_token_s": c["first_token"],
-            "finish_s": c["finish"],
-            "prompt_tokens": c["prompt_len"],
-            "output_tokens": c["num_out"],
-            "cached_tokens": np.maximum(c["cached_tokens"], 0),
-            "preemptions": c["preemptions"],
-            "recomputed_tokens": c["recomputed"],
-            "swapped_bytes": c["swapped_bytes"],
-            "prefix_group": c["group"],
-            "reject_reason": [reasons.get(i, "") for i in range(n)],
-        },
-        columns=REQUEST_COLUMNS,
-    )
+    reason = np.full(n, "", dtype=object)
+    for i, text in reasons.items():
+        reason[i] = text
+    return {
+        "id": np.arange(n),
+        "client": c["client"],
+        "client_class": c["client_class"],
+        "status": np.array(STATUS_NAMES, dtype=object)[c["status"]],
+        "arrival_s": c["arrival"],
+        "first_scheduled_s": c["first_scheduled"],
+        "first_token_s": c["first_token"],
+        "finish_s": c["finish"],
+        "prompt_tokens": c["prompt_len"],
+        "output_tokens": c["num_out"],
+        "cached_tokens": np.maximum(c["cached_tokens"], 0),
+        "preemptions": c["preemptions"],
+        "recomputed_tokens": c["recomputed"],
+        "swapped_bytes": c["swapped_bytes"],
+        "prefix_group": c["group"],
+        "reject_reason": reason,
+    }
 
 
-def step_frame(result) -> pd.DataFrame:
+def step_columns(result) -> dict[str, np.ndarray]:
     """steps.csv: one row per engine step, or per time bin when ``run.step_log_bin_s`` is set
     (then ``start``/``duration`` are the bin's and the counts are sums over its steps)."""
     log = result.engine.log
-    df = pd.DataFrame(log.columns())
-    if isinstance(log, BinnedStepLog):
-        df.insert(0, "bin", np.rint(df["start"].to_numpy() / log.bin_s).astype(np.int64))
-        return df
-    df.insert(0, "step", np.arange(len(df)))
-    for col in ("num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs", "prefill_tokens",
-                "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"):
-        df[col] = df[col].astype(np.int64)
-    return df
+    cols = log.columns()
+    first = ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64)) if isinstance(log, BinnedStepLog) else (
+        "step", np.arange(len(cols["start"])))
+    return {first[0]: first[1], **cols}
+
+
+def request_frame(result):
+    """requests.csv as a pandas DataFrame (for notebooks and analysis)."""
+    import pandas as pd
+
+    return pd.DataFrame(request_columns(result), columns=REQUEST_COLUMNS)
+
+
+def step_frame(result):
+    """steps.csv as a pandas DataFrame (for notebooks and analysis)."""
+    import pandas as pd
+
+    return pd.DataFrame(step_columns(result))
 
 
 def _stats(prefix: str, values_s: np.ndarray) -> dict:
@@ -191,20 +200,22 @@ def _finite(d: dict) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-def throughput_series(steps: pd.DataFrame, window_s: float, end: float) -> pd.DataFrame:
-    """Output tokens per second in consecutive windows; each step's tokens are spread over its duration."""
+def throughput_series(steps, window_s: float, end: float) -> dict[str, np.ndarray]:
+    """Output tokens per second in consecutive windows; each step's tokens are spread over its
+    duration. ``steps``: steps.csv's columns (a mapping or a DataFrame)."""
     nb = max(int(math.ceil(end / window_s)), 1)
     edges = np.arange(nb + 1) * window_s
-    start = steps["start"].to_numpy()
-    stop = start + steps["duration"].to_numpy()
-    gen = steps["num_generated"].to_numpy(dtype=float)
+    start = np.asarray(steps["start"], np.float64)
+    stop = start + np.asarray(steps["duration"], np.float64)
+    gen = np.asarray(steps["num_generated"], np.float64)
     cum = np.cumsum(gen)
     # Cumulative tokens as a piecewise-linear function of time: flat while idle, rising within a step.
     xp = np.column_stack([start, stop]).ravel()
     fp = np.column_stack([cum - gen, cum]).ravel()
     c = np.interp(edges, xp, fp, left=0.0, right=float(cum[-1]) if len(cum) else 0.0) if len(xp) else np.zeros(nb + 1)
-    pre = np.bincount(np.minimum((stop / window_s).astype(np.int64), nb - 1), weights=steps["num_preemptions"].to_numpy(), minlength=nb)
-    return pd.DataFrame({"time_s": edges[:-1] + 0.5 * window_s, "output_tokens_per_s": np.diff(c) / window_s, "preemptions": pre[:nb]})
+    pre = np.bincount(np.minimum((stop / window_s).astype(np.int64), nb - 1),
+                      weights=np.asarray(steps["num_preemptions"], np.float64), minlength=nb)
+    return {"time_s": edges[:-1] + 0.5 * window_s, "output_tokens_per_s": np.diff(c) / window_s, "preemptions": pre[:nb]}
 
 
 def default_window(end: float) -> float:
@@ -223,11 +234,15 @@ def publish(tmp: str, path: Path) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file and a rename: a reader never sees a half-written file."""
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         publish(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -235,8 +250,51 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_csv(df: pd.DataFrame, path: Path) -> None:
-    atomic_write_text(path, df.to_csv(index=False, float_format="%.9g", lineterminator="\n"))
+def _csv_field(text: str) -> str:
+    if any(ch in text for ch in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_text(columns) -> bytes:
+    """CSV of the columns (a mapping of names to arrays, or a DataFrame): integers as integers, other
+    numbers with 9 significant digits (as ``%.9g``), NaN and None as empty fields."""
+    from simulator import kernel
+    from simulator.kernel.text import G9, INT, STR
+
+    names = list(columns)
+    nrows = len(columns[names[0]]) if names else 0
+    kinds = np.zeros(len(names), np.int64)
+    vals = np.zeros((len(names), nrows))
+    table: dict[str, int] = {}
+    for j, name in enumerate(names):
+        a = np.asarray(columns[name])
+        if a.dtype.kind in "iub":
+            kinds[j] = INT
+            vals[j] = a
+        elif a.dtype.kind == "f":
+            kinds[j] = G9
+            vals[j] = a
+        else:  # strings: indices into a table of their (quoted) texts
+            kinds[j] = STR
+            vals[j] = [table.setdefault("" if v is None or v != v else _csv_field(str(v)), len(table)) for v in a.tolist()]
+    strs = [t.encode() for t in table]
+    strtab = np.frombuffer(b"".join(strs), np.uint8) if strs else np.zeros(1, np.uint8)
+    stroff = np.concatenate(([0], np.cumsum([len(t) for t in strs], dtype=np.int64))).astype(np.int64)
+    widest = max((len(t) for t in strs), default=0)
+    per_row = sum(24 if k != STR else widest for k in kinds) + len(names) + 1
+    fmt = kernel.load().format_rows
+    parts = [(",".join(_csv_field(n) for n in names) + "\n").encode()]
+    chunk = max(1, min(nrows, (1 << 24) // max(per_row, 1)))
+    out = np.empty(chunk * per_row, np.uint8)
+    for i in range(0, nrows, chunk):
+        k = fmt(np.ascontiguousarray(vals[:, i : i + chunk]), kinds, strtab, stroff, out)
+        parts.append(out[:k].tobytes())
+    return b"".join(parts)
+
+
+def write_csv(columns, path: Path) -> None:
+    atomic_write_bytes(path, csv_text(columns))
 
 
 def write_json(obj: dict, path: Path) -> None:

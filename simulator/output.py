@@ -4,36 +4,51 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import yaml
 
-from simulator.metrics import atomic_write_text, request_frame, step_frame, summarize, write_csv, write_json
-from simulator.plots import plot_kv_usage, plot_throughput
+from simulator.background import BackgroundPlots
+from simulator.metrics import atomic_write_text, request_columns, step_columns, summarize, write_csv, write_json
 
 
 def _title(s: dict) -> str:
     return f"{s['model']} on {s['gpu']} x{s['tensor_parallel_size']}"
 
 
-def write_run(result, raw_scenario: dict, out: Path) -> dict:
-    """summary.json, requests.csv, steps.csv, scenario.yaml and two plots; returns the summary."""
+PLOTTED = ("bin", "start", "duration", "kv_usage", "num_generated", "num_preemptions")  # steps.csv columns the plots read
+
+
+def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> list[tuple[str, tuple]]:
+    """The two plots of one run, as (``simulator.plots`` function, arguments) jobs."""
+    series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
+    return [
+        ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {label}, {_title(summary)}", warmup_s)),
+        ("plot_throughput", (series, out / "throughput.png", f"Output throughput: {label}, {_title(summary)}", warmup_s)),
+    ]
+
+
+def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | None = None) -> dict:
+    """summary.json, requests.csv, steps.csv, scenario.yaml and two plots; returns the summary.
+
+    ``plots``: where to draw the plots (a child process started early, see ``background.py``); by
+    default in this process. They are drawn while the CSV files are written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    plots = plots or BackgroundPlots(fork=False)
     summary = summarize(result)
-    steps = step_frame(result)
-    write_csv(request_frame(result), out / "requests.csv")
+    steps = step_columns(result)
+    plots.draw(run_plots(summary["scenario"], steps, summary, result.scenario.run.warmup_s, out))
+    write_csv(request_columns(result), out / "requests.csv")
     write_csv(steps, out / "steps.csv")
     atomic_write_text(out / "scenario.yaml", yaml.safe_dump(raw_scenario, sort_keys=False))
-    label = f"{summary['scenario']}"
-    warm = result.scenario.run.warmup_s
-    plot_kv_usage([(label, steps)], out / "kv_cache_usage.png", f"KV-cache usage: {label}, {_title(summary)}", warm)
-    plot_throughput([(label, steps)], out / "throughput.png", f"Output throughput: {label}, {_title(summary)}", warm)
+    plots.wait()
     write_json(summary, out / "summary.json")  # written last: its presence means the run is complete
     return summary
 
 
 def redraw(out: Path) -> list[Path]:
     """Redraw a finished run's plots from summary.json and steps.csv."""
+    from simulator.plots import plot_kv_usage, plot_throughput
+
     summary, steps = load_run(out)
     label = summary["scenario"]
     warm = float(summary["simulated_time_s"]) - float(summary["duration_s"])
@@ -43,8 +58,11 @@ def redraw(out: Path) -> list[Path]:
     return files
 
 
-def load_run(path: Path) -> tuple[dict, pd.DataFrame]:
+def load_run(path: Path):
+    """A finished run's summary and its steps.csv (a pandas DataFrame)."""
     import json
+
+    import pandas as pd
 
     path = Path(path)
     summary = json.loads((path / "summary.json").read_text())
@@ -54,6 +72,10 @@ def load_run(path: Path) -> tuple[dict, pd.DataFrame]:
 
 def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     """Overlaid KV-usage and throughput plots and a table for several finished runs."""
+    import pandas as pd
+
+    from simulator.plots import plot_kv_usage, plot_throughput
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [load_run(d) for d in run_dirs]
@@ -64,5 +86,6 @@ def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     files = [out / "kv_cache_usage.png", out / "throughput.png", out / "comparison.csv"]
     plot_kv_usage(series, files[0], f"KV-cache usage: {title}", warm)
     plot_throughput(series, files[1], f"Output throughput: {title}", warm)
-    write_csv(pd.DataFrame([s for s, _ in runs]), files[2])
+    table = pd.DataFrame([s for s, _ in runs])
+    write_csv({c: table[c].to_numpy() for c in table.columns}, files[2])
     return files

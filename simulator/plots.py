@@ -1,4 +1,8 @@
-"""Plots of one run or several overlaid: KV-cache usage and output throughput over time."""
+"""Plots of one run or several overlaid: KV-cache usage and output throughput over time.
+
+Drawn with matplotlib's object API on its Agg canvas (no pyplot: no GUI back-end to find, and a
+much cheaper import). A run's series is steps.csv's columns: a mapping of arrays or a DataFrame.
+"""
 
 from __future__ import annotations
 
@@ -6,58 +10,75 @@ import os
 import tempfile
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import pandas as pd
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from simulator.metrics import default_window, publish, throughput_series
 
 COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
 
 
-def _save(fig, path: Path) -> None:
+def _figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols)
+    return fig, axes
+
+
+def _save(fig, path: Path, tight: bool = True) -> None:
+    """Write the PNG via a temporary file. ``tight=False``: the figure's own margins (one drawing
+    pass instead of two, for plots whose labels and legend fit inside them)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
+        if not tight:
+            fig.subplots_adjust(left=0.085, right=0.985, bottom=0.115, top=0.91)
+        fig.savefig(tmp, dpi=110, bbox_inches="tight" if tight else None, metadata={"Software": None},
+                    pil_kwargs={"compress_level": 3})
         publish(tmp, path)
     finally:
-        plt.close(fig)
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def _usage_series(steps: pd.DataFrame, points: int = 2000) -> tuple[pd.Series, pd.Series]:
-    """Usage over time, thinned to at most ``points`` samples (max per bucket keeps the peaks).
+def _usage_series(steps, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """Usage (%) over time, thinned to at most ``points`` samples (the max per bucket keeps the peaks).
     A binned step log's rows are means over their bins, so they are placed at the bins' centres."""
-    t = steps["start"] + 0.5 * steps["duration"] if "bin" in steps.columns else steps["start"]
-    u = steps["kv_usage"] * 100
-    if len(steps) <= points:
+    t = np.asarray(steps["start"], np.float64)
+    if "bin" in steps:
+        t = t + 0.5 * np.asarray(steps["duration"], np.float64)
+    u = np.asarray(steps["kv_usage"], np.float64) * 100
+    if len(t) <= points:
         return t, u
-    b = (t / (t.iloc[-1] + 1e-9) * points).astype(int)
-    g = pd.DataFrame({"t": t, "u": u, "b": b}).groupby("b")
-    return g["t"].mean(), g["u"].max()
+    b = (t / (t[-1] + 1e-9) * points).astype(np.int64)
+    first = np.flatnonzero(np.diff(b, prepend=-1))  # rows are in time order: each bucket is one run
+    counts = np.diff(np.append(first, len(b)))
+    return np.add.reduceat(t, first) / counts, np.maximum.reduceat(u, first)
 
 
-def plot_kv_usage(runs: list[tuple[str, pd.DataFrame]], path: Path, title: str, warmup_s: float = 0.0) -> None:
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+def plot_kv_usage(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0) -> None:
+    fig, ax = _figure((9, 4.2))
     for i, (label, steps) in enumerate(runs):
         t, u = _usage_series(steps)
         ax.plot(t, u, color=COLORS[i % len(COLORS)], lw=1.3, label=label)
     ax.set_ylim(0, 105)
     ax.axhline(100, color="grey", lw=0.8, ls=":")
     _decorate(ax, title, "KV-cache usage (%)", warmup_s, runs)
-    _save(fig, path)
+    _save(fig, path, tight=len(runs) > 3)
 
 
-def plot_throughput(runs: list[tuple[str, pd.DataFrame]], path: Path, title: str, warmup_s: float = 0.0,
+def _end(steps) -> float:
+    start, dur = np.asarray(steps["start"], np.float64), np.asarray(steps["duration"], np.float64)
+    return float((start + dur).max()) if len(start) else 0.0
+
+
+def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
                     window_s: float | None = None) -> None:
-    end = max(float((s["start"] + s["duration"]).max()) for _, s in runs if len(s)) if runs else 1.0
+    end = max([_end(s) for _, s in runs] + [1e-9])
     w = window_s or default_window(end)
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig, ax = _figure((9, 4.2))
     top = 0.0
     for i, (label, steps) in enumerate(runs):
         ts = throughput_series(steps, w, end)
@@ -65,7 +86,7 @@ def plot_throughput(runs: list[tuple[str, pd.DataFrame]], path: Path, title: str
         top = max(top, float(ts["output_tokens_per_s"].max()))
     ax.set_ylim(0, top * 1.1 + 1)
     _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs)
-    _save(fig, path)
+    _save(fig, path, tight=len(runs) > 3)
 
 
 def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
@@ -81,7 +102,7 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
         ax.legend(loc="best", fontsize=9, framealpha=0.9)
 
 
-def plot_sweep_metrics(df: pd.DataFrame, knobs: list[str], path: Path, title: str, rec: dict) -> None:
+def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) -> None:
     """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value of the second)."""
     x = f"param:{knobs[0]}"
     group = f"param:{knobs[1]}" if len(knobs) > 1 else None
@@ -91,7 +112,7 @@ def plot_sweep_metrics(df: pd.DataFrame, knobs: list[str], path: Path, title: st
         ("p99_tpot_ms", "p99 TPOT (ms)"),
         ("num_preemptions", "preemptions in the window"),
     ]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig, axes = _figure((11, 7), 2, 2)
     best = rec.get("best_no_preemption", {})
     groups = [(None, df)] if group is None else list(df.groupby(group))
     for ax, (col, label) in zip(axes.ravel(), panels):

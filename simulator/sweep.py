@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from simulator import yamlio
 from simulator.config import apply_overrides, load_yaml_text, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.metrics import atomic_write_text, write_csv
@@ -27,7 +28,7 @@ def parse_param(text: str) -> tuple[str, list]:
     if "=" not in text:
         raise ConfigError(f"--param must look like section.key=v1,v2,... (got {text!r})")
     key, raw = text.split("=", 1)
-    values = [yaml.safe_load(v) for v in raw.split(",") if v.strip() != ""]
+    values = [yamlio.load(v) for v in raw.split(",") if v.strip() != ""]
     if not values:
         raise ConfigError(f"--param {key}: give at least one value (got {raw!r})")
     return key.strip(), values

@@ -54,23 +54,21 @@ def _lock(path: Path):
 
 
 def load():
-    """The entry points ``advance(state)`` and ``write_back_all(state)``: from the compiled
-    extension module (built on first use into the cache directory, keyed by the sources it is
-    built from), else compiled just in time, or plain Python under ``NUMBA_DISABLE_JIT=1``."""
+    """The entry points (``build.ENTRY_POINTS``: ``advance(state)``, ``write_back_all(state)``,
+    ``format_rows(...)``): from the compiled extension module (built on first use into the cache
+    directory, keyed by the sources it is built from), else compiled just in time, or plain Python
+    under ``NUMBA_DISABLE_JIT=1``. ``kind`` says which."""
     global _loaded
     if _loaded is not None:
         return _loaded
-    if pure_python():
-        from simulator.kernel import lazy, update
-
-        _loaded = SimpleNamespace(advance=update.advance, write_back_all=lazy.write_back_all, kind="python")
-        return _loaded
     from simulator.kernel import build
 
+    if pure_python():
+        _loaded = SimpleNamespace(kind="python", **build.ENTRY_POINTS)
+        return _loaded
     path = extension_path()
     if os.environ.get("SERVESIM_JIT"):  # skip the extension module (to exercise the fallback)
-        fns = build.jit_functions()
-        _loaded = SimpleNamespace(advance=fns.advance, write_back_all=fns.write_back_all, kind="jit")
+        _loaded = SimpleNamespace(kind="jit", **vars(build.jit_functions()))
         return _loaded
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,10 +77,9 @@ def load():
                 _build(path)
     try:
         mod = build.load_extension(path)
-        _loaded = SimpleNamespace(advance=mod.advance, write_back_all=mod.write_back_all, kind="aot")
+        _loaded = SimpleNamespace(kind="aot", **{name: getattr(mod, name) for name in build.ENTRY_POINTS})
     except (ImportError, OSError):
-        fns = build.jit_functions()
-        _loaded = SimpleNamespace(advance=fns.advance, write_back_all=fns.write_back_all, kind="jit")
+        _loaded = SimpleNamespace(kind="jit", **vars(build.jit_functions()))
     return _loaded
 
 

@@ -13,6 +13,7 @@ debugger or a print can follow (``kernel.load``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -23,21 +24,32 @@ from pathlib import Path
 import numpy as np
 
 from simulator import cost, rules
-from simulator.kernel import layout, lazy, pool, queues, schedule, trace, update
+from simulator.kernel import layout, lazy, pool, queues, schedule, text, trace, update
 
-MODULES = (rules, cost, trace, pool, queues, lazy, schedule, update)
+MODULES = (rules, cost, trace, pool, queues, lazy, schedule, update, text)
 SOURCES = (*MODULES, layout, sys.modules[__name__])
+# What the engine and the result writer call: name -> the plain function.
+ENTRY_POINTS = {"advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}
 
 
+@functools.lru_cache(maxsize=1)
 def source_hash() -> str:
     """What the compiled module depends on: the kernel's sources, numba, numpy and Python."""
-    from importlib.metadata import version
-
     h = hashlib.sha256()
     for m in SOURCES:
         h.update(Path(m.__file__).read_bytes())
-    h.update(f"{version('numba')} {np.__version__} {sys.version}".encode())
+    h.update(f"{_numba_install()} {np.__version__} {sys.version}".encode())
     return h.hexdigest()[:16]
+
+
+def _numba_install() -> str:
+    """Which numba is installed, without importing it (or importlib.metadata: both slow to import):
+    its package directory and the name of its dist-info directory, which carries the version."""
+    spec = importlib.util.find_spec("numba")
+    if spec is None or spec.origin is None:
+        return "no numba"
+    pkg = Path(spec.origin).parent
+    return f"{pkg} {sorted(p.name for p in pkg.parent.glob('numba-*.dist-info'))}"
 
 
 def _compiled_copies(njit) -> dict[str, object]:
@@ -57,7 +69,7 @@ def _compiled_copies(njit) -> dict[str, object]:
         for name, obj in scope.items():
             if isinstance(obj, types.FunctionType) and obj in compiled:
                 scope[name] = compiled[obj]
-    return {"advance": compiled[update.advance], "write_back_all": compiled[lazy.write_back_all]}
+    return {name: compiled[fn] for name, fn in ENTRY_POINTS.items()}
 
 
 def state_type(st: layout.State):
@@ -89,6 +101,8 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
     cc.use_nrt = False  # the step allocates nothing: no reference counting on its arrays
     cc.export("advance", nt.int64(st_t))(fns["advance"].py_func)
     cc.export("write_back_all", nt.void(st_t))(fns["write_back_all"].py_func)
+    cc.export("format_rows", nt.int64(nt.float64[:, :], nt.int64[:], nt.uint8[:], nt.int64[:], nt.uint8[:]))(
+        fns["format_rows"].py_func)
     cc.compile()
 
 
@@ -111,7 +125,7 @@ def jit_functions():
 
     numba.config.CACHE_DIR = str(cache_dir() / f"numba_{source_hash()}")
     fns = _compiled_copies(lambda **kw: njit(cache=True, _nrt=False, **kw))
-    return types.SimpleNamespace(advance=fns["advance"], write_back_all=fns["write_back_all"])
+    return types.SimpleNamespace(**fns)
 
 
 def cache_dir() -> Path:

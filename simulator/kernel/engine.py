@@ -43,6 +43,7 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
     conf[L.MAX_STEPS] = max_steps
     conf[L.STALL_STEPS] = stall_steps
     conf[L.TRACE] = trace
+    ctl[L.STOP_AFTER] = -1
     B = np.full((n, L.N_B), -1, np.int32)
     B[:, L.B_REF] = 0
     B[:, L.B_SERIAL] = 0
@@ -161,9 +162,10 @@ class CompiledEngine(Engine):
             now = env.now
             fctl[L.T_NOW] = now
             fctl[L.T_PEEK] = env.peek()
-            # Ended requests are reported at their time when someone waits for them or the run
-            # stops once enough have ended; otherwise they are only counted.
-            st.cfg[L.WAITERS] = 1 if self._events or self.expected is not None else 0
+            # Ended requests are reported at their time when someone waits for them, or when they
+            # end the run (it stops once the expected number have ended); otherwise only counted.
+            st.cfg[L.WAITERS] = 1 if self._events else 0
+            ctl[L.STOP_AFTER] = -1 if self.expected is None else self.expected - self.num_done
             code = advance(st)
             t = float(fctl[L.T_RET])
             c = ctl.tolist()

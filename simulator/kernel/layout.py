@@ -63,7 +63,8 @@ State = namedtuple("State", [
  SWAP_USED,  # host blocks in use
  PREEMPTED,  # preemptions in the step being scheduled
  TRACE_N,  # rows in ``trace``
- N_CTL) = range(29)
+ STOP_AFTER,  # report ended requests as soon as this many have ended in the call (the run's end; -1: none)
+ N_CTL) = range(30)
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
 (T_NOW,  # the call's start (now)
@@ -74,8 +75,7 @@ State = namedtuple("State", [
  N_FCTL) = range(6)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
-# WAITERS: 1 when ended requests must be reported at their time (someone waits for them, or the run
-# stops once enough have ended); TRACE: 0 none, 1 request events, 2 also every scheduled request's
+# WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
 # tokens each step.
 (MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, PRIORITY, SWAP, SWAP_SPACE, ABORT_ON_FULL, CACHE_FINISHED,
  STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, TRACE, N_CFG) = range(17)

@@ -48,6 +48,7 @@ from simulator.kernel.layout import (
     STALLED,
     STEPPED,
     STEPS,
+    STOP_AFTER,
     SW_LEN,
     T_LAST,
     T_NOW,
@@ -158,8 +159,9 @@ def update(st, t):
 def advance(st):
     """Finish the step in flight at ``fctl[T_NOW]``, then run steps while nothing outside the engine
     can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event), and
-    with ``cfg[WAITERS]`` the call returns at the end of any step that ended requests, before the
-    next step is scheduled (the caller reports them, then calls again)."""
+    with ``cfg[WAITERS]`` (or once ``ctl[STOP_AFTER]`` requests have ended) the call returns at the end
+    of a step that ended requests, before the next step is scheduled (the caller reports them, then
+    calls again)."""
     ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
@@ -175,7 +177,7 @@ def advance(st):
         fctl[T_RET] = t
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
-        if cfg[WAITERS] != 0 and ctl[FIN_N] > 0:
+        if ctl[FIN_N] > 0 and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
             return NOTIFY
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
             return IDLE_NOW
