@@ -25,8 +25,8 @@ for _cls in (Loader, PlainLoader):
 
 def load(text: str):
     try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=Loader)
     except yaml.YAMLError:
         if issubclass(Loader, PlainLoader):
             raise
-        return yaml.load(text, Loader=PlainLoader)  # noqa: S506 - raises the same error, worded as everywhere
+        return yaml.load(text, Loader=PlainLoader)
