@@ -7,6 +7,8 @@ where it stopped. A point that fails is reported and recorded; the others finish
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
 import json
 import sys
@@ -54,25 +56,87 @@ def _point_data(base: dict, point: dict) -> dict:
     return data
 
 
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """A hash of the simulator's code and built-in data (every file of the two packages)."""
+    h = hashlib.sha256()
+    for pkg in ("simulator", "workloads"):
+        root = Path(__file__).resolve().parents[1] / pkg
+        for f in sorted(root.rglob("*")):
+            if f.is_file() and f.suffix in (".py", ".yaml", ".json") and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def point_key(data: dict) -> str:
+    """What decides a point's result: the scenario as run, the simulator's code, and the content of
+    every file the scenario names (a trace, a model's config.json, a calibration, a length file)."""
+    h = hashlib.sha256(yaml.safe_dump(data, sort_keys=True).encode())
+    h.update(code_hash().encode())
+
+    def files(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                yield from files(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from files(x)
+        elif isinstance(v, str) and len(v) < 4096 and Path(v).is_file():
+            yield Path(v)
+
+    for f in sorted(set(files(data))):
+        h.update(str(f).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
+POINT_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png", "throughput.png")
+
+
+def _cached(out_dir: Path, key: str) -> tuple[dict | None, str]:
+    """A finished point's summary if its directory holds a complete result for ``key`` (None
+    otherwise), and why it cannot be reused ("" for a point never run)."""
+    scen = out_dir / "scenario.yaml"
+    if not scen.is_file():
+        return None, ""
+    if scen.read_text().splitlines()[:1] != [f"# servesim point {key}"]:
+        return None, "computed from another scenario, code or input file"
+    missing = [f for f in POINT_FILES if not (out_dir / f).is_file() or (out_dir / f).stat().st_size == 0]
+    if missing:
+        return None, f"damaged: {', '.join(missing)} missing or empty"
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None, "damaged: summary.json unreadable"
+    for f in ("requests.csv", "steps.csv"):
+        with open(out_dir / f, "rb") as fh:
+            fh.seek(-1, 2)
+            if fh.read(1) != b"\n":
+                return None, f"damaged: {f} truncated"
+    if not isinstance(summary, dict) or "num_steps" not in summary:
+        return None, "damaged: summary.json incomplete"
+    return summary, ""
+
+
 def run_point(data: dict, out: str) -> dict:
-    """Run one point (in a worker process). Never raises: errors come back as {'error': ...}."""
-    from simulator import __version__
+    """Run one point (in a worker process), or reuse it when its directory holds a complete result
+    of the same key (``point_key``). Never raises: errors come back as {'error': ...}."""
     from simulator.output import write_run
     from simulator.run import simulate
 
     out_dir = Path(out)
-    # The cache key is the resolved scenario and the simulator version: a point computed by another
-    # version is recomputed, not reused.
-    resolved = f"# servesim {__version__}\n" + yaml.safe_dump(data, sort_keys=False)
-    done = out_dir / "summary.json"
-    if done.is_file() and (out_dir / "scenario.yaml").is_file() and (out_dir / "scenario.yaml").read_text() == resolved:
-        return {**json.loads(done.read_text()), "cached": True}
+    key = point_key(data)
+    summary, why = _cached(out_dir, key)
+    if summary is not None:
+        return {**summary, "cached": True}
     try:
         sc = scenario_from_dict(data)
         result = simulate(sc)
+        (out_dir / "scenario.yaml").unlink(missing_ok=True)  # no stale key beside a half-written point
         summary = write_run(result, data, out_dir)
-        atomic_write_text(out_dir / "scenario.yaml", resolved)
-        return {**summary, "cached": False, "wall_time_s": result.wall_s}
+        atomic_write_text(out_dir / "scenario.yaml", f"# servesim point {key}\n" + yaml.safe_dump(data, sort_keys=False))
+        return {**summary, "cached": False, "wall_time_s": result.wall_s, "recomputed": why}
     except ConfigError as e:
         return {"error": str(e)}
     except Exception as e:  # a broken point must not kill the sweep; report it in full
@@ -166,7 +230,12 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
                     results[i] = {"error": f"{type(e).__name__}: {e}"}
                 done_n += 1
                 r = results[i]
-                state = "FAILED: " + r["error"] if "error" in r else ("cached" if r.get("cached") else f"{r['wall_time_s']:.1f} s")
+                if "error" in r:
+                    state = "FAILED: " + r["error"]
+                elif r.get("cached"):
+                    state = "cached"
+                else:
+                    state = f"{r['wall_time_s']:.1f} s" + (f" (recomputed, {r['recomputed']})" if r.get("recomputed") else "")
                 print(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}", flush=True)
     except KeyboardInterrupt:
         interrupted = True
@@ -183,7 +252,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
         elif "error" in r:
             row.update(status="failed", error=r["error"])
         else:
-            row.update(status="ok", **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s")})
+            row.update(status="ok", **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s", "recomputed")})
         rows.append(row)
     df = pd.DataFrame(rows)
     write_csv(df, out / "sweep.csv")

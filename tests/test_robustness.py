@@ -75,6 +75,37 @@ def test_sweep_survives_a_broken_point_and_resumes(tmp_path, capsys):
     assert len(rows) == 4 and (tmp_path / "recommendation.json").is_file()
 
 
+def test_sweep_recomputes_damaged_and_stale_points_and_says_why(tmp_path, capsys, monkeypatch):
+    """A cached point is reused only if it is complete and was computed from the same scenario, code
+    and input files: a truncated summary.json, a missing requests.csv, a changed trace file or a
+    changed simulator are recomputed, each with the reason in the progress line."""
+    from simulator import sweep
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05},100,20\n" for i in range(200)))
+    out = tmp_path / "sw"
+    args = ["sweep", "--param", "engine.max_num_seqs=16,32,64", "--set", f"workload.trace={trace}",
+            "--set", "run.duration_s=null", "--set", "run.num_requests=200", "--out", str(out), "--jobs", "1"]
+    assert main(args) == 0
+    capsys.readouterr()
+    pts = sorted((out / "points").iterdir())
+    (pts[0] / "summary.json").write_text('{"scenario": "max_num_seqs=1')  # what a crash mid-write leaves
+    (pts[1] / "requests.csv").unlink()
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "recomputed, damaged: summary.json unreadable" in text
+    assert "recomputed, damaged: requests.csv missing or empty" in text
+    assert text.count(": cached") == 1
+    trace.write_text(trace.read_text().replace(",100,20", ",120,20"))  # the input changed: nothing is reused
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("recomputed, computed from another scenario, code or input file") == 3
+    assert main(args) == 0
+    assert capsys.readouterr().out.count(": cached") == 3
+    monkeypatch.setattr(sweep, "code_hash", lambda: "another version")  # a behaviour change
+    assert main(args) == 0
+    assert capsys.readouterr().out.count(": cached") == 0
+
+
 def test_results_identical_across_processes(tmp_path):
     """Two separate interpreter processes give byte-identical requests.csv and steps.csv."""
     outs = []
