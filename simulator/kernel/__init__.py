@@ -83,6 +83,14 @@ def load():
     return _loaded
 
 
+def _prune(cache: Path, keep: int = 4) -> None:
+    """Remove all but the ``keep`` most recent builds (other versions of the sources)."""
+    builds = sorted(cache.glob("servesim_step_*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
 def _build(path: Path) -> None:
     """Build the extension into a temporary name and move it into place; on failure (no C
     compiler, say) leave none, and ``load`` compiles just in time instead."""
@@ -93,6 +101,7 @@ def _build(path: Path) -> None:
     try:
         build.build_extension(tmp, build.module_name(path), example_state())
         os.replace(tmp, path)
+        _prune(path.parent)
     except Exception as e:
         print(f"note: could not build the compiled step ({type(e).__name__}: {e}); compiling it in-process",
               file=sys.stderr)

@@ -38,8 +38,28 @@ def source_hash() -> str:
     h = hashlib.sha256()
     for m in SOURCES:
         h.update(Path(m.__file__).read_bytes())
-    h.update(f"{_numba_install()} {np.__version__} {sys.version}".encode())
+    h.update(f"{_numba_install()} {np.__version__} {sys.version} {target_cpu()} {_cpu()}".encode())
     return h.hexdigest()[:16]
+
+
+def target_cpu() -> str:
+    """The CPU the module is compiled for: this machine's (``host``, the default: its vector
+    instructions), or a name LLVM knows (``SERVESIM_TARGET_CPU=generic`` for a module any x86-64 runs,
+    e.g. under valgrind)."""
+    return os.environ.get("SERVESIM_TARGET_CPU", "host")
+
+
+def _cpu() -> str:
+    """This machine's processor and instruction-set extensions: a module built for one host must not
+    be loaded on another (a cache directory shared between machines, say) that lacks them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = [line for line in f if line.startswith(("model name", "flags", "Features"))][:2]
+        return "".join(info)
+    except OSError:
+        import platform
+
+        return f"{platform.machine()} {platform.processor()}"
 
 
 def _numba_install() -> str:
@@ -96,7 +116,7 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
     cc = CC(name)
     cc.output_dir = str(path.parent)
     cc.output_file = path.name
-    cc.target_cpu = "host"
+    cc.target_cpu = target_cpu()
     cc.verbose = False
     cc.use_nrt = False  # the step allocates nothing: no reference counting on its arrays
     cc.export("advance", nt.int64(st_t))(fns["advance"].py_func)
