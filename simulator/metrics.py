@@ -16,7 +16,6 @@ import numpy as np
 
 from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES
 from simulator.step_log import BinnedStepLog
-from workloads.factory import class_specs
 
 REQUEST_COLUMNS = [
     "id", "client", "client_class", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
@@ -160,6 +159,8 @@ def summarize(result) -> dict:
             ok &= (out <= 1) | (np.nan_to_num(tpot, nan=0.0) * 1e3 <= sc.slo.p99_tpot_ms)
         s["goodput"] = float((ok & in_win).sum()) / window
         s["slo_attainment"] = float((ok & measured).sum()) / max(int(measured.sum()), 1)
+    from workloads.factory import class_specs  # not at the top: the plot-drawing child imports this module
+
     if class_specs(sc.workload)[0].index >= 0:
         s["classes"] = [_finite(row) for row in class_report(result)]
     return _finite(s)
@@ -171,6 +172,8 @@ def class_report(result) -> list[dict]:
     Window and definitions as in the README's metrics: requests that arrived at or after ``run.warmup_s``
     and finished; TTFT = first token - arrival; TPOT = (finish - first token) / (output tokens - 1).
     """
+    from workloads.factory import class_specs
+
     sc = result.scenario
     c = result.reqs.columns()
     ok = (c["status"] == FINISHED) & (c["arrival"] >= sc.run.warmup_s)
