@@ -18,7 +18,7 @@ KEY_METRICS = [
     ("kv_cache_usage_max", "KV max", "{:.1%}"),
     ("num_preemptions", "preempt", "{:,}"),
     ("recomputed_tokens", "recomputed", "{:,}"),
-    ("num_completed", "done", "{:,}"),
+    ("num_completed", "finished", "{:,}"),
     ("median_ttft_ms", "TTFT p50 ms", "{:,.0f}"),
     ("median_tpot_ms", "TPOT p50 ms", "{:,.1f}"),
     ("wall_time_s", "wall s", "{:.1f}"),
@@ -37,21 +37,53 @@ def format_table(summaries: list[dict]) -> str:
     return "\n".join([line(head)] + [line(r) for r in rows])
 
 
-def run_one(path: str | None, overrides: list[str], out: Path, plots=None) -> dict:
-    """Run one scenario and write its results directory. Returns its summary (or an error)."""
+def run_notes(summary: dict, result) -> list[str]:
+    """What a reader of the table should not miss: requests rejected, cut or aborted, a run that
+    ended before its requests did, an overloaded open-loop run, a huge per-step log."""
+    sc, name = result.scenario, summary["scenario"]
+    notes = []
+    n_sub = summary["num_submitted"]
+    if summary["num_rejected"]:
+        first = next(iter(result.engine.reject_reasons.values()), "")
+        notes.append(f"{name}: {summary['num_rejected']:,} of {n_sub:,} requests rejected (the first: {first})")
+    if summary["num_truncated"]:
+        notes.append(f"{name}: {summary['num_truncated']:,} requests cut to fit max_model_len "
+                     "(workload.over_max_model_len: truncate; 'resample' draws them again, 'reject' submits them as drawn)")
+    if summary["num_aborted"]:
+        notes.append(f"{name}: {summary['num_aborted']:,} requests aborted: swap space full (engine.on_swap_full: abort)")
+    want = sc.run.num_requests
+    if want is not None and summary["stopped_by"] == "duration" and n_sub < want:
+        notes.append(f"{name}: stopped at run.duration_s ({summary['simulated_time_s']:g} s) after submitting {n_sub:,} of "
+                     f"run.num_requests {want:,} (without run.duration_s the run goes on until all are done)")
+    open_loop = sc.workload.trace is not None or sc.workload.arrival.type != "closed_loop"
+    waiting = summary["num_waiting_at_end"]
+    if open_loop and summary["stopped_by"] == "duration" and waiting > max(10, 0.1 * n_sub):
+        notes.append(f"{name}: overloaded: {waiting:,} requests still waiting at the end ({waiting / n_sub:.0%} of those "
+                     "submitted): arrivals outpace the server, so latencies grow with the run's length")
+    if summary["num_completed"] == 0 and summary["output_throughput"] > 0:
+        notes.append(f"{name}: no request that arrived after the warm-up finished before the run ended "
+                     f"({summary['num_in_flight_at_end']:,} in flight): latencies are empty; run longer")
+    if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
+        notes.append(f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
+                     "--set run.step_log_bin_s=1 keeps one row per simulated second instead")
+    return notes
+
+
+def run_one(path: str | None, overrides: list[str], out: Path | None, plots=None) -> dict:
+    """Run one scenario and write its results directory (default: results/<scenario name>).
+    Returns its summary (or an error)."""
     from simulator.config import load_scenario
     from simulator.output import write_run
     from simulator.run import simulate
 
     try:
         sc, raw = load_scenario(path, overrides)
-        result = simulate(sc)
-        summary = {**write_run(result, raw, out, plots), "wall_time_s": result.wall_s}
-        if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
-            summary = {**summary, "_hint": (
-                f"{summary['scenario']}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
-                "--set run.step_log_bin_s=1 keeps one row per simulated second instead")}
-        return summary
+        out = out or Path("results") / sc.name
+        replaced = (out / "summary.json").is_file()
+        result = simulate(sc, progress=True)
+        summary = write_run(result, raw, out, plots)
+        notes = run_notes(summary, result) + ([f"{sc.name}: replaced the earlier run in {out}/"] if replaced else [])
+        return {**summary, "wall_time_s": result.wall_s, "_notes": notes, "_out": str(out)}
     except ConfigError as e:
         return {"error": str(e), "scenario": path or "default"}
     except RuntimeError as e:  # SimulationStalled and other broken-invariant reports: one line, no traceback
@@ -71,10 +103,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from simulator.background import BackgroundPlots
 
     paths = args.scenarios or [None]
-    out = Path(args.out)
     if len(paths) == 1:
+        out = Path(args.out) if args.out else None
         targets = [out]
     else:
+        out = Path(args.out or "results/runs")
         targets = [out / Path(p).stem for p in paths]
     jobs = list(zip(paths, targets))
     # One run: its plots are drawn by a child forked now, before anything heavy is imported.
@@ -89,15 +122,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             results = [run_one(p, args.set, t, plots) for p, t in jobs]
     from simulator.output import write_comparison
 
-    ok = [(r, t) for r, (_, t) in zip(results, jobs) if "error" not in r]
+    ok = [(r, Path(r.pop("_out"))) for r in results if "error" not in r]
     failed = [r for r in results if "error" in r]
     for r in failed:
         print(f"error: {r['error']}", file=sys.stderr)
-    for r, _ in ok:
-        if "_hint" in r:
-            print(f"note: {r.pop('_hint')}", file=sys.stderr)
+    notes = [n for r, _ in ok for n in r.pop("_notes")]
     if ok:
         print(format_table([r for r, _ in ok]))
+        for n in notes:
+            print(f"note: {n}")
         if len(ok) > 1:
             files = write_comparison([t for _, t in ok], out)
             print("\n" + "\n".join(f"wrote {f}" for f in files))
@@ -120,11 +153,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
             status = 2
             continue
-        mem, cfg = parts["memory"], parts["sched_cfg"]
+        mem, cfg, size = parts["memory"], parts["sched_cfg"], parts["size"]
         tokens = mem.num_usable_blocks * cfg.block_size
         print(f"{path or 'default'}: ok; {parts['model'].name} on {parts['gpu'].key} x{sc.hardware.tensor_parallel_size}: "
               f"{mem.describe()}; {tokens:,} KV tokens; max_num_seqs={cfg.max_num_seqs}, "
-              f"max_num_batched_tokens={cfg.max_num_batched_tokens}")
+              f"max_num_batched_tokens={cfg.max_num_batched_tokens}; about {size.requests:,} requests, "
+              f"{size.step_rows:,} steps at most, {size.bytes / 2**20:,.0f} MB")
     return status
 
 
@@ -170,13 +204,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from simulator.output import load_run, write_comparison
+    from simulator.output import load_run, run_labels, write_comparison
 
     dirs = [Path(d) for d in args.dirs]
     for d in dirs:
         if not (d / "summary.json").is_file():
             raise ConfigError(f"compare: {d} holds no finished run (no summary.json)")
-    print(format_table([load_run(d)[0] for d in dirs]))
+    summaries = [load_run(d)[0] for d in dirs]
+    labels = run_labels(dirs, [s["scenario"] for s in summaries])
+    print(format_table([{**s, "scenario": lab} for s, lab in zip(summaries, labels)]))
     files = write_comparison(dirs, Path(args.out))
     print("\n" + "\n".join(f"wrote {f}" for f in files))
     return 0
@@ -185,10 +221,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from simulator.output import redraw
 
-    d = Path(args.dir)
-    if not (d / "summary.json").is_file():
-        raise ConfigError(f"plot: {d} holds no finished run (no summary.json)")
-    for f in redraw(d):
+    for f in redraw(Path(args.dir)):
         print(f"wrote {f}")
     return 0
 
@@ -210,9 +243,11 @@ def cmd_parity(args: argparse.Namespace) -> int:
 
     paths = args.traces
     if not paths:
-        paths = sorted(str(p) for p in Path("tests/parity/fixtures").glob("*.csv"))
+        from simulator.parity import FIXTURES
+
+        paths = sorted(str(p) for p in FIXTURES.glob("*.csv"))
         if not paths:
-            raise ConfigError("parity: no traces given and none found in tests/parity/fixtures/")
+            raise ConfigError(f"parity: no traces given and none found in {FIXTURES}")
     for p in paths:
         if not Path(p).is_file():
             raise ConfigError(f"parity: trace file not found: {p}")
@@ -242,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
 
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
     r.add_argument("scenarios", nargs="*", help="scenario YAML files (none: the built-in default)")
-    r.add_argument("--out", default="results/run", help="results directory (default: results/run)")
+    r.add_argument("--out", default=None, help="results directory (default: results/<scenario name>; with several "
+                   "scenarios, results/runs/<file name> each and the comparison in results/runs)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. engine.max_num_seqs=512")
     r.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes for several scenarios (0: all cores)")
     r.set_defaults(fn=cmd_run)
@@ -280,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", default="results/compare", help="where to write the plots (default: results/compare)")
     c.set_defaults(fn=cmd_compare)
 
-    pl = sub.add_parser("plot", help="redraw the plots of a finished run from its CSV files")
-    pl.add_argument("dir", help="results directory")
+    pl = sub.add_parser("plot", help="redraw the plots of a finished run, folder of runs or sweep from its CSV files")
+    pl.add_argument("dir", help="results directory (of a run, of several runs, or of a sweep)")
     pl.set_defaults(fn=cmd_plot)
 
     k = sub.add_parser("calibrate", help="fit the cost model to measured step latencies (profile CSVs)")
@@ -296,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.set_defaults(fn=cmd_trace)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
-    q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: tests/parity/fixtures/*.csv")
+    q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: the recorded fixtures shipped with servesim")
     q.set_defaults(fn=cmd_parity)
 
     args = p.parse_args(argv)

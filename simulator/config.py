@@ -7,6 +7,7 @@ path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -48,9 +49,9 @@ class EngineConfig:
 @dataclass(frozen=True)
 class RunConfig:
     seed: int = F(0, "seed of every random draw in the run", ge=0)
-    duration_s: Union[float, None] = F(600.0, "simulated time to run (null: until num_requests are done)", "s", gt=0.0)
+    duration_s: Union[float, None] = F(None, "simulated time to run (null: until run.num_requests, or a trace's requests, are done; without either, 600 s)", "s", gt=0.0)
     warmup_s: float = F(0.0, "metrics ignore requests that arrive before this time and steps before it", "s", ge=0.0)
-    num_requests: Union[int, None] = F(None, "stop submitting after this many requests (null: no limit)", "requests", ge=1)
+    num_requests: Union[int, None] = F(None, "submit this many requests and run until they are done, as `vllm bench serve --num-prompts` (null: no limit); with duration_s too, whichever comes first", "requests", ge=1)
     max_steps: int = F(50_000_000, "safety cap on engine steps", "steps", ge=1)
     kernel: Literal["auto", "compiled", "reference"] = F("auto", "engine-step implementation: the compiled production step (auto, compiled) or the readable Python reference (for debugging; much slower); results are identical")
     step_log_bin_s: Union[float, None] = F(None, "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)", "s", gt=0.0)
@@ -143,21 +144,64 @@ def scenario_from_dict(data: dict) -> Scenario:
 
 def _cross_checks(sc: Scenario) -> None:
     run = sc.run
-    if run.duration_s is None and run.num_requests is None:
-        raise ConfigError("run: set duration_s or num_requests (got neither)")
-    if run.duration_s is not None and run.warmup_s >= run.duration_s:
-        raise ConfigError(f"run.warmup_s must be < run.duration_s ({run.duration_s} s) (got {run.warmup_s})")
+    until = run_duration(sc)
+    if until is not None and run.warmup_s >= until:
+        what = f"run.duration_s ({until:g} s)" if run.duration_s is not None else f"the run's default length ({until:g} s)"
+        raise ConfigError(f"run.warmup_s must be < {what} (got {run.warmup_s:g})")
+
+
+DEFAULT_DURATION_S = 600.0
+
+
+def run_duration(sc: Scenario) -> float | None:
+    """How long the run may last in simulated seconds (None: until its requests are done):
+    ``run.duration_s``; without it, until ``run.num_requests`` or a trace's requests are done; with
+    neither, 600 s."""
+    if sc.run.duration_s is not None:
+        return sc.run.duration_s
+    if sc.run.num_requests is not None or sc.workload.trace is not None:
+        return None
+    return DEFAULT_DURATION_S
+
+
+def _is_path(key: str, value: Any) -> bool:
+    """Whether a scenario value names a file: a trace, a lengths file, a model's config.json, a GPU's
+    YAML file, a calibration file (built-in names have no folder and no file extension)."""
+    if not isinstance(value, str):
+        return False
+    if key in ("trace", "file"):
+        return True
+    return key in ("model", "gpu", "calibration") and ("/" in value or value.endswith((".json", ".yaml", ".yml")))
+
+
+def resolve_paths(data: Any, folder: Path, key: str = "") -> Any:
+    """Relative file names in a scenario file, made relative to the file's folder (where its author
+    put them) rather than to wherever the command is run from."""
+    if isinstance(data, dict):
+        return {k: resolve_paths(v, folder, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [resolve_paths(v, folder, key) for v in data]
+    if _is_path(key, data) and not Path(data).expanduser().is_absolute():
+        return os.path.normpath(folder / data)
+    return data
 
 
 def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple[Scenario, dict]:
-    """Read a scenario file (or the built-in default), apply ``--set`` overrides, validate."""
+    """Read a scenario file (or the built-in default), apply ``--set`` overrides, validate.
+
+    File names in the scenario file are read relative to its folder; in ``--set`` overrides,
+    relative to the current directory."""
     if path is None:
         p = DEFAULT_SCENARIO
     else:
         p = Path(path)
+        if p.is_dir():
+            some = sorted(p.glob("*.yaml"))[:3]
+            hint = f" such as {', '.join(str(x) for x in some)}" if some else ""
+            raise ConfigError(f"scenario: {path} is a folder; give a scenario YAML file{hint}")
         if not p.is_file():
             raise ConfigError(f"scenario file not found: {path}")
-    data = load_yaml_text(p.read_text(), str(p))
+    data = resolve_paths(load_yaml_text(p.read_text(), str(p)), p.parent)
     data = apply_overrides(data, overrides)
     if "name" not in data:
         data["name"] = p.stem

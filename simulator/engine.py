@@ -18,6 +18,10 @@ from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, SchedulerConfig, cdiv
 from simulator.step_log import StepLog
 
+# Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
+# this many rejections in a row at one time, with none accepted, the run stops with a diagnostic.
+REJECT_LIVELOCK = 100_000
+
 
 class SimulationStalled(RuntimeError):
     """The engine has work but can schedule none of it: a diagnostic, never a silent hang."""
@@ -42,6 +46,7 @@ class Engine:
     ) -> None:
         self.env = env
         self.trace_level = trace  # request events to record (simulator.events): 0 none, 1, 2
+        self.progress = None  # called with (now, requests done) as the run goes (simulator.progress)
         # After requests end, let their clients' reactions at that instant (a resubmission) reach
         # the next step before it is scheduled, as when a client submits between two engine steps.
         self.clients_same_step = False
@@ -63,6 +68,7 @@ class Engine:
         self.num_done = 0  # finished + rejected + aborted
         self.all_done: simpy.Event = env.event()
         self.expected: int | None = None  # when set, all_done fires once this many are done
+        self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time with none accepted)
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -86,11 +92,20 @@ class Engine:
         if prompt_len + max_tokens > self._longest:
             R.status[rid] = REJECTED
             R.finish[rid] = env.now
-            self.reject_reasons[rid] = self._reject_reason(prompt_len, max_tokens)
+            self.reject_reasons[rid] = reason = self._reject_reason(prompt_len, max_tokens)
+            t, k = self._rejected_now
+            k = k + 1 if t == env.now else 1
+            self._rejected_now = (env.now, k)
+            if k >= REJECT_LIVELOCK:
+                raise SimulationStalled(
+                    f"{k:,} requests in a row rejected at t={env.now:.3f} s with none accepted and no time passing "
+                    f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
+                    f"or the KV pool, or set workload.over_max_model_len: truncate")
             if ev is not None:
                 ev.succeed(rid)
             self._count_done(1)
             return ev
+        self._rejected_now = (-1.0, 0)
         if ev is not None:
             self._events[rid] = ev
         self._enqueue(rid, prompt_len + max_tokens, group, content_key)

@@ -19,7 +19,9 @@ from simulator.errors import ConfigError
 
 
 def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
-    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds)."""
+    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds); ``only``: {sibling
+    field: values} for a field that means something only when a sibling has one of those values
+    (setting it otherwise is an error, not silently ignored)."""
     meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -39,7 +41,7 @@ def _type_name(tp: Any) -> str:
     return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
 
 
-def _coerce(tp: Any, value: Any, path: str) -> Any:
+def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
@@ -50,7 +52,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             if a is type(None):
                 continue
             try:
-                return _coerce(a, value, path)
+                return _coerce(a, value, path, base)
             except ConfigError as e:
                 errors.append(e)
         raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
@@ -64,7 +66,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{path} must be a mapping (got {value!r})")
-        return build(tp, value, path)
+        return build(tp, value, path, base if isinstance(base, tp) else None)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} must be true or false (got {value!r})")
@@ -104,8 +106,21 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) 
             raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
 
 
-def build(cls: type, data: dict, path: str = "") -> Any:
-    """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean."""
+def default_of(f: dataclasses.Field) -> Any:
+    """A field's default value (an instance, for a field whose default is a mapping of fields)."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def build(cls: type, data: dict, path: str = "", base: Any = None) -> Any:
+    """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean.
+
+    ``base``: the instance ``data`` updates (a field's default, such as an output length whose
+    default differs from the class's): the fields ``data`` leaves out keep its values, so a partial
+    mapping means what ``servesim fields`` documents."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -117,15 +132,26 @@ def build(cls: type, data: dict, path: str = "") -> Any:
     kwargs = {}
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
+        default = getattr(base, name) if base is not None else default_of(f)
         if name in data:
-            value = _coerce(hints[name], data[name], where)
+            value = _coerce(hints[name], data[name], where, default)
             _check_bounds(f, value, where, data[name])
             kwargs[name] = value
+        elif base is not None:
+            kwargs[name] = default
+    for name in data:
+        for sibling, allowed in fields[name].metadata.get("only", {}).items():
+            value = kwargs.get(sibling, getattr(base, sibling) if base is not None else default_of(fields[sibling]))
+            if value not in allowed:
+                where = f"{path}.{name}" if path else name
+                choices = " or ".join(repr(a) for a in allowed)
+                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r})")
     return cls(**kwargs)
 
 
-def field_reference(cls: type, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:
-    """(path, type, default, unit, vLLM knob, doc) for every scenario field, for docs and `servesim fields`."""
+def field_reference(cls: type, prefix: str = "", instance: Any = None) -> list[tuple[str, str, str, str, str, str]]:
+    """(path, type, default, unit, vLLM knob, doc) for every field, for docs and `servesim fields`.
+    A nested mapping's defaults are its field default's values (``instance``), as runs use them."""
     rows = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -133,10 +159,10 @@ def field_reference(cls: type, prefix: str = "") -> list[tuple[str, str, str, st
         tp = hints[f.name]
         inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
         sub = tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None)
-        default = f.default if f.default is not dataclasses.MISSING else None
+        default = getattr(instance, f.name) if instance is not None else default_of(f)
         if sub is not None:
             rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
-            rows.extend(field_reference(sub, path + "."))
+            rows.extend(field_reference(sub, path + ".", default if isinstance(default, sub) else None))
         else:
             d = "null" if default is None else repr(default)
             rows.append((path, _type_name(tp), d, f.metadata.get("unit", ""), f.metadata.get("vllm", ""), f.metadata.get("doc", "")))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES
+from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
 from simulator.step_log import BinnedStepLog
 
 REQUEST_COLUMNS = [
@@ -146,6 +146,10 @@ def summarize(result) -> dict:
             "num_aborted": int(np.count_nonzero(status == ABORTED)),
             "num_submitted": int(len(status)),
             "num_in_flight_at_end": int(np.count_nonzero(status < FINISHED)),
+            "num_waiting_at_end": int(np.count_nonzero(status == WAITING)),
+            "num_truncated": result.workload_counts.truncated,
+            "num_resampled": result.workload_counts.resampled,
+            "stopped_by": result.stopped_by,
             "simulated_time_s": t1,
             "num_steps": int(result.engine.num_steps),
         }

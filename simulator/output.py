@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from simulator.background import BackgroundPlots
+from simulator.errors import ConfigError
 from simulator.metrics import atomic_write_text, request_columns, step_columns, summarize, write_csv, write_json
 
 
@@ -20,9 +21,12 @@ PLOTTED = ("bin", "start", "duration", "kv_usage", "num_generated", "num_preempt
 def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> list[tuple[str, tuple]]:
     """The two plots of one run, as (``simulator.plots`` function, arguments) jobs."""
     series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
+    end = float(summary["simulated_time_s"])
     return [
-        ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {label}, {_title(summary)}", warmup_s)),
-        ("plot_throughput", (series, out / "throughput.png", f"Output throughput: {label}, {_title(summary)}", warmup_s)),
+        ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {label}, {_title(summary)}", warmup_s,
+                           end)),
+        ("plot_throughput", (series, out / "throughput.png", f"Output throughput: {label}, {_title(summary)}",
+                             warmup_s, end)),
     ]
 
 
@@ -46,16 +50,30 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
 
 
 def redraw(out: Path) -> list[Path]:
-    """Redraw a finished run's plots from summary.json and steps.csv."""
-    from simulator.plots import plot_kv_usage, plot_throughput
+    """Redraw the plots of a finished run, of a folder of runs (``servesim run a.yaml b.yaml``: each
+    run's, and the overlay), or of a sweep, from their CSV files. Returns the files drawn."""
+    out = Path(out)
+    if (out / "sweep.csv").is_file() and (out / "recommendation.json").is_file():
+        from simulator.sweep import redraw_sweep
 
-    summary, steps = load_run(out)
-    label = summary["scenario"]
-    warm = float(summary["simulated_time_s"]) - float(summary["duration_s"])
-    files = [Path(out) / "kv_cache_usage.png", Path(out) / "throughput.png"]
-    plot_kv_usage([(label, steps)], files[0], f"KV-cache usage: {label}, {_title(summary)}", warm)
-    plot_throughput([(label, steps)], files[1], f"Output throughput: {label}, {_title(summary)}", warm)
-    return files
+        return redraw_sweep(out)
+    if (out / "summary.json").is_file():
+        summary, steps = load_run(out)
+        jobs = run_plots(summary["scenario"], steps, summary, _warmup(summary), out)
+        plots = BackgroundPlots(fork=False)
+        plots.draw(jobs)
+        plots.wait()
+        return [args[1] for _, args in jobs]
+    runs = sorted(d for d in out.iterdir() if (d / "summary.json").is_file()) if out.is_dir() else []
+    if not runs:
+        raise ConfigError(f"plot: {out} holds no finished run, folder of runs or sweep (no summary.json, "
+                          "no sub-folders with one, no sweep.csv)")
+    files = [f for d in runs for f in redraw(d)]
+    return files + [f for f in write_comparison(runs, out) if f.suffix == ".png"]
+
+
+def _warmup(summary: dict) -> float:
+    return float(summary["simulated_time_s"]) - float(summary["duration_s"])
 
 
 def load_run(path: Path):
@@ -70,6 +88,18 @@ def load_run(path: Path):
     return summary, steps
 
 
+def run_labels(dirs: list[Path], names: list[str]) -> list[str]:
+    """A label per run: its scenario name, or where names repeat (two runs of one scenario file)
+    its folder, with as many parent folders as it takes to tell them apart."""
+    if len(set(names)) == len(names):
+        return names
+    for depth in range(1, 6):
+        labels = ["/".join(Path(d).resolve().parts[-depth:]) for d in dirs]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(Path(d).resolve()) for d in dirs]
+
+
 def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     """Overlaid KV-usage and throughput plots and a table for several finished runs."""
     import pandas as pd
@@ -79,13 +109,14 @@ def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [load_run(d) for d in run_dirs]
-    labels = [s["scenario"] for s, _ in runs]
+    labels = run_labels(run_dirs, [s["scenario"] for s, _ in runs])
     series = [(lab, st) for lab, (_, st) in zip(labels, runs)]
-    warm = max(float(s.get("simulated_time_s", 0)) - float(s.get("duration_s", 0)) for s, _ in runs)
+    warm = max(_warmup(s) for s, _ in runs)
+    end = max(float(s["simulated_time_s"]) for s, _ in runs)
     title = _title(runs[0][0])
     files = [out / "kv_cache_usage.png", out / "throughput.png", out / "comparison.csv"]
-    plot_kv_usage(series, files[0], f"KV-cache usage: {title}", warm)
-    plot_throughput(series, files[1], f"Output throughput: {title}", warm)
-    table = pd.DataFrame([s for s, _ in runs])
+    plot_kv_usage(series, files[0], f"KV-cache usage: {title}", warm, end)
+    plot_throughput(series, files[1], f"Output throughput: {title}", warm, end)
+    table = pd.DataFrame([{**s, "scenario": lab} for lab, (s, _) in zip(labels, runs)])
     write_csv({c: table[c].to_numpy() for c in table.columns}, files[2])
     return files

@@ -1,6 +1,6 @@
 """Step-domain mode: replay a recorded vLLM scenario through servesim's engine steps, compare step by step.
 
-Fixtures (``tests/parity/fixtures/NAME.json`` + ``NAME.csv``) are recorded from the real engine by
+Fixtures (``simulator/data/parity/NAME.json`` + ``NAME.csv``, shipped with the package) are recorded from the real engine by
 ``tools/parity/record.py``. Here every step costs one time unit (``ConstantCost``) and a
 closed-loop client's next request reaches the next step, as vLLM's recorder submits it between
 steps. The rows this module builds from the run's request events (``simulator.events``) have
@@ -33,6 +33,7 @@ COLUMNS = [
     "prefix_hits", "num_running", "num_waiting", "num_free_blocks", "kv_usage", "num_generated",
 ]
 ENGINES = ("reference", "compiled")
+FIXTURES = Path(__file__).parent / "data" / "parity"
 
 
 def _ids(xs) -> str:

@@ -58,14 +58,15 @@ def _usage_series(steps, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
     return np.add.reduceat(t, first) / counts, np.maximum.reduceat(u, first)
 
 
-def plot_kv_usage(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0) -> None:
+def plot_kv_usage(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
+                  end_s: float = 0.0) -> None:
     fig, ax = _figure((9, 4.2))
     for i, (label, steps) in enumerate(runs):
         t, u = _usage_series(steps)
         ax.plot(t, u, color=COLORS[i % len(COLORS)], lw=1.3, label=label)
     ax.set_ylim(0, 105)
     ax.axhline(100, color="grey", lw=0.8, ls=":")
-    _decorate(ax, title, "KV-cache usage (%)", warmup_s, runs)
+    _decorate(ax, title, "KV-cache usage (%)", warmup_s, runs, end_s)
     _save(fig, path, tight=len(runs) > 3)
 
 
@@ -75,8 +76,8 @@ def _end(steps) -> float:
 
 
 def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
-                    window_s: float | None = None) -> None:
-    end = max([_end(s) for _, s in runs] + [1e-9])
+                    end_s: float = 0.0, window_s: float | None = None) -> None:
+    end = max([_end(s) for _, s in runs] + [end_s, 1e-9])
     w = window_s or default_window(end)
     fig, ax = _figure((9, 4.2))
     top = 0.0
@@ -85,15 +86,19 @@ def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warm
         ax.plot(ts["time_s"], ts["output_tokens_per_s"], color=COLORS[i % len(COLORS)], lw=1.3, label=label)
         top = max(top, float(ts["output_tokens_per_s"].max()))
     ax.set_ylim(0, top * 1.1 + 1)
-    _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs)
+    _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs, end_s)
     _save(fig, path, tight=len(runs) > 3)
 
 
-def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs) -> None:
+def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float = 0.0) -> None:
     ax.set_title(title, fontsize=11)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
+    if not any(len(s["start"]) for _, s in runs):  # nothing ran: say so on an axis of the run's length
+        ax.set_xlim(0, max(end_s, warmup_s, 1.0))
+        ax.text(0.5, 0.5, "no engine step ran (nothing was admitted)", transform=ax.transAxes, ha="center",
+                va="center", color="#555555")
     if warmup_s > 0:
         ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0, label="warm-up (not measured)")
     if len(runs) > 3:  # many series: keep the legend off the lines

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
 import simpy
 
-from simulator.config import Scenario
-from simulator.cost import CostModel, Efficiency
+from simulator.config import Scenario, run_duration
+from simulator.cost import CostModel, Efficiency, StepWork, decode_work
 from simulator.engine import Engine
+from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
 from simulator.memory import GIB, MemoryPlan, plan_memory
 from simulator.models import ModelArch, load_model
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 from simulator.step_log import BinnedStepLog, StepLog
-from workloads.factory import keeps_finished_content, start_workload
+from workloads.config import parse_schedule
+from workloads.factory import Ids, keeps_finished_content, start_workload
 
 
 @dataclass
@@ -31,6 +35,9 @@ class Result:
     engine: Engine
     end_time: float
     wall_s: float
+    workload_counts: Ids  # what the workload did (requests truncated or drawn again to fit max_model_len)
+    size: RunSize  # what it was estimated to hold before it ran
+    stopped_by: str  # "duration" (run.duration_s or the default length), or "requests done"
 
 
 def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
@@ -70,6 +77,114 @@ def engine_class(sc: Scenario) -> type[Engine]:
     return CompiledEngine
 
 
+def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
+    """Settings vLLM refuses at start-up, refused here with the same rule."""
+    if tokens < seqs:
+        raise ConfigError(f"engine.max_num_batched_tokens must be >= engine.max_num_seqs ({seqs}), as vLLM "
+                          f"requires (got {tokens})")
+    if model.num_heads % tp:
+        raise ConfigError(f"hardware.tensor_parallel_size must divide {model.name}'s {model.num_heads} attention heads, "
+                          f"as vLLM requires (got {tp})")
+    kv = model.num_kv_heads
+    if not model.is_mla and (kv % tp if kv >= tp else tp % kv):
+        rule = f"divide its {kv} KV heads" if kv >= tp else f"be a multiple of its {kv} KV heads"
+        raise ConfigError(f"hardware.tensor_parallel_size must {rule} ({model.name}), as vLLM requires (got {tp})")
+
+
+# What a run holds in memory, measured on the collapse and Poisson workloads: a closed-loop client's
+# objects, a submitted request's record and workload state, a step-log row (or time bin).
+CLIENT_BYTES, REQUEST_BYTES, STEP_ROW_BYTES = 1500, 600, 64
+
+
+@dataclass(frozen=True)
+class RunSize:
+    """Upper estimates of what a run will hold: clients, requests, step-log rows and bytes."""
+
+    clients: int
+    requests: int
+    step_rows: int
+    closed_share: float = 0.0  # of the requests, the share closed-loop clients submit
+
+    @property
+    def bytes(self) -> int:
+        return self.clients * CLIENT_BYTES + self.requests * REQUEST_BYTES + self.step_rows * STEP_ROW_BYTES
+
+
+def run_size(sc: Scenario, cost: CostModel, max_num_seqs: int) -> RunSize:
+    """Estimate ``sc``'s size before running it: closed-loop clients (their most); requests (the
+    open-loop rate, or the peak of a time-varying one, times the run's length; for closed loops, the
+    clients times the run's length over a request's time, from the mean output length and the step
+    cost of a full batch; the request limit; a trace's rows); step-log rows (the run's length over
+    the shortest possible step, or over the bin width)."""
+    from workloads.factory import class_specs
+    from workloads.lengths import LengthSampler
+    from workloads.trace import read_trace
+
+    until = run_duration(sc)
+    w = sc.workload
+    clients, rate, closed_rate, rows = 0, 0.0, 0.0, 0
+    specs = class_specs(w)
+    arrivals = [(w.arrival, specs)] if w.trace is None else []
+    arrivals += [(c.arrival, [c]) for c in specs if c.arrival is not None]
+    for a, sources in arrivals:
+        if a.type == "closed_loop":
+            steps = parse_schedule(a.schedule, "schedule", integer=True) if a.schedule is not None else []
+            n = max([a.concurrency] + [c for _, c in steps])
+            clients += n
+            if until is not None:  # each client: a request's time (its output at a full batch's step time), then its think time
+                rng = np.random.default_rng(0)
+                out = max(float(np.mean([LengthSampler(c.output, rng)() for _ in range(200)])) for c in sources)
+                batch = min(n, max_num_seqs)
+                step = cost.step_time(decode_work(batch, int(out)))
+                closed_rate += n / (out * step + a.think_time_s)
+        elif a.type == "time_varying":
+            rate += max(r for _, r in parse_schedule(a.schedule, "schedule", integer=False))
+        else:
+            rate += a.rate
+    if w.trace is not None:
+        rows = read_trace(w.trace).n
+    rate += closed_rate
+    requests = rows + (int(rate * until) if until is not None else 0)
+    if sc.run.num_requests is not None:
+        requests = min(requests, sc.run.num_requests) if requests else sc.run.num_requests
+    requests = max(requests, clients)
+    if until is None:  # until the requests are done: at most a step per token of theirs
+        step_rows = requests * 64
+    else:
+        step_rows = int(until / max(cost.step_time(StepWork()), 1e-6))
+    if sc.run.step_log_bin_s is not None and until is not None:
+        step_rows = min(step_rows, int(until / sc.run.step_log_bin_s) + 1)
+    return RunSize(clients, requests, step_rows, closed_rate / rate if rate > 0 else 0.0)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+
+
+def check_size(sc: Scenario, size: RunSize) -> None:
+    """Refuse a run that would need more than half of this machine's memory, naming what drives it."""
+    limit = _physical_memory() // 2
+    if size.bytes <= limit:
+        return
+    gb = size.bytes / 2**30
+    cap = f"about {gb:,.1f} GB, more than half of this machine's {2 * limit / 2**30:,.0f} GB"
+    parts = {"clients": size.clients * CLIENT_BYTES, "requests": size.requests * REQUEST_BYTES,
+             "steps": size.step_rows * STEP_ROW_BYTES}
+    worst = max(parts, key=parts.get)
+    length = f"{sc.run.duration_s!r}" if sc.run.duration_s is not None else f"none: {run_duration(sc):g} s by default"
+    if worst == "clients" or (worst == "requests" and size.closed_share > 0.5):
+        raise ConfigError(f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
+                          f"{size.requests:,} requests in the run, need {cap} (got {size.clients})")
+    if worst == "requests":
+        raise ConfigError(f"run.duration_s: up to {size.requests:,} requests need {cap}; shorten the run, lower the "
+                          f"rate or set run.num_requests (got {length})")
+    raise ConfigError(f"run.duration_s: a per-step log of up to {size.step_rows:,} steps needs {cap}; set "
+                      f"run.step_log_bin_s (a row per time bin) or shorten the run (got {length})")
+
+
 def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
     """The simulation of ``sc``, ready to run (``trace``: the request events the engine records)."""
     model = load_model(sc.model)
@@ -77,6 +192,7 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     tp = sc.hardware.tensor_parallel_size
     e = sc.engine
     seqs, tokens = engine_defaults(gpu, sc)
+    check_vllm_rules(model, tp, seqs, tokens)
     # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
     if e.quantization != "none":
@@ -109,6 +225,8 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     )
     reqs = RequestTable()
     cost = CostModel(model, gpu, tp, efficiency(sc, gpu), kv_dtype_bytes)
+    size = run_size(sc, cost, seqs)
+    check_size(sc, size)
     env = simpy.Environment()
     bin_s = sc.run.step_log_bin_s
     usable = mem.num_gpu_blocks - 1  # one is the null block
@@ -125,24 +243,31 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
         log=log,
         trace=trace,
     )
+    ids = Ids()
     engine.expected = start_workload(
-        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len
+        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len, ids=ids
     )
-    if engine.expected is not None and sc.run.duration_s is None:
+    if engine.expected is not None and run_duration(sc) is None:
         reqs.reserve(engine.expected)  # every one of them will arrive: allocate the records once
-    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
+    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs, "workload_counts": ids,
+             "size": size}
     return env, engine, parts
 
 
-def simulate(sc: Scenario, trace: int = 0) -> Result:
+def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
+    """Run ``sc``. ``progress``: show a progress bar on the terminal if the run takes a while."""
     t0 = time.perf_counter()
     env, engine, parts = build(sc, trace)
-    until = sc.run.duration_s
+    until = run_duration(sc)
+    if progress:
+        from simulator.progress import RunProgress
+
+        engine.progress = RunProgress(sc.name, until, engine.expected)
     # Everything alive now (imported libraries, the engine's state) lives through the run: keep
     # the cyclic garbage collector from re-scanning it at every full collection the run triggers.
     gc.freeze()
     try:
-        if sc.run.num_requests is not None:
+        if engine.expected is not None:
             stop = engine.all_done if until is None else (engine.all_done | env.timeout(until))
             env.run(until=stop)
         else:
@@ -150,4 +275,8 @@ def simulate(sc: Scenario, trace: int = 0) -> Result:
     finally:
         engine.finish_run()
         gc.unfreeze()
-    return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0, **parts)
+        if engine.progress is not None:
+            engine.progress.close()
+    done = engine.expected is not None and engine.all_done.triggered
+    return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0,
+                  stopped_by="requests done" if done else "duration", **parts)

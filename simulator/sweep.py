@@ -187,8 +187,6 @@ def _point_str(row, knob: str) -> str:
 
 def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int) -> int:
     from simulator.config import DEFAULT_SCENARIO
-    from simulator.output import load_run
-    from simulator.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
 
     p = Path(path) if path else DEFAULT_SCENARIO
     if not p.is_file():
@@ -244,6 +242,12 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
     else:
         ex.shutdown()
 
+    if interrupted:  # points finished by an earlier run and not reached by this one are kept too
+        for i, r in enumerate(results):
+            if r is None:
+                kept, _ = _cached(dirs[i], point_key(datas[i]))
+                if kept is not None:
+                    results[i] = {**kept, "cached": True}
     rows = []
     for pt, r in zip(points, results):
         row = {f"param:{k}": v for k, v in pt.items()}
@@ -255,30 +259,54 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
             row.update(status="ok", **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s", "recomputed")})
         rows.append(row)
     df = pd.DataFrame(rows)
-    write_csv(df, out / "sweep.csv")
-    knob = next(iter(grid_spec))
     has_slo = base_clean.get("slo") is not None
-    rec = recommend(df, knob, has_slo)
-    atomic_write_text(out / "recommendation.json", json.dumps(rec, indent=2) + "\n")
-    ok_idx = [i for i, r in enumerate(results) if r is not None and "error" not in r]
-    if ok_idx:
-        runs = [load_run(dirs[i]) for i in ok_idx]
-        series = [(slug(points[i]), st) for i, (_, st) in zip(ok_idx, runs)]
-        s0 = runs[0][0]
-        title = f"{s0['model']} on {s0['gpu']} x{s0['tensor_parallel_size']}"
-        warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
-        plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm)
-        plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm)
-        plot_sweep_metrics(df[df["status"] == "ok"], list(grid_spec), out / "metrics_vs_knob.png", title, rec)
+    rec = recommend(df, next(iter(grid_spec)), has_slo)
+    written = write_sweep_outputs(out, df, list(grid_spec), rec)
     print(f"\nrecommended: {rec['text']}")
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
+    n_ok = sum(1 for r in results if r is not None and "error" not in r)
     n_fail = sum(1 for r in results if r is not None and "error" in r)
-    print(f"\n{len(ok_idx)} of {len(points)} points ok, {n_fail} failed, {time.perf_counter() - t0:.1f} s; "
-          f"wrote {out}/sweep.csv, recommendation.json, kv_cache_usage.png, throughput.png, metrics_vs_knob.png")
+    n_left = sum(1 for r in results if r is None)
+    left = f", {n_left} not run" if n_left else ""
+    print(f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
+          f"wrote {out}/{', '.join(f.name for f in written)}")
     if interrupted:
         return 130
     return 1 if n_fail else 0
+
+
+def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
+    """sweep.csv, recommendation.json and, when some point finished, the overlaid and per-knob
+    plots (from the points' own folders); returns the files written."""
+    from simulator.output import load_run
+    from simulator.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
+
+    write_csv(df, out / "sweep.csv")
+    atomic_write_text(out / "recommendation.json", json.dumps(rec, indent=2) + "\n")
+    written = [out / "sweep.csv", out / "recommendation.json"]
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return written
+    points = [{k: _plain(row[f"param:{k}"]) for k in knobs} for _, row in ok.iterrows()]
+    runs = [load_run(out / "points" / slug(pt)) for pt in points]
+    series = [(slug(pt), st) for pt, (_, st) in zip(points, runs)]
+    s0 = runs[0][0]
+    title = f"{s0['model']} on {s0['gpu']} x{s0['tensor_parallel_size']}"
+    warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
+    end = max(float(s["simulated_time_s"]) for s, _ in runs)
+    plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm, end)
+    plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm, end)
+    plot_sweep_metrics(ok, knobs, out / "metrics_vs_knob.png", title, rec)
+    return written + [out / "kv_cache_usage.png", out / "throughput.png", out / "metrics_vs_knob.png"]
+
+
+def redraw_sweep(out: Path) -> list[Path]:
+    """Redraw a finished sweep's plots from sweep.csv, recommendation.json and its points."""
+    df = pd.read_csv(out / "sweep.csv")
+    knobs = [c[len("param:"):] for c in df.columns if c.startswith("param:")]
+    rec = json.loads((out / "recommendation.json").read_text())
+    return [f for f in write_sweep_outputs(out, df, knobs, rec) if f.suffix == ".png"]
 
 
 def _cores() -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from simulator.config import load_scenario, scenario_from_dict
+from simulator.config import field_reference, load_scenario, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.run import build
 
@@ -66,3 +68,43 @@ def test_overrides_apply_and_are_checked():
     assert sc.engine.max_num_seqs == 512 and sc.workload.arrival.concurrency == 7
     with pytest.raises(ConfigError, match=r"engine\.block_size must be >= 1"):
         load_scenario(None, ["engine.block_size=0"])
+
+
+def test_file_names_in_a_scenario_are_read_from_its_folder(tmp_path, monkeypatch):
+    """A relative trace path in a scenario file is found beside the file whatever the current
+    directory; one given with --set is read from the current directory."""
+    d = tmp_path / "exp"
+    d.mkdir()
+    (d / "t.csv").write_text("arrival_time_s,prompt_tokens,output_tokens\n0.5,10,5\n")
+    (d / "s.yaml").write_text("workload: {trace: t.csv}\n")
+    monkeypatch.chdir(tmp_path)
+    sc, raw = load_scenario("exp/s.yaml")
+    assert Path(sc.workload.trace) == Path("exp/t.csv") and raw["workload"]["trace"] == sc.workload.trace
+    sc, _ = load_scenario("exp/s.yaml", ["workload.trace=exp/t.csv"])
+    assert sc.workload.trace == "exp/t.csv"
+    with pytest.raises(ConfigError, match=r"workload.trace: file not found \(got 'exp/x.csv'\)"):
+        load_scenario("exp/s.yaml", ["workload.trace=exp/x.csv"])
+
+
+def test_a_folder_given_as_scenario_is_named_as_such():
+    with pytest.raises(ConfigError, match=r"^scenario: scenarios is a folder; give a scenario YAML file such as scenarios/"):
+        load_scenario("scenarios")
+
+
+def test_scientific_notation_is_a_number_in_files_and_overrides(tmp_path):
+    """YAML 1.1 reads 1e5 as a string; scenarios read it as the number everyone means."""
+    (tmp_path / "s.yaml").write_text("run: {duration_s: 1e3, warmup_s: 2E1}\nengine: {max_num_batched_tokens: 1e4}\n")
+    sc, _ = load_scenario(str(tmp_path / "s.yaml"))
+    assert (sc.run.duration_s, sc.run.warmup_s, sc.engine.max_num_batched_tokens) == (1000.0, 20.0, 10000)
+    sc, _ = load_scenario(None, ["run.duration_s=1.5e3", "engine.max_num_seqs=2e3"])
+    assert sc.run.duration_s == 1500.0 and sc.engine.max_num_seqs == 2000
+
+
+def test_partial_length_mappings_keep_the_documented_defaults():
+    """`output_tokens: {dist: fixed}` is the documented 256 tokens (the field's default), and
+    `servesim fields` shows what runs use for nested defaults."""
+    sc, _ = load_scenario(None, ["workload.output_tokens={dist: fixed}", "workload.session={turns: {dist: fixed}}"])
+    assert sc.workload.output_tokens.value == 256 and sc.workload.session.turns.value == 4
+    rows = {r[0]: r[2] for r in field_reference()}
+    assert rows["workload.output_tokens.value"] == "256" and rows["workload.session.turns.value"] == "4"
+    assert rows["workload.prompt_tokens.value"] == "512"

@@ -72,7 +72,7 @@ CASES = {
     "collapse_small_pool": (C1200, SMALL),
     "no_prefix_caching": (C1200, [*SMALL, "engine.enable_prefix_caching=false"]),
     "first_chunk_threshold": (C1200, [*SMALL, "engine.admission=first_chunk", "engine.long_prefill_token_threshold=64",
-                                      "engine.max_num_batched_tokens=512"]),
+                                      "engine.max_num_batched_tokens=512", "engine.max_num_seqs=512"]),
     "seat_limited": (C1200, [*SHORT, "engine.max_num_seqs=300"]),
     # Every preemption mode and policy under pressure.
     "swap": (C1200, [*SMALL, "engine.preemption_mode=swap", "engine.swap_space_gb=1"]),
@@ -133,7 +133,7 @@ def _random_scenario(d: dict, kernel: str):
         arrival = {"type": "closed_loop", "concurrency": d["load"], "think_time_s": d["think"],
                    "think_time_dist": "exponential", "ramp_up_s": d["think"]}
     else:
-        arrival = {"type": d["arrival"], "rate": float(d["load"]), "cv": 3.0}
+        arrival = {"type": d["arrival"], "rate": float(d["load"]), **({"cv": 3.0} if d["arrival"] == "gamma" else {})}
     workload = {
         "arrival": arrival,
         "prompt_tokens": {"dist": "uniform", "min": 1, "max": d["prompt"]},
@@ -150,7 +150,7 @@ def _random_scenario(d: dict, kernel: str):
         "hardware": {"gpu": "h100-sxm"},
         "engine": {
             "num_gpu_blocks_override": d["blocks"], "block_size": d["block_size"], "max_num_seqs": d["seqs"],
-            "max_num_batched_tokens": d["budget"], "enable_prefix_caching": d["caching"], "admission": d["admission"],
+            "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats "enable_prefix_caching": d["caching"], "admission": d["admission"],
             "long_prefill_token_threshold": d["thr"], "max_model_len": 4096, "scheduling_policy": d["policy"],
             "preemption_mode": d["preemption"], "swap_space_gb": d["swap_gb"], "on_swap_full": d["on_swap_full"],
         },

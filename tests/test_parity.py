@@ -1,4 +1,4 @@
-"""Step-for-step parity with traces of the real vLLM engine (tests/parity/fixtures, see tools/parity/README.md),
+"""Step-for-step parity with traces of the real vLLM engine (simulator/data/parity, see tools/parity/README.md),
 through both engine steps."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from simulator.parity import ENGINES, check, main_parity
+from simulator.parity import FIXTURES as FIXTURE_DIR
 from simulator.reference.block_pool import BlockPool
 from simulator.reference.kv_cache import KVCacheManager
 
-FIXTURES = sorted((Path(__file__).parent / "parity" / "fixtures").glob("*.csv"))
+FIXTURES = sorted(FIXTURE_DIR.glob("*.csv"))
 
 # Fixtures servesim cannot match for a precisely known reason: name -> reason (xfail, strict).
 # Keep in step with the list of unmodelled engine features in simulator/parity.py. None at present.

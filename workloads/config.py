@@ -25,17 +25,25 @@ class ArrivalConfig:
         "closed_loop",
         "closed loop (fixed or stepped concurrency), or open loop: Poisson, gamma (bursty), constant rate, time-varying Poisson rate",
     )
-    concurrency: int = F(64, "closed loop: requests in flight (each client sends its next request when its previous one ends)", "requests", ge=1)
-    think_time_s: float = F(0.0, "closed loop: pause between a response and the client's next request", "s", ge=0.0)
-    think_time_dist: Literal["fixed", "exponential"] = F("fixed", "closed loop: think time is exactly think_time_s, or exponential with that mean")
-    ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0)
-    rate: float = F(1.0, "poisson, gamma, constant: mean arrival rate", "requests/s", gt=0.0)
-    cv: float = F(1.0, "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)", gt=0.0)
+    concurrency: int = F(64, "closed loop: requests in flight (each client sends its next request when its previous one ends)", "requests", ge=1,
+                         only={"type": ("closed_loop",)})
+    think_time_s: float = F(0.0, "closed loop: pause between a response and the client's next request", "s", ge=0.0,
+                            only={"type": ("closed_loop",)})
+    think_time_dist: Literal["fixed", "exponential"] = F("fixed", "closed loop: think time is exactly think_time_s, or exponential with that mean",
+                                                         only={"type": ("closed_loop",)})
+    ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0,
+                         only={"type": ("closed_loop",)})
+    rate: float = F(1.0, "poisson, gamma, constant: mean arrival rate", "requests/s", gt=0.0,
+                    only={"type": ("poisson", "gamma", "constant")})
+    cv: float = F(1.0, "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)", gt=0.0,
+                  only={"type": ("gamma",)})
     schedule: Union[dict, str, None] = F(
         None,
         "time_varying: {t_s: rate} points; closed_loop: {t_s: concurrency} steps (extra clients start, surplus ones stop after their current request); also 't:v, t:v'",
+        only={"type": ("time_varying", "closed_loop")},
     )
-    interpolation: Literal["step", "linear"] = F("step", "time_varying: rate is piecewise constant between points, or a linear ramp between them")
+    interpolation: Literal["step", "linear"] = F("step", "time_varying: rate is piecewise constant between points, or a linear ramp between them",
+                                                 only={"type": ("time_varying",)})
 
 
 @dataclass(frozen=True)
@@ -43,15 +51,16 @@ class LengthConfig:
     dist: Literal["fixed", "uniform", "lognormal", "normal", "zipf", "empirical"] = F(
         "fixed", "length distribution (samples are rounded and clipped to [min, max])"
     )
-    value: int = F(512, "fixed: the length", "tokens", ge=1)
-    mean: float = F(512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0)
-    sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0)
-    std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0)
+    value: int = F(512, "fixed: the length", "tokens", ge=1, only={"dist": ("fixed",)})
+    mean: float = F(512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0, only={"dist": ("lognormal", "normal")})
+    sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0, only={"dist": ("lognormal",)})
+    std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0, only={"dist": ("normal",)})
     min: int = F(1, "smallest length (uniform, zipf: lower bound)", "tokens", ge=1)
     max: int = F(1_000_000, "largest length (uniform, zipf: upper bound)", "tokens", ge=1)
-    alpha: float = F(1.2, "zipf: exponent s of P(k) proportional to k^-s over [min, max]", gt=0.0)
-    file: Union[str, None] = F(None, "empirical: file of lengths (one per line, or a CSV with `column`), sampled uniformly with replacement")
-    column: Union[str, None] = F(None, "empirical: CSV column holding the lengths (null: one length per line)")
+    alpha: float = F(1.2, "zipf: exponent s of P(k) proportional to k^-s over [min, max]", gt=0.0, only={"dist": ("zipf",)})
+    file: Union[str, None] = F(None, "empirical: file of lengths (one per line, or a CSV with `column`), sampled uniformly with replacement",
+                               only={"dist": ("empirical",)})
+    column: Union[str, None] = F(None, "empirical: CSV column holding the lengths (null: one length per line)", only={"dist": ("empirical",)})
 
 
 @dataclass(frozen=True)
@@ -176,11 +185,8 @@ def check_arrival(a: ArrivalConfig, path: str) -> None:
         pts = parse_schedule(a.schedule, f"{path}.schedule", integer=False)
         if pts[-1][1] <= 0:
             raise ConfigError(f"{path}.schedule: the last rate must be > 0 (got {pts[-1][1]:g} at {pts[-1][0]:g} s)")
-    elif a.type == "closed_loop":
-        if a.schedule is not None:
-            parse_schedule(a.schedule, f"{path}.schedule", integer=True)
-    elif a.schedule is not None:
-        raise ConfigError(f"{path}.schedule: only for type 'time_varying' or 'closed_loop' (got type {a.type!r})")
+    elif a.type == "closed_loop" and a.schedule is not None:
+        parse_schedule(a.schedule, f"{path}.schedule", integer=True)
 
 
 def check_length(ln: LengthConfig, path: str) -> None:
@@ -192,8 +198,6 @@ def check_length(ln: LengthConfig, path: str) -> None:
         from workloads.lengths import load_lengths
 
         load_lengths(ln.file, ln.column, f"{path}.file")
-    elif ln.file is not None or ln.column is not None:
-        raise ConfigError(f"{path}.file: only for dist 'empirical' (got dist {ln.dist!r})")
     if ln.dist == "zipf" and ln.max - ln.min > 50_000_000:
         raise ConfigError(f"{path}.max: zipf needs max - min <= 50000000 (got {ln.max - ln.min})")
 

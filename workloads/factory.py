@@ -115,11 +115,13 @@ def has_shared_prefixes(w: WorkloadConfig) -> bool:
 
 
 class Ids:
-    """Per-run counters: session ids and client ids."""
+    """Per-run counters: session ids and client ids, and the requests ``over_max_model_len`` changed."""
 
     def __init__(self) -> None:
         self.sessions = 0
         self.clients = 0
+        self.truncated = 0  # cut to fit max_model_len
+        self.resampled = 0  # drawn again to fit it
 
     def new_session(self) -> int:
         self.sessions += 1
@@ -184,11 +186,13 @@ class RequestFactory:
             for _ in range(_RESAMPLE_TRIES):
                 p, o = self.lengths()
                 if glen + p + o <= L:
+                    self.ids.resampled += 1
                     return p, o
         # truncate: keep the shared prefix, cap the output so one own prompt token fits, then cut the prompt.
         o2 = min(o, L - glen - 1)
         if o2 < 1:
             return p, o  # cannot fit at all: submitted as drawn, the engine rejects it
+        self.ids.truncated += 1
         return min(p, L - glen - o2), o2
 
     def __call__(self) -> tuple[int, int, int, int]:
@@ -334,10 +338,12 @@ def start_workload(
     seed: int,
     num_requests: int | None,
     max_model_len: int | None = None,
+    ids: Ids | None = None,
 ) -> int | None:
     """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
 
     ``max_model_len``: when given, drawn requests obey ``w.over_max_model_len`` (docs/workloads.md).
+    ``ids``: the run's counters (given to read, after the run, how many requests were truncated).
     """
     budget = Budget(num_requests)
     if w.trace is not None:
@@ -346,7 +352,7 @@ def start_workload(
         rows = read_trace(w.trace)
         env.process(replay(env, submit, rows, budget))
         return len(rows) if num_requests is None else min(len(rows), num_requests)
-    ids = Ids()
+    ids = ids or Ids()
     specs = class_specs(w)
     root = np.random.SeedSequence(seed)
     if specs[0].index < 0:

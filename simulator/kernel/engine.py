@@ -168,6 +168,8 @@ class CompiledEngine(Engine):
             ctl[L.STOP_AFTER] = -1 if self.expected is None else self.expected - self.num_done
             code = advance(st)
             t = float(fctl[L.T_RET])
+            if self.progress is not None:
+                self.progress(t, self.num_done)
             c = ctl.tolist()
             # The log and the step count as they stand once the steps applied so far have ended
             # (if the run stops during the step in flight, that step is not counted).

@@ -44,6 +44,8 @@ class ReferenceEngine(Engine):
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
             out = sched.update(plan, env.now)
+            if self.progress is not None:
+                self.progress(env.now, self.num_done)
             if self.trace_level:
                 self._record_update(env.now, plan, out)
             self.num_steps += 1

@@ -18,7 +18,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-DEFAULT = Path(__file__).resolve().parent.parent.parent / "tests" / "parity" / "fixtures"
+DEFAULT = Path(__file__).resolve().parent.parent.parent / "simulator" / "data" / "parity"
 
 
 def pairs(s: str) -> list[tuple[str, int]]:

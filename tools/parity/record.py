@@ -42,7 +42,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-DEFAULT_OUT = REPO / "tests" / "parity" / "fixtures"
+DEFAULT_OUT = REPO / "simulator" / "data" / "parity"
 DEFAULT_WORK = HERE / "work"
 
 sys.path.insert(0, str(HERE))

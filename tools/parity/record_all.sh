@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-record every scheduler-parity fixture in tests/parity/fixtures/.
+# Re-record every scheduler-parity fixture in simulator/data/parity/.
 # Usage: tools/parity/record_all.sh [--only NAME ...] [--skip-existing]
 # Set up the environment first with tools/parity/setup.sh (VLLM_VERSION=... to
 # move to another vLLM release).

@@ -1,0 +1,46 @@
+"""A progress bar for runs long enough to wait for (tqdm), on a terminal only.
+
+The engine calls the bar with the simulated time and the requests done after each of its calls; the
+bar appears once a run has taken ``after_s`` seconds of wall time (short runs print nothing, and
+tqdm is not even imported) and shows simulated seconds against the run's length, or requests
+against the number asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+class RunProgress:
+    def __init__(self, label: str, until: float | None, expected: int | None, after_s: float = 2.0) -> None:
+        self.label, self.until, self.expected = label, until, expected
+        self.after_s = after_s
+        self.t0 = time.perf_counter()
+        self.bar = None
+        self.calls = 0
+        self.shown = 0.0
+        self.enabled = sys.stderr.isatty() or bool(os.environ.get("SERVESIM_PROGRESS"))
+
+    def __call__(self, now: float, done: int) -> None:
+        self.calls += 1
+        if not self.enabled or self.calls & 63:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.after_s:
+                return
+            from tqdm import tqdm
+
+            by_time = self.until is not None
+            self.bar = tqdm(total=self.until if by_time else self.expected, desc=self.label, leave=False,
+                            unit=" sim s" if by_time else " requests", dynamic_ncols=True, mininterval=0.5,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:,.0f}/{total:,.0f}{unit} [{elapsed}<{remaining}]")
+        value = now if self.until is not None else done
+        self.bar.update(value - self.shown)
+        self.shown = value
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
