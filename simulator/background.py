@@ -32,22 +32,24 @@ class BackgroundPlots:
         status_r, status_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: import matplotlib now, draw what the parent sends, report, exit
-            os.close(jobs_w)
-            os.close(status_r)
-            status = b""
             try:
-                from simulator import plots
+                os.close(jobs_w)
+                os.close(status_r)
+                status = b"ok"
+                try:
+                    from simulator import plots
 
-                with os.fdopen(jobs_r, "rb") as f:
-                    jobs = pickle.load(f)
-                for name, args in jobs:
-                    getattr(plots, name)(*args)
-            except EOFError:  # the parent ended without sending any work
-                pass
-            except BaseException as e:
-                status = f"{type(e).__name__}: {e}".encode()
-            os.write(status_w, status or b"ok")
-            os._exit(0)
+                    with os.fdopen(jobs_r, "rb") as f:
+                        jobs = pickle.load(f)
+                    for name, args in jobs:
+                        getattr(plots, name)(*args)
+                except EOFError:  # the parent ended without sending any work
+                    pass
+                except BaseException as e:  # reported to the parent, which draws instead
+                    status = f"{type(e).__name__}: {e}".encode()
+                os.write(status_w, status)
+            finally:  # whatever happens (the parent gone, its pipe closed), the child never returns
+                os._exit(0)
         os.close(jobs_r)
         os.close(status_w)
         self.pid, self._jobs_w, self._status_r = pid, jobs_w, status_r

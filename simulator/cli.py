@@ -69,21 +69,34 @@ def run_notes(summary: dict, result) -> list[str]:
     return notes
 
 
-def run_one(path: str | None, overrides: list[str], out: Path | None, plots=None) -> dict:
-    """Run one scenario and write its results directory (default: results/<scenario name>).
+def run_one(path: str | None, overrides: list[str], out: Path | None, plots=None, exports: dict | None = None) -> dict:
+    """Run one scenario and write its results directory (default: results/<scenario name>), and the
+    exports asked for (``exports``: metrics, metrics_interval, metrics_start, trace).
     Returns its summary (or an error)."""
     from simulator.config import load_scenario
     from simulator.output import write_run
     from simulator.run import simulate
 
+    exports = exports or {}
     try:
         sc, raw = load_scenario(path, overrides)
         out = out or Path("results") / sc.name
         replaced = (out / "summary.json").is_file()
-        result = simulate(sc, progress=True)
+        result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         summary = write_run(result, raw, out, plots)
         notes = run_notes(summary, result) + ([f"{sc.name}: replaced the earlier run in {out}/"] if replaced else [])
-        return {**summary, "wall_time_s": result.wall_s, "_notes": notes, "_out": str(out)}
+        files = []
+        if exports.get("metrics") == "openmetrics":
+            from simulator.export import write_openmetrics
+
+            files.append(write_openmetrics(result, out / "metrics.openmetrics", exports["metrics_interval"],
+                                           exports["metrics_start"]))
+        if exports.get("trace"):
+            from simulator.export import write_perfetto
+
+            files.append(write_perfetto(result, Path(exports["trace"])))
+        return {**summary, "wall_time_s": result.wall_s, "_notes": notes, "_out": str(out),
+                "_files": [str(f) for f in files]}
     except ConfigError as e:
         return {"error": str(e), "scenario": path or "default"}
     except RuntimeError as e:  # SimulationStalled and other broken-invariant reports: one line, no traceback
@@ -110,6 +123,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = Path(args.out or "results/runs")
         targets = [out / Path(p).stem for p in paths]
     jobs = list(zip(paths, targets))
+    if args.trace and len(jobs) > 1:
+        raise ConfigError("--trace: give one scenario (one trace file per run)")
+    exports = {"metrics": args.metrics, "metrics_interval": args.metrics_interval,
+               "metrics_start": _epoch(args.metrics_start), "trace": args.trace}
     # One run: its plots are drawn by a child forked now, before anything heavy is imported.
     with BackgroundPlots(fork=len(jobs) == 1) as plots:
         compile_note()
@@ -117,9 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
-                results = list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs]))
+                results = list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs],
+                                      [None] * len(jobs), [exports] * len(jobs)))
         else:
-            results = [run_one(p, args.set, t, plots) for p, t in jobs]
+            results = [run_one(p, args.set, t, plots, exports) for p, t in jobs]
     from simulator.output import write_comparison
 
     ok = [(r, Path(r.pop("_out"))) for r in results if "error" not in r]
@@ -127,16 +145,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     for r in failed:
         print(f"error: {r['error']}", file=sys.stderr)
     notes = [n for r, _ in ok for n in r.pop("_notes")]
+    exported = [f for r, _ in ok for f in r.pop("_files")]
     if ok:
         print(format_table([r for r, _ in ok]))
         for n in notes:
             print(f"note: {n}")
+        for f in exported:
+            print(f"wrote {f}")
         if len(ok) > 1:
             files = write_comparison([t for _, t in ok], out)
             print("\n" + "\n".join(f"wrote {f}" for f in files))
         else:
             print(f"\nresults in {ok[0][1]}/ (summary.json, requests.csv, steps.csv, kv_cache_usage.png, throughput.png)")
     return 2 if failed and not ok else (1 if failed else 0)
+
+
+def _epoch(text: str) -> float:
+    """``--metrics-start``: an ISO 8601 time (UTC unless it says otherwise), or ``now``."""
+    import datetime as dt
+    import time
+
+    if text == "now":
+        return time.time()
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--metrics-start must be an ISO 8601 time such as 2026-01-01T00:00:00Z, or now (got {text!r})") from None
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -166,6 +201,9 @@ def cmd_fields(args: argparse.Namespace) -> int:
     from simulator.config import field_reference
 
     rows = field_reference()
+    if not args.markdown:
+        print("Every field of a scenario file, with the default a file that leaves it out gets. (With no file at "
+              "all, `servesim run` runs the built-in collapse case, simulator/data/default_scenario.yaml.)\n")
     if args.markdown:
         print("| field | type | default | unit | vLLM knob | meaning |")
         print("|---|---|---|---|---|---|")
@@ -276,11 +314,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
-    r.add_argument("scenarios", nargs="*", help="scenario YAML files (none: the built-in default)")
+    r.add_argument("scenarios", nargs="*", help="scenario YAML files (none: the built-in collapse case, "
+                   "simulator/data/default_scenario.yaml; a file starts from the defaults `servesim fields` lists)")
     r.add_argument("--out", default=None, help="results directory (default: results/<scenario name>; with several "
                    "scenarios, results/runs/<file name> each and the comparison in results/runs)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field, e.g. engine.max_num_seqs=512")
     r.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes for several scenarios (0: all cores)")
+    r.add_argument("--metrics", choices=["openmetrics"], help="also write the run's time series under vLLM's metric "
+                   "names (metrics.openmetrics: load with `promtool tsdb create-blocks-from openmetrics`)")
+    r.add_argument("--metrics-interval", type=float, default=1.0, metavar="S", help="simulated seconds between samples (default 1)")
+    r.add_argument("--metrics-start", default="2026-01-01T00:00:00Z", metavar="TIME",
+                   help="wall-clock time of the run's start in the metrics (ISO 8601 or 'now'; default a fixed date, "
+                        "so the file is the same every run)")
+    r.add_argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace (open in ui.perfetto.dev): "
+                   "engine steps, each request's queued/prefill/decode/preempted spans, KV usage")
     r.set_defaults(fn=cmd_run)
 
     ck = sub.add_parser("check", help="validate scenarios and show the KV pool they get, without simulating")

@@ -1,0 +1,246 @@
+"""A run in the formats of the tools people already use on real servers.
+
+- ``openmetrics``: the run's time series under vLLM's own Prometheus metric names, types and
+  histogram buckets (``vllm:num_requests_running``, ``vllm:kv_cache_usage_perc``,
+  ``vllm:time_to_first_token_seconds``...), one sample per series every ``interval_s`` simulated
+  seconds, timestamped from ``start_epoch``. ``promtool tsdb create-blocks-from openmetrics FILE DIR``
+  turns it into Prometheus blocks, so a vLLM Grafana dashboard shows a simulated run as it would a
+  real one. Written with prometheus_client (the standard client library).
+- ``perfetto``: Chrome trace-event JSON (opens in ui.perfetto.dev): engine steps as slices with their
+  batch composition, each request as async spans (queued, prefill, decode, preempted, swapped out),
+  KV-cache usage and the queues as counter tracks.
+
+Server-level series come from the step log (per step, or per time bin with ``run.step_log_bin_s``);
+request-level histograms from the request records, each request observed when vLLM observes it (TTFT
+at its first token, the rest when it finishes). Inter-token latency is observed per decode token of
+a step as the time since the previous step ended, exact for requests that decoded in both steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from simulator import events as E
+from simulator.metrics import atomic_write_bytes
+from simulator.rules import FINISHED, REJECTED
+
+DEFAULT_START_EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed anchor keeps the file deterministic
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                80.0, 160.0, 640.0, 2560.0]
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
+LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+                   960.0, 1920.0, 7680.0]
+
+
+def _step_series(result) -> dict[str, np.ndarray]:
+    cols = result.engine.log.columns()
+    start = np.asarray(cols["start"], np.float64)
+    dur = np.asarray(cols["duration"], np.float64)
+    return {**cols, "start": start, "end": start + dur}
+
+
+def _last_before(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The value of the latest entry whose time is <= each of ``at`` (0 before the first)."""
+    k = np.searchsorted(times, at, side="right") - 1
+    out = np.where(k >= 0, np.asarray(values, np.float64)[np.maximum(k, 0)], 0.0)
+    return out
+
+
+def _cumulative(times: np.ndarray, amounts: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Sum of ``amounts`` whose time is <= each of ``at``."""
+    order = np.argsort(times, kind="stable")
+    t, c = times[order], np.cumsum(np.asarray(amounts, np.float64)[order])
+    k = np.searchsorted(t, at, side="right")
+    return np.where(k > 0, c[np.maximum(k - 1, 0)], 0.0)
+
+
+def _histogram(times: np.ndarray, values: np.ndarray, buckets: list[float], at: np.ndarray,
+               weights: np.ndarray | None = None):
+    """Cumulative histogram of ``values`` observed at ``times``, as of each of ``at``: bucket counts
+    (len(at) x (len(buckets) + 1), the last +Inf), counts and sums."""
+    w = np.ones(len(values)) if weights is None else np.asarray(weights, np.float64)
+    b = np.searchsorted(np.asarray(buckets), values, side="left")  # first bucket whose bound >= value
+    k = np.searchsorted(at, times, side="left")  # first scrape at or after the observation
+    grid = np.zeros((len(at) + 1, len(buckets) + 1))
+    np.add.at(grid, (k, b), w)
+    per_scrape = np.cumsum(grid[: len(at)], axis=0)
+    buckets_cum = np.cumsum(per_scrape, axis=1)
+    sums = np.zeros(len(at) + 1)
+    np.add.at(sums, k, w * values)
+    return buckets_cum, buckets_cum[:, -1], np.cumsum(sums[: len(at)])
+
+
+def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAULT_START_EPOCH) -> bytes:
+    """The run as OpenMetrics text with vLLM's metric names (see the module docstring)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.openmetrics import exposition
+
+    end = result.end_time
+    at = np.arange(1, int(np.floor(end / interval_s)) + 1) * interval_s
+    if not len(at) or at[-1] < end:
+        at = np.append(at, end)
+    stamps = start_epoch + at
+    labels = ["model_name", "engine"]
+    lv = [result.model.name, "0"]
+    s = _step_series(result)
+    c = result.reqs.columns()
+    fin = c["status"] == FINISHED
+    families = []
+
+    def gauge(name: str, doc: str, values: np.ndarray) -> None:
+        g = GaugeMetricFamily(name, doc, labels=labels)
+        for ts, v in zip(stamps.tolist(), values.tolist()):
+            g.add_metric(lv, v, timestamp=ts)
+        families.append(g)
+
+    def counter(name: str, doc: str, values: np.ndarray, extra: dict | None = None) -> None:
+        names = labels + list(extra or {})
+        m = CounterMetricFamily(name, doc, labels=names)
+        for ts, v in zip(stamps.tolist(), values.tolist()):
+            m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
+        families.append(m)
+
+    def histogram(name: str, doc: str, times, values, buckets, weights=None) -> None:
+        cum, _, sums = _histogram(np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, at, weights)
+        h = HistogramMetricFamily(name, doc, labels=labels)
+        bounds = [*(str(float(x)) for x in buckets), "+Inf"]
+        for i, ts in enumerate(stamps.tolist()):
+            h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
+        families.append(h)
+
+    gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+          _last_before(s["start"], s["num_running"], at))
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+          _last_before(s["start"], s["num_waiting"], at))
+    gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", _last_before(s["start"], s["num_swapped"], at))
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+          _last_before(s["start"], s["kv_usage"], at))
+    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+            _cumulative(s["start"], s["num_preemptions"], at))
+    counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+            _cumulative(c["first_token"][np.isfinite(c["first_token"])], c["prompt_len"][np.isfinite(c["first_token"])], at))
+    counter("vllm:generation_tokens", "Number of generation tokens processed.",
+            _cumulative(s["end"], s["num_generated"], at))
+    counter("vllm:request_success", "Count of successfully processed requests.",
+            _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
+    first = np.isfinite(c["first_token"])
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              c["first_token"][first], (c["first_token"] - c["arrival"])[first], TTFT_BUCKETS)
+    if "num_steps" in s:  # time bins: a bin's mean step time
+        gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
+    else:  # the time since the previous step ended
+        gap = np.diff(s["end"], prepend=s["start"][:1])
+    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s["end"], gap,
+              ITL_BUCKETS, weights=s["decode_tokens"])
+    multi = fin & (c["num_out"] > 1)
+    histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+              c["finish"][multi], ((c["finish"] - c["first_token"]) / np.maximum(c["num_out"] - 1, 1))[multi], ITL_BUCKETS)
+    for name, doc, values in [
+        ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c["finish"] - c["arrival"]),
+        ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+         c["first_scheduled"] - c["arrival"]),
+        ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+         c["finish"] - c["first_scheduled"]),
+        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+         c["first_token"] - c["first_scheduled"]),
+        ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+         c["finish"] - c["first_token"]),
+    ]:
+        histogram(name, doc, c["finish"][fin], values[fin], LATENCY_BUCKETS)
+
+    class _Run:
+        def collect(self):
+            return families
+
+    # vLLM's names carry a colon: written as they are (newer prometheus_client versions would
+    # otherwise rewrite them in the sample lines but not in the # TYPE lines).
+    allow = getattr(exposition, "ALLOWUTF8", None)
+    return exposition.generate_latest(_Run(), escaping=allow) if allow else exposition.generate_latest(_Run())
+
+
+def write_openmetrics(result, path: Path, interval_s: float = 1.0, start_epoch: float = DEFAULT_START_EPOCH) -> Path:
+    atomic_write_bytes(path, openmetrics_text(result, interval_s, start_epoch))
+    return path
+
+
+# ---- Perfetto / Chrome trace events -------------------------------------------------------------------
+
+_PID_ENGINE, _PID_REQUESTS = 1, 2
+
+
+def trace_events(result) -> list[dict]:
+    """The run as Chrome trace events (timestamps in microseconds of simulated time). Needs the
+    request events of ``simulate(..., trace=1)``."""
+    us = 1e6
+    out: list[dict] = [
+        {"ph": "M", "pid": _PID_ENGINE, "name": "process_name", "args": {"name": f"engine ({result.model.name})"}},
+        {"ph": "M", "pid": _PID_ENGINE, "tid": 1, "name": "thread_name", "args": {"name": "steps"}},
+        {"ph": "M", "pid": _PID_REQUESTS, "name": "process_name", "args": {"name": "requests"}},
+    ]
+    log = result.engine.log.columns()
+    binned = "num_steps" in log
+    for k in range(len(log["start"])):
+        args = {c: int(log[c][k]) for c in ("num_running", "num_waiting", "num_swapped", "num_seqs", "prefill_tokens",
+                                           "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated")}
+        out.append({"ph": "X", "pid": _PID_ENGINE, "tid": 1, "name": "time bin" if binned else "step",
+                    "ts": float(log["start"][k]) * us, "dur": float(log["duration"][k]) * us, "args": args})
+        out.append({"ph": "C", "pid": _PID_ENGINE, "name": "kv_cache_usage", "ts": float(log["start"][k]) * us,
+                    "args": {"percent": round(float(log["kv_usage"][k]) * 100, 4)}})
+        out.append({"ph": "C", "pid": _PID_ENGINE, "name": "queues", "ts": float(log["start"][k]) * us,
+                    "args": {"running": int(log["num_running"][k]), "waiting": int(log["num_waiting"][k])}})
+    c = result.reqs.columns()
+    phase: dict[int, tuple[str, float]] = {}  # request -> its open span (name, start)
+
+    def close(rid: int, t: float) -> None:
+        name, t0 = phase.pop(rid)
+        out.append({"ph": "b", "cat": "request", "id": rid, "pid": _PID_REQUESTS, "name": name, "ts": t0 * us,
+                    "args": {"request": rid}})
+        out.append({"ph": "e", "cat": "request", "id": rid, "pid": _PID_REQUESTS, "name": name, "ts": t * us})
+
+    def open_(rid: int, name: str, t: float) -> None:
+        if rid in phase:
+            close(rid, t)
+        phase[rid] = (name, t)
+
+    evs = result.engine.trace_events()
+    order = np.argsort(evs[:, 0], kind="stable") if len(evs) else np.empty(0, np.int64)
+    queued = set()
+    for t, kind, rid, value in evs[order].tolist():
+        rid, kind = int(rid), int(kind)
+        if rid not in queued:  # its wait from arrival to its first admission
+            queued.add(rid)
+            phase[rid] = ("queued", float(c["arrival"][rid]))
+        if kind == E.NEW:
+            open_(rid, "prefill", t)
+        elif kind == E.RESUMED:
+            open_(rid, "resumed (recomputing, then decoding)" if rid in phase and phase[rid][0] == "preempted"
+                  else "resumed", t)
+        elif kind == E.PREEMPTED:
+            open_(rid, ("preempted", "swapped out", "aborted")[int(value)], t)
+            if int(value) == 2:
+                close(rid, t)
+        elif kind == E.FIRST_TOKEN:
+            open_(rid, "decode", t)
+        elif kind == E.FINISHED and rid in phase:
+            close(rid, t)
+    end = result.end_time
+    for rid in range(len(c["arrival"])):
+        if c["status"][rid] == REJECTED:
+            out.append({"ph": "i", "s": "p", "pid": _PID_REQUESTS, "name": f"rejected {rid}",
+                        "ts": float(c["arrival"][rid]) * us})
+        elif rid not in queued:  # never admitted
+            phase[rid] = ("queued", float(c["arrival"][rid]))
+    for rid in list(phase):  # still open when the run ended
+        close(rid, end)
+    return out
+
+
+def write_perfetto(result, path: Path) -> Path:
+    data = {"traceEvents": trace_events(result), "displayTimeUnit": "ms",
+            "metadata": {"simulator": "servesim", "scenario": result.scenario.name}}
+    atomic_write_bytes(path, json.dumps(data, separators=(",", ":")).encode())
+    return path
