@@ -48,8 +48,9 @@ class Engine:
         self.trace_level = trace  # request events to record (simulator.events): 0 none, 1, 2
         self.progress = None  # called with (now, requests done) as the run goes (simulator.progress)
         # After requests end, let their clients' reactions at that instant (a resubmission) reach
-        # the next step before it is scheduled, as when a client submits between two engine steps.
-        self.clients_same_step = False
+        # the next step before it is scheduled, as when a client submits between two engine steps
+        # (workload.arrival.client_latency_s delays a reaction beyond it).
+        self.clients_same_step = True
         self.cfg = cfg
         self.cost = cost
         self.reqs = reqs
@@ -131,14 +132,18 @@ class Engine:
         if self.expected is not None and self.num_done >= self.expected and not self.all_done.triggered:
             self.all_done.succeed()
 
-    def _notify(self, rids) -> None:
-        """Requests that ended (finished or aborted): wake whoever waits for them, count them."""
+    def _notify(self, rids) -> bool:
+        """Requests that ended (finished or aborted): wake whoever waits for them, count them.
+        Returns whether anybody was woken."""
         events = self._events
+        woke = False
         for rid in rids:
             ev = events.pop(rid, None)
             if ev is not None:
                 ev.succeed(rid)
+                woke = True
         self._count_done(len(rids))
+        return woke
 
     # ---- the step ------------------------------------------------------------------------------------
     def _loop(self):

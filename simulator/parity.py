@@ -76,7 +76,6 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
     env = simpy.Environment()
     eng = Eng(env, cfg, int(e["num_gpu_blocks"]), ConstantCost(1.0), RequestTable(), max_model_len=10**9,
               max_steps=max_steps, trace=2)
-    eng.clients_same_step = True  # a closed-loop client's next request makes the next step
     todo = list(spec["requests"])
     groups: dict = {}
 

@@ -175,6 +175,44 @@ def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, k
     pd.testing.assert_frame_equal(a, b)
 
 
+
+def test_client_latency_delays_each_next_request_by_exactly_that_time():
+    """With client_latency_s, every client's next request arrives that long after its previous one
+    ended (chained clients and client processes alike); with 0 it arrives at the same instant."""
+    for extra in ({}, {"think_time_s": 1e-9}):  # think time forces the process form
+        for lat in (0.0, 0.25):
+            w = wl({"arrival": {"type": "closed_loop", "concurrency": 4, "client_latency_s": lat, **extra},
+                    "prompt_tokens": {"value": 32}, "output_tokens": {"value": 4}})
+            eng, c = engine_run(w, until=20.0)
+            order = np.lexsort((c["arrival"], c["client"]))
+            cl, arr, fin = c["client"][order], c["arrival"][order], c["finish"][order]
+            same = cl[1:] == cl[:-1]
+            gap = arr[1:][same] - fin[:-1][same]
+            want = lat + extra.get("think_time_s", 0.0)
+            assert len(gap) > 20 and np.allclose(gap, want, atol=1e-9), (lat, extra, gap[:5])
+
+
+def test_trace_sent_closed_loop_keeps_its_order_and_concurrency(tmp_path):
+    """trace_arrivals: closed_loop sends a trace's rows in order with C clients in flight, ignoring
+    the recorded times; the lengths are the trace's."""
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_time_s,prompt_tokens,output_tokens\n" +
+                    "".join(f"{1000 + i},{16 + i},{2 + i % 5}\n" for i in range(60)))
+    sc, _ = load_scenario(None, ["model=llama-3.1-8b", "hardware.gpu=h100-sxm",
+                                 f"workload={{trace: '{path}', trace_arrivals: closed_loop, "
+                                 "arrival: {type: closed_loop, concurrency: 3}}"])
+    df = request_frame(simulate(sc)).sort_values("id")
+    assert len(df) == 60 and (df["status"] == "finished").all()
+    assert list(df["prompt_tokens"]) == [16 + i for i in range(60)]
+    assert list(df["output_tokens"]) == [2 + i % 5 for i in range(60)]
+    assert df["arrival_s"].max() < 1000 and (df["arrival_s"].iloc[:3] == 0).all()
+    assert (df["arrival_s"].diff().iloc[1:] >= 0).all()  # sent in the trace's order
+    ev = np.sort(np.concatenate([df["arrival_s"], df["finish_s"]]))
+    inflight = (np.searchsorted(np.sort(df["arrival_s"]), ev, "right")
+                - np.searchsorted(np.sort(df["finish_s"]), ev, "right"))
+    assert inflight.max() == 3
+
+
 # ---- lengths ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cfg,mean", [
@@ -437,6 +475,8 @@ def test_traces_that_are_not_plain_go_to_the_row_reader(tmp_path, text):
     ({"classes": {"x": {"priorty": 1}}}, "workload.classes.x.priorty: unknown key; did you mean 'priority'?"),
     ({"preset": "chat", "prompt_tokens": {"value": 5}}, "workload.prompt_tokens: cannot be set together with workload.preset ('chat') (got dist 'fixed')"),
     ({"prompt_tokens": {"dist": "empirical"}}, "workload.prompt_tokens.file: dist 'empirical' needs a file of lengths (got null)"),
+    ({"trace_arrivals": "closed_loop", "arrival": {"type": "poisson"}}, "workload.trace_arrivals: closed_loop sends the trace with workload.arrival.type: closed_loop clients (got arrival type 'poisson')"),
+    ({"arrival": {"type": "poisson", "client_latency_s": 1}}, "workload.arrival.client_latency_s: only for type 'closed_loop' (got type 'poisson')"),
 ])
 def test_workload_config_errors_are_one_line_with_path_rule_and_value(data, msg):
     """Checks the generic loader cannot do still name the field path, the rule and the value."""

@@ -142,16 +142,20 @@ def poisson(
 # ---- closed loop --------------------------------------------------------------------------------
 
 def _chained_client(env: simpy.Environment, request: Callable[[int], simpy.Event], budget: Budget, client: int,
-                    delay: float | None) -> None:
+                    delay: float | None, latency: float = 0.0) -> None:
     """A closed-loop client that sends requests back to back, as callbacks on their completion events.
 
     It does what ``closed_loop``'s process does for such a client, event for event: it starts on
     an urgent event as a process does, waits ``delay`` with a timeout created then, and each
-    request's completion runs the next turn where the process would have been resumed.
+    request's completion runs the next turn where the process would have been resumed (after a
+    timeout of ``latency``, if any).
     """
     def turn(_event: simpy.Event | None = None) -> None:
         if budget.take():
-            request(client).callbacks.append(turn)
+            request(client).callbacks.append(react if latency > 0 else turn)
+
+    def react(_event: simpy.Event) -> None:
+        env.timeout(latency).callbacks.append(turn)
 
     def start(_event: simpy.Event) -> None:
         if delay is None:
@@ -179,8 +183,10 @@ def closed_loop(
     think: Callable[[], float] | None = None,
     schedule: list[tuple[float, int]] | None = None,
     client_base: int = 0,
+    client_latency_s: float = 0.0,
 ) -> None:
-    """Start ``concurrency`` clients; each sends a request, waits for its end, thinks, repeats.
+    """Start ``concurrency`` clients; each sends a request, waits for its end, reacts (after
+    ``client_latency_s``), thinks, repeats.
 
     ``job(client, active)``: a generator that submits one request (or runs one session) and waits for
     it; or ``request(client)``: submits one request and returns its completion event; default: submit
@@ -198,7 +204,7 @@ def closed_loop(
     if job is None and think is None and think_time_s <= 0 and not schedule:
         for cid in range(concurrency):
             _chained_client(env, request, budget, client_base + cid,
-                            ramp_up_s * cid / concurrency if ramp_up_s > 0 else None)
+                            ramp_up_s * cid / concurrency if ramp_up_s > 0 else None, client_latency_s)
         return
 
     if job is None:
@@ -218,6 +224,8 @@ def closed_loop(
             yield env.timeout(delay)
         while cid < target[0] and budget.take():
             yield from job(client_base + cid, active(cid))
+            if client_latency_s > 0:
+                yield env.timeout(client_latency_s)
             if cid >= target[0]:
                 break
             pause = think()

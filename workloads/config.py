@@ -33,6 +33,8 @@ class ArrivalConfig:
                                                          only={"type": ("closed_loop",)})
     ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0,
                          only={"type": ("closed_loop",)})
+    client_latency_s: float = F(0.0, "closed loop: from a response's end to the client's next request reaching the engine (network, client; 0: it makes the engine's very next step)", "s", ge=0.0,
+                                only={"type": ("closed_loop",)})
     rate: float = F(1.0, "poisson, gamma, constant: mean arrival rate", "requests/s", gt=0.0,
                     only={"type": ("poisson", "gamma", "constant")})
     cv: float = F(1.0, "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)", gt=0.0,
@@ -116,7 +118,8 @@ class WorkloadConfig:
     over_max_model_len: Literal["truncate", "resample", "reject"] = F(
         "truncate", "a drawn request longer than max_model_len: cut it to fit, draw again, or submit it (the engine rejects it)"
     )
-    trace: Union[str, None] = F(None, "replay a trace file (CSV or JSONL, docs/workloads.md) open loop at its recorded times; overrides arrival and lengths")
+    trace: Union[str, None] = F(None, "replay a trace file (CSV or JSONL, docs/workloads.md); overrides the lengths, and the arrivals unless trace_arrivals says otherwise")
+    trace_arrivals: Literal["recorded", "closed_loop"] = F("recorded", "a trace's requests arrive at their recorded times (open loop), or are sent in order by workload.arrival.concurrency closed-loop clients, as `vllm bench serve --max-concurrency` sends a dataset")
 
     def __post_init__(self) -> None:
         check_workload(self, "workload")
@@ -236,6 +239,9 @@ def check_workload(w: WorkloadConfig, path: str) -> None:
         from workloads.trace import read_trace
 
         read_trace(w.trace)
+    if w.trace_arrivals == "closed_loop" and w.arrival.type != "closed_loop":
+        raise ConfigError(f"{path}.trace_arrivals: closed_loop sends the trace with "
+                          f"{path}.arrival.type: closed_loop clients (got arrival type {w.arrival.type!r})")
 
 
 def _parse_classes(raw: Any, path: str) -> tuple[ClassConfig, ...]:

@@ -317,7 +317,7 @@ def _start_arrival(
         plain = all(s.spec.session is None for s in sources)
         closed_loop(env, submit, None, a.concurrency, a.think_time_s, a.ramp_up_s, budget,
                     job=None if plain else job, request=request if plain else None, think=think,
-                    schedule=schedule, client_base=base)
+                    schedule=schedule, client_base=base, client_latency_s=a.client_latency_s)
         return
     if a.type == "poisson":
         gaps = poisson_gaps(a.rate, gap_rng)
@@ -347,10 +347,14 @@ def start_workload(
     """
     budget = Budget(num_requests)
     if w.trace is not None:
-        from workloads.trace import read_trace, replay
+        from workloads.trace import read_trace, replay, replay_closed_loop
 
         rows = read_trace(w.trace)
-        env.process(replay(env, submit, rows, budget))
+        if w.trace_arrivals == "closed_loop":
+            a = w.arrival
+            replay_closed_loop(env, submit, rows, budget, a.concurrency, a.client_latency_s, a.ramp_up_s)
+        else:
+            env.process(replay(env, submit, rows, budget))
         return len(rows) if num_requests is None else min(len(rows), num_requests)
     ids = ids or Ids()
     specs = class_specs(w)

@@ -292,6 +292,25 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
         )
 
 
+def replay_closed_loop(env: simpy.Environment, submit, tr: Trace, budget, concurrency: int, client_latency_s: float,
+                       ramp_up_s: float = 0.0) -> None:
+    """Closed loop: ``concurrency`` clients send the trace's requests in order (recorded arrival times
+    ignored), each the next one when its previous one ends (after ``client_latency_s``)."""
+    from workloads.arrivals import closed_loop
+
+    rows = iter(range(tr.n))
+
+    def request(client: int):
+        i = next(rows)
+        return submit(int(tr.prompt[i]), int(tr.output[i]), int(tr.group[i]), int(tr.group_len[i]),
+                      priority=int(tr.priority[i]), content_key=_session_key(int(tr.session[i])), client=client,
+                      client_class=int(tr.client_class[i]), want_event=True)
+
+    budget.left = tr.n if budget.left is None else min(budget.left, tr.n)
+    closed_loop(env, submit, None, concurrency, 0.0, ramp_up_s, budget, request=request,
+                client_latency_s=client_latency_s)
+
+
 # ---- generation ---------------------------------------------------------------------------------
 
 def write_trace(rows: list[dict], path: str | Path) -> None:

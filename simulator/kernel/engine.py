@@ -178,8 +178,7 @@ class CompiledEngine(Engine):
             if code == L.NOTIFY:
                 if t != now:
                     yield TimeoutAt(env, t)
-                self._ended(c[L.FIN_N])
-                if self.clients_same_step:
+                if self._ended(c[L.FIN_N]) and self.clients_same_step:
                     yield env.timeout(0)
                 continue
             if c[L.FIN_N]:
@@ -207,11 +206,12 @@ class CompiledEngine(Engine):
         self._drain_trace()
         return np.concatenate(self._trace) if self._trace else np.zeros((0, 4))
 
-    def _ended(self, k: int) -> None:
+    def _ended(self, k: int) -> bool:
+        """Report ``k`` ended requests; whether anybody waiting for them was woken."""
         if self._events:
-            self._notify(self.st.fin[:k].tolist())
-        else:
-            self._count_done(k)
+            return self._notify(self.st.fin[:k].tolist())
+        self._count_done(k)
+        return False
 
     def finish_run(self) -> None:
         """Write the running requests' live values (kept in the kernel's slots) into their records."""

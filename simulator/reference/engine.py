@@ -50,11 +50,10 @@ class ReferenceEngine(Engine):
                 self._record_update(env.now, plan, out)
             self.num_steps += 1
             log.add(start, dt, plan, out)
-            if plan.aborted:
-                self._notify(plan.aborted)
+            woke = self._notify(plan.aborted) if plan.aborted else False
             if out.finished:
-                self._notify(out.finished)
-            if self.clients_same_step and (plan.aborted or out.finished):
+                woke = self._notify(out.finished) or woke
+            if woke and self.clients_same_step:
                 yield env.timeout(0)
             # Progress means computing tokens never computed before; steps that only redo
             # preempted work (or do nothing) for stall_steps in a row are a livelock.
