@@ -183,7 +183,7 @@ def test_client_latency_delays_each_next_request_by_exactly_that_time():
         for lat in (0.0, 0.25):
             w = wl({"arrival": {"type": "closed_loop", "concurrency": 4, "client_latency_s": lat, **extra},
                     "prompt_tokens": {"value": 32}, "output_tokens": {"value": 4}})
-            eng, c = engine_run(w, until=20.0)
+            _, c = engine_run(w, until=20.0)
             order = np.lexsort((c["arrival"], c["client"]))
             cl, arr, fin = c["client"][order], c["arrival"][order], c["finish"][order]
             same = cl[1:] == cl[:-1]
