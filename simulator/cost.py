@@ -176,7 +176,7 @@ class CostModel:
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
             "attn_flops_per_pair": attn_fpp,
             "attn_flops": peak * e.attn_compute,
-            "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype_bytes) / (1 if m.is_mla else tp),
+            "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype_bytes, tp),
             "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
             "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
             "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,

@@ -60,9 +60,7 @@ def plan_memory(
     reserve_bytes: float | None = None,
     num_gpu_blocks_override: int | None = None,
 ) -> MemoryPlan:
-    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes)
-    if not model.is_mla:
-        kv_tok /= tp
+    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
     weights = model.weight_bytes / tp

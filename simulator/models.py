@@ -142,12 +142,19 @@ class ModelArch:
     def weight_bytes(self) -> float:
         return self.total_params * self.dtype_bytes
 
-    def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None) -> float:
-        """KV-cache bytes one token occupies across all layers (MHA/GQA: K and V; MLA: the latent)."""
+    def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
+        """KV-cache bytes one token occupies on one GPU of a ``tp``-way tensor-parallel replica, all
+        layers (MHA/GQA: K and V of the GPU's KV heads; MLA: the latent, kept whole on every GPU).
+
+        As vLLM splits them: each GPU keeps ``max(1, num_kv_heads // tp)`` KV heads, so once ``tp``
+        exceeds the KV-head count the heads are replicated (every GPU holds at least one)."""
         b = self.dtype_bytes if kv_dtype_bytes is None else kv_dtype_bytes
         if self.is_mla:
             return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * b
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
+
+    def kv_heads_per_gpu(self, tp: int = 1) -> int:
+        return 1 if self.is_mla else max(1, self.num_kv_heads // tp)
 
 
 def _get(cfg: dict, *names: str, default=None):

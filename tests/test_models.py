@@ -19,6 +19,17 @@ def test_parameter_count_within_one_percent_of_published(name):
     assert abs(m.total_params / m.published_params - 1) < 0.01
 
 
+def test_kv_heads_are_replicated_once_tp_exceeds_them():
+    """vLLM keeps max(1, kv_heads // tp) KV heads per GPU: qwen3-30b-a3b (4 KV heads) at TP8 keeps one
+    head per GPU, as at TP4, not half a head; MLA keeps its whole latent on every GPU."""
+    m = load_model("qwen3-30b-a3b")
+    assert m.num_kv_heads == 4
+    per_head = 2 * m.num_layers * m.head_dim * 2
+    assert [m.kv_bytes_per_token(tp=t) for t in (1, 2, 4, 8)] == [4 * per_head, 2 * per_head, per_head, per_head]
+    ds = load_model("deepseek-v3")
+    assert ds.kv_bytes_per_token(tp=8) == ds.kv_bytes_per_token() == 61 * (512 + 64) * 2
+
+
 def test_kv_bytes_per_token_by_hand():
     """2 x layers x kv_heads x head_dim x 2 bytes (GQA); MLA caches the latent plus the rope key."""
     assert load_model("llama-3.1-8b").kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2
