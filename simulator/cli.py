@@ -218,14 +218,19 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 
 def cmd_step_time(args: argparse.Namespace) -> int:
-    from simulator import calibrate
-    from simulator.cost import CostModel, decode_work
+    from simulator.config import load_scenario
+    from simulator.cost import Execution, decode_work
     from simulator.hardware import load_gpu
     from simulator.models import load_model
+    from simulator.run import cost_model, engine_defaults
 
-    model = load_model(args.model)
-    gpu = load_gpu(args.gpu)
-    cm = CostModel(model, gpu, args.tp, calibrate.resolve(args.calibration, gpu.key))
+    sc, _ = load_scenario(None, [f"model={args.model}", f"hardware.gpu={args.gpu}",
+                                 f"hardware.tensor_parallel_size={args.tp}", f"cost.calibration={args.calibration}",
+                                 f"engine.vllm_version={args.vllm_version}", *args.set])
+    model, gpu = load_model(sc.model), load_gpu(sc.hardware.gpu)
+    cm = cost_model(sc, model, gpu, *engine_defaults(gpu, sc))
+    if args.gpu_only:  # the GPU's time alone, as the profiles measure it
+        cm = cm.with_execution(Execution())
     work = decode_work(args.batch, args.context, args.new_tokens)
     if args.json:
         print(json.dumps(cm.breakdown(work), indent=2))
@@ -347,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--new-tokens", type=_positive_int("--new-tokens"), default=1)
     s.add_argument("--context", type=_positive_int("--context"), default=0)
     s.add_argument("--calibration", default="auto", help="'auto' (built-in for the GPU), 'none', or a calibration file")
+    s.add_argument("--vllm-version", default="0.32", help="the vLLM release line whose execution to follow (CUDA graphs, async scheduling)")
+    s.add_argument("--gpu-only", action="store_true", help="the GPU's time alone: no engine CPU work, no graph padding or launch floors")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other scenario field, e.g. engine.enforce_eager=true")
     s.add_argument("--json", action="store_true", help="per-op breakdown and bound")
     s.set_defaults(fn=cmd_step_time)
 

@@ -28,8 +28,9 @@ class HardwareConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: 1024 on GPUs with >= 70 GiB, else 256)", vllm="--max-num-seqs", ge=1)
-    max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: 8192 on GPUs with >= 70 GiB, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
+    vllm_version: Literal["0.10", "0.11", "0.19", "0.32"] = F("0.32", "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)")
+    max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)", vllm="--max-num-seqs", ge=1)
+    max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
     block_size: int = F(16, "tokens per KV block", "tokens", vllm="--block-size", ge=1, le=1024)
     gpu_memory_utilization: float = F(0.9, "fraction of GPU memory the engine may use", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
     enable_prefix_caching: bool = F(True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching")
@@ -37,13 +38,27 @@ class EngineConfig:
     swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
     on_swap_full: Literal["recompute", "abort"] = F("recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)")
     scheduling_policy: Literal["fcfs", "priority"] = F("fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy")
-    admission: Literal["first_chunk", "full_prompt"] = F("full_prompt", "admit a waiting request when the whole prompt's blocks fit (vLLM >= 0.32 default) or only its first chunk's (vLLM 0.10)", vllm="scheduler_reserve_full_isl")
+    admission: Union[Literal["first_chunk", "full_prompt"], None] = F(None, "admit a waiting request when the whole prompt's blocks fit or only its first chunk's (null: full_prompt from vLLM 0.19, first_chunk before)", vllm="--[no-]scheduler-reserve-full-isl")
+    async_scheduling: Union[bool, None] = F(None, "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)", vllm="--async-scheduling")
+    enforce_eager: bool = F(False, "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels)", vllm="--enforce-eager")
+    max_cudagraph_capture_size: Union[int, None] = F(None, "largest step (tokens) replayed from a CUDA graph; larger steps run eagerly (null: min(2 x max_num_seqs, 512), from vLLM 0.12 also <= max_num_batched_tokens)", "tokens", vllm="--max-cudagraph-capture-size", ge=1)
     long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
     max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
     quantization: Literal["none", "fp8", "int8", "int4"] = F("none", "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates", vllm="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
-    runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, CUDA graphs and runtime (null: estimated from the model and budget)", "GiB", ge=0.0)
+    runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)", "GiB", ge=0.0)
+
+
+@dataclass(frozen=True)
+class FrontendConfig:
+    enabled: bool = F(True, "model vLLM's API server: requests reach the engine once it has taken them in, tokens reach clients once it has streamed them (false: the engine alone, as `servesim parity` drives it)")
+    api_server_count: int = F(1, "API-server processes sharing the front-end's work", vllm="--api-server-count", ge=1, le=256)
+    endpoint: Literal["chat", "completions"] = F("chat", "what clients call: /v1/chat/completions (renders the chat template; `vllm bench serve --backend openai-chat`) or /v1/completions")
+    request_ms: Union[float, None] = F(None, "CPU time per request taken in: HTTP, validation, chat template, hand-off to the engine (null: the vLLM version's fitted default)", "ms", ge=0.0)
+    prompt_token_us: Union[float, None] = F(None, "tokenization time per prompt token (null: the version's default)", "us", ge=0.0)
+    step_us: Union[float, None] = F(None, "time per engine step with outputs, to receive and dispatch them (null: the version's default)", "us", ge=0.0)
+    output_token_us: Union[float, None] = F(None, "time per output token streamed: detokenize, build and write the chunk (null: the version's default)", "us", ge=0.0)
 
 
 @dataclass(frozen=True)
@@ -64,8 +79,10 @@ class CostConfig:
     matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
     attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)
     attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
-    step_overhead_ms: Union[float, None] = F(None, "fixed cost of one step (scheduling, launches, sampling)", "ms", ge=0.0)
-    per_seq_overhead_us: Union[float, None] = F(None, "extra cost per scheduled sequence", "us", ge=0.0)
+    step_overhead_ms: Union[float, None] = F(None, "fixed GPU time of one step, besides the per-layer small kernels", "ms", ge=0.0)
+    per_seq_overhead_us: Union[float, None] = F(None, "extra GPU time per scheduled sequence", "us", ge=0.0)
+    engine_cpu_ms: Union[float, None] = F(None, "the engine's fixed CPU work per step (scheduling, input preparation, output bookkeeping)", "ms", ge=0.0)
+    engine_cpu_per_seq_us: Union[float, None] = F(None, "the engine's CPU work per scheduled sequence", "us", ge=0.0)
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,7 @@ class Scenario:
     model: str = F("llama-3.1-8b", "built-in model name or path to a Hugging Face config.json")
     hardware: HardwareConfig = F(HardwareConfig(), "GPU and parallelism")
     engine: EngineConfig = F(EngineConfig(), "serving-engine knobs")
+    frontend: FrontendConfig = F(FrontendConfig(), "the API server in front of the engine")
     workload: WorkloadConfig = F(WorkloadConfig(), "request traffic")
     run: RunConfig = F(RunConfig(), "length of the run and seed")
     cost: CostConfig = F(CostConfig(), "step cost model overrides")

@@ -1,10 +1,18 @@
 """Step latency from a roofline over the operators of one engine step.
 
 Each operator class costs max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)); the
-step costs the sum plus a fixed per-step overhead (scheduling, launches, sampling) and a small
-per-sequence overhead. Weights are read once per step whatever the batch; attention reads each
+GPU's part of a step costs the sum plus a fixed time (the small kernels of every layer) and a small
+per-sequence time. Weights are read once per step whatever the batch; attention reads each
 scheduled request's KV cache once. The scheduler hands over a ``StepWork`` summary, so a step
 costs O(1) here whatever the batch size.
+
+How vLLM runs the step changes it (``Execution``): the step's token count is padded up to the next
+CUDA-graph capture size; a step with no graph (above the largest capture size, or
+``enforce_eager``) cannot be faster than launching every layer's kernels from the CPU, and a
+piecewise-graph step (mixed prefill and decode, or vLLM 0.10) than launching each layer's
+attention between the graphed pieces. The engine's own CPU work per step (scheduling, preparing
+inputs, bookkeeping of sampled tokens) adds to the GPU time, or overlaps it with async scheduling
+(vLLM >= 0.14 by default): the step then takes the longer of the two.
 
 The formula is written once, as the module-level functions below over a flat parameter vector
 (``CostModel.params``, slots ``P_*``): ``step_time`` is what both engine steps price a step with
@@ -53,6 +61,51 @@ class Efficiency:
     per_layer_overhead_s: float = 4.0e-5
     per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
     allreduce_latency_s: float = 1.0e-5
+    # The engine core's CPU work per step (scheduler, input preparation, output bookkeeping).
+    cpu_step_s: float = 0.0
+    cpu_per_seq_s: float = 0.0
+    cpu_per_token_s: float = 0.0
+    # Launch floors per layer: a step without CUDA graphs, and a piecewise-graph step.
+    eager_layer_s: float = 0.0
+    piecewise_layer_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class FrontendCosts:
+    """CPU seconds of the API server(s) in front of the engine (``simulator.frontend``): per request
+    taken in (HTTP, validation, chat template, request to the engine), per prompt token
+    (tokenization), per engine step with outputs and per output token streamed (detokenizing,
+    building and writing the stream's chunks); ``servers`` API-server processes share the work."""
+
+    request_s: float = 0.0
+    prompt_token_s: float = 0.0
+    step_s: float = 0.0
+    token_s: float = 0.0
+    servers: int = 1
+
+
+def frontend_params(fe: FrontendCosts | None) -> dict:
+    if fe is None:
+        return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0}
+    k = float(fe.servers)
+    return {"fe_on": 1.0, "fe_request_s": fe.request_s / k, "fe_prompt_token_s": fe.prompt_token_s / k,
+            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the engine runs a step: CUDA graphs (the largest captured step in tokens, 0 for none;
+    capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``; full graphs for
+    pure-decode steps or piecewise graphs only) and whether the engine's CPU work overlaps the GPU's.
+    The default is the GPU alone, as the profiles measure it: every shape graphed, nothing padded,
+    no CPU time (``cpu_share`` 0)."""
+
+    max_capture_size: int = 1 << 30
+    capture_by16_from: int = 1 << 30
+    full_decode_graphs: bool = True
+    pad: bool = False
+    async_scheduling: bool = False
+    cpu_share: float = 0.0  # 1: count the engine's CPU work per step
 
 
 # ---- the parameter vector: one slot per constant of the formula ------------------------------------
@@ -66,10 +119,16 @@ PARAMS = (
     "moe_layers", "experts_per_token", "num_experts", "expert_params", "shared_params",
     "allreduce_count", "allreduce_bytes_per_token", "interconnect_bw", "allreduce_latency_s",
     "host_bw",
+    "graph_max", "graph_by16", "full_decode_graphs", "pad",  # CUDA graphs (Execution)
+    "eager_floor_s", "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
+    "cpu_fixed_s", "cpu_per_seq_s", "cpu_per_token_s", "async_scheduling",
+    "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s",  # API server (simulator.frontend)
 )
 (P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
  P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
- P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW) = range(len(PARAMS))
+ P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
+ P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
+ P_FE_TOKEN) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):
@@ -110,17 +169,45 @@ def roofline(work, flops_per_s, bytes_per_s):
     return max(work[0] / flops_per_s, work[1] / bytes_per_s)
 
 
-def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
-    """Seconds one engine step takes (the sum of the terms above, in this order)."""
+def padded_tokens(cp, num_tokens):
+    """The step's token count as the GPU runs it: padded up to the next CUDA-graph capture size
+    (1, 2, 4, then multiples of 8, and of 16 from ``graph_by16`` on), unless above the largest."""
     T = num_tokens
+    if cp[P_PAD] == 0.0 or cp[P_GRAPH_MAX] < T or T <= 2:
+        return T
+    if T <= 4:
+        return 4
+    step = 16 if cp[P_GRAPH_BY16] < T else 8
+    return min(((T + step - 1) // step) * step, int(cp[P_GRAPH_MAX]))
+
+
+def launch_floor_s(cp, num_seqs, num_tokens):
+    """The least a step can take launching its kernels: without a graph (above the largest capture
+    size, or eager), every layer's kernels; with piecewise graphs (a mixed step, or no full decode
+    graphs), each layer's attention between the graphed pieces; with a full graph, nothing."""
+    if num_tokens > cp[P_GRAPH_MAX]:
+        return cp[P_EAGER_FLOOR]
+    if cp[P_FULL_DECODE] == 0.0 or num_tokens != num_seqs:
+        return cp[P_PIECEWISE_FLOOR]
+    return 0.0
+
+
+def cpu_s(cp, num_seqs, num_tokens):
+    """The engine core's CPU work for one step (scheduling, input preparation, output bookkeeping)."""
+    return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
+
+
+def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
+    """Seconds the GPU works on one step (the sum of the terms above, in this order)."""
+    T = padded_tokens(cp, num_tokens)
     t = overhead_s(cp, num_seqs, T)
     if T:
         t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
-        t += roofline(attention_work(cp, T, context_tokens, attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        t += roofline(attention_work(cp, num_tokens, context_tokens, attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
             s = 0.0
             if cp[P_MOE_LAYERS] != 0.0:
-                s += roofline(moe_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+                s += roofline(moe_work(cp, num_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
             if cp[P_AR_COUNT] != 0.0:
                 s += allreduce_s(cp, T)
             t += s
@@ -129,6 +216,34 @@ def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled,
     if swap_bytes:
         t += swap_bytes / cp[P_HOST_BW]
     return t
+
+
+def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
+    """Seconds one engine step takes: the GPU's time (no less than its launch floor), plus the
+    engine's CPU work, or the longer of the two when async scheduling overlaps them."""
+    g = max(gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes),
+            launch_floor_s(cp, num_seqs, num_tokens))
+    c = cpu_s(cp, num_seqs, num_tokens)
+    if cp[P_ASYNC] != 0.0:
+        return max(g, c)
+    return g + c
+
+
+# Small kernels a layer adds beyond a plain dense layer's (simulator.models.PLAIN_LAYER_SMALL_KERNELS):
+# a mixture-of-experts layer's router, top-k, token sorting and expert-output reduction; multi-head
+# latent attention's extra norms, rotary split and latent up-projections.
+MOE_LAYER_KERNELS = 4
+MLA_LAYER_KERNELS = 4
+
+
+def small_kernels_per_layer(m: ModelArch) -> float:
+    """Small (non-matmul) kernels per layer, averaged over the layers."""
+    k = float(m.small_kernels_per_layer)
+    if m.is_moe:
+        k += MOE_LAYER_KERNELS * m.num_moe_layers / m.num_layers
+    if m.is_mla:
+        k += MLA_LAYER_KERNELS
+    return k
 
 
 @dataclass(frozen=True)
@@ -150,12 +265,23 @@ class CostModel:
         tp: int = 1,
         eff: Efficiency | None = None,
         kv_dtype_bytes: float | None = None,
+        quantization: str = "none",
+        execution: Execution | None = None,
+        frontend: FrontendCosts | None = None,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
+        self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
+        self.execution = x = execution or Execution()
+        self.frontend = fe = frontend
         m = model
-        peak = gpu.flops(m.dtype)
+        # Quantized formats store the linear layers' weights narrower (fp8, int8 also multiply at
+        # their own tensor-core rate; int4 is dequantized to 16 bits); activations, embeddings and
+        # the LM head keep the model's dtype.
+        wbytes = {"none": m.dtype_bytes, "fp8": 1.0, "int8": 1.0, "int4": 0.5}[quantization]
+        peak = gpu.flops(m.dtype if quantization in ("none", "int4") else quantization)
         L = m.num_layers
+        kernels = small_kernels_per_layer(m)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         inner = m.num_heads * m.head_dim + 2 * m.num_kv_heads * m.head_dim
@@ -165,12 +291,12 @@ class CostModel:
         else:
             attn_fpp = 4 * L * m.num_heads / tp * m.head_dim
         p = {
-            "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * m.small_kernels_per_layer / PLAIN_LAYER_SMALL_KERNELS,
+            "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
             "per_seq_s": e.per_seq_overhead_s,
             "per_token_s": e.per_token_overhead_s,
             "lin_params": (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp,
             "matmul_flops": peak * e.matmul_compute,
-            "weight_bytes": m.dtype_bytes,
+            "weight_bytes": wbytes,
             # Activations read and written per token per layer (inputs/outputs of the matmuls).
             "act_bytes_per_token": L * m.dtype_bytes * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
@@ -191,6 +317,17 @@ class CostModel:
             "interconnect_bw": gpu.interconnect_bandwidth,
             "allreduce_latency_s": e.allreduce_latency_s,
             "host_bw": gpu.host_link_bandwidth,
+            "graph_max": x.max_capture_size,
+            "graph_by16": x.capture_by16_from,
+            "full_decode_graphs": x.full_decode_graphs,
+            "pad": x.pad,
+            "eager_floor_s": e.eager_layer_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
+            "piecewise_floor_s": e.piecewise_layer_s * L,
+            "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
+            "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
+            "cpu_per_token_s": e.cpu_per_token_s * x.cpu_share,
+            "async_scheduling": x.async_scheduling,
+            **frontend_params(fe),
         }
         self.params = np.array([float(p[name]) for name in PARAMS], np.float64)
 
@@ -199,26 +336,39 @@ class CostModel:
         return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
                          w.swap_bytes)
 
+    def with_execution(self, x: Execution) -> CostModel:
+        """The same model, GPU and factors, run as ``x`` says (no front-end)."""
+        return CostModel(self.model, self.gpu, self.tp, self.eff, self.kv_dtype_bytes, self.quantization, x)
+
     def ops(self, w: StepWork) -> list[OpCost]:
         """The terms of ``step_time`` one by one: FLOPs, bytes, seconds and bound of each operator class."""
         cp, T = self.params, w.num_tokens
+        Tp = padded_tokens(cp, T)
         out: list[OpCost] = []
 
         def add(name: str, work: tuple[float, float], c: float, mb: float) -> None:
             tc, tm = work[0] / c, work[1] / mb
             out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
 
-        add("linear", linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_MOE_LAYERS]:
             add("moe", moe_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
         add("attention", attention_work(cp, T, w.context_tokens, w.attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:
             add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_AR_COUNT] and T:
-            out.append(OpCost("allreduce", 0.0, T * cp[P_AR_BYTES], allreduce_s(cp, T), "link"))
+            out.append(OpCost("allreduce", 0.0, Tp * cp[P_AR_BYTES], allreduce_s(cp, Tp), "link"))
         if w.swap_bytes:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))
-        out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, T), "fixed"))
+        out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
+        floor = launch_floor_s(cp, w.num_seqs, T)
+        gpu = sum(o.seconds for o in out)
+        if floor > gpu:
+            out.append(OpCost("launch_floor", 0.0, 0.0, floor - gpu, "cpu-launch"))
+        if cp[P_CPU_FIXED] or cp[P_CPU_SEQ] or cp[P_CPU_TOKEN]:
+            c = cpu_s(cp, w.num_seqs, T)
+            hidden = min(c, max(gpu, floor)) if cp[P_ASYNC] else 0.0
+            out.append(OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P_ASYNC] else "cpu"))
         return out
 
     def breakdown(self, w: StepWork) -> dict:

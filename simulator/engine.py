@@ -14,8 +14,10 @@ import numpy as np
 import simpy
 
 from simulator.cost import CostModel
+from simulator.frontend import intake_end
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, SchedulerConfig, cdiv
+from simulator.simtime import TimeoutAt
 from simulator.step_log import StepLog
 
 # Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
@@ -70,6 +72,8 @@ class Engine:
         self.all_done: simpy.Event = env.event()
         self.expected: int | None = None  # when set, all_done fires once this many are done
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time with none accepted)
+        self.num_arrived = 0  # requests that reached the engine (past the front-end), in id order
+        self._frontend_free = 0.0
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -86,10 +90,26 @@ class Engine:
         want_event: bool = False,
     ) -> simpy.Event | None:
         """Submit a request now; with ``want_event``, returns an event that fires when it ends
-        (finished, rejected or aborted), with its id as value."""
+        (finished, rejected or aborted), with its id as value. It reaches the engine once the
+        front-end has taken it in (``simulator.frontend``; at once without one)."""
         R, env = self.reqs, self.env
         rid = R.add(env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class)
         ev = simpy.Event(env) if want_event else None
+        if ev is not None:
+            self._events[rid] = ev
+        end = intake_end(self.cost.params, self._fe_free, env.now, prompt_len)
+        if end == env.now:
+            self._arrive(rid)
+        else:
+            self._fe_free = end
+            TimeoutAt(env, end).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
+        return ev
+
+    def _arrive(self, rid: int) -> None:
+        """Request ``rid`` reaches the engine now: queued, or rejected if it can never fit."""
+        R, env = self.reqs, self.env
+        prompt_len, max_tokens = int(R.prompt_len[rid]), int(R.max_tokens[rid])
+        self.num_arrived += 1
         if prompt_len + max_tokens > self._longest:
             R.status[rid] = REJECTED
             R.finish[rid] = env.now
@@ -102,17 +122,24 @@ class Engine:
                     f"{k:,} requests in a row rejected at t={env.now:.3f} s with none accepted and no time passing "
                     f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
                     f"or the KV pool, or set workload.over_max_model_len: truncate")
+            ev = self._events.pop(rid, None)
             if ev is not None:
                 ev.succeed(rid)
             self._count_done(1)
-            return ev
+            return
         self._rejected_now = (-1.0, 0)
-        if ev is not None:
-            self._events[rid] = ev
-        self._enqueue(rid, prompt_len + max_tokens, group, content_key)
+        self._enqueue(rid, prompt_len + max_tokens, int(R.group[rid]), int(R.content_key[rid]))
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
-        return ev
+
+    @property
+    def _fe_free(self) -> float:
+        """When the front-end is free (held by the subclass's state)."""
+        return self._frontend_free
+
+    @_fe_free.setter
+    def _fe_free(self, t: float) -> None:
+        self._frontend_free = t
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         """Queue an accepted request (``total``: its prompt + max_tokens; ``content_key``: as given to
@@ -133,17 +160,31 @@ class Engine:
             self.all_done.succeed()
 
     def _notify(self, rids) -> bool:
-        """Requests that ended (finished or aborted): wake whoever waits for them, count them.
-        Returns whether anybody was woken."""
-        events = self._events
+        """Requests that ended (finished or aborted): wake whoever waits for them, count them, each
+        at its finish time (when its last token reaches the client: later than now behind a busy
+        front-end). Returns whether anybody was woken now."""
+        events, env, finish = self._events, self.env, self.reqs.finish
         woke = False
+        now_done = 0
         for rid in rids:
+            t = float(finish[rid])
+            if t > env.now:
+                TimeoutAt(env, t).callbacks.append(lambda _e, rid=rid: self._notify((rid,)))
+                continue
             ev = events.pop(rid, None)
             if ev is not None:
                 ev.succeed(rid)
                 woke = True
-        self._count_done(len(rids))
+            now_done += 1
+        self._count_done(now_done)
         return woke
+
+    def _count_done_at(self, k: int, t: float) -> None:
+        """Count ``k`` ended requests at time ``t`` (now or later)."""
+        if t > self.env.now:
+            TimeoutAt(self.env, t).callbacks.append(lambda _e: self._count_done(k))
+        else:
+            self._count_done(k)
 
     # ---- the step ------------------------------------------------------------------------------------
     def _loop(self):

@@ -226,7 +226,10 @@ def trace_events(result) -> list[dict]:
         elif kind == E.FIRST_TOKEN:
             open_(rid, "decode", t)
         elif kind == E.FINISHED and rid in phase:
-            close(rid, t)
+            shown = float(c["finish"][rid])  # its last token reaches the client (through the front-end)
+            if shown > t:
+                open_(rid, "streaming out (front-end)", t)
+            close(rid, max(shown, t))
     end = result.end_time
     for rid in range(len(c["arrival"])):
         if c["status"][rid] == REJECTED:

@@ -41,6 +41,13 @@ def _type_name(tp: Any) -> str:
     return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
 
 
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
@@ -58,6 +65,9 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
         raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
     if origin is Literal:
         choices = typing.get_args(tp)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value not in choices:
+            # A version written as a number (vllm_version: 0.10) names the choice it reads as.
+            value = next((c for c in choices if isinstance(c, str) and _as_number(c) == value), value)
         if value not in choices:
             hint = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
             extra = f"; did you mean {hint[0]!r}?" if hint else ""

@@ -1,4 +1,18 @@
-"""How many KV blocks fit: GPU memory x utilisation, minus weights, minus activations and runtime."""
+"""How many KV blocks fit, as vLLM (V1) sizes its KV cache at start-up.
+
+vLLM asks for ``gpu_memory_utilization`` x the GPU's total memory, loads the weights, runs one
+profiling forward pass at the full token budget (``max_num_batched_tokens`` tokens spread over
+``min(max_num_batched_tokens, max_num_seqs)`` requests) plus a sampler pass, and gives the KV cache
+what is left after the weights, the activation peak of that pass and the memory that appeared
+outside PyTorch (NCCL, cuBLAS workspaces); from vLLM 0.21 it also sets aside its estimate of the
+CUDA graphs' memory (before, graphs were captured later, in the headroom above the utilisation).
+Blocks are ``floor(available / block bytes)``, the same on every tensor-parallel GPU.
+
+The activation peak, the non-PyTorch memory and the CUDA-graph memory are estimated by formulas
+whose constants were fitted on vLLM 0.19 start-up logs (H100 80GB); ``servesim validate --kv``
+checks the result against those logs (simulator/data/validation/kv_cache_lines.yaml), part of them
+held out of the fit.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +23,15 @@ from simulator.hardware import GPU
 from simulator.models import ModelArch
 
 GIB = float(1 << 30)
-RUNTIME_OVERHEAD_BYTES = 1.0 * GIB  # CUDA context leftovers, CUDA graphs, NCCL buffers, allocator slack
+
+# Fitted on the calibration half of kv_cache_lines.yaml (tools/validation/fit_memory.py):
+SAMPLER_COPIES = 3.52  # fp32 [requests x vocab] tensors alive at the sampler's peak
+SAMPLER_BASE_BYTES = 0.17 * GIB
+FORWARD_HIDDEN_COPIES = 4  # [tokens x hidden] activations alive at the forward pass's peak (residual, norms)
+NON_TORCH_BYTES = {1: 0.25 * GIB, 2: 2.1 * GIB}  # tp == 1, tp >= 2 (NCCL and custom all-reduce buffers)
+GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.35 * GIB, 0.017 * GIB  # CUDA graphs of the default capture sizes
+
+QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
 @dataclass(frozen=True)
@@ -17,13 +39,20 @@ class MemoryPlan:
     """Per-GPU memory budget of one replica (bytes)."""
 
     hbm_bytes: float
-    usable_bytes: float
+    usable_bytes: float  # gpu_memory_utilization x hbm_bytes
     weight_bytes: float
-    reserve_bytes: float
+    activation_bytes: float  # peak of the profiling pass
+    non_torch_bytes: float
+    graph_bytes: float  # CUDA-graph memory counted inside the budget (vLLM >= 0.21)
     kv_bytes: float
     kv_bytes_per_token: float  # per GPU (after the tensor-parallel split of KV heads)
     block_bytes: float
     num_gpu_blocks: int  # including vLLM's null block
+
+    @property
+    def reserve_bytes(self) -> float:
+        """Everything but weights and KV inside the budget."""
+        return self.activation_bytes + self.non_torch_bytes + self.graph_bytes
 
     @property
     def num_usable_blocks(self) -> int:
@@ -31,20 +60,48 @@ class MemoryPlan:
 
     def describe(self) -> str:
         g = GIB
+        graphs = f" + CUDA graphs {self.graph_bytes / g:.2f}" if self.graph_bytes else ""
         return (
-            f"{self.usable_bytes / g:.1f} GiB usable = weights {self.weight_bytes / g:.1f} GiB"
-            f" + reserve {self.reserve_bytes / g:.1f} GiB + KV {self.kv_bytes / g:.1f} GiB"
-            f" ({self.num_usable_blocks} blocks of {self.block_bytes / 1024:.0f} KiB)"
+            f"{self.usable_bytes / g:.1f} GiB usable = weights {self.weight_bytes / g:.2f} GiB"
+            f" + activations {self.activation_bytes / g:.2f} + non-torch {self.non_torch_bytes / g:.2f}{graphs}"
+            f" + KV {self.kv_bytes / g:.2f} GiB ({self.num_usable_blocks:,} blocks of {self.block_bytes / 1024:.0f} KiB)"
         )
 
 
-def activation_reserve(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
-    """Peak activation memory of a profiling step at the full token budget, plus sampler logits."""
-    m = model
-    per_token = (2 * m.intermediate_size / tp + (m.num_heads + 2 * m.num_kv_heads) * m.head_dim / tp + 2 * m.hidden_size)
-    acts = max_batched_tokens * per_token * m.dtype_bytes
-    logits = max_num_seqs * m.vocab_size / tp * 4.0  # fp32 logits of one sampling pass
-    return acts + logits + RUNTIME_OVERHEAD_BYTES
+def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> float:
+    """Bytes of weights on one GPU of a ``tp``-way replica, as vLLM reports loading them
+    (``ModelArch.weight_bytes_per_gpu``): quantized formats store the linear layers (attention, MLP,
+    experts) in their width and keep embeddings, LM head and norms in the model's dtype."""
+    per_gpu = model.weight_bytes_per_gpu(tp)
+    if quantization == "none":
+        return per_gpu
+    linear = (model.total_params - model.embedding_params - model.lm_head_params) / tp
+    return per_gpu - linear * (model.dtype_bytes - QUANT_BYTES[quantization])
+
+
+def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
+    """Peak PyTorch memory of vLLM's profiling pass: the larger of the forward pass's (gate/up and
+    down-projection inputs of the dense MLP, hidden-sized buffers) and the sampler's (fp32 logits
+    and their derivatives for ``min(tokens, seqs)`` requests, over the whole vocabulary on every
+    GPU); MoE layers add the fused-MoE intermediate buffers."""
+    m, T = model, max_batched_tokens
+    forward = T * m.dtype_bytes * (3 * m.intermediate_size / tp + FORWARD_HIDDEN_COPIES * m.hidden_size)
+    if m.is_moe and m.num_layers == m.num_moe_layers:
+        forward = T * m.dtype_bytes * FORWARD_HIDDEN_COPIES * m.hidden_size
+    sampler = SAMPLER_BASE_BYTES + SAMPLER_COPIES * min(T, max_num_seqs) * m.vocab_size * 4.0
+    peak = max(forward, sampler)
+    if m.is_moe:
+        peak += T * m.experts_per_token * (2 * m.moe_intermediate_size / tp + m.hidden_size) * m.dtype_bytes
+    return peak
+
+
+def non_torch_bytes(tp: int) -> float:
+    return NON_TORCH_BYTES[1 if tp == 1 else 2]
+
+
+def graph_bytes(model: ModelArch) -> float:
+    """vLLM's estimate of the CUDA graphs' memory (default capture sizes)."""
+    return GRAPH_BASE_BYTES + GRAPH_PER_LAYER_BYTES * model.num_layers
 
 
 def plan_memory(
@@ -57,29 +114,41 @@ def plan_memory(
     max_batched_tokens: int,
     max_num_seqs: int,
     kv_dtype_bytes: float | None = None,
+    quantization: str = "none",
+    graphs_in_budget: bool = False,
     reserve_bytes: float | None = None,
     num_gpu_blocks_override: int | None = None,
 ) -> MemoryPlan:
+    """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured, and vLLM >= 0.21;
+    ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs)."""
     kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
-    weights = model.weight_bytes / tp
-    reserve = activation_reserve(model, tp, max_batched_tokens, max_num_seqs) if reserve_bytes is None else reserve_bytes
+    weights = weight_bytes(model, quantization, tp)
+    if reserve_bytes is None:
+        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs)
+        other = non_torch_bytes(tp)
+        graphs = graph_bytes(model) if graphs_in_budget else 0.0
+    else:
+        act, other, graphs = reserve_bytes, 0.0, 0.0
+    reserve = act + other + graphs
     kv = usable - weights - reserve
+    plan = dict(hbm_bytes=gpu.hbm_bytes, usable_bytes=usable, weight_bytes=weights, activation_bytes=act,
+                non_torch_bytes=other, graph_bytes=graphs, kv_bytes_per_token=kv_tok, block_bytes=block_bytes)
     if num_gpu_blocks_override is not None:
         n = int(num_gpu_blocks_override)
-        return MemoryPlan(gpu.hbm_bytes, usable, weights, reserve, n * block_bytes, kv_tok, block_bytes, n)
+        return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)
     if kv <= 0:
         hint = "raise hardware.tensor_parallel_size, engine.gpu_memory_utilization, or use a larger GPU"
         raise ConfigError(
             f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp}: weights "
-            f"{weights / GIB:.1f} GiB + reserve {reserve / GIB:.1f} GiB > {usable / GIB:.1f} GiB usable "
+            f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB > {usable / GIB:.1f} GiB usable "
             f"({gpu_memory_utilization} x {gpu.hbm_bytes / GIB:.1f} GiB), short by {-kv / GIB:.1f} GiB; {hint}"
         )
     n = int(kv // block_bytes)
     if n < 2:
         raise ConfigError(
-            f"engine: no KV blocks left on {gpu.key}: {kv / GIB:.3f} GiB after weights and reserve holds "
+            f"engine: no KV blocks left on {gpu.key}: {kv / GIB:.3f} GiB after weights and runtime holds "
             f"{n} block(s) of {block_bytes / 1024:.0f} KiB; raise engine.gpu_memory_utilization or hardware.tensor_parallel_size"
         )
-    return MemoryPlan(gpu.hbm_bytes, usable, weights, reserve, n * block_bytes, kv_tok, block_bytes, n)
+    return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)

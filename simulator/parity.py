@@ -5,7 +5,9 @@ Fixtures (``simulator/data/parity/NAME.json`` + ``NAME.csv``, shipped with the p
 closed-loop client's next request reaches the next step, as vLLM's recorder submits it between
 steps. The rows this module builds from the run's request events (``simulator.events``) have
 exactly the fixture's columns, so a comparison is a row-by-row diff. Each fixture is replayed
-through both the readable reference and the compiled production step.
+through both the readable reference and the compiled production step, and run as `servesim run`
+runs a scenario (``fixture_scenario``: the requests as a trace, closed-loop clients, the engine's
+settings, no front-end): the product path reproduces the real engine too.
 
 Every recorded fixture matches exactly, through both (``tests/test_parity.py``). Engine features servesim does
 not model, should a future fixture need them: KV connectors / P/D transfer, speculative decoding,
@@ -32,7 +34,7 @@ COLUMNS = [
     "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
     "prefix_hits", "num_running", "num_waiting", "num_free_blocks", "kv_usage", "num_generated",
 ]
-ENGINES = ("reference", "compiled")
+ENGINES = ("reference", "compiled", "run")  # step mode through each engine step, and `servesim run`
 FIXTURES = Path(__file__).parent / "data" / "parity"
 
 
@@ -96,6 +98,11 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
         submit_next()
     env.run()
     eng.finish_run()
+    return trace_rows(eng)
+
+
+def trace_rows(eng) -> list[dict]:
+    """The fixture's rows from a finished run's request events (the run recorded them at level 2)."""
     rows = []
     for s in step_records(eng.trace_events(), eng.log.columns()):
         if not s.scheduled:
@@ -116,6 +123,47 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
             "num_generated": str(s.num_generated),
         })
     return rows
+
+
+def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
+    """The fixture as a scenario that `servesim run` runs: its requests as a trace file in
+    ``folder``, sent all at once (batch) or in order by closed-loop clients; its engine settings;
+    no front-end (the recorder submits straight to the engine) and clients that react at once."""
+    from simulator.config import load_scenario
+    from workloads.trace import write_trace
+
+    groups: dict = {}
+    rows = []
+    for r in spec["requests"]:
+        g = r.get("prefix_group")
+        row = {"arrival_time_s": 0.0, "prompt_tokens": int(r["prompt_len"]), "output_tokens": int(r["output_len"])}
+        if g is not None:
+            row.update(prefix_group=groups.setdefault(g, len(groups)), prefix_tokens=int(r["prefix_len"]))
+        rows.append(row)
+    path = Path(folder) / f"{spec.get('name', 'fixture')}.csv"
+    write_trace(rows, path)
+    e, w = spec["engine"], spec["workload"]
+    closed = w["mode"] == "closed_loop"
+    workload = f"workload={{trace: '{path}', trace_arrivals: {'closed_loop' if closed else 'recorded'}"
+    workload += f", arrival: {{type: closed_loop, concurrency: {int(w['concurrency'])}}}}}" if closed else "}"
+    sc, _ = load_scenario(None, [
+        f"name={spec.get('name', 'fixture')}", workload, "frontend.enabled=false",
+        f"engine.num_gpu_blocks_override={int(e['num_gpu_blocks'])}", f"engine.block_size={int(e['block_size'])}",
+        f"engine.max_num_batched_tokens={int(e['max_num_batched_tokens'])}", f"engine.max_num_seqs={int(e['max_num_seqs'])}",
+        f"engine.enable_prefix_caching={str(bool(e['enable_prefix_caching'])).lower()}",
+        f"engine.long_prefill_token_threshold={int(e.get('long_prefill_token_threshold', 0) or 0)}",
+        f"engine.admission={'full_prompt' if e.get('full_prompt_admission') else 'first_chunk'}",
+        f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}", f"run.kernel={engine}",
+    ])
+    return sc
+
+
+def run_replay(spec: dict, folder: Path, engine: str = "compiled") -> list[dict]:
+    """The fixture run as `servesim run` runs a scenario (``fixture_scenario``), as trace rows."""
+    from simulator.run import simulate
+
+    res = simulate(fixture_scenario(spec, folder, engine), trace=2)
+    return trace_rows(res.engine)
 
 
 @dataclass(frozen=True)
@@ -173,8 +221,17 @@ def compare(name: str, expected: list[dict], got: list[dict]) -> ParityReport:
 
 
 def check(trace: Path, engine: str = "reference") -> ParityReport:
+    """One fixture through one path: an engine step in step mode (``reference``, ``compiled``), or
+    ``run``: the whole product path of `servesim run` (scenario, workload, compiled engine)."""
     spec, expected = load_fixture(trace)
-    return compare(spec.get("name", Path(trace).stem), expected, replay(spec, engine))
+    if engine == "run":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            got = run_replay(spec, Path(tmp))
+    else:
+        got = replay(spec, engine)
+    return compare(spec.get("name", Path(trace).stem), expected, got)
 
 
 def _trace_paths(paths: list[str]) -> list[Path]:
@@ -210,8 +267,8 @@ def main_parity(paths: list[str]) -> int:
     steps = sum(r.matching_steps for r in reports)
     total = sum(r.steps_expected for r in reports)
     print(
-        f"\nparity: {n_exact}/{len(reports)} replays exact ({len(traces)} fixtures x {len(ENGINES)} engine steps, "
-        f"{100.0 * n_exact / len(reports):.1f}%), "
+        f"\nparity: {n_exact}/{len(reports)} replays exact ({100.0 * n_exact / len(reports):.1f}%; {len(traces)} fixtures, "
+        f"each in step mode through both engine steps and as servesim run runs it), "
         f"{steps}/{total} leading steps match ({100.0 * steps / max(total, 1):.1f}%)"
     )
     return 0 if n_exact == len(reports) else 1

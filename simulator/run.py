@@ -10,8 +10,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import simpy
 
+from simulator import versions
 from simulator.config import Scenario, run_duration
-from simulator.cost import CostModel, Efficiency, StepWork, decode_work
+from simulator.cost import CostModel, Efficiency, Execution, FrontendCosts, StepWork, decode_work
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
@@ -41,11 +42,23 @@ class Result:
 
 
 def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
-    """vLLM's `vllm serve` defaults: larger batches on 80 GB-class GPUs."""
-    big = gpu.hbm_bytes >= 70 * GIB
-    seqs = sc.engine.max_num_seqs or (1024 if big else 256)
-    tokens = sc.engine.max_num_batched_tokens or (8192 if big else 2048)
-    return seqs, tokens
+    """vLLM's `vllm serve` defaults: larger batches on 80 GB-class GPUs other than A100s."""
+    seqs, tokens = versions.batch_defaults(versions.version(sc.engine.vllm_version), gpu.name, gpu.hbm_bytes)
+    return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
+
+
+def execution(sc: Scenario, seqs: int, tokens: int) -> Execution:
+    """How the engine runs its steps (CUDA graphs, async scheduling), from the version's defaults."""
+    e = sc.engine
+    v = versions.version(e.vllm_version)
+    return Execution(
+        max_capture_size=0 if e.enforce_eager else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size),
+        capture_by16_from=v.capture_by16_from,
+        full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
+        pad=not e.enforce_eager,
+        async_scheduling=v.async_scheduling if e.async_scheduling is None else e.async_scheduling,
+        cpu_share=1.0,
+    )
 
 
 def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
@@ -54,7 +67,8 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
 
     c = sc.cost
     base = calibrate.resolve(c.calibration, gpu.key)
-    over = {}
+    h = versions.version(sc.engine.vllm_version).host
+    over = {"cpu_step_s": h.engine_step_s, "cpu_per_seq_s": h.engine_per_seq_s}
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:
@@ -63,6 +77,10 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
         over["step_overhead_s"] = c.step_overhead_ms / 1e3
     if c.per_seq_overhead_us is not None:
         over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
+    if c.engine_cpu_ms is not None:
+        over["cpu_step_s"] = c.engine_cpu_ms / 1e3
+    if c.engine_cpu_per_seq_us is not None:
+        over["cpu_per_seq_s"] = c.engine_cpu_per_seq_us / 1e6
     return replace(base, **over)
 
 
@@ -75,6 +93,31 @@ def engine_class(sc: Scenario) -> type[Engine]:
     from simulator.kernel.engine import CompiledEngine
 
     return CompiledEngine
+
+
+def frontend_costs(sc: Scenario) -> FrontendCosts | None:
+    """The API server's costs: the version's defaults, then the scenario's values."""
+    f = sc.frontend
+    if not f.enabled:
+        return None
+    h = versions.version(sc.engine.vllm_version).host
+    request_s = h.request_s + (h.chat_request_s if f.endpoint == "chat" else 0.0)
+    return FrontendCosts(
+        request_s=request_s if f.request_ms is None else f.request_ms / 1e3,
+        prompt_token_s=h.prompt_token_s if f.prompt_token_us is None else f.prompt_token_us / 1e6,
+        step_s=h.step_s if f.step_us is None else f.step_us / 1e6,
+        token_s=h.token_s if f.output_token_us is None else f.output_token_us / 1e6,
+        servers=f.api_server_count,
+    )
+
+
+def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> CostModel:
+    """The step cost of ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token budget)
+    and its front-end."""
+    e = sc.engine
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu), kv_dtype_bytes,
+                     e.quantization, execution(sc, seqs, tokens), frontend_costs(sc))
 
 
 def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
@@ -195,8 +238,7 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     check_vllm_rules(model, tp, seqs, tokens)
     # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
-    if e.quantization != "none":
-        model = replace(model, dtype=e.quantization)
+    version = versions.version(e.vllm_version)
     mem = plan_memory(
         model,
         gpu,
@@ -206,6 +248,8 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
         max_batched_tokens=tokens,
         max_num_seqs=seqs,
         kv_dtype_bytes=kv_dtype_bytes,
+        quantization=e.quantization,
+        graphs_in_budget=version.graphs_in_budget and not e.enforce_eager,
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
     )
@@ -215,7 +259,7 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
         block_size=e.block_size,
         enable_prefix_caching=e.enable_prefix_caching,
         long_prefill_token_threshold=e.long_prefill_token_threshold,
-        admission=e.admission,
+        admission=e.admission or version.admission,
         policy=e.scheduling_policy,
         preemption_mode=e.preemption_mode,
         swap_space_blocks=int(e.swap_space_gb * GIB // mem.block_bytes),
@@ -224,7 +268,7 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
         cache_finished_content=keeps_finished_content(sc.workload),
     )
     reqs = RequestTable()
-    cost = CostModel(model, gpu, tp, efficiency(sc, gpu), kv_dtype_bytes)
+    cost = cost_model(sc, model, gpu, seqs, tokens)
     size = run_size(sc, cost, seqs)
     check_size(sc, size)
     env = simpy.Environment()

@@ -20,8 +20,10 @@ SHORT = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]
 
 
 def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path, capsys):
-    """Open loop, every prompt too long: the run completes, writes every file, and says why."""
-    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "workload.arrival={type: poisson, rate: 10}",
+    """Open loop, every prompt too long: the run completes, writes every file, and says why (no
+    front-end, so that every request reaches the engine within the run)."""
+    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "frontend.enabled=false",
+            "--set", "workload.arrival={type: poisson, rate: 10}",
             "--set", "workload.prompt_tokens={dist: fixed, value: 200000}", "--set", "workload.over_max_model_len=reject"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -33,9 +35,10 @@ def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path
 
 
 def test_closed_loop_clients_resubmitting_rejected_requests_stop_with_one_line(tmp_path, capsys):
-    """Closed loop: rejected requests come back at the same instant forever; the run stops with a
-    one-line diagnostic (before, it ran out of memory)."""
-    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "workload.prompt_tokens={dist: fixed, value: 200000}",
+    """Closed loop without a front-end (whose intake takes time): rejected requests come back at the
+    same instant forever; the run stops with a one-line diagnostic (before, it ran out of memory)."""
+    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "frontend.enabled=false",
+            "--set", "workload.prompt_tokens={dist: fixed, value: 200000}",
             "--set", "workload.over_max_model_len=reject"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from simulator.config import load_scenario
@@ -17,6 +19,96 @@ def test_parameter_count_within_one_percent_of_published(name):
     m = load_model(name)
     assert m.published_params > 0, f"{name}: no _published_params"
     assert abs(m.total_params / m.published_params - 1) < 0.01
+
+
+# "Model loading took X GiB" (per GPU) in vLLM 0.19.0 start-up logs on an H100 80GB: the llm-d-planner accuracy
+# sweep (https://github.com/llm-d-incubation/llm-d-planner/pull/205), unquantized runs of built-in models, as
+# collected in the KV-sizing research lines (each row's log is cited). Pipeline-parallel runs are left out.
+LOGS = (
+    "https://github.com/jgchn/llm-d-planner/blob/d3121e059da88662db39a926a3ead964be97359b"
+    "/accuracy/results/v0.19.0/logs/"
+)
+VLLM_MODEL_LOADING_LINES = [  # (model, tensor_parallel_size, dtype, GiB printed, log)
+    ("codellama-7b", 1, "bfloat16", 12.56, LOGS + "codellama-codellama-7b-h--h100-80gb--tp1pp1dp1--8192.log"),
+    ("deepseek-v2-lite", 1, "bfloat16", 29.43, LOGS + "deepseek-ai-deepseek-v2---h100-80gb--tp1pp1dp1--8192.log"),
+    ("granite-3.1-8b", 1, "bfloat16", 15.25, LOGS + "granite-3-1-8b--h100-80gb--tp1pp1dp1--8192.log"),
+    ("llama-3.1-8b", 1, "bfloat16", 14.99, LOGS + "meta-llama-llama-3-1-8b---h100-80gb--tp1pp1dp1--8192.log"),
+    ("llama-3.1-8b", 1, "float16", 14.99, LOGS + "meta-llama-llama-3--h100-80gb--tp1pp1dp1--8192-dtf16.log"),
+    ("llama-3.1-8b", 1, "float32", 29.98, LOGS + "meta-llama-llama-3--h100-80gb--tp1pp1dp1--8192-dtf32.log"),
+    ("llama-3.1-8b", 2, "bfloat16", 7.51, LOGS + "meta-llama-llama-3-1-8b---h100-80gb--tp2pp1dp1--8192.log"),
+    ("llama-3.1-8b", 4, "bfloat16", 3.77, LOGS + "meta-llama-llama-3-1-8b---h100-80gb--tp4pp1dp1--8192.log"),
+    ("phi-4", 1, "bfloat16", 27.39, LOGS + "microsoft-phi-4--h100-80gb--tp1pp1dp1--8192.log"),
+    ("mistral-small-3.1-24b", 1, "bfloat16", 44.76, LOGS + "mistralai-mistral-small---h100-80gb--tp1pp1dp1--8192.log"),
+    ("mixtral-8x7b", 2, "bfloat16", 43.51, LOGS + "mistralai-mixtral-8x7b-i--h100-80gb--tp2pp1dp1--8192.log"),
+    ("qwen1.5-moe-a2.7b", 1, "bfloat16", 26.67, LOGS + "qwen-qwen1-5-moe-a2-7b--h100-80gb--tp1pp1dp1--8192.log"),
+    ("qwen2.5-7b", 1, "bfloat16", 14.25, LOGS + "qwen-qwen2-5-7b-instruct--h100-80gb--tp1pp1dp1--8192.log"),
+    ("qwen2.5-7b", 2, "bfloat16", 7.12, LOGS + "qwen-qwen2-5-7b-instruct--h100-80gb--tp2pp1dp1--8192.log"),
+    ("qwen2.5-7b", 4, "bfloat16", 3.55, LOGS + "qwen-qwen2-5-7b-instruct--h100-80gb--tp4pp1dp1--8192.log"),
+    ("qwen2.5-72b", 2, "bfloat16", 67.8, LOGS + "qwen-qwen2-5-72b-instruc--h100-80gb--tp2pp1dp1--8192.log"),
+    ("qwen3-30b-a3b", 1, "bfloat16", 56.88, LOGS + "qwen-qwen3-30b-a3b--h100-80gb--tp1pp1dp1--8192.log"),
+    ("qwen3-8b", 1, "bfloat16", 15.27, LOGS + "qwen-qwen3-8b--h100-80gb--tp1pp1dp1--8192.log"),
+]
+# The same sweep's tensor-parallel runs whose logs were not kept: weight_memory_gib of the run records.
+RUNS = (
+    "https://github.com/llm-d-incubation/llm-d-planner/blob/cb666596283a96db2b66e72c79f773add871020f"
+    "/accuracy/results/v0.19.0/runs/"
+)
+# The CUDA caching allocator hands a weight tensor of 10 MiB or more a block rounded up to 2 MiB and keeps the
+# remainder in it when that is 1 MiB or less; weight_bytes_per_gpu does not model that slack, which these
+# runs' shapes make largest (1 MiB per layer on granite-3.1-8b at TP4, 3 MiB per layer on phi-4 at TP2).
+ALLOCATOR_SLACK = pytest.mark.xfail(strict=True, reason="CUDA caching-allocator rounding of the weight tensors")
+VLLM_MODEL_LOADING_RUNS = [
+    ("deepseek-v2-lite", 2, "bfloat16", 14.83, RUNS + "deepseek-ai-deepseek-v2---h100-80gb--tp2pp1dp1--8192.json"),
+    ("deepseek-v2-lite", 4, "bfloat16", 7.51, RUNS + "deepseek-ai-deepseek-v2---h100-80gb--tp4pp1dp1--8192.json"),
+    pytest.param(
+        "granite-3.1-8b", 4, "bfloat16", 3.87, RUNS + "ibm-granite-granite-3-1---h100-80gb--tp4pp1dp1--8192.json",
+        marks=ALLOCATOR_SLACK,
+    ),
+    pytest.param(
+        "phi-4", 2, "bfloat16", 13.77, RUNS + "microsoft-phi-4--h100-80gb--tp2pp1dp1--8192.json", marks=ALLOCATOR_SLACK
+    ),
+    ("mistral-small-3.1-24b", 2, "bfloat16", 22.8, RUNS + "mistralai-mistral-small---h100-80gb--tp2pp1dp1--8192.json"),
+    ("mistral-small-3.1-24b", 4, "bfloat16", 11.86, RUNS + "mistralai-mistral-small---h100-80gb--tp4pp1dp1--8192.json"),
+    ("mixtral-8x7b", 4, "bfloat16", 21.76, RUNS + "mistralai-mixtral-8x7b-i--h100-80gb--tp4pp1dp1--8192.json"),
+    ("qwen2.5-72b", 4, "bfloat16", 33.98, RUNS + "qwen-qwen2-5-72b-instruc--h100-80gb--tp4pp1dp1--8192.json"),
+    ("qwen3-30b-a3b", 4, "bfloat16", 14.25, RUNS + "qwen-qwen3-30b-a3b--h100-80gb--tp4pp1dp1--8192.json"),
+    ("qwen3-8b", 4, "bfloat16", 3.82, RUNS + "qwen-qwen3-8b--h100-80gb--tp4pp1dp1--8192.json"),
+]
+
+
+def _weight_case_id(case) -> str:
+    values = case.values if hasattr(case, "values") else case
+    return f"{values[0]}-tp{values[1]}-{values[2]}"
+
+
+@pytest.mark.parametrize(
+    ("name", "tp", "dtype", "printed_gib", "source"),
+    VLLM_MODEL_LOADING_LINES + VLLM_MODEL_LOADING_RUNS,
+    ids=[_weight_case_id(c) for c in VLLM_MODEL_LOADING_LINES + VLLM_MODEL_LOADING_RUNS],
+)
+def test_weight_memory_per_gpu_matches_vllm_model_loading(name, tp, dtype, printed_gib, source):
+    """The weights one GPU holds are within 0.5% of what vLLM 0.19.0 printed as "Model loading took X GiB"
+    (padded vocabulary, q/k/v biases, replicated norms, routers, MLA down-projections and vision encoder,
+    the rotary cache, and MLA's backend workspace included)."""
+    m = replace(load_model(name), dtype=dtype)
+    computed = m.weight_bytes_per_gpu(tp) / 2**30
+    assert abs(computed / printed_gib - 1) < 0.005, f"{computed:.3f} GiB vs {printed_gib} GiB printed in {source}"
+
+
+def test_parameters_vllm_allocates_by_hand():
+    """Vocabulary padding, biases, shared-expert gates and the Pixtral encoder, counted by hand."""
+    assert load_model("codellama-7b").padded_vocab_size == 32064  # 32016 padded to a multiple of 64
+    granite = load_model("granite-3.1-8b")
+    assert (granite.padded_vocab_size, granite.lm_head_params) == (49216, 0)  # tied LM head
+    assert load_model("qwen2.5-7b").attn_bias_params_per_layer == (28 + 2 * 4) * 128
+    qmoe = load_model("qwen1.5-moe-a2.7b")  # shared expert of 5632 = 4 experts of 1408, gated
+    assert (qmoe.num_shared_experts, qmoe.router_params_per_moe_layer) == (4, 2048 * (60 + 1))
+    vision = 3 * 14 * 14 * 1024 + 1024 + 24 * (4 * 1024**2 + 3 * 1024 * 4096 + 2 * 1024)
+    vision += 1024 + 4 * 1024**2 + 1024 * 5120 + 5120**2  # projector: norm, patch merger, two-layer adapter
+    mistral = load_model("mistral-small-3.1-24b")
+    assert mistral.vision_params == vision == 438_958_080
+    assert mistral.active_params == mistral.total_params - vision
+    assert load_model("glm-4.5-air").rope_cache_bytes == 131072 * 64 * 2  # RoPE on half of each 128-dim head
 
 
 def test_kv_heads_are_replicated_once_tp_exceeds_them():
@@ -70,12 +162,15 @@ def test_tensor_parallel_splits_weights_and_adds_allreduce():
 
 
 def test_quantization_changes_weights_peak_and_capacity():
-    """fp8 weights halve the weight bytes (more KV blocks) and use the fp8 tensor-core rate."""
+    """fp8 weights halve the linear layers' bytes, not the embeddings' and LM head's (more KV
+    blocks), and use the fp8 tensor-core rate."""
     sc16, _ = load_scenario(None, [])
     sc8, _ = load_scenario(None, ["engine.quantization=fp8"])
     _, e16, p16 = build(sc16)
     _, e8, p8 = build(sc8)
-    assert p8["memory"].weight_bytes == pytest.approx(p16["memory"].weight_bytes / 2)
+    m = p16["model"]
+    linear = (m.total_params - m.embedding_params - m.lm_head_params) * 2
+    assert p8["memory"].weight_bytes == pytest.approx(p16["memory"].weight_bytes - linear / 2)
     assert p8["memory"].num_gpu_blocks > p16["memory"].num_gpu_blocks
     assert p8["memory"].kv_bytes_per_token == p16["memory"].kv_bytes_per_token  # KV stays 16-bit
     assert e8.cost.step_time(decode_work(512, 0, 16)) < e16.cost.step_time(decode_work(512, 0, 16))

@@ -325,4 +325,4 @@ def write_trace(rows: list[dict], path: str | Path) -> None:
         w = csv.writer(fh)
         w.writerow(COLUMNS)
         for r in rows:
-            w.writerow(["" if r[k] is None else repr(r[k]) if isinstance(r[k], float) else r[k] for k in COLUMNS])
+            w.writerow(["" if r.get(k) is None else repr(r[k]) if isinstance(r[k], float) else r[k] for k in COLUMNS])

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator import cost, rules
+from simulator import cost, frontend, rules
 from simulator.kernel import layout, lazy, pool, queues, schedule, text, trace, update
 
-MODULES = (rules, cost, trace, pool, queues, lazy, schedule, update, text)
+MODULES = (rules, cost, frontend, trace, pool, queues, lazy, schedule, update, text)
 SOURCES = (*MODULES, layout, sys.modules[__name__])
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS = {"advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}

@@ -89,6 +89,7 @@ class CompiledEngine(Engine):
         self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps,
                             trace)
         self._trace: list[np.ndarray] = []
+        self._cap = reqs._cap
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
         self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
 
@@ -140,13 +141,12 @@ class CompiledEngine(Engine):
 
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
-        env, log, R = self.env, self.log, self.reqs
+        env, log = self.env, self.log
         advance = self.kernel.advance
-        cap = -1
         while True:
             st = self.st
             ctl, fctl = st.ctl, st.fctl
-            n = R.n
+            n = self.num_arrived
             if n > ctl[L.IN_NEXT]:
                 self._make_room(n)
                 ctl[L.IN_END] = n
@@ -155,9 +155,7 @@ class CompiledEngine(Engine):
                 yield self._wake
                 self._wake = None
                 continue
-            if R._cap != cap:  # the request tables were re-allocated (they grow by doubling)
-                cap, T = R._cap, R.tables
-                self.st = self.st._replace(RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=R.status)
+            self._sync_tables()
             st = self.st
             now = env.now
             fctl[L.T_NOW] = now
@@ -182,7 +180,7 @@ class CompiledEngine(Engine):
                     yield env.timeout(0)
                 continue
             if c[L.FIN_N]:
-                self._count_done(c[L.FIN_N])
+                self._count_done_at(c[L.FIN_N], float(fctl[L.T_LAST]))
             if code == L.STEPPED or t != now:
                 yield TimeoutAt(env, t)
             if code == L.UNSTAGE:
@@ -210,11 +208,27 @@ class CompiledEngine(Engine):
         """Report ``k`` ended requests; whether anybody waiting for them was woken."""
         if self._events:
             return self._notify(self.st.fin[:k].tolist())
-        self._count_done(k)
+        self._count_done_at(k, float(self.st.fctl[L.T_LAST]))
         return False
+
+    @property
+    def _fe_free(self) -> float:
+        return float(self.st.fctl[L.FE_FREE])
+
+    @_fe_free.setter
+    def _fe_free(self, t: float) -> None:
+        self.st.fctl[L.FE_FREE] = t
+
+    def _sync_tables(self) -> None:
+        """Point the state at the request tables, if they were re-allocated (they grow by doubling)."""
+        R = self.reqs
+        if R._cap != self._cap:
+            self._cap, T = R._cap, R.tables
+            self.st = self.st._replace(RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=R.status)
 
     def finish_run(self) -> None:
         """Write the running requests' live values (kept in the kernel's slots) into their records."""
+        self._sync_tables()
         self.kernel.write_back_all(self.st)
 
     def queues(self) -> tuple[int, int, int, int]:

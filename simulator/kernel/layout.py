@@ -64,15 +64,17 @@ State = namedtuple("State", [
  PREEMPTED,  # preemptions in the step being scheduled
  TRACE_N,  # rows in ``trace``
  STOP_AFTER,  # report ended requests as soon as this many have ended in the call (the run's end; -1: none)
- N_CTL) = range(30)
+ N_SAMPLED,  # requests the step in flight samples a token for
+ N_CTL) = range(31)
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
 (T_NOW,  # the call's start (now)
  T_PEEK,  # the next SimPy event: steps must start before it
  T_RET,  # the time the call's return code refers to
- T_LAST,  # the time of the latest update
+ T_LAST,  # when the latest update's tokens reached their clients (its time, without a front-end)
  SWAP_BYTES,  # swap traffic of the step being scheduled
- N_FCTL) = range(6)
+ FE_FREE,  # the front-end (simulator.frontend) is busy until this time
+ N_FCTL) = range(7)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's

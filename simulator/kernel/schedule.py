@@ -46,6 +46,7 @@ from simulator.kernel.layout import (
     LAZY_SUM,
     MAX_SEQS,
     N_RUN,
+    N_SAMPLED,
     P_PREEMPT,
     P_PRIO,
     PENDING,
@@ -384,6 +385,7 @@ def _apply(st, t):
             if SI[s, S_RID] >= 0 and (SI[s, S_EVT] >= 0 or SI[s, S_A] > 0):
                 record(st, t, TR_SCHEDULED, SI[s, S_RID], 1 if SI[s, S_EVT] >= 0 else SI[s, S_A])
     dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES])
+    ctl[N_SAMPLED] = nsamp
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t
     stage[L_DURATION, row] = dt

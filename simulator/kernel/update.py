@@ -9,6 +9,7 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 
 from __future__ import annotations
 
+from simulator.frontend import delivered
 from simulator.kernel.layout import (
     AB_N,
     BS,
@@ -17,6 +18,7 @@ from simulator.kernel.layout import (
     END,
     F_FIN,
     F_FTOK,
+    FE_FREE,
     FIN_N,
     IDLE,
     IDLE_NOW,
@@ -30,6 +32,7 @@ from simulator.kernel.layout import (
     MAX_STEPS,
     MAX_STEPS_HIT,
     N_RUN,
+    N_SAMPLED,
     NOTIFY,
     PENDING,
     ROWS,
@@ -82,9 +85,13 @@ def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
     blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
-    them; the others that decode turn lazy. Requests it aborted end with it, before those that finish."""
+    them; the others that decode turn lazy. Requests it aborted end with it, before those that finish.
+    Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
     ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
     bs = cfg[BS]
+    d = delivered(st.cp, st.fctl[FE_FREE], t, ctl[N_SAMPLED])
+    if ctl[N_SAMPLED] != 0:
+        st.fctl[FE_FREE] = d
     for i in range(ctl[AB_N]):
         _ended(st, st.ab[i])
     ctl[AB_N] = 0
@@ -96,7 +103,7 @@ def update(st, t):
     g = ctl[ROWS] + 1  # this update's number
     lazy = ctl[LAZY]
     if lazy:
-        hist[itl_bin(t - st.fctl[T_LAST])] += lazy
+        hist[itl_bin(d - st.fctl[T_LAST])] += lazy
         ngaps += lazy
         nsamp += lazy
     for w in range(bits.shape[1]):
@@ -110,7 +117,7 @@ def update(st, t):
             o = SI[s, S_NOUT] + 1
             SI[s, S_NOUT] = o
             if o > 1:
-                gap = t - SF[s]
+                gap = d - SF[s]
                 ngaps += 1
                 if gap == run_gap:
                     run_n += 1
@@ -120,9 +127,9 @@ def update(st, t):
                     run_gap = gap
                     run_n = 1
             else:
-                st.RF[SI[s, S_RID], F_FTOK] = t
+                st.RF[SI[s, S_RID], F_FTOK] = d
                 record(st, t, TR_FIRST_TOKEN, SI[s, S_RID], 0)
-            SF[s] = t
+            SF[s] = d
             if o >= SI[s, S_MAXT]:
                 rid = SI[s, S_RID]
                 nfull = SI[s, S_NCOMP] // bs if cfg[CACHING] != 0 else 0
@@ -132,7 +139,7 @@ def update(st, t):
                 SI[s, S_NBLK] = 0
                 write_back(st, s)
                 st.S8[rid] = FINISHED
-                st.RF[rid, F_FIN] = t
+                st.RF[rid, F_FIN] = d
                 record(st, t, TR_FINISHED, rid, 0)
                 _ended(st, rid)
                 nfinished += 1
@@ -153,7 +160,7 @@ def update(st, t):
     ctl[ROWS] = g
     ctl[IDLE] = ctl[IDLE] + 1 if ctl[STALLED] else 0
     ctl[PENDING] = 0
-    st.fctl[T_LAST] = t
+    st.fctl[T_LAST] = d
 
 
 def advance(st):

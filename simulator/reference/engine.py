@@ -9,6 +9,7 @@ import numpy as np
 
 from simulator import events as E
 from simulator.engine import Engine, SimulationStalled
+from simulator.frontend import delivered
 from simulator.reference.block_pool import BlockPool
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.reference.scheduler import Scheduler
@@ -43,11 +44,15 @@ class ReferenceEngine(Engine):
                 self._record_schedule(start, plan)
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
-            out = sched.update(plan, env.now)
+            # When the step's tokens reach their clients, through the front-end.
+            shown = delivered(cost.params, self._fe_free, env.now, plan.work.num_sampled)
+            if plan.work.num_sampled:
+                self._fe_free = shown
+            out = sched.update(plan, env.now, shown)
             if self.progress is not None:
                 self.progress(env.now, self.num_done)
             if self.trace_level:
-                self._record_update(env.now, plan, out)
+                self._record_update(env.now, shown, plan, out)
             self.num_steps += 1
             log.add(start, dt, plan, out)
             woke = self._notify(plan.aborted) if plan.aborted else False
@@ -73,11 +78,11 @@ class ReferenceEngine(Engine):
         if self.trace_level >= 2:
             rec.extend((t, E.SCHEDULED, rid, a) for rid, a in zip(plan.rids, plan.num_new))
 
-    def _record_update(self, t: float, plan, out) -> None:
+    def _record_update(self, t: float, shown: float, plan, out) -> None:
         R, rec = self.reqs, self._events_log
         finished = set(out.finished)
         for rid in plan.rids:
-            if R.first_token[rid] == t:
+            if R.first_token[rid] == shown and R.num_out[rid] == 1:
                 rec.append((t, E.FIRST_TOKEN, rid, 0))
             if rid in finished:
                 rec.append((t, E.FINISHED, rid, 0))

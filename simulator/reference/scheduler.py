@@ -333,9 +333,11 @@ class Scheduler:
         )
 
     # ---- after the step ---------------------------------------------------------------------------
-    def update(self, plan: StepPlan, now: float) -> StepOutput:
+    def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one; those that reached their
-        length finish and release their blocks (in running order)."""
+        length finish and release their blocks (in running order). Token and finish times are
+        ``shown``: when the tokens reach their clients (``now`` without a front-end)."""
+        shown = now if shown is None else shown
         R = self.reqs
         generated = 0
         finished: list[int] = []
@@ -347,15 +349,15 @@ class Scheduler:
             R.num_tokens[rid] += 1
             R.num_out[rid] += 1
             if R.num_out[rid] > 1:
-                gaps.append(now - float(R.last_token[rid]))
+                gaps.append(shown - float(R.last_token[rid]))
             else:
-                R.first_token[rid] = now
-            R.last_token[rid] = now
+                R.first_token[rid] = shown
+            R.last_token[rid] = shown
             if R.num_out[rid] >= R.max_tokens[rid]:
                 self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
                              int(R.content_key[rid]), cache_own=self.cfg.cache_finished_content)
                 R.status[rid] = FINISHED
-                R.finish[rid] = now
+                R.finish[rid] = shown
                 R.num_blocks[rid] = 0
                 finished.append(rid)
         if finished:

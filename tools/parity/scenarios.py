@@ -288,6 +288,38 @@ def all_scenarios() -> list[dict]:
     add(S("mixed_seed10_closed_c3_pc_off", "closed loop 3, random mix with groups, caching off",
           engine(num_gpu_blocks=32, enable_prefix_caching=False), closed(3),
           mixed(20, 10, prompt=(16, 500), output=(1, 200), groups=2), token_seed=10))
+
+    # ---- held-out closed loop ----------------------------------------------
+    # Recorded to check the simulator on closed-loop traces nobody tuned it on.
+    # "ample": num_gpu_blocks - 1 >= the blocks the `concurrency` largest
+    # requests need at full length (prompt + output), so nothing can be
+    # preempted; "tight": the cache is well short of that and the recorded
+    # trace has preemptions.
+    add(S("heldout_closed_c4_ample", "held-out closed loop 4, random mix, ample cache",
+          engine(num_gpu_blocks=64), closed(4), mixed(16, 101), token_seed=101))
+    add(S("heldout_closed_c4_tight", "held-out closed loop 4, random mix with 2 prefix groups, 24-block cache",
+          engine(num_gpu_blocks=24), closed(4), mixed(16, 102, groups=2), token_seed=102))
+    add(S("heldout_closed_c8_ample", "held-out closed loop 8, random mix with 2 prefix groups, ample cache",
+          engine(num_gpu_blocks=128), closed(8), mixed(32, 103, groups=2), token_seed=103))
+    add(S("heldout_closed_c8_tight_threshold",
+          "held-out closed loop 8, random mix, 48-block cache, long_prefill_token_threshold=64",
+          engine(num_gpu_blocks=48, long_prefill_token_threshold=64), closed(8),
+          mixed(32, 104), token_seed=104))
+    add(S("heldout_closed_c16_ample", "held-out closed loop 16, random mix with 3 prefix groups, ample cache",
+          engine(num_gpu_blocks=160), closed(16),
+          mixed(48, 105, prompt=(16, 300), output=(1, 80), groups=3), token_seed=105))
+    add(S("heldout_closed_c16_tight_fpa_off",
+          "held-out closed loop 16, random mix with 2 prefix groups, 72-block cache, admission gate off",
+          engine(num_gpu_blocks=72, full_prompt_admission=False), closed(16),
+          mixed(48, 106, groups=2), token_seed=106))
+    add(S("heldout_closed_c32_ample_pc_off",
+          "held-out closed loop 32, short random requests, max_num_seqs 32, ample cache, caching off",
+          engine(num_gpu_blocks=144, max_num_seqs=32, enable_prefix_caching=False), closed(32),
+          mixed(80, 107, prompt=(16, 120), output=(1, 32)), token_seed=107))
+    add(S("heldout_closed_c32_tight",
+          "held-out closed loop 32, short random requests with 2 prefix groups, max_num_seqs 32, 80-block cache",
+          engine(num_gpu_blocks=80, max_num_seqs=32), closed(32),
+          mixed(96, 108, prompt=(16, 200), output=(1, 48), groups=2), token_seed=108))
     return sc
 
 

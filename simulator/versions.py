@@ -1,0 +1,84 @@
+"""What changes between vLLM releases that the simulator models, one record per release line.
+
+``engine.vllm_version`` picks a record; fields a scenario leaves null take their defaults from it.
+Each value cites where it was read (vLLM source at the release tag, or its release notes):
+
+- admission: ``scheduler_reserve_full_isl`` (a waiting request is admitted only if its whole prompt
+  fits) exists and is on from 0.19.0 (PR #37307); before, only the first chunk had to fit.
+- async_scheduling: ``--async-scheduling`` is off in 0.10-0.11 (experimental), on by default from
+  0.14.0 (release notes: "Async scheduling is now enabled by default").
+- cudagraph_mode: 0.10.x captures piecewise graphs (attention runs eagerly between graphed
+  pieces); from 0.11.0 the default is FULL_AND_PIECEWISE (``VllmConfig.__post_init__``): one full
+  graph for a pure-decode step, piecewise graphs for mixed steps.
+- capture sizes: ``[1, 2, 4] + range(8, max + 1, 8)`` up to 0.11.0; from 0.11.1
+  ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``max = min(2 * max_num_seqs, 512)``
+  (from 0.12 also capped at ``max_num_batched_tokens``). A step's token count is padded up to the
+  next capture size; steps above the largest run without graphs.
+- graphs_in_budget: the CUDA-graph memory estimate is subtracted from the KV budget by default
+  from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
+- a100_small_defaults: from 0.9.2 the large batch defaults (1024 sequences, 8192 tokens for the
+  API server) need >= 70 GiB and a GPU that is not an A100 (``EngineArgs._set_default_args``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """CPU seconds spent outside the GPU, fitted on public end-to-end runs of that release line
+    (``servesim validate``; simulator/data/validation/runs.yaml says which runs): the engine
+    core's work per step, and the API server's (``cost.FrontendCosts``; the chat endpoint's
+    template adds ``chat_request_s`` per request)."""
+
+    engine_step_s: float
+    engine_per_seq_s: float
+    request_s: float
+    chat_request_s: float
+    prompt_token_s: float
+    step_s: float
+    token_s: float
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    name: str
+    admission: str  # "first_chunk" | "full_prompt"
+    async_scheduling: bool
+    cudagraph_mode: str  # "piecewise" | "full_and_piecewise"
+    capture_by16_from: int  # capture sizes step by 16 from this size on (by 8 below it)
+    capture_cap_by_budget: bool  # the largest capture size is also capped at max_num_batched_tokens
+    graphs_in_budget: bool
+    a100_small_defaults: bool
+    host: HostCosts
+
+
+# Host costs: see HostCosts (fitted by tools/validation/fit_host.py).
+_HOST = HostCosts(engine_step_s=1.0e-3, engine_per_seq_s=8e-6, request_s=2.0e-3, chat_request_s=2.0e-3,
+                  prompt_token_s=1.0e-6, step_s=2.0e-4, token_s=1.5e-5)
+VERSIONS = {
+    "0.10": VllmVersion("0.10", "first_chunk", False, "piecewise", 1 << 30, False, False, True, _HOST),
+    "0.11": VllmVersion("0.11", "first_chunk", False, "full_and_piecewise", 1 << 30, False, False, True, _HOST),
+    "0.19": VllmVersion("0.19", "full_prompt", True, "full_and_piecewise", 256, True, False, True, _HOST),
+    "0.32": VllmVersion("0.32", "full_prompt", True, "full_and_piecewise", 256, True, True, True, _HOST),
+}
+LATEST = "0.32"
+
+
+def version(name: str) -> VllmVersion:
+    return VERSIONS[name]
+
+
+def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int, int]:
+    """``vllm serve``'s max_num_seqs and max_num_batched_tokens when the user sets neither."""
+    big = hbm_bytes >= 70 * float(1 << 30) and not (v.a100_small_defaults and "a100" in gpu_name.lower())
+    return (1024, 8192) if big else (256, 2048)
+
+
+def max_capture_size(v: VllmVersion, max_num_seqs: int, max_num_batched_tokens: int, given: int | None = None) -> int:
+    """The largest step (in tokens) replayed from a CUDA graph."""
+    if given is not None:
+        return given
+    cap = min(2 * max_num_seqs, 512)
+    return min(cap, max_num_batched_tokens) if v.capture_cap_by_budget else cap
