@@ -221,13 +221,12 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     from simulator.config import load_scenario
     from simulator.cost import Execution, decode_work
     from simulator.hardware import load_gpu
-    from simulator.models import load_model
-    from simulator.run import cost_model, engine_defaults
+    from simulator.run import cost_model, engine_defaults, load_arch
 
     sc, _ = load_scenario(None, [f"model={args.model}", f"hardware.gpu={args.gpu}",
                                  f"hardware.tensor_parallel_size={args.tp}", f"cost.calibration={args.calibration}",
                                  f"engine.vllm_version={args.vllm_version}", *args.set])
-    model, gpu = load_model(sc.model), load_gpu(sc.hardware.gpu)
+    model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
     cm = cost_model(sc, model, gpu, *engine_defaults(gpu, sc))
     if args.gpu_only:  # the GPU's time alone, as the profiles measure it
         cm = cm.with_execution(Execution())
@@ -279,6 +278,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from simulator.tracegen import main_trace
 
     return main_trace(args.rest)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from simulator.validate import main_validate
+
+    both = not args.kv and not args.runs
+    compile_note()
+    return main_validate(args.kv or both, args.runs or both, Path(args.out), args.jobs, args.only)
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -385,6 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     tr = sub.add_parser("trace", help="request traces: `servesim trace generate SCENARIO.yaml -o trace.csv`")
     tr.add_argument("rest", nargs=argparse.REMAINDER, help="generate SCENARIO.yaml -o FILE [--set k=v]")
     tr.set_defaults(fn=cmd_trace)
+
+    v = sub.add_parser("validate", help="compare with public vLLM measurements: KV-pool log lines and vllm bench serve runs")
+    v.add_argument("--kv", action="store_true", help="only the KV-pool check against vLLM's start-up log lines")
+    v.add_argument("--runs", action="store_true", help="only the end-to-end runs against vllm bench serve results")
+    v.add_argument("--only", action="append", metavar="TEXT", help="only runs whose id contains TEXT (repeat for more)")
+    v.add_argument("--out", default="results/validation", help="folder for the tables, the plot and report.txt")
+    v.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes for the runs")
+    v.set_defaults(fn=cmd_validate)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
     q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: the recorded fixtures shipped with servesim")

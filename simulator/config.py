@@ -45,6 +45,7 @@ class EngineConfig:
     long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
     max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = F("auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype")
     quantization: Literal["none", "fp8", "int8", "int4"] = F("none", "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates", vllm="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
     runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)", "GiB", ge=0.0)
@@ -59,6 +60,7 @@ class FrontendConfig:
     prompt_token_us: Union[float, None] = F(None, "tokenization time per prompt token (null: the version's default)", "us", ge=0.0)
     step_us: Union[float, None] = F(None, "time per engine step with outputs, to receive and dispatch them (null: the version's default)", "us", ge=0.0)
     output_token_us: Union[float, None] = F(None, "time per output token streamed: detokenize, build and write the chunk (null: the version's default)", "us", ge=0.0)
+    latency_ms: Union[float, None] = F(None, "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)", "ms", ge=0.0)
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,12 @@ def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple
 
 
 DEFAULT_SCENARIO = Path(__file__).parent / "data" / "default_scenario.yaml"
+
+
+def blank_scenario(overrides: list[str]) -> Scenario:
+    """A scenario from the field defaults (`servesim fields`), not the built-in collapse case, with
+    ``overrides`` applied."""
+    return scenario_from_dict(apply_overrides({"name": "scenario"}, overrides))
 
 
 def field_reference(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str, str, str, str]]:

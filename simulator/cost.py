@@ -75,21 +75,25 @@ class FrontendCosts:
     """CPU seconds of the API server(s) in front of the engine (``simulator.frontend``): per request
     taken in (HTTP, validation, chat template, request to the engine), per prompt token
     (tokenization), per engine step with outputs and per output token streamed (detokenizing,
-    building and writing the stream's chunks); ``servers`` API-server processes share the work."""
+    building and writing the stream's chunks); ``servers`` API-server processes share the work.
+    ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
+    process hops), occupying nothing."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
     step_s: float = 0.0
     token_s: float = 0.0
     servers: int = 1
+    latency_s: float = 0.0
 
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
     if fe is None:
-        return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0}
+        return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0,
+                "fe_latency_s": 0.0}
     k = float(fe.servers)
     return {"fe_on": 1.0, "fe_request_s": fe.request_s / k, "fe_prompt_token_s": fe.prompt_token_s / k,
-            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k}
+            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k, "fe_latency_s": fe.latency_s}
 
 
 @dataclass(frozen=True)
@@ -122,13 +126,13 @@ PARAMS = (
     "graph_max", "graph_by16", "full_decode_graphs", "pad",  # CUDA graphs (Execution)
     "eager_floor_s", "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
     "cpu_fixed_s", "cpu_per_seq_s", "cpu_per_token_s", "async_scheduling",
-    "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s",  # API server (simulator.frontend)
+    "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s", "fe_latency_s",  # API server (simulator.frontend)
 )
 (P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
  P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
  P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
  P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
- P_FE_TOKEN) = range(len(PARAMS))
+ P_FE_TOKEN, P_FE_LATENCY) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):

@@ -14,7 +14,7 @@ import numpy as np
 import simpy
 
 from simulator.cost import CostModel
-from simulator.frontend import intake_end
+from simulator.frontend import intake_end, reaches_engine
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -97,12 +97,15 @@ class Engine:
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
-        end = intake_end(self.cost.params, self._fe_free, env.now, prompt_len)
-        if end == env.now:
+        cp = self.cost.params
+        end = intake_end(cp, self._fe_free, env.now, prompt_len)
+        if end > env.now:
+            self._fe_free = end
+        at = reaches_engine(cp, end)
+        if at == env.now:
             self._arrive(rid)
         else:
-            self._fe_free = end
-            TimeoutAt(env, end).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
+            TimeoutAt(env, at).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
         return ev
 
     def _arrive(self, rid: int) -> None:

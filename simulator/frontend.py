@@ -8,7 +8,8 @@ token, building and writing the stream's chunks). The engine runs in its own pro
 waits for the front-end; a busy front-end delays requests on their way in and tokens on their way
 out. Modelled as one first-come-first-served server whose costs the ``api_server_count`` processes
 share (``cost.FrontendCosts``, already divided by it): it is free at ``free_at``; a request that
-arrives at ``now`` reaches the engine when its intake ends; a step that ends at ``t`` with tokens
+arrives at ``now`` reaches the engine when its intake ends, plus a fixed latency (network, process
+hops) that occupies nothing; a step that ends at ``t`` with tokens
 delivers them when the server has processed them. A burst of requests thus delays the first
 tokens of all of them behind the whole burst's intake, as a real server does.
 
@@ -18,15 +19,20 @@ compiled into the production step with the rest of it (``simulator.kernel.build`
 
 from __future__ import annotations
 
-from simulator.cost import P_FE_ON, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
+from simulator.cost import P_FE_LATENCY, P_FE_ON, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
 
 def intake_end(cp, free_at, now, prompt_tokens):
-    """When a request that arrives at ``now`` with ``prompt_tokens`` reaches the engine (the
-    front-end is then busy until that time)."""
+    """When the front-end has taken in a request that arrives at ``now`` with ``prompt_tokens``
+    (it is busy until then)."""
     if cp[P_FE_ON] == 0.0:
         return now
     return max(now, free_at) + cp[P_FE_REQUEST] + cp[P_FE_PROMPT_TOKEN] * prompt_tokens
+
+
+def reaches_engine(cp, intake_done):
+    """When a request taken in at ``intake_done`` reaches the engine (after the fixed latency)."""
+    return intake_done + cp[P_FE_LATENCY]
 
 
 def delivered(cp, free_at, t_end, num_tokens):

@@ -25,11 +25,11 @@ from simulator.models import ModelArch
 GIB = float(1 << 30)
 
 # Fitted on the calibration half of kv_cache_lines.yaml (tools/validation/fit_memory.py):
-SAMPLER_COPIES = 3.52  # fp32 [requests x vocab] tensors alive at the sampler's peak
-SAMPLER_BASE_BYTES = 0.17 * GIB
+SAMPLER_COPIES = 3.223  # fp32 [requests x vocab] tensors alive at the sampler's peak
+SAMPLER_BASE_BYTES = 0.346 * GIB
 FORWARD_HIDDEN_COPIES = 4  # [tokens x hidden] activations alive at the forward pass's peak (residual, norms)
-NON_TORCH_BYTES = {1: 0.25 * GIB, 2: 2.1 * GIB}  # tp == 1, tp >= 2 (NCCL and custom all-reduce buffers)
-GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.35 * GIB, 0.017 * GIB  # CUDA graphs of the default capture sizes
+NON_TORCH_BYTES = {1: 0.25 * GIB, 2: 2.085 * GIB}  # tp == 1, tp >= 2 (NCCL and custom all-reduce buffers)
+GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.364 * GIB, 0.0164 * GIB  # CUDA graphs of the default capture sizes
 
 QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}
 

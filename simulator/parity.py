@@ -129,7 +129,7 @@ def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
     """The fixture as a scenario that `servesim run` runs: its requests as a trace file in
     ``folder``, sent all at once (batch) or in order by closed-loop clients; its engine settings;
     no front-end (the recorder submits straight to the engine) and clients that react at once."""
-    from simulator.config import load_scenario
+    from simulator.config import blank_scenario
     from workloads.trace import write_trace
 
     groups: dict = {}
@@ -146,7 +146,7 @@ def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
     closed = w["mode"] == "closed_loop"
     workload = f"workload={{trace: '{path}', trace_arrivals: {'closed_loop' if closed else 'recorded'}"
     workload += f", arrival: {{type: closed_loop, concurrency: {int(w['concurrency'])}}}}}" if closed else "}"
-    sc, _ = load_scenario(None, [
+    sc = blank_scenario([
         f"name={spec.get('name', 'fixture')}", workload, "frontend.enabled=false",
         f"engine.num_gpu_blocks_override={int(e['num_gpu_blocks'])}", f"engine.block_size={int(e['block_size'])}",
         f"engine.max_num_batched_tokens={int(e['max_num_batched_tokens'])}", f"engine.max_num_seqs={int(e['max_num_seqs'])}",

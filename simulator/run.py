@@ -95,19 +95,49 @@ def engine_class(sc: Scenario) -> type[Engine]:
     return CompiledEngine
 
 
+def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> MemoryPlan:
+    """The KV pool of ``sc``'s engine, as vLLM sizes it at start-up."""
+    e = sc.engine
+    # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    return plan_memory(
+        model,
+        gpu,
+        tp=sc.hardware.tensor_parallel_size,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+        block_size=e.block_size,
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        kv_dtype_bytes=kv_dtype_bytes,
+        quantization=e.quantization,
+        graphs_in_budget=versions.version(e.vllm_version).graphs_in_budget and not e.enforce_eager,
+        reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
+        num_gpu_blocks_override=e.num_gpu_blocks_override,
+    )
+
+
+def load_arch(sc: Scenario) -> ModelArch:
+    """The scenario's model, in the dtype the engine runs it in (``engine.dtype``)."""
+    model = load_model(sc.model)
+    if sc.engine.dtype != "auto":
+        model = replace(model, dtype=sc.engine.dtype)
+    return model
+
+
 def frontend_costs(sc: Scenario) -> FrontendCosts | None:
     """The API server's costs: the version's defaults, then the scenario's values."""
     f = sc.frontend
     if not f.enabled:
         return None
     h = versions.version(sc.engine.vllm_version).host
-    request_s = h.request_s + (h.chat_request_s if f.endpoint == "chat" else 0.0)
+    chat = f.endpoint == "chat"
     return FrontendCosts(
-        request_s=request_s if f.request_ms is None else f.request_ms / 1e3,
+        request_s=(h.chat_request_s if chat else h.request_s) if f.request_ms is None else f.request_ms / 1e3,
         prompt_token_s=h.prompt_token_s if f.prompt_token_us is None else f.prompt_token_us / 1e6,
         step_s=h.step_s if f.step_us is None else f.step_us / 1e6,
-        token_s=h.token_s if f.output_token_us is None else f.output_token_us / 1e6,
+        token_s=(h.chat_token_s if chat else h.token_s) if f.output_token_us is None else f.output_token_us / 1e6,
         servers=f.api_server_count,
+        latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
     )
 
 
@@ -230,36 +260,20 @@ def check_size(sc: Scenario, size: RunSize) -> None:
 
 def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
     """The simulation of ``sc``, ready to run (``trace``: the request events the engine records)."""
-    model = load_model(sc.model)
+    model = load_arch(sc)
     gpu = load_gpu(sc.hardware.gpu)
     tp = sc.hardware.tensor_parallel_size
     e = sc.engine
     seqs, tokens = engine_defaults(gpu, sc)
     check_vllm_rules(model, tp, seqs, tokens)
-    # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
-    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
-    version = versions.version(e.vllm_version)
-    mem = plan_memory(
-        model,
-        gpu,
-        tp=tp,
-        gpu_memory_utilization=e.gpu_memory_utilization,
-        block_size=e.block_size,
-        max_batched_tokens=tokens,
-        max_num_seqs=seqs,
-        kv_dtype_bytes=kv_dtype_bytes,
-        quantization=e.quantization,
-        graphs_in_budget=version.graphs_in_budget and not e.enforce_eager,
-        reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
-        num_gpu_blocks_override=e.num_gpu_blocks_override,
-    )
+    mem = memory_plan(sc, model, gpu, seqs, tokens)
     scfg = SchedulerConfig(
         max_num_seqs=seqs,
         max_num_batched_tokens=tokens,
         block_size=e.block_size,
         enable_prefix_caching=e.enable_prefix_caching,
         long_prefill_token_threshold=e.long_prefill_token_threshold,
-        admission=e.admission or version.admission,
+        admission=e.admission or versions.version(e.vllm_version).admission,
         policy=e.scheduling_policy,
         preemption_mode=e.preemption_mode,
         swap_space_blocks=int(e.swap_space_gb * GIB // mem.block_bytes),

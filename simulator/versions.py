@@ -23,22 +23,39 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
 class HostCosts:
-    """CPU seconds spent outside the GPU, fitted on public end-to-end runs of that release line
-    (``servesim validate``; simulator/data/validation/runs.yaml says which runs): the engine
-    core's work per step, and the API server's (``cost.FrontendCosts``; the chat endpoint's
-    template adds ``chat_request_s`` per request)."""
+    """Seconds spent outside the GPU, fitted on the calibration half of the public end-to-end runs
+    (``tools/validation/fit_host.py`` writes simulator/data/host_costs.yaml; ``servesim validate``
+    reports them with the held-out half): the engine core's CPU work per step, and the API
+    server's (``cost.FrontendCosts``), per endpoint: a request taken in and a token streamed cost
+    more through /v1/chat/completions (chat template, larger chunks) than through /v1/completions.
+    They include the benchmark client's own work, which runs on the same host in the measurements."""
 
-    engine_step_s: float
-    engine_per_seq_s: float
-    request_s: float
-    chat_request_s: float
-    prompt_token_s: float
-    step_s: float
-    token_s: float
+    engine_step_s: float = 1.0e-3
+    engine_per_seq_s: float = 8e-6
+    latency_s: float = 0.0
+    prompt_token_s: float = 1.0e-6
+    step_s: float = 2.0e-4
+    request_s: float = 2.0e-3
+    token_s: float = 1.5e-5
+    chat_request_s: float = 4.0e-3
+    chat_token_s: float = 3.0e-5
+
+
+HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"
+
+
+def load_host_costs(path: Path = HOST_COSTS_FILE) -> HostCosts:
+    if not path.is_file():
+        return HostCosts()
+    from simulator import yamlio
+
+    data = yamlio.load(path.read_text()) or {}
+    return HostCosts(**data.get("host_costs", {}))
 
 
 @dataclass(frozen=True)
@@ -54,9 +71,9 @@ class VllmVersion:
     host: HostCosts
 
 
-# Host costs: see HostCosts (fitted by tools/validation/fit_host.py).
-_HOST = HostCosts(engine_step_s=1.0e-3, engine_per_seq_s=8e-6, request_s=2.0e-3, chat_request_s=2.0e-3,
-                  prompt_token_s=1.0e-6, step_s=2.0e-4, token_s=1.5e-5)
+# One set of host costs for every release line: the public runs cannot tell the lines apart from
+# their endpoints and hosts (HostCosts).
+_HOST = load_host_costs()
 VERSIONS = {
     "0.10": VllmVersion("0.10", "first_chunk", False, "piecewise", 1 << 30, False, False, True, _HOST),
     "0.11": VllmVersion("0.11", "first_chunk", False, "full_and_piecewise", 1 << 30, False, False, True, _HOST),

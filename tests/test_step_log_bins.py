@@ -3,9 +3,8 @@ bin in which each step starts, and the summary does not depend on which log a ru
 
 from __future__ import annotations
 
-import re
-
 import math
+import re
 
 import numpy as np
 import pandas as pd

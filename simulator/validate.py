@@ -1,0 +1,316 @@
+"""How close servesim comes to real vLLM servers, on public measurements it ships with.
+
+``servesim validate`` runs two checks and writes a table and a plot of each:
+
+- ``--kv``: the KV pool vLLM sized at start-up ("GPU KV cache size: N tokens") for the model, GPU,
+  tensor parallelism and memory settings of each logged run (``data/validation/kv_cache_lines.yaml``),
+  against what ``simulator.memory`` computes for the same settings;
+- ``--runs``: public ``vllm bench serve`` runs (``data/validation/runs.yaml``: each with its URL, the
+  quoted serve and bench commands, vLLM version, GPU and printed results), each turned into a
+  scenario (``run_scenario``) and simulated; measured against simulated output throughput, mean
+  TTFT and mean TPOT, with median absolute errors over the runs the constants were fitted on
+  (``split: calibrate``) and over the rest (``split: heldout``), reported apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator import yamlio
+
+DATA = Path(__file__).parent / "data" / "validation"
+KV_FILE = DATA / "kv_cache_lines.yaml"
+RUNS_FILE = DATA / "runs.yaml"
+METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+LABELS = {"output_throughput": "output tok/s", "mean_ttft_ms": "mean TTFT ms", "mean_tpot_ms": "mean TPOT ms"}
+
+
+def load(path: Path) -> dict:
+    return yamlio.load(Path(path).read_text())
+
+
+def median(xs: list[float]) -> float:
+    xs = sorted(x for x in xs if not math.isnan(x))
+    if not xs:
+        return float("nan")
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else 0.5 * (xs[k - 1] + xs[k])
+
+
+# ---- the KV pool ----------------------------------------------------------------------------------
+
+def kv_scenario(e: dict):
+    """The scenario of one logged start-up (engine alone: only its memory plan is used)."""
+    from simulator.config import blank_scenario
+
+    over = [
+        f"model={e['model']}", f"hardware.gpu={e['gpu']}", f"hardware.tensor_parallel_size={e['tensor_parallel_size']}",
+        f"engine.vllm_version={e.get('servesim_version', '0.19')}", f"engine.dtype={e['dtype']}",
+        f"engine.quantization={e['quantization']}",
+        f"engine.kv_cache_dtype={'fp8' if e['kv_cache_dtype'] == 'fp8' else 'auto'}",
+        f"engine.gpu_memory_utilization={e['gpu_memory_utilization']}", f"engine.max_model_len={e['max_model_len']}",
+        f"engine.max_num_seqs={e['max_num_seqs']}", f"engine.max_num_batched_tokens={e['max_num_batched_tokens']}",
+        f"engine.block_size={e['block_size']}",
+    ]
+    return blank_scenario(over)
+
+
+def kv_rows(path: Path = KV_FILE) -> list[dict]:
+    """Printed against computed KV-pool tokens, one row per logged start-up."""
+    from simulator.hardware import load_gpu
+    from simulator.run import engine_defaults, load_arch, memory_plan
+
+    rows = []
+    for e in load(path)["lines"]:
+        sc = kv_scenario(e)
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
+        got = mem.num_gpu_blocks * sc.engine.block_size
+        want = int(e["printed"]["kv_cache_tokens"])
+        rows.append({"id": e["id"], "split": e["split"], "model": e["model"], "tp": e["tensor_parallel_size"],
+                     "quantization": e["quantization"], "kv_dtype": e["kv_cache_dtype"],
+                     "printed_tokens": want, "servesim_tokens": got, "error": got / want - 1.0,
+                     "printed_kv_gib": e["printed"].get("available_kv_gib"), "servesim_kv_gib": mem.kv_bytes / 2**30})
+    return rows
+
+
+# ---- end-to-end runs ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunResult:
+    id: str
+    split: str
+    measured: dict
+    simulated: dict
+    error: str = ""
+    confounded: bool = False
+    detail: dict | None = None  # what the simulation saw: preemptions, KV usage, front-end share
+
+    def rel_error(self, metric: str) -> float:
+        m, s = self.measured.get(metric), self.simulated.get(metric)
+        if m is None or s is None or not m:
+            return float("nan")
+        return s / m - 1.0
+
+
+# ShareGPT as `vllm bench serve` samples it (prompts of 4 to 1024 tokens, prompt + output <= 2048):
+# lognormal lengths with the run's printed means; the spreads are assumptions (not printed).
+SHAREGPT_PROMPT_SIGMA, SHAREGPT_OUTPUT_SIGMA = 1.0, 0.9
+
+
+def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
+    """The scenario of one public run: its model, GPU, tensor parallelism, vLLM release line and
+    engine flags; its endpoint; its requests (the printed mean lengths, fixed for the random
+    dataset, lognormal for ShareGPT); sent as the benchmark sends them (all at once, by
+    ``--max-concurrency`` clients, or as a Poisson stream at ``--request-rate``), run until done."""
+    from simulator.config import blank_scenario
+
+    b = run["bench"]
+    n = int(b["num_prompts"])
+    p, o = float(b["mean_prompt_tokens"]), float(b["mean_output_tokens"])
+    if b["dataset"] == "sharegpt":
+        lengths = [f"workload.prompt_tokens={{dist: lognormal, mean: {p}, sigma: {SHAREGPT_PROMPT_SIGMA}, min: 4, max: 1024}}",
+                   f"workload.output_tokens={{dist: lognormal, mean: {o}, sigma: {SHAREGPT_OUTPUT_SIGMA}, min: 4, max: 1024}}"]
+    else:
+        lengths = [f"workload.prompt_tokens={{dist: fixed, value: {max(1, round(p))}}}",
+                   f"workload.output_tokens={{dist: fixed, value: {max(1, round(o))}}}"]
+    rate, conc = b.get("request_rate"), b.get("max_concurrency")
+    if rate in (None, "inf", float("inf")) or conc:
+        # With a cap, requests beyond it wait in the client (not timed): the cap's clients send back
+        # to back whenever the rate offers more than they take (true of every such run here).
+        arrival = f"workload.arrival={{type: closed_loop, concurrency: {int(conc) if conc else n}}}"
+    else:
+        arrival = f"workload.arrival={{type: poisson, rate: {float(rate)}}}"
+    over = [
+        f"name={run['id']}", f"model={run['model']}", f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}", f"engine.vllm_version={run['servesim_version']}",
+        f"engine.quantization={run.get('quantization', 'none')}", f"frontend.endpoint={b['endpoint']}",
+        *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
+        *lengths, arrival, "workload.over_max_model_len=truncate",
+        f"run.num_requests={n}", "run.duration_s=null", "run.warmup_s=0", f"run.seed={int(b.get('seed') or 0)}",
+        *extra,
+    ]
+    return blank_scenario(over)
+
+
+def host_overrides(run: dict, host) -> list[str]:
+    """Scenario overrides that give ``run`` the host costs ``host`` (a ``versions.HostCosts``)."""
+    chat = run["bench"]["endpoint"] == "chat"
+    return [
+        f"frontend.request_ms={(host.chat_request_s if chat else host.request_s) * 1e3!r}",
+        f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
+        f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}", f"frontend.step_us={host.step_s * 1e6!r}",
+        f"frontend.latency_ms={host.latency_s * 1e3!r}", f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
+        f"cost.engine_cpu_per_seq_us={host.engine_per_seq_s * 1e6!r}",
+    ]
+
+
+def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
+    """Simulate one public run (``host``: other host costs than the built-in ones); a run that
+    cannot be simulated keeps its error, never stops the rest."""
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    if host is not None:
+        extra = [*host_overrides(run, host), *extra]
+    measured = {m: run["results"].get(k) for m, k in
+                (("output_throughput", "output_token_throughput"), ("mean_ttft_ms", "mean_ttft_ms"), ("mean_tpot_ms", "mean_tpot_ms"))}
+    confounded = bool(run.get("confounded"))
+    try:
+        s = summarize(simulate(run_scenario(run, extra)))
+    except Exception as e:
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", confounded)
+    detail = {k: s.get(k) for k in ("num_preemptions", "kv_usage_mean", "num_steps", "kv_cache_tokens")}
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", confounded, detail)
+
+
+def run_all(runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None) -> list[RunResult]:
+    if jobs <= 1:
+        return [simulate_run(r, extra, host) for r in runs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as ex:
+        return list(ex.map(simulate_run, runs, [extra] * len(runs), [host] * len(runs)))
+
+
+def error_summary(results: list[RunResult]) -> dict:
+    """Per split and metric: median absolute relative error, runs off by more than 2x, runs counted
+    (confounded runs left out)."""
+    out = {}
+    for split in ("calibrate", "heldout", "all"):
+        rs = [r for r in results if (split == "all" or r.split == split) and not r.error and not r.confounded]
+        for m in METRICS:
+            errs = [r.rel_error(m) for r in rs]
+            errs = [e for e in errs if not math.isnan(e)]
+            out[(split, m)] = {
+                "median_abs_error": median([abs(e) for e in errs]),
+                "off_by_2x": sum(1 for e in errs if e > 1.0 or e < -0.5),
+                "runs": len(errs),
+            }
+    return out
+
+
+# ---- report ---------------------------------------------------------------------------------------
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{100 * x:+.0f}%"
+
+
+def write_kv_report(rows: list[dict], out: Path) -> list[str]:
+    import csv
+
+    path = out / "kv_cache_check.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"KV pool vs vLLM's 'GPU KV cache size' log lines ({len(rows)} start-ups; {path}):"]
+    for split in ("calibrate", "heldout"):
+        errs = [abs(r["error"]) for r in rows if r["split"] == split]
+        lines.append(f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
+                     f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}")
+    worst = sorted(rows, key=lambda r: -abs(r["error"]))[:3]
+    lines.append("  largest misses: " + "; ".join(
+        f"{r['model']} TP{r['tp']} {r['printed_tokens']:,} vs {r['servesim_tokens']:,} ({100 * r['error']:+.1f}%)" for r in worst))
+    return lines
+
+
+def write_runs_report(runs: list[dict], results: list[RunResult], out: Path) -> list[str]:
+    import csv
+
+    path = out / "runs.csv"
+    by_id = {r["id"]: r for r in runs}
+    fields = ["id", "split", "confounded", "source", "gpu", "tp", "model", "load"]
+    for m in METRICS:
+        fields += [f"{m}_measured", f"{m}_servesim", f"{m}_error"]
+    fields += ["error"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for r in results:
+            run = by_id[r.id]
+            b = run["bench"]
+            load_ = f"max_concurrency {b['max_concurrency']}" if b.get("max_concurrency") else (
+                f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s")
+            row = {"id": r.id, "split": r.split, "confounded": r.confounded, "source": run["source"], "gpu": run["gpu"],
+                   "tp": run["tensor_parallel_size"], "model": run["model"], "load": load_, "error": r.error}
+            for m in METRICS:
+                row[f"{m}_measured"] = r.measured.get(m)
+                row[f"{m}_servesim"] = r.simulated.get(m)
+                row[f"{m}_error"] = r.rel_error(m)
+            w.writerow(row)
+    s = error_summary(results)
+    counted = [r for r in results if not r.confounded and not r.error]
+    lines = [f"End-to-end runs vs `vllm bench serve` ({len(counted)} counted of {len(results)}; {path}):",
+             f"  {'':10s}" + "".join(f"{LABELS[m]:>26s}" for m in METRICS)]
+    for split in ("calibrate", "heldout", "all"):
+        cells = []
+        for m in METRICS:
+            v = s[(split, m)]
+            cells.append(f"{100 * v['median_abs_error']:5.1f}% median, {v['off_by_2x']} > 2x")
+        lines.append(f"  {split:10s}" + "".join(f"{c:>26s}" for c in cells) + f"   ({s[(split, METRICS[0])]['runs']} runs)")
+    failed = [r for r in results if r.error]
+    if failed:
+        lines.append(f"  not simulated: {len(failed)} (" + "; ".join(f"{r.id}: {r.error}" for r in failed) + ")")
+    return lines
+
+
+def plot_runs(runs: list[dict], results: list[RunResult], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    styles = {"calibrate": ("o", "#1f77b4", "calibration runs"), "heldout": ("s", "#d62728", "held-out runs")}
+    for ax, m in zip(axes, METRICS):
+        pts = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
+        pts = [(a, b, r) for a, b, r in pts if a and b]
+        lo = min(min(a, b) for a, b, _ in pts) / 1.5
+        hi = max(max(a, b) for a, b, _ in pts) * 1.5
+        ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.92", label="within 2x")
+        ax.plot([lo, hi], [lo, hi], color="0.4", lw=1)
+        for split, (mk, col, lab) in styles.items():
+            for conf in (False, True):
+                xs = [a for a, b, r in pts if r.split == split and r.confounded == conf]
+                ys = [b for a, b, r in pts if r.split == split and r.confounded == conf]
+                if xs:
+                    ax.scatter(xs, ys, marker=mk, s=36, facecolors="none" if conf else col, edgecolors=col,
+                               label=f"{lab}, confounded (not counted)" if conf else lab)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"measured {LABELS[m]} (vllm bench serve)")
+        ax.set_ylabel(f"servesim {LABELS[m]}")
+        s = error_summary(results)
+        ax.set_title(f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration, "
+                     f"{100 * s[('heldout', m)]['median_abs_error']:.0f}% held out", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"servesim vs {len(results)} public vLLM benchmark runs (simulator/data/validation/runs.yaml)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main_validate(kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None) -> int:
+    """``servesim validate``: the checks asked for (both by default), tables and a plot in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    if kv:
+        lines += write_kv_report(kv_rows(), out)
+    if runs_check:
+        runs = load(RUNS_FILE)["runs"]
+        if only:
+            runs = [r for r in runs if any(o in r["id"] for o in only)]
+        results = run_all(runs, jobs=jobs)
+        lines += write_runs_report(runs, results, out)
+        lines.append(f"  plot: {plot_runs(runs, results, out / 'validation.png')}")
+    text = "\n".join(lines)
+    (out / "report.txt").write_text(text + "\n")
+    print(text)
+    return 0
