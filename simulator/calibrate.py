@@ -48,6 +48,13 @@ def read_profile(path: str | Path) -> pd.DataFrame:
     import pandas as pd  # only calibration reads tables: simulating never loads pandas
 
     df = pd.read_csv(p)
+    if "mode" in df.columns:
+        # A comparison of execution modes (profiler --mode compare): the compiled model replayed from
+        # a CUDA graph is how vLLM runs a step; rows of fewer layers only measured the per-layer cost.
+        df = df[df["mode"] == "compiled_graph"]
+        if "layers" in df.columns:
+            df = df[df["layers"] == df["layers"].max()]
+        df = df.reset_index(drop=True)
     missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"calibrate: {path} lacks column(s) {', '.join(missing)} (needs {', '.join(PROFILE_COLUMNS)})")
@@ -196,8 +203,14 @@ def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: flo
     }
     if pinned_note:
         doc["pinned"] = pinned_note
-    doc["efficiency"] = {k: float(v) for k, v in asdict(eff).items()}
+    doc["efficiency"] = {k: float(v) for k, v in asdict(eff).items() if k in GPU_FIELDS}
     Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+# What a GPU's step profiles determine (the rest of Efficiency is about the host, the engine's CPU
+# work and kernels the profiles do not run, and keeps its defaults).
+GPU_FIELDS = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory", "step_overhead_s",
+              "per_seq_overhead_s", "per_layer_overhead_s", "per_token_overhead_s", "allreduce_latency_s")
 
 
 def load(path: str | Path) -> Efficiency:
@@ -258,6 +271,7 @@ def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> i
     save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note)
     print(f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated")
     for k, v in asdict(eff).items():
-        print(f"  {k}: {v:.4g}")
+        if k in GPU_FIELDS:
+            print(f"  {k}: {v:.4g}")
     print(f"wrote {out}")
     return 0

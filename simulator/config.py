@@ -61,6 +61,7 @@ class FrontendConfig:
     step_us: Union[float, None] = F(None, "time per engine step with outputs, to receive and dispatch them (null: the version's default)", "us", ge=0.0)
     output_token_us: Union[float, None] = F(None, "time per output token streamed: detokenize, build and write the chunk (null: the version's default)", "us", ge=0.0)
     latency_ms: Union[float, None] = F(None, "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)", "ms", ge=0.0)
+    finish_ms: Union[float, None] = F(None, "time per request that ends: its last chunks, the end of the response, the client's bookkeeping (null: the version's default)", "ms", ge=0.0)
 
 
 @dataclass(frozen=True)

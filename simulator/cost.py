@@ -52,22 +52,36 @@ class Efficiency:
     # benchmarks/RESULTS.md); a GPU with its own calibration file uses that instead.
     matmul_compute: float = 0.60
     matmul_memory: float = 0.85
+    # The fused-MoE kernels (grouped GEMMs over the experts a step's tokens are routed to), as
+    # fractions of the same peaks; they reach less than a dense GEMM of the same work. Measured on
+    # an H100 (data/profiles/moe/h100-sxm.csv, grouped GEMMs of qwen3-30b-a3b and of a TP8 slice of
+    # deepseek-v3): 22-36% of peak FLOP/s at 4,096 tokens, 66-76% of HBM bandwidth streaming the
+    # touched experts at 64-256 tokens (40% at one token).
+    moe_compute: float = 0.30
+    moe_memory: float = 0.70
     attn_compute: float = 0.30
     attn_memory: float = 0.80
-    step_overhead_s: float = 0.0020
-    per_seq_overhead_s: float = 5.0e-6
+    step_overhead_s: float = 0.0
+    per_seq_overhead_s: float = 7.0e-6
     # Small kernels (norms, rotary, cache write, attention launch, activation) per layer per step,
     # for a layer with vLLM's six such kernels; a layer with more (Qwen3's q/k norms) scales it.
-    per_layer_overhead_s: float = 4.0e-5
+    per_layer_overhead_s: float = 3.5e-5
     per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
     allreduce_latency_s: float = 1.0e-5
+    # Share of the datasheet link bandwidth an all-reduce reaches: 302 of 450 GB/s on two NVLink-4
+    # GPUs at 256 MiB (NCCL in a CUDA graph, data/profiles/allreduce/h200-x2.csv, whose 16 KiB
+    # all-reduce takes 13 us; vLLM's own all-reduce for small messages is faster, hence 10 us above).
+    allreduce_bandwidth: float = 0.67
     # The engine core's CPU work per step (scheduler, input preparation, output bookkeeping).
     cpu_step_s: float = 0.0
     cpu_per_seq_s: float = 0.0
     cpu_per_token_s: float = 0.0
-    # Launch floors per layer: a step without CUDA graphs, and a piecewise-graph step.
-    eager_layer_s: float = 0.0
-    piecewise_layer_s: float = 0.0
+    # A step without CUDA graphs is no faster than launching its kernels one by one from the host:
+    # 20 us a kernel (median of the eager steps at batch <= 32 in data/profiles/compiled/, H100
+    # host). A piecewise-graph step (attention launched between graphed pieces) adds 13.5 us a
+    # layer over a full graph (graph_pieces against graph there, all batch sizes).
+    eager_launch_s: float = 20e-6
+    piecewise_layer_s: float = 13.5e-6
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,8 @@ class FrontendCosts:
     (tokenization), per engine step with outputs and per output token streamed (detokenizing,
     building and writing the stream's chunks); ``servers`` API-server processes share the work.
     ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
-    process hops), occupying nothing."""
+    process hops), occupying nothing. ``finish_s``: per request that ends (its last chunks, the
+    response's end, the client's bookkeeping)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -85,15 +100,17 @@ class FrontendCosts:
     token_s: float = 0.0
     servers: int = 1
     latency_s: float = 0.0
+    finish_s: float = 0.0
 
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
     if fe is None:
         return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0,
-                "fe_latency_s": 0.0}
+                "fe_latency_s": 0.0, "fe_finish_s": 0.0}
     k = float(fe.servers)
     return {"fe_on": 1.0, "fe_request_s": fe.request_s / k, "fe_prompt_token_s": fe.prompt_token_s / k,
-            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k, "fe_latency_s": fe.latency_s}
+            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k, "fe_latency_s": fe.latency_s,
+            "fe_finish_s": fe.finish_s / k}
 
 
 @dataclass(frozen=True)
@@ -127,12 +144,14 @@ PARAMS = (
     "eager_floor_s", "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
     "cpu_fixed_s", "cpu_per_seq_s", "cpu_per_token_s", "async_scheduling",
     "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s", "fe_latency_s",  # API server (simulator.frontend)
+    "moe_flops", "moe_bw",  # rates the fused-MoE kernels reach
+    "fe_finish_s",
 )
 (P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
  P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
  P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
  P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
- P_FE_TOKEN, P_FE_LATENCY) = range(len(PARAMS))
+ P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):
@@ -185,15 +204,16 @@ def padded_tokens(cp, num_tokens):
     return min(((T + step - 1) // step) * step, int(cp[P_GRAPH_MAX]))
 
 
-def launch_floor_s(cp, num_seqs, num_tokens):
-    """The least a step can take launching its kernels: without a graph (above the largest capture
-    size, or eager), every layer's kernels; with piecewise graphs (a mixed step, or no full decode
-    graphs), each layer's attention between the graphed pieces; with a full graph, nothing."""
+def graphed_s(cp, num_seqs, num_tokens, gpu):
+    """The GPU's time ``gpu`` as the step is launched: without a graph (above the largest capture
+    size, or eager), no less than launching every kernel from the host; with piecewise graphs (a
+    mixed step, or no full decode graphs), plus the gaps around each layer's eagerly launched
+    attention; with a full graph, as is."""
     if num_tokens > cp[P_GRAPH_MAX]:
-        return cp[P_EAGER_FLOOR]
+        return max(gpu, cp[P_EAGER_FLOOR])
     if cp[P_FULL_DECODE] == 0.0 or num_tokens != num_seqs:
-        return cp[P_PIECEWISE_FLOOR]
-    return 0.0
+        return gpu + cp[P_PIECEWISE_FLOOR]
+    return gpu
 
 
 def cpu_s(cp, num_seqs, num_tokens):
@@ -211,7 +231,7 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
         if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
             s = 0.0
             if cp[P_MOE_LAYERS] != 0.0:
-                s += roofline(moe_work(cp, num_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
+                s += roofline(moe_work(cp, num_tokens), cp[P_MOE_FLOPS], cp[P_MOE_BW])
             if cp[P_AR_COUNT] != 0.0:
                 s += allreduce_s(cp, T)
             t += s
@@ -225,8 +245,8 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
 def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor), plus the
     engine's CPU work, or the longer of the two when async scheduling overlaps them."""
-    g = max(gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes),
-            launch_floor_s(cp, num_seqs, num_tokens))
+    g = graphed_s(cp, num_seqs, num_tokens,
+                  gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes))
     c = cpu_s(cp, num_seqs, num_tokens)
     if cp[P_ASYNC] != 0.0:
         return max(g, c)
@@ -238,6 +258,7 @@ def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled,
 # latent attention's extra norms, rotary split and latent up-projections.
 MOE_LAYER_KERNELS = 4
 MLA_LAYER_KERNELS = 4
+GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
 def small_kernels_per_layer(m: ModelArch) -> float:
@@ -318,20 +339,22 @@ class CostModel:
             # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
             "allreduce_count": 2 * L if tp > 1 else 0,
             "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
-            "interconnect_bw": gpu.interconnect_bandwidth,
+            "interconnect_bw": gpu.interconnect_bandwidth * e.allreduce_bandwidth,
             "allreduce_latency_s": e.allreduce_latency_s,
             "host_bw": gpu.host_link_bandwidth,
             "graph_max": x.max_capture_size,
             "graph_by16": x.capture_by16_from,
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
-            "eager_floor_s": e.eager_layer_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
+            "eager_floor_s": e.eager_launch_s * L * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
             "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
             "cpu_per_token_s": e.cpu_per_token_s * x.cpu_share,
             "async_scheduling": x.async_scheduling,
             **frontend_params(fe),
+            "moe_flops": peak * e.moe_compute,
+            "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
         }
         self.params = np.array([float(p[name]) for name in PARAMS], np.float64)
 
@@ -356,7 +379,7 @@ class CostModel:
 
         add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_MOE_LAYERS]:
-            add("moe", moe_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+            add("moe", moe_work(cp, T), cp[P_MOE_FLOPS], cp[P_MOE_BW])
         add("attention", attention_work(cp, T, w.context_tokens, w.attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:
             add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
@@ -365,13 +388,13 @@ class CostModel:
         if w.swap_bytes:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))
         out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
-        floor = launch_floor_s(cp, w.num_seqs, T)
         gpu = sum(o.seconds for o in out)
-        if floor > gpu:
-            out.append(OpCost("launch_floor", 0.0, 0.0, floor - gpu, "cpu-launch"))
+        launched = graphed_s(cp, w.num_seqs, T, gpu)
+        if launched > gpu:
+            out.append(OpCost("launch", 0.0, 0.0, launched - gpu, "cpu-launch"))
         if cp[P_CPU_FIXED] or cp[P_CPU_SEQ] or cp[P_CPU_TOKEN]:
             c = cpu_s(cp, w.num_seqs, T)
-            hidden = min(c, max(gpu, floor)) if cp[P_ASYNC] else 0.0
+            hidden = min(c, launched) if cp[P_ASYNC] else 0.0
             out.append(OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P_ASYNC] else "cpu"))
         return out
 
@@ -391,7 +414,7 @@ class ConstantCost:
     def __init__(self, step_s: float = 1.0, host_bw: float = 1000.0) -> None:
         p = dict.fromkeys(PARAMS, 0.0)
         p.update(fixed_s=step_s, matmul_flops=1.0, matmul_bw=1.0, attn_flops=1.0, attn_bw=1.0, num_experts=1.0,
-                 interconnect_bw=1.0, host_bw=host_bw)
+                 interconnect_bw=1.0, host_bw=host_bw, moe_flops=1.0, moe_bw=1.0)
         self.params = np.array([p[name] for name in PARAMS], np.float64)
 
     def step_time(self, w: StepWork) -> float:

@@ -19,7 +19,7 @@ compiled into the production step with the rest of it (``simulator.kernel.build`
 
 from __future__ import annotations
 
-from simulator.cost import P_FE_LATENCY, P_FE_ON, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
+from simulator.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_ON, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
 
 def intake_end(cp, free_at, now, prompt_tokens):
@@ -35,9 +35,10 @@ def reaches_engine(cp, intake_done):
     return intake_done + cp[P_FE_LATENCY]
 
 
-def delivered(cp, free_at, t_end, num_tokens):
-    """When the ``num_tokens`` tokens of a step that ends at ``t_end`` reach their clients (the
-    front-end is then busy until that time, if it processed any)."""
+def delivered(cp, free_at, t_end, num_tokens, num_finished):
+    """When the ``num_tokens`` tokens of a step that ends at ``t_end`` reach their clients, the last
+    ones of ``num_finished`` requests among them (the front-end is then busy until that time, if it
+    processed any)."""
     if cp[P_FE_ON] == 0.0 or num_tokens == 0:
         return t_end
-    return max(t_end, free_at) + cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens
+    return max(t_end, free_at) + cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished

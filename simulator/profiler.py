@@ -47,6 +47,32 @@ elementwise kernels gives the per-kernel floor. Columns:
 over bytes is the achievable weight-streaming bandwidth, which pins the cost
 model's ``matmul_memory`` efficiency during calibration (``calibrate.py``).
 
+``--mode`` adds four measurements of what vLLM-style serving adds on top (each writes a CSV
+and a ``<out>.meta.json`` with versions, device, method and per-point spread; see
+``data/profiles/README-measurements.md`` for the results and the exact commands):
+
+* ``compare`` (with ``--model``): the same step as the default mode, timed as ``compiled_graph``
+  (:class:`PiecewiseForward`: tokens on one axis, residual add fused into the next RMSNorm, pieces
+  between attentions compiled once by ``torch.compile``/Inductor with a dynamic token axis, whole
+  step captured in a CUDA graph per shape), ``graph`` (the default mode's step in a CUDA graph),
+  ``eager`` (the default mode's step launched from Python) and, via ``--modes``, ``compiled`` and
+  ``graph_pieces``; decode batches 1..512 at contexts 512 and 2048, the same at half the layers
+  for four batches (per-layer slope and per-step intercept), batch-1 prefills of 512..8192 tokens.
+  Columns ``gpu,model,mode,layers,batch,new_tokens,context,ms,ms_sync,host_ms``; the meta also
+  holds kernels per step and per layer of each way of running the step.
+* ``moe``: the routed-expert FFN of one MoE layer (``--moe-models PRESET.json[:TP]``) as
+  ``torch._grouped_mm`` and as a loop of per-expert matmuls, with uniform random top-k routing,
+  for 1..4096 tokens.
+* ``fp8``: ``torch._scaled_mm`` (tensor-wise, row-wise) and ``F.scaled_mm`` (1x128 x 128x128
+  blocks) against bf16 ``F.linear``, M = 1..8192.
+* ``allreduce``: NCCL all-reduce of bf16 buffers of 2 KiB..256 MiB over the host's GPUs
+  (one process per GPU, ``torch.multiprocessing.spawn``), eager and in a CUDA graph.
+
+::
+
+    python -m simulator.profiler --mode compare --model simulator/data/models/llama-3.1-8b.json \
+        --gpu-name h100-sxm --out data/profiles/compiled/h100-sxm_llama-3.1-8b.csv
+
 This module deliberately depends on nothing but torch, numpy and the standard
 library (torch is imported inside :func:`main`), so it can be copied to a GPU
 machine and run on its own.
@@ -60,6 +86,7 @@ import datetime as _dt
 import gc
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -610,11 +637,1130 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
     return rows
 
 
+# --------------------------------------------------------------------------
+# Added modes: compare (compiled + CUDA graph vs graph vs eager), moe, fp8, allreduce
+# --------------------------------------------------------------------------
+
+
+def _dev(torch):
+    """The device the added modes measure on (a seam for CPU dry runs of the code paths)."""
+    return torch.device("cuda", 0)
+
+
+def _software(torch) -> dict:
+    sw = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "numpy": np.__version__,
+    }
+    try:
+        sw["cudnn"] = torch.backends.cudnn.version()
+    except Exception:  # not fatal
+        sw["cudnn"] = None
+    try:
+        import triton
+
+        sw["triton"] = triton.__version__
+    except Exception:
+        sw["triton"] = None
+    try:
+        v = torch.cuda.nccl.version()
+        sw["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception:
+        sw["nccl"] = None
+    return sw
+
+
+def _device_meta(torch, index: int = 0) -> dict:
+    props = torch.cuda.get_device_properties(index)
+    return {
+        "name": props.name,
+        "total_memory_bytes": int(props.total_memory),
+        "multiprocessors": props.multi_processor_count,
+        "capability": f"{props.major}.{props.minor}",
+        "nvidia_smi": _nvidia_smi(),
+    }
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def _first_line(exc: BaseException, n: int = 200) -> str:
+    s = str(exc)
+    return (s.splitlines()[0] if s else type(exc).__name__)[:n]
+
+
+def _time_graph_or_eager(torch, fn, reps: int) -> tuple[float, str]:
+    """Median ms of ``fn`` replayed from a CUDA graph; if capture fails, of back-to-back eager calls."""
+    try:
+        return _time_graph(torch, fn, reps), "graph"
+    except Exception as exc:  # not capturable: time it eagerly instead
+        _free_memory(torch)
+        print(f"  (capture failed: {_first_line(exc, 120)}; timing eager launches)", flush=True)
+        _warm_up(torch, fn)
+        ms = float(np.median(_replay_ms(torch, fn, reps)))
+        _free_memory(torch)
+        return ms, "eager"
+
+
+# -- compare ----------------------------------------------------------------
+
+COMPARE_COLUMNS = ("gpu", "model", "mode", "layers", "batch", "new_tokens", "context",
+                   "ms", "ms_sync", "host_ms")
+COMPARE_MODES = ("compiled_graph", "graph", "eager")
+COMPARE_ALL_MODES = ("compiled_graph", "graph", "eager", "compiled", "graph_pieces")
+COMPARE_GRAPH_MODES = ("compiled_graph", "graph", "graph_pieces")
+COMPARE_DECODE_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+COMPARE_DECODE_CONTEXTS = [512, 2048]
+COMPARE_PREFILL_NEW_TOKENS = [512, 2048, 8192]
+COMPARE_HALF_LAYER_BATCHES = [1, 16, 64, 256]
+
+
+def build_compare_grid(quick: bool, n_layers: int):
+    """(layers, batch, new_tokens, context) in measuring order: decode at the first context, the
+    same model cut to half its layers at a few batches (slope per layer, intercept per step),
+    decode at the other contexts, then batch-1 prefills at context 0."""
+    if quick:
+        db, dcs, pn, hb = [1, 8, 64], [512], [512], [1, 64]
+    else:
+        db, dcs, pn, hb = (COMPARE_DECODE_BATCHES, COMPARE_DECODE_CONTEXTS,
+                           COMPARE_PREFILL_NEW_TOKENS, COMPARE_HALF_LAYER_BATCHES)
+    pts = [(n_layers, b, 1, dcs[0]) for b in db]
+    if n_layers >= 2:
+        pts += [(n_layers // 2, b, 1, dcs[0]) for b in hb]
+    for c in dcs[1:]:
+        pts += [(n_layers, b, 1, c) for b in db]
+    pts += [(n_layers, 1, n, 0) for n in pn]
+    grid = {"decode": {"batch": db, "context": dcs}, "half_layers": {"batch": hb, "context": dcs[0]},
+            "prefill": {"batch": [1], "new_tokens": pn, "context": [0]}}
+    return pts, grid
+
+
+class _FirstLayers:
+    """Context manager: the model runs only its first ``n`` layers."""
+
+    def __init__(self, model: Model, n: int):
+        self.model, self.n = model, n
+
+    def __enter__(self):
+        self.saved = (self.model.layers, self.model.num_layers)
+        self.model.layers = self.saved[0][: self.n]
+        self.model.num_layers = self.n
+        return self.model
+
+    def __exit__(self, *exc):
+        self.model.layers, self.model.num_layers = self.saved
+        return False
+
+
+class PiecewiseForward:
+    """The step of :class:`Model` laid out as vLLM runs it: tokens flattened to one axis of
+    ``N = batch * new_tokens``, positions as a tensor (rotary tables gathered per token), the
+    residual add of the previous block fused with the next RMSNorm, and the model cut at attention
+    into pieces: ``pre`` (add + RMSNorm, QKV projection, q/k norm, rotary), attention with the KV
+    write (always eager, as vLLM keeps it outside the compiled graph), ``post`` (output projection,
+    add + RMSNorm, gate/up projection, SiLU * up, down projection), and ``final`` (add, norm, LM head).
+
+    ``compiled=True`` compiles each piece once with ``torch.compile`` (Inductor, default mode, no
+    Inductor CUDA graphs) with the token axis dynamic (``maybe_mark_dynamic``), and RMSNorm written
+    as vLLM's ``forward_native`` so that Inductor fuses it; the caller captures whole steps in CUDA
+    graphs, as vLLM's full-graph decode capture does. ``compiled=False`` runs the same pieces
+    uncompiled (RMSNorm through ``Model.rms_norm``)."""
+
+    def __init__(self, torch, model: Model, compiled: bool):
+        self.torch = torch
+        self.model = model
+        self.compiled = compiled
+        a = model.arch
+        F = torch.nn.functional
+        H, hd = a.heads, a.head_dim
+        hkv = a.kv_heads
+        qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
+
+        if compiled:
+            def rms(x, w):
+                xf = x.float()
+                xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+                return xf.to(x.dtype) * w
+        else:
+            rms = model.rms_norm
+
+        def rope(x, cos, sin):  # x [N, heads, hd]; cos, sin [N, hd] (sin sign-folded)
+            rot = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+            return x * cos[:, None, :] + rot * sin[:, None, :]
+
+        def pre(x, delta, ln, wqkv, qn, kn, cos_t, sin_t, positions):
+            x = x + delta
+            h = rms(x, ln)
+            qkv = F.linear(h, wqkv)
+            n = qkv.shape[0]
+            q = qkv[:, :qd].view(n, H, hd)
+            k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
+            v = qkv[:, qd + kvd:].view(n, hkv, hd)
+            if qk_norm:
+                q = rms(q, qn)
+                k = rms(k, kn)
+            cos = cos_t[positions]
+            sin = sin_t[positions]
+            return x, rope(q, cos, sin), rope(k, cos, sin), v
+
+        def post(o, x, wo, ln2, wgu, wd):
+            x = x + F.linear(o, wo)
+            h = rms(x, ln2)
+            gu = F.linear(h, wgu)
+            g, u = gu.chunk(2, dim=-1)
+            return x, F.linear(F.silu(g) * u, wd)
+
+        def final(x, d, fnorm, lm_head):
+            return F.linear(rms(x + d, fnorm), lm_head)
+
+        if compiled:
+            self.pre = torch.compile(pre, fullgraph=True)
+            self.post = torch.compile(post, fullgraph=True)
+            self.final = torch.compile(final, fullgraph=True)
+            dyn = torch._dynamo
+            self._mark_fn = getattr(dyn, "maybe_mark_dynamic", None) or dyn.mark_dynamic
+        else:
+            self.pre, self.post, self.final = pre, post, final
+            self._mark_fn = None
+
+    def _mark(self, *ts):
+        if self._mark_fn is None:
+            return
+        for t in ts:
+            if t.shape[0] >= 2:
+                self._mark_fn(t, 0)
+
+    def forward(self, tokens, cache, context: int, positions):
+        """tokens [B, T]; cache from ``Model.new_cache(B, context + T)``; positions [B * T]."""
+        m = self.model
+        a = m.arch
+        F = self.torch.nn.functional
+        b, t = tokens.shape
+        n = b * t
+        x = F.embedding(tokens.reshape(n), m.lm_head)
+        d = self.torch.zeros_like(x)
+        self._mark(positions)
+        for li, w in enumerate(m.layers):
+            self._mark(x, d)
+            x, q, k, v = self.pre(x, d, w["ln1"], w["wqkv"], w.get("qn"), w.get("kn"),
+                                  m.cos, m.sin, positions)
+            kc = cache[li, 0]
+            vc = cache[li, 1]
+            kc[:, context: context + t] = k.view(b, t, a.kv_heads, a.head_dim)
+            vc[:, context: context + t] = v.view(b, t, a.kv_heads, a.head_dim)
+            o = m.attention(q.view(b, t, a.heads, a.head_dim), kc, vc, context, t).reshape(n, a.q_dim)
+            self._mark(o, x)
+            x, d = self.post(o, x, w["wo"], w["ln2"], w["wgu"], w["wd"])
+        if t > 1:  # last token of each sequence, gathered (fresh strides: final()'s decode graphs serve)
+            last = self.torch.arange(1, b + 1, device=x.device) * t - 1
+            x = x.index_select(0, last)
+            d = d.index_select(0, last)
+        self._mark(x, d)
+        return self.final(x, d, m.final_norm, m.lm_head)
+
+
+def _compare_inputs(torch, model: Model, b: int, n: int, c: int):
+    """KV cache, tokens and positions of one step, all made in inference mode (as every call of the
+    compiled pieces is: Dynamo guards on it)."""
+    dev = model.device
+    with torch.inference_mode():
+        cache = model.new_cache(b, c + n)
+        tokens = torch.randint(0, model.arch.vocab, (b, n), device=dev)
+        positions = torch.arange(c, c + n, device=dev).repeat(b)
+    return cache, tokens, positions
+
+
+def _compare_fn(model, pieces: dict, mode: str, tokens, cache, c: int, positions):
+    if mode in ("graph", "eager"):
+        return lambda: model.forward(tokens, cache, c)
+    pf = pieces["compiled"] if mode in ("compiled_graph", "compiled") else pieces["plain"]
+    return lambda: pf.forward(tokens, cache, c, positions)
+
+
+def _time_step(torch, step, budget_s: float, min_reps: int, max_reps: int) -> dict:
+    """Back-to-back median (``ms``, the statistic of the other modes), median of steps each
+    started on an idle GPU after a host sync (``ms_sync``: what an engine that waits for its
+    sampled tokens sees), and the host time to issue one step (``host_ms``)."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    step()
+    end.record()
+    end.synchronize()
+    first = start.elapsed_time(end)
+    reps = max(min_reps, min(max_reps, int(budget_s * 1000.0 / max(first, 1e-3))))
+    sync_ms, host_ms = [], []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start.record()
+        h0 = time.perf_counter()
+        step()
+        h1 = time.perf_counter()
+        end.record()
+        end.synchronize()
+        sync_ms.append(start.elapsed_time(end))
+        host_ms.append((h1 - h0) * 1e3)
+    b2b = _replay_ms(torch, step, reps)
+    return {"ms": float(np.median(b2b)), "ms_min": float(b2b.min()), "ms_max": float(b2b.max()),
+            "ms_sync": float(np.median(sync_ms)), "host_ms": float(np.median(host_ms)), "reps": reps}
+
+
+def measure_compare_point(torch, model, pieces, mode, b, n, c, budget_s, min_reps, max_reps) -> dict:
+    cache, tokens, positions = _compare_inputs(torch, model, b, n, c)
+    graph = step = fwd = None
+    try:
+        with torch.inference_mode():
+            fwd = _compare_fn(model, pieces, mode, tokens, cache, c, positions)
+            _warm_up(torch, fwd)
+            if mode in COMPARE_GRAPH_MODES:
+                torch.cuda.empty_cache()
+                graph = _capture(torch, fwd)
+                step = graph.replay
+            else:
+                step = fwd
+            step()
+            torch.cuda.synchronize()
+            return _time_step(torch, step, budget_s, min_reps, max_reps)
+    finally:
+        del step, fwd, graph, cache, tokens, positions
+        _free_memory(torch)
+
+
+def _count_kernels(torch, fn) -> dict:
+    """Device activities (kernels, and separately memcpy/memset) of one call of ``fn``."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if getattr(e, "device_type", None) == DeviceType.CUDA]
+    mem = [x for x in names if x.lower().startswith(("memcpy", "memset"))]
+    return {"kernels": len(names) - len(mem), "memcpy_memset": len(mem)}
+
+
+def compare_checks(torch, model, pieces: dict) -> dict:
+    """Logits of the piecewise step (plain and compiled) against ``Model.forward`` on the same
+    cache contents, for a decode batch and a prefill."""
+    res = {}
+    for label, (b, n, c) in {"decode_b4_ctx64": (4, 1, 64), "prefill_b1_n48": (1, 48, 0),
+                             "chunk_b2_n16_ctx32": (2, 16, 32)}.items():
+        cache, tokens, positions = _compare_inputs(torch, model, b, n, c)
+        with torch.inference_mode():
+            ref = model.forward(tokens, cache.clone(), c).float()
+            res[label] = {}
+            for name, pf in pieces.items():
+                try:
+                    out = pf.forward(tokens, cache.clone(), c, positions).float()
+                    err = float((out - ref).norm() / ref.norm())
+                    res[label][name] = {"rel_err": round(err, 6), "ok": bool(err < 5e-2)}
+                except Exception as exc:
+                    res[label][name] = {"ok": False, "error": _first_line(exc)}
+        del cache, tokens, positions
+        _free_memory(torch)
+    return res
+
+
+def _dynamo_graphs(torch) -> int | None:
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+    except Exception:
+        return None
+
+
+def run_compare(torch, args) -> int:
+    t_start = time.time()
+    model_path = Path(args.model)
+    cfg = json.loads(model_path.read_text())
+    model_name = model_path.stem
+    arch = Arch(cfg, model_name)
+    device = _dev(torch)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in COMPARE_ALL_MODES:
+            print(f"error: unknown mode {m!r} (choose from {', '.join(COMPARE_ALL_MODES)})", file=sys.stderr)
+            return 2
+    quick = args.quick
+    min_reps = args.min_reps if args.min_reps is not None else 3
+    max_reps = args.max_reps if args.max_reps is not None else (5 if quick else 20)
+    budget_s = args.budget_s if args.budget_s is not None else (0.05 if quick else 0.15)
+
+    dyn_cfg = torch._dynamo.config
+    for name in ("cache_size_limit", "recompile_limit"):
+        if hasattr(dyn_cfg, name):
+            setattr(dyn_cfg, name, 64)
+    for name in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(dyn_cfg, name):
+            setattr(dyn_cfg, name, 512)
+
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+
+    t0 = time.time()
+    model = Model(torch, arch, device, torch.bfloat16, num_layers=args.num_layers)
+    n_layers = model.num_layers
+    points, grid = build_compare_grid(quick, n_layers)
+    model.ensure_rope(max([c + n for _, _, n, c in points] + [args.compile_tokens]) + 64)
+    torch.cuda.synchronize()
+    weights_bytes = torch.cuda.memory_allocated(device)
+    free_b, _total_b = torch.cuda.mem_get_info(device)
+    margin = int(args.margin_gib * 1024**3)
+    budget_bytes = free_b - margin
+    print(f"{model_name}: {n_layers} layers, weights {weights_bytes/2**30:.1f} GiB in "
+          f"{time.time()-t0:.1f} s; free {free_b/2**30:.1f} GiB; modes {','.join(modes)}", flush=True)
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend_names = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                     "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    backends = [backend_names[x.strip()] for x in args.sdpa_backends.split(",") if x.strip()]
+
+    meta = {
+        "kind": "compare",
+        "gpu": args.gpu_name,
+        "model": model_name,
+        "model_config": str(model_path),
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "software": _software(torch),
+        "device": _device_meta(torch) if device.type == "cuda" else {"name": str(device)},
+        "command": " ".join(sys.argv),
+        "modes": {
+            "compiled_graph": "PiecewiseForward compiled by torch.compile (Inductor, default mode, "
+                              "fullgraph pieces, token axis dynamic), whole step captured in one CUDA "
+                              "graph per shape, replayed",
+            "graph": "Model.forward (the profiler's default step) captured in a CUDA graph, replayed "
+                     "(what the default mode measures)",
+            "eager": "Model.forward launched op by op from Python, no graph",
+            "compiled": "the compiled pieces launched from Python, no graph (guards and launches per call)",
+            "graph_pieces": "PiecewiseForward uncompiled, captured in a CUDA graph (layout effect alone)",
+        },
+        "columns": {
+            "ms": "median CUDA-event time of back-to-back steps (the statistic of the default mode)",
+            "ms_sync": "median CUDA-event time of steps each issued after a host synchronize (idle GPU "
+                       "at the start: includes the host's issue time where it exceeds the GPU's)",
+            "host_ms": "median host wall time to issue one step (graph modes: one replay call)",
+            "layers": "layers run; rows with half the model's layers give per-layer slopes",
+        },
+        "model_build": {"dtype": "bfloat16", "layers_built": n_layers, "weights_bytes_on_gpu": int(weights_bytes),
+                        "qk_norm": arch.qk_norm,
+                        "notes": "random weights, as the default mode builds them (see its meta)"},
+        "method": {"sdpa_backends": args.sdpa_backends, "warmup": "one eager run on a side stream "
+                   "(compiles when needed), capture, one untimed replay",
+                   "reps": {"min": min_reps, "max": max_reps, "timed_seconds_per_point": budget_s},
+                   "memory_free_after_weights_bytes": int(free_b), "memory_margin_bytes": margin,
+                   "quick": quick},
+        "grid": grid,
+        "points_columns": ["mode", "layers", "batch", "new_tokens", "context", "ms", "ms_min",
+                           "ms_max", "ms_sync", "host_ms", "reps"],
+        "points": [],
+        "skipped": [],
+    }
+    _write_json(meta_path, meta)
+
+    pieces = {"plain": PiecewiseForward(torch, model, compiled=False)}
+    compiled_ok = any(m in ("compiled_graph", "compiled") for m in modes)
+    if compiled_ok:
+        pieces["compiled"] = PiecewiseForward(torch, model, compiled=True)
+        t1 = time.time()
+        try:
+            with sdpa_kernel(backends), torch.inference_mode():
+                # As vLLM's first (profiling) run: the dynamic token axis is first compiled and its
+                # Triton kernels autotuned at a large N (Inductor keeps the configs picked then for
+                # every N); then the N=1 specialisation and the dynamic batch axis of final().
+                for (b, n, c) in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
+                    cache, tokens, positions = _compare_inputs(torch, model, b, n, c)
+                    pieces["compiled"].forward(tokens, cache, c, positions)
+                    del cache, tokens, positions
+            torch.cuda.synchronize()
+            meta["compile"] = {"seconds": round(time.time() - t1, 1), "dynamo_graphs": _dynamo_graphs(torch),
+                               "first_call_tokens": args.compile_tokens,
+                               "inductor": "default mode (no Inductor CUDA graphs, no max-autotune); "
+                                           "pieces pre/post/final compiled with fullgraph=True; token "
+                                           "axis marked dynamic (maybe_mark_dynamic) when >= 2"}
+            print(f"compiled pieces in {time.time()-t1:.1f} s ({_dynamo_graphs(torch)} graphs)", flush=True)
+        except Exception as exc:
+            compiled_ok = False
+            meta["compile"] = {"error": _first_line(exc, 400)}
+            print(f"compile failed: {_first_line(exc, 400)}", flush=True)
+            pieces.pop("compiled")
+        _free_memory(torch)
+    try:
+        with sdpa_kernel(backends):
+            meta["checks"] = compare_checks(torch, model, pieces)
+        print("checks:", json.dumps(meta["checks"]), flush=True)
+    except Exception as exc:
+        meta["checks"] = {"error": _first_line(exc, 400)}
+    _write_json(meta_path, meta)
+
+    # kernels per step (and per layer) of each way of running the step, at batch 8, context 512
+    kc = {}
+    try:
+        with sdpa_kernel(backends), torch.inference_mode():
+            for layers in sorted({n_layers, max(1, n_layers // 2)}):
+                with _FirstLayers(model, layers):
+                    cache, tokens, positions = _compare_inputs(torch, model, 8, 1, 512)
+                    for name, mode in (("model_forward", "eager"), ("pieces_plain", "graph_pieces"),
+                                       ("pieces_compiled", "compiled")):
+                        if name == "pieces_compiled" and not compiled_ok:
+                            continue
+                        fn = _compare_fn(model, pieces, mode, tokens, cache, 512, positions)
+                        fn()
+                        kc.setdefault(name, {})[str(layers)] = _count_kernels(torch, fn)
+                    del cache, tokens, positions
+                    _free_memory(torch)
+        if n_layers >= 2:
+            for d in kc.values():
+                lo, hi = d[str(n_layers // 2)]["kernels"], d[str(n_layers)]["kernels"]
+                d["per_layer"] = round((hi - lo) / (n_layers - n_layers // 2), 2)
+                d["outside_layers"] = round(hi - d["per_layer"] * n_layers, 2)
+    except Exception as exc:
+        kc["error"] = _first_line(exc, 400)
+    meta["kernel_counts_b8_ctx512"] = kc
+    print("kernel counts:", json.dumps(kc), flush=True)
+    _write_json(meta_path, meta)
+
+    graphs_before = _dynamo_graphs(torch)
+    stopped = False
+    n_rows = 0
+    with out_path.open("w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(COMPARE_COLUMNS)
+        fh.flush()
+        for (layers, b, n, c) in points:
+            kv_per_token = 2 * layers * arch.kv_dim * 2
+            need = kv_per_token * b * (c + n) + arch.activation_bytes(b, n)
+            for mode in modes:
+                pt = {"mode": mode, "layers": layers, "batch": b, "new_tokens": n, "context": c}
+                if args.time_limit_s and time.time() - t_start > args.time_limit_s:
+                    meta["skipped"].append({**pt, "reason": "time limit"})
+                    stopped = True
+                    continue
+                if mode in ("compiled_graph", "compiled") and not compiled_ok:
+                    meta["skipped"].append({**pt, "reason": "compile failed"})
+                    continue
+                if need > budget_bytes:
+                    meta["skipped"].append({**pt, "reason": f"needs ~{need/2**30:.1f} GiB, "
+                                                            f"{budget_bytes/2**30:.1f} GiB available"})
+                    continue
+                try:
+                    with sdpa_kernel(backends), _FirstLayers(model, layers):
+                        r = measure_compare_point(torch, model, pieces, mode, b, n, c, budget_s,
+                                                  min_reps, max_reps)
+                except Exception as exc:  # out of memory or a capture error: keep going
+                    _free_memory(torch)
+                    meta["skipped"].append({**pt, "reason": "error: " + _first_line(exc)})
+                    print(f"error  {mode:14s} L={layers} b={b} n={n} c={c}: {_first_line(exc)}", flush=True)
+                    continue
+                wr.writerow([args.gpu_name, model_name, mode, layers, b, n, c, f"{r['ms']:.4f}",
+                             f"{r['ms_sync']:.4f}", f"{r['host_ms']:.4f}"])
+                fh.flush()
+                n_rows += 1
+                meta["points"].append([mode, layers, b, n, c, round(r["ms"], 4), round(r["ms_min"], 4),
+                                       round(r["ms_max"], 4), round(r["ms_sync"], 4), round(r["host_ms"], 4),
+                                       r["reps"]])
+                meta["rows"] = n_rows
+                meta["wall_seconds"] = round(time.time() - t_start, 1)
+                _write_json(meta_path, meta)
+                print(f"{mode:14s} L={layers:2d} b={b:4d} n={n:5d} c={c:5d}: {r['ms']:8.3f} ms "
+                      f"(sync {r['ms_sync']:8.3f}, host {r['host_ms']:7.3f}, reps {r['reps']})", flush=True)
+    meta["dynamo_graphs_after_grid"] = _dynamo_graphs(torch)
+    meta["recompiled_during_grid"] = (None if graphs_before is None or meta["dynamo_graphs_after_grid"] is None
+                                      else meta["dynamo_graphs_after_grid"] - graphs_before)
+    meta["stopped_early_by_time_limit"] = stopped
+    meta["rows"] = n_rows
+    meta["wall_seconds"] = round(time.time() - t_start, 1)
+    _write_json(meta_path, meta)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    return 0
+
+
+# -- moe --------------------------------------------------------------------
+
+MOE_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
+QUICK_MOE_TOKENS = [1, 16, 256]
+MOE_DEFAULT_MODELS = ("simulator/data/models/qwen3-30b-a3b.json:1,"
+                      "simulator/data/models/deepseek-v3.json:8")
+MOE_POOL_BYTES = 4 * 2**30  # weight copies per model: at least this much (80x the H100's L2)
+MOE_COLUMNS = ("gpu", "model", "tp", "impl", "tokens", "experts", "top_k", "hidden", "intermediate",
+               "experts_touched", "touched_weight_bytes", "copies", "ms_layer", "ms_gemm",
+               "gbps_gemm", "tflops_gemm", "gbps_layer", "tflops_layer")
+
+
+def _moe_spec(path: str, tp: int) -> dict:
+    cfg = json.loads(Path(path).read_text())
+    experts = next(int(cfg[k]) for k in MOE_KEYS if cfg.get(k))
+    inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
+    if inter % tp:
+        raise ValueError(f"{path}: moe intermediate {inter} not divisible by tp {tp}")
+    return {"model": Path(path).stem, "config": path, "tp": tp, "experts": experts,
+            "top_k": int(cfg["num_experts_per_tok"]), "hidden": int(cfg["hidden_size"]),
+            "intermediate": inter // tp, "intermediate_full": inter}
+
+
+def _moe_routes(torch, x, spec, gen):
+    """Uniform random top-k routing of the tokens of ``x`` (k distinct experts per token) with
+    random normalised gate weights; the sorted-by-expert layout a grouped GEMM needs."""
+    dev = x.device
+    t = x.shape[0]
+    e, k = spec["experts"], spec["top_k"]
+    ids = torch.rand(t, e, device=dev, generator=gen).topk(k, dim=1).indices
+    wts = torch.softmax(torch.randn(t, k, device=dev, generator=gen), dim=-1).to(x.dtype)
+    flat = ids.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    offs = torch.cumsum(counts, 0).to(torch.int32)
+    xs = x.index_select(0, order // k)
+    return {"ids": ids, "flat": flat, "wts": wts, "order": order, "offs": offs, "xs": xs,
+            "counts": [int(v) for v in counts.tolist()]}
+
+
+def _moe_experts(torch, impl, xs, offs, counts, w13, w2, inter):
+    """Routed-expert FFN on expert-sorted rows: gate/up GEMM, SiLU * up, down GEMM."""
+    F = torch.nn.functional
+    if impl == "grouped_mm":
+        h = torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs)
+        g, u = h.chunk(2, dim=-1)
+        return torch._grouped_mm(F.silu(g) * u, w2.transpose(1, 2), offs=offs)
+    rows = xs.shape[0]
+    h = torch.empty(rows, 2 * inter, device=xs.device, dtype=xs.dtype)
+    y = torch.empty(rows, w2.shape[1], device=xs.device, dtype=xs.dtype)
+    s = 0
+    for e, cnt in enumerate(counts):
+        if cnt:
+            torch.mm(xs[s: s + cnt], w13[e].t(), out=h[s: s + cnt])
+        s += cnt
+    act = F.silu(h[:, :inter]) * h[:, inter:]
+    s = 0
+    for e, cnt in enumerate(counts):
+        if cnt:
+            torch.mm(act[s: s + cnt], w2[e].t(), out=y[s: s + cnt])
+        s += cnt
+    return y
+
+
+def _moe_layer(torch, impl, x, r, w13, w2, spec):
+    """The whole routed-expert part of a layer from fixed routing: sort the (token, slot) pairs
+    by expert, gather rows, expert FFN, scale by gate weights, scatter-add back to the tokens."""
+    e, k = spec["experts"], spec["top_k"]
+    flat = r["flat"]
+    order = torch.argsort(flat, stable=True)
+    src = torch.div(order, k, rounding_mode="floor")
+    xs = x.index_select(0, src)
+    counts = torch.zeros(e, device=x.device, dtype=torch.int32)
+    counts.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
+    offs = torch.cumsum(counts, 0, dtype=torch.int32)
+    y = _moe_experts(torch, impl, xs, offs, r["counts"], w13, w2, spec["intermediate"])
+    y = y * r["wts"].reshape(-1)[order].unsqueeze(1)
+    out = torch.zeros_like(x)
+    out.index_add_(0, src, y)
+    return out
+
+
+def _moe_reference(torch, x, r, w13, w2, inter, tokens: int):
+    """float32 per-token reference of the first ``tokens`` tokens."""
+    F = torch.nn.functional
+    out = []
+    for t in range(tokens):
+        acc = torch.zeros(x.shape[1], device=x.device, dtype=torch.float32)
+        for j in range(r["ids"].shape[1]):
+            e = int(r["ids"][t, j])
+            h = x[t].float() @ w13[e].float().t()
+            a = F.silu(h[:inter]) * h[inter:]
+            acc += float(r["wts"][t, j]) * (a @ w2[e].float().t())
+        out.append(acc)
+    return torch.stack(out)
+
+
+def run_moe(torch, args) -> int:
+    t_start = time.time()
+    dev = _dev(torch)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    specs = []
+    for item in args.moe_models.split(","):
+        path, _, tp = item.strip().partition(":")
+        specs.append(_moe_spec(path, int(tp or 1)))
+    tokens_list = QUICK_MOE_TOKENS if args.quick else MOE_TOKENS
+    reps = args.max_reps or (5 if args.quick else 20)
+    have_grouped = hasattr(torch, "_grouped_mm")
+    impls = (["grouped_mm"] if have_grouped else []) + ["loop"]
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+    meta = {
+        "kind": "moe",
+        "gpu": args.gpu_name,
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "software": _software(torch),
+        "device": _device_meta(torch) if dev.type == "cuda" else {"name": str(dev)},
+        "command": " ".join(sys.argv),
+        "specs": specs,
+        "impls": {
+            "grouped_mm": "torch._grouped_mm (bf16; one grouped GEMM for gate/up over all experts, "
+                          "one for down; experts with no tokens are empty groups)",
+            "loop": "one torch.mm per active expert for gate/up and for down (host-known counts), "
+                    "captured in the same CUDA graph",
+        },
+        "grouped_mm_available": have_grouped,
+        "method": "per point: uniform random top-k routing (distinct experts per token, fixed per "
+                  "point), weights N(0, 1/fan_in) bf16; `copies` distinct weight sets per model "
+                  f"(>= {MOE_POOL_BYTES/2**30:.0f} GiB together) chained in one CUDA graph, each with "
+                  "its own routing, so weights are read from HBM; ms = median replay / copies "
+                  f"({reps} replays). ms_gemm: gate/up GEMM + SiLU*up + down GEMM on pre-sorted rows. "
+                  "ms_layer: the same plus argsort by expert, row gather, per-expert counts and "
+                  "offsets, gate-weight scaling and index_add back to tokens (no router GEMM/top-k). "
+                  "touched_weight_bytes: bf16 bytes of the experts that got at least one token "
+                  "(mean over copies); gbps = touched bytes / time; tflops = 2*tokens*top_k*3*hidden*"
+                  "intermediate / time",
+        "columns": list(MOE_COLUMNS),
+        "checks": {},
+        "rows": 0,
+    }
+    _write_json(meta_path, meta)
+    n_rows = 0
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(0)
+    with out_path.open("w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(MOE_COLUMNS)
+        fh.flush()
+        for spec in specs:
+            e, k, hid, inter = spec["experts"], spec["top_k"], spec["hidden"], spec["intermediate"]
+            expert_bytes = 3 * hid * inter * 2
+            layer_bytes = e * expert_bytes
+            copies = 2 if args.quick else max(2, -(-MOE_POOL_BYTES // layer_bytes))
+            w13 = [torch.empty(e, 2 * inter, hid, device=dev, dtype=torch.bfloat16).normal_(
+                0.0, 1.0 / math.sqrt(hid), generator=gen) for _ in range(copies)]
+            w2 = [torch.empty(e, hid, inter, device=dev, dtype=torch.bfloat16).normal_(
+                0.0, 1.0 / math.sqrt(inter), generator=gen) for _ in range(copies)]
+            print(f"{spec['model']} tp{spec['tp']}: {e} experts top-{k}, hidden {hid}, "
+                  f"intermediate {inter}; {copies} copies of {layer_bytes/2**30:.2f} GiB", flush=True)
+            for tokens in tokens_list:
+                if args.time_limit_s and time.time() - t_start > args.time_limit_s:
+                    meta.setdefault("skipped", []).append({"model": spec["model"], "tokens": tokens,
+                                                           "reason": "time limit"})
+                    continue
+                try:
+                    x = torch.randn(tokens, hid, device=dev, dtype=torch.bfloat16, generator=gen)
+                    routes = [_moe_routes(torch, x, spec, gen) for _ in range(copies)]
+                    touched = float(np.mean([sum(1 for v in r["counts"] if v) for r in routes]))
+                    tbytes = touched * expert_bytes
+                    flops = 2.0 * tokens * k * 3 * hid * inter
+                    if tokens == 16:
+                        ck = {}
+                        with torch.inference_mode():
+                            nref = min(tokens, 4)
+                            ref = _moe_reference(torch, x, routes[0], w13[0], w2[0], inter, nref)
+                            for impl in impls:
+                                got = _moe_layer(torch, impl, x, routes[0], w13[0], w2[0], spec)[:nref].float()
+                                err = float((got - ref).norm() / ref.norm())
+                                ck[impl] = {"rel_err_vs_fp32": round(err, 6), "ok": bool(err < 2e-2)}
+                        meta["checks"][f"{spec['model']}_tp{spec['tp']}_T{tokens}"] = ck
+                        print("  check:", json.dumps(ck), flush=True)
+                    for impl in impls:
+                        def gemm(impl=impl, routes=routes, w13=w13, w2=w2, inter=inter):
+                            for r, a, b in zip(routes, w13, w2):
+                                _moe_experts(torch, impl, r["xs"], r["offs"], r["counts"], a, b, inter)
+
+                        def layer(impl=impl, x=x, routes=routes, w13=w13, w2=w2, spec=spec):
+                            for r, a, b in zip(routes, w13, w2):
+                                _moe_layer(torch, impl, x, r, a, b, spec)
+
+                        with torch.inference_mode():
+                            try:
+                                ms_g, how_g = _time_graph_or_eager(torch, gemm, reps)
+                                ms_g /= copies
+                            except Exception as exc:
+                                _free_memory(torch)
+                                meta["checks"][f"{spec['model']}_T{tokens}_{impl}_error"] = _first_line(exc)
+                                print(f"  {impl} failed: {_first_line(exc)}", flush=True)
+                                continue
+                            try:
+                                ms_l, how_l = _time_graph_or_eager(torch, layer, reps)
+                                ms_l /= copies
+                            except Exception as exc:
+                                _free_memory(torch)
+                                ms_l, how_l = float("nan"), "error: " + _first_line(exc)
+                        if how_g != "graph" or how_l != "graph":
+                            meta.setdefault("not_graphed", []).append(
+                                {"model": spec["model"], "tokens": tokens, "impl": impl,
+                                 "gemm": how_g, "layer": how_l})
+                        wr.writerow([args.gpu_name, spec["model"], spec["tp"], impl, tokens, e, k, hid, inter,
+                                     f"{touched:.2f}", int(tbytes), copies, f"{ms_l:.5f}", f"{ms_g:.5f}",
+                                     f"{tbytes/ms_g/1e6:.1f}", f"{flops/ms_g/1e9:.2f}",
+                                     f"{tbytes/ms_l/1e6:.1f}", f"{flops/ms_l/1e9:.2f}"])
+                        fh.flush()
+                        n_rows += 1
+                        print(f"  {impl:10s} T={tokens:5d}: touched {touched:6.1f} "
+                              f"({tbytes/1e6:8.1f} MB)  layer {ms_l*1e3:8.1f} us  gemm {ms_g*1e3:8.1f} us "
+                              f"({tbytes/ms_g/1e6:6.0f} GB/s, {flops/ms_g/1e9:6.1f} TFLOP/s)", flush=True)
+                    del x, routes
+                except Exception as exc:
+                    meta.setdefault("skipped", []).append({"model": spec["model"], "tokens": tokens,
+                                                           "reason": "error: " + _first_line(exc)})
+                    print(f"  T={tokens} error: {_first_line(exc)}", flush=True)
+                _free_memory(torch)
+                meta["rows"] = n_rows
+                meta["wall_seconds"] = round(time.time() - t_start, 1)
+                _write_json(meta_path, meta)
+            del w13, w2
+            _free_memory(torch)
+    meta["rows"] = n_rows
+    meta["wall_seconds"] = round(time.time() - t_start, 1)
+    _write_json(meta_path, meta)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    return 0
+
+
+# -- fp8 --------------------------------------------------------------------
+
+FP8_SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336), (7168, 2048))  # (N, K): y[M,N] = x[M,K] W[N,K]^T
+FP8_M = [2**i for i in range(14)]  # 1 .. 8192
+QUICK_FP8_M = [1, 64, 1024]
+FP8_POOL_BYTES = 2**29  # bf16 weight copies per shape: at least this much (10x the H100's L2)
+FP8_VARIANTS = (("bf16", "none"), ("fp8_e4m3", "tensor"), ("fp8_e4m3", "row"), ("fp8_e4m3", "block128"))
+FP8_COLUMNS = ("gpu", "dtype", "scaling", "m", "n", "k", "copies", "ms", "tflops", "gbps", "bytes")
+
+
+def _fp8_ops(torch, m, n, k, a, w, a8, w8):
+    """Callables and dequantised float32 references for each variant of y = a @ w^T."""
+    F = torch.nn.functional
+    dev = a.device
+    f32 = torch.float32
+    sa_row = torch.rand(m, 1, device=dev, dtype=f32).add_(0.5)
+    sb_row = torch.rand(1, n, device=dev, dtype=f32).add_(0.5)
+    one = torch.tensor(1.0, device=dev, dtype=f32)
+    # DeepSeek-V3 style: activations 1x128 blocks, weights 128x128 blocks; cuBLAS layouts
+    # (scale_a [M, K/128] M-major; scale_b [K/128, N/128] K-major).
+    sa_blk = torch.rand(k // 128, m, device=dev, dtype=f32).add_(0.5).t()
+    sb_blk = torch.rand(n // 128, k // 128, device=dev, dtype=f32).add_(0.5).t()
+
+    def call(variant, wmat, wmat8):
+        dt, sc = variant
+        if dt == "bf16":
+            return F.linear(a, wmat)
+        if sc == "tensor":
+            return torch._scaled_mm(a8, wmat8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                    use_fast_accum=True)
+        if sc == "row":
+            return torch._scaled_mm(a8, wmat8.t(), scale_a=sa_row, scale_b=sb_row,
+                                    out_dtype=torch.bfloat16, use_fast_accum=True)
+        from torch.nn.functional import ScalingType
+
+        return F.scaled_mm(a8, wmat8.t(), sa_blk, ScalingType.BlockWise1x128, sb_blk,
+                           ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+
+    def reference(variant):
+        dt, sc = variant
+        if dt == "bf16":
+            return a.float() @ w.float().t()
+        af, wf = a8.float(), w8.float()
+        if sc == "row":
+            af, wf = af * sa_row, wf * sb_row.t()
+        elif sc == "block128":
+            af = af * sa_blk.repeat_interleave(128, dim=1)
+            wf = wf * sb_blk.t().repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+        return af @ wf.t()
+
+    return call, reference
+
+
+def run_fp8(torch, args) -> int:
+    t_start = time.time()
+    dev = _dev(torch)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    ms_list = QUICK_FP8_M if args.quick else FP8_M
+    reps = args.max_reps or (5 if args.quick else 10)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+    meta = {
+        "kind": "fp8",
+        "gpu": args.gpu_name,
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "software": _software(torch),
+        "device": _device_meta(torch) if dev.type == "cuda" else {"name": str(dev)},
+        "command": " ".join(sys.argv),
+        "variants": {
+            "bf16/none": "F.linear(x, W) in bf16 (cuBLAS)",
+            "fp8_e4m3/tensor": "torch._scaled_mm, one fp32 scale per tensor, use_fast_accum=True",
+            "fp8_e4m3/row": "torch._scaled_mm, fp32 scale per row of x and per output channel of W, "
+                            "use_fast_accum=True",
+            "fp8_e4m3/block128": "F.scaled_mm, BlockWise1x128 (x) x BlockWise128x128 (W) fp32 scales "
+                                 "(DeepSeek-V3's weight_block_size)",
+        },
+        "method": "y[M,N] = x[M,K] W[N,K]^T, bf16 output; inputs random (fp8 = bf16 N(0,1) cast), "
+                  "quantisation of x NOT timed (operands pre-quantised); `copies` distinct weight "
+                  f"matrices (>= {FP8_POOL_BYTES/2**20:.0f} MiB of bf16 per shape, same count in fp8) "
+                  f"chained in one CUDA graph; ms = median of {reps} replays / copies; "
+                  "bytes = x + W + y once each (fp8: 1 byte/element for x and W); tflops = 2MNK / time",
+        "columns": list(FP8_COLUMNS),
+        "checks": {},
+        "errors": {},
+        "rows": 0,
+    }
+    _write_json(meta_path, meta)
+    n_rows = 0
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(0)
+    with out_path.open("w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(FP8_COLUMNS)
+        fh.flush()
+        for (n, k) in FP8_SHAPES:
+            copies = 2 if args.quick else max(2, -(-FP8_POOL_BYTES // (2 * n * k)))
+            ws = [torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(copies)]
+            w8s = [w.to(torch.float8_e4m3fn) for w in ws]
+            print(f"N={n} K={k}: {copies} copies", flush=True)
+            for m in ms_list:
+                if args.time_limit_s and time.time() - t_start > args.time_limit_s:
+                    meta.setdefault("skipped", []).append({"m": m, "n": n, "k": k, "reason": "time limit"})
+                    continue
+                a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=gen)
+                a8 = a.to(torch.float8_e4m3fn)
+                call, reference = _fp8_ops(torch, m, n, k, a, ws[0], a8, w8s[0])
+                line = []
+                for variant in FP8_VARIANTS:
+                    key = f"{variant[0]}/{variant[1]}"
+                    try:
+                        with torch.inference_mode():
+                            if m == 64:
+                                ref = reference(variant)
+                                got = call(variant, ws[0], w8s[0]).float()
+                                err = float((got - ref).norm() / ref.norm())
+                                meta["checks"][f"{key}_M{m}_N{n}_K{k}"] = {"rel_err": round(err, 6),
+                                                                          "ok": bool(err < 2e-2)}
+
+                            def chain(variant=variant, call=call, ws=ws, w8s=w8s):
+                                for w, w8 in zip(ws, w8s):
+                                    call(variant, w, w8)
+
+                            ms = _time_graph(torch, chain, reps) / copies
+                    except Exception as exc:
+                        _free_memory(torch)
+                        meta["errors"].setdefault(key, _first_line(exc, 300))
+                        line.append(f"{key}: error")
+                        continue
+                    eb = 2 if variant[0] == "bf16" else 1
+                    nbytes = eb * (m * k + n * k) + 2 * m * n
+                    flops = 2.0 * m * n * k
+                    wr.writerow([args.gpu_name, variant[0], variant[1], m, n, k, copies, f"{ms:.5f}",
+                                 f"{flops/ms/1e9:.2f}", f"{nbytes/ms/1e6:.1f}", nbytes])
+                    fh.flush()
+                    n_rows += 1
+                    line.append(f"{key} {ms*1e3:8.1f} us {flops/ms/1e9:6.1f} TF {nbytes/ms/1e6:6.0f} GB/s")
+                print(f"  M={m:5d}: " + " | ".join(line), flush=True)
+                del a, a8, call, reference
+                meta["rows"] = n_rows
+                meta["wall_seconds"] = round(time.time() - t_start, 1)
+                _write_json(meta_path, meta)
+            del ws, w8s
+            _free_memory(torch)
+    meta["rows"] = n_rows
+    meta["wall_seconds"] = round(time.time() - t_start, 1)
+    _write_json(meta_path, meta)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    return 0
+
+
+# -- allreduce --------------------------------------------------------------
+
+ALLREDUCE_SIZES = [2**i for i in range(11, 29)]  # 2 KiB .. 256 MiB
+QUICK_ALLREDUCE_SIZES = [2**11, 2**20, 2**24]
+ALLREDUCE_COLUMNS = ("gpu", "world_size", "dtype", "bytes", "mode", "iters", "ms", "ms_min", "ms_max",
+                     "algbw_gbps", "busbw_gbps")
+# Keep NVLink multicast (NVLS) off: it can take a shared host's GPUs out of service.
+_NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                     "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def _allreduce_iters(nbytes: int) -> int:
+    if nbytes <= 2**20:
+        return 50
+    if nbytes <= 2**25:
+        return 20
+    return 10
+
+
+def _allreduce_worker(rank: int, world: int, port: int, out: str, gpu_name: str, quick: bool,
+                      reps: int, argv: list) -> None:
+    os.environ.update(_NO_MULTICAST_ENV)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dev = torch.device("cuda", rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
+                            timeout=_dt.timedelta(seconds=120))
+    sizes = QUICK_ALLREDUCE_SIZES if quick else ALLREDUCE_SIZES
+    out_path = Path(out)
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+    t_start = time.time()
+    big = torch.empty(max(sizes) // 2, device=dev, dtype=torch.bfloat16)
+    meta = None
+    if rank == 0:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=20)
+        meta = {
+            "kind": "allreduce",
+            "gpu": gpu_name,
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "software": _software(torch),
+            "device": _device_meta(torch, 0),
+            "devices": [torch.cuda.get_device_properties(i).name for i in range(torch.cuda.device_count())],
+            "nvidia_smi_topo": topo.stdout.strip(),
+            "command": " ".join(argv),
+            "env": {k: os.environ.get(k) for k in sorted(set(_NO_MULTICAST_ENV) | {
+                "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"})},
+            "method": "torch.distributed all_reduce (SUM, bf16, NCCL), one process per GPU "
+                      "(torch.multiprocessing.spawn); per size: 5 warm-up calls, then `reps` batches "
+                      "of `iters` back-to-back calls on one buffer (refilled with random numbers and "
+                      "all ranks barriered before each batch), timed with CUDA events; ms = per-call "
+                      "time, median over batches, max over ranks. mode graph: the `iters` calls "
+                      "captured in one CUDA graph, replayed. algbw = bytes / time; busbw = algbw * "
+                      "2 (world-1) / world (nccl-tests convention)",
+            "columns": list(ALLREDUCE_COLUMNS),
+            "reps": reps,
+            "rows": 0,
+            "errors": {},
+        }
+        _write_json(meta_path, meta)
+        fh = out_path.open("w", newline="")
+        wr = csv.writer(fh)
+        wr.writerow(ALLREDUCE_COLUMNS)
+        fh.flush()
+    n_rows = 0
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    for mode in ("eager", "graph"):
+        for nbytes in sizes:
+            buf = big[: nbytes // 2]
+            iters = _allreduce_iters(nbytes)
+            err = None
+            times = []
+            graph = None
+            try:
+                buf.normal_()
+                for _ in range(5):
+                    dist.all_reduce(buf)
+                torch.cuda.synchronize()
+                if mode == "graph":
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        dist.all_reduce(buf)
+                    torch.cuda.current_stream().wait_stream(side)
+                    torch.cuda.synchronize()
+                    graph = torch.cuda.CUDAGraph()
+                    # thread_local: the NCCL watchdog thread's event queries may not void the capture
+                    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                        for _ in range(iters):
+                            dist.all_reduce(buf)
+                    graph.replay()
+                    torch.cuda.synchronize()
+                for _ in range(reps):
+                    buf.normal_()
+                    torch.cuda.synchronize()
+                    dist.barrier(device_ids=[rank])
+                    start.record()
+                    if graph is not None:
+                        graph.replay()
+                    else:
+                        for _ in range(iters):
+                            dist.all_reduce(buf)
+                    end.record()
+                    end.synchronize()
+                    times.append(start.elapsed_time(end) / iters)
+            except Exception as exc:
+                err = _first_line(exc, 300)
+            del graph
+            ok = torch.tensor([0.0 if err else 1.0], device=dev)
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+            if ok.item() < 1.0:
+                if rank == 0:
+                    meta["errors"][f"{mode}_{nbytes}"] = err or "failed on another rank"
+                    _write_json(meta_path, meta)
+                if mode == "graph":
+                    break  # a broken capture is not retried at larger sizes
+                continue
+            stats = torch.tensor([float(np.median(times)), float(np.min(times)), float(np.max(times))],
+                                 device=dev, dtype=torch.float64)
+            dist.all_reduce(stats, op=dist.ReduceOp.MAX)
+            med, lo, hi = stats.tolist()
+            if rank == 0:
+                algbw = nbytes / med / 1e6
+                busbw = algbw * 2 * (world - 1) / world
+                wr.writerow([gpu_name, world, "bfloat16", nbytes, mode, iters, f"{med:.5f}", f"{lo:.5f}",
+                             f"{hi:.5f}", f"{algbw:.2f}", f"{busbw:.2f}"])
+                fh.flush()
+                n_rows += 1
+                meta["rows"] = n_rows
+                meta["wall_seconds"] = round(time.time() - t_start, 1)
+                _write_json(meta_path, meta)
+                print(f"{mode:5s} {nbytes:>10d} B: {med*1e3:9.2f} us  algbw {algbw:7.1f} GB/s  "
+                      f"busbw {busbw:7.1f} GB/s", flush=True)
+    if rank == 0:
+        fh.close()
+    dist.barrier(device_ids=[rank])
+    dist.destroy_process_group()
+
+
+def run_allreduce(torch, args) -> int:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    os.environ.update(_NO_MULTICAST_ENV)
+    world = args.world_size or torch.cuda.device_count()
+    if world < 2:
+        print(f"error: all-reduce needs at least 2 GPUs, found {world}", file=sys.stderr)
+        return 2
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    reps = args.max_reps or (5 if args.quick else 20)
+    t0 = time.time()
+    mp.spawn(_allreduce_worker, args=(world, port, args.out, args.gpu_name, args.quick, reps, list(sys.argv)),
+             nprocs=world, join=True)
+    print(f"all-reduce done in {time.time()-t0:.0f} s", flush=True)
+    return 0
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m simulator.profiler", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="config.json-style model preset (required unless --streaming)")
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
+    p.add_argument("--mode", default="model",
+                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce"),
+                   help="model: step latencies of --model (default); streaming: as --streaming; "
+                        "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
+                        "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
+                        "all-reduce over the GPUs of this host")
+    p.add_argument("--modes", default=",".join(COMPARE_MODES),
+                   help="compare: comma list of " + ", ".join(COMPARE_ALL_MODES))
+    p.add_argument("--moe-models", default=MOE_DEFAULT_MODELS,
+                   help="moe: comma list of PRESET.json[:TP] (TP slices the expert intermediate size)")
+    p.add_argument("--world-size", type=int, default=None, help="allreduce: GPUs (default: all)")
+    p.add_argument("--compile-tokens", type=int, default=2048,
+                   help="compare: tokens of the first compiled call (dynamic shapes traced and Triton "
+                        "configs autotuned at this size, as vLLM's profiling run does)")
     p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm")
     p.add_argument("--out", required=True, help="CSV output path (the sidecar is <out>.meta.json)")
     p.add_argument("--quick", action="store_true", help="small grid and few repetitions (smoke test)")
@@ -641,7 +1787,17 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.streaming:
+    if args.mode in ("compare", "moe", "fp8", "allreduce"):
+        if not torch.cuda.is_available():
+            print("error: no CUDA device", file=sys.stderr)
+            return 2
+        if args.mode == "compare":
+            if not args.model:
+                print("error: --mode compare needs --model", file=sys.stderr)
+                return 2
+            return run_compare(torch, args)
+        return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce}[args.mode](torch, args)
+    if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2

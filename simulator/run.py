@@ -138,6 +138,7 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
         token_s=(h.chat_token_s if chat else h.token_s) if f.output_token_us is None else f.output_token_us / 1e6,
         servers=f.api_server_count,
         latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
+        finish_s=h.finish_s if f.finish_ms is None else f.finish_ms / 1e3,
     )
 
 

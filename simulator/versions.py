@@ -37,13 +37,14 @@ class HostCosts:
 
     engine_step_s: float = 1.0e-3
     engine_per_seq_s: float = 8e-6
-    latency_s: float = 0.0
+    latency_s: float = 0.02
     prompt_token_s: float = 1.0e-6
     step_s: float = 2.0e-4
     request_s: float = 2.0e-3
     token_s: float = 1.5e-5
     chat_request_s: float = 4.0e-3
     chat_token_s: float = 3.0e-5
+    finish_s: float = 2.0e-3
 
 
 HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"

@@ -37,7 +37,7 @@ def test_single_request_runs_to_completion():
     """One request, alone: it completes with exactly its output length; its TTFT is the front-end's
     intake, one prefill step and the front-end's delivery of one token, by hand; without a
     front-end, one prefill step."""
-    from simulator.cost import P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
+    from simulator.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
     one = ("workload.arrival={type: poisson, rate: 100}", "run.num_requests=1", "run.duration_s=null",
            "workload.prompt_tokens={dist: fixed, value: 100}", "workload.output_tokens={dist: fixed, value: 7}")
@@ -49,9 +49,10 @@ def test_single_request_runs_to_completion():
         intake = cp[P_FE_REQUEST] + 100 * cp[P_FE_PROMPT_TOKEN]
         deliver = cp[P_FE_STEP] + cp[P_FE_TOKEN]
         assert (intake > 0 and deliver > 0) == frontend
-        assert log["start"][0] == pytest.approx(R.arrival[0] + intake, abs=1e-12)
-        assert R.first_token[0] - R.arrival[0] == pytest.approx(intake + log["duration"][0] + deliver, abs=1e-12)
-        assert R.finish[0] == pytest.approx(log["start"][6] + log["duration"][6] + deliver, abs=1e-12)
+        assert log["start"][0] == pytest.approx(R.arrival[0] + intake + cp[P_FE_LATENCY], abs=1e-12)
+        assert R.first_token[0] - R.arrival[0] == pytest.approx(
+            intake + cp[P_FE_LATENCY] + log["duration"][0] + deliver, abs=1e-12)
+        assert R.finish[0] == pytest.approx(log["start"][6] + log["duration"][6] + deliver + cp[P_FE_FINISH], abs=1e-12)
 
 
 def test_enormous_concurrency_is_admitted_as_memory_allows():

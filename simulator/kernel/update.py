@@ -9,6 +9,7 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 
 from __future__ import annotations
 
+from simulator.cost import P_FE_FINISH
 from simulator.frontend import delivered
 from simulator.kernel.layout import (
     AB_N,
@@ -81,6 +82,20 @@ def _ended(st, rid):
     st.ctl[FIN_N] += 1
 
 
+def _finishing(st):
+    """Requests that sample their last token at this update (explicit slots: a lazy one finishes
+    only at an update that made it explicit)."""
+    SI, bits = st.SI, st.bits
+    n = 0
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            if SI[s, S_A] != 0 and SI[s, S_NCOMP] == SI[s, S_NTOK] and SI[s, S_NOUT] + 1 >= SI[s, S_MAXT]:
+                n += 1
+    return n
+
+
 def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
@@ -89,7 +104,7 @@ def update(st, t):
     Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
     ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
     bs = cfg[BS]
-    d = delivered(st.cp, st.fctl[FE_FREE], t, ctl[N_SAMPLED])
+    d = delivered(st.cp, st.fctl[FE_FREE], t, ctl[N_SAMPLED], _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0)
     if ctl[N_SAMPLED] != 0:
         st.fctl[FE_FREE] = d
     for i in range(ctl[AB_N]):

@@ -333,6 +333,12 @@ class Scheduler:
         )
 
     # ---- after the step ---------------------------------------------------------------------------
+    def finishing(self, plan: StepPlan) -> int:
+        """Requests that will sample their last token when this step ends."""
+        R = self.reqs
+        return sum(1 for rid in plan.rids
+                   if R.num_computed[rid] == R.num_tokens[rid] and R.num_out[rid] + 1 >= R.max_tokens[rid])
+
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one; those that reached their
         length finish and release their blocks (in running order). Token and finish times are
