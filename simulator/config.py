@@ -55,7 +55,7 @@ class EngineConfig:
 class FrontendConfig:
     enabled: bool = F(True, "model vLLM's API server: requests reach the engine once it has taken them in, tokens reach clients once it has streamed them (false: the engine alone, as `servesim parity` drives it)")
     api_server_count: int = F(1, "API-server processes sharing the front-end's work", vllm="--api-server-count", ge=1, le=256)
-    endpoint: Literal["chat", "completions"] = F("chat", "what clients call: /v1/chat/completions (renders the chat template; `vllm bench serve --backend openai-chat`) or /v1/completions")
+    endpoint: Literal["completions", "chat"] = F("completions", "what clients call: /v1/completions (`vllm bench serve`'s default backend) or /v1/chat/completions (renders the chat template, streams larger chunks; `--backend openai-chat`)")
     request_ms: Union[float, None] = F(None, "CPU time per request taken in: HTTP, validation, chat template, hand-off to the engine (null: the vLLM version's fitted default)", "ms", ge=0.0)
     prompt_token_us: Union[float, None] = F(None, "tokenization time per prompt token (null: the version's default)", "us", ge=0.0)
     step_us: Union[float, None] = F(None, "time per engine step with outputs, to receive and dispatch them (null: the version's default)", "us", ge=0.0)

@@ -16,7 +16,7 @@ import simpy
 from simulator.cost import CostModel
 from simulator.frontend import intake_end, reaches_engine
 from simulator.requests import RequestTable
-from simulator.rules import ABORTED, FINISHED, REJECTED, SchedulerConfig, cdiv
+from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
 from simulator.step_log import StepLog
 
@@ -195,7 +195,15 @@ class Engine:
         yield
 
     def finish_run(self) -> None:
-        """Called when the run stops: bring any state held outside the request records into them."""
+        """Called when the run stops: bring any state held outside the request records into them.
+        Requests the engine finished whose last tokens had not reached their clients when the run
+        stopped (behind a busy front-end) are still in flight: running, finish unset."""
+        R, now = self.reqs, self.env.now
+        n = R.n
+        late = (R.status[:n] == FINISHED) & (R.finish[:n] > now)
+        if late.any():
+            R.status[:n][late] = RUNNING
+            R.finish[:n][late] = np.nan
 
     def trace_events(self) -> np.ndarray:
         """The request events recorded so far (``simulator.events``): rows of (time, kind, request, value)."""

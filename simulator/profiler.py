@@ -47,7 +47,7 @@ elementwise kernels gives the per-kernel floor. Columns:
 over bytes is the achievable weight-streaming bandwidth, which pins the cost
 model's ``matmul_memory`` efficiency during calibration (``calibrate.py``).
 
-``--mode`` adds four measurements of what vLLM-style serving adds on top (each writes a CSV
+``--mode`` adds five measurements of what vLLM-style serving adds on top (each writes a CSV
 and a ``<out>.meta.json`` with versions, device, method and per-point spread; see
 ``data/profiles/README-measurements.md`` for the results and the exact commands):
 
@@ -67,6 +67,17 @@ and a ``<out>.meta.json`` with versions, device, method and per-point spread; se
   blocks) against bf16 ``F.linear``, M = 1..8192.
 * ``allreduce``: NCCL all-reduce of bf16 buffers of 2 KiB..256 MiB over the host's GPUs
   (one process per GPU, ``torch.multiprocessing.spawn``), eager and in a CUDA graph.
+* ``tp`` (with ``--model``, ``--tp N``, default 2): tensor-parallel steps, one process per GPU
+  (``torch.multiprocessing.spawn``), NCCL, the Megatron/vLLM layout (:class:`TPForward`): column-parallel
+  fused QKV and gate/up, row-parallel output and down projections each followed by an all-reduce of the
+  hidden states, KV heads split (``max(1, kv_heads // tp)`` per GPU, replicated past the KV-head
+  count), vocabulary-parallel embedding and LM head. The pieces of ``compare``'s compiled step are
+  compiled per rank and the whole step, collectives included, is captured in one CUDA graph per shape
+  (falling back to the uncompiled pieces, then to eager, if that fails); decode batches 1..256 at
+  contexts 512 and 2048 and batch-1 prefills of 512..8192 tokens, timed with CUDA events on rank 0
+  after a barrier. ``--layers L`` builds the first L layers only (a model too large for the GPUs);
+  ``--gpu-name auto`` labels the rows from the device name. Columns
+  ``gpu,model,tp,layers,batch,new_tokens,context,ms``.
 
 ::
 
@@ -81,6 +92,7 @@ machine and run on its own.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import datetime as _dt
 import gc
@@ -1742,26 +1754,674 @@ def run_allreduce(torch, args) -> int:
     return 0
 
 
+# -- tp ---------------------------------------------------------------------
+
+TP_COLUMNS = ("gpu", "model", "tp", "layers", "batch", "new_tokens", "context", "ms")
+TP_DECODE_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+TP_DECODE_CONTEXTS = [512, 2048]
+TP_PREFILL_NEW_TOKENS = [512, 2048, 8192]
+TP_STEP_MODES = ("compiled_graph", "graph", "eager")  # tried in this order on the first point
+TP_DEFAULT_MARGIN_BYTES = 4 * 1024**3
+
+
+def build_tp_grid(quick: bool):
+    """(batch, new_tokens, context) in measuring order: decode at the first context, batch-1
+    prefills at context 0, decode at the other contexts."""
+    if quick:
+        db, dcs, pn = [1, 8, 64], [512], [512]
+    else:
+        db, dcs, pn = TP_DECODE_BATCHES, TP_DECODE_CONTEXTS, TP_PREFILL_NEW_TOKENS
+    pts = [(b, 1, dcs[0]) for b in db] + [(1, n, 0) for n in pn]
+    for c in dcs[1:]:
+        pts += [(b, 1, c) for b in db]
+    grid = {"decode": {"batch": db, "context": dcs}, "prefill": {"batch": [1], "new_tokens": pn, "context": [0]}}
+    return pts, grid
+
+
+def tp_arch(arch: Arch, tp: int) -> Arch:
+    """The dimensions one GPU of a ``tp``-way tensor-parallel replica holds, as vLLM splits them:
+    query heads, the MLP intermediate size and the vocabulary divided by ``tp``; KV heads divided too,
+    ``max(1, kv_heads // tp)``, so each is replicated once ``tp`` exceeds the KV-head count. The hidden
+    size is whole on every GPU."""
+    if tp < 1:
+        raise ValueError(f"tp must be >= 1 (got {tp})")
+    for what, n in (("attention heads", arch.heads), ("intermediate size", arch.intermediate),
+                    ("vocabulary", arch.vocab)):
+        if n % tp:
+            raise ValueError(f"{arch.name}: {what} {n} not divisible by tp {tp}")
+    if (arch.kv_heads >= tp and arch.kv_heads % tp) or (arch.kv_heads < tp and tp % arch.kv_heads):
+        raise ValueError(f"{arch.name}: kv heads {arch.kv_heads} and tp {tp}: one must divide the other")
+    loc = copy.copy(arch)
+    loc.heads = arch.heads // tp
+    loc.kv_heads = max(1, arch.kv_heads // tp)
+    loc.intermediate = arch.intermediate // tp
+    loc.vocab = arch.vocab // tp
+    if loc.heads % loc.kv_heads:
+        raise ValueError(f"{arch.name}: {loc.heads} query heads per GPU not a multiple of {loc.kv_heads} kv heads")
+    return loc
+
+
+def tp_shard_weights(torch, full: Model, arch: Arch, rank: int, tp: int):
+    """One rank's shard of a whole :class:`Model`'s weights (layer dicts, final norm, LM head): the
+    Megatron/vLLM layout. Column-parallel QKV (this rank's query heads, its KV heads: KV head
+    ``rank * kv_heads // tp``, replicated past the KV-head count) and gate/up (its slice of each);
+    row-parallel output and down projections (the matching input columns); vocabulary-parallel
+    LM head / embedding (its rows). Norm weights are whole on every rank."""
+    hd = arch.head_dim
+    hl = arch.heads // tp
+    kvl = max(1, arch.kv_heads // tp)
+    kv0 = rank * arch.kv_heads // tp
+    il = arch.intermediate // tp
+    vl = arch.vocab // tp
+    qd, kvd, inter = arch.q_dim, arch.kv_dim, arch.intermediate
+    q_rows = slice(rank * hl * hd, (rank + 1) * hl * hd)
+    k_rows = slice(qd + kv0 * hd, qd + (kv0 + kvl) * hd)
+    v_rows = slice(qd + kvd + kv0 * hd, qd + kvd + (kv0 + kvl) * hd)
+    i_rows = slice(rank * il, (rank + 1) * il)
+    layers = []
+    for w in full.layers:
+        s = {
+            "ln1": w["ln1"].clone(),
+            "wqkv": torch.cat((w["wqkv"][q_rows], w["wqkv"][k_rows], w["wqkv"][v_rows]), 0).contiguous(),
+            "wo": w["wo"][:, q_rows].contiguous(),
+            "ln2": w["ln2"].clone(),
+            "wgu": torch.cat((w["wgu"][i_rows], w["wgu"][inter + i_rows.start: inter + i_rows.stop]), 0).contiguous(),
+            "wd": w["wd"][:, i_rows].contiguous(),
+        }
+        for k in ("qn", "kn"):
+            if k in w:
+                s[k] = w[k].clone()
+        layers.append(s)
+    return layers, full.final_norm.clone(), full.lm_head[rank * vl: (rank + 1) * vl].contiguous()
+
+
+class TPForward:
+    """One rank's step of a ``tp``-way tensor-parallel model, laid out as :class:`PiecewiseForward`
+    (tokens on one axis, residual add fused into the next RMSNorm, pieces compiled once by
+    ``torch.compile`` with a dynamic token axis when ``compiled``) plus the collectives of the
+    Megatron/vLLM layout, which stay outside the compiled pieces (eager calls, captured with the
+    rest of the step in one CUDA graph):
+
+    * vocabulary-parallel embedding: tokens outside this rank's rows gather zeros, then an
+      all-reduce of the hidden states;
+    * per layer ``pre`` (add + RMSNorm, column-parallel QKV, q/k norm, rotary), attention over this
+      rank's heads and KV cache (eager), the row-parallel output projection, **all-reduce**, ``mlp``
+      (add + RMSNorm, column-parallel gate/up, SiLU * up, row-parallel down), **all-reduce**;
+    * ``final`` (add, norm, this rank's vocabulary slice of the LM head) and an all-gather of the
+      logits (vLLM's ``tensor_model_parallel_all_gather``).
+
+    ``model`` holds this rank's shard (a :class:`Model` built on :func:`tp_arch`'s dimensions).
+    With ``tp == 1`` no collective runs."""
+
+    def __init__(self, torch, dist, model: Model, rank: int, tp: int, compiled: bool):
+        self.torch, self.dist = torch, dist
+        self.model, self.rank, self.tp, self.compiled = model, rank, tp, compiled
+        a = model.arch
+        F = torch.nn.functional
+        H, hd, hkv = a.heads, a.head_dim, a.kv_heads
+        qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
+        self.vocab_start = rank * a.vocab
+
+        if compiled:
+            def rms(x, w):
+                xf = x.float()
+                xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+                return xf.to(x.dtype) * w
+        else:
+            rms = model.rms_norm
+
+        def rope(x, cos, sin):
+            rot = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+            return x * cos[:, None, :] + rot * sin[:, None, :]
+
+        def pre(x, delta, ln, wqkv, qn, kn, cos_t, sin_t, positions):
+            x = x + delta
+            h = rms(x, ln)
+            qkv = F.linear(h, wqkv)
+            n = qkv.shape[0]
+            q = qkv[:, :qd].view(n, H, hd)
+            k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
+            v = qkv[:, qd + kvd:].view(n, hkv, hd)
+            if qk_norm:
+                q = rms(q, qn)
+                k = rms(k, kn)
+            cos = cos_t[positions]
+            sin = sin_t[positions]
+            return x, rope(q, cos, sin), rope(k, cos, sin), v
+
+        def mlp(x, y, ln2, wgu, wd):
+            x = x + y
+            h = rms(x, ln2)
+            gu = F.linear(h, wgu)
+            g, u = gu.chunk(2, dim=-1)
+            return x, F.linear(F.silu(g) * u, wd)
+
+        def final(x, d, fnorm, lm_head):
+            return F.linear(rms(x + d, fnorm), lm_head)
+
+        if compiled:
+            self.pre = torch.compile(pre, fullgraph=True)
+            self.mlp = torch.compile(mlp, fullgraph=True)
+            self.final = torch.compile(final, fullgraph=True)
+            dyn = torch._dynamo
+            self._mark_fn = getattr(dyn, "maybe_mark_dynamic", None) or dyn.mark_dynamic
+        else:
+            self.pre, self.mlp, self.final = pre, mlp, final
+            self._mark_fn = None
+
+    def _mark(self, *ts):
+        if self._mark_fn is None:
+            return
+        for t in ts:
+            if t.shape[0] >= 2:
+                self._mark_fn(t, 0)
+
+    def _all_reduce(self, t):
+        if self.tp > 1:
+            self.dist.all_reduce(t)
+        return t
+
+    def forward(self, tokens, cache, context: int, positions):
+        """tokens [B, T] (ids of the whole vocabulary, the same on every rank); cache from
+        ``Model.new_cache(B, context + T)`` (this rank's KV heads); positions [B * T].
+        Returns the logits of the last token of each sequence over the whole vocabulary, [B, V]."""
+        torch = self.torch
+        m = self.model
+        a = m.arch
+        F = torch.nn.functional
+        b, t = tokens.shape
+        n = b * t
+        ids = tokens.reshape(n) - self.vocab_start
+        outside = (ids < 0) | (ids >= a.vocab)
+        x = F.embedding(ids.masked_fill(outside, 0), m.lm_head)
+        x = self._all_reduce(x.masked_fill(outside[:, None], 0.0))
+        d = torch.zeros_like(x)
+        self._mark(positions)
+        for li, w in enumerate(m.layers):
+            self._mark(x, d)
+            x, q, k, v = self.pre(x, d, w["ln1"], w["wqkv"], w.get("qn"), w.get("kn"), m.cos, m.sin, positions)
+            kc = cache[li, 0]
+            vc = cache[li, 1]
+            kc[:, context: context + t] = k.view(b, t, a.kv_heads, a.head_dim)
+            vc[:, context: context + t] = v.view(b, t, a.kv_heads, a.head_dim)
+            o = m.attention(q.view(b, t, a.heads, a.head_dim), kc, vc, context, t).reshape(n, a.q_dim)
+            y = self._all_reduce(F.linear(o, w["wo"]))
+            self._mark(x, y)
+            x, d = self.mlp(x, y, w["ln2"], w["wgu"], w["wd"])
+            self._all_reduce(d)
+        if t > 1:
+            last = torch.arange(1, b + 1, device=x.device) * t - 1
+            x = x.index_select(0, last)
+            d = d.index_select(0, last)
+        self._mark(x, d)
+        logits = self.final(x, d, m.final_norm, m.lm_head)
+        if self.tp == 1:
+            return logits
+        out = torch.empty((self.tp * b, a.vocab), device=logits.device, dtype=logits.dtype)
+        self.dist.all_gather_into_tensor(out, logits.contiguous())
+        return out.view(self.tp, b, a.vocab).permute(1, 0, 2).reshape(b, self.tp * a.vocab)
+
+
+def _tp_inputs(torch, model: Model, vocab: int, b: int, n: int, c: int, seed: int):
+    """KV cache (this rank's heads), tokens (the same on every rank) and positions of one step."""
+    dev = model.device
+    with torch.inference_mode():
+        cache = model.new_cache(b, c + n)
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+        tokens = torch.randint(0, vocab, (b, n), device=dev, generator=g)
+        positions = torch.arange(c, c + n, device=dev).repeat(b)
+    return cache, tokens, positions
+
+
+def tp_layout_check(torch, dist, arch: Arch, rank: int, tp: int, device, dtype, compiled: bool = False) -> dict:
+    """The tensor-parallel step against the whole model on one device, with the same weights: a small
+    model of ``arch``'s kind (its head counts, q/k norm and rotary; small hidden, intermediate,
+    head and vocabulary sizes, 2 layers) is built whole on every rank from one seed, each rank takes
+    its shard (:func:`tp_shard_weights`), and the gathered logits of :class:`TPForward` are compared
+    with ``Model.forward`` of the whole model (decode, prefill and chunked prefill)."""
+    cfg = {"model_type": arch.model_type, "hidden_size": 256, "intermediate_size": 128 * tp,
+           "num_hidden_layers": 2, "num_attention_heads": arch.heads, "num_key_value_heads": arch.kv_heads,
+           "head_dim": 16, "vocab_size": 512 * tp, "rms_norm_eps": arch.eps, "rope_theta": arch.rope_theta}
+    small = Arch(cfg, arch.name + "-small")
+    full = Model(torch, small, device, dtype, seed=7)
+    loc = tp_arch(small, tp)
+    shard = Model.__new__(Model)
+    shard.__dict__.update(full.__dict__)
+    shard.arch = loc
+    shard.layers, shard.final_norm, shard.lm_head = tp_shard_weights(torch, full, small, rank, tp)
+    full.ensure_rope(256)
+    shard.ensure_rope(256)
+    tpf = TPForward(torch, dist, shard, rank, tp, compiled=compiled)
+    res = {}
+    for label, (b, n, c) in {"decode_b4_ctx64": (4, 1, 64), "prefill_b1_n48": (1, 48, 0),
+                             "chunk_b2_n16_ctx32": (2, 16, 32)}.items():
+        with torch.inference_mode():
+            g = torch.Generator(device=device)
+            g.manual_seed(11)
+            tokens = torch.randint(0, small.vocab, (b, n), device=device, generator=g)
+            positions = torch.arange(c, c + n, device=device).repeat(b)
+            cache_full = torch.empty((2, 2, b, c + n, small.kv_heads, small.head_dim), device=device, dtype=dtype)
+            cache_full.normal_(0.0, 1.0, generator=g)
+            ref = full.forward(tokens, cache_full.clone(), c).float()
+            kvl = loc.kv_heads
+            kv0 = rank * small.kv_heads // tp
+            cache_loc = cache_full[:, :, :, :, kv0: kv0 + kvl].contiguous()
+            try:
+                out = tpf.forward(tokens, cache_loc, c, positions).float()
+                err = float((out - ref).norm() / ref.norm())
+                res[label] = {"rel_err": round(err, 7), "ok": bool(err < 2e-2)}
+            except Exception as exc:
+                res[label] = {"ok": False, "error": _first_line(exc)}
+    return res
+
+
+def _gpu_label(name: str) -> str:
+    """Catalogue key for a device name as the driver reports it (``--gpu-name auto``)."""
+    u = name.upper()
+    if "H200" in u:
+        return "h200"
+    if "H100" in u:
+        return "h100-pcie" if "PCIE" in u else "h100-sxm"
+    if "A100" in u:
+        return "a100-80gb" if "80GB" in u else "a100-40gb"
+    return "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+
+
+def _tp_time(torch, dist, step, budget_s: float, min_reps: int, max_reps: int, rank: int, dev) -> dict:
+    """Back-to-back replays timed with CUDA events on every rank after a barrier; the repetition count
+    is agreed (from the slowest rank's first step). Returns this rank's median, min and max (ms)."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    dist.barrier(device_ids=[rank])
+    torch.cuda.synchronize()
+    start.record()
+    step()
+    end.record()
+    end.synchronize()
+    first = torch.tensor([start.elapsed_time(end)], device=dev, dtype=torch.float64)
+    dist.all_reduce(first, op=dist.ReduceOp.MAX)
+    reps = max(min_reps, min(max_reps, int(budget_s * 1000.0 / max(float(first.item()), 1e-3))))
+    torch.cuda.synchronize()
+    dist.barrier(device_ids=[rank])
+    torch.cuda.synchronize()
+    times = _replay_ms(torch, step, reps)
+    return {"ms": float(np.median(times)), "ms_min": float(times.min()), "ms_max": float(times.max()), "reps": reps}
+
+
+def _tp_point(torch, dist, model, fwd, vocab, mode, b, n, c, budget_s, min_reps, max_reps, rank, dev) -> dict:
+    """One step shape on every rank: warm-up (compiles when needed), capture of the whole step,
+    collectives included, in one CUDA graph (``mode`` != eager), one untimed replay, timing."""
+    cache, tokens, positions = _tp_inputs(torch, model, vocab, b, n, c, seed=1 + b + 7 * n + 13 * c)
+    graph = step = fn = None
+    try:
+        with torch.inference_mode():
+            def fn(tokens=tokens, cache=cache, positions=positions):
+                return fwd.forward(tokens, cache, c, positions)
+
+            _warm_up(torch, fn)
+            if mode != "eager":
+                torch.cuda.empty_cache()
+                graph = torch.cuda.CUDAGraph()
+                # thread_local: the NCCL watchdog thread's event queries may not void the capture
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                    fn()
+                step = graph.replay
+            else:
+                step = fn
+            step()
+            torch.cuda.synchronize()
+            return _tp_time(torch, dist, step, budget_s, min_reps, max_reps, rank, dev)
+    finally:
+        del step, fn, graph, cache, tokens, positions
+        _free_memory(torch)
+
+
+def _all_ok(torch, dist, ok: bool, dev) -> bool:
+    t = torch.tensor([1.0 if ok else 0.0], device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item() >= 1.0)
+
+
+def _run_text(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception as exc:  # not fatal: the sidecar just lacks it
+        return "error: " + _first_line(exc)
+
+
+def _tp_worker(rank: int, world: int, port: int, args, argv: list) -> None:
+    os.environ.update(_NO_MULTICAST_ENV)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dev = torch.device("cuda", rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
+                            timeout=_dt.timedelta(seconds=args.tp_timeout_s))
+    try:
+        _tp_run(torch, dist, rank, world, dev, args, argv)
+    finally:
+        dist.destroy_process_group()
+
+
+def _tp_run(torch, dist, rank: int, tp: int, dev, args, argv: list) -> None:
+    t_start = time.time()
+    model_path = Path(args.model)
+    cfg = json.loads(model_path.read_text())
+    model_name = model_path.stem
+    arch = Arch(cfg, model_name)
+    loc = tp_arch(arch, tp)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    quick = args.quick
+    min_reps = args.min_reps if args.min_reps is not None else 3
+    max_reps = args.max_reps if args.max_reps is not None else (5 if quick else 20)
+    budget_s = args.budget_s if args.budget_s is not None else (0.05 if quick else 0.15)
+    dev_name = torch.cuda.get_device_name(dev)
+    gpu = _gpu_label(dev_name) if args.gpu_name == "auto" else args.gpu_name
+    dyn_cfg = torch._dynamo.config
+    for name in ("cache_size_limit", "recompile_limit"):
+        if hasattr(dyn_cfg, name):
+            setattr(dyn_cfg, name, 64)
+    for name in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(dyn_cfg, name):
+            setattr(dyn_cfg, name, 512)
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend_names = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                     "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    backends = [backend_names[x.strip()] for x in args.sdpa_backends.split(",") if x.strip()]
+
+    out_path = Path(args.out)
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+    meta = None
+
+    def log(msg: str) -> None:
+        if rank == 0:
+            print(msg, flush=True)
+
+    def save() -> None:
+        if rank == 0:
+            meta["wall_seconds"] = round(time.time() - t_start, 1)
+            _write_json(meta_path, meta)
+
+    n_layers = args.num_layers or arch.layers
+    points, grid = build_tp_grid(quick)
+    if rank == 0:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "kind": "tp",
+            "gpu": gpu,
+            "gpu_label_from": "nvidia-smi device name (--gpu-name auto)" if args.gpu_name == "auto" else "--gpu-name",
+            "model": model_name,
+            "model_config": str(model_path),
+            "tp": tp,
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "software": _software(torch),
+            "device": _device_meta(torch, rank),
+            "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+            "nvidia_smi_L": _run_text(["nvidia-smi", "-L"]),
+            "nvidia_smi_topo": _run_text(["nvidia-smi", "topo", "-m"]),
+            "command": " ".join(argv),
+            "env": {k: os.environ.get(k) for k in sorted(set(_NO_MULTICAST_ENV) | {
+                "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"})},
+            "layout": {
+                "attention": f"column-parallel fused QKV: {loc.heads} of {arch.heads} query heads and "
+                             f"{loc.kv_heads} of {arch.kv_heads} KV heads per GPU (vLLM: max(1, kv_heads // tp)); "
+                             "row-parallel output projection, then an all-reduce of the hidden states",
+                "mlp": f"column-parallel fused gate/up ({loc.intermediate} of {arch.intermediate} per GPU), "
+                       "row-parallel down projection, then an all-reduce of the hidden states",
+                "embedding_lm_head": f"vocabulary-parallel ({loc.vocab} of {arch.vocab} rows per GPU): "
+                                     "embedding by masked gather + all-reduce; LM head on the last token "
+                                     "of each sequence, logits all-gathered",
+                "collectives_per_step": {"all_reduce": 2 * n_layers + 1, "all_gather": 1} if tp > 1 else {},
+            },
+            "model_build": {"dtype": "bfloat16", "layers_built": n_layers, "layers_in_config": arch.layers,
+                            "qk_norm": arch.qk_norm,
+                            "notes": "random weights (per-rank seed), one shard per GPU built directly in the "
+                                     "shapes of the layout above; the per-layer cost is the model's, the "
+                                     "layer count is --layers when given"},
+            "method": {
+                "step": "TPForward: the step of --mode compare's PiecewiseForward with the collectives of "
+                        "the layout; pieces pre/mlp/final compiled by torch.compile (Inductor default mode, "
+                        "fullgraph, token axis dynamic) per rank; collectives (torch.distributed, NCCL) "
+                        "and attention (SDPA) eager between them; the whole step, collectives included, "
+                        "captured in one CUDA graph per shape on every rank and replayed",
+                "processes": "one per GPU (torch.multiprocessing.spawn), NCCL, NVLink multicast off",
+                "timing": "per point: every rank warms up, captures, replays once untimed; barrier; first "
+                          "replay timed, repetition count agreed from the slowest rank; barrier; `reps` "
+                          "back-to-back replays, each between CUDA events; ms = median on rank 0 "
+                          "(points also give every rank's median)",
+                "sdpa_backends": args.sdpa_backends,
+                "reps": {"min": min_reps, "max": max_reps, "timed_seconds_per_point": budget_s},
+                "quick": quick,
+            },
+            "grid": grid,
+            "columns": list(TP_COLUMNS),
+            "points_columns": ["step_mode", "batch", "new_tokens", "context", "ms_rank0", "ms_min_rank0",
+                               "ms_max_rank0", "ms_median_per_rank", "reps"],
+            "points": [],
+            "skipped": [],
+            "rows": 0,
+        }
+        save()
+    log(f"{model_name}: tp {tp} on {dev_name} ({gpu}); {n_layers} layers; per GPU {loc.heads} q heads, "
+        f"{loc.kv_heads} kv heads, intermediate {loc.intermediate}, vocab {loc.vocab}")
+
+    # 1. the layout against the whole model (small, float32)
+    try:
+        chk = tp_layout_check(torch, dist, arch, rank, tp, dev, torch.float32)
+    except Exception as exc:
+        chk = {"error": _first_line(exc, 300)}
+    if rank == 0:
+        meta["layout_check_fp32"] = chk
+        save()
+    log(f"layout check (fp32, small model, TP logits vs whole model): {json.dumps(chk)}")
+    _free_memory(torch)
+
+    # 2. this rank's shard of the model
+    t0 = time.time()
+    model = Model(torch, loc, dev, torch.bfloat16, num_layers=n_layers, seed=1000 + rank)
+    model.ensure_rope(max([c + n for _, n, c in points] + [args.compile_tokens]) + 64)
+    torch.cuda.synchronize()
+    weights_bytes = torch.cuda.memory_allocated(dev)
+    free_b = torch.tensor([float(torch.cuda.mem_get_info(dev)[0])], device=dev, dtype=torch.float64)
+    dist.all_reduce(free_b, op=dist.ReduceOp.MIN)
+    free_b = int(free_b.item())
+    margin = max(int(args.margin_gib * 1024**3), TP_DEFAULT_MARGIN_BYTES)
+    budget_bytes = free_b - margin
+    log(f"weights {weights_bytes / 2**30:.1f} GiB per GPU in {time.time() - t0:.1f} s; "
+        f"free {free_b / 2**30:.1f} GiB (least over ranks)")
+    if rank == 0:
+        meta["model_build"]["weights_bytes_per_gpu"] = int(weights_bytes)
+        meta["method"]["memory_free_after_weights_bytes"] = free_b
+        meta["method"]["memory_margin_bytes"] = margin
+        save()
+
+    # 3. pieces: plain, and compiled per rank
+    fwds = {"graph": TPForward(torch, dist, model, rank, tp, compiled=False)}
+    fwds["eager"] = fwds["graph"]
+    modes = list(TP_STEP_MODES)
+    if args.tp_no_compile:
+        modes.remove("compiled_graph")
+    else:
+        fwds["compiled_graph"] = TPForward(torch, dist, model, rank, tp, compiled=True)
+        t1 = time.time()
+        err = None
+        try:
+            with sdpa_kernel(backends), torch.inference_mode():
+                for (b, n, c) in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
+                    cache, tokens, positions = _tp_inputs(torch, model, arch.vocab, b, n, c, seed=3)
+                    fwds["compiled_graph"].forward(tokens, cache, c, positions)
+                    del cache, tokens, positions
+            torch.cuda.synchronize()
+        except Exception as exc:
+            err = _first_line(exc, 400)
+        ok = _all_ok(torch, dist, err is None, dev)
+        if rank == 0:
+            meta["compile"] = ({"seconds": round(time.time() - t1, 1), "dynamo_graphs": _dynamo_graphs(torch),
+                                "first_call_tokens": args.compile_tokens} if ok else
+                               {"error": err or "failed on another rank"})
+            save()
+        log(f"compiled pieces in {time.time() - t1:.1f} s" if ok else f"compile failed: {err}")
+        if not ok:
+            modes.remove("compiled_graph")
+            fwds.pop("compiled_graph")
+        _free_memory(torch)
+        if ok:  # compiled against plain pieces on the real shard (bf16)
+            res = {}
+            with sdpa_kernel(backends), torch.inference_mode():
+                cache, tokens, positions = _tp_inputs(torch, model, arch.vocab, 4, 1, 64, seed=5)
+                try:
+                    ref = fwds["graph"].forward(tokens, cache.clone(), 64, positions).float()
+                    got = fwds["compiled_graph"].forward(tokens, cache.clone(), 64, positions).float()
+                    res = {"decode_b4_ctx64_rel_err": round(float((got - ref).norm() / ref.norm()), 6)}
+                except Exception as exc:
+                    res = {"error": _first_line(exc)}
+                del cache, tokens, positions
+            _free_memory(torch)
+            if rank == 0:
+                meta["compiled_vs_plain_bf16"] = res
+                save()
+            log(f"compiled vs plain pieces (bf16 logits): {json.dumps(res)}")
+
+    # 4. the grid
+    kv_per_token = 2 * n_layers * loc.kv_dim * 2
+    step_mode = None
+    stopped = False
+    n_rows = 0
+    fh = wr = None
+    if rank == 0:
+        fh = out_path.open("w", newline="")
+        wr = csv.writer(fh)
+        wr.writerow(TP_COLUMNS)
+        fh.flush()
+    for (b, n, c) in points:
+        pt = {"batch": b, "new_tokens": n, "context": c}
+        # every rank decides alike: the time limit from rank 0's clock
+        go = torch.tensor([0.0 if (args.time_limit_s and time.time() - t_start > args.time_limit_s) else 1.0],
+                          device=dev)
+        dist.broadcast(go, 0)
+        if go.item() < 1.0:
+            stopped = True
+            if rank == 0:
+                meta["skipped"].append({**pt, "reason": "time limit"})
+            continue
+        need = kv_per_token * b * (c + n) + loc.activation_bytes(b, n) + 2 * b * arch.vocab * 4
+        if need > budget_bytes:
+            if rank == 0:
+                meta["skipped"].append({**pt, "reason": f"needs ~{need / 2**30:.1f} GiB per GPU, "
+                                                        f"{budget_bytes / 2**30:.1f} GiB available"})
+            log(f"skip   b={b:4d} n={n:5d} c={c:5d}: needs ~{need / 2**30:.1f} GiB per GPU")
+            continue
+        tries = [step_mode] if step_mode else modes
+        r = None
+        for mode in tries:
+            err = None
+            try:
+                with sdpa_kernel(backends):
+                    r = _tp_point(torch, dist, model, fwds[mode], arch.vocab, mode, b, n, c, budget_s,
+                                  min_reps, max_reps, rank, dev)
+            except Exception as exc:  # out of memory or a capture error
+                _free_memory(torch)
+                err = _first_line(exc)
+                r = None
+            if not _all_ok(torch, dist, err is None, dev):
+                if rank == 0:
+                    meta.setdefault("errors", []).append({**pt, "step_mode": mode,
+                                                          "error": err or "failed on another rank"})
+                    save()
+                log(f"error  {mode} b={b} n={n} c={c}: {err or 'failed on another rank'}")
+                r = None
+                continue
+            if step_mode is None:
+                step_mode = mode
+                if rank == 0:
+                    meta["step_mode"] = mode
+                    if mode != TP_STEP_MODES[0]:
+                        meta["step_mode_note"] = (f"fell back to {mode}: " + "; ".join(
+                            e["error"] for e in meta.get("errors", [])))
+                log(f"step mode: {mode}")
+            break
+        if r is None:
+            if rank == 0:
+                meta["skipped"].append({**pt, "reason": "error (see errors)"})
+                save()
+            continue
+        meds = torch.zeros(tp, device=dev, dtype=torch.float64)
+        meds[rank] = r["ms"]
+        dist.all_reduce(meds)
+        if rank == 0:
+            wr.writerow([gpu, model_name, tp, n_layers, b, n, c, f"{r['ms']:.4f}"])
+            fh.flush()
+            n_rows += 1
+            meta["points"].append([step_mode, b, n, c, round(r["ms"], 4), round(r["ms_min"], 4),
+                                   round(r["ms_max"], 4), [round(v, 4) for v in meds.tolist()], r["reps"]])
+            meta["rows"] = n_rows
+            save()
+        log(f"point  b={b:4d} n={n:5d} c={c:5d}: {r['ms']:9.3f} ms (ranks {', '.join(f'{v:.3f}' for v in meds.tolist())}; "
+            f"min {r['ms_min']:.3f}, max {r['ms_max']:.3f}, reps {r['reps']})")
+    if rank == 0:
+        fh.close()
+        meta["stopped_early_by_time_limit"] = stopped
+        meta["dynamo_graphs_after_grid"] = _dynamo_graphs(torch)
+        meta["rows"] = n_rows
+        save()
+    log(f"wrote {n_rows} rows to {out_path} in {time.time() - t_start:.0f} s")
+    dist.barrier(device_ids=[rank])
+
+
+def run_tp(torch, args) -> int:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    os.environ.update(_NO_MULTICAST_ENV)
+    tp = args.tp
+    have = torch.cuda.device_count()
+    if tp > have:
+        print(f"error: --tp {tp} needs {tp} GPUs, found {have}", file=sys.stderr)
+        return 2
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.time()
+    mp.spawn(_tp_worker, args=(tp, port, args, list(sys.argv)), nprocs=tp, join=True)
+    print(f"tp {tp} done in {time.time() - t0:.0f} s", flush=True)
+    return 0
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m simulator.profiler", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="config.json-style model preset (required unless --streaming)")
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--mode", default="model",
-                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce"),
+                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp"),
                    help="model: step latencies of --model (default); streaming: as --streaming; "
                         "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
                         "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
-                        "all-reduce over the GPUs of this host")
+                        "all-reduce over the GPUs of this host; tp: tensor-parallel steps of --model "
+                        "over --tp GPUs (one process each, NCCL)")
     p.add_argument("--modes", default=",".join(COMPARE_MODES),
                    help="compare: comma list of " + ", ".join(COMPARE_ALL_MODES))
     p.add_argument("--moe-models", default=MOE_DEFAULT_MODELS,
                    help="moe: comma list of PRESET.json[:TP] (TP slices the expert intermediate size)")
     p.add_argument("--world-size", type=int, default=None, help="allreduce: GPUs (default: all)")
+    p.add_argument("--tp", type=int, default=2, help="tp: tensor-parallel degree (GPUs, one process each)")
+    p.add_argument("--tp-no-compile", action="store_true",
+                   help="tp: capture the uncompiled pieces only (skip torch.compile)")
+    p.add_argument("--tp-timeout-s", type=int, default=180,
+                   help="tp: NCCL collective timeout (a rank stuck this long aborts the run)")
     p.add_argument("--compile-tokens", type=int, default=2048,
                    help="compare: tokens of the first compiled call (dynamic shapes traced and Triton "
                         "configs autotuned at this size, as vLLM's profiling run does)")
-    p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm")
+    p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm "
+                   "(tp: 'auto' derives it from the device name the driver reports)")
     p.add_argument("--out", required=True, help="CSV output path (the sidecar is <out>.meta.json)")
     p.add_argument("--quick", action="store_true", help="small grid and few repetitions (smoke test)")
     p.add_argument("--phases", default="decode,prefill", help="comma list of decode,prefill")
@@ -1772,7 +2432,7 @@ def parse_args(argv=None):
                    help="timed seconds aimed at per point (sets the repetitions between min and max)")
     p.add_argument("--margin-gib", type=float, default=DEFAULT_MARGIN_BYTES / 1024**3,
                    help="GPU memory kept free beyond each point's estimate")
-    p.add_argument("--num-layers", type=int, default=None,
+    p.add_argument("--num-layers", "--layers", type=int, default=None,
                    help="build only this many layers (testing; the timings are then not the model's)")
     p.add_argument("--eager", action="store_true", help="time eager launches instead of CUDA-graph replays")
     p.add_argument("--sdpa-backends", default="flash",
@@ -1787,15 +2447,15 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.mode in ("compare", "moe", "fp8", "allreduce"):
+    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp"):
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2
-        if args.mode == "compare":
+        if args.mode in ("compare", "tp"):
             if not args.model:
-                print("error: --mode compare needs --model", file=sys.stderr)
+                print(f"error: --mode {args.mode} needs --model", file=sys.stderr)
                 return 2
-            return run_compare(torch, args)
+            return run_compare(torch, args) if args.mode == "compare" else run_tp(torch, args)
         return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce}[args.mode](torch, args)
     if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():

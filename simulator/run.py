@@ -67,8 +67,8 @@ def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
 
     c = sc.cost
     base = calibrate.resolve(c.calibration, gpu.key)
-    h = versions.version(sc.engine.vllm_version).host
-    over = {"cpu_step_s": h.engine_step_s, "cpu_per_seq_s": h.engine_per_seq_s}
+    v = versions.version(sc.engine.vllm_version)
+    over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:
@@ -138,7 +138,7 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
         token_s=(h.chat_token_s if chat else h.token_s) if f.output_token_us is None else f.output_token_us / 1e6,
         servers=f.api_server_count,
         latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
-        finish_s=h.finish_s if f.finish_ms is None else f.finish_ms / 1e3,
+        finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
     )
 
 

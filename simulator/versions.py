@@ -36,8 +36,14 @@ class HostCosts:
     They include the benchmark client's own work, which runs on the same host in the measurements."""
 
     engine_step_s: float = 1.0e-3
-    engine_per_seq_s: float = 8e-6
+    # Per scheduled sequence: up to 0.11 (synchronous scheduling, model runner V1), and from 0.19
+    # (async scheduling, input preparation moved to the GPU). Both start the fit from ~21 us, V1's
+    # decode-to-decode gap of "about 5-6ms" at batch 256 (https://github.com/vllm-project/vllm/issues/10634).
+    engine_per_seq_s: float = 2.1e-5
+    engine_per_seq_s_019: float = 2.1e-5
     latency_s: float = 0.02
+    # ~1 us per token: "DGX H100's CPU can do about only about 1k tokens/ms" (tokenizer, one
+    # thread; https://github.com/vllm-project/vllm/issues/19012).
     prompt_token_s: float = 1.0e-6
     step_s: float = 2.0e-4
     request_s: float = 2.0e-3
@@ -45,6 +51,7 @@ class HostCosts:
     chat_request_s: float = 4.0e-3
     chat_token_s: float = 3.0e-5
     finish_s: float = 2.0e-3
+    chat_finish_s: float = 1.6e-2
 
 
 HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"
@@ -70,6 +77,15 @@ class VllmVersion:
     graphs_in_budget: bool
     a100_small_defaults: bool
     host: HostCosts
+
+    @property
+    def engine_per_seq_s(self) -> float:
+        return engine_per_seq_s(self.host, self.name)
+
+
+def engine_per_seq_s(host: HostCosts, line: str) -> float:
+    """The engine's CPU work per scheduled sequence on release line ``line``."""
+    return host.engine_per_seq_s if line in ("0.10", "0.11") else host.engine_per_seq_s_019
 
 
 # One set of host costs for every release line: the public runs cannot tell the lines apart from

@@ -27,8 +27,9 @@ def test_single_server_matches_md1_waiting_time(engine):
 
 
 def test_littles_law_on_open_loop_run():
-    """Time-average requests in the system (from step samples) equals arrival rate x mean time in system."""
-    sc, _ = load_scenario(None, [
+    """Time-average requests in the engine (from step samples) equals arrival rate x mean time in the
+    engine (no front-end, whose queue the step log does not see)."""
+    sc, _ = load_scenario(None, ["frontend.enabled=false",
         "workload.arrival={type: poisson, rate: 30}",
         "workload.prompt_tokens={dist: uniform, min: 64, max: 512}",
         "workload.output_tokens={dist: lognormal, mean: 200, sigma: 0.6}",

@@ -230,6 +230,7 @@ class CompiledEngine(Engine):
         """Write the running requests' live values (kept in the kernel's slots) into their records."""
         self._sync_tables()
         self.kernel.write_back_all(self.st)
+        super().finish_run()
 
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self.st.ctl
