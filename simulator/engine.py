@@ -88,12 +88,15 @@ class Engine:
         client: int = -1,
         client_class: int = -1,
         want_event: bool = False,
+        external: int = 0,
     ) -> simpy.Event | None:
         """Submit a request now; with ``want_event``, returns an event that fires when it ends
         (finished, rejected or aborted), with its id as value. It reaches the engine once the
-        front-end has taken it in (``simulator.frontend``; at once without one)."""
+        front-end has taken it in (``simulator.frontend``; at once without one). ``external``:
+        prompt tokens whose KV comes with the request (a disaggregated decode), not computed here."""
         R, env = self.reqs, self.env
-        rid = R.add(env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class)
+        rid = R.add(env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class,
+                    external)
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev

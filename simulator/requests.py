@@ -38,13 +38,14 @@ _FIELDS: dict[str, tuple[type, float]] = {
     "content_key": (np.int64, -1),
     "client": (np.int64, -1),
     "client_class": (np.int64, -1),
+    "external": (np.int64, 0),  # prompt tokens whose KV arrives with the request (disaggregated decode)
 }
 
 
 # Storage: per dtype, the fields in table-column order (the hot ones of a step first).
 ROW_LAYOUT: dict[type, tuple[str, ...]] = {
     np.int64: ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
-               "recomputed", "prompt_len", "group", "group_len", "content_key", "client", "client_class"),
+               "recomputed", "prompt_len", "group", "group_len", "content_key", "client", "client_class", "external"),
     np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"),
     np.int32: ("preemptions", "priority"),
     np.int8: ("status",),
@@ -53,7 +54,7 @@ assert sorted(n for names in ROW_LAYOUT.values() for n in names) == sorted(_FIEL
 
 
 _ADDED = ("arrival", "prompt_len", "num_tokens", "max_tokens", "content_key", "priority", "group", "group_len",
-          "client", "client_class")  # the fields ``add`` writes
+          "client", "client_class", "external")  # the fields ``add`` writes
 
 
 class RequestTable:
@@ -76,6 +77,7 @@ class RequestTable:
         content_key: int = -1,
         client: int = -1,
         client_class: int = -1,
+        external: int = 0,
     ) -> int:
         if self.n == self._cap:
             self._grow()
@@ -97,6 +99,8 @@ class RequestTable:
             w["client"][rid] = client
         if client_class >= 0:
             w["client_class"][rid] = client_class
+        if external:
+            w["external"][rid] = external
         return rid
 
     def reserve(self, n: int) -> None:

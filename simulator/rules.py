@@ -66,6 +66,16 @@ def hit_limit(num_tokens, block_size):
     return (num_tokens - 1) // block_size
 
 
+def admitted_computed(hit_blocks, block_size, external, first_admission):
+    """Tokens a request has computed when admitted: its prefix-cache hits, or, at its first
+    admission, the prompt tokens whose KV arrived with it (a disaggregated decode), if more; their
+    blocks beyond the hits are allocated like a chunk's. Preempted, it has lost them."""
+    nc = hit_blocks * block_size
+    if first_admission and external > nc:
+        return external
+    return nc
+
+
 def admission_blocks(num_tokens, hit_blocks, first_chunk_blocks, block_size, full_prompt):
     """Blocks that must be free (besides evictable hit blocks) to admit a waiting request:
     the whole prompt's (vLLM >= 0.32, ``scheduler_reserve_full_isl``) or its first chunk's (0.10)."""

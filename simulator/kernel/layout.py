@@ -88,9 +88,9 @@ N_CP = len(PARAMS) + 1
 
 # ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
 _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
-I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN = (
+I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL = (
     _I.index(c) for c in ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks",
-                          "cached_tokens", "recomputed", "group", "group_len"))
+                          "cached_tokens", "recomputed", "group", "group_len", "external"))
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (
     _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"))
 P_PREEMPT, P_PRIO = (_P.index(c) for c in ("preemptions", "priority"))

@@ -26,6 +26,7 @@ from simulator.kernel.layout import (
     FREE,
     FULL_PROMPT,
     I_CACHED,
+    I_EXTERNAL,
     I_GLEN,
     I_GROUP,
     I_NCOMP,
@@ -105,6 +106,7 @@ from simulator.rules import (
     SWAPPED,
     WAITING,
     admission_blocks,
+    admitted_computed,
     attn_pairs,
     chunk,
     later_victim,
@@ -316,7 +318,7 @@ def _admit(st, t, cap, budget):
         for k in range(nh):
             if B[st.hits[k], B_REF] == 0:
                 evictable += 1
-        nc = nh * bs
+        nc = admitted_computed(nh, bs, RI[rid, I_EXTERNAL], RI[rid, I_CACHED] < 0)
         a = chunk(ntok, nc, cap, budget)
         m = new_blocks(nc, a, nh, bs)
         if admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0) + evictable > ctl[FREE]:

@@ -253,7 +253,7 @@ class Scheduler:
             ntok = int(R.num_tokens[rid])
             hits = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
             nh = len(hits)
-            nc = nh * bs
+            nc = rules.admitted_computed(nh, bs, int(R.external[rid]), R.cached_tokens[rid] < 0)
             a = rules.chunk(ntok, nc, self._cap, self._budget)
             m = rules.new_blocks(nc, a, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
