@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACE_1M = ROOT / "benchmarks" / ".cache" / "trace_1m.csv"
 COLLAPSE = str(ROOT / "scenarios" / "collapse_c1200.yaml")
 POISSON = str(ROOT / "benchmarks" / "scenarios" / "poisson_10k_llama2_7b.yaml")
+CLUSTER = str(ROOT / "benchmarks" / "scenarios" / "cluster_8x1200.yaml")
 SCENARIOS = {
     "collapse_c1200_600s": (COLLAPSE, []),
     "collapse_c1200_600s swap": (COLLAPSE, ["engine.preemption_mode=swap"]),
@@ -46,11 +47,13 @@ SCENARIOS = {
     "collapse_c1200_600s sessions": (COLLAPSE, ["workload.session={turns: {dist: uniform, min: 2, max: 6}}"]),
     "poisson_10k_llama2_7b": (POISSON, []),
     "trace_1m_requests": (str(ROOT / "benchmarks" / "scenarios" / "trace_1m.yaml"), []),
+    "cluster_8x1200": (CLUSTER, []),
 }
 QUICK = {"trace_1m_requests": ["run.num_requests=100000"]}
 WHOLE = {
     "servesim run (default scenario: collapse c1200, 600 s)": [],
     "servesim run poisson_10k_llama2_7b.yaml": [POISSON],
+    "servesim run cluster_8x1200.yaml (8 replicas x 1,200 in flight, 600 s)": [CLUSTER],
 }
 
 

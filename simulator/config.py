@@ -88,6 +88,79 @@ class CostConfig:
     engine_cpu_per_seq_us: Union[float, None] = F(None, "the engine's CPU work per scheduled sequence", "us", ge=0.0)
 
 
+ROUTERS = ("random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score")
+
+
+@dataclass(frozen=True)
+class ReplicaGroup:
+    count: int = F(1, "replicas in this group", ge=1, le=4096)
+    hardware: Union[dict, None] = F(None, "hardware fields that differ from the scenario's (e.g. {gpu: h200})")
+    engine: Union[dict, None] = F(None, "engine fields that differ from the scenario's (e.g. {max_num_seqs: 512})")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    replicas: Any = F(1, "how many copies of the scenario's model/hardware/engine, or a list of groups "
+                         "[{count, hardware, engine}] for a mixed fleet")
+    router: Literal["random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score"] = F(
+        "round_robin", "how the router picks a replica for each request (README: Clusters)")
+    router_staleness_s: float = F(0.0, "the router sees each replica's engine state (queues, KV usage) as scraped this long ago (0: live)", "s", ge=0.0)
+    score_prefix_weight: float = F(2.0, "score router: weight of the share of the prompt the replica already caches", ge=0.0)
+    score_queue_weight: float = F(1.0, "score router: weight of the replica's free share of waiting + running requests", ge=0.0)
+    score_kv_weight: float = F(1.0, "score router: weight of the replica's free share of KV cache", ge=0.0)
+
+    def groups(self, path: str = "cluster.replicas") -> tuple[ReplicaGroup, ...]:
+        return replica_groups(self.replicas, path)
+
+    def __post_init__(self) -> None:
+        self.groups()
+
+
+@dataclass(frozen=True)
+class KVTransferConfig:
+    bandwidth_gbps: float = F(100.0, "link bandwidth from each prefill GPU to the decode side (RDMA NIC, NVLink)", "Gbit/s", gt=0.0)
+    latency_ms: float = F(0.5, "fixed time of one transfer (connection, metadata)", "ms", ge=0.0)
+
+
+@dataclass(frozen=True)
+class DisaggregationConfig:
+    prefill: Any = F(1, "prefill replicas: a count, or groups [{count, hardware, engine}]")
+    decode: Any = F(1, "decode replicas: a count, or groups [{count, hardware, engine}]")
+    kv_transfer: KVTransferConfig = F(KVTransferConfig(), "how a request's KV cache moves from its prefill replica to its decode replica")
+
+    def __post_init__(self) -> None:
+        replica_groups(self.prefill, "disaggregation.prefill")
+        replica_groups(self.decode, "disaggregation.decode")
+
+
+def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
+    """A replica count or a list of groups, checked, as groups."""
+    if isinstance(raw, bool) or raw is None:
+        raise ConfigError(f"{path} must be a count or a list of groups [{{count, hardware, engine}}] (got {raw!r})")
+    if isinstance(raw, (int, float)):
+        if int(raw) != raw or raw < 1:
+            raise ConfigError(f"{path} must be an integer >= 1 (got {raw!r})")
+        return (ReplicaGroup(count=int(raw)),)
+    if isinstance(raw, dict):
+        raw = [raw]
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise ConfigError(f"{path} must be a count or a non-empty list of groups [{{count, hardware, engine}}] (got {raw!r})")
+    out = []
+    for i, g in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(g, dict):
+            raise ConfigError(f"{where} must be a mapping {{count, hardware, engine}} (got {g!r})")
+        grp = build(ReplicaGroup, g, where)
+        for sect, cls in (("hardware", HardwareConfig), ("engine", EngineConfig)):
+            body = getattr(grp, sect)
+            if body is not None:
+                if not isinstance(body, dict):
+                    raise ConfigError(f"{where}.{sect} must be a mapping (got {body!r})")
+                build(cls, body, f"{where}.{sect}")  # checked here, merged onto the scenario's at run time
+        out.append(grp)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str = F("scenario", "label used in plots and tables")
@@ -99,6 +172,8 @@ class Scenario:
     run: RunConfig = F(RunConfig(), "length of the run and seed")
     cost: CostConfig = F(CostConfig(), "step cost model overrides")
     slo: Union[SLOConfig, None] = F(None, "latency targets: adds goodput to the summary and an SLO-aware sweep recommendation")
+    cluster: Union[ClusterConfig, None] = F(None, "several replicas behind a router (null: one replica)")
+    disaggregation: Union[DisaggregationConfig, None] = F(None, "prefill and decode on separate replica pools, the KV cache moved between them (null: co-located)")
     sweep: dict = F({}, "`servesim sweep` grid: field path -> list of values, e.g. {engine.max_num_seqs: [256, 512]}")
 
 
@@ -164,6 +239,9 @@ def scenario_from_dict(data: dict) -> Scenario:
 
 
 def _cross_checks(sc: Scenario) -> None:
+    if sc.disaggregation is not None and sc.cluster is not None and sc.cluster.replicas != 1:
+        raise ConfigError("cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
+                          f".decode; cluster sets only the router (got {sc.cluster.replicas!r})")
     run = sc.run
     until = run_duration(sc)
     if until is not None and run.warmup_s >= until:

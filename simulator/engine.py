@@ -55,6 +55,7 @@ class Engine:
         self.clients_same_step = True
         self.cfg = cfg
         self.cost = cost
+        self._cpl = cost.params.tolist()  # the same constants as Python floats (cheaper to read one at a time)
         self.reqs = reqs
         self.num_blocks = num_gpu_blocks - 1  # usable: one is the null block
         self.max_model_len = max_model_len
@@ -100,43 +101,56 @@ class Engine:
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
-        cp = self.cost.params
+        cp = self._cpl
         end = intake_end(cp, self._fe_free, env.now, prompt_len)
         if end > env.now:
             self._fe_free = end
-        at = reaches_engine(cp, end)
-        if at == env.now:
+        self._reach(rid, reaches_engine(cp, end))
+        return ev
+
+    def _reach(self, rid: int, at: float) -> None:
+        """Request ``rid`` reaches the engine at ``at`` (now or later): at once, or by an event then."""
+        if at == self.env.now:
             self._arrive(rid)
         else:
-            TimeoutAt(env, at).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
-        return ev
+            TimeoutAt(self.env, at).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
 
     def _arrive(self, rid: int) -> None:
         """Request ``rid`` reaches the engine now: queued, or rejected if it can never fit."""
-        R, env = self.reqs, self.env
-        prompt_len, max_tokens = int(R.prompt_len[rid]), int(R.max_tokens[rid])
         self.num_arrived += 1
-        if prompt_len + max_tokens > self._longest:
-            R.status[rid] = REJECTED
-            R.finish[rid] = env.now
-            self.reject_reasons[rid] = reason = self._reject_reason(prompt_len, max_tokens)
-            t, k = self._rejected_now
-            k = k + 1 if t == env.now else 1
-            self._rejected_now = (env.now, k)
-            if k >= REJECT_LIVELOCK:
-                raise SimulationStalled(
-                    f"{k:,} requests in a row rejected at t={env.now:.3f} s with none accepted and no time passing "
-                    f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
-                    f"or the KV pool, or set workload.over_max_model_len: truncate")
-            ev = self._events.pop(rid, None)
-            if ev is not None:
-                ev.succeed(rid)
-            self._count_done(1)
-            return
+        if self._too_long(rid):
+            self._reject(rid)
+        else:
+            self._accept(rid)
+
+    def _too_long(self, rid: int) -> bool:
+        return int(self.reqs.prompt_len[rid]) + int(self.reqs.max_tokens[rid]) > self._longest
+
+    def _accept(self, rid: int) -> None:
+        R = self.reqs
         self._rejected_now = (-1.0, 0)
-        self._enqueue(rid, prompt_len + max_tokens, int(R.group[rid]), int(R.content_key[rid]))
+        self._enqueue(rid, int(R.prompt_len[rid]) + int(R.max_tokens[rid]), int(R.group[rid]), int(R.content_key[rid]))
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
+
+    def _reject(self, rid: int) -> None:
+        """Reject request ``rid`` now (it can never fit) and tell whoever waits for it."""
+        R, env = self.reqs, self.env
+        R.status[rid] = REJECTED
+        R.finish[rid] = env.now
+        self.reject_reasons[rid] = reason = self._reject_reason(int(R.prompt_len[rid]), int(R.max_tokens[rid]))
+        t, k = self._rejected_now
+        k = k + 1 if t == env.now else 1
+        self._rejected_now = (env.now, k)
+        if k >= REJECT_LIVELOCK:
+            raise SimulationStalled(
+                f"{k:,} requests in a row rejected at t={env.now:.3f} s with none accepted and no time passing "
+                f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
+                f"or the KV pool, or set workload.over_max_model_len: truncate")
+        ev = self._events.pop(rid, None)
+        if ev is not None:
+            ev.succeed(rid)
+        self._count_done(1)
 
     @property
     def _fe_free(self) -> float:
@@ -172,16 +186,19 @@ class Engine:
         events, env, finish = self._events, self.env, self.reqs.finish
         woke = False
         now_done = 0
+        later: dict[float, list] = {}
         for rid in rids:
             t = float(finish[rid])
-            if t > env.now:
-                TimeoutAt(env, t).callbacks.append(lambda _e, rid=rid: self._notify((rid,)))
+            if t > env.now:  # a step's finished requests share their delivery time: one event for them
+                later.setdefault(t, []).append(rid)
                 continue
             ev = events.pop(rid, None)
             if ev is not None:
                 ev.succeed(rid)
                 woke = True
             now_done += 1
+        for t, group in later.items():
+            TimeoutAt(env, t).callbacks.append(lambda _e, group=group: self._notify(group))
         self._count_done(now_done)
         return woke
 
@@ -231,6 +248,11 @@ class Engine:
 
     def count(self, status: int) -> int:
         return int(np.count_nonzero(self.reqs.status[: self.reqs.n] == status))
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        """Tokens the KV pool holds (its usable blocks)."""
+        return self.num_blocks * self.cfg.block_size
 
     @property
     def num_finished(self) -> int:

@@ -49,6 +49,8 @@ def request_columns(result) -> dict[str, np.ndarray]:
         "swapped_bytes": c["swapped_bytes"],
         "prefix_group": c["group"],
         "reject_reason": reason,
+        # A fleet: where each request went.
+        **{k: c[k] for k in ("replica", "prefill_replica", "decode_replica", "transfer_start", "transfer_end") if k in c},
     }
 
 
@@ -57,7 +59,8 @@ def step_columns(result) -> dict[str, np.ndarray]:
     (then ``start``/``duration`` are the bin's and the counts are sums over its steps)."""
     log = result.engine.log
     cols = log.columns()
-    first = ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64)) if isinstance(log, BinnedStepLog) else (
+    binned = isinstance(log, BinnedStepLog) or getattr(log, "bin_s", None)
+    first = ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64)) if binned else (
         "step", np.arange(len(cols["start"])))
     return {first[0]: first[1], **cols}
 
@@ -118,8 +121,9 @@ def summarize(result) -> dict:
         "tensor_parallel_size": sc.hardware.tensor_parallel_size,
         "max_num_seqs": result.sched_cfg.max_num_seqs,
         "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
-        "num_gpu_blocks": result.memory.num_gpu_blocks,
-        "kv_cache_tokens": result.memory.num_usable_blocks * result.sched_cfg.block_size,
+        "num_gpu_blocks": result.engine.num_blocks + 1 if not hasattr(result.engine, "replicas") else sum(
+            r.engine.num_blocks + 1 for r in result.engine.replicas),
+        "kv_cache_tokens": result.engine.kv_cache_tokens,
         "duration_s": window,
         "request_throughput": float(in_win.sum()) / window,
         "output_throughput": generated / window,
@@ -137,6 +141,10 @@ def summarize(result) -> dict:
     s.update(_stats("e2el", (c["finish"] - c["arrival"])[measured]))
     s.update(
         {
+            # vLLM's prefix-cache hit rate: prompt tokens found cached over prompt tokens looked up
+            # (for the requests measured, at their first scheduling).
+            "prefix_cache_hit_rate": float(np.maximum(c["cached_tokens"][measured], 0).sum())
+            / max(float(c["prompt_len"][measured].sum()), 1.0),
             "num_preemptions": win.num_preemptions,
             "recomputed_tokens": win.recomputed_tokens,
             "kv_cache_usage_mean": win.kv_usage_mean,
@@ -167,6 +175,12 @@ def summarize(result) -> dict:
 
     if class_specs(sc.workload)[0].index >= 0:
         s["classes"] = [_finite(row) for row in class_report(result)]
+    if hasattr(result.engine, "replicas"):  # a fleet: the same for each replica
+        from simulator.cluster import replica_results
+
+        s["num_replicas"] = len(result.engine.replicas)
+        s["replicas"] = [{"replica": r.index, "role": r.role, "label": r.label, **summarize(rr)}
+                         for r, rr in zip(result.engine.replicas, replica_results(result))]
     return _finite(s)
 
 
@@ -284,7 +298,10 @@ def csv_text(columns) -> bytes:
             vals[j] = a
         else:  # strings: indices into a table of their (quoted) texts
             kinds[j] = STR
-            vals[j] = [table.setdefault("" if v is None or v != v else _csv_field(str(v)), len(table)) for v in a.tolist()]
+            values = [v if v is None or isinstance(v, (str, float)) else str(v) for v in a.tolist()]
+            code = {v: table.setdefault("" if v is None or v != v else _csv_field(str(v)), len(table))
+                    for v in dict.fromkeys(values)}  # each distinct value once, in order of appearance
+            vals[j] = [code[v] for v in values]
     strs = [t.encode() for t in table]
     strtab = np.frombuffer(b"".join(strs), np.uint8) if strs else np.zeros(1, np.uint8)
     stroff = np.concatenate(([0], np.cumsum([len(t) for t in strs], dtype=np.int64))).astype(np.int64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from simulator.background import BackgroundPlots
@@ -19,14 +20,24 @@ PLOTTED = ("bin", "start", "duration", "kv_usage", "num_generated", "num_preempt
 
 
 def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> list[tuple[str, tuple]]:
-    """The two plots of one run, as (``simulator.plots`` function, arguments) jobs."""
-    series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
+    """The two plots of one run, as (``simulator.plots`` function, arguments) jobs. A fleet's steps
+    (with a ``replica`` column) are drawn a line per replica, and the fleet's total throughput."""
+    if "replica" in steps:
+        rep = np.asarray(steps["replica"])
+        labels = {r["replica"]: r["label"] for r in summary.get("replicas", [])}
+        series = [(labels.get(int(i), f"replica {int(i)}"), {c: np.asarray(steps[c])[rep == i] for c in PLOTTED if c in steps})
+                  for i in np.unique(rep)]
+        roles = {r["replica"]: r["role"] for r in summary.get("replicas", [])}
+        served = [s for i, s in zip(np.unique(rep), series) if roles.get(int(i)) != "prefill"]
+        title = f"{label}, {len(series)} replicas"
+    else:
+        series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
+        served, title = None, f"{label}, {_title(summary)}"
     end = float(summary["simulated_time_s"])
     return [
-        ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {label}, {_title(summary)}", warmup_s,
-                           end)),
-        ("plot_throughput", (series, out / "throughput.png", f"Output throughput: {label}, {_title(summary)}",
-                             warmup_s, end)),
+        ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warmup_s, end)),
+        ("plot_throughput", (series if served is None else served, out / "throughput.png",
+                             f"Output throughput: {title}", warmup_s, end, None, served is not None)),
     ]
 
 

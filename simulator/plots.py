@@ -76,15 +76,24 @@ def _end(steps) -> float:
 
 
 def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
-                    end_s: float = 0.0, window_s: float | None = None) -> None:
+                    end_s: float = 0.0, window_s: float | None = None, total: bool = False) -> None:
+    """Throughput over time, a line per run; ``total``: the runs are one fleet's replicas, and their
+    sum is drawn too."""
     end = max([_end(s) for _, s in runs] + [end_s, 1e-9])
     w = window_s or default_window(end)
     fig, ax = _figure((9, 4.2))
     top = 0.0
+    fleet = None
     for i, (label, steps) in enumerate(runs):
         ts = throughput_series(steps, w, end)
-        ax.plot(ts["time_s"], ts["output_tokens_per_s"], color=COLORS[i % len(COLORS)], lw=1.3, label=label)
+        ax.plot(ts["time_s"], ts["output_tokens_per_s"], color=COLORS[i % len(COLORS)], lw=1.0 if total else 1.3,
+                label=label)
         top = max(top, float(ts["output_tokens_per_s"].max()))
+        fleet = ts["output_tokens_per_s"] if fleet is None else fleet + ts["output_tokens_per_s"]
+    if total and fleet is not None:
+        ax.plot(ts["time_s"], fleet, color="black", lw=1.8, label="all replicas")
+        top = max(top, float(fleet.max()))
+        runs = [*runs, ("all replicas", None)]
     ax.set_ylim(0, top * 1.1 + 1)
     _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs, end_s)
     _save(fig, path, tight=len(runs) > 3)
@@ -95,7 +104,7 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float =
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if not any(len(s["start"]) for _, s in runs):  # nothing ran: say so on an axis of the run's length
+    if not any(s is not None and len(s["start"]) for _, s in runs):  # nothing ran: say so on an axis of the run's length
         ax.set_xlim(0, max(end_s, warmup_s, 1.0))
         ax.text(0.5, 0.5, "no engine step ran (nothing was admitted)", transform=ax.transAxes, ha="center",
                 va="center", color="#555555")

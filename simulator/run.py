@@ -259,8 +259,9 @@ def check_size(sc: Scenario, size: RunSize) -> None:
                       f"run.step_log_bin_s (a row per time bin) or shorten the run (got {length})")
 
 
-def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
-    """The simulation of ``sc``, ready to run (``trace``: the request events the engine records)."""
+def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[Engine, dict]:
+    """One replica's engine for ``sc`` (its model, hardware, engine, front-end and cost), in ``env``,
+    with nothing submitted yet."""
     model = load_arch(sc)
     gpu = load_gpu(sc.hardware.gpu)
     tp = sc.hardware.tensor_parallel_size
@@ -284,9 +285,6 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     )
     reqs = RequestTable()
     cost = cost_model(sc, model, gpu, seqs, tokens)
-    size = run_size(sc, cost, seqs)
-    check_size(sc, size)
-    env = simpy.Environment()
     bin_s = sc.run.step_log_bin_s
     usable = mem.num_gpu_blocks - 1  # one is the null block
     log = StepLog(usable) if bin_s is None else BinnedStepLog(usable, bin_s, sc.run.warmup_s)
@@ -302,15 +300,29 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
         log=log,
         trace=trace,
     )
+    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
+    return engine, parts
+
+
+def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
+    """The simulation of ``sc``, ready to run (``trace``: the request events the engine records). A
+    scenario with ``cluster`` or ``disaggregation`` builds its replicas and router
+    (``simulator.cluster``), which stand in for the engine."""
+    if sc.cluster is not None or sc.disaggregation is not None:
+        from simulator.cluster import build_cluster
+
+        return build_cluster(sc, trace)
+    env = simpy.Environment()
+    engine, parts = build_engine(env, sc, trace)
+    size = run_size(sc, engine.cost, engine.cfg.max_num_seqs)
+    check_size(sc, size)
     ids = Ids()
     engine.expected = start_workload(
-        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=max_len, ids=ids
+        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=engine.max_model_len, ids=ids
     )
     if engine.expected is not None and run_duration(sc) is None:
-        reqs.reserve(engine.expected)  # every one of them will arrive: allocate the records once
-    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs, "workload_counts": ids,
-             "size": size}
-    return env, engine, parts
+        parts["reqs"].reserve(engine.expected)  # every one of them will arrive: allocate the records once
+    return env, engine, {**parts, "workload_counts": ids, "size": size}
 
 
 def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:

@@ -256,7 +256,9 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
         elif "error" in r:
             row.update(status="failed", error=r["error"])
         else:
-            row.update(status="ok", **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s", "recomputed")})
+            # A fleet's per-replica summaries stay in the point's own summary.json.
+            row.update(status="ok", **{k: v for k, v in r.items()
+                                       if k not in ("cached", "wall_time_s", "recomputed", "replicas")})
         rows.append(row)
     df = pd.DataFrame(rows)
     has_slo = base_clean.get("slo") is not None

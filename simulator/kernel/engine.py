@@ -8,6 +8,8 @@ arrays that this class builds and grows (more requests, longer requests, more pr
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import simpy
 
@@ -92,6 +94,42 @@ class CompiledEngine(Engine):
         self._cap = reqs._cap
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
         self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
+        self._coming: deque[tuple[float, int]] = deque()  # (time, id) of requests on their way in
+
+    # ---- arrivals through the front-end ---------------------------------------------------------
+    # The front-end is first come first served: requests reach the engine in id order, so those on
+    # their way in are a queue that the loop takes in when their time has come (instead of one SimPy
+    # event each); the steps a call runs stop at the next one's time, as at any other event.
+    def _reach(self, rid: int, at: float) -> None:
+        coming = self._coming
+        if at == self.env.now and not coming:
+            self._arrive(rid)
+            return
+        if self._too_long(rid):  # its client learns of the rejection at its time: by an event
+            TimeoutAt(self.env, at).callbacks.append(lambda _e, rid=rid: self._reject_due(rid))
+        coming.append((at, rid))
+        if self._wake is not None and len(coming) == 1:  # idle: wake when it comes
+            TimeoutAt(self.env, at).callbacks.append(self._wake_up)
+
+    def _reject_due(self, rid: int) -> None:
+        if self.reqs.status[rid] == WAITING:
+            self._reject(rid)
+
+    def _wake_up(self, _event) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _take_arrivals(self, now: float) -> None:
+        """Those on their way in whose time has come reach the engine, in order."""
+        coming, status = self._coming, self.reqs.status
+        while coming and coming[0][0] <= now:
+            rid = coming.popleft()[1]
+            self.num_arrived += 1
+            if status[rid] == WAITING:  # else rejected already, by its event
+                if self._too_long(rid):
+                    self._reject(rid)
+                else:
+                    self._accept(rid)
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
@@ -143,7 +181,11 @@ class CompiledEngine(Engine):
     def _loop(self):
         env, log = self.env, self.log
         advance = self.kernel.advance
+        coming = self._coming
         while True:
+            now = env.now
+            if coming:
+                self._take_arrivals(now)
             st = self.st
             ctl, fctl = st.ctl, st.fctl
             n = self.num_arrived
@@ -152,14 +194,15 @@ class CompiledEngine(Engine):
                 ctl[L.IN_END] = n
             elif not ctl[L.PENDING] and not ctl[L.N_RUN] and not ctl[L.WQ_LEN] and not ctl[L.SW_LEN]:
                 self._wake = env.event()
+                if coming:
+                    TimeoutAt(env, coming[0][0]).callbacks.append(self._wake_up)
                 yield self._wake
                 self._wake = None
                 continue
             self._sync_tables()
             st = self.st
-            now = env.now
             fctl[L.T_NOW] = now
-            fctl[L.T_PEEK] = env.peek()
+            fctl[L.T_PEEK] = min(env.peek(), coming[0][0]) if coming else env.peek()
             # Ended requests are reported at their time when someone waits for them, or when they
             # end the run (it stops once the expected number have ended); otherwise only counted.
             st.cfg[L.WAITERS] = 1 if self._events else 0
@@ -180,7 +223,7 @@ class CompiledEngine(Engine):
                     yield env.timeout(0)
                 continue
             if c[L.FIN_N]:
-                self._count_done_at(c[L.FIN_N], float(fctl[L.T_LAST]))
+                self._ended(c[L.FIN_N])
             if code == L.STEPPED or t != now:
                 yield TimeoutAt(env, t)
             if code == L.UNSTAGE:
@@ -234,6 +277,11 @@ class CompiledEngine(Engine):
 
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self.st.ctl
-        new = self.reqs.status[int(ctl[L.IN_NEXT]) : self.reqs.n]
+        new = self.reqs.status[int(ctl[L.IN_NEXT]) : self.num_arrived]  # not those still in the front-end
         waiting = int(ctl[L.WQ_LEN]) + int(np.count_nonzero(new == WAITING))
+        now = self.env.now
+        for at, rid in self._coming:  # their time has come, the loop has not yet taken them in
+            if at > now:
+                break
+            waiting += self.reqs.status[rid] == WAITING and not self._too_long(rid)
         return int(ctl[L.N_RUN]), waiting, int(ctl[L.SW_LEN]), int(ctl[L.FREE])

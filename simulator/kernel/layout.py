@@ -121,7 +121,7 @@ TR_SCHEDULED, TR_NEW, TR_RESUMED, TR_PREEMPTED, TR_FIRST_TOKEN, TR_FINISHED = (
     events.SCHEDULED, events.NEW, events.RESUMED, events.PREEMPTED, events.FIRST_TOKEN, events.FINISHED)
 
 # ---- what ``advance`` returns --------------------------------------------------------------------------
-STEPPED = 0  # a step is under way until fctl[T_RET]: yield until then, call again
+STEPPED = 0  # a step is under way until fctl[T_RET]: report what ended before it (ctl[FIN_N]), yield until then, call again
 IDLE_NOW = 1  # nothing to run: wait for a submission
 NOTIFY = 2  # requests ended at fctl[T_RET] (``fin``): report them, then call again to schedule on
 UNSTAGE = 3  # the step-log stage is full: move it out, call again

@@ -82,6 +82,14 @@ def _ended(st, rid):
     st.ctl[FIN_N] += 1
 
 
+def _all_told_later(st, t):
+    """Whether every request reported ended (``fin``) reaches its client after ``t``."""
+    for i in range(st.ctl[FIN_N]):  # noqa: SIM110 (a loop the step compiler takes)
+        if not st.RF[st.fin[i], F_FIN] > t:
+            return False
+    return True
+
+
 def _finishing(st):
     """Requests that sample their last token at this update (explicit slots: a lazy one finishes
     only at an update that made it explicit)."""
@@ -183,7 +191,8 @@ def advance(st):
     can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event), and
     with ``cfg[WAITERS]`` (or once ``ctl[STOP_AFTER]`` requests have ended) the call returns at the end
     of a step that ended requests, before the next step is scheduled (the caller reports them, then
-    calls again)."""
+    calls again), or, when their clients learn of it only later (behind a front-end), once the next
+    step is scheduled (STEPPED with ``ctl[FIN_N]`` of them in ``fin``)."""
     ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
@@ -195,12 +204,18 @@ def advance(st):
     if ctl[PENDING]:
         update(st, t)
     trace_room = 5 * (cfg[MAX_SEQS] + 1) + 8  # trace rows one step can add
+    report = False  # ended requests to report once the next step is scheduled
     while True:
         fctl[T_RET] = t
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
         if ctl[FIN_N] > 0 and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
-            return NOTIFY
+            # Their clients can react only when they are told: if that is after now (behind a
+            # front-end), nothing they do can reach this step, so it is scheduled first and they are
+            # reported with it; else the caller reports them now and calls again.
+            if 0 <= ctl[STOP_AFTER] <= ctl[FIN_N] or not _all_told_later(st, t):
+                return NOTIFY
+            report = True
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
             return IDLE_NOW
         if ctl[STEPS] >= cfg[MAX_STEPS]:
@@ -210,7 +225,7 @@ def advance(st):
         if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
             return UNTRACE
         t_end = t + schedule(st, t)
-        if not t_end < peek:
+        if report or not t_end < peek:
             fctl[T_RET] = t_end
             return STEPPED
         update(st, t_end)
