@@ -39,20 +39,21 @@ def replica_scenario(sc: Scenario, group: ReplicaGroup) -> Scenario:
     return replace(sc, hardware=hw, engine=eng, cluster=None, disaggregation=None)
 
 
-def replica_plan(sc: Scenario) -> list[tuple[str, Scenario]]:
-    """(role, scenario) of every replica, in order: co-located replicas, or prefill then decode."""
-    if sc.disaggregation is not None:
-        d = sc.disaggregation
-        from simulator.config import replica_groups
+def replica_plan(sc: Scenario) -> list[tuple[str, Scenario, str]]:
+    """(role, scenario, where its group is defined) of every replica, in order: co-located
+    replicas, or prefill then decode."""
+    from simulator.config import replica_groups
 
-        out = []
-        for role, raw, path in (("prefill", d.prefill, "disaggregation.prefill"), ("decode", d.decode, "disaggregation.decode")):
-            for g in replica_groups(raw, path):
-                out += [(role, replica_scenario(sc, g))] * g.count
-        return out
+    if sc.disaggregation is None:
+        parts = [("both", sc.cluster.replicas, "cluster.replicas")]
+    else:
+        d = sc.disaggregation
+        parts = [("prefill", d.prefill, "disaggregation.prefill"), ("decode", d.decode, "disaggregation.decode")]
     out = []
-    for g in sc.cluster.groups():
-        out += [("both", replica_scenario(sc, g))] * g.count
+    for role, raw, path in parts:
+        for i, g in enumerate(replica_groups(raw, path)):
+            where = f"{path}[{i}]" if isinstance(raw, (list, tuple)) else path
+            out += [(role, replica_scenario(sc, g), where)] * g.count
     return out
 
 
@@ -89,8 +90,11 @@ class Cluster:
 
         self.env, self.scenario = env, sc
         self.replicas: list[Replica] = []
-        for i, (role, rsc) in enumerate(replica_plan(sc)):
-            engine, parts = build_engine(env, rsc, trace)
+        for i, (role, rsc, where) in enumerate(replica_plan(sc)):
+            try:
+                engine, parts = build_engine(env, rsc, trace)
+            except ConfigError as e:  # a group's own hardware or engine: say which group
+                raise ConfigError(f"{where}: {e}" if where.endswith("]") else str(e)) from None
             r = Replica(i, role, rsc, engine, parts)
             r.on_end = functools.partial(self._replica_ended, r)
             self.replicas.append(r)

@@ -203,8 +203,9 @@ class Engine:
         return woke
 
     def _count_done_at(self, k: int, t: float) -> None:
-        """Count ``k`` ended requests at time ``t`` (now or later)."""
-        if t > self.env.now:
+        """Count ``k`` ended requests at time ``t`` (now or later). Only a run that stops after a
+        number of requests needs the count at its time; otherwise it is counted at once."""
+        if t > self.env.now and self.expected is not None:
             TimeoutAt(self.env, t).callbacks.append(lambda _e: self._count_done(k))
         else:
             self._count_done(k)

@@ -12,8 +12,17 @@ from simulator.errors import ConfigError
 from simulator.metrics import atomic_write_text, request_columns, step_columns, summarize, write_csv, write_json
 
 
-def _title(s: dict) -> str:
-    return f"{s['model']} on {s['gpu']} x{s['tensor_parallel_size']}"
+def run_title(s: dict) -> str:
+    """What ran, for a plot's title: the model on its GPUs, or the fleet."""
+    reps = s.get("replicas")
+    if not reps:
+        return f"{s['model']} on {s['gpu']} x{s['tensor_parallel_size']}"
+    gpus = {(r["gpu"], r["tensor_parallel_size"]) for r in reps}
+    (gpu, tp), *_ = gpus
+    on = (f" on {gpu}" + (f" x{tp}" if tp > 1 else "")) if len(gpus) == 1 else ", mixed GPUs"
+    pre = sum(r.get("role") == "prefill" for r in reps)
+    what = f"{len(reps)} replicas" if not pre else f"{pre} prefill + {len(reps) - pre} decode replicas"
+    return f"{s['model']}, {what}{on}"
 
 
 PLOTTED = ("bin", "start", "duration", "kv_usage", "num_generated", "num_preemptions")  # steps.csv columns the plots read
@@ -29,10 +38,10 @@ def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> l
                   for i in np.unique(rep)]
         roles = {r["replica"]: r["role"] for r in summary.get("replicas", [])}
         served = [s for i, s in zip(np.unique(rep), series) if roles.get(int(i)) != "prefill"]
-        title = f"{label}, {len(series)} replicas"
     else:
         series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
-        served, title = None, f"{label}, {_title(summary)}"
+        served = None
+    title = f"{label}, {run_title(summary)}"
     end = float(summary["simulated_time_s"])
     return [
         ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warmup_s, end)),
@@ -124,7 +133,7 @@ def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     series = [(lab, st) for lab, (_, st) in zip(labels, runs)]
     warm = max(_warmup(s) for s, _ in runs)
     end = max(float(s["simulated_time_s"]) for s, _ in runs)
-    title = _title(runs[0][0])
+    title = run_title(runs[0][0])
     files = [out / "kv_cache_usage.png", out / "throughput.png", out / "comparison.csv"]
     plot_kv_usage(series, files[0], f"KV-cache usage: {title}", warm, end)
     plot_throughput(series, files[1], f"Output throughput: {title}", warm, end)

@@ -281,7 +281,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
 def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
     """sweep.csv, recommendation.json and, when some point finished, the overlaid and per-knob
     plots (from the points' own folders); returns the files written."""
-    from simulator.output import load_run
+    from simulator.output import load_run, run_title
     from simulator.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
 
     write_csv(df, out / "sweep.csv")
@@ -294,7 +294,7 @@ def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict
     runs = [load_run(out / "points" / slug(pt)) for pt in points]
     series = [(slug(pt), st) for pt, (_, st) in zip(points, runs)]
     s0 = runs[0][0]
-    title = f"{s0['model']} on {s0['gpu']} x{s0['tensor_parallel_size']}"
+    title = run_title(s0)
     warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
     end = max(float(s["simulated_time_s"]) for s, _ in runs)
     plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm, end)
