@@ -122,7 +122,18 @@ class Cluster:
         self.expected: int | None = None
         self.num_done = 0
         self.all_done = env.event()
-        self.progress = None
+        self._progress = None
+
+    @property
+    def progress(self):
+        return self._progress
+
+    @progress.setter
+    def progress(self, bar) -> None:
+        """A progress bar (``simulator.progress``) that every replica moves, with the fleet's count."""
+        self._progress = bar
+        for r in self.replicas:
+            r.engine.progress = None if bar is None else (lambda t, _n: bar(t, self.num_done))
 
     # ---- the engine interface the workload and the run use -------------------------------------
     def submit(self, prompt_len: int, max_tokens: int, group: int = -1, group_len: int = 0, priority: int = 0,
