@@ -14,7 +14,8 @@ import pickle
 import sys
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -26,7 +27,7 @@ class BackgroundPlots:
         self.pid = 0
         self._jobs: list = []
         self._jobs_w = self._status_r = -1
-        if not fork or not hasattr(os, "fork") or _cores() < 2 or os.environ.get("SERVESIM_PLOTS_INLINE"):
+        if not fork or not hasattr(os, "fork") or cores() < 2 or os.environ.get("SERVESIM_PLOTS_INLINE"):
             return
         jobs_r, jobs_w = os.pipe()
         status_r, status_w = os.pipe()

@@ -242,7 +242,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from simulator.sweep import run_sweep
 
     compile_note()
-    return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs)
+    return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs, args.executor, args.address)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -317,6 +317,21 @@ def _positive_int(name: str):
     return parse
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from simulator.plan import run_plan
+
+    return run_plan(args.scenario, args.rate, args.slo, args.search, args.set, Path(args.out), args.jobs,
+                    args.executor, args.address, args.strategy, args.trials, args.price, args.probe_s,
+                    args.tolerance, args.check_s, not args.no_check)
+
+
+def _executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where the points run: local processes (default) or a Ray cluster (pip install -e \".[ray]\")")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="with --executor ray: the cluster to join ('auto', or ray://HEAD:10001); none: a local one")
+
+
 def main(argv: list[str] | None = None) -> int:
     # The simulator does no large linear algebra: one BLAS thread (set before numpy loads) saves
     # the start-up of a thread pool per process, and sweep workers do not oversubscribe the cores.
@@ -370,6 +385,27 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2,...", help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (repeat for a grid)")
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every point")
     w.add_argument("--out", default="results/sweep", help="results directory (default: results/sweep)")
+    _executor_args(w)
+    pn = sub.add_parser("plan", help="the cheapest fleet that serves a target rate within latency targets")
+    pn.add_argument("scenario", nargs="?", help="scenario YAML (its model, hardware, engine and traffic shape; none: the built-in default)")
+    pn.add_argument("--rate", type=float, required=True, help="target arrival rate for the whole fleet (requests/s)")
+    pn.add_argument("--slo", default=None, metavar="p99_ttft_ms=MS,p99_tpot_ms=MS",
+                    help="latency targets (default: the scenario's slo block)")
+    pn.add_argument("--search", action="append", default=[], metavar="FIELD=V1,V2,...",
+                    help="a field to choose, e.g. hardware.gpu=h100-sxm,a100-80gb (repeat: every combination is a candidate)")
+    pn.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every candidate")
+    pn.add_argument("--out", default="results/plan", help="results directory (default: results/plan)")
+    pn.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes (0: all cores)")
+    _executor_args(pn)
+    pn.add_argument("--strategy", choices=["grid", "optuna"], default="grid",
+                    help="every candidate (grid), or --trials of them chosen by Optuna's TPE sampler (pip install -e \".[search]\")")
+    pn.add_argument("--trials", type=_positive_int("--trials"), default=40, help="with --strategy optuna: candidates to evaluate")
+    pn.add_argument("--price", action="append", default=[], metavar="GPU=USD", help="a GPU's price per hour, overriding the catalogue's")
+    pn.add_argument("--probe-s", type=float, default=120.0, help="simulated seconds of each capacity probe (default 120)")
+    pn.add_argument("--tolerance", type=float, default=0.05, help="bisection stops when the bracket is this narrow, relative (default 0.05)")
+    pn.add_argument("--check-s", type=float, default=300.0, help="simulated seconds of the check run of the recommended fleet")
+    pn.add_argument("--no-check", action="store_true", help="skip the check run")
+    pn.set_defaults(fn=cmd_plan)
     w.add_argument("--jobs", type=_positive_int("--jobs"), default=0, help="parallel processes (0: all cores)")
     w.set_defaults(fn=cmd_sweep)
 

@@ -24,6 +24,7 @@ from workloads.config import SLOConfig, WorkloadConfig
 class HardwareConfig:
     gpu: Union[str, dict] = F("h100-sxm", "built-in GPU name, a YAML file, or an inline mapping (see catalog.yaml)")
     tensor_parallel_size: int = F(1, "GPUs one replica's weights and heads are split over", vllm="--tensor-parallel-size", ge=1, le=64)
+    price_per_hour: Union[float, None] = F(None, "what one GPU costs per hour, for `servesim plan` (null: the catalogue's price for the GPU)", "USD", gt=0.0)
 
 
 @dataclass(frozen=True)

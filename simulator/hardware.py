@@ -23,6 +23,7 @@ class GPU:
     peak_flops: dict[str, float] = field(hash=False)
     interconnect_bandwidth: float
     host_link_bandwidth: float
+    price_per_hour: float | None = None  # US dollars per GPU-hour (catalogue: with its source and date)
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
@@ -71,7 +72,16 @@ def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
         peak_flops={k: float(v) for k, v in flops.items()},
         interconnect_bandwidth=float(d["interconnect_bandwidth"]),
         host_link_bandwidth=float(d["host_link_bandwidth"]),
+        price_per_hour=_price(d.get("price_per_hour"), where),
     )
+
+
+def _price(v, where: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise ConfigError(f"{where}.price_per_hour must be a number > 0 (US dollars per GPU-hour) (got {v!r})")
+    return float(v)
 
 
 def load_gpu(spec: str | dict) -> GPU:

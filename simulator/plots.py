@@ -147,3 +147,102 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     fig.suptitle(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
+
+
+# ---- capacity plans (servesim plan) ----------------------------------------------------------------
+def _usd(x: float) -> str:
+    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"
+
+
+def _cheapest(rows: list[dict], most: int):
+    """Feasible candidates cheapest first, and those to show: the ``most`` cheapest, or with several
+    values of the first searched field (models, say) the cheapest of each."""
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (r["usd_per_hour"], -r["capacity_rps"] / r["unit_gpus"]))
+    first = next((k for k in (ok[0] if ok else {}) if k.startswith("param:")), None)
+    values = list(dict.fromkeys(str(r[first]) for r in ok)) if first else []
+    if len(values) > 1:
+        each = max(2, most // len(values))
+        return ok, [r for v in values for r in [x for x in ok if str(x[first]) == v][:each]], first, values
+    return ok, ok[:most], first, values
+
+
+def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None:
+    """Left: the cheapest feasible fleets for the target rate, cheapest first, the recommendation
+    marked. Right: every feasible candidate's capacity per unit against its price per unit, with the
+    Pareto front (no other candidate serves more for less)."""
+    ok, shown, first, values = _cheapest(rows, 20)
+    best = rec.get("best") or {}
+    fig, (a, b) = _figure((13.5, max(4.2, 0.3 * len(shown) + 1.6)), 1, 2)
+    gpus = sorted({r["gpu"] for r in ok})
+    color = {g: COLORS[i % len(COLORS)] for i, g in enumerate(gpus)}
+    y = np.arange(len(shown))[::-1]
+    is_best = [all(r.get(k) == v for k, v in best.items() if k.startswith("param:")) for r in shown]
+    a.barh(y, [r["usd_per_hour"] for r in shown], color=[color[r["gpu"]] for r in shown],
+           edgecolor=["black" if m else "none" for m in is_best], linewidth=1.6)
+    for yi, r, m in zip(y, shown, is_best):
+        a.text(r["usd_per_hour"], yi, f"  {_usd(r['usd_per_hour'])}/h, {r['gpus']} GPU{'s' * (r['gpus'] > 1)}"
+               + ("  <- recommended" if m else ""),
+               va="center", fontsize=8, fontweight="bold" if m else "normal")
+    a.set_yticks(y, [label(r) for r in shown], fontsize=8)
+    a.set_xlim(0, 1.45 * max(r["usd_per_hour"] for r in shown))
+    a.set_xlabel("fleet cost for the target rate (US$ per hour)")
+    infeasible = sum(r["status"] == "infeasible" for r in rows)
+    more = f"; {len(ok) - len(shown)} more feasible not shown" if len(ok) > len(shown) else ""
+    if len(values) > 1:
+        more += f"; the cheapest of each {first[6:].split('.')[-1]}"
+    a.set_title(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})",
+                fontsize=10)
+    a.grid(True, axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    a.legend(handles=[Patch(color=color[g], label=g) for g in gpus], fontsize=8, loc="upper right")
+    for g in gpus:
+        sel = [r for r in ok if r["gpu"] == g]
+        b.scatter([r["unit_usd_per_hour"] for r in sel], [r["capacity_rps"] for r in sel], color=color[g], label=g, s=28)
+    pts = sorted(((r["unit_usd_per_hour"], r["capacity_rps"]) for r in ok), key=lambda p: (p[0], -p[1]))
+    front, top = [], -1.0
+    for x, c in pts:
+        if c > top:
+            front.append((x, c))
+            top = c
+    b.plot(*zip(*front), color="black", lw=1, ls="--", label="Pareto front")
+    if best:
+        b.scatter([best["unit_usd_per_hour"]], [best["capacity_rps"]], marker="*", s=260, color="gold",
+                  edgecolor="black", zorder=5, label="recommended")
+    b.set_xlabel("one unit's price (US$ per hour)")
+    b.set_ylabel("requests/s one unit sustains within the targets")
+    b.set_title("Capacity per unit against price", fontsize=10)
+    b.grid(True, alpha=0.3)
+    b.legend(fontsize=8, loc="upper left")
+    _save(fig, path)
+
+
+def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most: int = 8) -> None:
+    """p99 TTFT and p99 TPOT against the probed rate for the cheapest candidates, with the targets."""
+    ok = _cheapest(rows, most)[1]
+    fig, axes = _figure((13.5, 4.6), 1, 2)
+    for (ax, key, target, name) in ((axes[0], "p99_ttft_ms", spec.p99_ttft_ms, "p99 TTFT (ms)"),
+                                    (axes[1], "p99_tpot_ms", spec.p99_tpot_ms, "p99 TPOT (ms)")):
+        for i, r in enumerate(ok):
+            ps = sorted((q for q in r["_probes"] if q.get(key) is not None), key=lambda q: q["rate"])
+            if not ps:
+                continue
+            ax.plot([q["rate"] for q in ps], [q[key] for q in ps], marker="o", ms=3, lw=1.2,
+                    color=COLORS[i % len(COLORS)], label=label(r))
+            ax.axvline(r["capacity_rps"], color=COLORS[i % len(COLORS)], lw=0.6, ls=":")
+        if target is not None:
+            ax.axhline(target, color="black", lw=1, ls="--", label="target")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        plain = FuncFormatter(lambda v, _p: f"{v:g}")
+        ax.xaxis.set_major_formatter(plain)
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("arrival rate of one unit (requests/s, probed)")
+        ax.set_ylabel(name)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_title(f"Latency against load, the {len(ok)} cheapest candidates (dotted: each one's capacity)", fontsize=10)
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _save(fig, path)

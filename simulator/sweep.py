@@ -13,7 +13,6 @@ import itertools
 import json
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +21,7 @@ import yaml
 from simulator import yamlio
 from simulator.config import apply_overrides, load_yaml_text, scenario_from_dict
 from simulator.errors import ConfigError
+from simulator.executor import Progress, cores, run_tasks
 from simulator.metrics import atomic_write_text, write_csv
 
 
@@ -119,12 +119,13 @@ def _cached(out_dir: Path, key: str) -> tuple[dict | None, str]:
     return summary, ""
 
 
-def run_point(data: dict, out: str) -> dict:
+def run_point(task: tuple[dict, str]) -> dict:
     """Run one point (in a worker process), or reuse it when its directory holds a complete result
     of the same key (``point_key``). Never raises: errors come back as {'error': ...}."""
     from simulator.output import write_run
     from simulator.run import simulate
 
+    data, out = task
     out_dir = Path(out)
     key = point_key(data)
     summary, why = _cached(out_dir, key)
@@ -185,7 +186,8 @@ def _point_str(row, knob: str) -> str:
     return ", ".join(f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:"))
 
 
-def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int) -> int:
+def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int,
+              executor: str = "local", address: str | None = None) -> int:
     from simulator.config import DEFAULT_SCENARIO
 
     p = Path(path) if path else DEFAULT_SCENARIO
@@ -210,37 +212,29 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
     dirs = [out / "points" / slug(pt) for pt in points]
     results: list[dict | None] = [None] * len(points)
     t0 = time.perf_counter()
-    n_workers = max(1, min(jobs or _cores(), len(points)))
-    print(f"sweep: {len(points)} points over {', '.join(grid_spec)} on {n_workers} processes -> {out}", flush=True)
+    n_workers = max(1, min(jobs or cores(), len(points)))
+    where = f"on {n_workers} processes" if executor == "local" else f"on Ray ({address or 'a local cluster'})"
+    print(f"sweep: {len(points)} points over {', '.join(grid_spec)} {where} -> {out}", flush=True)
     interrupted = False
-    ex = ProcessPoolExecutor(max_workers=n_workers)
+    bar = Progress(len(points), "sweep")
+    tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
     try:
-        futs = {ex.submit(run_point, d, str(o)): i for i, (d, o) in enumerate(zip(datas, dirs))}
-        pending = set(futs)
-        done_n = 0
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                i = futs[f]
-                try:
-                    results[i] = f.result()
-                except Exception as e:  # the worker process itself died
-                    results[i] = {"error": f"{type(e).__name__}: {e}"}
-                done_n += 1
-                r = results[i]
-                if "error" in r:
-                    state = "FAILED: " + r["error"]
-                elif r.get("cached"):
-                    state = "cached"
-                else:
-                    state = f"{r['wall_time_s']:.1f} s" + (f" (recomputed, {r['recomputed']})" if r.get("recomputed") else "")
-                print(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}", flush=True)
+        for done_n, (i, r) in enumerate(tasks, 1):
+            results[i] = r
+            if "error" in r:
+                state = "FAILED: " + r["error"]
+            elif r.get("cached"):
+                state = "cached"
+            else:
+                state = f"{r['wall_time_s']:.1f} s" + (f" (recomputed, {r['recomputed']})" if r.get("recomputed") else "")
+            bar.line(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}")
+            bar.done("error" in r)
     except KeyboardInterrupt:
         interrupted = True
+        tasks.close()
         print("interrupted: keeping the finished points; run the same command again to resume", file=sys.stderr)
-        ex.shutdown(wait=False, cancel_futures=True)
-    else:
-        ex.shutdown()
+    finally:
+        bar.close()
 
     if interrupted:  # points finished by an earlier run and not reached by this one are kept too
         for i, r in enumerate(results):
@@ -309,9 +303,3 @@ def redraw_sweep(out: Path) -> list[Path]:
     knobs = [c[len("param:"):] for c in df.columns if c.startswith("param:")]
     rec = json.loads((out / "recommendation.json").read_text())
     return [f for f in write_sweep_outputs(out, df, knobs, rec) if f.suffix == ".png"]
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
