@@ -322,7 +322,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     return run_plan(args.scenario, args.rate, args.slo, args.search, args.set, Path(args.out), args.jobs,
                     args.executor, args.address, args.strategy, args.trials, args.price, args.probe_s,
-                    args.tolerance, args.check_s, not args.no_check)
+                    args.tolerance, args.check_s, not args.no_check, args.search_seed)
 
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
@@ -400,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     pn.add_argument("--strategy", choices=["grid", "optuna"], default="grid",
                     help="every candidate (grid), or --trials of them chosen by Optuna's TPE sampler (pip install -e \".[search]\")")
     pn.add_argument("--trials", type=_positive_int("--trials"), default=40, help="with --strategy optuna: candidates to evaluate")
+    pn.add_argument("--search-seed", type=int, default=0, help="with --strategy optuna: the sampler's seed")
     pn.add_argument("--price", action="append", default=[], metavar="GPU=USD", help="a GPU's price per hour, overriding the catalogue's")
     pn.add_argument("--probe-s", type=float, default=120.0, help="simulated seconds of each capacity probe (default 120)")
     pn.add_argument("--tolerance", type=float, default=0.05, help="bisection stops when the bracket is this narrow, relative (default 0.05)")

@@ -72,6 +72,11 @@ class Efficiency:
     # GPUs at 256 MiB (NCCL in a CUDA graph, data/profiles/allreduce/h200-x2.csv, whose 16 KiB
     # all-reduce takes 13 us; vLLM's own all-reduce for small messages is faster, hence 10 us above).
     allreduce_bandwidth: float = 0.67
+    # An all-reduce's latency grows with the GPUs it joins (a ring has one more hop each): per GPU
+    # beyond two, from NCCL in a CUDA graph on one 4-GPU NVLink-4 host (data/profiles/allreduce/
+    # h200-x4.csv and h200-x2_4gpu-host.csv): 16-256 KiB take 10.9-13.9 us on 2 GPUs and
+    # 16.4-18.8 us on 4, (16.5 - 11.0) / 2 = 2.75 us a GPU.
+    allreduce_hop_s: float = 2.75e-6
     # The engine core's CPU work per step (scheduler, input preparation, output bookkeeping).
     cpu_step_s: float = 0.0
     cpu_per_seq_s: float = 0.0
@@ -340,7 +345,7 @@ class CostModel:
             "allreduce_count": 2 * L if tp > 1 else 0,
             "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
             "interconnect_bw": gpu.interconnect_bandwidth * e.allreduce_bandwidth,
-            "allreduce_latency_s": e.allreduce_latency_s,
+            "allreduce_latency_s": e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0),
             "host_bw": gpu.host_link_bandwidth,
             "graph_max": x.max_capture_size,
             "graph_by16": x.capture_by16_from,

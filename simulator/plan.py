@@ -190,9 +190,12 @@ def evaluate(task: tuple[dict, dict, str]) -> dict:
         pass
     t0 = time.perf_counter()
     try:
-        gpus, price, keys = unit_of(data, spec)
-        cap, probes = capacity(data, spec)
+        gpus, price, keys = unit_of(data, spec)  # an invalid candidate (a bad value, no price) fails here
     except ConfigError as e:
+        return {"status": "failed", "error": str(e)}
+    try:
+        cap, probes = capacity(data, spec)
+    except ConfigError as e:  # it cannot run at all: the model does not fit, TP does not divide the heads, ...
         return {"status": "infeasible", "error": str(e)}
     except Exception as e:  # a broken candidate must not stop the plan; report it in full
         return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
@@ -243,7 +246,7 @@ def _candidate(base: dict, point: dict) -> dict:
 def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], overrides: list[str], out: Path,
              jobs: int = 0, executor: str = "local", address: str | None = None, strategy: str = "grid",
              trials: int = 40, prices: list[str] | None = None, probe_s: float = 120.0, tolerance: float = 0.05,
-             check_s: float = 300.0, check: bool = True) -> int:
+             check_s: float = 300.0, check: bool = True, seed: int = 0) -> int:
     base = _base(path, overrides)
     targets = parse_slo(slo)
     if not targets and base.get("slo"):
@@ -276,7 +279,7 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
         if strategy == "grid":
             _evaluate_all(points, list(range(len(points))), task, results, jobs, executor, address)
         else:
-            _optuna(points, space, task, results, jobs, executor, address, trials, int(base.get("run", {}).get("seed", 0)))
+            _optuna(points, space, task, results, jobs, executor, address, trials, seed)
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: keeping the finished candidates; run the same command again to resume", file=sys.stderr)

@@ -769,7 +769,80 @@ class _FirstLayers:
         return False
 
 
-class PiecewiseForward:
+def _step_pieces(torch, model: Model, compiled: bool):
+    """The pieces of one step of ``model`` as :class:`PiecewiseForward` cuts it, as plain functions
+    (``rms``, ``pre``, ``mlp``, ``final``), shared with :class:`TPForward` (which runs them on one
+    rank's shard): ``pre`` = add + RMSNorm, QKV projection, q/k norm, rotary; ``mlp`` = add +
+    RMSNorm, gate/up projection, SiLU * up, down projection; ``final`` = add, norm, LM head.
+    Compiled pieces write RMSNorm as vLLM's ``forward_native`` (so that Inductor fuses it);
+    uncompiled ones use ``Model.rms_norm``."""
+    a = model.arch
+    F = torch.nn.functional
+    H, hd, hkv = a.heads, a.head_dim, a.kv_heads
+    qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
+
+    if compiled:
+        def rms(x, w):
+            xf = x.float()
+            xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+            return xf.to(x.dtype) * w
+    else:
+        rms = model.rms_norm
+
+    def rope(x, cos, sin):  # x [N, heads, hd]; cos, sin [N, hd] (sin sign-folded)
+        rot = torch.cat((x[..., half:], x[..., :half]), dim=-1)
+        return x * cos[:, None, :] + rot * sin[:, None, :]
+
+    def pre(x, delta, ln, wqkv, qn, kn, cos_t, sin_t, positions):
+        x = x + delta
+        h = rms(x, ln)
+        qkv = F.linear(h, wqkv)
+        n = qkv.shape[0]
+        q = qkv[:, :qd].view(n, H, hd)
+        k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
+        v = qkv[:, qd + kvd:].view(n, hkv, hd)
+        if qk_norm:
+            q = rms(q, qn)
+            k = rms(k, kn)
+        cos = cos_t[positions]
+        sin = sin_t[positions]
+        return x, rope(q, cos, sin), rope(k, cos, sin), v
+
+    def mlp(x, y, ln2, wgu, wd):
+        x = x + y
+        h = rms(x, ln2)
+        gu = F.linear(h, wgu)
+        g, u = gu.chunk(2, dim=-1)
+        return x, F.linear(F.silu(g) * u, wd)
+
+    def final(x, d, fnorm, lm_head):
+        return F.linear(rms(x + d, fnorm), lm_head)
+
+    return rms, pre, mlp, final
+
+
+class _Pieces:
+    """A step cut into pieces: compiled once each with ``torch.compile`` (full graph) when asked,
+    with the token axis of their inputs marked dynamic (``maybe_mark_dynamic``)."""
+
+    def _compile(self, torch, compiled: bool, **pieces) -> None:
+        for name, fn in pieces.items():
+            setattr(self, name, torch.compile(fn, fullgraph=True) if compiled else fn)
+        if compiled:
+            dyn = torch._dynamo
+            self._mark_fn = getattr(dyn, "maybe_mark_dynamic", None) or dyn.mark_dynamic
+        else:
+            self._mark_fn = None
+
+    def _mark(self, *ts):
+        if self._mark_fn is None:
+            return
+        for t in ts:
+            if t.shape[0] >= 2:
+                self._mark_fn(t, 0)
+
+
+class PiecewiseForward(_Pieces):
     """The step of :class:`Model` laid out as vLLM runs it: tokens flattened to one axis of
     ``N = batch * new_tokens``, positions as a tensor (rotary tables gathered per token), the
     residual add of the previous block fused with the next RMSNorm, and the model cut at attention
@@ -787,65 +860,13 @@ class PiecewiseForward:
         self.torch = torch
         self.model = model
         self.compiled = compiled
-        a = model.arch
         F = torch.nn.functional
-        H, hd = a.heads, a.head_dim
-        hkv = a.kv_heads
-        qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
+        _rms, pre, mlp, final = _step_pieces(torch, model, compiled)
 
-        if compiled:
-            def rms(x, w):
-                xf = x.float()
-                xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-                return xf.to(x.dtype) * w
-        else:
-            rms = model.rms_norm
+        def post(o, x, wo, ln2, wgu, wd):  # the output projection inside the piece
+            return mlp(x, F.linear(o, wo), ln2, wgu, wd)
 
-        def rope(x, cos, sin):  # x [N, heads, hd]; cos, sin [N, hd] (sin sign-folded)
-            rot = torch.cat((x[..., half:], x[..., :half]), dim=-1)
-            return x * cos[:, None, :] + rot * sin[:, None, :]
-
-        def pre(x, delta, ln, wqkv, qn, kn, cos_t, sin_t, positions):
-            x = x + delta
-            h = rms(x, ln)
-            qkv = F.linear(h, wqkv)
-            n = qkv.shape[0]
-            q = qkv[:, :qd].view(n, H, hd)
-            k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
-            v = qkv[:, qd + kvd:].view(n, hkv, hd)
-            if qk_norm:
-                q = rms(q, qn)
-                k = rms(k, kn)
-            cos = cos_t[positions]
-            sin = sin_t[positions]
-            return x, rope(q, cos, sin), rope(k, cos, sin), v
-
-        def post(o, x, wo, ln2, wgu, wd):
-            x = x + F.linear(o, wo)
-            h = rms(x, ln2)
-            gu = F.linear(h, wgu)
-            g, u = gu.chunk(2, dim=-1)
-            return x, F.linear(F.silu(g) * u, wd)
-
-        def final(x, d, fnorm, lm_head):
-            return F.linear(rms(x + d, fnorm), lm_head)
-
-        if compiled:
-            self.pre = torch.compile(pre, fullgraph=True)
-            self.post = torch.compile(post, fullgraph=True)
-            self.final = torch.compile(final, fullgraph=True)
-            dyn = torch._dynamo
-            self._mark_fn = getattr(dyn, "maybe_mark_dynamic", None) or dyn.mark_dynamic
-        else:
-            self.pre, self.post, self.final = pre, post, final
-            self._mark_fn = None
-
-    def _mark(self, *ts):
-        if self._mark_fn is None:
-            return
-        for t in ts:
-            if t.shape[0] >= 2:
-                self._mark_fn(t, 0)
+        self._compile(torch, compiled, pre=pre, post=post, final=final)
 
     def forward(self, tokens, cache, context: int, positions):
         """tokens [B, T]; cache from ``Model.new_cache(B, context + T)``; positions [B * T]."""
@@ -1835,7 +1856,7 @@ def tp_shard_weights(torch, full: Model, arch: Arch, rank: int, tp: int):
     return layers, full.final_norm.clone(), full.lm_head[rank * vl: (rank + 1) * vl].contiguous()
 
 
-class TPForward:
+class TPForward(_Pieces):
     """One rank's step of a ``tp``-way tensor-parallel model, laid out as :class:`PiecewiseForward`
     (tokens on one axis, residual add fused into the next RMSNorm, pieces compiled once by
     ``torch.compile`` with a dynamic token axis when ``compiled``) plus the collectives of the
@@ -1856,65 +1877,9 @@ class TPForward:
     def __init__(self, torch, dist, model: Model, rank: int, tp: int, compiled: bool):
         self.torch, self.dist = torch, dist
         self.model, self.rank, self.tp, self.compiled = model, rank, tp, compiled
-        a = model.arch
-        F = torch.nn.functional
-        H, hd, hkv = a.heads, a.head_dim, a.kv_heads
-        qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
-        self.vocab_start = rank * a.vocab
-
-        if compiled:
-            def rms(x, w):
-                xf = x.float()
-                xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-                return xf.to(x.dtype) * w
-        else:
-            rms = model.rms_norm
-
-        def rope(x, cos, sin):
-            rot = torch.cat((x[..., half:], x[..., :half]), dim=-1)
-            return x * cos[:, None, :] + rot * sin[:, None, :]
-
-        def pre(x, delta, ln, wqkv, qn, kn, cos_t, sin_t, positions):
-            x = x + delta
-            h = rms(x, ln)
-            qkv = F.linear(h, wqkv)
-            n = qkv.shape[0]
-            q = qkv[:, :qd].view(n, H, hd)
-            k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
-            v = qkv[:, qd + kvd:].view(n, hkv, hd)
-            if qk_norm:
-                q = rms(q, qn)
-                k = rms(k, kn)
-            cos = cos_t[positions]
-            sin = sin_t[positions]
-            return x, rope(q, cos, sin), rope(k, cos, sin), v
-
-        def mlp(x, y, ln2, wgu, wd):
-            x = x + y
-            h = rms(x, ln2)
-            gu = F.linear(h, wgu)
-            g, u = gu.chunk(2, dim=-1)
-            return x, F.linear(F.silu(g) * u, wd)
-
-        def final(x, d, fnorm, lm_head):
-            return F.linear(rms(x + d, fnorm), lm_head)
-
-        if compiled:
-            self.pre = torch.compile(pre, fullgraph=True)
-            self.mlp = torch.compile(mlp, fullgraph=True)
-            self.final = torch.compile(final, fullgraph=True)
-            dyn = torch._dynamo
-            self._mark_fn = getattr(dyn, "maybe_mark_dynamic", None) or dyn.mark_dynamic
-        else:
-            self.pre, self.mlp, self.final = pre, mlp, final
-            self._mark_fn = None
-
-    def _mark(self, *ts):
-        if self._mark_fn is None:
-            return
-        for t in ts:
-            if t.shape[0] >= 2:
-                self._mark_fn(t, 0)
+        self.vocab_start = rank * model.arch.vocab
+        _rms, pre, mlp, final = _step_pieces(torch, model, compiled)
+        self._compile(torch, compiled, pre=pre, mlp=mlp, final=final)
 
     def _all_reduce(self, t):
         if self.tp > 1:

@@ -336,6 +336,10 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
         engine.progress = RunProgress(sc.name, until, engine.expected)
     # Everything alive now (imported libraries, the engine's state) lives through the run: keep
     # the cyclic garbage collector from re-scanning it at every full collection the run triggers.
+    # First collect what earlier runs in this process left (a sweep or plan worker runs many):
+    # unfrozen, their cycles sit in the oldest generation, which is seldom collected, and a
+    # worker's memory would grow by megabytes a run.
+    gc.collect()
     gc.freeze()
     try:
         if engine.expected is not None:

@@ -25,5 +25,5 @@ def test_readme_quick_start_commands_are_the_ci_commands():
     """The README's test command is what .ci/run runs."""
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'pip install -e ".[test]"' in readme and 'pip install -q -e ".[test]"' in ci
+    assert 'pip install -e ".[test,ray,search]"' in readme and 'pip install -q -e ".[test,ray,search]"' in ci
     assert "python -m pytest" in readme and "python -m pytest" in ci

@@ -1,12 +1,12 @@
 """How well simulator/cost.py predicts the measured tensor-parallel steps in this folder.
 
-Run from the repository root: ``python data/profiles/tp/evaluate_tp.py [--json OUT.json]``.
+Run from the repository root: ``python data/profiles/tp/evaluate_tp.py [--tp 2|4] [--json OUT.json]``.
 
-For every row of ``*_tp2.csv`` (``profiler --mode tp``): the step the cost model prices for that model
-with the measured layer count, on that GPU at ``tp=2``, with the GPU's built-in calibration and the
+For every row of ``*_tp{N}.csv`` (``profiler --mode tp``, N = ``--tp``, default 2): the step the cost
+model prices for that model with the measured layer count, on that GPU at ``tp=N``, with the GPU's built-in calibration and the
 default execution (every shape graphed, nothing padded, no CPU time, as the profiler measures):
 
-    CostModel(replace(load_model(model), num_layers=layers), load_gpu(gpu), tp=2,
+    CostModel(replace(load_model(model), num_layers=layers), load_gpu(gpu), tp=N,
               calibrate.builtin(gpu), execution=Execution()).step_time(decode_work(batch, context, new_tokens))
 
 It prints the mean absolute percentage error (overall, decode, prefill, per model), the share of the
@@ -73,7 +73,7 @@ def split_halves(df: pd.DataFrame) -> np.ndarray:
     """True for the fit half: every other point by batch (prefills: by new tokens) within each model
     and phase/context, starting with the first."""
     fit = np.zeros(len(df), bool)
-    for _, g in df.groupby(["model", "phase", "context"]):
+    for _, g in df.groupby(["gpu", "model", "phase", "context"]):
         order = g.sort_values(["batch", "new_tokens"]).index.to_numpy()
         fit[order[::2]] = True
     return fit
@@ -105,9 +105,10 @@ def summary(df: pd.DataFrame, pred: np.ndarray) -> dict:
         m = (df["phase"] == ph).to_numpy()
         if m.any():
             s[ph] = (float(e[m].mean()), float(e[m].max()), int(m.sum()))
-    for name in sorted(df["model"].unique()):
-        m = (df["model"] == name).to_numpy()
-        s[name] = (float(e[m].mean()), float(e[m].max()), int(m.sum()))
+    for col in ("gpu", "model"):
+        for name in sorted(df[col].unique()):
+            m = (df[col] == name).to_numpy()
+            s[name] = (float(e[m].mean()), float(e[m].max()), int(m.sum()))
     return s
 
 
@@ -117,6 +118,7 @@ def fmt(s: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tp", type=int, default=2, help="the tensor-parallel degree whose files to score")
     ap.add_argument("--json", help="write the numbers here too")
     args = ap.parse_args()
 
@@ -124,12 +126,12 @@ def main() -> int:
         return calibrate.builtin(gpu) or Efficiency()
 
     res: dict = {}
-    df = load("*_tp2.csv")
+    df = load(f"*_tp{args.tp}.csv")
     pred0, share0 = predict(df, builtin)
     df["pred_builtin_ms"] = pred0
     df["allreduce_share"] = share0
     res["builtin"] = summary(df, pred0)
-    print("TP2, built-in calibration:", fmt(res["builtin"]))
+    print(f"TP{args.tp}, built-in calibration:", fmt(res["builtin"]))
     for ph in ("decode", "prefill"):
         m = (df["phase"] == ph).to_numpy()
         print(f"  predicted all-reduce share, {ph}: {share0[m].min():.1%} .. {share0[m].max():.1%} "
