@@ -41,7 +41,7 @@ from simulator.config import apply_overrides, load_yaml_text, resolve_paths, sce
 from simulator.errors import ConfigError
 from simulator.executor import Progress, run_tasks
 from simulator.metrics import atomic_write_text, write_csv, write_json
-from simulator.sweep import grid, parse_param, point_key, slug
+from simulator.sweep import check_fields, grid, parse_param, point_key, slug
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
 LOWEST = 1.0 / 64  # the lowest rate probed before a candidate is called infeasible (requests/s)
@@ -258,6 +258,7 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
     for text in search:
         k, vals = parse_param(text)
         space[k] = vals
+    check_fields(base, space, "--search")
     points = grid(space) if space else [{}]
     if strategy not in ("grid", "optuna"):
         raise ConfigError(f"plan: --strategy must be grid or optuna (got {strategy!r})")
@@ -403,6 +404,10 @@ def recommend(rows: list[dict], spec: PlanSpec, first: str | None = None) -> dic
     field is named, the cheapest for each of its values (e.g. per model)."""
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
+        failed = [r for r in rows if r["status"] == "failed"]
+        if failed and not any(r["status"] == "infeasible" for r in rows):
+            return {"best": None, "text": f"nothing to recommend: every candidate evaluated failed (the first: "
+                                          f"{_label(failed[0])}: {failed[0].get('error')})"}
         return {"best": None, "text": "no candidate meets the targets at any rate: nothing to recommend"}
     ok.sort(key=lambda r: (r["usd_per_hour"], -r["capacity_rps"] / r["unit_gpus"]))
     best = ok[0]

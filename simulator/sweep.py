@@ -41,6 +41,17 @@ def grid(params: dict[str, list]) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(params[k] for k in keys))]
 
 
+def check_fields(base: dict, space: dict[str, list], flag: str) -> None:
+    """Every varied field must be one the scenario has: otherwise every point would fail alike, so
+    say it once, before any work."""
+    for k, vals in space.items():
+        try:
+            scenario_from_dict(apply_overrides(base, [f"{k}={json.dumps(vals[0])}"]))
+        except ConfigError as e:
+            if "unknown key" in str(e):
+                raise ConfigError(f"{flag} {k}: {e}") from None
+
+
 def slug(point: dict) -> str:
     parts = []
     for k, v in point.items():
@@ -206,6 +217,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
         raise ConfigError("sweep: nothing to sweep; give --param field=v1,v2,... or a sweep: block in the scenario")
     base_clean = {k: v for k, v in base.items() if k != "sweep"}
     scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
+    check_fields(base_clean, grid_spec, "--param")
     points = grid(grid_spec)
     out.mkdir(parents=True, exist_ok=True)
     datas = [_point_data(base_clean, pt) for pt in points]

@@ -126,6 +126,16 @@ def test_bad_plan_inputs_are_one_line_errors(tmp_path):
         P.PlanSpec(rate=0)
     with pytest.raises(ConfigError, match="--price must look like GPU=USD_PER_HOUR"):
         P.parse_prices(["h100"])
+    # A field the scenario does not have is said once, before any work (plan and sweep alike).
+    args = plan_args(tmp_path, tmp_path / "p")
+    args["search"] = ["engine.max_num_seq=64,128"]
+    with pytest.raises(ConfigError, match=r"--search engine.max_num_seq: .*did you mean 'max_num_seqs'"):
+        P.run_plan(**args)
+    from simulator.sweep import run_sweep
+
+    with pytest.raises(ConfigError, match=r"--param engine.max_num_seq: .*did you mean 'max_num_seqs'"):
+        run_sweep(args["path"], ["engine.max_num_seq=64,128"], [], tmp_path / "s", 1)
+    assert not (tmp_path / "p" / "plan.csv").exists() and not (tmp_path / "s" / "sweep.csv").exists()
 
 
 def test_the_same_plan_on_a_local_ray_cluster_is_identical(tmp_path):
