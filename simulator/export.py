@@ -75,7 +75,9 @@ def _histogram(times: np.ndarray, values: np.ndarray, buckets: list[float], at: 
 
 
 def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAULT_START_EPOCH) -> bytes:
-    """The run as OpenMetrics text with vLLM's metric names (see the module docstring)."""
+    """The run as OpenMetrics text with vLLM's metric names (see the module docstring). A fleet's
+    replicas are engines of their own, each with its series (label ``engine``: the replica's index),
+    as every vLLM server of the fleet would report them."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.openmetrics import exposition
 
@@ -85,72 +87,85 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
         at = np.append(at, end)
     stamps = start_epoch + at
     labels = ["model_name", "engine"]
-    lv = [result.model.name, "0"]
-    s = _step_series(result)
-    c = result.reqs.columns()
-    fin = c["status"] == FINISHED
-    families = []
+    if hasattr(result.engine, "replicas"):
+        from simulator.cluster import replica_results
 
-    def gauge(name: str, doc: str, values: np.ndarray) -> None:
-        g = GaugeMetricFamily(name, doc, labels=labels)
-        for ts, v in zip(stamps.tolist(), values.tolist()):
-            g.add_metric(lv, v, timestamp=ts)
-        families.append(g)
+        engines = [(str(r.index), rr) for r, rr in zip(result.engine.replicas, replica_results(result))]
+    else:
+        engines = [("0", result)]
+    families: dict[str, object] = {}
 
-    def counter(name: str, doc: str, values: np.ndarray, extra: dict | None = None) -> None:
-        names = labels + list(extra or {})
-        m = CounterMetricFamily(name, doc, labels=names)
-        for ts, v in zip(stamps.tolist(), values.tolist()):
-            m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
-        families.append(m)
+    def family(kind, name: str, doc: str, names: list[str]):
+        if name not in families:
+            families[name] = kind(name, doc, labels=names)
+        return families[name]
 
-    def histogram(name: str, doc: str, times, values, buckets, weights=None) -> None:
-        cum, _, sums = _histogram(np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, at, weights)
-        h = HistogramMetricFamily(name, doc, labels=labels)
-        bounds = [*(str(float(x)) for x in buckets), "+Inf"]
-        for i, ts in enumerate(stamps.tolist()):
-            h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
-        families.append(h)
+    for engine, res in engines:
+        lv = [res.model.name, engine]
+        s = _step_series(res)
+        c = res.reqs.columns()
+        fin = c["status"] == FINISHED
 
-    gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-          _last_before(s["start"], s["num_running"], at))
-    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-          _last_before(s["start"], s["num_waiting"], at))
-    gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", _last_before(s["start"], s["num_swapped"], at))
-    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-          _last_before(s["start"], s["kv_usage"], at))
-    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-            _cumulative(s["start"], s["num_preemptions"], at))
-    counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-            _cumulative(c["first_token"][np.isfinite(c["first_token"])], c["prompt_len"][np.isfinite(c["first_token"])], at))
-    counter("vllm:generation_tokens", "Number of generation tokens processed.",
-            _cumulative(s["end"], s["num_generated"], at))
-    counter("vllm:request_success", "Count of successfully processed requests.",
-            _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
-    first = np.isfinite(c["first_token"])
-    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-              c["first_token"][first], (c["first_token"] - c["arrival"])[first], TTFT_BUCKETS)
-    if "num_steps" in s:  # time bins: a bin's mean step time
-        gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
-    else:  # the time since the previous step ended
-        gap = np.diff(s["end"], prepend=s["start"][:1])
-    histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s["end"], gap,
-              ITL_BUCKETS, weights=s["decode_tokens"])
-    multi = fin & (c["num_out"] > 1)
-    histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
-              c["finish"][multi], ((c["finish"] - c["first_token"]) / np.maximum(c["num_out"] - 1, 1))[multi], ITL_BUCKETS)
-    for name, doc, values in [
-        ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c["finish"] - c["arrival"]),
-        ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-         c["first_scheduled"] - c["arrival"]),
-        ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-         c["finish"] - c["first_scheduled"]),
-        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-         c["first_token"] - c["first_scheduled"]),
-        ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-         c["finish"] - c["first_token"]),
-    ]:
-        histogram(name, doc, c["finish"][fin], values[fin], LATENCY_BUCKETS)
+        def gauge(name: str, doc: str, values: np.ndarray, lv=lv) -> None:
+            g = family(GaugeMetricFamily, name, doc, labels)
+            for ts, v in zip(stamps.tolist(), values.tolist()):
+                g.add_metric(lv, v, timestamp=ts)
+
+        def counter(name: str, doc: str, values: np.ndarray, extra: dict | None = None, lv=lv) -> None:
+            m = family(CounterMetricFamily, name, doc, labels + list(extra or {}))
+            for ts, v in zip(stamps.tolist(), values.tolist()):
+                m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
+
+        def histogram(name: str, doc: str, times, values, buckets, weights=None, lv=lv) -> None:
+            cum, _, sums = _histogram(np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, at,
+                                      weights)
+            h = family(HistogramMetricFamily, name, doc, labels)
+            bounds = [*(str(float(x)) for x in buckets), "+Inf"]
+            for i, ts in enumerate(stamps.tolist()):
+                h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
+
+        gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+              _last_before(s["start"], s["num_running"], at))
+        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+              _last_before(s["start"], s["num_waiting"], at))
+        gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.",
+              _last_before(s["start"], s["num_swapped"], at))
+        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+              _last_before(s["start"], s["kv_usage"], at))
+        counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                _cumulative(s["start"], s["num_preemptions"], at))
+        first = np.isfinite(c["first_token"])
+        counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
+                _cumulative(c["first_token"][first], c["prompt_len"][first], at))
+        counter("vllm:generation_tokens", "Number of generation tokens processed.",
+                _cumulative(s["end"], s["num_generated"], at))
+        counter("vllm:request_success", "Count of successfully processed requests.",
+                _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
+        histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                  c["first_token"][first], (c["first_token"] - c["arrival"])[first], TTFT_BUCKETS)
+        if "num_steps" in s:  # time bins: a bin's mean step time
+            gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
+        else:  # the time since the previous step ended
+            gap = np.diff(s["end"], prepend=s["start"][:1])
+        histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s["end"], gap,
+                  ITL_BUCKETS, weights=s["decode_tokens"])
+        multi = fin & (c["num_out"] > 1)
+        histogram("vllm:request_time_per_output_token_seconds",
+                  "Histogram of time_per_output_token_seconds per request.", c["finish"][multi],
+                  ((c["finish"] - c["first_token"]) / np.maximum(c["num_out"] - 1, 1))[multi], ITL_BUCKETS)
+        for name, doc, values in [
+            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c["finish"] - c["arrival"]),
+            ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+             c["first_scheduled"] - c["arrival"]),
+            ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+             c["finish"] - c["first_scheduled"]),
+            ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+             c["first_token"] - c["first_scheduled"]),
+            ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+             c["finish"] - c["first_token"]),
+        ]:
+            histogram(name, doc, c["finish"][fin], values[fin], LATENCY_BUCKETS)
+    families = list(families.values())
 
     class _Run:
         def collect(self):

@@ -229,3 +229,23 @@ def test_fleets_are_identical_on_the_reference_and_the_compiled_step(over):
     b = run(*common, "run.kernel=compiled").reqs.columns()
     for c in a:
         np.testing.assert_array_equal(a[c], b[c], err_msg=c)
+
+
+def test_openmetrics_of_a_fleet_has_each_replicas_own_series():
+    """Every replica is an engine of its own in the exported metrics (label engine), its gauge the
+    value of its own step log at each scrape, as a fleet of vLLM servers reports them."""
+    from simulator.export import _last_before, openmetrics_text
+
+    res = run("workload.arrival={type: poisson, rate: 30}", *CHAT, "run.duration_s=20", "cluster.replicas=3")
+    text = openmetrics_text(res, interval_s=1.0).decode()
+    series: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:num_requests_running{"):
+            engine = line.split('engine="')[1].split('"')[0]
+            series.setdefault(engine, []).append(float(line.split()[1]))
+    assert sorted(series) == ["0", "1", "2"]
+    at = np.arange(1, 21, dtype=float)
+    for r in res.engine.replicas:
+        cols = r.engine.log.columns()
+        expect = _last_before(np.asarray(cols["start"], float), cols["num_running"], at)
+        np.testing.assert_array_equal(series[str(r.index)][:20], expect)
