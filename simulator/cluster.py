@@ -207,9 +207,6 @@ class Cluster:
             r.engine.finish_run()
         self._merged.cache = None  # the records are final now: merge them once, when first asked
 
-    def trace_events(self) -> np.ndarray:
-        raise ConfigError("--trace: Perfetto traces are written for one replica; a cluster run has several")
-
     # ---- merged views for the metrics ------------------------------------------------------------
     @property
     def reject_reasons(self) -> dict[int, str]:

@@ -184,37 +184,63 @@ def write_openmetrics(result, path: Path, interval_s: float = 1.0, start_epoch: 
 
 # ---- Perfetto / Chrome trace events -------------------------------------------------------------------
 
-_PID_ENGINE, _PID_REQUESTS = 1, 2
-
-
 def trace_events(result) -> list[dict]:
     """The run as Chrome trace events (timestamps in microseconds of simulated time). Needs the
-    request events of ``simulate(..., trace=1)``."""
+    request events of ``simulate(..., trace=1)``. A fleet's replicas are a pair of processes each
+    (the engine's steps, its requests), and disaggregated requests' KV transfers a process of
+    their own."""
+    if not hasattr(result.engine, "replicas"):
+        return _engine_events(result, 1, f"engine ({result.model.name})", "")
+    from simulator.cluster import replica_results
+
+    out: list[dict] = []
+    for r, rr in zip(result.engine.replicas, replica_results(result)):
+        out += _engine_events(rr, 2 * r.index + 1, r.label, f"{r.index}:")
+    cols = result.reqs.columns()
+    if "transfer_start" in cols:
+        pid = 2 * len(result.engine.replicas) + 1
+        out.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": "KV transfers"}})
+        moved = np.flatnonzero(np.isfinite(cols["transfer_start"]) & np.isfinite(cols["transfer_end"]))
+        for gid in moved.tolist():
+            t0, t1 = float(cols["transfer_start"][gid]), float(cols["transfer_end"][gid])
+            args = {"request": gid, "from": int(cols["prefill_replica"][gid]), "to": int(cols["decode_replica"][gid]),
+                    "prompt_tokens": int(cols["prompt_len"][gid])}
+            out.append({"ph": "b", "cat": "transfer", "id": f"t{gid}", "pid": pid, "name": "KV transfer",
+                        "ts": t0 * 1e6, "args": args})
+            out.append({"ph": "e", "cat": "transfer", "id": f"t{gid}", "pid": pid, "name": "KV transfer", "ts": t1 * 1e6})
+    return out
+
+
+def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
+    """One engine's steps (process ``pid``) and requests (process ``pid + 1``); request span ids
+    are prefixed with ``ids`` (a replica's, in a fleet)."""
     us = 1e6
+    req_pid = pid + 1
     out: list[dict] = [
-        {"ph": "M", "pid": _PID_ENGINE, "name": "process_name", "args": {"name": f"engine ({result.model.name})"}},
-        {"ph": "M", "pid": _PID_ENGINE, "tid": 1, "name": "thread_name", "args": {"name": "steps"}},
-        {"ph": "M", "pid": _PID_REQUESTS, "name": "process_name", "args": {"name": "requests"}},
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
+        {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "steps"}},
+        {"ph": "M", "pid": req_pid, "name": "process_name", "args": {"name": f"requests of {name}" if ids else "requests"}},
     ]
     log = result.engine.log.columns()
     binned = "num_steps" in log
     for k in range(len(log["start"])):
         args = {c: int(log[c][k]) for c in ("num_running", "num_waiting", "num_swapped", "num_seqs", "prefill_tokens",
                                            "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated")}
-        out.append({"ph": "X", "pid": _PID_ENGINE, "tid": 1, "name": "time bin" if binned else "step",
+        out.append({"ph": "X", "pid": pid, "tid": 1, "name": "time bin" if binned else "step",
                     "ts": float(log["start"][k]) * us, "dur": float(log["duration"][k]) * us, "args": args})
-        out.append({"ph": "C", "pid": _PID_ENGINE, "name": "kv_cache_usage", "ts": float(log["start"][k]) * us,
+        out.append({"ph": "C", "pid": pid, "name": "kv_cache_usage", "ts": float(log["start"][k]) * us,
                     "args": {"percent": round(float(log["kv_usage"][k]) * 100, 4)}})
-        out.append({"ph": "C", "pid": _PID_ENGINE, "name": "queues", "ts": float(log["start"][k]) * us,
+        out.append({"ph": "C", "pid": pid, "name": "queues", "ts": float(log["start"][k]) * us,
                     "args": {"running": int(log["num_running"][k]), "waiting": int(log["num_waiting"][k])}})
     c = result.reqs.columns()
     phase: dict[int, tuple[str, float]] = {}  # request -> its open span (name, start)
 
     def close(rid: int, t: float) -> None:
         name, t0 = phase.pop(rid)
-        out.append({"ph": "b", "cat": "request", "id": rid, "pid": _PID_REQUESTS, "name": name, "ts": t0 * us,
+        sid = f"{ids}{rid}" if ids else rid
+        out.append({"ph": "b", "cat": "request", "id": sid, "pid": req_pid, "name": name, "ts": t0 * us,
                     "args": {"request": rid}})
-        out.append({"ph": "e", "cat": "request", "id": rid, "pid": _PID_REQUESTS, "name": name, "ts": t * us})
+        out.append({"ph": "e", "cat": "request", "id": sid, "pid": req_pid, "name": name, "ts": t * us})
 
     def open_(rid: int, name: str, t: float) -> None:
         if rid in phase:
@@ -248,7 +274,7 @@ def trace_events(result) -> list[dict]:
     end = result.end_time
     for rid in range(len(c["arrival"])):
         if c["status"][rid] == REJECTED:
-            out.append({"ph": "i", "s": "p", "pid": _PID_REQUESTS, "name": f"rejected {rid}",
+            out.append({"ph": "i", "s": "p", "pid": req_pid, "name": f"rejected {rid}",
                         "ts": float(c["arrival"][rid]) * us})
         elif rid not in queued:  # never admitted
             phase[rid] = ("queued", float(c["arrival"][rid]))

@@ -10,7 +10,6 @@ import pytest
 
 from simulator.cluster import transfer_s
 from simulator.config import blank_scenario
-from simulator.errors import ConfigError
 from simulator.metrics import summarize
 from simulator.rules import FINISHED, REJECTED
 from simulator.run import simulate
@@ -210,9 +209,30 @@ def test_cluster_runs_are_byte_identical(tmp_path):
     assert s["num_replicas"] == 3 and len(s["replicas"]) == 3
 
 
-def test_perfetto_trace_of_a_cluster_is_refused_clearly():
-    with pytest.raises(ConfigError, match="replica"):
-        run("workload.arrival={type: poisson, rate: 5}", "run.duration_s=5", "cluster.replicas=2").engine.trace_events()
+def test_perfetto_trace_of_a_fleet_has_each_replica_and_the_transfers(tmp_path):
+    """A P/D fleet's trace: a steps process and a requests process per replica, each request's
+    spans under its replica, and one KV-transfer span per transferred request, from its start to
+    its end."""
+    import json
+
+    from simulator.export import write_perfetto
+
+    sc = blank_scenario([*BASE, "workload.arrival={type: poisson, rate: 5}", *CHAT, "run.duration_s=10",
+                         "disaggregation={prefill: {count: 2}, decode: {count: 1}}"])
+    res = simulate(sc, trace=1)
+    ev = json.loads(write_perfetto(res, tmp_path / "t.json").read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+    assert {r.label for r in res.engine.replicas} <= names and "KV transfers" in names
+    c = res.reqs.columns()
+    moved = np.isfinite(c["transfer_end"])
+    begins = [e for e in ev if e.get("cat") == "transfer" and e["ph"] == "b"]
+    assert len(begins) == int(moved.sum()) > 0
+    for e in begins:
+        assert e["ts"] == pytest.approx(c["transfer_start"][e["args"]["request"]] * 1e6)
+    steps = [e for e in ev if e.get("name") == "step"]
+    assert len(steps) == sum(r.engine.num_steps for r in res.engine.replicas)
+    ids = {e["id"] for e in ev if e.get("cat") == "request"}
+    assert all(isinstance(i, str) and ":" in i for i in ids)  # replica-prefixed: no clash between replicas
 
 
 @pytest.mark.parametrize("over", [
