@@ -67,7 +67,11 @@ def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tupl
         # The workers import servesim as this process does (same interpreter, same checkout).
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
-        ray.init(log_to_driver=False, runtime_env=env, **kw)
+        try:
+            ray.init(log_to_driver=False, runtime_env=env, **kw)
+        except Exception as e:  # an address that does not answer, a client package missing, ...
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise ConfigError(f"--executor ray: cannot start or join {where}: {_first_line(e)}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         refs = {remote.remote(item): i for i, item in enumerate(items)}
@@ -83,6 +87,11 @@ def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tupl
     finally:
         if started:
             ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
 
 
 class Progress:

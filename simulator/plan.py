@@ -285,7 +285,7 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
         interrupted = True
         print("interrupted: keeping the finished candidates; run the same command again to resume", file=sys.stderr)
     rows = _rows(points, results, space)
-    rec = recommend(rows, spec, next(iter(space), None))
+    rec = recommend(rows, spec, next(iter(space)) if len(space) > 1 else None)
     if check and rec.get("best") is not None and not interrupted:
         rec["check"] = check_fleet(base, rec["best"], spec, space)
         for bests in rec.get("best_per", {}).values():  # the cheapest per model (say) too
@@ -384,6 +384,7 @@ def _rows(points, results, space) -> list[dict]:
     return rows
 
 
+GENERIC = ("count", "value", "mean", "rate", "tokens")  # names that need their parent to be clear
 SHORT = {"tensor_parallel_size": "TP", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens",
          "gpu_memory_utilization": "mem"}
 
@@ -393,7 +394,8 @@ def _label(row: dict) -> str:
     parts = []
     for k, v in row.items():
         if k.startswith("param:"):
-            name = k[6:].split(".")[-1]
+            path = k[6:].split(".")
+            name = ".".join(path[-2:]) if path[-1] in GENERIC and len(path) > 1 else path[-1]
             parts.append(f"{SHORT.get(name, name)}={v}")
     return ", ".join(parts) or "the scenario"
 
