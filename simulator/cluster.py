@@ -25,6 +25,7 @@ import numpy as np
 import simpy
 
 from simulator.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenario
+from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.fields import build
 from simulator.rules import FINISHED
@@ -168,8 +169,7 @@ class Cluster:
             done.succeed(gid)
 
     def _replica_ended(self, r: Replica, _event) -> None:
-        r.in_flight -= 1
-        self._count_done(1)
+        self._ended(-1, r, None)
 
     def _prefilled(self, gid: int, r: Replica, req: tuple, done) -> None:
         """The prefill part ended: if it was rejected the request ends; else its KV moves on."""
@@ -197,10 +197,7 @@ class Cluster:
         self.dec_rep[gid], self.dec_rid[gid] = d.index, d.engine.reqs.n - 1
         ev.callbacks.append(lambda e: self._ended(gid, d, done))
 
-    def _count_done(self, k: int) -> None:
-        self.num_done += k
-        if self.expected is not None and self.num_done >= self.expected and not self.all_done.triggered:
-            self.all_done.succeed()
+    _count_done = Engine._count_done  # the fleet counts what ended as one engine does
 
     def finish_run(self) -> None:
         for r in self.replicas:
@@ -221,6 +218,10 @@ class Cluster:
             if reason is not None:
                 out[gid] = reason
         return out
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return sum(r.engine.num_gpu_blocks for r in self.replicas)
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -346,7 +347,7 @@ def _gather(cols: list[dict], rep: np.ndarray, rid: np.ndarray) -> dict[str, np.
 
 def build_cluster(sc: Scenario, trace: int = 0):
     """(env, cluster, parts) for ``run.simulate``, the workload started."""
-    from simulator.run import run_size
+    from simulator.run import check_size, run_size
     from workloads.factory import Ids, start_workload
 
     env = simpy.Environment()
@@ -354,14 +355,10 @@ def build_cluster(sc: Scenario, trace: int = 0):
     r0 = cl.replicas[0]
     size = run_size(sc, r0.engine.cost, r0.engine.cfg.max_num_seqs)
     size = replace(size, step_rows=size.step_rows * len(cl.replicas))
-    from simulator.run import check_size
-
     check_size(sc, size)
     ids = Ids()
     cl.expected = start_workload(env, cl.submit, sc.workload, sc.run.seed, sc.run.num_requests,
                                  max_model_len=cl.max_model_len, ids=ids)
-    for r in cl.replicas:
-        r.engine.expected = None
     parts = {"model": r0.parts["model"], "gpu": r0.parts["gpu"], "memory": r0.parts["memory"],
              "sched_cfg": r0.parts["sched_cfg"], "reqs": cl.merged_requests(), "workload_counts": ids, "size": size}
     return env, cl, parts

@@ -251,6 +251,11 @@ class Engine:
         return int(np.count_nonzero(self.reqs.status[: self.reqs.n] == status))
 
     @property
+    def num_gpu_blocks(self) -> int:
+        """KV blocks of the pool as vLLM counts them (the null block included)."""
+        return self.num_blocks + 1
+
+    @property
     def kv_cache_tokens(self) -> int:
         """Tokens the KV pool holds (its usable blocks)."""
         return self.num_blocks * self.cfg.block_size

@@ -121,8 +121,7 @@ def summarize(result) -> dict:
         "tensor_parallel_size": sc.hardware.tensor_parallel_size,
         "max_num_seqs": result.sched_cfg.max_num_seqs,
         "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
-        "num_gpu_blocks": result.engine.num_blocks + 1 if not hasattr(result.engine, "replicas") else sum(
-            r.engine.num_blocks + 1 for r in result.engine.replicas),
+        "num_gpu_blocks": result.engine.num_gpu_blocks,
         "kv_cache_tokens": result.engine.kv_cache_tokens,
         "duration_s": window,
         "request_throughput": float(in_win.sum()) / window,
@@ -174,14 +173,14 @@ def summarize(result) -> dict:
     from workloads.factory import class_specs  # not at the top: the plot-drawing child imports this module
 
     if class_specs(sc.workload)[0].index >= 0:
-        s["classes"] = [_finite(row) for row in class_report(result)]
+        s["classes"] = [finite(row) for row in class_report(result)]
     if hasattr(result.engine, "replicas"):  # a fleet: the same for each replica
         from simulator.cluster import replica_results
 
         s["num_replicas"] = len(result.engine.replicas)
         s["replicas"] = [{"replica": r.index, "role": r.role, "label": r.label, **summarize(rr)}
                          for r, rr in zip(result.engine.replicas, replica_results(result))]
-    return _finite(s)
+    return finite(s)
 
 
 def class_report(result) -> list[dict]:
@@ -217,8 +216,15 @@ def class_report(result) -> list[dict]:
     return rows
 
 
-def _finite(d: dict) -> dict:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+def finite(x):
+    """``x`` with every non-finite float (at any depth of dicts and lists) as None, for JSON."""
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [finite(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 def throughput_series(steps, window_s: float, end: float) -> dict[str, np.ndarray]:

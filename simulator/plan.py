@@ -40,7 +40,7 @@ import numpy as np
 from simulator.config import apply_overrides, load_yaml_text, resolve_paths, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, run_tasks
-from simulator.metrics import atomic_write_text, write_csv, write_json
+from simulator.metrics import atomic_write_text, finite, write_csv, write_json
 from simulator.sweep import check_fields, grid, parse_param, point_key, slug
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
@@ -503,7 +503,7 @@ def write_plan(out: Path, rows: list[dict], rec: dict, spec: PlanSpec, space: di
     for k in order:
         cols[k] = np.array([r.get(k) for r in rows], dtype=object)
     write_csv(cols, out / "plan.csv")
-    write_json(_finite({"target_rate": spec.rate, "slo": {"p99_ttft_ms": spec.p99_ttft_ms, "p99_tpot_ms": spec.p99_tpot_ms},
+    write_json(finite({"target_rate": spec.rate, "slo": {"p99_ttft_ms": spec.p99_ttft_ms, "p99_tpot_ms": spec.p99_tpot_ms},
                         **rec}), out / "recommendation.json")
     probes = [{"candidate": _label(r), **q} for r in rows for q in r.get("_probes", [])]
     if probes:
@@ -518,12 +518,3 @@ def write_plan(out: Path, rows: list[dict], rec: dict, spec: PlanSpec, space: di
         files += [out / "plan_cost.png", out / "latency_vs_rate.png"]
     return files
 
-
-def _finite(x):
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x

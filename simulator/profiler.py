@@ -642,9 +642,8 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
         rows.append([gpu_name, "elementwise", 1, 4096, 1, 2 * 4096, n, f"{ms:.5f}"])
         print(f"kernel floor (tiny elementwise kernel in a graph): {ms*1e3:.2f} us", flush=True)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    with out_path.open("w", newline="") as fh:
-        wr = csv.writer(fh)
-        wr.writerow(STREAMING_COLUMNS)
+    fh, wr = _csv_out(out_path, STREAMING_COLUMNS)
+    with fh:
         wr.writerows(rows)
     return rows
 
@@ -699,6 +698,16 @@ def _write_json(path: Path, obj) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1) + "\n")
     tmp.replace(path)
+
+
+def _csv_out(path: Path, columns):
+    """A CSV file opened for writing with its header row already on disk (a run stopped early
+    leaves a valid file): the open file and its writer."""
+    fh = path.open("w", newline="")
+    wr = csv.writer(fh)
+    wr.writerow(columns)
+    fh.flush()
+    return fh, wr
 
 
 def _first_line(exc: BaseException, n: int = 200) -> str:
@@ -1168,10 +1177,8 @@ def run_compare(torch, args) -> int:
     graphs_before = _dynamo_graphs(torch)
     stopped = False
     n_rows = 0
-    with out_path.open("w", newline="") as fh:
-        wr = csv.writer(fh)
-        wr.writerow(COMPARE_COLUMNS)
-        fh.flush()
+    fh, wr = _csv_out(out_path, COMPARE_COLUMNS)
+    with fh:
         for (layers, b, n, c) in points:
             kv_per_token = 2 * layers * arch.kv_dim * 2
             need = kv_per_token * b * (c + n) + arch.activation_bytes(b, n)
@@ -1366,10 +1373,8 @@ def run_moe(torch, args) -> int:
     n_rows = 0
     gen = torch.Generator(device=dev)
     gen.manual_seed(0)
-    with out_path.open("w", newline="") as fh:
-        wr = csv.writer(fh)
-        wr.writerow(MOE_COLUMNS)
-        fh.flush()
+    fh, wr = _csv_out(out_path, MOE_COLUMNS)
+    with fh:
         for spec in specs:
             e, k, hid, inter = spec["experts"], spec["top_k"], spec["hidden"], spec["intermediate"]
             expert_bytes = 3 * hid * inter * 2
@@ -1550,10 +1555,8 @@ def run_fp8(torch, args) -> int:
     n_rows = 0
     gen = torch.Generator(device=dev)
     gen.manual_seed(0)
-    with out_path.open("w", newline="") as fh:
-        wr = csv.writer(fh)
-        wr.writerow(FP8_COLUMNS)
-        fh.flush()
+    fh, wr = _csv_out(out_path, FP8_COLUMNS)
+    with fh:
         for (n, k) in FP8_SHAPES:
             copies = 2 if args.quick else max(2, -(-FP8_POOL_BYTES // (2 * n * k)))
             ws = [torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(copies)]
@@ -1674,10 +1677,7 @@ def _allreduce_worker(rank: int, world: int, port: int, out: str, gpu_name: str,
             "errors": {},
         }
         _write_json(meta_path, meta)
-        fh = out_path.open("w", newline="")
-        wr = csv.writer(fh)
-        wr.writerow(ALLREDUCE_COLUMNS)
-        fh.flush()
+        fh, wr = _csv_out(out_path, ALLREDUCE_COLUMNS)
     n_rows = 0
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
@@ -2261,10 +2261,7 @@ def _tp_run(torch, dist, rank: int, tp: int, dev, args, argv: list) -> None:
     n_rows = 0
     fh = wr = None
     if rank == 0:
-        fh = out_path.open("w", newline="")
-        wr = csv.writer(fh)
-        wr.writerow(TP_COLUMNS)
-        fh.flush()
+        fh, wr = _csv_out(out_path, TP_COLUMNS)
     for (b, n, c) in points:
         pt = {"batch": b, "new_tokens": n, "context": c}
         # every rank decides alike: the time limit from rank 0's clock
@@ -2488,10 +2485,8 @@ def main(argv=None) -> int:
     n_layers = model.num_layers
     kv_per_token = 2 * n_layers * arch.kv_dim * 2
     stopped_early = False
-    with out_path.open("w", newline="") as fh:
-        wr = csv.writer(fh)
-        wr.writerow(["gpu", "model", "batch", "new_tokens", "context", "ms"])
-        fh.flush()
+    fh, wr = _csv_out(out_path, ["gpu", "model", "batch", "new_tokens", "context", "ms"])
+    with fh:
         for (b, n, c) in points:
             if args.time_limit_s and time.time() - t_start > args.time_limit_s:
                 skipped.append({"batch": b, "new_tokens": n, "context": c, "reason": "time limit"})

@@ -325,6 +325,9 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     return env, engine, {**parts, "workload_counts": ids, "size": size}
 
 
+_RAN = False  # whether this process has simulated before (see simulate)
+
+
 def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
     """Run ``sc``. ``progress``: show a progress bar on the terminal if the run takes a while."""
     t0 = time.perf_counter()
@@ -338,8 +341,11 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
     # the cyclic garbage collector from re-scanning it at every full collection the run triggers.
     # First collect what earlier runs in this process left (a sweep or plan worker runs many):
     # unfrozen, their cycles sit in the oldest generation, which is seldom collected, and a
-    # worker's memory would grow by megabytes a run.
-    gc.collect()
+    # worker's memory would grow by megabytes a run. A process's first run has nothing to collect.
+    global _RAN
+    if _RAN:
+        gc.collect()
+    _RAN = True
     gc.freeze()
     try:
         if engine.expected is not None:
