@@ -63,6 +63,7 @@ class FrontendConfig:
     output_token_us: Union[float, None] = F(None, "time per output token streamed: detokenize, build and write the chunk (null: the version's default)", "us", ge=0.0)
     latency_ms: Union[float, None] = F(None, "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)", "ms", ge=0.0)
     finish_ms: Union[float, None] = F(None, "time per request that ends: its last chunks, the end of the response, the client's bookkeeping (null: the version's default)", "ms", ge=0.0)
+    first_pass: Union[float, None] = F(None, "share of a request's intake done before it first yields the event loop (parsing, chat template); the rest is queued behind everything that came meanwhile, so a burst reaches the engine from about its first passes on (1: each request whole, first come first served; null: the version's default)", ge=0.0, le=1.0)
 
 
 @dataclass(frozen=True)

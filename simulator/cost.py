@@ -97,7 +97,8 @@ class FrontendCosts:
     building and writing the stream's chunks); ``servers`` API-server processes share the work.
     ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
     process hops), occupying nothing. ``finish_s``: per request that ends (its last chunks, the
-    response's end, the client's bookkeeping)."""
+    response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
+    done before it first yields the event loop (``simulator.frontend``; 1: all at once)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -106,16 +107,17 @@ class FrontendCosts:
     servers: int = 1
     latency_s: float = 0.0
     finish_s: float = 0.0
+    first_pass: float = 1.0
 
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
     if fe is None:
         return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0,
-                "fe_latency_s": 0.0, "fe_finish_s": 0.0}
+                "fe_latency_s": 0.0, "fe_finish_s": 0.0, "fe_first_pass": 1.0}
     k = float(fe.servers)
     return {"fe_on": 1.0, "fe_request_s": fe.request_s / k, "fe_prompt_token_s": fe.prompt_token_s / k,
             "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k, "fe_latency_s": fe.latency_s,
-            "fe_finish_s": fe.finish_s / k}
+            "fe_finish_s": fe.finish_s / k, "fe_first_pass": fe.first_pass}
 
 
 @dataclass(frozen=True)
@@ -150,13 +152,13 @@ PARAMS = (
     "cpu_fixed_s", "cpu_per_seq_s", "cpu_per_token_s", "async_scheduling",
     "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s", "fe_latency_s",  # API server (simulator.frontend)
     "moe_flops", "moe_bw",  # rates the fused-MoE kernels reach
-    "fe_finish_s",
+    "fe_finish_s", "fe_first_pass",
 )
 (P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
  P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
  P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
  P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
- P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH) = range(len(PARAMS))
+ P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH, P_FE_FIRST) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):

@@ -10,11 +10,13 @@ compiled production step, many steps per call while nothing outside the engine c
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import simpy
 
 from simulator.cost import CostModel
-from simulator.frontend import intake_end, reaches_engine
+from simulator.frontend import intake_passes, reaches_engine
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -75,6 +77,9 @@ class Engine:
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time with none accepted)
         self.num_arrived = 0  # requests that reached the engine (past the front-end), in id order
         self._frontend_free = 0.0
+        self._intake_queue: deque[tuple[int, float, float]] = deque()  # (request, this pass's work, the next's)
+        self._intake_waits = False  # an event will start the next piece of intake
+        self._intake_end = 0.0
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -101,12 +106,42 @@ class Engine:
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
-        cp = self._cpl
-        end = intake_end(cp, self._fe_free, env.now, prompt_len)
-        if end > env.now:
-            self._fe_free = end
-        self._reach(rid, reaches_engine(cp, end))
+        first, rest = intake_passes(self._cpl, prompt_len)
+        if first == rest == 0.0:  # no front-end (or no work for it)
+            self._reach(rid, reaches_engine(self._cpl, env.now))
+            return ev
+        self._intake_queue.append((rid, first, rest))
+        if not self._intake_waits:
+            self._intake_next()
         return ev
+
+    # The front-end's intake (simulator.frontend): one piece of work at a time, first come first
+    # served, each started once the outputs queued before it are done.
+    def _intake_next(self, _event=None) -> None:
+        """Start the next piece of intake now, or wait for the work ahead of it (an event then)."""
+        env, queue = self.env, self._intake_queue
+        self._intake_waits = False
+        if not queue:
+            return
+        start = max(env.now, self._fe_free, self._intake_busy)
+        if start > env.now:
+            self._intake_waits = True
+            TimeoutAt(env, start).callbacks.append(self._intake_next)
+            return
+        rid, work, rest = queue.popleft()
+        self._intake_busy = end = env.now + work
+        if rest == 0.0:  # its last pass: on to the engine when it ends
+            self._reach(rid, reaches_engine(self._cpl, end))
+            if queue:
+                self._intake_waits = True
+                TimeoutAt(env, end).callbacks.append(self._intake_next)
+            return
+        self._intake_waits = True
+        TimeoutAt(env, end).callbacks.append(lambda _e, rid=rid, rest=rest: self._first_pass_done(rid, rest))
+
+    def _first_pass_done(self, rid: int, rest: float) -> None:
+        self._intake_queue.append((rid, rest, 0.0))  # the second pass, behind what came meanwhile
+        self._intake_next()
 
     def _reach(self, rid: int, at: float) -> None:
         """Request ``rid`` reaches the engine at ``at`` (now or later): at once, or by an event then."""
@@ -154,12 +189,22 @@ class Engine:
 
     @property
     def _fe_free(self) -> float:
-        """When the front-end is free (held by the subclass's state)."""
+        """When the front-end's outputs are done (held by the subclass's state)."""
         return self._frontend_free
 
     @_fe_free.setter
     def _fe_free(self, t: float) -> None:
         self._frontend_free = t
+
+    @property
+    def _intake_busy(self) -> float:
+        """When the piece of intake in progress ends (a step's outputs wait for it; held by the
+        subclass's state)."""
+        return self._intake_end
+
+    @_intake_busy.setter
+    def _intake_busy(self, t: float) -> None:
+        self._intake_end = t
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         """Queue an accepted request (``total``: its prompt + max_tokens; ``content_key``: as given to

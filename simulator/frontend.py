@@ -1,17 +1,28 @@
 """The API server in front of the engine: when a request reaches the engine, when a token reaches
 its client.
 
-vLLM's OpenAI server runs one asyncio event loop per API-server process. On it, in arrival order,
-it takes each request in (HTTP parsing, validation, the chat template, tokenization, the request to
-the engine), and after each engine step it processes the step's outputs (detokenizing every new
+vLLM's OpenAI server runs one asyncio event loop per API-server process. On it, each request is a
+task that takes itself in (HTTP parsing, validation, the chat template, tokenization, the request
+to the engine), and after each engine step the step's outputs are processed (detokenizing every new
 token, building and writing the stream's chunks). The engine runs in its own process and never
 waits for the front-end; a busy front-end delays requests on their way in and tokens on their way
-out. Modelled as one first-come-first-served server whose costs the ``api_server_count`` processes
-share (``cost.FrontendCosts``, already divided by it): it is free at ``free_at``; a request that
-arrives at ``now`` reaches the engine when its intake ends, plus a fixed latency (network, process
-hops) that occupies nothing; a step that ends at ``t`` with tokens
-delivers them when the server has processed them. A burst of requests thus delays the first
-tokens of all of them behind the whole burst's intake, as a real server does.
+out. Modelled as one server whose costs the ``api_server_count`` processes share
+(``cost.FrontendCosts``, already divided by them):
+
+* intake is a first-come-first-served queue of work, one piece at a time. A request's intake
+  comes in two passes (``intake_passes``): the share done before its task first yields the loop
+  (``first_pass``: parsing, validation, the chat template), queued when it arrives; and the rest
+  (the tokenizer's result, the hand-off to the engine), queued when the first pass ends, behind
+  everything queued meanwhile. It reaches the engine when its second pass ends, plus a fixed
+  latency (network, process hops) that occupies nothing;
+* a step's outputs are processed after the step ends, after the outputs before them and the
+  piece of intake in progress (``intake_busy``), ahead of the intake still queued: the loop
+  streams tokens while a burst is still being taken in.
+
+A burst of N requests sent at once thus reaches the engine from about N first passes on, one by
+one, its first tokens streamed in between; its TTFTs spread evenly from there to the end of its
+intake, as the public bursts show (TTFT median close to the mean, p99 well under twice it, the
+earliest late): not from zero (``first_pass`` 1), nor all at the end.
 
 These functions read the front-end's constants from the cost model's parameter vector and are
 compiled into the production step with the rest of it (``simulator.kernel.build``).
@@ -19,15 +30,31 @@ compiled into the production step with the rest of it (``simulator.kernel.build`
 
 from __future__ import annotations
 
-from simulator.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_ON, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
+from simulator.cost import (
+    P_FE_FINISH,
+    P_FE_FIRST,
+    P_FE_LATENCY,
+    P_FE_ON,
+    P_FE_PROMPT_TOKEN,
+    P_FE_REQUEST,
+    P_FE_STEP,
+    P_FE_TOKEN,
+)
 
 
-def intake_end(cp, free_at, now, prompt_tokens):
-    """When the front-end has taken in a request that arrives at ``now`` with ``prompt_tokens``
-    (it is busy until then)."""
+def intake_passes(cp, prompt_tokens):
+    """Seconds of front-end work to take in a request of ``prompt_tokens``: (first pass, second
+    pass); (0, 0) without a front-end."""
     if cp[P_FE_ON] == 0.0:
-        return now
-    return max(now, free_at) + cp[P_FE_REQUEST] + cp[P_FE_PROMPT_TOKEN] * prompt_tokens
+        return 0.0, 0.0
+    work = cp[P_FE_REQUEST] + cp[P_FE_PROMPT_TOKEN] * prompt_tokens
+    first = cp[P_FE_FIRST] * work
+    return first, work - first
+
+
+def queued_end(free_at, now, work):
+    """When work queued at ``now`` behind the queue's work (done at ``free_at``) is done."""
+    return max(now, free_at) + work
 
 
 def reaches_engine(cp, intake_done):
@@ -35,10 +62,12 @@ def reaches_engine(cp, intake_done):
     return intake_done + cp[P_FE_LATENCY]
 
 
-def delivered(cp, free_at, t_end, num_tokens, num_finished):
+def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
     """When the ``num_tokens`` tokens of a step that ends at ``t_end`` reach their clients, the last
-    ones of ``num_finished`` requests among them (the front-end is then busy until that time, if it
-    processed any)."""
+    ones of ``num_finished`` requests among them: after the outputs before them (done at
+    ``free_at``) and the piece of intake in progress (done at ``intake_busy``). The front-end's
+    outputs are then busy until that time, if it processed any."""
     if cp[P_FE_ON] == 0.0 or num_tokens == 0:
         return t_end
-    return max(t_end, free_at) + cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished
+    return queued_end(max(free_at, intake_busy), t_end,
+                      cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished)

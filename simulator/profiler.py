@@ -47,7 +47,7 @@ elementwise kernels gives the per-kernel floor. Columns:
 over bytes is the achievable weight-streaming bandwidth, which pins the cost
 model's ``matmul_memory`` efficiency during calibration (``calibrate.py``).
 
-``--mode`` adds five measurements of what vLLM-style serving adds on top (each writes a CSV
+``--mode`` adds six measurements of what vLLM-style serving adds on top (each writes a CSV
 and a ``<out>.meta.json`` with versions, device, method and per-point spread; see
 ``data/profiles/README-measurements.md`` for the results and the exact commands):
 
@@ -78,6 +78,11 @@ and a ``<out>.meta.json`` with versions, device, method and per-point spread; se
   after a barrier. ``--layers L`` builds the first L layers only (a model too large for the GPUs);
   ``--gpu-name auto`` labels the rows from the device name. Columns
   ``gpu,model,tp,layers,batch,new_tokens,context,ms``.
+* ``sustained``: minutes of the same work back to back (``--budget-s`` seconds of a 40-layer
+  Qwen3-14B step's linear layers at 8,192 tokens, then 40 s of the same at 64 tokens over distinct
+  weight copies), a row per ~1 s window with nvidia-smi's SM clock, power, temperature and
+  throttle reasons: whether power and heat pull the rate down over a long burst. Columns
+  ``gpu,workload,t_s,replays,ms_per_replay,tflops,gbps,sm_clock_mhz,power_w,temp_c,throttle_reasons``.
 
 ::
 
@@ -726,6 +731,126 @@ def _time_graph_or_eager(torch, fn, reps: int) -> tuple[float, str]:
         ms = float(np.median(_replay_ms(torch, fn, reps)))
         _free_memory(torch)
         return ms, "eager"
+
+
+# -- sustained ----------------------------------------------------------------
+
+SUSTAINED_COLUMNS = ("gpu", "workload", "t_s", "replays", "ms_per_replay", "tflops", "gbps",
+                     "sm_clock_mhz", "power_w", "temp_c", "throttle_reasons")
+# The linear layers of one Qwen3-14B layer (out, in): fused QKV, output, fused gate/up, down.
+SUSTAINED_LAYER = ((7168, 5120), (5120, 5120), (34816, 5120), (5120, 17408))
+SUSTAINED_LAYERS = 40
+
+
+def _smi_sampler(path: Path):
+    """nvidia-smi sampling the SM clock, power, temperature and throttle reasons every 500 ms
+    into ``path`` (the process; stop it with ``terminate``)."""
+    fields = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+    fh = path.open("w")
+    return subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                             "-lms", "500", "-i", "0"], stdout=fh, stderr=subprocess.DEVNULL)
+
+
+def _smi_samples(path: Path) -> list[tuple[float, str, str, str, str]]:
+    """(epoch seconds, SM MHz, W, deg C, throttle mask) rows of a ``_smi_sampler`` file."""
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) != 5:
+            continue
+        try:
+            t = _dt.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            continue
+        rows.append((t, *parts[1:]))
+    return rows
+
+
+def run_sustained(torch, args) -> int:
+    """The same work replayed back to back for minutes, as a long burst keeps a serving GPU busy:
+    does the rate hold, or do power and heat pull the clocks down? Two workloads, each a CUDA
+    graph: ``prefill`` (the linear layers of a 40-layer Qwen3-14B step of 8,192 tokens,
+    compute-bound) and ``decode`` (the same layers at 64 tokens over distinct weight copies,
+    bandwidth-bound). A row per window of replays, with nvidia-smi's readings of the moment."""
+    import torch.nn.functional as F
+
+    dev = _dev(torch)
+    torch.cuda.set_device(dev)
+    seconds = {"prefill": 20.0 if args.quick else float(args.budget_s or 150.0),
+               "decode": 10.0 if args.quick else 40.0}
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    smi_path = out_path.with_name(out_path.name + ".smi.tmp")
+    meta_path = out_path.with_name(out_path.name + ".meta.json")
+    meta = {"kind": "sustained", "gpu": args.gpu_name,
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "software": _software(torch), "device": _device_meta(torch), "command": " ".join(sys.argv),
+            "method": "prefill: x[8192, in] W[out, in]^T for the four linear layers of Qwen3-14B, 40 "
+                      "layers (one set of weights, random N(0, 0.02) bf16; x random), one CUDA graph "
+                      "per step; decode: the same at 64 tokens over 40 distinct weight copies (HBM-bound). "
+                      "Replayed back to back; a row per window of replays timed with CUDA events "
+                      "(window about 1 s); nvidia-smi sampled every 500 ms, the sample nearest the "
+                      "window's end joined.",
+            "seconds": seconds, "columns": list(SUSTAINED_COLUMNS)}
+    _write_json(meta_path, meta)
+    smi = _smi_sampler(smi_path)
+    rows = []
+    try:
+        with torch.inference_mode():
+            for workload in ("prefill", "decode"):
+                tokens, copies = (8192, 1) if workload == "prefill" else (64, SUSTAINED_LAYERS)
+                ws = [[torch.empty(o, i, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
+                       for o, i in SUSTAINED_LAYER] for _ in range(copies)]
+                xs = {i: torch.randn(tokens, i, device=dev, dtype=torch.bfloat16) for _, i in SUSTAINED_LAYER}
+                flops = 2.0 * tokens * sum(o * i for o, i in SUSTAINED_LAYER) * SUSTAINED_LAYERS
+                wbytes = 2.0 * sum(o * i for o, i in SUSTAINED_LAYER) * SUSTAINED_LAYERS
+
+                def step(ws=ws, xs=xs):
+                    for layer in range(SUSTAINED_LAYERS):
+                        for w in ws[layer % len(ws)]:
+                            F.linear(xs[w.shape[1]], w)
+
+                _warm_up(torch, step)
+                graph = _capture(torch, step)
+                graph.replay()
+                torch.cuda.synchronize()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                graph.replay()
+                b.record()
+                b.synchronize()
+                per_window = max(1, int(1000.0 / max(a.elapsed_time(b), 1e-3)))
+                t0 = time.time()
+                while time.time() - t0 < seconds[workload]:
+                    a.record()
+                    for _ in range(per_window):
+                        graph.replay()
+                    b.record()
+                    b.synchronize()
+                    ms = a.elapsed_time(b) / per_window
+                    rows.append([args.gpu_name, workload, round(time.time() - t0, 3), per_window,
+                                 f"{ms:.4f}", f"{flops / ms / 1e9:.1f}", f"{wbytes / ms / 1e6:.1f}",
+                                 time.time()])
+                mine = [r for r in rows if r[1] == workload]
+                print(f"{workload}: {len(mine)} windows, first {mine[0][4]} ms, last {mine[-1][4]} ms", flush=True)
+                del graph, ws, xs
+                _free_memory(torch)
+                time.sleep(5.0)  # let the clocks recover between workloads
+    finally:
+        smi.terminate()
+        smi.wait()
+    samples = _smi_samples(smi_path)
+    fh, wr = _csv_out(out_path, SUSTAINED_COLUMNS)
+    with fh:
+        for r in rows:
+            t_end = r.pop()
+            near = min(samples, key=lambda s: abs(s[0] - t_end)) if samples else ("", "", "", "", "")
+            wr.writerow([*r, *near[1:]])
+    meta["smi_samples"] = len(samples)
+    _write_json(meta_path, meta)
+    smi_path.unlink(missing_ok=True)
+    print(f"wrote {len(rows)} rows to {out_path}", flush=True)
+    return 0
 
 
 # -- compare ----------------------------------------------------------------
@@ -2363,12 +2488,13 @@ def parse_args(argv=None):
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--mode", default="model",
-                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp"),
+                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained"),
                    help="model: step latencies of --model (default); streaming: as --streaming; "
                         "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
                         "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
                         "all-reduce over the GPUs of this host; tp: tensor-parallel steps of --model "
-                        "over --tp GPUs (one process each, NCCL)")
+                        "over --tp GPUs (one process each, NCCL); sustained: minutes of back-to-back "
+                        "prefill and decode GEMMs with the clocks, power and temperature")
     p.add_argument("--modes", default=",".join(COMPARE_MODES),
                    help="compare: comma list of " + ", ".join(COMPARE_ALL_MODES))
     p.add_argument("--moe-models", default=MOE_DEFAULT_MODELS,
@@ -2409,7 +2535,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp"):
+    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained"):
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2
@@ -2418,7 +2544,8 @@ def main(argv=None) -> int:
                 print(f"error: --mode {args.mode} needs --model", file=sys.stderr)
                 return 2
             return run_compare(torch, args) if args.mode == "compare" else run_tp(torch, args)
-        return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce}[args.mode](torch, args)
+        return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce,
+                "sustained": run_sustained}[args.mode](torch, args)
     if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)

@@ -139,6 +139,7 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
         servers=f.api_server_count,
         latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
         finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
+        first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
     )
 
 

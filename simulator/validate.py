@@ -145,6 +145,7 @@ def host_overrides(run: dict, host) -> list[str]:
         f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
         f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}", f"frontend.step_us={host.step_s * 1e6!r}",
         f"frontend.latency_ms={host.latency_s * 1e3!r}", f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
+        f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
         f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, run['servesim_version']) * 1e6!r}",
     ]

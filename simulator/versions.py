@@ -52,6 +52,11 @@ class HostCosts:
     chat_token_s: float = 3.0e-5
     finish_s: float = 2.0e-3
     chat_finish_s: float = 1.6e-2
+    # The share of a request's intake before its task first yields the loop (simulator.frontend),
+    # started from the public bursts' TTFT spread: evenly from about a fifth (completions, vLLM
+    # 0.19) and a half (chat, 0.11) of the way to the p99.
+    first_pass: float = 0.25
+    chat_first_pass: float = 0.5
 
 
 HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"

@@ -73,8 +73,9 @@ State = namedtuple("State", [
  T_RET,  # the time the call's return code refers to
  T_LAST,  # when the latest update's tokens reached their clients (its time, without a front-end)
  SWAP_BYTES,  # swap traffic of the step being scheduled
- FE_FREE,  # the front-end (simulator.frontend) is busy until this time
- N_FCTL) = range(7)
+ FE_FREE,  # the front-end's outputs (simulator.frontend) are busy until this time
+ FE_INTAKE,  # the piece of intake in progress ends at this time (outputs wait for it)
+ N_FCTL) = range(8)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's

@@ -45,7 +45,7 @@ class ReferenceEngine(Engine):
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
             # When the step's tokens reach their clients, through the front-end.
-            shown = delivered(cost.params, self._fe_free, env.now, plan.work.num_sampled, sched.finishing(plan))
+            shown = delivered(cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled, sched.finishing(plan))
             if plan.work.num_sampled:
                 self._fe_free = shown
             out = sched.update(plan, env.now, shown)

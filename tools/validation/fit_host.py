@@ -7,7 +7,8 @@ Simulates every ``split: calibrate`` run of simulator/data/validation/runs.yaml 
 per-token work for each endpoint, a fixed latency, the engine's CPU work per step and per
 sequence, the work per request that ends) for the least sum of |log(simulated / measured)| over output throughput, mean TTFT and
 mean TPOT: coordinate search in log space, each constant multiplied by 1/4 .. 4 in turn, from
-the published values simulator/versions.py HostCosts cites. Not fitted: the tokenizer's rate
+the published values simulator/versions.py HostCosts cites (the first-pass shares, fractions,
+up to 1). Not fitted: the tokenizer's rate
 (``prompt_token_s``) and the per-step output cost (``step_s``).
 The held-out runs are never simulated here. Writes simulator/data/host_costs.yaml.
 """
@@ -26,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from simulator import validate, versions
 
 FITTED = ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s",
-          "engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019")
+          "engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "first_pass", "chat_first_pass")
+SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)
 
 
@@ -56,7 +58,7 @@ def main() -> int:
         for name in FITTED:
             for f in STEPS:
                 value = getattr(host, name) * f
-                if value <= 0:
+                if value <= 0 or (name in SHARES and value > 1.0):
                     continue
                 cand = replace(host, **{name: value})
                 got = loss(validate.run_all(runs, jobs=args.jobs, host=cand))
