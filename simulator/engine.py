@@ -79,7 +79,8 @@ class Engine:
         self._frontend_free = 0.0
         self._intake_queue: deque[tuple[int, float, float]] = deque()  # (request, this pass's work, the next's)
         self._intake_waits = False  # an event will start the next piece of intake
-        self._intake_end = 0.0
+        self._intake_end = 0.0  # when the piece of intake in progress ends (see _intake_busy)
+        self._intake_first: tuple[int, float] = (-1, 0.0)  # the request in its first pass, and its second's work
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -119,17 +120,20 @@ class Engine:
     # served, each started once the outputs queued before it are done.
     def _intake_next(self, _event=None) -> None:
         """Start the next piece of intake now, or wait for the work ahead of it (an event then)."""
-        env, queue = self.env, self._intake_queue
         self._intake_waits = False
+        queue = self._intake_queue
         if not queue:
             return
-        start = max(env.now, self._fe_free, self._intake_busy)
-        if start > env.now:
+        env = self.env
+        now = env.now
+        start = max(self._fe_free, self._intake_end)
+        if start > now:
             self._intake_waits = True
             TimeoutAt(env, start).callbacks.append(self._intake_next)
             return
         rid, work, rest = queue.popleft()
-        self._intake_busy = end = env.now + work
+        end = now + work
+        self._intake_busy = end
         if rest == 0.0:  # its last pass: on to the engine when it ends
             self._reach(rid, reaches_engine(self._cpl, end))
             if queue:
@@ -137,9 +141,11 @@ class Engine:
                 TimeoutAt(env, end).callbacks.append(self._intake_next)
             return
         self._intake_waits = True
-        TimeoutAt(env, end).callbacks.append(lambda _e, rid=rid, rest=rest: self._first_pass_done(rid, rest))
+        self._intake_first = (rid, rest)
+        TimeoutAt(env, end).callbacks.append(self._first_pass_done)
 
-    def _first_pass_done(self, rid: int, rest: float) -> None:
+    def _first_pass_done(self, _event) -> None:
+        rid, rest = self._intake_first
         self._intake_queue.append((rid, rest, 0.0))  # the second pass, behind what came meanwhile
         self._intake_next()
 
@@ -198,13 +204,12 @@ class Engine:
 
     @property
     def _intake_busy(self) -> float:
-        """When the piece of intake in progress ends (a step's outputs wait for it; held by the
-        subclass's state)."""
+        """When the piece of intake in progress ends (a step's outputs wait for it)."""
         return self._intake_end
 
     @_intake_busy.setter
     def _intake_busy(self, t: float) -> None:
-        self._intake_end = t
+        self._intake_end = t  # the compiled engine also keeps it where its step reads it
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         """Queue an accepted request (``total``: its prompt + max_tokens; ``content_key``: as given to

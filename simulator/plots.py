@@ -213,7 +213,7 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     b.set_ylabel("requests/s one unit sustains within the targets")
     b.set_title("Capacity per unit against price", fontsize=10)
     b.grid(True, alpha=0.3)
-    b.legend(fontsize=8, loc="upper left")
+    b.legend(fontsize=8, loc="best", framealpha=0.9)  # away from the front and the star, wherever they sit
     _save(fig, path)
 
 

@@ -262,13 +262,9 @@ class CompiledEngine(Engine):
     def _fe_free(self, t: float) -> None:
         self.st.fctl[L.FE_FREE] = t
 
-    @property
-    def _intake_busy(self) -> float:
-        return float(self.st.fctl[L.FE_INTAKE])
-
-    @_intake_busy.setter
+    @Engine._intake_busy.setter
     def _intake_busy(self, t: float) -> None:
-        self.st.fctl[L.FE_INTAKE] = t
+        self._intake_end = self.st.fctl[L.FE_INTAKE] = t
 
     def _sync_tables(self) -> None:
         """Point the state at the request tables, if they were re-allocated (they grow by doubling)."""
