@@ -47,7 +47,7 @@ elementwise kernels gives the per-kernel floor. Columns:
 over bytes is the achievable weight-streaming bandwidth, which pins the cost
 model's ``matmul_memory`` efficiency during calibration (``calibrate.py``).
 
-``--mode`` adds six measurements of what vLLM-style serving adds on top (each writes a CSV
+``--mode`` adds seven measurements of what vLLM-style serving adds on top (each writes a CSV
 and a ``<out>.meta.json`` with versions, device, method and per-point spread; see
 ``data/profiles/README-measurements.md`` for the results and the exact commands):
 
@@ -83,6 +83,10 @@ and a ``<out>.meta.json`` with versions, device, method and per-point spread; se
   weight copies), a row per ~1 s window with nvidia-smi's SM clock, power, temperature and
   throttle reasons: whether power and heat pull the rate down over a long burst. Columns
   ``gpu,workload,t_s,replays,ms_per_replay,tflops,gbps,sm_clock_mhz,power_w,temp_c,throttle_reasons``.
+* ``mixed_attention``: one variable-length flash-attention call over N one-token requests and a
+  prefill chunk (a mixed step, as vLLM's FlashAttention backend batches it) against each part
+  alone, for three head layouts. Columns ``gpu,case,decodes,decode_context,prefill_tokens,heads,
+  kv_heads,head_dim,ms,ms_decodes_alone,ms_prefill_alone``.
 
 ::
 
@@ -850,6 +854,68 @@ def run_sustained(torch, args) -> int:
     _write_json(meta_path, meta)
     smi_path.unlink(missing_ok=True)
     print(f"wrote {len(rows)} rows to {out_path}", flush=True)
+    return 0
+
+
+# -- mixed_attention --------------------------------------------------------------
+
+MIXED_ATTN_COLUMNS = ("gpu", "case", "decodes", "decode_context", "prefill_tokens", "heads", "kv_heads", "head_dim",
+                      "ms", "ms_decodes_alone", "ms_prefill_alone")
+# (query heads, KV heads) of Qwen3-14B / Llama-3.1-8B (40/8, 32/8) and GLM-4.5-Air at TP4 (24/2)
+MIXED_ATTN_HEADS = ((40, 8), (32, 8), (24, 2))
+
+
+def run_mixed_attention(torch, args) -> int:
+    """Decode requests and a prefill chunk in one variable-length flash-attention call, as vLLM's
+    FlashAttention backend runs a mixed step, against each part alone: what the decodes cost
+    when the batch's longest query is a chunk (their one query row computed as a whole tile)."""
+    dev = _dev(torch)
+    torch.cuda.set_device(dev)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    reps = args.max_reps or 20
+    fa = torch.ops.aten._flash_attention_forward
+    meta = {"kind": "mixed_attention", "gpu": args.gpu_name,
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "software": _software(torch), "device": _device_meta(torch), "command": " ".join(sys.argv),
+            "method": "torch.ops.aten._flash_attention_forward (FlashAttention-2, variable length, causal, bf16, "
+                      "head_dim 128): N decode sequences (1 query, C keys each) and one prefill chunk (P queries over "
+                      "P keys) in one call, against the N decodes alone and the chunk alone; median of "
+                      f"{reps} calls timed with CUDA events",
+            "columns": list(MIXED_ATTN_COLUMNS), "errors": {}}
+    _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
+    fh, wr = _csv_out(out_path, MIXED_ATTN_COLUMNS)
+
+    def call(q_lens, k_lens, h, hk):
+        cq = torch.tensor([0, *np.cumsum(q_lens)], device=dev, dtype=torch.int32)
+        ck = torch.tensor([0, *np.cumsum(k_lens)], device=dev, dtype=torch.int32)
+        q = torch.randn(int(sum(q_lens)), h, 128, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(int(sum(k_lens)), hk, 128, device=dev, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+
+        def f():
+            fa(q, k, v, cq, ck, max(q_lens), max(k_lens), 0.0, True, False, scale=128 ** -0.5)
+
+        f()
+        torch.cuda.synchronize()
+        return float(np.median(_replay_ms(torch, f, reps)))
+
+    with torch.inference_mode(), fh:
+        for h, hk in MIXED_ATTN_HEADS:
+            for n, c, p in ((16, 4096, 2048), (64, 4096, 2048), (256, 2048, 2048), (64, 4096, 8192), (256, 512, 2048)):
+                try:
+                    dec = call([1] * n, [c] * n, h, hk)
+                    pre = call([p], [p], h, hk)
+                    mix = call([1] * n + [p], [c] * n + [p], h, hk)
+                except Exception as exc:  # record and go on
+                    meta["errors"][f"{h}/{hk} {n}x{c}+{p}"] = _first_line(exc)
+                    continue
+                wr.writerow([args.gpu_name, "mixed", n, c, p, h, hk, 128, f"{mix:.4f}", f"{dec:.4f}", f"{pre:.4f}"])
+                fh.flush()
+                print(f"heads {h}/{hk}: {n} decodes x {c} + prefill {p}: mixed {mix:.3f} ms, "
+                      f"decodes alone {dec:.3f} + prefill alone {pre:.3f} = {dec + pre:.3f} ms", flush=True)
+                _free_memory(torch)
+    _write_json(meta_path, meta)
     return 0
 
 
@@ -2488,13 +2554,14 @@ def parse_args(argv=None):
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--mode", default="model",
-                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained"),
+                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention"),
                    help="model: step latencies of --model (default); streaming: as --streaming; "
                         "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
                         "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
                         "all-reduce over the GPUs of this host; tp: tensor-parallel steps of --model "
                         "over --tp GPUs (one process each, NCCL); sustained: minutes of back-to-back "
-                        "prefill and decode GEMMs with the clocks, power and temperature")
+                        "prefill and decode GEMMs with the clocks, power and temperature; mixed_attention: "
+                        "decodes and a prefill chunk in one flash-attention call against each alone")
     p.add_argument("--modes", default=",".join(COMPARE_MODES),
                    help="compare: comma list of " + ", ".join(COMPARE_ALL_MODES))
     p.add_argument("--moe-models", default=MOE_DEFAULT_MODELS,
@@ -2535,7 +2602,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained"):
+    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention"):
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2
@@ -2545,7 +2612,7 @@ def main(argv=None) -> int:
                 return 2
             return run_compare(torch, args) if args.mode == "compare" else run_tp(torch, args)
         return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce,
-                "sustained": run_sustained}[args.mode](torch, args)
+                "sustained": run_sustained, "mixed_attention": run_mixed_attention}[args.mode](torch, args)
     if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
