@@ -709,6 +709,14 @@ def _write_json(path: Path, obj) -> None:
     tmp.replace(path)
 
 
+def _run_meta(torch, args, kind: str, **rest) -> dict:
+    """The sidecar's header for a ``--mode`` run: what, when, with which software on which device,
+    by which command; then ``rest``."""
+    return {"kind": kind, "gpu": args.gpu_name,
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "software": _software(torch), "device": _device_meta(torch), "command": " ".join(sys.argv), **rest}
+
+
 def _csv_out(path: Path, columns):
     """A CSV file opened for writing with its header row already on disk (a run stopped early
     leaves a valid file): the open file and its writer."""
@@ -786,16 +794,15 @@ def run_sustained(torch, args) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     smi_path = out_path.with_name(out_path.name + ".smi.tmp")
     meta_path = out_path.with_name(out_path.name + ".meta.json")
-    meta = {"kind": "sustained", "gpu": args.gpu_name,
-            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "software": _software(torch), "device": _device_meta(torch), "command": " ".join(sys.argv),
-            "method": "prefill: x[8192, in] W[out, in]^T for the four linear layers of Qwen3-14B, 40 "
+    meta = _run_meta(
+        torch, args, "sustained",
+        method="prefill: x[8192, in] W[out, in]^T for the four linear layers of Qwen3-14B, 40 "
                       "layers (one set of weights, random N(0, 0.02) bf16; x random), one CUDA graph "
                       "per step; decode: the same at 64 tokens over 40 distinct weight copies (HBM-bound). "
                       "Replayed back to back; a row per window of replays timed with CUDA events "
                       "(window about 1 s); nvidia-smi sampled every 500 ms, the sample nearest the "
                       "window's end joined.",
-            "seconds": seconds, "columns": list(SUSTAINED_COLUMNS)}
+        seconds=seconds, columns=list(SUSTAINED_COLUMNS))
     _write_json(meta_path, meta)
     smi = _smi_sampler(smi_path)
     rows = []
@@ -875,14 +882,13 @@ def run_mixed_attention(torch, args) -> int:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     reps = args.max_reps or 20
     fa = torch.ops.aten._flash_attention_forward
-    meta = {"kind": "mixed_attention", "gpu": args.gpu_name,
-            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "software": _software(torch), "device": _device_meta(torch), "command": " ".join(sys.argv),
-            "method": "torch.ops.aten._flash_attention_forward (FlashAttention-2, variable length, causal, bf16, "
+    meta = _run_meta(
+        torch, args, "mixed_attention",
+        method="torch.ops.aten._flash_attention_forward (FlashAttention-2, variable length, causal, bf16, "
                       "head_dim 128): N decode sequences (1 query, C keys each) and one prefill chunk (P queries over "
                       "P keys) in one call, against the N decodes alone and the chunk alone; median of "
                       f"{reps} calls timed with CUDA events",
-            "columns": list(MIXED_ATTN_COLUMNS), "errors": {}}
+        columns=list(MIXED_ATTN_COLUMNS), errors={})
     _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
     fh, wr = _csv_out(out_path, MIXED_ATTN_COLUMNS)
 
