@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from simulator.cost import CostModel
-from simulator.frontend import intake_passes, reaches_engine
+from simulator.frontend import busy_until, intake_passes, reaches_engine
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -126,7 +126,7 @@ class Engine:
             return
         env = self.env
         now = env.now
-        start = max(self._fe_free, self._intake_end)
+        start = busy_until(self._fe_free, self._intake_end)
         if start > now:
             self._intake_waits = True
             TimeoutAt(env, start).callbacks.append(self._intake_next)

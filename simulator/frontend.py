@@ -52,6 +52,12 @@ def intake_passes(cp, prompt_tokens):
     return first, work - first
 
 
+def busy_until(outputs_free, intake_busy):
+    """When the one server is next free for new work: the outputs queued before it and the piece of
+    intake in progress are done (queued intake waits behind new outputs, so it does not count)."""
+    return max(outputs_free, intake_busy)
+
+
 def queued_end(free_at, now, work):
     """When work queued at ``now`` behind the queue's work (done at ``free_at``) is done."""
     return max(now, free_at) + work
@@ -69,5 +75,5 @@ def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
     outputs are then busy until that time, if it processed any."""
     if cp[P_FE_ON] == 0.0 or num_tokens == 0:
         return t_end
-    return queued_end(max(free_at, intake_busy), t_end,
+    return queued_end(busy_until(free_at, intake_busy), t_end,
                       cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished)
