@@ -237,9 +237,13 @@ def resolve(spec: str, gpu_key: str) -> Efficiency:
     return load(spec)
 
 
+# GPUs that share a calibration: the same chip at the same clocks, with a smaller memory.
+SAME_CHIP = {"a100-40gb": "a100-80gb"}
+
+
 def builtin(gpu_key: str) -> Efficiency | None:
     """The shipped calibration for a built-in GPU, if we have measurements for it."""
-    p = CALIBRATION_DIR / f"{gpu_key}.yaml"
+    p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
     return load(p) if p.is_file() else None
 
 

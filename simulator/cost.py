@@ -42,6 +42,9 @@ class StepWork:
     attn_pairs: float = 0.0  # sum over requests of query-key pairs (causal within the chunk)
     num_sampled: int = 0  # requests that produce a token (run the LM head)
     swap_bytes: float = 0.0  # KV bytes copied between GPU and host memory in this step
+    # sum over the requests that compute one token (a decode) of the tokens already in their KV
+    # cache: what a mixed step's flash attention pays extra for (Execution.mixed_decode_rows)
+    single_row_context: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,20 @@ class Execution:
     pad: bool = False
     async_scheduling: bool = False
     cpu_share: float = 0.0  # 1: count the engine's CPU work per step
+    # In a step that also carries a prefill chunk, the extra query rows each one-token request's
+    # attention costs (FA2_MIXED_DECODE_ROWS where vLLM runs FlashAttention-2; 0: none).
+    mixed_decode_rows: float = 0.0
+
+
+# FlashAttention-2's variable-length kernel, given one-token requests and a prefill chunk in one
+# call (vLLM's mixed step), computes each one-token request's query row as part of a whole tile of
+# rows: measured on an H100 with PyTorch's FlashAttention-2 (data/profiles/attention/
+# h100-sxm_mixed.csv, 15 calls, heads 40/8, 32/8 and 24/2), the extra over the decodes and the chunk
+# run apart is what 106 more query rows per decode cost at the attention rate (least squares, MAPE
+# 13%). A step of decodes alone packs a KV group's query heads into the tile instead. FA2's tile is
+# 128 rows on Ampere and Hopper alike; vLLM runs FA2 on compute capability 8.x and FlashAttention-3
+# (which packs the query heads of a KV group into the tile in mixed calls too) on Hopper.
+FA2_MIXED_DECODE_ROWS = 106.0
 
 
 # ---- the parameter vector: one slot per constant of the formula ------------------------------------
@@ -153,12 +170,13 @@ PARAMS = (
     "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s", "fe_latency_s",  # API server (simulator.frontend)
     "moe_flops", "moe_bw",  # rates the fused-MoE kernels reach
     "fe_finish_s", "fe_first_pass",
+    "mixed_rows",  # extra query rows per one-token request in a step with a prefill chunk
 )
 (P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
  P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
  P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
  P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
- P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH, P_FE_FIRST) = range(len(PARAMS))
+ P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH, P_FE_FIRST, P_MIXED_ROWS) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):
@@ -170,8 +188,12 @@ def linear_work(cp, num_tokens):
     return 2.0 * num_tokens * cp[P_LIN], cp[P_LIN] * cp[P_WBYTES] + num_tokens * cp[P_ACT]
 
 
-def attention_work(cp, num_tokens, context_tokens, attn_pairs):
-    """FLOPs (query-key pairs) and bytes (each scheduled request's KV once) of attention."""
+def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context):
+    """FLOPs (query-key pairs) and bytes (each scheduled request's KV once) of attention; in a step
+    with a prefill chunk (more tokens than requests), each one-token request's keys are paired with
+    ``mixed_rows`` more query rows (``FA2_MIXED_DECODE_ROWS``)."""
+    if num_tokens > num_seqs:
+        attn_pairs += cp[P_MIXED_ROWS] * single_row_context
     return attn_pairs * cp[P_ATTN_FPP], (context_tokens + num_tokens) * cp[P_KVB]
 
 
@@ -228,13 +250,14 @@ def cpu_s(cp, num_seqs, num_tokens):
     return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
 
 
-def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
+def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context):
     """Seconds the GPU works on one step (the sum of the terms above, in this order)."""
     T = padded_tokens(cp, num_tokens)
     t = overhead_s(cp, num_seqs, T)
     if T:
         t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
-        t += roofline(attention_work(cp, num_tokens, context_tokens, attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        t += roofline(attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
+                      cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
             s = 0.0
             if cp[P_MOE_LAYERS] != 0.0:
@@ -249,11 +272,12 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
     return t
 
 
-def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes):
+def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor), plus the
     engine's CPU work, or the longer of the two when async scheduling overlaps them."""
     g = graphed_s(cp, num_seqs, num_tokens,
-                  gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes))
+                  gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes,
+                        single_row_context))
     c = cpu_s(cp, num_seqs, num_tokens)
     if cp[P_ASYNC] != 0.0:
         return max(g, c)
@@ -362,13 +386,14 @@ class CostModel:
             **frontend_params(fe),
             "moe_flops": peak * e.moe_compute,
             "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
+            "mixed_rows": x.mixed_decode_rows,
         }
         self.params = np.array([float(p[name]) for name in PARAMS], np.float64)
 
     def step_time(self, w: StepWork) -> float:
         """Seconds one engine step takes."""
         return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
-                         w.swap_bytes)
+                         w.swap_bytes, w.single_row_context)
 
     def with_execution(self, x: Execution) -> CostModel:
         """The same model, GPU and factors, run as ``x`` says (no front-end)."""
@@ -387,7 +412,8 @@ class CostModel:
         add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_MOE_LAYERS]:
             add("moe", moe_work(cp, T), cp[P_MOE_FLOPS], cp[P_MOE_BW])
-        add("attention", attention_work(cp, T, w.context_tokens, w.attn_pairs), cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        add("attention", attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
+            cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:
             add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_AR_COUNT] and T:
@@ -426,7 +452,7 @@ class ConstantCost:
 
     def step_time(self, w: StepWork) -> float:
         return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
-                         w.swap_bytes)
+                         w.swap_bytes, w.single_row_context)
 
 
 def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
@@ -441,4 +467,5 @@ def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
         context_tokens=batch * context,
         attn_pairs=pairs,
         num_sampled=batch,
+        single_row_context=batch * context if new_tokens == 1 else 0,
     )

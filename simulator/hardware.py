@@ -24,6 +24,7 @@ class GPU:
     interconnect_bandwidth: float
     host_link_bandwidth: float
     price_per_hour: float | None = None  # US dollars per GPU-hour (catalogue: with its source and date)
+    compute_capability: str | None = None  # NVIDIA's, e.g. '8.0' (A100): picks vLLM's attention kernels
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
@@ -73,6 +74,7 @@ def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
         interconnect_bandwidth=float(d["interconnect_bandwidth"]),
         host_link_bandwidth=float(d["host_link_bandwidth"]),
         price_per_hour=_price(d.get("price_per_hour"), where),
+        compute_capability=_capability(d.get("compute_capability"), where),
     )
 
 
@@ -82,6 +84,16 @@ def _price(v, where: str) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
         raise ConfigError(f"{where}.price_per_hour must be a number > 0 (US dollars per GPU-hour) (got {v!r})")
     return float(v)
+
+
+def _capability(v, where: str) -> str | None:
+    if v is None:
+        return None
+    text = str(v)
+    major, _, minor = text.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        raise ConfigError(f"{where}.compute_capability must be NVIDIA's major.minor, e.g. '8.0' (got {v!r})")
+    return text
 
 
 def load_gpu(spec: str | dict) -> GPU:

@@ -925,6 +925,136 @@ def run_mixed_attention(torch, args) -> int:
     return 0
 
 
+# -- vllm_attention ---------------------------------------------------------------
+
+VLLM_ATTN_COLUMNS = ("gpu", "kernel", "case", "decodes", "decode_context", "prefill_tokens", "prefill_context", "heads",
+                     "kv_heads", "head_dim", "ms", "ms_decodes_alone", "ms_prefill_alone", "kv_gbps", "tflops")
+VLLM_ATTN_BLOCK = 16  # vLLM's default KV block size
+# decodes alone: (requests, tokens each) from long contexts with few requests to short ones with many
+VLLM_ATTN_DECODES = ((1, 4096), (8, 32768), (16, 16384), (32, 8192), (64, 4096), (128, 2048), (256, 1024),
+                     (512, 512), (8, 2048), (32, 2048))
+# decodes batched with a prefill chunk: (decodes, their context, chunk tokens, chunk's cached context)
+VLLM_ATTN_MIXED = ((16, 4096, 2048, 0), (64, 4096, 2048, 0), (128, 2048, 2048, 0), (256, 2048, 2048, 0),
+                   (64, 4096, 8192, 0), (130, 2048, 8192, 0), (8, 32768, 8192, 16384), (256, 512, 2048, 0))
+VLLM_ATTN_PREFILL = ((2048, 0), (8192, 0), (2048, 16384), (8192, 24576))
+
+
+def _load_vllm_fa(fa_dir: str):
+    """vLLM's flash-attention interface (``vllm/vllm_flash_attn``: flash_attn_interface.py and the
+    _vllm_fa2_C / _vllm_fa3_C extensions copied from a vLLM wheel) as a package of its own."""
+    import importlib
+    import sys
+    import types
+
+    pkg = types.ModuleType("vllm_fa")
+    pkg.__path__ = [str(Path(fa_dir).resolve())]
+    sys.modules["vllm_fa"] = pkg
+    return importlib.import_module("vllm_fa.flash_attn_interface")
+
+
+def run_vllm_attention(torch, args) -> int:
+    """vLLM's own flash-attention kernels (FlashAttention-2 and -3 from a vLLM wheel, ``--fa-dir``)
+    called as vLLM's FlashAttention backend calls them: queries of the step's requests concatenated,
+    keys and values read through a block table from a paged cache of 16-token blocks. Decodes
+    alone (KV read rate), prefill chunks alone (FLOP rate), and decodes batched with a chunk
+    against each part alone (what a mixed step's decodes cost)."""
+    dev = _dev(torch)
+    torch.cuda.set_device(dev)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    reps = args.max_reps or 20
+    fa = _load_vllm_fa(args.fa_dir)
+    kernels = []
+    for ver, ok in ((2, fa.FA2_AVAILABLE), (3, fa.FA3_AVAILABLE)):
+        if ok:
+            kernels.append(ver)
+    meta = _run_meta(
+        torch, args, "vllm_attention",
+        method="vllm_flash_attn.flash_attn_varlen_func (the wheel's _vllm_fa2_C / _vllm_fa3_C), bf16, head_dim 128, "
+               f"causal, paged KV cache of {VLLM_ATTN_BLOCK}-token blocks in a shuffled block table, num_splits 0 "
+               f"(the kernel's own choice); median of {reps} calls timed with CUDA events",
+        columns=list(VLLM_ATTN_COLUMNS), errors={})
+    meta["fa_dir"] = str(args.fa_dir)
+    meta["fa_available"] = {"fa2": bool(fa.FA2_AVAILABLE), "fa3": bool(fa.FA3_AVAILABLE),
+                            "fa2_reason": fa.FA2_UNAVAILABLE_REASON, "fa3_reason": fa.FA3_UNAVAILABLE_REASON}
+    _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
+    fh, wr = _csv_out(out_path, VLLM_ATTN_COLUMNS)
+    g = torch.Generator(device=dev)
+    g.manual_seed(0)
+
+    def timed(ver, q_lens, k_lens, h, hk):
+        """Milliseconds of one call over requests with q_lens new and k_lens total tokens."""
+        bs = VLLM_ATTN_BLOCK
+        blocks = [-(-k // bs) for k in k_lens]
+        nblk = int(sum(blocks))
+        kc = torch.randn(nblk, bs, hk, 128, device=dev, dtype=torch.bfloat16, generator=g)
+        vc = torch.randn_like(kc)
+        perm = torch.randperm(nblk, device=dev, generator=g).to(torch.int32)
+        table = torch.zeros(len(k_lens), max(blocks), device=dev, dtype=torch.int32)
+        at = 0
+        for i, b in enumerate(blocks):
+            table[i, :b] = perm[at:at + b]
+            at += b
+        cq = torch.tensor([0, *np.cumsum(q_lens)], device=dev, dtype=torch.int32)
+        used = torch.tensor(k_lens, device=dev, dtype=torch.int32)
+        q = torch.randn(int(sum(q_lens)), h, 128, device=dev, dtype=torch.bfloat16, generator=g)
+        out = torch.empty_like(q)
+
+        def f():
+            fa.flash_attn_varlen_func(q, kc, vc, max(q_lens), cq, max(k_lens), seqused_k=used, causal=True,
+                                      block_table=table, out=out, fa_version=ver)
+
+        f()
+        torch.cuda.synchronize()
+        return float(np.median(_replay_ms(torch, f, reps)))
+
+    def pairs(q_lens, k_lens):
+        return float(sum(qn * (k - qn) + qn * (qn + 1) / 2 for qn, k in zip(q_lens, k_lens)))
+
+    with torch.inference_mode(), fh:
+        for ver in kernels:
+            kname = f"vllm_fa{ver}"
+            for h, hk in MIXED_ATTN_HEADS:
+                for n, c in VLLM_ATTN_DECODES:
+                    _free_memory(torch)
+                    try:
+                        ms = timed(ver, [1] * n, [c] * n, h, hk)
+                    except Exception as exc:
+                        meta["errors"][f"{kname} {h}/{hk} decode {n}x{c}"] = _first_line(exc)
+                        continue
+                    gbps = n * c * hk * 128 * 2 * 2 / (ms * 1e-3) / 1e9
+                    wr.writerow([args.gpu_name, kname, "decode", n, c, 0, 0, h, hk, 128, f"{ms:.4f}", "", "",
+                                 f"{gbps:.1f}", ""])
+                    fh.flush()
+                    print(f"{kname} {h}/{hk}: {n} decodes x {c}: {ms:.3f} ms, KV {gbps:.0f} GB/s", flush=True)
+                for p, pc in VLLM_ATTN_PREFILL:
+                    try:
+                        ms = timed(ver, [p], [pc + p], h, hk)
+                    except Exception as exc:
+                        meta["errors"][f"{kname} {h}/{hk} prefill {p}+{pc}"] = _first_line(exc)
+                        continue
+                    tf = 4 * 128 * h * pairs([p], [pc + p]) / (ms * 1e-3) / 1e12
+                    wr.writerow([args.gpu_name, kname, "prefill", 0, 0, p, pc, h, hk, 128, f"{ms:.4f}", "", "", "",
+                                 f"{tf:.1f}"])
+                    fh.flush()
+                    print(f"{kname} {h}/{hk}: prefill {p} over {pc}: {ms:.3f} ms, {tf:.0f} TFLOP/s", flush=True)
+                for n, c, p, pc in VLLM_ATTN_MIXED:
+                    try:
+                        dec = timed(ver, [1] * n, [c] * n, h, hk)
+                        pre = timed(ver, [p], [pc + p], h, hk)
+                        mix = timed(ver, [1] * n + [p], [c] * n + [pc + p], h, hk)
+                    except Exception as exc:
+                        meta["errors"][f"{kname} {h}/{hk} mixed {n}x{c}+{p}"] = _first_line(exc)
+                        continue
+                    wr.writerow([args.gpu_name, kname, "mixed", n, c, p, pc, h, hk, 128, f"{mix:.4f}", f"{dec:.4f}",
+                                 f"{pre:.4f}", "", ""])
+                    fh.flush()
+                    print(f"{kname} {h}/{hk}: {n} decodes x {c} + prefill {p} over {pc}: mixed {mix:.3f} ms, "
+                          f"apart {dec:.3f} + {pre:.3f} = {dec + pre:.3f} ms", flush=True)
+    _write_json(meta_path, meta)
+    return 0
+
+
 # -- compare ----------------------------------------------------------------
 
 COMPARE_COLUMNS = ("gpu", "model", "mode", "layers", "batch", "new_tokens", "context",
@@ -2560,7 +2690,8 @@ def parse_args(argv=None):
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--mode", default="model",
-                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention"),
+                   choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention",
+                            "vllm_attention"),
                    help="model: step latencies of --model (default); streaming: as --streaming; "
                         "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
                         "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
@@ -2581,6 +2712,8 @@ def parse_args(argv=None):
     p.add_argument("--compile-tokens", type=int, default=2048,
                    help="compare: tokens of the first compiled call (dynamic shapes traced and Triton "
                         "configs autotuned at this size, as vLLM's profiling run does)")
+    p.add_argument("--fa-dir", default=None,
+                   help="vllm_attention: a copy of a vLLM wheel's vllm/vllm_flash_attn folder (with its .so files)")
     p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm "
                    "(tp: 'auto' derives it from the device name the driver reports)")
     p.add_argument("--out", required=True, help="CSV output path (the sidecar is <out>.meta.json)")
@@ -2608,7 +2741,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention"):
+    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention", "vllm_attention"):
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2
@@ -2618,7 +2751,8 @@ def main(argv=None) -> int:
                 return 2
             return run_compare(torch, args) if args.mode == "compare" else run_tp(torch, args)
         return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce,
-                "sustained": run_sustained, "mixed_attention": run_mixed_attention}[args.mode](torch, args)
+                "sustained": run_sustained, "mixed_attention": run_mixed_attention,
+                "vllm_attention": run_vllm_attention}[args.mode](torch, args)
     if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)

@@ -12,7 +12,7 @@ import simpy
 
 from simulator import versions
 from simulator.config import Scenario, run_duration
-from simulator.cost import CostModel, Efficiency, Execution, FrontendCosts, StepWork, decode_work
+from simulator.cost import FA2_MIXED_DECODE_ROWS, CostModel, Efficiency, Execution, FrontendCosts, StepWork, decode_work
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
@@ -47,8 +47,9 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
     return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
 
 
-def execution(sc: Scenario, seqs: int, tokens: int) -> Execution:
-    """How the engine runs its steps (CUDA graphs, async scheduling), from the version's defaults."""
+def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
+    """How the engine runs its steps (CUDA graphs, async scheduling, the attention kernel's extra
+    cost in mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
     v = versions.version(e.vllm_version)
     return Execution(
@@ -58,6 +59,7 @@ def execution(sc: Scenario, seqs: int, tokens: int) -> Execution:
         pad=not e.enforce_eager,
         async_scheduling=v.async_scheduling if e.async_scheduling is None else e.async_scheduling,
         cpu_share=1.0,
+        mixed_decode_rows=FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0,
     )
 
 
@@ -149,7 +151,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
     return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu), kv_dtype_bytes,
-                     e.quantization, execution(sc, seqs, tokens), frontend_costs(sc))
+                     e.quantization, execution(sc, gpu, seqs, tokens), frontend_costs(sc))
 
 
 def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:

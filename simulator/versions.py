@@ -115,6 +115,14 @@ def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int
     return (1024, 8192) if big else (256, 2048)
 
 
+def attention_kernel(compute_capability: str | None) -> str:
+    """The flash-attention kernel vLLM's FlashAttention backend runs on a GPU: FlashAttention-3 on
+    Hopper (compute capability 9.x), FlashAttention-2 on Ampere and Ada (8.x); ``other`` elsewhere
+    (Blackwell defaults to FlashInfer, AMD to ROCm's kernels; a custom GPU without a capability)."""
+    major = (compute_capability or "").partition(".")[0]
+    return {"8": "fa2", "9": "fa3"}.get(major, "other")
+
+
 def max_capture_size(v: VllmVersion, max_num_seqs: int, max_num_batched_tokens: int, given: int | None = None) -> int:
     """The largest step (in tokens) replayed from a CUDA graph."""
     if given is not None:

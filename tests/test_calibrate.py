@@ -93,3 +93,40 @@ def test_calibrate_cli_pins_matmul_memory_from_a_streaming_file(tmp_path):
     assert doc["efficiency"]["matmul_memory"] == pytest.approx(0.8, rel=1e-6)
     assert doc["pinned"]["matmul_memory"]["measured_in"] == [str(stream)]
     assert doc["mape"] < 0.01
+
+
+def test_mixed_step_decodes_cost_the_fa2_tile_rows():
+    """Where vLLM runs FlashAttention-2 (compute capability 8.x), a decode batched with a prefill
+    chunk pays FA2_MIXED_DECODE_ROWS more query rows over its context, by hand: the extra FLOPs
+    are rows x its context x the model's attention FLOPs per pair. A step of decodes alone, a
+    prefill alone, and any step on an FA3 GPU (Hopper) pay nothing extra."""
+    from simulator.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP, Execution
+    from simulator.versions import attention_kernel
+
+    assert (attention_kernel(load_gpu("a100-80gb").compute_capability),
+            attention_kernel(load_gpu("l40s").compute_capability),
+            attention_kernel(load_gpu("h100-sxm").compute_capability),
+            attention_kernel(load_gpu("b200").compute_capability),
+            attention_kernel(load_gpu("mi300x").compute_capability)) == ("fa2", "fa2", "fa3", "other", "other")
+    m, g = load_model("qwen3-14b"), load_gpu("a100-80gb")
+    # Attention compute-bound in every case: memory made free.
+    eff = Efficiency(attn_memory=1e6)
+    fa2 = CostModel(m, g, 1, eff, execution=Execution(mixed_decode_rows=FA2_MIXED_DECODE_ROWS))
+    plain = CostModel(m, g, 1, eff)
+    # 64 decodes over 4,096 cached tokens each, and a 2,048-token chunk starting at token 0.
+    dec = dict(num_seqs=64, num_tokens=64, context_tokens=64 * 4096, attn_pairs=64 * 4097.0, num_sampled=64,
+               single_row_context=64 * 4096)
+    mixed = StepWork(num_seqs=65, num_tokens=64 + 2048, context_tokens=64 * 4096,
+                     attn_pairs=64 * 4097.0 + 2048 * 2049 / 2, num_sampled=64, single_row_context=64 * 4096)
+    extra = FA2_MIXED_DECODE_ROWS * 64 * 4096 * fa2.params[P_ATTN_FPP] / fa2.params[P_ATTN_FLOPS]
+    assert fa2.step_time(mixed) - plain.step_time(mixed) == pytest.approx(extra, rel=1e-9)
+    assert extra > 0.02  # 106 rows x 64 x 4,096 keys x 40 layers: tens of ms on an A100
+    for w in (StepWork(**dec), StepWork(num_seqs=1, num_tokens=2048, attn_pairs=2048 * 2049 / 2, num_sampled=1)):
+        assert fa2.step_time(w) == plain.step_time(w)
+    # The same on the GPU as a scenario runs it: A100 FA2, H100 FA3.
+    from simulator.config import blank_scenario
+    from simulator.run import execution
+
+    sc = blank_scenario(["model=qwen3-14b"])
+    assert execution(sc, g, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
+    assert execution(sc, load_gpu("h100-sxm"), 256, 2048).mixed_decode_rows == 0.0

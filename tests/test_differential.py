@@ -99,6 +99,8 @@ CASES = {
     # Cost-model terms the dense single-GPU cases do not reach: MoE experts and tensor parallelism.
     "moe_tp2": ("benchmarks/scenarios/poisson_short.yaml", ["model=mixtral-8x7b", "hardware.tensor_parallel_size=2",
                                                             "run.num_requests=800"]),
+    # A FlashAttention-2 GPU: the decodes of a step that also carries a prefill chunk cost extra rows.
+    "fa2_mixed_steps": (C1200, [*SMALL, "hardware.gpu=a100-80gb"]),
 }
 
 
@@ -147,7 +149,7 @@ def _random_scenario(d: dict, kernel: str):
         workload["classes"] = {"urgent": {"weight": 1, "priority": 0}, "batch": {"weight": 2, "priority": 3}}
     return scenario_from_dict({
         "model": "llama-3.1-8b",
-        "hardware": {"gpu": "h100-sxm"},
+        "hardware": {"gpu": d["gpu"]},
         "engine": {
             "num_gpu_blocks_override": d["blocks"], "block_size": d["block_size"], "max_num_seqs": d["seqs"],
             "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats "enable_prefix_caching": d["caching"], "admission": d["admission"],
@@ -163,6 +165,7 @@ def _random_scenario(d: dict, kernel: str):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.fixed_dictionaries({
     "arrival": st.sampled_from(["closed_loop", "poisson", "gamma"]),
+    "gpu": st.sampled_from(["h100-sxm", "a100-80gb"]),
     "think": st.sampled_from([0.0, 0.05, 1.0]),
     "load": st.integers(1, 120),
     "blocks": st.integers(8, 600),

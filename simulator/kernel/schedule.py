@@ -352,6 +352,7 @@ def _apply(st, t):
     total = lazy
     decode = lazy
     ctx = lctx
+    single = lctx  # the lazy requests compute one token each
     s1 = lctx
     s2 = 2 * lazy
     nsamp = lazy
@@ -380,13 +381,15 @@ def _apply(st, t):
                     decode += 1
             total += a
             ctx += before
+            if a == 1:
+                single += before
             s1 += a * before
             s2 += a * (a + 1)
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
             if SI[s, S_RID] >= 0 and (SI[s, S_EVT] >= 0 or SI[s, S_A] > 0):
                 record(st, t, TR_SCHEDULED, SI[s, S_RID], 1 if SI[s, S_EVT] >= 0 else SI[s, S_A])
-    dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES])
+    dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES], single)
     ctl[N_SAMPLED] = nsamp
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t

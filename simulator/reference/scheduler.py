@@ -284,7 +284,7 @@ class Scheduler:
         R = self.reqs
         rids = tuple(self._scheduled)
         num_new = tuple(self._scheduled.values())
-        total = context = s1 = s2 = rec = decode = sampled = 0
+        total = context = s1 = s2 = rec = decode = sampled = single = 0
         for rid, a in zip(rids, num_new):
             nc = before[rid]
             after = nc + a
@@ -302,6 +302,8 @@ class Scheduler:
                     decode += 1
             total += a
             context += nc
+            if a == 1:
+                single += nc
             s1 += a * nc
             s2 += a * (a + 1)
         work = StepWork(
@@ -313,6 +315,7 @@ class Scheduler:
             attn_pairs=rules.attn_pairs(s1, s2),
             num_sampled=sampled,
             swap_bytes=self._swap_bytes,
+            single_row_context=single,
         )
         return StepPlan(
             rids=rids,

@@ -1,0 +1,76 @@
+"""Fit a GPU's matmul rate on the calibration half of the public runs, for a GPU we have no
+profiles of (the A100: no A100 was lent to measure on).
+
+    python tools/validation/fit_gpu.py [--gpu a100-80gb] [--jobs 2]
+
+The attention rate is pinned from the published FlashAttention-2 figures (Dao 2023, arXiv
+2307.08691: the forward pass reaches 50-73% of the A100's peak; 0.60, the middle of that range),
+and every other factor keeps the generic default (simulator/cost.py Efficiency). The matmul rate
+is searched on a grid (0.50 to 0.95 of peak) for the least sum of |log(simulated / measured)| over
+output throughput, mean TTFT and mean TPOT of the ``split: calibrate`` runs on that GPU in
+simulator/data/validation/runs.yaml (confounded runs left out; the held-out runs are never
+simulated here). Writes simulator/data/calibration/<gpu>.yaml, which `cost.calibration: auto`
+then uses for that GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fit_host  # noqa: E402
+
+from simulator import calibrate, validate  # noqa: E402
+from simulator.cost import Efficiency  # noqa: E402
+
+ATTN_COMPUTE = {"a100-80gb": 0.60}  # FlashAttention-2 paper, see the docstring
+GRID = [round(0.50 + 0.05 * i, 2) for i in range(10)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpu", default="a100-80gb")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    runs = [r for r in validate.load(validate.RUNS_FILE)["runs"]
+            if r["split"] == "calibrate" and not r.get("confounded") and r["gpu"] == args.gpu]
+    if not runs:
+        print(f"no calibration runs on {args.gpu}", file=sys.stderr)
+        return 1
+    attn = ATTN_COMPUTE[args.gpu]
+    scores = []
+    for mm in GRID:
+        extra = [f"cost.matmul_compute={mm}", f"cost.attn_compute={attn}"]
+        got = fit_host.loss(validate.run_all(runs, extra, jobs=args.jobs))
+        scores.append((got, mm))
+        print(f"matmul_compute {mm:.2f}: loss {got:.3f}", flush=True)
+    best, mm = min(scores)
+    eff = replace(Efficiency(), matmul_compute=mm, attn_compute=attn)
+    out = calibrate.CALIBRATION_DIR / f"{args.gpu}.yaml"
+    lines = [
+        "# Written by tools/validation/fit_gpu.py. No profiles of this GPU: matmul_compute fitted on the",
+        "# public calibration runs below, attn_compute from the FlashAttention-2 paper's A100 figures",
+        "# (arXiv 2307.08691: 50-73% of peak in the forward pass), every other factor the generic default.",
+        f"gpu: {args.gpu}",
+        "fitted_on:",
+        *(f"- {r['id']}" for r in runs),
+        f"date: '{dt.date.today().isoformat()}'",
+        f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|",
+        "grid:  # matmul_compute: loss",
+        *(f"  {m}: {s:.4f}" for s, m in sorted(scores, key=lambda x: x[1])),
+        "efficiency:",
+        *(f"  {k}: {v!r}" for k, v in asdict(eff).items()),
+    ]
+    out.write_text("\n".join(lines) + "\n")
+    print(f"{len(runs)} runs; matmul_compute {mm} (loss {best:.3f}); wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
