@@ -151,6 +151,16 @@ class Execution:
 # 128 rows on Ampere and Hopper alike; vLLM runs FA2 on compute capability 8.x and FlashAttention-3
 # (which packs the query heads of a KV group into the tile in mixed calls too) on Hopper.
 FA2_MIXED_DECODE_ROWS = 106.0
+# vLLM's FlashAttention-3 (Hopper), called as vLLM calls it (paged KV of 16-token blocks), on an
+# H100 (data/profiles/attention/vllm_attention_h100-sxm.csv, `profiler --mode vllm_attention`):
+# decodes read the KV cache at 2.91 TB/s (median of 15 calls of 0.36-0.38 ms, 0.87 of the
+# datasheet), prefill chunks reach 626 TFLOP/s (median of 9 calls, 0.63 of peak), and decodes
+# batched with a chunk cost no more than apart (mixed / apart 0.97, median of 24): FA3 packs a
+# KV group's query heads into the tile in mixed calls too. The step profiles' attention is
+# PyTorch's FlashAttention-2 (0.32 / 0.75 in the H100 calibration); where vLLM runs FA3, these
+# rates replace it.
+FA3_ATTN_COMPUTE = 0.63
+FA3_ATTN_MEMORY = 0.87
 
 
 # ---- the parameter vector: one slot per constant of the formula ------------------------------------

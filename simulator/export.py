@@ -247,6 +247,7 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
             close(rid, t)
         phase[rid] = (name, t)
 
+    end = result.end_time
     evs = result.engine.trace_events()
     order = np.argsort(evs[:, 0], kind="stable") if len(evs) else np.empty(0, np.int64)
     queued = set()
@@ -268,10 +269,11 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
             open_(rid, "decode", t)
         elif kind == E.FINISHED and rid in phase:
             shown = float(c["finish"][rid])  # its last token reaches the client (through the front-end)
+            if not np.isfinite(shown):  # still on its way out when the run ended
+                shown = end
             if shown > t:
                 open_(rid, "streaming out (front-end)", t)
             close(rid, max(shown, t))
-    end = result.end_time
     for rid in range(len(c["arrival"])):
         if c["status"][rid] == REJECTED:
             out.append({"ph": "i", "s": "p", "pid": req_pid, "name": f"rejected {rid}",

@@ -105,6 +105,7 @@ import copy
 import csv
 import datetime as _dt
 import gc
+import hashlib
 import json
 import math
 import os
@@ -975,6 +976,8 @@ def run_vllm_attention(torch, args) -> int:
                f"(the kernel's own choice); median of {reps} calls timed with CUDA events",
         columns=list(VLLM_ATTN_COLUMNS), errors={})
     meta["fa_dir"] = str(args.fa_dir)
+    meta["fa_files"] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+                        for f in sorted(Path(args.fa_dir).iterdir()) if f.suffix in (".so", ".py")}
     meta["fa_available"] = {"fa2": bool(fa.FA2_AVAILABLE), "fa3": bool(fa.FA3_AVAILABLE),
                             "fa2_reason": fa.FA2_UNAVAILABLE_REASON, "fa3_reason": fa.FA3_UNAVAILABLE_REASON}
     _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)

@@ -12,7 +12,17 @@ import simpy
 
 from simulator import versions
 from simulator.config import Scenario, run_duration
-from simulator.cost import FA2_MIXED_DECODE_ROWS, CostModel, Efficiency, Execution, FrontendCosts, StepWork, decode_work
+from simulator.cost import (
+    FA2_MIXED_DECODE_ROWS,
+    FA3_ATTN_COMPUTE,
+    FA3_ATTN_MEMORY,
+    CostModel,
+    Efficiency,
+    Execution,
+    FrontendCosts,
+    StepWork,
+    decode_work,
+)
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.hardware import GPU, load_gpu
@@ -63,14 +73,18 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     )
 
 
-def efficiency(sc: Scenario, gpu: GPU) -> Efficiency:
-    """Calibrated factors (built-in for the GPU, or a file), then any per-field overrides."""
+def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
+    """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
+    runs on the GPU where they were measured (FlashAttention-3 on Hopper), then any per-field
+    overrides."""
     from simulator import calibrate
 
     c = sc.cost
     base = calibrate.resolve(c.calibration, gpu.key)
     v = versions.version(sc.engine.vllm_version)
     over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
+    if versions.attention_kernel(gpu.compute_capability) == "fa3" and not model.is_mla:
+        over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)  # MLA runs FlashMLA instead
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:
@@ -150,7 +164,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     and its front-end."""
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
-    return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu), kv_dtype_bytes,
+    return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), kv_dtype_bytes,
                      e.quantization, execution(sc, gpu, seqs, tokens), frontend_costs(sc))
 
 

@@ -130,3 +130,27 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     sc = blank_scenario(["model=qwen3-14b"])
     assert execution(sc, g, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
     assert execution(sc, load_gpu("h100-sxm"), 256, 2048).mixed_decode_rows == 0.0
+
+
+def test_hopper_attention_runs_at_vllm_fa3_rates():
+    """On Hopper vLLM runs FlashAttention-3, whose measured rates replace the calibration's
+    (PyTorch's FA2); an MLA model (FlashMLA) and a GPU running FA2 keep theirs, and a scenario's
+    own cost.attn_* override wins."""
+    from simulator.calibrate import builtin
+    from simulator.config import blank_scenario
+    from simulator.cost import FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY
+    from simulator.run import efficiency
+
+    h100, a100 = load_gpu("h100-sxm"), load_gpu("a100-80gb")
+    sc = blank_scenario(["model=qwen3-14b"])
+    e = efficiency(sc, h100, load_model("qwen3-14b"))
+    assert (e.attn_compute, e.attn_memory) == (FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY)
+    cal = builtin("h100-sxm")
+    assert e.matmul_compute == cal.matmul_compute and cal.attn_compute != FA3_ATTN_COMPUTE
+    mla = efficiency(sc, h100, load_model("deepseek-v3"))
+    assert (mla.attn_compute, mla.attn_memory) == (cal.attn_compute, cal.attn_memory)
+    a = efficiency(sc, a100, load_model("qwen3-14b"))
+    assert (a.attn_compute, a.matmul_compute) == (builtin("a100-80gb").attn_compute, builtin("a100-80gb").matmul_compute)
+    assert builtin("a100-40gb") == builtin("a100-80gb")
+    own = efficiency(blank_scenario(["model=qwen3-14b", "cost.attn_compute=0.5"]), h100, load_model("qwen3-14b"))
+    assert own.attn_compute == 0.5 and own.attn_memory == FA3_ATTN_MEMORY

@@ -61,8 +61,9 @@ def test_random_routing_splits_poisson_arrivals_into_poisson_streams():
 def test_join_the_shortest_queue_waits_less_than_round_robin():
     """With service times that vary by orders of magnitude, sending each request to the replica
     with the fewest outstanding requests beats taking turns (and random) on waiting time, the
-    classic multi-server result; all three see the same arrivals."""
-    common = ["workload.arrival={type: poisson, rate: 12}", "run.duration_s=200",
+    classic multi-server result; all three see the same arrivals. The rate keeps the replicas busy
+    (16 req/s over four: at 12 the queues are short enough that the routers nearly tie)."""
+    common = ["workload.arrival={type: poisson, rate: 16}", "run.duration_s=200",
               "workload.prompt_tokens={dist: lognormal, mean: 2000, sigma: 1.5, max: 60000}",
               "workload.output_tokens={dist: lognormal, mean: 300, sigma: 1.2, max: 6000}",
               "cluster.replicas=4", "engine.max_num_seqs=16", "engine.max_num_batched_tokens=2048"]

@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fit_host  # noqa: E402
+import fit_host
 
-from simulator import calibrate, validate  # noqa: E402
-from simulator.cost import Efficiency  # noqa: E402
+from simulator import calibrate, validate
+from simulator.cost import Efficiency
 
 ATTN_COMPUTE = {"a100-80gb": 0.60}  # FlashAttention-2 paper, see the docstring
 GRID = [round(0.50 + 0.05 * i, 2) for i in range(10)]
