@@ -227,8 +227,10 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
             ps = sorted((q for q in r["_probes"] if q.get(key) is not None), key=lambda q: q["rate"])
             if not ps:
                 continue
-            ax.plot([q["rate"] for q in ps], [q[key] for q in ps], marker="o", ms=3, lw=1.2,
-                    color=COLORS[i % len(COLORS)], label=label(r))
+            # Every other candidate dashed with square markers: two candidates that measure the same
+            # (the same GPU at two max_num_seqs, say) stay visible one over the other.
+            ax.plot([q["rate"] for q in ps], [q[key] for q in ps], marker="os"[i % 2], ms=3, lw=1.2,
+                    ls="-" if i % 2 == 0 else "--", color=COLORS[i % len(COLORS)], label=label(r))
             ax.axvline(r["capacity_rps"], color=COLORS[i % len(COLORS)], lw=0.6, ls=":")
         if target is not None:
             ax.axhline(target, color="black", lw=1, ls="--", label="target")
