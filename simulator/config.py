@@ -79,7 +79,7 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class CostConfig:
-    calibration: str = F("auto", "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`")
+    calibration: str = F("auto", "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`; attention keeps the rates of the kernel vLLM runs on the GPU (FlashAttention-3 on Hopper, -2 on 8.x)")
     matmul_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0)
     matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
     attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)

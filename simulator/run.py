@@ -13,6 +13,7 @@ import simpy
 from simulator import versions
 from simulator.config import Scenario, run_duration
 from simulator.cost import (
+    FA2_ATTN_COMPUTE,
     FA2_MIXED_DECODE_ROWS,
     FA3_ATTN_COMPUTE,
     FA3_ATTN_MEMORY,
@@ -75,16 +76,19 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
 
 def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
-    runs on the GPU where they were measured (FlashAttention-3 on Hopper), then any per-field
-    overrides."""
+    runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published), then
+    any per-field overrides."""
     from simulator import calibrate
 
     c = sc.cost
     base = calibrate.resolve(c.calibration, gpu.key)
     v = versions.version(sc.engine.vllm_version)
     over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
-    if versions.attention_kernel(gpu.compute_capability) == "fa3" and not model.is_mla:
-        over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)  # MLA runs FlashMLA instead
+    kernel = versions.attention_kernel(gpu.compute_capability)
+    if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
+        over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
+    elif kernel == "fa2" and not model.is_mla:
+        over.update(attn_compute=FA2_ATTN_COMPUTE)
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:

@@ -134,8 +134,8 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
 
 def test_hopper_attention_runs_at_vllm_fa3_rates():
     """On Hopper vLLM runs FlashAttention-3, whose measured rates replace the calibration's
-    (PyTorch's FA2); an MLA model (FlashMLA) and a GPU running FA2 keep theirs, and a scenario's
-    own cost.attn_* override wins."""
+    (PyTorch's FA2); on compute capability 8.x FlashAttention-2 at its published A100 rate; an MLA
+    model (FlashMLA) keeps the calibration's, and a scenario's own cost.attn_* override wins."""
     from simulator.calibrate import builtin
     from simulator.config import blank_scenario
     from simulator.cost import FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY
@@ -152,5 +152,9 @@ def test_hopper_attention_runs_at_vllm_fa3_rates():
     a = efficiency(sc, a100, load_model("qwen3-14b"))
     assert (a.attn_compute, a.matmul_compute) == (builtin("a100-80gb").attn_compute, builtin("a100-80gb").matmul_compute)
     assert builtin("a100-40gb") == builtin("a100-80gb")
+    from simulator.cost import FA2_ATTN_COMPUTE
+
+    l40s = efficiency(sc, load_gpu("l40s"), load_model("qwen3-14b"))  # FA2, no calibration of its own
+    assert l40s.attn_compute == FA2_ATTN_COMPUTE and l40s.matmul_compute == Efficiency().matmul_compute
     own = efficiency(blank_scenario(["model=qwen3-14b", "cost.attn_compute=0.5"]), h100, load_model("qwen3-14b"))
     assert own.attn_compute == 0.5 and own.attn_memory == FA3_ATTN_MEMORY

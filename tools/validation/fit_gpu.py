@@ -3,8 +3,8 @@ profiles of (the A100: no A100 was lent to measure on).
 
     python tools/validation/fit_gpu.py [--gpu a100-80gb] [--jobs 2]
 
-The attention rate is pinned from the published FlashAttention-2 figures (Dao 2023, arXiv
-2307.08691: the forward pass reaches 50-73% of the A100's peak; 0.60, the middle of that range),
+The attention rate is the published FlashAttention-2 figure (``simulator.cost.FA2_ATTN_COMPUTE``:
+Dao 2023, arXiv 2307.08691, 50-73% of the A100's peak in the forward pass; 0.60, the middle),
 and every other factor keeps the generic default (simulator/cost.py Efficiency). The matmul rate
 is searched on a grid (0.50 to 0.95 of peak) for the least sum of |log(simulated / measured)| over
 output throughput, mean TTFT and mean TPOT of the ``split: calibrate`` runs on that GPU in
@@ -27,9 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_host
 
 from simulator import calibrate, validate
-from simulator.cost import Efficiency
+from simulator.cost import FA2_ATTN_COMPUTE, Efficiency
 
-ATTN_COMPUTE = {"a100-80gb": 0.60}  # FlashAttention-2 paper, see the docstring
 GRID = [round(0.50 + 0.05 * i, 2) for i in range(10)]
 
 
@@ -43,7 +42,7 @@ def main() -> int:
     if not runs:
         print(f"no calibration runs on {args.gpu}", file=sys.stderr)
         return 1
-    attn = ATTN_COMPUTE[args.gpu]
+    attn = FA2_ATTN_COMPUTE  # the scenarios of its runs use it too (simulator/run.py efficiency)
     scores = []
     for mm in GRID:
         extra = [f"cost.matmul_compute={mm}", f"cost.attn_compute={attn}"]
