@@ -155,8 +155,8 @@ FA2_MIXED_DECODE_ROWS = 106.0
 # H100 (data/profiles/attention/vllm_attention_h100-sxm.csv, `profiler --mode vllm_attention`):
 # decodes read the KV cache at 2.91 TB/s (median of 15 calls of 0.36-0.38 ms, 0.87 of the
 # datasheet), prefill chunks reach 626 TFLOP/s (median of 9 calls, 0.63 of peak), and decodes
-# batched with a chunk cost no more than apart (mixed / apart 0.97, median of 24): FA3 packs a
-# KV group's query heads into the tile in mixed calls too. The step profiles' attention is
+# batched with a chunk cost no more than apart (mixed / apart 0.95-1.07, median 0.98, over the 15
+# calls of 0.4 ms or more): FA3 packs a KV group's query heads into the tile in mixed calls too. The step profiles' attention is
 # PyTorch's FlashAttention-2 (0.32 / 0.75 in the H100 calibration); where vLLM runs FA3, these
 # rates replace it.
 FA3_ATTN_COMPUTE = 0.63
