@@ -55,13 +55,14 @@ class Efficiency:
     # benchmarks/RESULTS.md); a GPU with its own calibration file uses that instead.
     matmul_compute: float = 0.60
     matmul_memory: float = 0.85
-    # The fused-MoE kernels (grouped GEMMs over the experts a step's tokens are routed to), as
-    # fractions of the same peaks; they reach less than a dense GEMM of the same work. Measured on
-    # an H100 (data/profiles/moe/h100-sxm.csv, grouped GEMMs of qwen3-30b-a3b and of a TP8 slice of
-    # deepseek-v3): 22-36% of peak FLOP/s at 4,096 tokens, 66-76% of HBM bandwidth streaming the
-    # touched experts at 64-256 tokens (40% at one token).
-    moe_compute: float = 0.30
-    moe_memory: float = 0.70
+    # vLLM's fused-MoE kernel (Triton; grouped GEMMs over the experts a step's tokens are routed
+    # to), as fractions of the same peaks, combined by moe_s: fitted on that kernel run as vLLM
+    # runs it on an H100 (data/profiles/moe/vllm_moe_h100-sxm.csv: the routed experts of
+    # Qwen3-235B-A22B at TP8, GLM-4.5-Air at TP4, Qwen3-30B-A3B, a TP8 slice of DeepSeek-V3, 64 to
+    # 8,192 tokens; mean error 6.4%, against 15.6% for the max of the two at the rates once taken
+    # from PyTorch's grouped GEMMs, 0.30 / 0.70).
+    moe_compute: float = 0.33
+    moe_memory: float = 0.81
     attn_compute: float = 0.30
     attn_memory: float = 0.80
     step_overhead_s: float = 0.0
@@ -90,6 +91,13 @@ class Efficiency:
     # layer over a full graph (graph_pieces against graph there, all batch sizes).
     eager_launch_s: float = 20e-6
     piecewise_layer_s: float = 13.5e-6
+    # With enforce_eager vLLM neither compiles nor graphs: every kernel is launched through its
+    # Python modules, slower than the plain PyTorch ops measured above. vLLM PR #10058 (V1, Llama-3.1-8B,
+    # batch 8, 32 tokens in, 128 out; `benchmark_latency.py`) took 1.26 s a batch without graphs and
+    # compilation against 1.04 s with them: 9.8 ms a step against 8.1, on a GPU that streams the
+    # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
+    # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
+    vllm_eager_launch_s: float = 30e-6
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,7 @@ class Execution:
     pad: bool = False
     async_scheduling: bool = False
     cpu_share: float = 0.0  # 1: count the engine's CPU work per step
+    enforce_eager: bool = False  # no graphs and no compilation: kernels launched at vllm_eager_launch_s
     # In a step that also carries a prefill chunk, the extra query rows each one-token request's
     # attention costs (FA2_MIXED_DECODE_ROWS where vLLM runs FlashAttention-2; 0: none).
     mixed_decode_rows: float = 0.0
@@ -222,6 +231,21 @@ def moe_work(cp, num_tokens):
     return flops, nbytes
 
 
+# How the fused-MoE kernel's compute and weight streaming combine: (tc^p + tm^p)^(1/p), between their
+# sum (p = 1) and the roofline's max (p -> inf). Between a few hundred and a few thousand tokens the
+# kernel is bound by neither alone (tiles padded per expert, weights re-read per tile); p = 1.5
+# fits vLLM's kernel on an H100 best (p 1.5: 6.4% mean error; 2: 7.4%; 3: 9.5%; the max: 12.7% at
+# its own best rates), each with its best pair of rates (see Efficiency.moe_compute).
+MOE_BLEND = 1.5
+
+
+def moe_s(cp, num_tokens):
+    """Seconds of the routed and shared experts (moe_work at the fused-MoE rates, MOE_BLEND)."""
+    flops, nbytes = moe_work(cp, num_tokens)
+    tc, tm = flops / cp[P_MOE_FLOPS], nbytes / cp[P_MOE_BW]
+    return (tc ** MOE_BLEND + tm ** MOE_BLEND) ** (1.0 / MOE_BLEND)
+
+
 def allreduce_s(cp, num_tokens):
     """Tensor-parallel all-reduces: bytes over the interconnect plus a latency per all-reduce."""
     return num_tokens * cp[P_AR_BYTES] / cp[P_ICB] + cp[P_AR_COUNT] * cp[P_AR_LAT]
@@ -276,7 +300,7 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
         if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
             s = 0.0
             if cp[P_MOE_LAYERS] != 0.0:
-                s += roofline(moe_work(cp, num_tokens), cp[P_MOE_FLOPS], cp[P_MOE_BW])
+                s += moe_s(cp, num_tokens)
             if cp[P_AR_COUNT] != 0.0:
                 s += allreduce_s(cp, T)
             t += s
@@ -392,7 +416,7 @@ class CostModel:
             "graph_by16": x.capture_by16_from,
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
-            "eager_floor_s": e.eager_launch_s * L * (kernels + GEMMS_PER_LAYER),
+            "eager_floor_s": (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s) * L * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
             "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
@@ -426,7 +450,9 @@ class CostModel:
 
         add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_MOE_LAYERS]:
-            add("moe", moe_work(cp, T), cp[P_MOE_FLOPS], cp[P_MOE_BW])
+            mw = moe_work(cp, T)
+            out.append(OpCost("moe", mw[0], mw[1], moe_s(cp, T),
+                              "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory"))
         add("attention", attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
             cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:

@@ -1058,6 +1058,185 @@ def run_vllm_attention(torch, args) -> int:
     return 0
 
 
+# -- vllm_moe -------------------------------------------------------------------
+
+VLLM_MOE_COLUMNS = ("gpu", "case", "experts", "top_k", "hidden", "intermediate", "tokens", "config", "ms",
+                    "ms_gate_up", "ms_down", "touched_experts", "tflops", "weight_gbps")
+# (name, experts, hidden, intermediate per GPU, top-k): the routed experts of one layer on one GPU
+VLLM_MOE_CASES = (("qwen3-235b-a22b tp8", 128, 4096, 192, 8), ("glm-4.5-air tp4", 128, 4096, 352, 8),
+                  ("qwen3-30b-a3b tp1", 128, 2048, 768, 8), ("deepseek-v3 tp8 (bf16)", 256, 7168, 256, 8))
+VLLM_MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192)
+
+
+def _load_vllm_moe(src: Path):
+    """vLLM's Triton fused-MoE kernel and its default tile choice, taken from a vLLM wheel's
+    ``fused_moe.py`` (``--moe-src``): the @triton.jit functions are written to a module of their own
+    (Triton reads a kernel's source from its file), the default-config function is run with vLLM's
+    settings for a CUDA GPU (not batch-invariant, not ROCm)."""
+    import ast
+    import importlib.util
+    import tempfile
+    import types
+
+    text = src.read_text()
+    tree = ast.parse(text)
+    funcs = {n.name: ast.get_source_segment(text, n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+    decorated = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list}
+    kernels = [name for name in ("write_zeros_to_output", "fused_moe_kernel") if name in decorated]
+    body = "import triton\nimport triton.language as tl\n\n" + "\n\n".join(
+        "@triton.jit\n" + funcs[name] for name in kernels)
+    path = Path(tempfile.mkdtemp()) / "vllm_moe_kernels.py"
+    path.write_text(body)
+    spec = importlib.util.spec_from_file_location("vllm_moe_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ns = {"envs": types.SimpleNamespace(VLLM_BATCH_INVARIANT=False),
+          "current_platform": types.SimpleNamespace(is_rocm=lambda: False),
+          "next_power_of_2": lambda n: 1 << (max(int(n), 1) - 1).bit_length(),
+          "should_moe_wna16_use_cuda": lambda *a, **k: False}
+    exec("from __future__ import annotations\n" + funcs["get_default_config"], ns)
+    return mod.fused_moe_kernel, ns["get_default_config"]
+
+
+def run_vllm_moe(torch, args) -> int:
+    """vLLM's Triton fused-MoE kernel (from a vLLM wheel, ``--moe-src``; its tuned configurations for
+    the GPU from ``--moe-configs`` where vLLM ships one, else its default tiles) run as vLLM runs the
+    routed experts of a layer: tokens sorted by expert in blocks of BLOCK_SIZE_M, the gate/up GEMM,
+    SiLU x up, the down GEMM with the routing weights, the sum over the top-k. bf16, uniform random
+    routing (k distinct experts per token)."""
+    import json as _json
+
+    import triton.language as tl
+
+    dev = _dev(torch)
+    torch.cuda.set_device(dev)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    reps = args.max_reps or 20
+    kernel, default_config = _load_vllm_moe(Path(args.moe_src))
+    cfg_dir = Path(args.moe_configs) if args.moe_configs else None
+    device_file = torch.cuda.get_device_name(dev).replace(" ", "_")
+    meta = _run_meta(
+        torch, args, "vllm_moe",
+        method="vLLM's fused_moe_kernel (Triton) from the wheel's fused_moe.py, bf16, tuned config where the wheel "
+               "ships one for this GPU, else vLLM's default tiles; gate/up GEMM + SiLU x up + down GEMM (routing "
+               f"weights applied) + sum over top-k, median of {reps} calls timed with CUDA events",
+        columns=list(VLLM_MOE_COLUMNS), errors={})
+    meta["moe_src_sha256"] = hashlib.sha256(Path(args.moe_src).read_bytes()).hexdigest()
+    _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
+    fh, wr = _csv_out(out_path, VLLM_MOE_COLUMNS)
+    g = torch.Generator(device=dev)
+    g.manual_seed(0)
+
+    def launch(a, b, c, weights, sorted_ids, expert_ids, ntpp, mul, top_k, cfg):
+        cfg = dict(cfg)
+        bk = cfg.pop("BLOCK_SIZE_K")
+        cfg["SPLIT_K"] = 1
+        em = sorted_ids.size(0)
+        grid = (triton_cdiv(em, cfg["BLOCK_SIZE_M"]) * triton_cdiv(b.size(1), cfg["BLOCK_SIZE_N"]),)
+        kernel[grid](a, b, c, None, None, None, weights, sorted_ids, expert_ids, ntpp,
+                     b.size(1), b.size(2), em, a.size(0) * top_k,
+                     a.stride(0), a.stride(1), b.stride(0), b.stride(2), b.stride(1), c.stride(1), c.stride(2),
+                     0, 0, 0, 0, 0, 0, 0, 0, 0,
+                     MUL_ROUTED_WEIGHT=mul, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=False,
+                     use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False,
+                     naive_block_assignment=False, HAS_BIAS=False, BLOCK_SIZE_K=bk, SWAP_AB=False, **cfg)
+
+    def triton_cdiv(a, b):
+        return -(-a // b)
+
+    def align(topk_ids, n_experts, block_m):
+        """Token slots sorted by expert, each expert's run padded to a multiple of block_m."""
+        flat = topk_ids.flatten()
+        counts = torch.bincount(flat, minlength=n_experts)
+        padded = (counts + block_m - 1) // block_m * block_m
+        total = int(padded.sum())
+        order = torch.argsort(flat, stable=True).to(torch.int32)
+        starts = torch.cumsum(padded, 0) - padded
+        first = torch.cumsum(counts, 0) - counts
+        e_sorted = flat[order.long()]
+        rank = torch.arange(flat.numel(), device=dev) - first[e_sorted]
+        sorted_ids = torch.full((total,), flat.numel(), device=dev, dtype=torch.int32)
+        sorted_ids[(starts[e_sorted] + rank).long()] = order
+        expert_ids = torch.repeat_interleave(torch.arange(n_experts, device=dev, dtype=torch.int32),
+                                             (padded // block_m).long())
+        return sorted_ids, expert_ids, torch.tensor([total], device=dev, dtype=torch.int32)
+
+    def point(name, w13, w2, m, top_k, cfg):
+        """Milliseconds of the whole routed-expert layer, the gate/up GEMM and the down GEMM at m
+        tokens; checks the layer against a float32 reference at m = 16."""
+        n_exp, inter2, hidden = w13.shape
+        inter = inter2 // 2
+        x = torch.randn(m, hidden, device=dev, dtype=torch.bfloat16, generator=g)
+        scores = torch.rand(m, n_exp, device=dev, generator=g)
+        topk_w, topk_ids = torch.topk(scores, top_k, dim=1)
+        topk_w = torch.softmax(topk_w, dim=1).float().contiguous()
+        sorted_ids, expert_ids, ntpp = align(topk_ids, n_exp, cfg["BLOCK_SIZE_M"])
+        c1 = torch.empty(m, top_k, 2 * inter, device=dev, dtype=torch.bfloat16)
+        c2 = torch.empty(m * top_k, inter, device=dev, dtype=torch.bfloat16)
+        c3 = torch.empty(m, top_k, hidden, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(m, hidden, device=dev, dtype=torch.bfloat16)
+
+        def gate_up():
+            launch(x, w13, c1, None, sorted_ids, expert_ids, ntpp, False, top_k, cfg)
+
+        def down():
+            launch(c2, w2, c3, topk_w, sorted_ids, expert_ids, ntpp, True, 1, cfg)
+
+        def layer():
+            gate_up()
+            h = c1.view(m * top_k, 2 * inter)
+            torch.mul(torch.nn.functional.silu(h[:, :inter]), h[:, inter:], out=c2)
+            down()
+            torch.sum(c3, dim=1, out=out)
+
+        layer()
+        torch.cuda.synchronize()
+        if m == 16:  # against a float32 reference, once per case
+            ref = torch.zeros(m, hidden, device=dev)
+            for j in range(top_k):
+                e = topk_ids[:, j]
+                hh = torch.einsum("mk,mnk->mn", x.float(), w13[e].float())
+                a = torch.nn.functional.silu(hh[:, :inter]) * hh[:, inter:]
+                ref += topk_w[:, j:j + 1] * torch.einsum("mi,mki->mk", a, w2[e].float())
+            err = float((out.float() - ref).norm() / ref.norm())
+            meta.setdefault("checks", {})[name] = {"rel_err": round(err, 5), "ok": err < 2e-2}
+        return (float(np.median(_replay_ms(torch, layer, reps))), float(np.median(_replay_ms(torch, gate_up, reps))),
+                float(np.median(_replay_ms(torch, down, reps))), topk_ids)
+
+    with torch.inference_mode(), fh:
+        for name, n_exp, hidden, inter, top_k in VLLM_MOE_CASES:
+            w13 = torch.randn(n_exp, 2 * inter, hidden, device=dev, dtype=torch.bfloat16, generator=g) * 0.02
+            w2 = torch.randn(n_exp, hidden, inter, device=dev, dtype=torch.bfloat16, generator=g) * 0.02
+            tuned = {}
+            if cfg_dir is not None:
+                f = cfg_dir / f"E={n_exp},N={inter},device_name={device_file}.json"
+                if f.is_file():
+                    tuned = {int(k): v for k, v in _json.loads(f.read_text()).items()}
+            for m in VLLM_MOE_TOKENS:
+                try:
+                    cfg = tuned[min(tuned, key=lambda x: abs(x - m))] if tuned else default_config(
+                        m, n_exp, inter, hidden, top_k, None, None)
+                    ms, ms1, ms2, topk_ids = point(name, w13, w2, m, top_k, cfg)
+                except Exception as exc:  # record and go on
+                    meta["errors"][f"{name} M={m}"] = _first_line(exc)
+                    continue
+                touched = int(torch.unique(topk_ids).numel())
+                flops = 2.0 * m * top_k * 3 * inter * hidden
+                wbytes = touched * 3 * inter * hidden * 2
+                wr.writerow([args.gpu_name, name, n_exp, top_k, hidden, inter, m, _json.dumps(cfg, sort_keys=True),
+                             f"{ms:.4f}", f"{ms1:.4f}", f"{ms2:.4f}", touched,
+                             f"{flops / (ms * 1e-3) / 1e12:.1f}", f"{wbytes / (ms * 1e-3) / 1e9:.1f}"])
+                fh.flush()
+                print(f"{name} M={m}: {ms:.3f} ms (gate/up {ms1:.3f}, down {ms2:.3f}), {touched} experts, "
+                      f"{flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s, {wbytes / (ms * 1e-3) / 1e9:.0f} GB/s "
+                      f"[{'tuned' if tuned else 'default'} {cfg}]", flush=True)
+            del w13, w2
+            _free_memory(torch)
+    _write_json(meta_path, meta)
+    return 0
+
+
 # -- compare ----------------------------------------------------------------
 
 COMPARE_COLUMNS = ("gpu", "model", "mode", "layers", "batch", "new_tokens", "context",
@@ -2694,7 +2873,7 @@ def parse_args(argv=None):
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
     p.add_argument("--mode", default="model",
                    choices=("model", "streaming", "compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention",
-                            "vllm_attention"),
+                            "vllm_attention", "vllm_moe"),
                    help="model: step latencies of --model (default); streaming: as --streaming; "
                         "compare: compiled+CUDA-graph vs graph vs eager steps of --model; moe: routed-"
                         "expert FFN of MoE layers; fp8: FP8 vs bf16 GEMM rates; allreduce: NCCL "
@@ -2715,6 +2894,8 @@ def parse_args(argv=None):
     p.add_argument("--compile-tokens", type=int, default=2048,
                    help="compare: tokens of the first compiled call (dynamic shapes traced and Triton "
                         "configs autotuned at this size, as vLLM's profiling run does)")
+    p.add_argument("--moe-src", default=None, help="vllm_moe: a vLLM wheel's model_executor/layers/fused_moe/fused_moe.py")
+    p.add_argument("--moe-configs", default=None, help="vllm_moe: that wheel's fused_moe/configs folder")
     p.add_argument("--fa-dir", default=None,
                    help="vllm_attention: a copy of a vLLM wheel's vllm/vllm_flash_attn folder (with its .so files)")
     p.add_argument("--gpu-name", required=True, help="catalogue key written to the 'gpu' column, e.g. h100-sxm "
@@ -2744,7 +2925,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention", "vllm_attention"):
+    if args.mode in ("compare", "moe", "fp8", "allreduce", "tp", "sustained", "mixed_attention", "vllm_attention",
+                     "vllm_moe"):
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)
             return 2
@@ -2755,7 +2937,7 @@ def main(argv=None) -> int:
             return run_compare(torch, args) if args.mode == "compare" else run_tp(torch, args)
         return {"moe": run_moe, "fp8": run_fp8, "allreduce": run_allreduce,
                 "sustained": run_sustained, "mixed_attention": run_mixed_attention,
-                "vllm_attention": run_vllm_attention}[args.mode](torch, args)
+                "vllm_attention": run_vllm_attention, "vllm_moe": run_vllm_moe}[args.mode](torch, args)
     if args.streaming or args.mode == "streaming":
         if not torch.cuda.is_available():
             print("error: no CUDA device", file=sys.stderr)

@@ -70,6 +70,7 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
         pad=not e.enforce_eager,
         async_scheduling=v.async_scheduling if e.async_scheduling is None else e.async_scheduling,
         cpu_share=1.0,
+        enforce_eager=e.enforce_eager,
         mixed_decode_rows=FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0,
     )
 
