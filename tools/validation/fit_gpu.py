@@ -16,7 +16,6 @@ then uses for that GPU.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -59,12 +58,10 @@ def main() -> int:
         f"gpu: {args.gpu}",
         "fitted_on:",
         *(f"- {r['id']}" for r in runs),
-        f"date: '{dt.date.today().isoformat()}'",
-        f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|",
+        *fit_host.stamp(best),
         "grid:  # matmul_compute: loss",
         *(f"  {m}: {s:.4f}" for s, m in sorted(scores, key=lambda x: x[1])),
-        "efficiency:",
-        *(f"  {k}: {v!r}" for k, v in asdict(eff).items()),
+        *fit_host.section("efficiency", asdict(eff)),
     ]
     out.write_text("\n".join(lines) + "\n")
     print(f"{len(runs)} runs; matmul_compute {mm} (loss {best:.3f}); wrote {out}")

@@ -44,6 +44,17 @@ def loss(results) -> float:
     return total
 
 
+def stamp(best: float) -> list[str]:
+    """The date and loss lines every file these fits write starts its results with."""
+    return [f"date: '{dt.date.today().isoformat()}'",
+            f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|"]
+
+
+def section(name: str, values: dict) -> list[str]:
+    """A YAML mapping of fitted values, one per line, written as Python reprs (floats exact)."""
+    return [f"{name}:", *(f"  {k}: {v!r}" for k, v in values.items())]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
@@ -72,10 +83,8 @@ def main() -> int:
         "# Written by tools/validation/fit_host.py: host costs fitted on the calibration runs of",
         "# simulator/data/validation/runs.yaml (not the held-out ones). Seconds.",
         f"fitted_on: {len(runs)} runs ({', '.join(sorted({r['source'].split(' (')[0] for r in runs}))})",
-        f"date: '{dt.date.today().isoformat()}'",
-        f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|",
-        "host_costs:",
-        *(f"  {k}: {v!r}" for k, v in asdict(host).items()),
+        *stamp(best),
+        *section("host_costs", asdict(host)),
     ]
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out}")
