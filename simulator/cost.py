@@ -59,8 +59,9 @@ class Efficiency:
     # to), as fractions of the same peaks, combined by moe_s: fitted on that kernel run as vLLM
     # runs it on an H100 (data/profiles/moe/vllm_moe_h100-sxm.csv: the routed experts of
     # Qwen3-235B-A22B at TP8, GLM-4.5-Air at TP4, Qwen3-30B-A3B, a TP8 slice of DeepSeek-V3, 64 to
-    # 8,192 tokens; mean error 6.4%, against 15.6% for the max of the two at the rates once taken
-    # from PyTorch's grouped GEMMs, 0.30 / 0.70).
+    # 8,192 tokens replayed from a CUDA graph; mean error 5.6% from 64 tokens up and 5.9% from 8,
+    # against 14.7% and 14.0% for the max of the two at the rates once taken from PyTorch's grouped
+    # GEMMs, 0.30 / 0.70; at 1-4 tokens the five kernels' own latency adds ~20 us, not modelled).
     moe_compute: float = 0.33
     moe_memory: float = 0.81
     attn_compute: float = 0.30

@@ -1061,11 +1061,11 @@ def run_vllm_attention(torch, args) -> int:
 # -- vllm_moe -------------------------------------------------------------------
 
 VLLM_MOE_COLUMNS = ("gpu", "case", "experts", "top_k", "hidden", "intermediate", "tokens", "config", "ms",
-                    "ms_gate_up", "ms_down", "touched_experts", "tflops", "weight_gbps")
+                    "ms_gate_up", "ms_down", "ms_graph", "touched_experts", "tflops", "weight_gbps")
 # (name, experts, hidden, intermediate per GPU, top-k): the routed experts of one layer on one GPU
 VLLM_MOE_CASES = (("qwen3-235b-a22b tp8", 128, 4096, 192, 8), ("glm-4.5-air tp4", 128, 4096, 352, 8),
                   ("qwen3-30b-a3b tp1", 128, 2048, 768, 8), ("deepseek-v3 tp8 (bf16)", 256, 7168, 256, 8))
-VLLM_MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192)
+VLLM_MOE_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 2048, 4096, 8192)
 
 
 def _load_vllm_moe(src: Path):
@@ -1120,7 +1120,9 @@ def run_vllm_moe(torch, args) -> int:
         torch, args, "vllm_moe",
         method="vLLM's fused_moe_kernel (Triton) from the wheel's fused_moe.py, bf16, tuned config where the wheel "
                "ships one for this GPU, else vLLM's default tiles; gate/up GEMM + SiLU x up + down GEMM (routing "
-               f"weights applied) + sum over top-k, median of {reps} calls timed with CUDA events",
+               f"weights applied) + sum over top-k, median of {reps} calls timed with CUDA events (ms: launched "
+               "one by one; ms_graph: the same five kernels replayed from a CUDA graph, as vLLM's decode steps run; "
+               "the sort of tokens by expert is outside both)",
         columns=list(VLLM_MOE_COLUMNS), errors={})
     meta["moe_src_sha256"] = hashlib.sha256(Path(args.moe_src).read_bytes()).hexdigest()
     _write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
@@ -1202,7 +1204,7 @@ def run_vllm_moe(torch, args) -> int:
             err = float((out.float() - ref).norm() / ref.norm())
             meta.setdefault("checks", {})[name] = {"rel_err": round(err, 5), "ok": err < 2e-2}
         return (float(np.median(_replay_ms(torch, layer, reps))), float(np.median(_replay_ms(torch, gate_up, reps))),
-                float(np.median(_replay_ms(torch, down, reps))), topk_ids)
+                float(np.median(_replay_ms(torch, down, reps))), _time_graph(torch, layer, reps), topk_ids)
 
     with torch.inference_mode(), fh:
         for name, n_exp, hidden, inter, top_k in VLLM_MOE_CASES:
@@ -1217,7 +1219,7 @@ def run_vllm_moe(torch, args) -> int:
                 try:
                     cfg = tuned[min(tuned, key=lambda x: abs(x - m))] if tuned else default_config(
                         m, n_exp, inter, hidden, top_k, None, None)
-                    ms, ms1, ms2, topk_ids = point(name, w13, w2, m, top_k, cfg)
+                    ms, ms1, ms2, ms_graph, topk_ids = point(name, w13, w2, m, top_k, cfg)
                 except Exception as exc:  # record and go on
                     meta["errors"][f"{name} M={m}"] = _first_line(exc)
                     continue
@@ -1225,10 +1227,11 @@ def run_vllm_moe(torch, args) -> int:
                 flops = 2.0 * m * top_k * 3 * inter * hidden
                 wbytes = touched * 3 * inter * hidden * 2
                 wr.writerow([args.gpu_name, name, n_exp, top_k, hidden, inter, m, _json.dumps(cfg, sort_keys=True),
-                             f"{ms:.4f}", f"{ms1:.4f}", f"{ms2:.4f}", touched,
+                             f"{ms:.4f}", f"{ms1:.4f}", f"{ms2:.4f}", f"{ms_graph:.4f}", touched,
                              f"{flops / (ms * 1e-3) / 1e12:.1f}", f"{wbytes / (ms * 1e-3) / 1e9:.1f}"])
                 fh.flush()
-                print(f"{name} M={m}: {ms:.3f} ms (gate/up {ms1:.3f}, down {ms2:.3f}), {touched} experts, "
+                print(f"{name} M={m}: {ms:.3f} ms, in a CUDA graph {ms_graph:.3f} (gate/up {ms1:.3f}, down {ms2:.3f}), "
+                      f"{touched} experts, "
                       f"{flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s, {wbytes / (ms * 1e-3) / 1e9:.0f} GB/s "
                       f"[{'tuned' if tuned else 'default'} {cfg}]", flush=True)
             del w13, w2
