@@ -1106,6 +1106,7 @@ def run_vllm_moe(torch, args) -> int:
     routing (k distinct experts per token)."""
     import json as _json
 
+    import triton
     import triton.language as tl
 
     dev = _dev(torch)
@@ -1135,7 +1136,7 @@ def run_vllm_moe(torch, args) -> int:
         bk = cfg.pop("BLOCK_SIZE_K")
         cfg["SPLIT_K"] = 1
         em = sorted_ids.size(0)
-        grid = (triton_cdiv(em, cfg["BLOCK_SIZE_M"]) * triton_cdiv(b.size(1), cfg["BLOCK_SIZE_N"]),)
+        grid = (triton.cdiv(em, cfg["BLOCK_SIZE_M"]) * triton.cdiv(b.size(1), cfg["BLOCK_SIZE_N"]),)
         kernel[grid](a, b, c, None, None, None, weights, sorted_ids, expert_ids, ntpp,
                      b.size(1), b.size(2), em, a.size(0) * top_k,
                      a.stride(0), a.stride(1), b.stride(0), b.stride(2), b.stride(1), c.stride(1), c.stride(2),
@@ -1143,9 +1144,6 @@ def run_vllm_moe(torch, args) -> int:
                      MUL_ROUTED_WEIGHT=mul, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=False,
                      use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False,
                      naive_block_assignment=False, HAS_BIAS=False, BLOCK_SIZE_K=bk, SWAP_AB=False, **cfg)
-
-    def triton_cdiv(a, b):
-        return -(-a // b)
 
     def align(topk_ids, n_experts, block_m):
         """Token slots sorted by expert, each expert's run padded to a multiple of block_m."""

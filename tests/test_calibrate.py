@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from simulator.calibrate import fit, is_streaming, mape, predict, streaming_efficiency
-from simulator.cost import CostModel, Efficiency, StepWork, decode_work
+from simulator.cost import CostModel, Efficiency, Execution, StepWork, decode_work
 from simulator.hardware import load_gpu
 from simulator.models import load_model
 
@@ -100,7 +100,7 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     chunk pays FA2_MIXED_DECODE_ROWS more query rows over its context, by hand: the extra FLOPs
     are rows x its context x the model's attention FLOPs per pair. A step of decodes alone, a
     prefill alone, and any step on an FA3 GPU (Hopper) pay nothing extra."""
-    from simulator.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP, Execution
+    from simulator.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP
     from simulator.versions import attention_kernel
 
     assert (attention_kernel(load_gpu("a100-80gb").compute_capability),
@@ -216,4 +216,4 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     sc = blank_scenario(["model=llama-3.1-8b", "engine.enforce_eager=true", "engine.vllm_version='0.10'"])
     cm = cost_model(sc, m, g, 256, 8192)
     step = cm.step_time(decode_work(8, 96))
-    assert step >= e.vllm_eager_launch_s * per_step > cm.with_execution(cm.execution.__class__()).step_time(decode_work(8, 96))
+    assert step >= e.vllm_eager_launch_s * per_step > cm.with_execution(Execution()).step_time(decode_work(8, 96))
