@@ -283,9 +283,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from simulator.validate import main_validate
 
-    both = not args.kv and not args.runs
+    every = not (args.kv or args.runs or args.recorded)
     compile_note()
-    return main_validate(args.kv or both, args.runs or both, Path(args.out), args.jobs, args.only)
+    return main_validate(args.kv or every, args.runs or every, Path(args.out), args.jobs, args.only,
+                         args.recorded or every)
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -430,9 +431,10 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("rest", nargs=argparse.REMAINDER, help="generate SCENARIO.yaml -o FILE [--set k=v]")
     tr.set_defaults(fn=cmd_trace)
 
-    v = sub.add_parser("validate", help="compare with public vLLM measurements: KV-pool log lines and vllm bench serve runs")
-    v.add_argument("--kv", action="store_true", help="only the KV-pool check against vLLM's start-up log lines")
-    v.add_argument("--runs", action="store_true", help="only the end-to-end runs against vllm bench serve results")
+    v = sub.add_parser("validate", help="compare with measured vLLM servers: KV-pool log lines, public vllm bench serve runs, recorded servers")
+    v.add_argument("--kv", action="store_true", help="the KV-pool check against vLLM's start-up log lines (public and recorded)")
+    v.add_argument("--runs", action="store_true", help="the public end-to-end runs against their vllm bench serve results")
+    v.add_argument("--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request")
     v.add_argument("--only", action="append", metavar="TEXT", help="only runs whose id contains TEXT (repeat for more)")
     v.add_argument("--out", default="results/validation", help="folder for the tables, the plot and report.txt")
     v.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes for the runs")

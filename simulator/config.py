@@ -29,11 +29,11 @@ class HardwareConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    vllm_version: Literal["0.10", "0.11", "0.19", "0.32"] = F("0.32", "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)")
+    vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F("0.32", "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)")
     max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)", vllm="--max-num-seqs", ge=1)
     max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
     block_size: int = F(16, "tokens per KV block", "tokens", vllm="--block-size", ge=1, le=1024)
-    gpu_memory_utilization: float = F(0.9, "fraction of GPU memory the engine may use", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
+    gpu_memory_utilization: Union[float, None] = F(None, "fraction of GPU memory the engine may use (null: the vLLM release's default, 0.9 up to 0.19, 0.92 from 0.22)", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
     enable_prefix_caching: bool = F(True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching")
     preemption_mode: Literal["recompute", "swap"] = F("recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)")
     swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
@@ -47,7 +47,7 @@ class EngineConfig:
     max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
     num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = F("auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype")
-    quantization: Literal["none", "fp8", "int8", "int4"] = F("none", "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates", vllm="--quantization")
+    quantization: Union[Literal["none", "fp8", "int8", "int4"], None] = F(None, "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates (null: the checkpoint's, from its config.json's quantization_config, as vLLM detects it)", vllm="--quantization")
     kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
     runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)", "GiB", ge=0.0)
 

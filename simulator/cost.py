@@ -152,6 +152,14 @@ class Execution:
     mixed_decode_rows: float = 0.0
 
 
+# A tensor-parallel group larger than the GPUs the fast interconnect joins (GPU.link_group) all-reduces
+# over PCIe with NCCL: vLLM disables its custom all-reduce on more than two GPUs without NVLink
+# (custom_all_reduce.py, "not supported on more than two PCIe-only GPUs"; vllm-project/vllm#56128),
+# and NCCL's all-reduce of 4-32 KB inside a CUDA graph takes 19-24 us on four PCIe-switched GPUs
+# (github.com/haohervchb/sglang-V100 pull 2, measured table).
+PCIE_ALLREDUCE_LATENCY_S = 20e-6
+
+
 # FlashAttention-2's variable-length kernel, given one-token requests and a prefill chunk in one
 # call (vLLM's mixed step), computes each one-token request's query row as part of a whole tile of
 # rows: measured on an H100 with PyTorch's FlashAttention-2 (data/profiles/attention/
@@ -325,9 +333,12 @@ def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled,
 
 
 # Small kernels a layer adds beyond a plain dense layer's (simulator.models.PLAIN_LAYER_SMALL_KERNELS):
-# a mixture-of-experts layer's router, top-k, token sorting and expert-output reduction; multi-head
-# latent attention's extra norms, rotary split and latent up-projections.
-MOE_LAYER_KERNELS = 4
+# a mixture-of-experts layer's router, top-k, token sorting and expert-output reduction, less the
+# dense MLP's activation it does without; multi-head latent attention's extra norms, rotary split
+# and latent up-projections. The MoE count is fitted on the recorded vLLM 0.26 Qwen3-30B-A3B
+# calibration runs at 1-80 requests in flight (data/e2e/, H200): with 4, their TPOT came out 11-24%
+# slow; with 1, 2-5% (the held-out runs at 45-64 in flight: 4-8%).
+MOE_LAYER_KERNELS = 1
 MLA_LAYER_KERNELS = 4
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
@@ -410,8 +421,10 @@ class CostModel:
             # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
             "allreduce_count": 2 * L if tp > 1 else 0,
             "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
-            "interconnect_bw": gpu.interconnect_bandwidth * e.allreduce_bandwidth,
-            "allreduce_latency_s": e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0),
+            "interconnect_bw": (gpu.interconnect_bandwidth if tp <= gpu.link_group else gpu.host_link_bandwidth)
+            * e.allreduce_bandwidth,
+            "allreduce_latency_s": (e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0)
+                                    if tp <= max(gpu.link_group, 2) else PCIE_ALLREDUCE_LATENCY_S),
             "host_bw": gpu.host_link_bandwidth,
             "graph_max": x.max_capture_size,
             "graph_by16": x.capture_by16_from,

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from simulator.cost import CostModel
-from simulator.frontend import busy_until, intake_passes, reaches_engine
+from simulator.frontend import after_intake, intake_passes, intake_start, reaches_engine
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -77,6 +77,7 @@ class Engine:
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time with none accepted)
         self.num_arrived = 0  # requests that reached the engine (past the front-end), in id order
         self._frontend_free = 0.0
+        self._frontend_batch = 0.0  # when the last batch of outputs queued starts
         self._intake_queue: deque[tuple[int, float, float]] = deque()  # (request, this pass's work, the next's)
         self._intake_waits = False  # an event will start the next piece of intake
         self._intake_end = 0.0  # when the piece of intake in progress ends (see _intake_busy)
@@ -117,7 +118,7 @@ class Engine:
         return ev
 
     # The front-end's intake (simulator.frontend): one piece of work at a time, first come first
-    # served, each started once the outputs queued before it are done.
+    # served, each started once the batch of outputs in progress is done.
     def _intake_next(self, _event=None) -> None:
         """Start the next piece of intake now, or wait for the work ahead of it (an event then)."""
         self._intake_waits = False
@@ -126,7 +127,7 @@ class Engine:
             return
         env = self.env
         now = env.now
-        start = busy_until(self._fe_free, self._intake_end)
+        start = intake_start(now, self._intake_end, self._fe_free, self._fe_batch)
         if start > now:
             self._intake_waits = True
             TimeoutAt(env, start).callbacks.append(self._intake_next)
@@ -134,6 +135,9 @@ class Engine:
         rid, work, rest = queue.popleft()
         end = now + work
         self._intake_busy = end
+        free, batch = after_intake(self._fe_free, self._fe_batch, now, work)
+        if free != self._fe_free:
+            self._fe_free, self._fe_batch = free, batch
         if rest == 0.0:  # its last pass: on to the engine when it ends
             self._reach(rid, reaches_engine(self._cpl, end))
             if queue:
@@ -201,6 +205,15 @@ class Engine:
     @_fe_free.setter
     def _fe_free(self, t: float) -> None:
         self._frontend_free = t
+
+    @property
+    def _fe_batch(self) -> float:
+        """When the last batch of outputs queued starts (held by the subclass's state)."""
+        return self._frontend_batch
+
+    @_fe_batch.setter
+    def _fe_batch(self, t: float) -> None:
+        self._frontend_batch = t
 
     @property
     def _intake_busy(self) -> float:

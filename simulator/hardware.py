@@ -25,6 +25,10 @@ class GPU:
     host_link_bandwidth: float
     price_per_hour: float | None = None  # US dollars per GPU-hour (catalogue: with its source and date)
     compute_capability: str | None = None  # NVIDIA's, e.g. '8.0' (A100): picks vLLM's attention kernels
+    # GPUs that reach each other over interconnect_bandwidth (NVLink, Infinity Fabric): 8 on an NVSwitch
+    # board, 2 for PCIe cards bridged in pairs, 1 without such a link; a tensor-parallel group larger
+    # than this talks over PCIe (host_link_bandwidth).
+    link_group: int = 8
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
@@ -75,7 +79,18 @@ def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
         host_link_bandwidth=float(d["host_link_bandwidth"]),
         price_per_hour=_price(d.get("price_per_hour"), where),
         compute_capability=_capability(d.get("compute_capability"), where),
+        link_group=_link_group(d, where),
     )
+
+
+def _link_group(d: dict, where: str) -> int:
+    """``link_group``, or 8 where the interconnect is faster than the host link, else 1."""
+    v = d.get("link_group")
+    if v is None:
+        return 8 if float(d["interconnect_bandwidth"]) > float(d["host_link_bandwidth"]) else 1
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 1:
+        raise ConfigError(f"{where}.link_group must be an integer >= 1 (GPUs joined by the fast interconnect) (got {v!r})")
+    return int(v)
 
 
 def _price(v, where: str) -> float | None:

@@ -9,9 +9,12 @@ CUDA graphs' memory (before, graphs were captured later, in the headroom above t
 Blocks are ``floor(available / block bytes)``, the same on every tensor-parallel GPU.
 
 The activation peak, the non-PyTorch memory and the CUDA-graph memory are estimated by formulas
-whose constants were fitted on vLLM 0.19 start-up logs (H100 80GB); ``servesim validate --kv``
-checks the result against those logs (simulator/data/validation/kv_cache_lines.yaml), part of them
-held out of the fit.
+whose constants were fitted on start-up logs: vLLM 0.19's V1 model runner (H100 80GB) and vLLM 0.26's
+V2 model runner (H200, recorded with tools/e2e). Which runner serves a model depends on the release
+(``versions.VllmVersion.runner``): V2's profiling pass samples with its Gumbel kernels from one copy
+of the logits in the model's dtype, where V1 keeps several float32 copies. ``servesim validate
+--kv`` checks the result against the logs (simulator/data/validation/kv_cache_lines.yaml), part of
+them held out of the fit.
 """
 
 from __future__ import annotations
@@ -28,8 +31,15 @@ GIB = float(1 << 30)
 SAMPLER_COPIES = 3.223  # fp32 [requests x vocab] tensors alive at the sampler's peak
 SAMPLER_BASE_BYTES = 0.346 * GIB
 FORWARD_HIDDEN_COPIES = 4  # [tokens x hidden] activations alive at the forward pass's peak (residual, norms)
-NON_TORCH_BYTES = {1: 0.25 * GIB, 2: 2.085 * GIB}  # tp == 1, tp >= 2 (NCCL and custom all-reduce buffers)
+# Memory that appears outside PyTorch during profiling (NCCL and custom all-reduce buffers), tp == 1
+# and tp >= 2, per model runner: V1 fitted as above; V2 as vLLM 0.26 logged it (0.22-0.23 GiB at TP1
+# for Llama-3.1-8B and Qwen3-32B, 0.07 GiB at TP2 for Qwen3-32B: its all-reduce buffers are
+# allocated before the profile).
+NON_TORCH_BYTES = {"v1": {1: 0.25 * GIB, 2: 2.085 * GIB}, "v2": {1: 0.23 * GIB, 2: 0.07 * GIB}}
 GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.364 * GIB, 0.0164 * GIB  # CUDA graphs of the default capture sizes
+# The V2 runner's sampler peak beyond one copy of the logits: Llama-3.1-8B with 4,096 sequences
+# logged a 1.11 GiB peak against 0.98 GiB of bf16 logits (data/e2e/h200_2026-11-27/llama8b_fixed).
+SAMPLER_V2_BASE_BYTES = 0.13 * GIB
 
 QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
@@ -79,24 +89,29 @@ def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> f
     return per_gpu - linear * (model.dtype_bytes - QUANT_BYTES[quantization])
 
 
-def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
+def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int, runner: str = "v1") -> float:
     """Peak PyTorch memory of vLLM's profiling pass: the larger of the forward pass's (gate/up and
-    down-projection inputs of the dense MLP, hidden-sized buffers) and the sampler's (fp32 logits
-    and their derivatives for ``min(tokens, seqs)`` requests, over the whole vocabulary on every
-    GPU); MoE layers add the fused-MoE intermediate buffers."""
+    down-projection inputs of the dense MLP, hidden-sized buffers) and the sampler's (for
+    ``min(tokens, seqs)`` requests over the whole vocabulary on every GPU: V1, fp32 logits and their
+    derivatives; V2, the logits in the model's dtype); MoE layers add the fused-MoE intermediate
+    buffers."""
     m, T = model, max_batched_tokens
     forward = T * m.dtype_bytes * (3 * m.intermediate_size / tp + FORWARD_HIDDEN_COPIES * m.hidden_size)
     if m.is_moe and m.num_layers == m.num_moe_layers:
         forward = T * m.dtype_bytes * FORWARD_HIDDEN_COPIES * m.hidden_size
-    sampler = SAMPLER_BASE_BYTES + SAMPLER_COPIES * min(T, max_num_seqs) * m.vocab_size * 4.0
+    rows = min(T, max_num_seqs)
+    if runner == "v2":
+        sampler = SAMPLER_V2_BASE_BYTES + rows * m.vocab_size * m.dtype_bytes
+    else:
+        sampler = SAMPLER_BASE_BYTES + SAMPLER_COPIES * rows * m.vocab_size * 4.0
     peak = max(forward, sampler)
     if m.is_moe:
         peak += T * m.experts_per_token * (2 * m.moe_intermediate_size / tp + m.hidden_size) * m.dtype_bytes
     return peak
 
 
-def non_torch_bytes(tp: int) -> float:
-    return NON_TORCH_BYTES[1 if tp == 1 else 2]
+def non_torch_bytes(tp: int, runner: str = "v1") -> float:
+    return NON_TORCH_BYTES[runner][1 if tp == 1 else 2]
 
 
 def graph_bytes(model: ModelArch) -> float:
@@ -118,16 +133,18 @@ def plan_memory(
     graphs_in_budget: bool = False,
     reserve_bytes: float | None = None,
     num_gpu_blocks_override: int | None = None,
+    runner: str = "v1",
 ) -> MemoryPlan:
-    """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured, and vLLM >= 0.21;
-    ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs)."""
+    """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
+    from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
+    ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak)."""
     kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
     weights = weight_bytes(model, quantization, tp)
     if reserve_bytes is None:
-        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs)
-        other = non_torch_bytes(tp)
+        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
+        other = non_torch_bytes(tp, runner)
         graphs = graph_bytes(model) if graphs_in_budget else 0.0
     else:
         act, other, graphs = reserve_bytes, 0.0, 0.0

@@ -73,6 +73,9 @@ class ModelArch:
     rope_positions: int = 0  # rows of vLLM's rotary cos/sin cache (0: max_position_embeddings)
     vision_params: int = 0  # vision encoder and projector loaded with the language model (Pixtral)
     published_params: float = 0.0
+    # The checkpoint's weight format, from its config.json's quantization_config (as vLLM detects it):
+    # "none", "fp8", "int8" or "int4".
+    quantization: str = "none"
 
     # ---- per-layer shapes -------------------------------------------------------------------
     @property
@@ -254,6 +257,38 @@ def _pixtral_vision_params(cfg: dict, text_hidden: int) -> int:
     return patch + layers * block + adapter
 
 
+def checkpoint_quantization(cfg: dict, name: str) -> str:
+    """The weight format a config.json's ``quantization_config`` declares, as servesim names it: FP8
+    checkpoints (``quant_method: fp8``, or compressed-tensors with 8-bit float weights), 8-bit integer
+    ones (compressed-tensors, bitsandbytes 8-bit) and 4-bit ones (AWQ, GPTQ, compressed-tensors,
+    bitsandbytes 4-bit); "none" without one. An unknown method is an error rather than a silent bf16."""
+    q = cfg.get("quantization_config")
+    if not q:
+        return "none"
+    if not isinstance(q, dict):
+        raise ConfigError(f"model {name}: quantization_config must be a mapping (got {q!r})")
+    method = str(q.get("quant_method", "")).lower()
+    if method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
+        return "fp8"
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        bits = int(q.get("bits", q.get("w_bit", 4)))
+        return "int4" if bits == 4 else "int8"
+    if method == "bitsandbytes":
+        return "int4" if q.get("load_in_4bit") else "int8"
+    if method == "compressed-tensors":
+        for group in (q.get("config_groups") or {}).values():
+            w = (group or {}).get("weights") or {}
+            bits, kind = int(w.get("num_bits", 16)), str(w.get("type", "int"))
+            if bits == 8:
+                return "fp8" if kind == "float" else "int8"
+            if bits == 4:
+                return "int4"
+        return "none"
+    raise ConfigError(f"model {name}: quantization_config.quant_method {method!r} is not one servesim sizes "
+                      f"(fp8, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
+                      f"weights are stored")
+
+
 def from_hf_config(cfg: dict, name: str) -> ModelArch:
     """Build a ModelArch from the fields of a Hugging Face config.json."""
     for required in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
@@ -312,6 +347,7 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         rope_positions=int(rope["original_max_position_embeddings"] * rope["factor"]) if yarn else 0,
         vision_params=_pixtral_vision_params(cfg, h) if vision.get("model_type") == "pixtral" else 0,
         published_params=float(_get(cfg, "_published_params", default=0.0)),
+        quantization=checkpoint_quantization(cfg, name),
     )
 
 
@@ -322,6 +358,9 @@ def builtin_models() -> list[str]:
 def load_model(spec: str) -> ModelArch:
     """A built-in model name (``llama-3.1-8b``) or a path to a config.json."""
     path = Path(spec)
+    if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model folder
+        path = path / "config.json"
+        spec = str(path)
     if spec.endswith(".json") or path.is_file():
         if not path.is_file():
             raise ConfigError(f"model: file not found (got {spec})")

@@ -119,22 +119,35 @@ def engine_class(sc: Scenario) -> type[Engine]:
 def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> MemoryPlan:
     """The KV pool of ``sc``'s engine, as vLLM sizes it at start-up."""
     e = sc.engine
+    v = versions.version(e.vllm_version)
     # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
     return plan_memory(
         model,
         gpu,
         tp=sc.hardware.tensor_parallel_size,
-        gpu_memory_utilization=e.gpu_memory_utilization,
+        gpu_memory_utilization=gpu_memory_utilization(sc),
         block_size=e.block_size,
         max_batched_tokens=tokens,
         max_num_seqs=seqs,
         kv_dtype_bytes=kv_dtype_bytes,
-        quantization=e.quantization,
-        graphs_in_budget=versions.version(e.vllm_version).graphs_in_budget and not e.enforce_eager,
+        quantization=quantization(sc, model),
+        graphs_in_budget=v.graphs_in_budget(model.is_moe) and not e.enforce_eager,
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
+        runner=v.runner(model.is_moe),
     )
+
+
+def quantization(sc: Scenario, model: ModelArch) -> str:
+    """The weight format: ``engine.quantization``, or the checkpoint's (its quantization_config)."""
+    return sc.engine.quantization if sc.engine.quantization is not None else model.quantization
+
+
+def gpu_memory_utilization(sc: Scenario) -> float:
+    """The scenario's ``engine.gpu_memory_utilization``, or its vLLM release's default."""
+    e = sc.engine
+    return e.gpu_memory_utilization if e.gpu_memory_utilization is not None else versions.version(e.vllm_version).gpu_memory_utilization
 
 
 def load_arch(sc: Scenario) -> ModelArch:
@@ -170,7 +183,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
     return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), kv_dtype_bytes,
-                     e.quantization, execution(sc, gpu, seqs, tokens), frontend_costs(sc))
+                     quantization(sc, model), execution(sc, gpu, seqs, tokens), frontend_costs(sc))
 
 
 def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:

@@ -9,7 +9,11 @@
   quoted serve and bench commands, vLLM version, GPU and printed results), each turned into a
   scenario (``run_scenario``) and simulated; measured against simulated output throughput, mean
   TTFT and mean TPOT, with median absolute errors over the runs the constants were fitted on
-  (``split: calibrate``) and over the rest (``split: heldout``), reported apart.
+  (``split: calibrate``) and over the rest (``split: heldout``), reported apart;
+- ``--recorded``: real vLLM servers recorded with tools/e2e (``data/validation/e2e.yaml``: each run
+  with its serve and bench commands, the requests as the benchmark sent them, `vllm bench serve`'s
+  figures and the server's own metrics), replayed request for request (``e2e_scenario``): output
+  throughput, median and mean TTFT and TPOT, the preemptions and the KV pool, with the same split.
 """
 
 from __future__ import annotations
@@ -23,8 +27,17 @@ from simulator import yamlio
 DATA = Path(__file__).parent / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
+E2E_FILE = DATA / "e2e.yaml"
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
-LABELS = {"output_throughput": "output tok/s", "mean_ttft_ms": "mean TTFT ms", "mean_tpot_ms": "mean TPOT ms"}
+# The recorded runs have every request's figures: medians as well as means.
+E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
+LABELS = {"output_throughput": "output tok/s", "mean_ttft_ms": "mean TTFT ms", "mean_tpot_ms": "mean TPOT ms",
+          "median_ttft_ms": "p50 TTFT ms", "median_tpot_ms": "p50 TPOT ms"}
+# A recorded run whose prompts were partly in the server's prefix cache from the lane's earlier runs
+# (the 2026-11-27 recording drew every run's prompts from one seed, so a run repeated the prompts of
+# the run before it) had cheaper prefills than the replay, which starts cold: it is reported but
+# not counted (confounded). The prefills are up to a fifth of the work of a wave of 32B requests.
+E2E_WARM_CACHE = 0.05
 
 
 def load(path: Path) -> dict:
@@ -73,6 +86,30 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
                      "quantization": e["quantization"], "kv_dtype": e["kv_cache_dtype"],
                      "printed_tokens": want, "servesim_tokens": got, "error": got / want - 1.0,
                      "printed_kv_gib": e["printed"].get("available_kv_gib"), "servesim_kv_gib": mem.kv_bytes / 2**30})
+    return rows
+
+
+def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
+    """The KV pool each recorded server logged against servesim's, one row per server (lane). The V2
+    runner's sampler constant (simulator.memory) was read off the Llama-3.1-8B servers: those are
+    the calibration rows, the others held out."""
+    from simulator.hardware import load_gpu
+    from simulator.run import engine_defaults, load_arch, memory_plan
+
+    rows, seen = [], set()
+    for run in load(path)["runs"]:
+        key = (run["recording"], run["lane"])
+        if key in seen or not (run.get("server") or {}).get("kv_cache_tokens"):
+            continue
+        seen.add(key)
+        sc = e2e_scenario(run)
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
+        got, want = mem.num_gpu_blocks * sc.engine.block_size, int(run["server"]["kv_cache_tokens"])
+        rows.append({"id": f"{run['recording']}_{run['lane']}", "split": "calibrate" if run["model"] == "llama-3.1-8b" else "heldout",
+                     "model": run["model"], "tp": run["tensor_parallel_size"], "quantization": "none", "kv_dtype": "auto",
+                     "printed_tokens": want, "servesim_tokens": got, "error": got / want - 1.0,
+                     "printed_kv_gib": run["server"].get("available_kv_gib"), "servesim_kv_gib": mem.kv_bytes / 2**30})
     return rows
 
 
@@ -135,11 +172,12 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     return blank_scenario(over)
 
 
-def host_overrides(run: dict, host) -> list[str]:
-    """Scenario overrides that give ``run`` the host costs ``host`` (a ``versions.HostCosts``)."""
+def host_overrides(endpoint: str, line: str, host) -> list[str]:
+    """Scenario overrides that give a run through ``endpoint`` on release line ``line`` the host
+    costs ``host`` (a ``versions.HostCosts``)."""
     from simulator.versions import engine_per_seq_s
 
-    chat = run["bench"]["endpoint"] == "chat"
+    chat = endpoint == "chat"
     return [
         f"frontend.request_ms={(host.chat_request_s if chat else host.request_s) * 1e3!r}",
         f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
@@ -147,7 +185,7 @@ def host_overrides(run: dict, host) -> list[str]:
         f"frontend.latency_ms={host.latency_s * 1e3!r}", f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
         f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
-        f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, run['servesim_version']) * 1e6!r}",
+        f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, line) * 1e6!r}",
     ]
 
 
@@ -158,7 +196,7 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
     from simulator.run import simulate
 
     if host is not None:
-        extra = [*host_overrides(run, host), *extra]
+        extra = [*host_overrides(run["bench"]["endpoint"], run["servesim_version"], host), *extra]
     measured = {m: run["results"].get(k) for m, k in
                 (("output_throughput", "output_token_throughput"), ("mean_ttft_ms", "mean_ttft_ms"), ("mean_tpot_ms", "mean_tpot_ms"))}
     confounded = bool(run.get("confounded"))
@@ -170,22 +208,75 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
     return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", confounded, detail)
 
 
-def run_all(runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None) -> list[RunResult]:
+# ---- recorded runs (tools/e2e) ------------------------------------------------------------------
+
+E2E_LINE = "0.26"  # the release line of the recorded servers (vLLM 0.26.0)
+
+
+def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
+    """The scenario of one recorded run: its model, GPU, tensor parallelism and serve flags on vLLM
+    0.26's release line; its requests exactly as the benchmark sent them (the trace: the server's
+    prompt token counts, the output lengths), by ``max_concurrency`` closed-loop clients in the
+    trace's order, or at their recorded times; run until all are done."""
+    from simulator.config import blank_scenario
+
+    a = run["arrival"]
+    if a.get("max_concurrency"):
+        arrival = [f"workload.arrival={{type: closed_loop, concurrency: {int(a['max_concurrency'])}}}",
+                   "workload.trace_arrivals=closed_loop"]
+    else:
+        arrival = []
+    over = [
+        f"name={run['id']}", f"model={run['model']}", f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}", f"engine.vllm_version={E2E_LINE}",
+        *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
+        "frontend.endpoint=completions", f"workload.trace={DATA / run['trace']}", *arrival,
+        "run.duration_s=null", "run.warmup_s=0", "run.seed=0", *extra,
+    ]
+    return blank_scenario(over)
+
+
+def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
+    """Simulate one recorded run (``host``: other host costs than the built-in ones); a run that
+    cannot be simulated keeps its error."""
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    if host is not None:
+        extra = [*host_overrides("completions", E2E_LINE, host), *extra]
+    measured = {m: run["measured"].get(m) for m in E2E_METRICS}
+    server = run.get("server") or {}
+    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE or bool(run.get("confounded"))
+    try:
+        s = summarize(simulate(e2e_scenario(run, extra)))
+    except Exception as e:
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", warm)
+    detail = {"num_preemptions": s.get("num_preemptions"), "server_preemptions": server.get("num_preemptions"),
+              "kv_cache_tokens": s.get("kv_cache_tokens"), "server_kv_cache_tokens": server.get("kv_cache_tokens"),
+              "kv_usage_max": s.get("kv_cache_usage_max"), "server_kv_usage_max": server.get("kv_usage_max"),
+              "prefix_cache_hit_rate": server.get("prefix_cache_hit_rate")}
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in E2E_METRICS}, "", warm, detail)
+
+
+def run_all(runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None,
+            recorded: bool = False) -> list[RunResult]:
+    """Simulate public runs (or, with ``recorded``, recorded ones), in ``jobs`` processes."""
+    fn = simulate_e2e if recorded else simulate_run
     if jobs <= 1:
-        return [simulate_run(r, extra, host) for r in runs]
+        return [fn(r, extra, host) for r in runs]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs) as ex:
-        return list(ex.map(simulate_run, runs, [extra] * len(runs), [host] * len(runs)))
+        return list(ex.map(fn, runs, [extra] * len(runs), [host] * len(runs)))
 
 
-def error_summary(results: list[RunResult]) -> dict:
+def error_summary(results: list[RunResult], metrics: tuple[str, ...] = METRICS) -> dict:
     """Per split and metric: median absolute relative error, runs off by more than 2x, runs counted
-    (confounded runs left out)."""
+    (confounded runs and metrics not counted left out)."""
     out = {}
     for split in ("calibrate", "heldout", "all"):
         rs = [r for r in results if (split == "all" or r.split == split) and not r.error and not r.confounded]
-        for m in METRICS:
+        for m in metrics:
             errs = [r.rel_error(m) for r in rs]
             errs = [e for e in errs if not math.isnan(e)]
             out[(split, m)] = {
@@ -202,74 +293,106 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{100 * x:+.0f}%"
 
 
-def write_kv_report(rows: list[dict], out: Path) -> list[str]:
+def write_kv_report(rows: list[dict], out: Path, name: str = "kv_cache_check.csv",
+                    what: str = "vLLM's 'GPU KV cache size' log lines") -> list[str]:
     import csv
 
-    path = out / "kv_cache_check.csv"
+    path = out / name
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    lines = [f"KV pool vs vLLM's 'GPU KV cache size' log lines ({len(rows)} start-ups; {path}):"]
+    lines = [f"KV pool vs {what} ({len(rows)} start-ups; {path}):"]
     for split in ("calibrate", "heldout"):
         errs = [abs(r["error"]) for r in rows if r["split"] == split]
-        lines.append(f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
-                     f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}")
+        if errs:
+            lines.append(f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
+                         f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}")
     worst = sorted(rows, key=lambda r: -abs(r["error"]))[:3]
     lines.append("  largest misses: " + "; ".join(
         f"{r['model']} TP{r['tp']} {r['printed_tokens']:,} vs {r['servesim_tokens']:,} ({100 * r['error']:+.1f}%)" for r in worst))
     return lines
 
 
-def write_runs_report(runs: list[dict], results: list[RunResult], out: Path) -> list[str]:
+def _load_text(run: dict) -> str:
+    """How a run loads its server: a concurrency, a burst or a rate."""
+    if "bench" in run:
+        b = run["bench"]
+        if b.get("max_concurrency"):
+            return f"max_concurrency {b['max_concurrency']}"
+        return f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s"
+    a = run["arrival"]
+    return f"max_concurrency {a['max_concurrency']}" if a.get("max_concurrency") else f"{a['request_rate']} req/s"
+
+
+def write_runs_report(runs: list[dict], results: list[RunResult], out: Path, metrics: tuple[str, ...] = METRICS,
+                      name: str = "runs.csv", what: str = "End-to-end runs vs `vllm bench serve`") -> list[str]:
+    """A row per run (measured, simulated, error per metric; for recorded runs also the preemptions
+    and the KV pool) and the error summary per split."""
     import csv
 
-    path = out / "runs.csv"
+    path = out / name
     by_id = {r["id"]: r for r in runs}
     fields = ["id", "split", "confounded", "source", "gpu", "tp", "model", "load"]
-    for m in METRICS:
+    for m in metrics:
         fields += [f"{m}_measured", f"{m}_servesim", f"{m}_error"]
-    fields += ["error"]
+    details = sorted({k for r in results for k in (r.detail or {})}) if metrics is E2E_METRICS else []
+    fields += details + ["error"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         for r in results:
             run = by_id[r.id]
-            b = run["bench"]
-            load_ = f"max_concurrency {b['max_concurrency']}" if b.get("max_concurrency") else (
-                f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s")
-            row = {"id": r.id, "split": r.split, "confounded": r.confounded, "source": run["source"], "gpu": run["gpu"],
-                   "tp": run["tensor_parallel_size"], "model": run["model"], "load": load_, "error": r.error}
-            for m in METRICS:
+            row = {"id": r.id, "split": r.split, "confounded": r.confounded,
+                   "source": run.get("source", run.get("recording")), "gpu": run["gpu"],
+                   "tp": run["tensor_parallel_size"], "model": run["model"], "load": _load_text(run), "error": r.error}
+            for m in metrics:
                 row[f"{m}_measured"] = r.measured.get(m)
                 row[f"{m}_servesim"] = r.simulated.get(m)
                 row[f"{m}_error"] = r.rel_error(m)
+            row.update({k: (r.detail or {}).get(k) for k in details})
             w.writerow(row)
-    s = error_summary(results)
+    s = error_summary(results, metrics)
     counted = [r for r in results if not r.confounded and not r.error]
-    lines = [f"End-to-end runs vs `vllm bench serve` ({len(counted)} counted of {len(results)}; {path}):",
-             f"  {'':10s}" + "".join(f"{LABELS[m]:>26s}" for m in METRICS)]
+    width = 24
+    lines = [f"{what} ({len(counted)} counted of {len(results)}; {path}):",
+             f"  {'':10s}" + "".join(f"{LABELS[m]:>{width}s}" for m in metrics)]
     for split in ("calibrate", "heldout", "all"):
         cells = []
-        for m in METRICS:
+        for m in metrics:
             v = s[(split, m)]
-            cells.append(f"{100 * v['median_abs_error']:5.1f}% median, {v['off_by_2x']} > 2x")
-        lines.append(f"  {split:10s}" + "".join(f"{c:>26s}" for c in cells) + f"   ({s[(split, METRICS[0])]['runs']} runs)")
+            cells.append(f"{100 * v['median_abs_error']:5.1f}%, {v['off_by_2x']} > 2x")
+        lines.append(f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)")
+    if metrics is E2E_METRICS:
+        lines += preemption_lines(results)
     failed = [r for r in results if r.error]
     if failed:
         lines.append(f"  not simulated: {len(failed)} (" + "; ".join(f"{r.id}: {r.error}" for r in failed) + ")")
     return lines
 
 
-def plot_runs(runs: list[dict], results: list[RunResult], path: Path) -> Path:
+def preemption_lines(results: list[RunResult]) -> list[str]:
+    """The recorded runs whose server preempted: simulated against logged preemptions."""
+    pre = [(r, r.detail["server_preemptions"], r.detail["num_preemptions"]) for r in results
+           if not r.error and r.detail and r.detail.get("server_preemptions")]
+    if not pre:
+        return []
+    within = sum(1 for _, m, s in pre if m / 2 <= s <= 2 * m)
+    return [f"  preemptions, runs where the server preempted: {within} of {len(pre)} within 2x ("
+            + "; ".join(f"{r.id}: {m:,} vs {s:,}" for r, m, s in pre) + ")"]
+
+
+def plot_runs(runs: list[dict], results: list[RunResult], path: Path, metrics: tuple[str, ...] = METRICS,
+              title: str = "public vLLM benchmark runs (simulator/data/validation/runs.yaml)") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 5))
     styles = {"calibrate": ("o", "#1f77b4", "calibration runs"), "heldout": ("s", "#d62728", "held-out runs")}
-    for ax, m in zip(axes, METRICS):
+    s = error_summary(results, metrics)
+    for ax, m in zip(axes, metrics):
         pts = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
         pts = [(a, b, r) for a, b, r in pts if a and b]
         lo = min(min(a, b) for a, b, _ in pts) / 1.5
@@ -289,31 +412,51 @@ def plot_runs(runs: list[dict], results: list[RunResult], path: Path) -> Path:
         ax.set_ylim(lo, hi)
         ax.set_xlabel(f"measured {LABELS[m]} (vllm bench serve)")
         ax.set_ylabel(f"servesim {LABELS[m]}")
-        s = error_summary(results)
-        ax.set_title(f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration, "
+        ax.set_title(f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration,\n"
                      f"{100 * s[('heldout', m)]['median_abs_error']:.0f}% held out", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"servesim vs {len(results)} public vLLM benchmark runs (simulator/data/validation/runs.yaml)")
+    fig.suptitle(f"servesim vs {len(results)} {title}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def main_validate(kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None) -> int:
-    """``servesim validate``: the checks asked for (both by default), tables and a plot in ``out``."""
+def _select(runs: list[dict], only: list[str] | None, path: Path) -> list[dict]:
+    """The runs whose id contains one of ``only`` (all without it); none is a one-line error."""
+    from simulator.errors import ConfigError
+
+    if not only:
+        return runs
+    picked = [r for r in runs if any(o in r["id"] for o in only)]
+    if not picked:
+        raise ConfigError(f"--only: no run of {path.name} has an id containing {' or '.join(map(repr, only))} "
+                          f"(ids look like {runs[0]['id']!r})")
+    return picked
+
+
+def main_validate(kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None,
+                  recorded: bool = False) -> int:
+    """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
+    public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
+    rec = _select(load(E2E_FILE)["runs"], only, E2E_FILE) if recorded else []
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     if kv:
         lines += write_kv_report(kv_rows(), out)
-    if runs_check:
-        runs = load(RUNS_FILE)["runs"]
-        if only:
-            runs = [r for r in runs if any(o in r["id"] for o in only)]
-        results = run_all(runs, jobs=jobs)
-        lines += write_runs_report(runs, results, out)
-        lines.append(f"  plot: {plot_runs(runs, results, out / 'validation.png')}")
+        lines += write_kv_report(kv_rows_recorded(), out, "kv_cache_check_recorded.csv",
+                                 "the servers recorded with tools/e2e (data/e2e/)")
+    if public:
+        results = run_all(public, jobs=jobs)
+        lines += write_runs_report(public, results, out)
+        lines.append(f"  plot: {plot_runs(public, results, out / 'validation.png')}")
+    if rec:
+        results = run_all(rec, jobs=jobs, recorded=True)
+        lines += write_runs_report(rec, results, out, E2E_METRICS, "recorded.csv",
+                                   "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)")
+        shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
+        lines.append(f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}")
     text = "\n".join(lines)
     (out / "report.txt").write_text(text + "\n")
     print(text)

@@ -18,6 +18,14 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
   from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
 - a100_small_defaults: from 0.9.2 the large batch defaults (1024 sequences, 8192 tokens for the
   API server) need >= 70 GiB and a GPU that is not an A100 (``EngineArgs._set_default_args``).
+- gpu_memory_utilization: the default is 0.9 up to 0.19 and 0.92 from 0.22 (``CacheConfig``).
+- model_runner: which GPU model runner serves the model, since it sizes the profiling pass and the
+  CUDA graphs differently (simulator.memory): V1 up to 0.19; from 0.22 the V2 runner serves models
+  without mixture-of-experts layers by default (``VllmConfig.use_v2_model_runner``; MoE models stay on
+  V1); by 0.33, every model. V1 subtracts its CUDA-graph estimate from the KV budget from 0.21; V2
+  does not in 0.22-0.26 (``profile_cudagraph_memory`` returns 0) and does in 0.33. Seen in the
+  recorded 0.26 servers (data/e2e/): "Available KV cache memory" leaves the graphs out for dense
+  models and subtracts them for Qwen3-30B-A3B.
 """
 
 from __future__ import annotations
@@ -28,9 +36,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class HostCosts:
-    """Seconds spent outside the GPU, fitted on the calibration half of the public end-to-end runs
-    (``tools/validation/fit_host.py`` writes simulator/data/host_costs.yaml; ``servesim validate``
-    reports them with the held-out half): the engine core's CPU work per step, and the API
+    """Seconds spent outside the GPU, fitted on the calibration half of measured end-to-end runs
+    (``tools/validation/fit_host.py`` writes a set of them, HOST_SETS, to simulator/data/host_costs.yaml;
+    ``servesim validate`` reports them with the held-out half): the engine core's CPU work per step, and the API
     server's (``cost.FrontendCosts``), per endpoint: a request taken in and a token streamed cost
     more through /v1/chat/completions (chat template, larger chunks) than through /v1/completions.
     They include the benchmark client's own work, which runs on the same host in the measurements."""
@@ -60,15 +68,19 @@ class HostCosts:
 
 
 HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"
+# Host costs come in sets, each fitted on its own measurements (tools/validation/fit_host.py): the
+# public runs (vLLM 0.10-0.19, mixed hosts and clients) and the servers recorded with tools/e2e
+# (vLLM 0.26, `vllm bench serve` on the same host over loopback).
+HOST_SETS = ("public", "recorded")
 
 
-def load_host_costs(path: Path = HOST_COSTS_FILE) -> HostCosts:
+def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:
     if not path.is_file():
         return HostCosts()
     from simulator import yamlio
 
     data = yamlio.load(path.read_text()) or {}
-    return HostCosts(**data.get("host_costs", {}))
+    return HostCosts(**(data.get(which) or {}).get("host_costs", {}))
 
 
 @dataclass(frozen=True)
@@ -79,13 +91,27 @@ class VllmVersion:
     cudagraph_mode: str  # "piecewise" | "full_and_piecewise"
     capture_by16_from: int  # capture sizes step by 16 from this size on (by 8 below it)
     capture_cap_by_budget: bool  # the largest capture size is also capped at max_num_batched_tokens
-    graphs_in_budget: bool
     a100_small_defaults: bool
+    gpu_memory_utilization: float
+    model_runner: str  # "v1" | "v2_dense" (V2 unless the model has MoE layers) | "v2"
+    graphs_in_budget_v1: bool  # the V1 runner subtracts its CUDA-graph estimate from the KV budget
+    graphs_in_budget_v2: bool  # the V2 runner does
+    host_set: str  # which fitted host costs (HOST_SETS) apply
     host: HostCosts
 
     @property
     def engine_per_seq_s(self) -> float:
         return engine_per_seq_s(self.host, self.name)
+
+    def runner(self, is_moe: bool) -> str:
+        """The model runner that serves a model: "v1" or "v2"."""
+        if self.model_runner == "v2_dense":
+            return "v1" if is_moe else "v2"
+        return self.model_runner
+
+    def graphs_in_budget(self, is_moe: bool) -> bool:
+        """Whether the CUDA graphs' estimated memory is taken from the KV budget."""
+        return self.graphs_in_budget_v2 if self.runner(is_moe) == "v2" else self.graphs_in_budget_v1
 
 
 def engine_per_seq_s(host: HostCosts, line: str) -> float:
@@ -93,16 +119,22 @@ def engine_per_seq_s(host: HostCosts, line: str) -> float:
     return host.engine_per_seq_s if line in ("0.10", "0.11") else host.engine_per_seq_s_019
 
 
-# One set of host costs for every release line: the public runs cannot tell the lines apart from
-# their endpoints and hosts (HostCosts).
-_HOST = load_host_costs()
+_PUBLIC, _RECORDED = load_host_costs("public"), load_host_costs("recorded")
+# 0.32 (vLLM 0.33) keeps the host costs of the newest release measured here (0.26).
 VERSIONS = {
-    "0.10": VllmVersion("0.10", "first_chunk", False, "piecewise", 1 << 30, False, False, True, _HOST),
-    "0.11": VllmVersion("0.11", "first_chunk", False, "full_and_piecewise", 1 << 30, False, False, True, _HOST),
-    "0.19": VllmVersion("0.19", "full_prompt", True, "full_and_piecewise", 256, True, False, True, _HOST),
-    "0.32": VllmVersion("0.32", "full_prompt", True, "full_and_piecewise", 256, True, True, True, _HOST),
+    "0.10": VllmVersion("0.10", "first_chunk", False, "piecewise", 1 << 30, False, True, 0.9, "v1", False, False,
+                        "public", _PUBLIC),
+    "0.11": VllmVersion("0.11", "first_chunk", False, "full_and_piecewise", 1 << 30, False, True, 0.9, "v1", False,
+                        False, "public", _PUBLIC),
+    "0.19": VllmVersion("0.19", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.9, "v1", False, False,
+                        "public", _PUBLIC),
+    "0.26": VllmVersion("0.26", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.92, "v2_dense", True,
+                        False, "recorded", _RECORDED),
+    "0.32": VllmVersion("0.32", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.92, "v2", True, True,
+                        "recorded", _RECORDED),
 }
 LATEST = "0.32"
+LINES = tuple(VERSIONS)
 
 
 def version(name: str) -> VllmVersion:

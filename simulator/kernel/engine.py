@@ -262,6 +262,14 @@ class CompiledEngine(Engine):
     def _fe_free(self, t: float) -> None:
         self.st.fctl[L.FE_FREE] = t
 
+    @property
+    def _fe_batch(self) -> float:
+        return float(self.st.fctl[L.FE_BATCH])
+
+    @_fe_batch.setter
+    def _fe_batch(self, t: float) -> None:
+        self.st.fctl[L.FE_BATCH] = t
+
     @Engine._intake_busy.setter
     def _intake_busy(self, t: float) -> None:
         self._intake_end = self.st.fctl[L.FE_INTAKE] = t

@@ -75,7 +75,8 @@ State = namedtuple("State", [
  SWAP_BYTES,  # swap traffic of the step being scheduled
  FE_FREE,  # the front-end's outputs (simulator.frontend) are busy until this time
  FE_INTAKE,  # the piece of intake in progress ends at this time (outputs wait for it)
- N_FCTL) = range(8)
+ FE_BATCH,  # the last batch of outputs queued starts at this time (intake waits for the batch in progress)
+ N_FCTL) = range(9)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's

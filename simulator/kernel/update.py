@@ -19,6 +19,7 @@ from simulator.kernel.layout import (
     END,
     F_FIN,
     F_FTOK,
+    FE_BATCH,
     FE_FREE,
     FE_INTAKE,
     FIN_N,
@@ -113,9 +114,10 @@ def update(st, t):
     Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
     ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
     bs = cfg[BS]
-    d = delivered(st.cp, st.fctl[FE_FREE], st.fctl[FE_INTAKE], t, ctl[N_SAMPLED], _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0)
+    d0, d = delivered(st.cp, st.fctl[FE_FREE], st.fctl[FE_INTAKE], t, ctl[N_SAMPLED], _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0)
     if ctl[N_SAMPLED] != 0:
         st.fctl[FE_FREE] = d
+        st.fctl[FE_BATCH] = d0
     for i in range(ctl[AB_N]):
         _ended(st, st.ab[i])
     ctl[AB_N] = 0

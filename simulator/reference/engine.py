@@ -45,9 +45,10 @@ class ReferenceEngine(Engine):
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
             # When the step's tokens reach their clients, through the front-end.
-            shown = delivered(cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled, sched.finishing(plan))
+            begun, shown = delivered(cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled,
+                                     sched.finishing(plan))
             if plan.work.num_sampled:
-                self._fe_free = shown
+                self._fe_free, self._fe_batch = shown, begun
             out = sched.update(plan, env.now, shown)
             if self.progress is not None:
                 self.progress(env.now, self.num_done)

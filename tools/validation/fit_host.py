@@ -1,16 +1,18 @@
-"""Fit the host costs (simulator/versions.py HostCosts) on the calibration half of the public runs.
+"""Fit a set of host costs (simulator/versions.py HostCosts) on the calibration half of its runs.
 
-    python tools/validation/fit_host.py [--jobs 2] [--rounds 4]
+    python tools/validation/fit_host.py [--source public|recorded] [--jobs 2] [--rounds 4]
 
-Simulates every ``split: calibrate`` run of simulator/data/validation/runs.yaml (runs marked
-``confounded`` are left out) and searches the host costs (the API server's per-request and
-per-token work for each endpoint, a fixed latency, the engine's CPU work per step and per
-sequence, the work per request that ends) for the least sum of |log(simulated / measured)| over output throughput, mean TTFT and
-mean TPOT: coordinate search in log space, each constant multiplied by 1/4 .. 4 in turn, from
-the published values simulator/versions.py HostCosts cites (the first-pass shares, fractions,
-up to 1). Not fitted: the tokenizer's rate
-(``prompt_token_s``) and the per-step output cost (``step_s``).
-The held-out runs are never simulated here. Writes simulator/data/host_costs.yaml.
+``public``: every ``split: calibrate`` run of simulator/data/validation/runs.yaml (runs marked
+``confounded`` are left out), the host costs of release lines 0.10-0.19; ``recorded``: every
+calibration run of simulator/data/validation/e2e.yaml (the servers recorded with tools/e2e), those
+of 0.26 and 0.32. Searches the host costs (the API server's per-request and per-token work for each
+endpoint, a fixed latency, the engine's CPU work per step and per sequence, the work per request
+that ends) for the least sum of |log(simulated / measured)| over the source's metrics (output
+throughput, mean TTFT and mean TPOT; for recorded runs also the medians, TTFT left out where the
+server's prefix cache was warm): coordinate search in log space, each constant multiplied by
+1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1). Not
+fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (``step_s``).
+The held-out runs are never simulated here. Writes the set into simulator/data/host_costs.yaml.
 """
 
 from __future__ import annotations
@@ -26,18 +28,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from simulator import validate, versions
 
-FITTED = ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s",
-          "engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "first_pass", "chat_first_pass")
+FITTED = {
+    "public": ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s",
+               "engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "first_pass", "chat_first_pass"),
+    # The recorded servers are vLLM 0.26 behind /v1/completions: the chat costs and the 0.10/0.11 per
+    # sequence cost are not theirs.
+    "recorded": ("latency_s", "request_s", "token_s", "finish_s", "engine_step_s", "engine_per_seq_s_019",
+                 "first_pass"),
+}
 SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)
 
 
-def loss(results) -> float:
+def loss(results, metrics=validate.METRICS) -> float:
     total = 0.0
     for r in results:
         if r.error:
             return math.inf
-        for m in validate.METRICS:
+        if r.confounded:
+            continue
+        for m in metrics:
             e = r.rel_error(m)
             if not math.isnan(e):
                 total += abs(math.log1p(e))
@@ -57,38 +67,58 @@ def section(name: str, values: dict) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--source", choices=versions.HOST_SETS, default="public")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
-    runs = [r for r in validate.load(validate.RUNS_FILE)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
-    host = versions.load_host_costs()
-    best = loss(validate.run_all(runs, jobs=args.jobs, host=host))
+    recorded = args.source == "recorded"
+    path = validate.E2E_FILE if recorded else validate.RUNS_FILE
+    runs = [r for r in validate.load(path)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
+    metrics = validate.E2E_METRICS if recorded else validate.METRICS
+    host = versions.load_host_costs(args.source)
+
+    def evaluate(h) -> float:
+        return loss(validate.run_all(runs, jobs=args.jobs, host=h, recorded=recorded), metrics)
+
+    best = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
         improved = False
-        for name in FITTED:
+        for name in FITTED[args.source]:
             for f in STEPS:
                 value = getattr(host, name) * f
                 if value <= 0 or (name in SHARES and value > 1.0):
                     continue
                 cand = replace(host, **{name: value})
-                got = loss(validate.run_all(runs, jobs=args.jobs, host=cand))
+                got = evaluate(cand)
                 if got < best - 1e-9:
                     best, host, improved = got, cand, True
                     print(f"round {rnd}: {name} -> {value:.3g} (loss {best:.3f})", flush=True)
         if not improved:
             break
-    out = versions.HOST_COSTS_FILE
-    lines = [
-        "# Written by tools/validation/fit_host.py: host costs fitted on the calibration runs of",
-        "# simulator/data/validation/runs.yaml (not the held-out ones). Seconds.",
-        f"fitted_on: {len(runs)} runs ({', '.join(sorted({r['source'].split(' (')[0] for r in runs}))})",
-        *stamp(best),
-        *section("host_costs", asdict(host)),
-    ]
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}")
+    sources = sorted({r["recording"] if recorded else r["source"].split(" (")[0] for r in runs})
+    write_set(args.source, [f"fitted_on: {len(runs)} runs ({', '.join(sources)})", *stamp(best),
+                            *section("host_costs", asdict(host))])
+    print(f"wrote the {args.source} set to {versions.HOST_COSTS_FILE}")
     return 0
+
+
+def write_set(name: str, lines: list[str]) -> None:
+    """Replace set ``name`` of simulator/data/host_costs.yaml (the other sets stay as they are)."""
+    out = versions.HOST_COSTS_FILE
+    text = out.read_text().splitlines() if out.is_file() else []
+    head = [t for t in text if t.startswith("#")]
+    sets: dict[str, list[str]] = {}
+    current = None
+    for t in text:
+        if t and not t.startswith((" ", "#")):
+            current = t.rstrip(":")
+            sets[current] = []
+        elif current is not None and t.startswith(" "):
+            sets[current].append(t)
+    sets[name] = ["  " + t for t in lines]
+    body = [f"{k}:\n" + "\n".join(v) for k, v in sorted(sets.items(), key=lambda kv: versions.HOST_SETS.index(kv[0]))]
+    out.write_text("\n".join(head) + "\n" + "\n".join(body) + "\n")
 
 
 if __name__ == "__main__":

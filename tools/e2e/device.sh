@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The end-to-end recorder's phases on the device machine (README.md beside this file). One `device`
+# call can chain several; the machine keeps /root/e2e while it stays warm between calls.
+#
+#   stash            copy the xz pieces this call carried (.e2e/part*/) to /root/e2e/pieces
+#   install          check the pieces, unpack vLLM and its packages into /root/e2e/site
+#   check            import vLLM's server, engine and benchmark; print versions and the GPUs
+#   lanes PLAN L...  start lanes L of PLAN (each on its GPUs, in the background) and return
+#   wait SECONDS     wait until every started lane is done, or SECONDS have passed
+#   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
+set -uo pipefail
+E2E=${E2E:-/root/e2e}
+SITE=$E2E/site
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1
+mkdir -p $E2E/pieces $E2E/results $E2E/logs
+
+while [ $# -gt 0 ]; do
+  phase=$1; shift
+  echo "=== $phase $(date +%T)"
+  case $phase in
+    stash)
+      for f in .e2e/part*/bundle.*; do cp -f "$f" $E2E/pieces/; done; ls -la $E2E/pieces ;;
+    install)
+      ( cd $E2E/pieces && sha256sum -c bundle.sha256 ) || { echo "pieces missing or damaged"; exit 3; }
+      rm -rf $E2E/unpack && mkdir -p $E2E/unpack
+      cat $E2E/pieces/bundle.tar.xz.* | xz -d -T0 | tar -x -C $E2E/unpack || exit 3
+      rm -rf $SITE && mv $E2E/unpack/site $SITE
+      python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $SITE $E2E/unpack/wheels/*.whl 2>&1 | tail -3
+      du -sh $SITE ;;
+    check)
+      python3 -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -3
+      python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, vllm.benchmarks.serve; print('imports ok')" 2>&1 | tail -3
+      nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+      nproc; free -g | head -2 ;;
+    lanes)
+      plan=$1; shift
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|lanes|wait|collect)$ ]]; do
+        lane=$1; shift
+        rm -f $E2E/results/$lane/DONE
+        setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &
+        echo "started $lane (pid $!)"; sleep 4
+        echo $lane >> $E2E/logs/started
+      done ;;
+    wait)
+      limit=$1; shift; t0=$(date +%s)
+      while true; do
+        pending=0
+        for lane in $(sort -u $E2E/logs/started 2>/dev/null); do
+          [ -f $E2E/results/$lane/DONE ] || pending=$((pending + 1))
+        done
+        [ $pending -eq 0 ] && { echo "all lanes done"; break; }
+        [ $(( $(date +%s) - t0 )) -ge $limit ] && { echo "$pending lane(s) still running"; break; }
+        sleep 5
+      done
+      for f in $E2E/logs/*.log; do echo "--- $f"; tail -4 $f; done ;;
+    collect)
+      for lane in $(ls $E2E/results); do
+        [ -f $E2E/results/$lane/server.log ] && grep -v "Iteration(" $E2E/results/$lane/server.log > $E2E/results/$lane/server_lines.log
+      done
+      cp $E2E/logs/*.log $E2E/results/ 2>/dev/null
+      tar -C $E2E/results --exclude='server.log' -cJf ${OUT:-/tmp}/results.tar.xz . && ls -la ${OUT:-/tmp}/results.tar.xz ;;
+    *)
+      echo "unknown phase $phase"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,125 @@
+"""The collapse story against the recorded servers: figures and a table for the docs.
+
+    python tools/e2e/figures.py [--recording h200_2026-11-27] [--out docs/img]
+
+Replays the recorded Llama-3.1-8B runs (fixed output lengths: every client's requests in step;
+lognormal lengths: not) in servesim exactly as `servesim validate --recorded` does, and draws:
+
+- recorded_kv_waves.png: KV-cache usage over time at 2,000 clients, server against servesim, both
+  length shapes (the server's /metrics once a second; servesim's steps);
+- recorded_sweep.png: output throughput, p50 TPOT and preemptions against the clients in flight.
+
+It prints the sweep as a markdown table (docs/validation.md quotes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from simulator import validate  # noqa: E402
+from simulator.metrics import step_columns, summarize  # noqa: E402
+from simulator.run import simulate  # noqa: E402
+
+LANES = {"llama8b_fixed": "fixed lengths (all clients in step)", "llama8b_spread": "lognormal output lengths"}
+COLORS = {"llama8b_fixed": "#1f77b4", "llama8b_spread": "#d62728"}
+
+
+def server_series(run: dict) -> tuple[np.ndarray, np.ndarray]:
+    path = ROOT / "data" / "e2e" / run["recording"] / run["lane"] / run["run"] / "metrics.csv"
+    rows = [r for r in csv.DictReader(path.open()) if r.get("vllm:kv_cache_usage_perc")]
+    t = np.array([float(r["t"]) for r in rows])
+    kv = np.array([float(r["vllm:kv_cache_usage_perc"]) for r in rows])
+    busy = np.nonzero(np.array([float(r["vllm:num_requests_running"]) for r in rows]) > 0)[0]
+    first = busy[0] if len(busy) else 0
+    return t[first:] - t[first], kv[first:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--recording", default="h200_2026-11-27")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
+    a = ap.parse_args()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in validate.load(validate.E2E_FILE)["runs"]
+            if r["recording"] == a.recording and r["lane"] in LANES and r["arrival"].get("max_concurrency")]
+    rows = []
+    sims = {}
+    for run in runs:
+        res = simulate(validate.e2e_scenario(run))
+        s = summarize(res)
+        sims[run["id"]] = res
+        m, srv = run["measured"], run["server"]
+        rows.append({"lane": run["lane"], "clients": run["arrival"]["max_concurrency"], "split": run["split"],
+                     "warm": srv.get("prefix_cache_hit_rate", 0.0) > validate.E2E_WARM_CACHE,
+                     "thr": (m["output_throughput"], s["output_throughput"]),
+                     "tpot": (m["median_tpot_ms"], s["median_tpot_ms"]),
+                     "ttft": (m["median_ttft_ms"], s["median_ttft_ms"]),
+                     "pre": (srv.get("num_preemptions", 0), s["num_preemptions"]),
+                     "kv": (srv.get("kv_usage_max", 0.0), s["kv_cache_usage_max"])})
+    rows.sort(key=lambda r: (r["lane"], r["clients"]))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
+    for ax, lane in zip(axes, LANES):
+        run = next(r for r in runs if r["lane"] == lane and r["arrival"]["max_concurrency"] == 2000)
+        t, kv = server_series(run)
+        ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
+        st = step_columns(sims[run["id"]])
+        start = np.asarray(st["start"])
+        ax.plot(start - start[0], 100 * np.asarray(st["kv_usage"]), color=COLORS[lane], lw=1.0, alpha=0.85,
+                label="servesim (every step)")
+        ax.set_title(f"Llama-3.1-8B on an H200, 2,000 clients, {LANES[lane]}", fontsize=10)
+        ax.set_xlabel("seconds since the first request")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("KV-cache usage (%)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "recorded_kv_waves.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for lane in LANES:
+        rs = [r for r in rows if r["lane"] == lane]
+        c = [r["clients"] for r in rs]
+        for ax, key, scale in ((axes[0], "thr", 1e-3), (axes[1], "tpot", 1.0), (axes[2], "pre", 1.0)):
+            ax.plot(c, [r[key][0] * scale for r in rs], "o-", color=COLORS[lane], label=f"server, {LANES[lane]}")
+            ax.plot(c, [r[key][1] * scale for r in rs], "s--", color=COLORS[lane], mfc="none",
+                    label=f"servesim, {LANES[lane]}")
+    for ax, lab in zip(axes, ("output throughput (thousand tokens/s)", "p50 TPOT (ms)", "preemptions in the run")):
+        ax.set_xlabel("clients in flight (vllm bench serve --max-concurrency)")
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylim(bottom=0)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle("Llama-3.1-8B on an H200 (vLLM 0.26): the recorded server against servesim, same requests", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(out / "recorded_sweep.png", dpi=110)
+    plt.close(fig)
+
+    print("| lengths | clients | output tok/s server / servesim | p50 TPOT ms | p50 TTFT ms | preemptions | peak KV usage |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        note = " (warm cache)" if r["warm"] else ""
+        print(f"| {'fixed' if r['lane'].endswith('fixed') else 'lognormal'} | {r['clients']:,}{note} | "
+              f"{r['thr'][0]:,.0f} / {r['thr'][1]:,.0f} | {r['tpot'][0]:.1f} / {r['tpot'][1]:.1f} | "
+              f"{r['ttft'][0]:,.0f} / {r['ttft'][1]:,.0f} | {r['pre'][0]:,} / {r['pre'][1]:,} | "
+              f"{100 * r['kv'][0]:.0f}% / {100 * r['kv'][1]:.0f}% |")
+    print(f"wrote {out / 'recorded_kv_waves.png'}, {out / 'recorded_sweep.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

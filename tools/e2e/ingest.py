@@ -1,0 +1,178 @@
+"""Unpack an end-to-end recording (`device.sh collect`'s results.tar.xz) into the repository.
+
+    python tools/e2e/ingest.py RESULTS.tar.xz --name h200_2026-11-27 --gpu h200 [--plan tools/e2e/plans/wave1_h200.json ...]
+
+Writes:
+- data/e2e/NAME/LANE/: lane.json (serve command, versions, timings), server.log (the server's lines
+  without progress bars), and per run RUN/: bench.json (`vllm bench serve`'s summary), requests.csv
+  (a row per request in the order the benchmark sent them: start, server-side prompt tokens, output
+  tokens, TTFT, ITL quantiles), metrics.csv (/metrics once a second), itl_quantiles.csv;
+- simulator/data/validation/e2e/NAME_LANE_RUN.csv: the run's requests as a servesim trace (recorded
+  arrival times for Poisson runs; order only for closed loops);
+- simulator/data/validation/e2e.yaml: one entry per run (what ran, the measured figures, the KV pool
+  and memory profile the server logged, the server's preemptions and KV usage), with its split:
+  within each lane, runs alternate calibrate / heldout in the order they ran, starting with
+  calibrate (fixed before anything was fitted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import re
+import statistics
+import tarfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data" / "e2e"
+VALIDATION = ROOT / "simulator" / "data" / "validation"
+# servesim's names for the models served (tools/e2e/models/)
+MODELS = {"llama-3.1-8b": "llama-3.1-8b", "qwen3-32b": "qwen3-32b", "qwen3-30b-a3b": "qwen3-30b-a3b"}
+MEASURED = ("completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
+            "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+            "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms")
+
+
+def server_facts(log: str) -> dict:
+    """The KV pool and memory profile a vLLM server logs at start-up."""
+    out = {}
+    if m := re.search(r"GPU KV cache size: ([\d,]+) tokens", log):
+        out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
+    if m := re.search(r"Available KV cache memory: ([\d.]+) GiB", log):
+        out["available_kv_gib"] = float(m.group(1))
+    if m := re.search(r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB "
+                      r"for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory", log):
+        out.update(weights_gib=float(m.group(1)), activation_gib=float(m.group(2)), non_torch_gib=float(m.group(3)),
+                   cudagraph_gib=float(m.group(4)))
+    if m := re.search(r"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)", log):
+        out["cudagraph_estimate_gib"] = float(m.group(2))
+    out["model_runner"] = "v2" if "vllm.v1.worker.gpu.model_runner" in log else "v1"
+    out["cudagraph_in_budget"] = "CUDA graph memory profiling is enabled" in log
+    return out
+
+
+def server_series(rows: list[dict]) -> dict:
+    """What the server's metrics say of the run: preemptions, KV usage, queues, prefix-cache hits."""
+    def col(name):
+        return [float(r[name]) for r in rows if r.get(name) not in (None, "")]
+
+    out = {}
+    pre = col("vllm:num_preemptions_total")
+    if pre:
+        out["num_preemptions"] = int(pre[-1] - pre[0])
+    kv = col("vllm:kv_cache_usage_perc")
+    if kv:
+        out["kv_usage_max"] = round(max(kv), 4)
+        busy = [k for k, r in zip(kv, col("vllm:num_requests_running")) if r > 0]
+        out["kv_usage_mean_busy"] = round(statistics.fmean(busy), 4) if busy else 0.0
+    for name, key in (("vllm:num_requests_running", "running_max"), ("vllm:num_requests_waiting", "waiting_max")):
+        if c := col(name):
+            out[key] = int(max(c))
+    q, h = col("vllm:prefix_cache_queries_total"), col("vllm:prefix_cache_hits_total")
+    if q and h and q[-1] > q[0]:
+        out["prefix_cache_hit_rate"] = round((h[-1] - h[0]) / (q[-1] - q[0]), 4)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("archive")
+    ap.add_argument("--name", required=True, help="folder under data/e2e/ (device and date)")
+    ap.add_argument("--gpu", required=True, help="servesim's name of the GPU the runs used")
+    ap.add_argument("--plan", action="append", default=[], help="the plans the lanes came from (run order)")
+    a = ap.parse_args()
+    order = {}
+    for p in a.plan:
+        for lane in json.loads(Path(p).read_text())["lanes"]:
+            order[lane["name"]] = [r["name"] for r in lane["runs"]]
+    dest = DATA / a.name
+    traces = VALIDATION / "e2e"
+    traces.mkdir(parents=True, exist_ok=True)
+    index_path = VALIDATION / "e2e.yaml"
+    index = yaml.safe_load(index_path.read_text()) if index_path.is_file() else {"runs": []}
+    # A run found confounded by hand (``confounded: why``) keeps its note when its recording is read again.
+    notes = {r["id"]: r["confounded"] for r in index["runs"] if r.get("confounded")}
+    index["runs"] = [r for r in index["runs"] if r.get("recording") != a.name]
+    with tarfile.open(a.archive) as tar:
+        files = {m.name.removeprefix("./"): m for m in tar.getmembers() if m.isfile()}
+
+        def read(name: str) -> str:
+            return tar.extractfile(files[name]).read().decode()
+
+        for lane_name in sorted({n.split("/")[0] for n in files if "/" in n}):
+            if f"{lane_name}/lane.json" not in files:
+                continue
+            lane_meta = json.loads(read(f"{lane_name}/lane.json"))
+            lane = lane_meta["lane"]
+            runs = [r["name"] for r in lane_meta.get("runs", []) if f"{lane_name}/{r['name']}/bench.json" in files]
+            if not runs:
+                continue
+            ld = dest / lane_name
+            ld.mkdir(parents=True, exist_ok=True)
+            log = "".join(line + "\n" for line in read(f"{lane_name}/server_lines.log").splitlines()
+                          if "Capturing CUDA graphs" not in line and "it/s]" not in line)
+            (ld / "server.log").write_text(log)
+            (ld / "lane.json").write_text(json.dumps(lane_meta, indent=1) + "\n")
+            facts = server_facts(log)
+            args = lane.get("serve_args", [])
+            flags = dict(zip(args[::2], args[1::2]))
+            planned = order.get(lane_name, runs)
+            for run_name in runs:
+                rd = ld / run_name
+                rd.mkdir(exist_ok=True)
+                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv"):
+                    if f"{lane_name}/{run_name}/{f}" in files:
+                        (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))
+                run = next(r for r in lane["runs"] if r["name"] == run_name)
+                bench = json.loads((rd / "bench.json").read_text())[0]
+                reqs = list(csv.DictReader(io.StringIO((rd / "requests.csv").read_text())))
+                metrics = list(csv.DictReader(io.StringIO((rd / "metrics.csv").read_text())))
+                rid = f"{a.name}_{lane_name}_{run_name}"
+                t0 = min(float(r["start_s"]) for r in reqs)
+                with (traces / f"{rid}.csv").open("w", newline="") as f:
+                    w = csv.writer(f)
+                    w.writerow(["arrival_time_s", "prompt_tokens", "output_tokens"])
+                    for r in reqs:
+                        w.writerow([f"{float(r['start_s']) - t0:.4f}" if run.get("request_rate") else 0,
+                                    r["prompt_tokens"], r["output_tokens"]])
+                entry = {
+                    "id": rid, "recording": a.name, "lane": lane_name, "run": run_name,
+                    "split": "calibrate" if planned.index(run_name) % 2 == 0 else "heldout",
+                    "model": MODELS[lane["model"]], "gpu": a.gpu,
+                    "tensor_parallel_size": int(flags.get("--tensor-parallel-size", 1)),
+                    "vllm_version": lane_meta["versions"]["vllm"],
+                    "serve_command": "vllm serve MODEL --load-format dummy " + " ".join(args),
+                    "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)]["commands"][0],
+                    "engine": {k: int(v) for k, v in (("max_num_seqs", flags.get("--max-num-seqs")),
+                                                      ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")))
+                               if v is not None},
+                    "arrival": ({"max_concurrency": run["max_concurrency"]} if run.get("max_concurrency")
+                                else {"request_rate": run["request_rate"]}),
+                    "lengths": {"prompt_words": run["prompt"], "output": run["output"],
+                                "prompt_tokens_mean": round(statistics.fmean(int(r["prompt_tokens"]) for r in reqs), 1)},
+                    "trace": f"e2e/{rid}.csv",
+                    "measured": {k: bench[k] for k in MEASURED if k in bench},
+                    "server": {**server_series(metrics), **facts},
+                }
+                if rid in notes:
+                    entry["confounded"] = notes[rid]
+                index["runs"].append(entry)
+    index["about"] = (
+        "Real vLLM servers recorded with tools/e2e (dummy weights, exact model configs, `vllm bench serve` with "
+        "--ignore-eos; data/e2e/ holds the recordings and their README). Each run: what ran, `vllm bench serve`'s "
+        "figures (measured), what the server's /metrics and start-up log said (server), and the requests in the "
+        "order they were sent (trace). split: within each lane, runs alternate calibrate / heldout in the order "
+        "they ran, starting with calibrate.")
+    index["runs"].sort(key=lambda r: r["id"])
+    index_path.write_text(yaml.safe_dump({"about": index["about"], "runs": index["runs"]}, sort_keys=False, width=120))
+    print(f"{len(index['runs'])} runs in {index_path.relative_to(ROOT)}; recordings in {dest.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,351 @@
+"""One GPU lane of the end-to-end recorder, run on the device machine: a real vLLM server with
+dummy weights, then `vllm bench serve` runs against it, each recorded with the server's metrics.
+
+    python3 tools/e2e/lane.py --plan tools/e2e/plans/PLAN.json --lane NAME --root /root/e2e
+
+A plan (JSON) lists lanes; a lane names its GPUs, its model (a config.json in tools/e2e/models/),
+the `vllm serve` flags and its runs. Each run is a closed loop (`max_concurrency`) or an open loop
+(`request_rate`) over requests whose lengths the lane draws (fixed, or lognormal with a mean and a
+sigma, as servesim's `workload.*_tokens` are), with a seed. Prompts are words of a word-level
+tokenizer built for the model's vocabulary, so the server sees exactly the lengths asked.
+
+For each run, under ROOT/results/LANE/RUN/: bench.json (`vllm bench serve`'s result without its
+per-request arrays), requests.csv (a row per request: start, lengths, TTFT, latency, ITL
+quantiles), itl_quantiles.csv (every inter-token latency of the run), metrics.csv (the server's
+/metrics once a second), steps.csv (the engine's iteration log: a row per step), bench.log. The
+lane also keeps server.log (the server's start-up and periodic lines) and lane.json (commands,
+versions, timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import fcntl
+import json
+import os
+import re
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+
+# The series sampled from /metrics (summed over their label sets), and the histograms whose _sum and
+# _count are kept.
+GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+          "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+          "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:request_success_total",
+          "vllm:num_requests_swapped")
+HISTOGRAMS = ("vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+              "vllm:request_queue_time_seconds", "vllm:e2e_request_latency_seconds",
+              "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds")
+METRIC_COLUMNS = ["t"] + list(GAUGES) + [h + s for h in HISTOGRAMS for s in ("_sum", "_count")]
+
+# vLLM prefixes each line with its process: "(APIServer pid=123) 2026-11-27 07:55:03.103 INFO ...".
+ITER_RE = re.compile(
+    r"^(?:\([^)]*\) )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) .*Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, "
+    r"(\d+) generation requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms.*?"
+    r"GPU KV cache usage: ([\d.]+)%")
+
+LOGGING = {
+    "version": 1, "disable_existing_loggers": False,
+    "formatters": {"ms": {"format": "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
+                          "datefmt": "%Y-%m-%d %H:%M:%S"}},
+    "handlers": {"out": {"class": "logging.StreamHandler", "formatter": "ms", "stream": "ext://sys.stdout"}},
+    "loggers": {"vllm": {"handlers": ["out"], "level": "INFO", "propagate": False}},
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def model_dir(root: Path, name: str) -> Path:
+    """A model folder: the exact config.json and a word-level tokenizer of its vocabulary size."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    d = root / "models" / name
+    if (d / "tokenizer.json").is_file():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((HERE / "models" / f"{name}.json").read_text())
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+    V = int(cfg["vocab_size"])
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": int(cfg.get("max_position_embeddings", 131072)),
+        "bos_token": "t0", "eos_token": "t1", "unk_token": "t0", "clean_up_tokenization_spaces": False}))
+    (d / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
+    return d
+
+
+def lengths(spec, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` lengths: an integer (fixed), or {dist: lognormal, mean, sigma, min, max} as servesim draws them."""
+    if isinstance(spec, int):
+        return np.full(n, spec, np.int64)
+    mu = np.log(spec["mean"]) - 0.5 * spec["sigma"] ** 2
+    x = np.rint(rng.lognormal(mu, spec["sigma"], size=n))
+    return np.clip(x, spec.get("min", 1), spec.get("max", 1 << 30)).astype(np.int64)
+
+
+def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
+    """The run's requests as `vllm bench serve` custom datasets, one per client (request i goes to
+    client i mod clients)."""
+    rng = np.random.default_rng(run.get("seed", 0))
+    n = run["num_prompts"]
+    p, o = lengths(run["prompt"], n, rng), lengths(run["output"], n, rng)
+    paths = [d / f"dataset{k}.jsonl" for k in range(clients)]
+    files = [path.open("w") for path in paths]
+    for i in range(n):
+        words = rng.integers(100, vocab, size=int(p[i]))
+        files[i % clients].write(json.dumps({"prompt": " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n")
+    for f in files:
+        f.close()
+    return paths
+
+
+class Sampler(threading.Thread):
+    """/metrics once a second into rows."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.url, self.rows, self.stop = f"http://127.0.0.1:{port}/metrics", [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            t = time.time()
+            try:
+                text = urllib.request.urlopen(self.url, timeout=2).read().decode()
+                self.rows.append(parse_metrics(text, t))
+            except Exception as e:  # the server may be busy: a missing sample is recorded as missing
+                self.rows.append({"t": t, "error": str(e)[:80]})
+            self.stop.wait(max(0.0, 1.0 - (time.time() - t)))
+
+
+KEPT = set(GAUGES) | {h + s for h in HISTOGRAMS for s in ("_sum", "_count")}
+
+
+def parse_metrics(text: str, t: float) -> dict:
+    """The kept series of a Prometheus text page, each summed over its label sets."""
+    row = {"t": t}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        name = re.split(r"[{ ]", line, maxsplit=1)[0]
+        if name in KEPT:
+            row[name] = row.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return row
+
+
+def start_server(lane: dict, mdir: Path, out: Path, root: Path) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in lane["gpus"])
+    cfg = root / "logging.json"
+    cfg.write_text(json.dumps(LOGGING))
+    env.update(VLLM_LOGGING_CONFIG_PATH=str(cfg), VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(lane.get("env", {}))
+    cmd = [PY, "-m", "vllm.entrypoints.cli.main", "serve", str(mdir), "--served-model-name", lane["model"],
+           "--load-format", "dummy", "--host", "127.0.0.1", "--port", str(lane["port"]),
+           "--enable-logging-iteration-details"] + lane.get("serve_args", [])
+    if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
+        cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
+    log(f"{lane['name']}: {shlex.join(cmd)}")
+    f = (out / "server.log").open("ab")
+    p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    return p
+
+
+def wait_ready(p: subprocess.Popen, port: int, limit_s: float) -> float:
+    t0 = time.time()
+    while time.time() - t0 < limit_s:
+        if p.poll() is not None:
+            raise RuntimeError(f"server exited with {p.returncode}")
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                return time.time() - t0
+        except Exception:
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"server not ready after {limit_s:.0f} s")
+
+
+def iteration_rows(log_path: Path, t0: float, t1: float) -> list[list]:
+    rows = []
+    with log_path.open(errors="replace") as f:
+        for line in f:
+            if "Iteration(" not in line:
+                continue
+            m = ITER_RE.match(line)
+            if not m:
+                continue
+            t = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1e3
+            if t0 <= t <= t1:
+                rows.append([f"{t - t0:.3f}", *m.group(3, 4, 5, 6, 7, 8, 9)])
+    return rows
+
+
+def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
+    d = out / run["name"]
+    d.mkdir(parents=True, exist_ok=True)
+    clients = int(run.get("clients", 1))
+    ds = datasets(d, run, vocab, clients)
+    cmds = []
+    for k in range(clients):
+        cmd = [PY, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+               "--base-url", f"http://127.0.0.1:{lane['port']}", "--endpoint", "/v1/completions",
+               "--model", lane["model"], "--tokenizer", str(mdir), "--dataset-name", "custom",
+               "--dataset-path", str(ds[k]), "--custom-output-len", "-1", "--skip-chat-template", "--disable-shuffle",
+               "--num-prompts", str(run["num_prompts"] // clients), "--ignore-eos", "--seed", str(run.get("seed", 0)),
+               "--save-result", "--save-detailed", "--result-dir", str(d), "--result-filename", f"raw{k}.json",
+               "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+               "--request-id-prefix", f"c{k}-"]
+        if run.get("max_concurrency"):
+            cmd += ["--max-concurrency", str(run["max_concurrency"] // clients)]
+        if run.get("request_rate"):
+            cmd += ["--request-rate", str(run["request_rate"] / clients)]
+        cmds.append(cmd)
+    sampler = Sampler(lane["port"])
+    sampler.start()
+    t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
+    log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
+    procs = [subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
+             for k, c in enumerate(cmds)]
+    rcs = []
+    for p in procs:
+        try:
+            rcs.append(p.wait(timeout=run.get("timeout_s", 900)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(-9)
+    t1 = time.time()
+    time.sleep(1.5)  # the last samples after the last request ended
+    sampler.stop.set()
+    sampler.join()
+    with (d / "metrics.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, METRIC_COLUMNS + ["error"], extrasaction="ignore")
+        w.writeheader()
+        for r in sampler.rows:
+            w.writerow({**r, "t": f"{r['t'] - t0:.3f}"})
+    with (d / "steps.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "gen_tokens", "elapsed_ms", "kv_usage_pct"])
+        w.writerows(iteration_rows(out / "server.log", t0 - 1.0, t1 + 1.5))
+    summarise(d, clients, mono0)
+    for path in ds:
+        path.unlink()
+    info = {"name": run["name"], "rc": rcs, "wall_s": t1 - t0, "commands": [shlex.join(c) for c in cmds]}
+    log(f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s")
+    return info
+
+
+def summarise(d: Path, clients: int, mono0: float) -> None:
+    """Per-request rows and the ITL distribution from the bench's detailed result(s); the summary without arrays."""
+    rows, itls, summaries = [], [], []
+    for k in range(clients):
+        raw = d / f"raw{k}.json"
+        if not raw.is_file():
+            continue
+        r = json.loads(raw.read_text())
+        n = len(r.get("ttfts", []))
+        for i in range(n):
+            itl = np.asarray(r["itls"][i], float) if r["itls"][i] else np.zeros(0)
+            itls.append(itl)
+            q = np.quantile(itl, [0.5, 0.9, 0.99]) if itl.size else [np.nan] * 3
+            rows.append({"client": k, "index": i, "start_s": r["start_times"][i] - mono0 if "start_times" in r else "",
+                         "prompt_tokens": r["input_lens"][i], "output_tokens": r["output_lens"][i],
+                         "ttft_s": r["ttfts"][i], "itl_sum_s": float(itl.sum()), "itl_p50_s": q[0], "itl_p90_s": q[1],
+                         "itl_p99_s": q[2], "itl_max_s": float(itl.max()) if itl.size else "",
+                         "error": (r.get("errors") or [""] * n)[i][:100]})
+        summaries.append({k: v for k, v in r.items() if not isinstance(v, list)})
+        raw.unlink()
+    (d / "bench.json").write_text(json.dumps(summaries, indent=1))
+    if rows:
+        with (d / "requests.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    if itls:
+        a = np.concatenate(itls)
+        qs = [0.01 * k for k in range(1, 100)] + [0.995, 0.999, 1.0]
+        with (d / "itl_quantiles.csv").open("w") as f:
+            f.write("q,itl_s\n" + "".join(f"{q:.3f},{v:.6f}\n" for q, v in zip(qs, np.quantile(a, qs))))
+
+
+def versions() -> dict:
+    out = {"python": sys.version.split()[0]}
+    for mod in ("vllm", "torch", "transformers", "tokenizers", "triton"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception as e:
+            out[mod] = f"unavailable: {e}"
+    with contextlib.suppress(OSError):
+        out["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm",
+                                            "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--lane", required=True)
+    ap.add_argument("--root", default="/root/e2e")
+    ap.add_argument("--ready-s", type=float, default=600)
+    a = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # thousands of connections, client and server
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 1 << 20)), hard))
+    plan = json.loads(Path(a.plan).read_text())
+    lane = next(x for x in plan["lanes"] if x["name"] == a.lane)
+    root = Path(a.root)
+    out = root / "results" / lane["name"]
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"lane": lane, "versions": versions(), "runs": []}
+    (out / "lane.json").write_text(json.dumps(meta, indent=1))
+    locks = []
+    for g in sorted(lane["gpus"]):  # lanes queue for their GPUs (in one order: no deadlock)
+        f = (root / f"gpu{g}.lock").open("w")
+        fcntl.flock(f, fcntl.LOCK_EX)
+        locks.append(f)
+    meta["gpus_free_at"] = time.time()
+    log(f"{lane['name']}: GPUs {lane['gpus']} free")
+    mdir = model_dir(root, lane["model"])
+    vocab = int(json.loads((mdir / "config.json").read_text())["vocab_size"])
+    p = start_server(lane, mdir, out, root)
+    try:
+        meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s)
+        log(f"{lane['name']}: ready in {meta['ready_s']:.0f} s")
+        for run in lane["runs"]:
+            meta["runs"].append(bench(lane, run, mdir, out, vocab))
+            (out / "lane.json").write_text(json.dumps(meta, indent=1))
+    except Exception as e:
+        meta["error"] = repr(e)
+        log(f"{lane['name']}: {e!r}")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+                p.wait(timeout=30)
+                break
+            except Exception:
+                pass
+        meta["done"] = time.time()
+        (out / "lane.json").write_text(json.dumps(meta, indent=1))
+        (out / "DONE").write_text("")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
