@@ -18,13 +18,14 @@ out. Modelled as one server whose costs the ``api_server_count`` processes share
 * a step's outputs are one batch of work, processed after the step ends, after the batches before
   them and the piece of intake in progress (``intake_busy``), ahead of the intake still queued: the
   loop streams tokens while a burst is still being taken in;
-* a piece of intake waits for the batch of outputs in progress, not for the batches queued behind
-  it (``intake_start``): those wait in the engine's output socket until the loop's output task
-  takes the next one, while a new request's task runs as soon as the loop comes round to it. The
-  batches it overtakes are pushed back by its work (``after_intake``). When streaming alone is more
-  than the loop can do, the outputs fall behind the engine by seconds while requests still reach
-  it: as the recorded 0.26 servers show (data/e2e/: at 1,000-3,000 clients the engine's own decode
-  times were a third shorter than the clients', and its queues stayed short).
+* a piece of intake waits for the outputs queued when they are one batch at most, and otherwise
+  goes ahead of the batches not started (``intake_start``): the backlog waits in the engine's output
+  socket until the loop's output task takes the next batch, while a new request's task runs as soon
+  as the loop comes round to it. The batches it overtakes are pushed back by its work
+  (``after_intake``). When streaming alone is more than the loop can do, the outputs fall behind the
+  engine by seconds while requests still reach it: as the recorded 0.26 servers show (data/e2e/: at
+  1,000-3,000 clients the engine's own decode times were a third shorter than the clients', and its
+  queues stayed short).
 
 A burst of N requests sent at once thus reaches the engine from about N first passes on, one by
 one, its first tokens streamed in between; its TTFTs spread evenly from there to the end of its
@@ -88,13 +89,16 @@ def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
 
 
 def intake_start(now, intake_busy, free_at, batch_start):
-    """When a piece of intake queued at ``now`` can start: after the piece of intake in progress, and
-    after the batch of outputs in progress if it is the last one queued (it runs from
-    ``batch_start`` to ``free_at``); with batches queued behind the one in progress, at once: the
-    output task takes one batch at a time, and a request's task runs as soon as the loop comes round
-    to it (a batch is tens of milliseconds at most; the intake overtakes the batches not started)."""
-    out = free_at if batch_start < now < free_at else now
-    return max(now, intake_busy, out)
+    """When a piece of intake queued at ``now`` can start: after the piece of intake in progress,
+    then after the outputs queued if they are one batch at most (the last one queued runs from
+    ``batch_start`` to ``free_at``); with more queued than that, at once, ahead of the batches not
+    started: the output task takes one batch at a time off the engine's socket, while a new
+    request's task runs as soon as the loop comes round to it, so a backlog of outputs does not hold
+    the intake back."""
+    t = max(now, intake_busy)
+    if free_at - t > free_at - batch_start:  # more than the last batch still to do
+        return t
+    return max(t, free_at)
 
 
 def after_intake(free_at, batch_start, start, work):

@@ -66,15 +66,16 @@ def test_intake_and_delivery_by_hand():
     assert intake_passes(ConstantCost(1.0).params, 1000) == (0.0, 0.0)  # no front-end
 
 
-def test_intake_waits_for_the_batch_in_progress_not_the_backlog():
-    """A piece of intake starts once the piece of intake in progress is done and, if the batch of
-    outputs in progress is the last one queued, that batch; ahead of batches not yet started (which
-    it then pushes back by its work); with nothing queued, at once."""
+def test_intake_waits_for_one_batch_of_outputs_not_a_backlog():
+    """A piece of intake starts once the piece of intake in progress is done, then after the
+    outputs queued if they are one batch at most; with a backlog of more, at once, ahead of the
+    batches not started (which it then pushes back by its work); with nothing queued, at once."""
     assert intake_start(1.0, 0.5, 0.8, 0.7) == 1.0  # outputs done before now
     assert intake_start(1.0, 0.5, 1.2, 0.9) == 1.2  # the last batch runs 0.9-1.2: wait for it
+    assert intake_start(1.0, 0.5, 1.2, 1.0) == 1.2  # one batch queued, starting now: it goes first
+    assert intake_start(1.0, 1.1, 1.3, 1.1) == 1.3  # queued behind the intake piece in progress: still first
     assert intake_start(1.0, 0.5, 2.0, 1.8) == 1.0  # batches queued until 2.0: ahead of them
     assert intake_start(1.0, 1.3, 2.0, 1.8) == 1.3  # the intake piece in progress ends later
-    assert intake_start(1.0, 0.5, 2.0, 1.0) == 1.0  # the last batch would start now: intake first
     assert after_intake(2.0, 1.8, 1.2, 0.01) == pytest.approx((2.01, 1.81))  # the backlog waits for it
     assert after_intake(1.0, 0.9, 1.2, 0.01) == (1.0, 0.9)  # no output queued after it: nothing moves
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.hardware import builtin_gpus, load_gpu
 from simulator.models import builtin_models, load_model
 from simulator.run import build
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", builtin_models())
@@ -181,3 +184,56 @@ def test_catalogue_has_every_gpu_with_sources():
     for k in ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "mi300x"):
         assert k in builtin_gpus()
         assert load_gpu(k).hbm_bandwidth > 0
+
+
+def test_a_checkpoints_quantization_config_sizes_its_weights(tmp_path):
+    """An FP8 checkpoint (its config.json's quantization_config, as vLLM detects it) loads FP8
+    weights without engine.quantization; AWQ reads as int4, compressed-tensors by its weight bits;
+    an explicit engine.quantization wins; an unknown method is a one-line error; the folder holding
+    the config.json names the model."""
+    import json
+
+    from simulator.errors import ConfigError
+    from simulator.models import checkpoint_quantization
+
+    cfg = json.loads((ROOT / "simulator" / "data" / "models" / "qwen3-32b.json").read_text())
+    folder = tmp_path / "Qwen3-32B-FP8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**cfg, "quantization_config": {
+        "quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}))
+    assert load_model(str(folder)).quantization == "fp8" and load_model(str(folder)).name == "Qwen3-32B-FP8"
+    bf16, _ = load_scenario(None, ["model=qwen3-32b"])
+    fp8, _ = load_scenario(None, [f"model={folder}"])
+    forced, _ = load_scenario(None, [f"model={folder}", "engine.quantization=none"])
+    w16, w8, wf = (build(s)[2]["memory"].weight_bytes for s in (bf16, fp8, forced))
+    assert w8 < 0.55 * w16 and wf == w16
+    assert checkpoint_quantization({"quantization_config": {"quant_method": "awq", "bits": 4}}, "m") == "int4"
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}
+    assert checkpoint_quantization({"quantization_config": ct}, "m") == "fp8"
+    with pytest.raises(ConfigError, match=r"quant_method 'mystery' is not one servesim sizes"):
+        checkpoint_quantization({"quantization_config": {"quant_method": "mystery"}}, "m")
+
+
+def test_tensor_parallel_beyond_the_nvlink_group_all_reduces_over_pcie():
+    """PCIe H100s are NVLink-bridged in pairs: TP 2 all-reduces at the bridge's rate, TP 4 over PCIe
+    with NCCL's latency; an L40S (no NVLink) all-reduces over PCIe from TP 2; an SXM board's eight GPUs
+    are all NVLink-joined; a custom GPU without link_group gets 8 when its interconnect beats its
+    host link and 1 otherwise."""
+    from simulator.cost import P_AR_LAT, P_ICB, PCIE_ALLREDUCE_LATENCY_S
+    from simulator.hardware import gpu_from_dict
+
+    m = load_model("llama-3.1-70b")
+    pcie, sxm, l40s = load_gpu("h100-pcie"), load_gpu("h100-sxm"), load_gpu("l40s")
+    eff = Efficiency()
+    assert (pcie.link_group, sxm.link_group, l40s.link_group) == (2, 8, 1)
+    tp2, tp4 = CostModel(m, pcie, 2).params, CostModel(m, pcie, 4).params
+    assert tp2[P_ICB] == pytest.approx(pcie.interconnect_bandwidth * eff.allreduce_bandwidth)
+    assert tp4[P_ICB] == pytest.approx(pcie.host_link_bandwidth * eff.allreduce_bandwidth)
+    assert tp4[P_AR_LAT] == PCIE_ALLREDUCE_LATENCY_S and tp2[P_AR_LAT] == eff.allreduce_latency_s
+    assert CostModel(m, sxm, 4).params[P_ICB] == pytest.approx(sxm.interconnect_bandwidth * eff.allreduce_bandwidth)
+    w = decode_work(64, 1024)
+    assert CostModel(m, pcie, 4).step_time(w) > CostModel(m, sxm, 4).step_time(w)
+    assert CostModel(m, l40s, 2).params[P_ICB] == pytest.approx(l40s.host_link_bandwidth * eff.allreduce_bandwidth)
+    base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}, "host_link_bandwidth": 6.4e10}
+    assert gpu_from_dict("x", {**base, "interconnect_bandwidth": 4.5e11}).link_group == 8
+    assert gpu_from_dict("y", {**base, "interconnect_bandwidth": 3.2e10}).link_group == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from simulator import validate
+from simulator import validate, versions
 
 RUNS = validate.load(validate.RUNS_FILE)
 KV = validate.load(validate.KV_FILE)
@@ -38,7 +38,7 @@ def test_run_collection_covers_what_it_must():
     for r in runs:
         assert r["url"].startswith("https://") and r["split"] in ("calibrate", "heldout")
         assert re.search(r"vllm (serve|bench)|benchmark_serving|serve", r["serve_command"] + r["bench_command"])
-        assert r["vllm_version"] and r["servesim_version"] in ("0.10", "0.11", "0.19", "0.32")
+        assert r["vllm_version"] and r["servesim_version"] in versions.LINES
         for k in ("output_token_throughput", "mean_ttft_ms"):
             assert r["results"][k] > 0, (r["id"], k)
     assert sum(r["split"] == "heldout" for r in runs) >= 10
@@ -66,3 +66,60 @@ def test_a_run_that_cannot_be_simulated_is_reported_not_raised():
     bad = dict(RUNS["runs"][0], id="broken", model="no-such-model")
     r = validate.simulate_run(bad)
     assert r.error.startswith("ConfigError: model: unknown model 'no-such-model'") and r.simulated == {}
+
+
+E2E = validate.load(validate.E2E_FILE)
+
+
+def test_recorded_runs_carry_their_commands_and_requests():
+    """Every recorded run names its serve and bench commands, its split and server facts, and its
+    trace holds one row per completed request with the server's prompt counts."""
+    runs = E2E["runs"]
+    assert len(runs) >= 30 and {r["split"] for r in runs} == {"calibrate", "heldout"}
+    assert {r["model"] for r in runs} >= {"llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b"}
+    assert any(r["tensor_parallel_size"] == 2 for r in runs)
+    for r in runs:
+        assert r["serve_command"].startswith("vllm serve") and "bench serve" in r["bench_command"], r["id"]
+        rows = (validate.DATA / r["trace"]).read_text().splitlines()
+        assert rows[0] == "arrival_time_s,prompt_tokens,output_tokens"
+        assert len(rows) - 1 == r["measured"]["completed"], r["id"]
+        assert r["server"]["kv_cache_tokens"] > 0 and r["measured"]["output_throughput"] > 0
+
+
+def test_recorded_kv_pools_match_the_servers_logs():
+    """The KV pool servesim sizes for each recorded server (V2 model runner for dense models, V1 for
+    the MoE one, on release line 0.26) is within 2% of the pool the server logged."""
+    rows = validate.kv_rows_recorded()
+    assert len(rows) == 5
+    assert all(abs(r["error"]) <= 0.02 for r in rows), [(r["id"], r["error"]) for r in rows]
+
+
+def test_recorded_runs_replay_within_their_errors(tmp_path):
+    """Replaying the recorded runs request for request, the held-out medians stay where they were
+    when the host costs were fitted (a regression guard: throughput and p50 TPOT within 6%, p50
+    TTFT within 25%), preemptions within 2x wherever the server preempted, and the report and plot
+    are written."""
+    results = validate.run_all(E2E["runs"], jobs=2, recorded=True)
+    assert not [r.id for r in results if r.error]
+    s = validate.error_summary(results, validate.E2E_METRICS)
+    assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
+    assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
+    assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
+    for r in results:
+        m, sim = r.detail["server_preemptions"], r.detail["num_preemptions"]
+        if m:
+            assert m / 2 <= sim <= 2 * m, r.id
+    lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
+    assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
+
+
+def test_release_lines_follow_what_vllm_did():
+    """0.19 and before: gpu_memory_utilization 0.9, the V1 model runner, graphs outside the KV
+    budget; 0.26: 0.92, the V2 runner for dense models (graphs outside the budget) and V1 for MoE
+    (graphs inside); 0.32: the V2 runner for every model, graphs inside."""
+    old, rec, new = versions.version("0.19"), versions.version("0.26"), versions.version("0.32")
+    assert (old.gpu_memory_utilization, old.runner(False), old.graphs_in_budget(False)) == (0.9, "v1", False)
+    assert (rec.gpu_memory_utilization, rec.runner(False), rec.graphs_in_budget(False)) == (0.92, "v2", False)
+    assert (rec.runner(True), rec.graphs_in_budget(True)) == ("v1", True)
+    assert (new.runner(True), new.graphs_in_budget(False)) == ("v2", True)
+    assert rec.host_set == new.host_set == "recorded" and old.host_set == "public"

@@ -1,0 +1,265 @@
+"""Write the tables of numbers that README.md and docs/ quote, from the commands they quote.
+
+    python tools/docs/regenerate.py [BLOCK ...]      # all blocks by default
+
+A page marks a generated block with ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->``; this
+script runs what the block reports and replaces what lies between the markers (every page that has
+the block). Nothing else in a page is touched. Blocks:
+
+- collapse: the three collapse scenarios (scenarios/collapse_c*.yaml), as `servesim run` runs them;
+- validation: `servesim validate`'s medians per check and split, against the targets;
+- recorded: the recorded Llama-3.1-8B sweeps against servesim (tools/e2e/figures.py's table);
+- sweep: `servesim sweep` over max_num_seqs on the collapse case;
+- routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, dict]]:
+    from simulator.config import load_scenario
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    out = []
+    for p in paths:
+        sc, _ = load_scenario(str(ROOT / p), list(overrides))
+        out.append((sc.name, summarize(simulate(sc))))
+    return out
+
+
+def block_collapse() -> str:
+    runs = _summaries([f"scenarios/collapse_c{c}.yaml" for c in (512, 1028, 1200)])
+    rows = ["| run | output tok/s | KV mean | KV max | preemptions | recomputed tokens | p50 TTFT ms | p50 TPOT ms |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, s in runs:
+        rows.append(f"| {name} | {s['output_throughput']:,.0f} | {100 * s['kv_cache_usage_mean']:.1f}% | "
+                    f"{100 * s['kv_cache_usage_max']:.1f}% | {s['num_preemptions']:,} | {s['recomputed_tokens']:,} | "
+                    f"{s['median_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} |")
+    (_, a), (_, b), (_, c) = runs
+    rows.append("")
+    rows.append(f"Measured window 60-600 s. KV usage {100 * a['kv_cache_usage_mean']:.0f}% -> "
+                f"{100 * b['kv_cache_usage_mean']:.0f}% from 512 to 1,028 clients; at 1,200 the cache averages "
+                f"{100 * c['kv_cache_usage_mean']:.0f}%, {c['num_preemptions']:,} preemptions recompute "
+                f"{c['recomputed_tokens']:,} tokens, and output throughput is "
+                f"{100 * (c['output_throughput'] / b['output_throughput'] - 1):+.1f}% against the 1,028 run.")
+    return "\n".join(rows)
+
+
+FIELD = [
+    ("[vLLM PR #37307](https://github.com/vllm-project/vllm/pull/37307), production case (mocked lengths: 4 x 100k "
+     "tokens hold 90% of the cache, a 5th is admitted)", "generation \"~100 tok/s/GPU\" falls \"as low as 1.5 tok/s/GPU\"",
+     "scenarios/field_pr37307_production.yaml"),
+    ("PR #37307 test setup (Qwen3-235B-A22B-FP8, TP8, 100 x 40k-token prompts, max-model-len 41001)",
+     "271 -> 387 tok/s with the gate (x1.43; a third-party write-up)", "scenarios/field_pr37307.yaml"),
+    ("[vLLM PR #21793](https://github.com/vllm-project/vllm/pull/21793) (Llama-3.1-8B, one L40S, 2 x 120k-token "
+     "prompts)", "the admit-prefill-preempt loop; numbers not public", "scenarios/field_pr21793.yaml"),
+]
+
+
+def block_field() -> str:
+    rows = ["| report | reported | servesim, first-chunk gate | servesim, full-prompt gate |", "|---|---|---|---|"]
+    for name, reported, path in FIELD:
+        cells = []
+        for gate in ("first_chunk", "full_prompt"):
+            (_, s), = _summaries([path], [f"engine.admission={gate}"])
+            from simulator.config import load_scenario
+
+            gpus = load_scenario(str(ROOT / path), [])[0].hardware.tensor_parallel_size
+            pre = f"{s['num_preemptions']:,} preemptions" if s["num_preemptions"] else "no preemption"
+            rec = f", {s['recomputed_tokens'] / 1e6:.1f}M tokens recomputed" if s["recomputed_tokens"] else ""
+            cells.append(f"{s['output_throughput'] / gpus:,.1f} tok/s per GPU, {pre}{rec}")
+        rows.append(f"| {name} | {reported} | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+def block_validation() -> str:
+    from simulator import validate
+
+    kv = validate.kv_rows()
+    kv_rec = validate.kv_rows_recorded()
+    public = validate.run_all(validate.load(validate.RUNS_FILE)["runs"], jobs=2)
+    rec = validate.run_all(validate.load(validate.E2E_FILE)["runs"], jobs=2, recorded=True)
+    sp = validate.error_summary(public)
+    sr = validate.error_summary(rec, validate.E2E_METRICS)
+
+    def pct(v: dict) -> str:
+        return f"{100 * v['median_abs_error']:.1f}%" + (f" ({v['off_by_2x']} off by 2x)" if v["off_by_2x"] else "")
+
+    def within(rows, split, tol=0.02):
+        errs = [abs(r["error"]) for r in rows if r["split"] == split]
+        return f"{sum(e <= tol for e in errs)} of {len(errs)}"
+
+    held = [r for r in rec if r.split == "heldout" and not r.confounded and not r.error]
+    thr10 = sum(abs(r.rel_error("output_throughput")) <= 0.10 for r in held)
+    tpot10 = sum(abs(r.rel_error("median_tpot_ms")) <= 0.10 for r in held)
+    pre = [(r.detail["server_preemptions"], r.detail["num_preemptions"]) for r in rec
+           if not r.error and r.detail.get("server_preemptions")]
+    rows = [
+        "| check (median absolute error) | calibration | held out | target (held out) |",
+        "|---|---|---|---|",
+        f"| recorded servers: output throughput | {pct(sr[('calibrate', 'output_throughput')])} | "
+        f"{pct(sr[('heldout', 'output_throughput')])}; {thr10} of {len(held)} runs within 10% | every run within 10% |",
+        f"| recorded servers: p50 TPOT | {pct(sr[('calibrate', 'median_tpot_ms')])} | "
+        f"{pct(sr[('heldout', 'median_tpot_ms')])}; {tpot10} of {len(held)} runs within 10% | every run within 10% |",
+        f"| recorded servers: p50 TTFT | {pct(sr[('calibrate', 'median_ttft_ms')])} | "
+        f"{pct(sr[('heldout', 'median_ttft_ms')])} | 25% |",
+        f"| recorded servers: preemptions where the server preempted | | "
+        f"{sum(m / 2 <= s <= 2 * m for m, s in pre)} of {len(pre)} runs within 2x | within 2x |",
+        f"| recorded servers: KV pool within 2% | {within(kv_rec, 'calibrate')} | {within(kv_rec, 'heldout')} | all |",
+        f"| public runs: output throughput | {pct(sp[('calibrate', 'output_throughput')])} | "
+        f"{pct(sp[('heldout', 'output_throughput')])} | 10% |",
+        f"| public runs: mean TTFT | {pct(sp[('calibrate', 'mean_ttft_ms')])} | {pct(sp[('heldout', 'mean_ttft_ms')])} | 15% |",
+        f"| public runs: mean TPOT | {pct(sp[('calibrate', 'mean_tpot_ms')])} | {pct(sp[('heldout', 'mean_tpot_ms')])} | 10% |",
+        f"| public start-up logs: KV pool within 2% | {within(kv, 'calibrate')} | {within(kv, 'heldout')} | |",
+        "",
+        f"Runs counted: recorded {sr[('calibrate', 'output_throughput')]['runs']} calibration and "
+        f"{sr[('heldout', 'output_throughput')]['runs']} held out ({sum(r.confounded for r in rec)} confounded, "
+        f"shown not counted); public {sp[('calibrate', 'output_throughput')]['runs']} and "
+        f"{sp[('heldout', 'output_throughput')]['runs']} ({sum(r.confounded for r in public)} confounded).",
+    ]
+    return "\n".join(rows)
+
+
+def _run_rows(runs: list[dict], results, metrics: tuple[str, ...]) -> list[str]:
+    from simulator import validate
+
+    by_id = {r["id"]: r for r in runs}
+    head = "| run | split | GPU | model | load | " + " | ".join(f"{validate.LABELS[m]}, measured / servesim" for m in metrics)
+    rows = [head + " |", "|" + "---|" * (5 + len(metrics))]
+    for r in results:
+        run = by_id[r.id]
+        cells = []
+        for m in metrics:
+            a, b = r.measured.get(m), r.simulated.get(m)
+            cells.append("n/a" if not a or b is None else f"{a:,.1f} / {b:,.1f} ({100 * (b / a - 1):+.0f}%)")
+        split = r.split + (" (confounded)" if r.confounded else "")
+        rows.append(f"| {r.id} | {split} | {run['gpu']} x {run['tensor_parallel_size']} | {run['model']} | "
+                    f"{validate._load_text(run)} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def block_recorded_runs() -> str:
+    from simulator import validate
+
+    runs = validate.load(validate.E2E_FILE)["runs"]
+    results = validate.run_all(runs, jobs=2, recorded=True)
+    return "\n".join(_run_rows(runs, results, ("output_throughput", "median_ttft_ms", "median_tpot_ms")))
+
+
+def block_public_runs() -> str:
+    from simulator import validate
+
+    runs = validate.load(validate.RUNS_FILE)["runs"]
+    return "\n".join(_run_rows(runs, validate.run_all(runs, jobs=2), validate.METRICS))
+
+
+def block_validation_report() -> str:
+    from simulator.validate import main_validate
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        main_validate(True, True, ROOT / "results" / "validation", jobs=2, recorded=True)
+    return "```\n" + buf.getvalue().strip() + "\n```"
+
+
+def block_recorded() -> str:
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "e2e" / "figures.py")], capture_output=True,
+                         text=True, check=True, cwd=ROOT)
+    return out.stdout.strip()
+
+
+def _sweep_table(scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]],
+                 extra: list[str] = ()) -> str:
+    """One row per value of ``param``: (header, summary key, format) columns."""
+    from simulator.config import load_scenario
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    head = "| " + param.split(".")[-1] + " | " + " | ".join(c[0] for c in columns) + " |"
+    rows = [head, "|" + "---|" * (len(columns) + 1)]
+    for v in values:
+        s = summarize(simulate(load_scenario(str(ROOT / scenario), [f"{param}={v}", *extra])[0]))
+        rows.append(f"| {v} | " + " | ".join(fmt.format(s.get(key, float("nan"))) for _, key, fmt in columns) + " |")
+    return "\n".join(rows)
+
+
+def block_sweep() -> str:
+    from simulator.cli import main as cli
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        cli(["sweep", "scenarios/collapse_c1200.yaml", "--param", "engine.max_num_seqs=256,512,768,900,1024,1100,1150,1200",
+             "--out", "results/docs_sweep", "--jobs", "2"])
+    lines = [line for line in buf.getvalue().splitlines() if line.startswith(("recommended", "sweep:"))]
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+LATENCY = [("median TTFT ms", "median_ttft_ms", "{:,.0f}"), ("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"),
+           ("p99 TPOT ms", "p99_tpot_ms", "{:,.1f}"), ("preemptions", "num_preemptions", "{:,}")]
+
+
+def block_routers() -> str:
+    return _sweep_table("scenarios/cluster_routers.yaml", "cluster.router",
+                        ["random", "round_robin", "least_kv", "score", "power_of_two", "least_requests"], LATENCY)
+
+
+def block_affinity() -> str:
+    return _sweep_table("scenarios/cluster_prefix_affinity.yaml", "cluster.router",
+                        ["round_robin", "least_requests", "prefix_affinity", "score"],
+                        [("prefix-cache hit rate", "prefix_cache_hit_rate", "{:.0%}"),
+                         ("requests/s served", "request_throughput", "{:.1f}"),
+                         ("output tok/s", "output_throughput", "{:,.0f}"),
+                         ("median TTFT ms", "median_ttft_ms", "{:,.0f}")])
+
+
+def block_disaggregation() -> str:
+    return _sweep_table("scenarios/cluster_disaggregation.yaml", "disaggregation.kv_transfer.bandwidth_gbps",
+                        ["400", "100", "50", "40", "35", "30", "25"],
+                        [("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"), ("p99 TPOT ms", "p99_tpot_ms", "{:,.1f}"),
+                         ("goodput req/s", "goodput", "{:.2f}")])
+
+
+BLOCKS = {name[len("block_"):]: fn for name, fn in globals().items() if name.startswith("block_")}
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- results:{name} -->\n).*?(<!-- /results:{name} -->)", re.S)
+    return pattern.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(2), text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("blocks", nargs="*", help=f"blocks to regenerate (default: all of {', '.join(BLOCKS)})")
+    a = ap.parse_args()
+    names = a.blocks or list(BLOCKS)
+    for n in names:
+        if n not in BLOCKS:
+            raise SystemExit(f"unknown block {n!r}; blocks are {', '.join(BLOCKS)}")
+    for n in names:
+        pages = [p for p in PAGES if f"<!-- results:{n} -->" in p.read_text()]
+        if not pages:
+            print(f"{n}: no page has it", file=sys.stderr)
+            continue
+        body = BLOCKS[n]()
+        for p in pages:
+            p.write_text(replace_block(p.read_text(), n, body))
+        print(f"{n}: {', '.join(str(p.relative_to(ROOT)) for p in pages)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
