@@ -42,7 +42,10 @@ def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, d
 
 
 def block_collapse() -> str:
-    runs = _summaries([f"scenarios/collapse_c{c}.yaml" for c in (512, 1028, 1200)])
+    paths = [f"scenarios/collapse_c{c}.yaml" for c in (512, 1028, 1200)]
+    _cli_lines(["run", *paths], (), {"kv_cache_usage.png": "collapse_kv_cache_usage.png",
+                                     "throughput.png": "collapse_throughput.png"})
+    runs = _summaries(paths)
     rows = ["| run | output tok/s | KV mean | KV max | preemptions | recomputed tokens | p50 TTFT ms | p50 TPOT ms |",
             "|---|---|---|---|---|---|---|---|"]
     for name, s in runs:
@@ -81,7 +84,9 @@ def block_field() -> str:
             gpus = load_scenario(str(ROOT / path), [])[0].hardware.tensor_parallel_size
             pre = f"{s['num_preemptions']:,} preemptions" if s["num_preemptions"] else "no preemption"
             rec = f", {s['recomputed_tokens'] / 1e6:.1f}M tokens recomputed" if s["recomputed_tokens"] else ""
-            cells.append(f"{s['output_throughput'] / gpus:,.1f} tok/s per GPU, {pre}{rec}")
+            total = f"{s['output_throughput']:,.0f} tok/s ({s['output_throughput'] / gpus:,.1f} per GPU)" if gpus > 1 else \
+                f"{s['output_throughput']:,.1f} tok/s"
+            cells.append(f"{total}, {pre}{rec}")
         rows.append(f"| {name} | {reported} | {cells[0]} | {cells[1]} |")
     return "\n".join(rows)
 
@@ -170,10 +175,15 @@ def block_public_runs() -> str:
 def block_validation_report() -> str:
     from simulator.validate import main_validate
 
+    import shutil
+
     buf = io.StringIO()
+    out = Path("results") / "validation"
     with redirect_stdout(buf):
-        main_validate(True, True, ROOT / "results" / "validation", jobs=2, recorded=True)
-    return "```\n" + buf.getvalue().strip() + "\n```"
+        main_validate(True, True, ROOT / out, jobs=2, recorded=True)
+    for name in ("validation.png", "validation_recorded.png"):
+        shutil.copyfile(ROOT / out / name, IMG / name)
+    return "```\n" + buf.getvalue().strip().replace(str(ROOT / out), str(out)) + "\n```"
 
 
 def block_recorded() -> str:
@@ -197,15 +207,36 @@ def _sweep_table(scenario: str, param: str, values: list[str], columns: list[tup
     return "\n".join(rows)
 
 
-def block_sweep() -> str:
-    from simulator.cli import main as cli
+IMG = ROOT / "docs" / "img"
 
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        cli(["sweep", "scenarios/collapse_c1200.yaml", "--param", "engine.max_num_seqs=256,512,768,900,1024,1100,1150,1200",
-             "--out", "results/docs_sweep", "--jobs", "2"])
-    lines = [line for line in buf.getvalue().splitlines() if line.startswith(("recommended", "sweep:"))]
+
+def _cli_lines(args: list[str], keep: tuple[str, ...], figures: dict[str, str] | None = None) -> str:
+    """Run a servesim command into a fresh results/docs/NAME folder; the lines of its output that start
+    with ``keep``; ``figures``: its plots copied into docs/img (file there -> name in docs/img)."""
+    import shutil
+
+    out = Path("results") / "docs" / args[0]
+    shutil.rmtree(ROOT / out, ignore_errors=True)
+    done = subprocess.run([sys.executable, "-m", "simulator", *args, "--out", str(out)], capture_output=True,
+                          text=True, cwd=ROOT)
+    for src, dst in (figures or {}).items():
+        shutil.copyfile(ROOT / out / src, IMG / dst)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(keep)]
     return "```\n" + "\n".join(lines) + "\n```"
+
+
+def block_sweep() -> str:
+    return _cli_lines(["sweep", "scenarios/collapse_c1200.yaml", "--param",
+                       "engine.max_num_seqs=0,256,512,768,900,1024,1100,1150,1200"],
+                      ("sweep:", "[", "recommended", "8 of", "9 of"), {"metrics_vs_knob.png": "sweep_metrics_vs_knob.png"})
+
+
+def block_plan() -> str:
+    return _cli_lines(["plan", "scenarios/plan_chat.yaml", "--rate", "50", "--search", "model=llama-3.1-8b,llama-3.1-70b",
+                       "--search", "hardware.gpu=a100-80gb,h100-sxm,h200", "--search", "hardware.tensor_parallel_size=1,2,4",
+                       "--search", "engine.max_num_seqs=64,256,1024"],
+                      ("plan:", "recommended", "runner-up", "cheapest per", "check", "  and for", "54 of"),
+                      {"plan_cost.png": "plan_cost.png", "latency_vs_rate.png": "plan_latency.png"})
 
 
 LATENCY = [("median TTFT ms", "median_ttft_ms", "{:,.0f}"), ("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"),
@@ -226,11 +257,36 @@ def block_affinity() -> str:
                          ("median TTFT ms", "median_ttft_ms", "{:,.0f}")])
 
 
+def block_staleness() -> str:
+    rows = ["| router | state scraped every | p99 TTFT ms | preemptions |", "|---|---|---|---|"]
+    for router in ("least_kv", "score"):
+        for stale in ("0", "1", "5"):
+            (_, s), = _summaries(["scenarios/cluster_routers.yaml"],
+                                 [f"cluster.router={router}", f"cluster.router_staleness_s={stale}"])
+            rows.append(f"| {router} | {stale} s | {s['p99_ttft_ms']:,.0f} | {s['num_preemptions']:,} |")
+    return "\n".join(rows)
+
+
+DISAGG = [("4 co-located replicas", ["disaggregation=null", "cluster.replicas=4"]),
+          ("3 prefill + 1 decode, 400 Gbit/s links", []),
+          ("2 prefill + 2 decode, 400 Gbit/s", ["disaggregation.prefill={count: 2}", "disaggregation.decode={count: 2}"])]
+
+
 def block_disaggregation() -> str:
-    return _sweep_table("scenarios/cluster_disaggregation.yaml", "disaggregation.kv_transfer.bandwidth_gbps",
-                        ["400", "100", "50", "40", "35", "30", "25"],
-                        [("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"), ("p99 TPOT ms", "p99_tpot_ms", "{:,.1f}"),
-                         ("goodput req/s", "goodput", "{:.2f}")])
+    rows = ["| four GPUs as | median TTFT ms | p99 TTFT ms | median TPOT ms | p99 TPOT ms | goodput (req/s) |",
+            "|---|---|---|---|---|---|"]
+    for name, over in DISAGG:
+        (_, s), = _summaries(["scenarios/cluster_disaggregation.yaml"], over)
+        rows.append(f"| {name} | {s['median_ttft_ms']:,.0f} | {s['p99_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} | "
+                    f"{s['p99_tpot_ms']:.1f} | {s['goodput']:.2f} |")
+    rows += ["", "| link per prefill GPU (Gbit/s) | " + " | ".join(("400", "100", "50", "40", "35", "30", "25")) + " |",
+             "|---|" + "---|" * 7]
+    cells = []
+    for bw in ("400", "100", "50", "40", "35", "30", "25"):
+        (_, s), = _summaries(["scenarios/cluster_disaggregation.yaml"], [f"disaggregation.kv_transfer.bandwidth_gbps={bw}"])
+        cells.append(f"{s['goodput']:.2f}")
+    rows.append("| goodput (req/s), 3 prefill + 1 decode | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 BLOCKS = {name[len("block_"):]: fn for name, fn in globals().items() if name.startswith("block_")}
