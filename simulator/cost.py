@@ -462,16 +462,17 @@ class CostModel:
             tc, tm = work[0] / c, work[1] / mb
             out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
 
-        add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
-        if cp[P_MOE_LAYERS]:
-            mw = moe_work(cp, T)
-            out.append(OpCost("moe", mw[0], mw[1], moe_s(cp, T),
-                              "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory"))
-        add("attention", attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
-            cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        if Tp:  # as gpu_s: a step with no tokens runs no layer
+            add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
+            if cp[P_MOE_LAYERS]:
+                mw = moe_work(cp, T)
+                out.append(OpCost("moe", mw[0], mw[1], moe_s(cp, T),
+                                  "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory"))
+            add("attention", attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
+                cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
         if w.num_sampled:
             add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
-        if cp[P_AR_COUNT] and T:
+        if cp[P_AR_COUNT] and Tp:
             out.append(OpCost("allreduce", 0.0, Tp * cp[P_AR_BYTES], allreduce_s(cp, Tp), "link"))
         if w.swap_bytes:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))

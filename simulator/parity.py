@@ -28,7 +28,6 @@ from simulator.cost import ConstantCost
 from simulator.errors import ConfigError
 from simulator.events import step_records
 from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
 
 COLUMNS = [
     "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
@@ -62,15 +61,12 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
     steps as vLLM's recorder does; one trace row per step that scheduled something."""
     import simpy
 
+    from simulator.config import blank_scenario
+    from simulator.run import scheduler_config
+
     e = spec["engine"]
-    cfg = SchedulerConfig(
-        max_num_seqs=int(e["max_num_seqs"]),
-        max_num_batched_tokens=int(e["max_num_batched_tokens"]),
-        block_size=int(e["block_size"]),
-        enable_prefix_caching=bool(e["enable_prefix_caching"]),
-        long_prefill_token_threshold=int(e.get("long_prefill_token_threshold", 0) or 0),
-        admission="full_prompt" if e.get("full_prompt_admission") else "first_chunk",
-    )
+    sc = blank_scenario(engine_overrides(spec, engine))
+    cfg = scheduler_config(sc, sc.engine.max_num_seqs, sc.engine.max_num_batched_tokens, 1.0)
     if engine == "reference":
         from simulator.reference.engine import ReferenceEngine as Eng
     else:
@@ -142,20 +138,27 @@ def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
         rows.append(row)
     path = Path(folder) / f"{spec.get('name', 'fixture')}.csv"
     write_trace(rows, path)
-    e, w = spec["engine"], spec["workload"]
+    w = spec["workload"]
     closed = w["mode"] == "closed_loop"
     workload = f"workload={{trace: '{path}', trace_arrivals: {'closed_loop' if closed else 'recorded'}"
     workload += f", arrival: {{type: closed_loop, concurrency: {int(w['concurrency'])}}}}}" if closed else "}"
-    sc = blank_scenario([
-        f"name={spec.get('name', 'fixture')}", workload, "frontend.enabled=false",
+    return blank_scenario([workload, *engine_overrides(spec, engine)])
+
+
+def engine_overrides(spec: dict, engine: str = "compiled") -> list[str]:
+    """A fixture's engine settings as scenario overrides (the one mapping from a recorded vLLM
+    configuration to servesim's fields): the pool, the budget, prefix caching, the long-prefill cap,
+    the admission gate; no front-end (the recorder submits straight to the engine)."""
+    e = spec["engine"]
+    return [
+        f"name={spec.get('name', 'fixture')}", "frontend.enabled=false",
         f"engine.num_gpu_blocks_override={int(e['num_gpu_blocks'])}", f"engine.block_size={int(e['block_size'])}",
         f"engine.max_num_batched_tokens={int(e['max_num_batched_tokens'])}", f"engine.max_num_seqs={int(e['max_num_seqs'])}",
         f"engine.enable_prefix_caching={str(bool(e['enable_prefix_caching'])).lower()}",
         f"engine.long_prefill_token_threshold={int(e.get('long_prefill_token_threshold', 0) or 0)}",
         f"engine.admission={'full_prompt' if e.get('full_prompt_admission') else 'first_chunk'}",
         f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}", f"run.kernel={engine}",
-    ])
-    return sc
+    ]
 
 
 def run_replay(spec: dict, folder: Path, engine: str = "compiled") -> list[dict]:

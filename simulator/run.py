@@ -294,6 +294,26 @@ def check_size(sc: Scenario, size: RunSize) -> None:
                       f"run.step_log_bin_s (a row per time bin) or shorten the run (got {length})")
 
 
+def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -> SchedulerConfig:
+    """The scheduler's settings for ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token
+    budget; ``block_bytes``: one KV block on one GPU, which sets the swap space in blocks)."""
+    e = sc.engine
+    return SchedulerConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        block_size=e.block_size,
+        enable_prefix_caching=e.enable_prefix_caching,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        admission=e.admission or versions.version(e.vllm_version).admission,
+        policy=e.scheduling_policy,
+        preemption_mode=e.preemption_mode,
+        swap_space_blocks=int(e.swap_space_gb * GIB // block_bytes),
+        block_bytes=block_bytes,  # per GPU: each GPU copies its own shard over its own host link
+        on_swap_full=e.on_swap_full,
+        cache_finished_content=keeps_finished_content(sc.workload),
+    )
+
+
 def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[Engine, dict]:
     """One replica's engine for ``sc`` (its model, hardware, engine, front-end and cost), in ``env``,
     with nothing submitted yet."""
@@ -304,20 +324,7 @@ def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[
     seqs, tokens = engine_defaults(gpu, sc)
     check_vllm_rules(model, tp, seqs, tokens)
     mem = memory_plan(sc, model, gpu, seqs, tokens)
-    scfg = SchedulerConfig(
-        max_num_seqs=seqs,
-        max_num_batched_tokens=tokens,
-        block_size=e.block_size,
-        enable_prefix_caching=e.enable_prefix_caching,
-        long_prefill_token_threshold=e.long_prefill_token_threshold,
-        admission=e.admission or versions.version(e.vllm_version).admission,
-        policy=e.scheduling_policy,
-        preemption_mode=e.preemption_mode,
-        swap_space_blocks=int(e.swap_space_gb * GIB // mem.block_bytes),
-        block_bytes=mem.block_bytes,  # per GPU: each GPU copies its own shard over its own host link
-        on_swap_full=e.on_swap_full,
-        cache_finished_content=keeps_finished_content(sc.workload),
-    )
+    scfg = scheduler_config(sc, seqs, tokens, mem.block_bytes)
     reqs = RequestTable()
     cost = cost_model(sc, model, gpu, seqs, tokens)
     bin_s = sc.run.step_log_bin_s
