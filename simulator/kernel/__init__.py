@@ -95,7 +95,7 @@ def _build(path: Path) -> None:
     """Build the extension into a temporary name and move it into place; on failure (no C
     compiler, say) leave none, and ``load`` compiles just in time instead."""
     from simulator.kernel import build
-    from simulator.kernel.engine import example_state
+    from simulator.kernel.state import example_state
 
     tmp = path.with_name(f".{os.getpid()}.{path.name}")
     try:

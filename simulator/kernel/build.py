@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from simulator import cost, frontend, rules
-from simulator.kernel import layout, lazy, pool, queues, schedule, text, trace, update
+from simulator.kernel import layout, lazy, pool, queues, schedule, state, text, trace, update
 
 MODULES = (rules, cost, frontend, trace, pool, queues, lazy, schedule, update, text)
-SOURCES = (*MODULES, layout, sys.modules[__name__])
+SOURCES = (*MODULES, layout, state, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS = {"advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}
 
