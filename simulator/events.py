@@ -3,7 +3,7 @@
 Asked to (``trace`` level 1: request events; 2: also every scheduled request's tokens each step),
 both engine steps record the same events, as rows of (time, kind, request, value): ``NEW`` and
 ``RESUMED`` when a request is admitted (value: its prefix-cache hit tokens, or a swapped-in
-request's computed tokens), ``PREEMPTED`` (value: 0 recomputed, 1 swapped out, 2 aborted),
+request's computed tokens), ``PREEMPTED`` (value: ``RECOMPUTED``, ``SWAPPED_OUT`` or ``ABORTED``),
 ``SCHEDULED`` (value: its tokens this step), ``FIRST_TOKEN`` and ``FINISHED``. A step's
 scheduling events carry its start time, its tokens and finishes its end time. ``step_records``
 joins them with the step log into one record per step, which is what the parity replay compares
@@ -18,6 +18,9 @@ import numpy as np
 
 SCHEDULED, NEW, RESUMED, PREEMPTED, FIRST_TOKEN, FINISHED = range(6)
 KINDS = ("scheduled", "new", "resumed", "preempted", "first_token", "finished")
+# What a preemption did with its victim (the value of a PREEMPTED event).
+RECOMPUTED, SWAPPED_OUT, ABORTED = range(3)
+PREEMPTION_KINDS = ("preempted", "swapped out", "aborted")
 _AT_END = (FIRST_TOKEN, FINISHED)  # recorded at the step's end
 
 
@@ -66,8 +69,8 @@ def step_records(events: np.ndarray, log: dict[str, np.ndarray]) -> list[StepRec
             new=of(NEW),
             resumed=of(RESUMED),
             preempted=of(PREEMPTED),
-            swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == 1),
-            aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == 2),
+            swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == SWAPPED_OUT),
+            aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == ABORTED),
             prefix_hits=tuple((r, v) for c, r, v in evs if c in (NEW, RESUMED)),
             finished=of(FINISHED),
             num_running=int(log["num_running"][k]),

@@ -262,8 +262,8 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
             open_(rid, "resumed (recomputing, then decoding)" if rid in phase and phase[rid][0] == "preempted"
                   else "resumed", t)
         elif kind == E.PREEMPTED:
-            open_(rid, ("preempted", "swapped out", "aborted")[int(value)], t)
-            if int(value) == 2:
+            open_(rid, E.PREEMPTION_KINDS[int(value)], t)
+            if int(value) == E.ABORTED:
                 close(rid, t)
         elif kind == E.FIRST_TOKEN:
             open_(rid, "decode", t)

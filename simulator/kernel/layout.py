@@ -121,6 +121,7 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
 # ---- trace rows: (time, kind, request, value), the kinds of ``simulator.events`` ------------------------
 TR_SCHEDULED, TR_NEW, TR_RESUMED, TR_PREEMPTED, TR_FIRST_TOKEN, TR_FINISHED = (
     events.SCHEDULED, events.NEW, events.RESUMED, events.PREEMPTED, events.FIRST_TOKEN, events.FINISHED)
+PRE_RECOMPUTED, PRE_SWAPPED_OUT, PRE_ABORTED = events.RECOMPUTED, events.SWAPPED_OUT, events.ABORTED
 
 # ---- what ``advance`` returns --------------------------------------------------------------------------
 STEPPED = 0  # a step is under way until fctl[T_RET]: report what ended before it (ctl[FIN_N]), yield until then, call again

@@ -51,6 +51,9 @@ from simulator.kernel.layout import (
     P_PREEMPT,
     P_PRIO,
     PENDING,
+    PRE_ABORTED,
+    PRE_RECOMPUTED,
+    PRE_SWAPPED_OUT,
     PREEMPTED,
     PRIORITY,
     ROWS,
@@ -251,21 +254,21 @@ def _preempt(st, v, j, t):
         _swap_traffic(st, rid, nblk)
         st.S8[rid] = SWAPPED
         sw_push(st, rid)
-        record(st, t, TR_PREEMPTED, rid, 1)
+        record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
     elif cfg[SWAP] != 0 and cfg[ABORT_ON_FULL] != 0:
         release_table(st, row, nblk, nfull)
         st.S8[rid] = ABORTED
         st.RF[rid, F_FIN] = t
         st.ab[ctl[AB_N]] = rid
         ctl[AB_N] += 1
-        record(st, t, TR_PREEMPTED, rid, 2)
+        record(st, t, TR_PREEMPTED, rid, PRE_ABORTED)
     else:
         cache_own_blocks(st, rid, row, nfull)
         release_table(st, row, nblk, nfull)
         SI[v, S_NCOMP] = 0
         st.S8[rid] = WAITING
         wq_push(st, rid, True)
-        record(st, t, TR_PREEMPTED, rid, 0)
+        record(st, t, TR_PREEMPTED, rid, PRE_RECOMPUTED)
     write_back(st, v)
     SI[v, S_RID] = -1
     unmark(st.bits, 0, v)

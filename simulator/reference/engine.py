@@ -73,7 +73,8 @@ class ReferenceEngine(Engine):
     def _record_schedule(self, t: float, plan) -> None:
         R, rec = self.reqs, self._events_log
         for rid in plan.preempted:
-            rec.append((t, E.PREEMPTED, rid, 2 if rid in plan.aborted else 1 if R.status[rid] == SWAPPED else 0))
+            kind = E.ABORTED if rid in plan.aborted else E.SWAPPED_OUT if R.status[rid] == SWAPPED else E.RECOMPUTED
+            rec.append((t, E.PREEMPTED, rid, kind))
         for rid, hit in plan.prefix_hits:
             rec.append((t, E.NEW if rid in plan.new else E.RESUMED, rid, hit))
         if self.trace_level >= 2:
