@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
+from simulator.rules import kv_usage
+
 
 class Router:
     def __init__(self, env: simpy.Environment, replicas: list, cfg, seed: int) -> None:
@@ -50,7 +52,7 @@ class Router:
         out = np.empty((len(self.replicas), 3))
         for i, r in enumerate(self.replicas):
             running, waiting, swapped, free = r.engine.queues()
-            out[i] = (running + waiting + swapped, waiting, 1.0 - free / r.engine.num_blocks)
+            out[i] = (running + waiting + swapped, waiting, kv_usage(free, r.engine.num_blocks))
         return out
 
     def _scraper(self):

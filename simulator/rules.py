@@ -34,6 +34,12 @@ class SchedulerConfig:
     cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
 
 
+def kv_usage(num_free, num_blocks):
+    """vLLM's ``kv_cache_usage``: the share of the usable (non-null) blocks that are not free; cached
+    but free blocks count as free."""
+    return 1.0 - num_free / num_blocks
+
+
 def cdiv(a, b):
     return (a + b - 1) // b
 

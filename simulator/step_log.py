@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.rules import ITL_BINS, itl_bin, itl_bin_value
+from simulator.rules import ITL_BINS, itl_bin, itl_bin_value, kv_usage
 
 STEP_COLUMNS = (
     "start",
@@ -112,7 +112,7 @@ class StepLog:
             self._unstage()
         self._shared = True
         cols = {c: a[: self.n] for c, a in self._cols.items()}
-        cols["kv_usage"] = 1.0 - cols["num_free_blocks"] / self.num_blocks
+        cols["kv_usage"] = kv_usage(cols["num_free_blocks"], self.num_blocks)
         return {c: cols[c] for c in STEP_COLUMNS}
 
     def window(self, t0: float, t1: float) -> WindowTotals:
@@ -200,7 +200,7 @@ class BinnedStepLog(StepLog):
         st = self._stage[:, :ns]
         row = {c: st[j] for j, c in enumerate(_STORED)}
         start, dur = row["start"], row["duration"]
-        usage = 1.0 - row["num_free_blocks"].astype(np.int32) / self.num_blocks
+        usage = kv_usage(row["num_free_blocks"].astype(np.int32), self.num_blocks)
         # Window totals, as StepLog.window computes them from all the steps.
         inside = start >= self.t0
         w = self._w

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
+from simulator.rules import kv_usage
+
 
 class BlockPool:
     def __init__(self, num_gpu_blocks: int) -> None:
@@ -36,7 +38,7 @@ class BlockPool:
     @property
     def usage(self) -> float:
         """vLLM's kv_cache_usage: the fraction of (non-null) blocks not free."""
-        return 1.0 - self.num_free / self.num_blocks
+        return kv_usage(self.num_free, self.num_blocks)
 
     # ---- allocation ---------------------------------------------------------------------------
     def allocate(self, m: int) -> list[int]:
