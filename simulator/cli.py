@@ -118,10 +118,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise ConfigError(f"compare: {d} holds no finished run (no summary.json)")
     out = Path(args.out)
     check_folder(out, "--out")
+    outputs = Outputs(out, list(COMPARISON_FILES), "--out", "compare")
     summaries = [load_run(d)[0] for d in dirs]
     labels = run_labels(dirs, [s["scenario"] for s in summaries])
     print(format_table([{**s, "scenario": lab} for s, lab in zip(summaries, labels)]))
-    outputs = Outputs(out, list(COMPARISON_FILES), "--out")
     with Writing(out, "--out"):
         files = write_comparison(dirs, out)
         outputs.done(files)

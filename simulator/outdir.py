@@ -9,9 +9,10 @@ holds what its latest run wrote and nothing else.
   (``.servesim.lock``, with the writer's pid). A second writer is refused with one line naming the
   first; the kernel drops the lock of a process that ends, however it ends, so a crashed writer
   leaves nothing stuck. A folder inside one being written is refused too.
-- ``Outputs(folder, names, flag)``: what the folder's latest writer wrote (``.servesim.json``); once
-  a new run has written its files, what the earlier one wrote and this one did not is removed, and
-  a file this one would overwrite that servesim did not write is refused before any work.
+- ``Outputs(folder, names, flag, kind)``: what the folder's latest writer wrote (``.servesim.json``);
+  once a new run has written its files, what the earlier one wrote and this one did not is removed;
+  a file this one would overwrite that servesim did not write, or another kind's results (a sweep
+  where a run is asked for), are refused before any work.
 """
 
 from __future__ import annotations
@@ -210,37 +211,52 @@ def _held_by(lock: Path) -> str | None:
 
 # ---- what a folder holds --------------------------------------------------------------------------
 
-# What writers of earlier versions left (before folders had a manifest), by the file that marks each.
+# What each kind of writer is called, and what writers of earlier versions left (before folders had
+# a record), by the file that marks each kind.
+KINDS = {"run": "run", "runs": "folder of runs", "sweep": "sweep", "plan": "plan", "compare": "comparison"}
 _LEGACY = {
-    "summary.json": ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png",
-                     "throughput.png", "metrics.openmetrics"),
-    "sweep.csv": ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png",
-                  "points"),
-    "plan.csv": ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png", "candidates"),
-    "comparison.csv": ("comparison.csv", "kv_cache_usage.png", "throughput.png"),
+    "run": ("summary.json", ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png",
+                             "throughput.png", "metrics.openmetrics")),
+    "sweep": ("sweep.csv", ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png",
+                            "metrics_vs_knob.png", "points")),
+    "plan": ("plan.csv", ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png",
+                          "candidates")),
+    "compare": ("comparison.csv", ("comparison.csv", "kv_cache_usage.png", "throughput.png")),
 }
 
 
 class Outputs:
-    """What a writer may put in ``folder`` (``names``: its files and sub-folders, plain names),
-    checked against what is there before any work; ``done(wrote)`` records what it wrote and
-    removes what the folder's earlier writer wrote and this one did not."""
+    """What a writer of ``kind`` (see ``KINDS``) may put in ``folder`` (``names``: its files and
+    sub-folders, plain names), checked against what is there before any work: a folder holding
+    another kind's results (a run where a sweep is asked for) or files servesim did not write is
+    refused. ``done(wrote)`` records what it wrote and removes what the folder's earlier writer of
+    the same kind wrote and this one did not."""
 
-    def __init__(self, folder: Path, names: list[str], flag: str) -> None:
-        self.folder = Path(folder)
-        self.before = self._recorded()
+    def __init__(self, folder: Path, names: list[str], flag: str, kind: str = "run") -> None:
+        self.folder, self.kind = Path(folder), kind
+        before_kind, self.before = self._recorded()
+        present = sorted(n for n in self.before if (self.folder / n).exists())
+        if before_kind != kind and present:
+            raise ConfigError(f"{flag} {folder}: holds a {KINDS.get(before_kind, before_kind)} ({', '.join(present[:4])}"
+                              f"{', ...' if len(present) > 4 else ''}), not a {KINDS[kind]}'s results; give another "
+                              "folder (nothing was written)")
         theirs = [n for n in dict.fromkeys(names) if self._foreign(n)]
         if theirs:
             raise ConfigError(f"{flag} {folder}: holds {', '.join(theirs)} that servesim did not write; give a new or "
                               "empty folder (nothing was written)")
 
-    def _recorded(self) -> set[str]:
+    def _recorded(self) -> tuple[str, set[str]]:
+        """The kind of the folder's last writer, and what it wrote."""
         try:
-            names = json.loads((self.folder / MANIFEST).read_text())["wrote"]
-            return {n for n in names if isinstance(n, str) and _plain(n)}
+            doc = json.loads((self.folder / MANIFEST).read_text())
+            return str(doc["kind"]), {n for n in doc["wrote"] if isinstance(n, str) and _plain(n)}
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        return {n for mark, names in _LEGACY.items() if (self.folder / mark).is_file() for n in names}
+        for kind, (mark, names) in _LEGACY.items():
+            if (self.folder / mark).is_file():
+                runs = any((d / "summary.json").is_file() for d in self.folder.iterdir() if d.is_dir())
+                return ("runs" if kind == "compare" and runs else kind), set(names)
+        return self.kind, set()
 
     def _foreign(self, name: str) -> bool:
         p = self.folder / name
@@ -264,7 +280,8 @@ class Outputs:
             else:
                 continue
             removed.append(n)
-        atomic_write_text(self.folder / MANIFEST, json.dumps({"wrote": names}) + "\n")
+        if names or self.before:  # a writer that wrote nothing (every run failed) leaves no record either
+            atomic_write_text(self.folder / MANIFEST, json.dumps({"kind": self.kind, "wrote": names}) + "\n")
         return removed
 
 

@@ -269,7 +269,7 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
     if strategy not in ("grid", "optuna"):
         raise ConfigError(f"plan: --strategy must be grid or optuna (got {strategy!r})")
     check_folder(out, "--out")
-    outputs = Outputs(out, [*PLAN_FILES, "candidates"], "--out")
+    outputs = Outputs(out, [*PLAN_FILES, "candidates"], "--out", "plan")
     with Writing(out, "--out"):
         return _plan(base, points, space, spec, targets, out, outputs, jobs, executor, address, strategy, trials,
                      check, seed)

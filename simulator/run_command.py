@@ -167,7 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_folder(out, "--out")
     for p, _ in loaded:
         Outputs(target[p], run_files(exports, target[p]), "--out")
-    top = Outputs(out, [t.name for t in target.values()] + list(COMPARISON_FILES), "--out") if len(paths) > 1 else None
+    top = None
+    if len(paths) > 1:
+        top = Outputs(out, [t.name for t in target.values()] + list(COMPARISON_FILES), "--out", "runs")
     jobs = [(p, target[p]) for p, _ in loaded]
     with Writing(out, "--out"):
         results = failed + _run_jobs(jobs, args, exports)

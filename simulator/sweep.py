@@ -297,7 +297,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
     check_fields(base_clean, grid_spec, "--param")
     points = grid(grid_spec)
     check_folder(out, "--out")
-    outputs = Outputs(out, [*SWEEP_FILES, "points"], "--out")
+    outputs = Outputs(out, [*SWEEP_FILES, "points"], "--out", "sweep")
     with Writing(out, "--out"):
         return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address)
 

@@ -132,6 +132,25 @@ def test_a_folder_of_runs_holds_only_the_latest_runs(tmp_path):
     assert {p.name for p in both.iterdir() if p.is_dir()} == {"collapse_c512_1", "collapse_c512_2"}
 
 
+def test_one_kind_of_results_is_never_written_over_another(tmp_path, monkeypatch):
+    """A comparison, sweep or plan into a run's folder (or a run into a sweep's) is refused before any
+    work, and the earlier results stay whole (a comparison into a run's folder used to remove its CSVs)."""
+    run = tmp_path / "run"
+    assert _main(["run", "--out", str(run), *SHORT])[0] == 0
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    sweep = tmp_path / "sweep"
+    assert _main(["sweep", "--param", "engine.max_num_seqs=8", "--out", str(sweep), *SHORT, "--jobs", "1"])[0] == 0
+    _no_simulation(monkeypatch)
+    for args, what in ((["compare", str(run), "--out", str(run)], "holds a run"),
+                       (["sweep", "--param", "engine.max_num_seqs=8,16", "--out", str(run), *SHORT], "holds a run"),
+                       (["plan", "--rate", "1", "--out", str(run)], "holds a run"),
+                       (["run", "--out", str(sweep), *SHORT], "holds a sweep")):
+        code, _, err = _main(args)
+        assert code == 2 and what in err and err.count("\n") == 1, (args, err)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    assert (sweep / "points").is_dir() and (sweep / "sweep.csv").is_file()
+
+
 def test_files_servesim_did_not_write_are_never_overwritten(tmp_path, monkeypatch):
     """A folder holding a requests.csv of the user's: refused before any simulation, the file untouched."""
     _no_simulation(monkeypatch)
