@@ -226,6 +226,18 @@ def number(name: str, kind: type = float, least: float | None = None, above: flo
     return parse
 
 
+def path(name: str):
+    """An argparse type for an output path option ``name``: not empty (an empty one would mean the
+    folder the command runs in)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{name} must name a file or folder (got {text!r})")
+        return text
+
+    return parse
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line: ``error: ...`` and exit code 2."""
 
@@ -269,7 +281,7 @@ def parser() -> Parser:
 
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
     r.add_argument("scenarios", nargs="*", help=SCENARIOS_HELP)
-    r.add_argument("--out", default=None, metavar="DIR", help="results folder (default: results/<scenario name>; with "
+    r.add_argument("--out", type=path("--out"), default=None, metavar="DIR", help="results folder (default: results/<scenario name>; with "
                    "several scenarios, results/runs/<file name> each and the comparison in results/runs)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--jobs", type=number("--jobs", int, least=0), default=0,
@@ -281,7 +293,7 @@ def parser() -> Parser:
     r.add_argument("--metrics-start", default=None, metavar="TIME",
                    help="with --metrics: wall-clock time of the run's start in the metrics (ISO 8601 or 'now'; default "
                         "2026-01-01T00:00:00Z, so the file is the same every run)")
-    r.add_argument("--trace", metavar="FILE", help="also write a Chrome/Perfetto trace (open in ui.perfetto.dev): "
+    r.add_argument("--trace", type=path("--trace"), metavar="FILE", help="also write a Chrome/Perfetto trace (open in ui.perfetto.dev): "
                    "engine steps, each request's queued/prefill/decode/preempted spans, KV usage; a bare file name "
                    "goes in the results folder")
     r.set_defaults(fn=cmd_run)
@@ -323,7 +335,7 @@ def parser() -> Parser:
                    help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (values as YAML, split at commas outside "
                         "brackets and quotes; one --param per field; repeat for a grid)")
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every point")
-    w.add_argument("--out", default="results/sweep", metavar="DIR", help="results folder (default: results/sweep)")
+    w.add_argument("--out", type=path("--out"), default="results/sweep", metavar="DIR", help="results folder (default: results/sweep)")
     _executor_args(w)
     w.set_defaults(fn=cmd_sweep)
 
@@ -337,7 +349,7 @@ def parser() -> Parser:
     pn.add_argument("--search", action="append", default=[], metavar="FIELD=V1,V2,...",
                     help="a field to choose, e.g. hardware.gpu=h100-sxm,a100-80gb (repeat: every combination is a candidate)")
     pn.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every candidate")
-    pn.add_argument("--out", default="results/plan", metavar="DIR", help="results folder (default: results/plan)")
+    pn.add_argument("--out", type=path("--out"), default="results/plan", metavar="DIR", help="results folder (default: results/plan)")
     _executor_args(pn)
     pn.add_argument("--strategy", choices=["grid", "optuna"], default="grid",
                     help="every candidate (grid), or --trials of them chosen by Optuna's TPE sampler (pip install -e \".[search]\")")
@@ -358,7 +370,7 @@ def parser() -> Parser:
 
     c = sub.add_parser("compare", help="table and overlaid plots for finished runs")
     c.add_argument("dirs", nargs="+", help="results folders")
-    c.add_argument("--out", default="results/compare", metavar="DIR",
+    c.add_argument("--out", type=path("--out"), default="results/compare", metavar="DIR",
                    help="where to write the plots and comparison.csv (default: results/compare)")
     c.set_defaults(fn=cmd_compare)
 
@@ -368,7 +380,7 @@ def parser() -> Parser:
 
     k = sub.add_parser("calibrate", help="fit the cost model to measured step latencies (profile CSVs)")
     k.add_argument("profiles", nargs="+", help="profile CSVs (gpu,model,batch,new_tokens,context,ms)")
-    k.add_argument("-o", "--output", default="calibration.yaml", metavar="FILE",
+    k.add_argument("-o", "--output", type=path("--output"), default="calibration.yaml", metavar="FILE",
                    help="calibration file to write (a bare file name goes in results/; default calibration.yaml)")
     k.add_argument("--gpu", default=None, help="GPU key in the catalogue (default: the profiles' gpu column)")
     k.add_argument("--tp", type=number("--tp", int, least=1), default=1,
@@ -380,7 +392,7 @@ def parser() -> Parser:
     g = trs.add_parser("generate", help="run a scenario and write every request it submitted (arrival and shape) as "
                        "a trace (docs/workloads.md)")
     g.add_argument("scenario", nargs="?", default=None, help="scenario YAML (none: the built-in default scenario)")
-    g.add_argument("-o", "--out", required=True, metavar="FILE", help="the trace to write: .csv, or .jsonl for JSON "
+    g.add_argument("-o", "--out", type=path("--out"), required=True, metavar="FILE", help="the trace to write: .csv, or .jsonl for JSON "
                    "lines (a bare file name goes in results/)")
     g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     g.set_defaults(fn=cmd_trace)
@@ -391,7 +403,7 @@ def parser() -> Parser:
     v.add_argument("--runs", action="store_true", help="the public end-to-end runs against their vllm bench serve results")
     v.add_argument("--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request")
     v.add_argument("--only", action="append", metavar="TEXT", help="only runs whose id contains TEXT (repeat for more)")
-    v.add_argument("--out", default="results/validation", metavar="DIR",
+    v.add_argument("--out", type=path("--out"), default="results/validation", metavar="DIR",
                    help="folder for the tables, the plot and report.txt (default: results/validation)")
     v.add_argument("--jobs", type=number("--jobs", int, least=1), default=os.cpu_count() or 1,
                    help="parallel processes for the runs (default: one per core)")

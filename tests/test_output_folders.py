@@ -66,6 +66,8 @@ def test_unwritable_outputs_are_refused_before_any_simulation(tmp_path, monkeypa
         (["trace", "generate", "-o", "f/t.csv"], "--out f/t.csv"),
         (["calibrate", "p.csv", "-o", "f/c.yaml"], "--output f/c.yaml"),
         (["validate", "--kv", "--out", "f"], "--out f"),
+        (["sweep", "--param", "engine.max_num_seqs=8", "--out", ""], "--out must name a file or folder (got '')"),
+        (["trace", "generate", "-o", " "], "--out must name a file or folder (got ' ')"),
     ]
     for args, flag in cases:
         code, _, err = _main([*args, *SHORT] if args[0] in ("run", "sweep") else args)
