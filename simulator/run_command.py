@@ -129,6 +129,7 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
         raise in_file(path, e) from None
     return sc
 
+
 def compile_note() -> None:
     """Say so before a run that must first compile the engine step (the first after installing)."""
     from simulator.kernel import first_compile_note
