@@ -15,6 +15,7 @@ pins ``matmul_memory`` to it and fits the rest. The result is a small YAML file 
 
 from __future__ import annotations
 
+import io
 from dataclasses import asdict, fields, replace
 from datetime import date
 from pathlib import Path
@@ -23,12 +24,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
-from simulator import yamlio
+from simulator.config import load_yaml_text
 from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
+from simulator.metrics import atomic_write_text
 from simulator.models import load_model
 from simulator.profiler import STREAMING_COLUMNS
+from simulator.textfile import ENCODING, read_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,9 +48,7 @@ def read_profile(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"calibrate: profile not found: {path}")
-    import pandas as pd  # only calibration reads tables: simulating never loads pandas
-
-    df = pd.read_csv(p)
+    df = _read_csv(p)
     if "mode" in df.columns:
         # A comparison of execution modes (profiler --mode compare): the compiled model replayed from
         # a CUDA graph is how vLLM runs a step; rows of fewer layers only measured the per-layer cost.
@@ -68,17 +69,25 @@ def read_profile(path: str | Path) -> pd.DataFrame:
 def is_streaming(path: str | Path) -> bool:
     """Whether a CSV is a weight-streaming measurement (else a step profile)."""
     try:
-        with open(path) as fh:
+        with open(path, encoding=ENCODING) as fh:
             header = fh.readline().strip().split(",")
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return False
     return tuple(header) == STREAMING_COLUMNS
 
 
-def read_streaming(path: str | Path) -> pd.DataFrame:
-    import pandas as pd
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV file as a table, read as UTF-8 (a byte-order mark allowed; anything else one line)."""
+    import pandas as pd  # only calibration reads tables: simulating never loads pandas
 
-    df = pd.read_csv(path)
+    try:
+        return pd.read_csv(io.StringIO(read_text(path)))
+    except (ValueError, pd.errors.ParserError) as e:  # EmptyDataError is a ValueError
+        raise ConfigError(f"calibrate: {path}: not a CSV table ({str(e).splitlines()[0]})") from None
+
+
+def read_streaming(path: str | Path) -> pd.DataFrame:
+    df = _read_csv(Path(path))
     bad = df[(df["ms"] <= 0) | (df["bytes"] <= 0)]
     if len(bad):
         raise ConfigError(f"calibrate: {path} line {int(bad.index[0]) + 2}: bytes > 0 and ms > 0 required")
@@ -204,7 +213,7 @@ def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: flo
     if pinned_note:
         doc["pinned"] = pinned_note
     doc["efficiency"] = {k: float(v) for k, v in asdict(eff).items() if k in GPU_FIELDS}
-    Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
+    atomic_write_text(Path(path), yaml.safe_dump(doc, sort_keys=False))
 
 
 # What a GPU's step profiles determine (the rest of Efficiency is about the host, the engine's CPU
@@ -217,7 +226,7 @@ def load(path: str | Path) -> Efficiency:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"cost.calibration: file not found: {path}")
-    doc = yamlio.load(p.read_text()) or {}
+    doc = load_yaml_text(read_text(p), f"cost.calibration: {path}")
     eff = doc.get("efficiency")
     if not isinstance(eff, dict):
         raise ConfigError(f"cost.calibration: {path} has no 'efficiency' mapping")
@@ -225,6 +234,10 @@ def load(path: str | Path) -> Efficiency:
     unknown = set(eff) - known
     if unknown:
         raise ConfigError(f"cost.calibration: {path}: unknown efficiency key(s) {', '.join(sorted(unknown))}")
+    bad = {k: v for k, v in eff.items() if isinstance(v, bool) or not isinstance(v, (int, float))}
+    if bad:
+        k, v = next(iter(bad.items()))
+        raise ConfigError(f"cost.calibration: {path}: efficiency.{k} must be a number (got {v!r})")
     return Efficiency(**{k: float(v) for k, v in eff.items()})
 
 

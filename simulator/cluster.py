@@ -40,9 +40,8 @@ def replica_scenario(sc: Scenario, group: ReplicaGroup) -> Scenario:
     return replace(sc, hardware=hw, engine=eng, cluster=None, disaggregation=None)
 
 
-def replica_plan(sc: Scenario) -> list[tuple[str, Scenario, str]]:
-    """(role, scenario, where its group is defined) of every replica, in order: co-located
-    replicas, or prefill then decode."""
+def _groups(sc: Scenario) -> list[tuple[str, Scenario, str, int]]:
+    """(role, scenario, where it is defined, count) of every replica group, in order."""
     from simulator.config import replica_groups
 
     if sc.disaggregation is None:
@@ -54,8 +53,20 @@ def replica_plan(sc: Scenario) -> list[tuple[str, Scenario, str]]:
     for role, raw, path in parts:
         for i, g in enumerate(replica_groups(raw, path)):
             where = f"{path}[{i}]" if isinstance(raw, (list, tuple)) else path
-            out += [(role, replica_scenario(sc, g), where)] * g.count
+            out.append((role, replica_scenario(sc, g), where, g.count))
     return out
+
+
+def replica_groups_of(sc: Scenario) -> list[tuple[Scenario, int, str]]:
+    """(scenario, count, where it is defined) of each replica group: what a fleet is made of,
+    without a replica built (the size guard reads it)."""
+    return [(rsc, count, where) for _, rsc, where, count in _groups(sc)]
+
+
+def replica_plan(sc: Scenario) -> list[tuple[str, Scenario, str]]:
+    """(role, scenario, where its group is defined) of every replica, in order: co-located
+    replicas, or prefill then decode."""
+    return [(role, rsc, where) for role, rsc, where, count in _groups(sc) for _ in range(count)]
 
 
 @dataclass
@@ -345,17 +356,14 @@ def _gather(cols: list[dict], rep: np.ndarray, rid: np.ndarray) -> dict[str, np.
     return {c: np.concatenate([cc[c] for cc in cols])[at] for c in cols[0]}
 
 
-def build_cluster(sc: Scenario, trace: int = 0):
-    """(env, cluster, parts) for ``run.simulate``, the workload started."""
-    from simulator.run import check_size, run_size
+def build_cluster(sc: Scenario, trace: int, size):
+    """(env, cluster, parts) for ``run.simulate``, the workload started; ``size``: the fleet's
+    ``run.RunSize``, estimated (and checked against memory) before this builds anything."""
     from workloads.factory import Ids, start_workload
 
     env = simpy.Environment()
     cl = Cluster(env, sc, trace)
     r0 = cl.replicas[0]
-    size = run_size(sc, r0.engine.cost, r0.engine.cfg.max_num_seqs)
-    size = replace(size, step_rows=size.step_rows * len(cl.replicas))
-    check_size(sc, size)
     ids = Ids()
     cl.expected = start_workload(env, cl.submit, sc.workload, sc.run.seed, sc.run.num_requests,
                                  max_model_len=cl.max_model_len, ids=ids)

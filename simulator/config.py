@@ -17,6 +17,7 @@ import yaml
 from simulator import fields, yamlio
 from simulator.errors import ConfigError
 from simulator.fields import F, build
+from simulator.textfile import read_text
 from workloads.config import SLOConfig, WorkloadConfig
 
 
@@ -32,7 +33,8 @@ class EngineConfig:
     vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F("0.32", "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)")
     max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)", vllm="--max-num-seqs", ge=1)
     max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
-    block_size: int = F(16, "tokens per KV block", "tokens", vllm="--block-size", ge=1, le=1024)
+    block_size: int = F(16, "tokens per KV block (vLLM accepts 1, 8, 16, 32, 64, 128)", "tokens", vllm="--block-size", ge=1,
+                        among=(1, 8, 16, 32, 64, 128))
     gpu_memory_utilization: Union[float, None] = F(None, "fraction of GPU memory the engine may use (null: the vLLM release's default, 0.9 up to 0.19, 0.92 from 0.22)", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
     enable_prefix_caching: bool = F(True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching")
     preemption_mode: Literal["recompute", "swap"] = F("recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)")
@@ -90,12 +92,16 @@ class CostConfig:
     engine_cpu_per_seq_us: Union[float, None] = F(None, "the engine's CPU work per scheduled sequence", "us", ge=0.0)
 
 
+REPLICAS_SHAPE = "integer or list of groups"
 ROUTERS = ("random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score")
+
+
+MAX_REPLICAS_PER_GROUP = 4096
 
 
 @dataclass(frozen=True)
 class ReplicaGroup:
-    count: int = F(1, "replicas in this group", ge=1, le=4096)
+    count: int = F(1, "replicas in this group", ge=1, le=MAX_REPLICAS_PER_GROUP)
     hardware: Union[dict, None] = F(None, "hardware fields that differ from the scenario's (e.g. {gpu: h200})")
     engine: Union[dict, None] = F(None, "engine fields that differ from the scenario's (e.g. {max_num_seqs: 512})")
 
@@ -103,7 +109,7 @@ class ReplicaGroup:
 @dataclass(frozen=True)
 class ClusterConfig:
     replicas: Any = F(1, "how many copies of the scenario's model/hardware/engine, or a list of groups "
-                         "[{count, hardware, engine}] for a mixed fleet")
+                         "[{count, hardware, engine}] for a mixed fleet", shape=REPLICAS_SHAPE)
     router: Literal["random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score"] = F(
         "round_robin", "how the router picks a replica for each request (README: Clusters)")
     router_staleness_s: float = F(0.0, "the router sees each replica's engine state (queues, KV usage) as scraped this long ago (0: live)", "s", ge=0.0)
@@ -126,8 +132,8 @@ class KVTransferConfig:
 
 @dataclass(frozen=True)
 class DisaggregationConfig:
-    prefill: Any = F(1, "prefill replicas: a count, or groups [{count, hardware, engine}]")
-    decode: Any = F(1, "decode replicas: a count, or groups [{count, hardware, engine}]")
+    prefill: Any = F(1, "prefill replicas: a count, or groups [{count, hardware, engine}]", shape=REPLICAS_SHAPE)
+    decode: Any = F(1, "decode replicas: a count, or groups [{count, hardware, engine}]", shape=REPLICAS_SHAPE)
     kv_transfer: KVTransferConfig = F(KVTransferConfig(), "how a request's KV cache moves from its prefill replica to its decode replica")
 
     def __post_init__(self) -> None:
@@ -142,6 +148,9 @@ def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
     if isinstance(raw, (int, float)):
         if int(raw) != raw or raw < 1:
             raise ConfigError(f"{path} must be an integer >= 1 (got {raw!r})")
+        most = MAX_REPLICAS_PER_GROUP
+        if raw > most:  # as a group's count is bounded: a number must not be a way around it
+            raise ConfigError(f"{path} must be <= {most} (got {int(raw)})")
         return (ReplicaGroup(count=int(raw)),)
     if isinstance(raw, dict):
         raw = [raw]
@@ -193,14 +202,20 @@ def _set_path(data: dict, dotted: str, value: Any) -> None:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``engine.max_num_seqs=512`` -> ("engine.max_num_seqs", 512); values parse as YAML."""
+    """``engine.max_num_seqs=512`` -> ("engine.max_num_seqs", 512); values parse as YAML. An empty
+    value is an error rather than null: ``=null`` says "the default" on purpose."""
     if "=" not in text:
         raise ConfigError(f"--set must look like section.key=value (got {text!r})")
     key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not k.strip() for k in key.split(".")):
+        raise ConfigError(f"--set must look like section.key=value (got {text!r})")
+    if not raw.strip():
+        raise ConfigError(f"--set {key}: no value after '='; write {key}=null for the default (got {text!r})")
     try:
-        return key.strip(), yamlio.load(raw)
+        return key, yamlio.load(raw)
     except yaml.YAMLError:
-        return key.strip(), raw
+        return key, raw
 
 
 def load_yaml_text(text: str, source: str) -> dict:
@@ -220,8 +235,12 @@ def load_yaml_text(text: str, source: str) -> dict:
 
 def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
     data = _deep_copy(data)
+    seen: dict[str, str] = {}
     for text in overrides or []:
         key, value = parse_override(text)
+        if key in seen:  # one would silently win: say so instead
+            raise ConfigError(f"--set {key} given twice ({seen[key]!r}, then {text.split('=', 1)[1]!r}); give it once")
+        seen[key] = text.split("=", 1)[1]
         _set_path(data, key, value)
     return data
 
@@ -241,6 +260,8 @@ def scenario_from_dict(data: dict) -> Scenario:
 
 
 def _cross_checks(sc: Scenario) -> None:
+    if not any(ch.isalnum() for ch in sc.name):  # it names the results folder
+        raise ConfigError(f"name must contain a letter or digit: it names the results folder (got {sc.name!r})")
     if sc.disaggregation is not None and sc.cluster is not None and sc.cluster.replicas != 1:
         raise ConfigError("cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
                           f".decode; cluster sets only the router (got {sc.cluster.replicas!r})")
@@ -249,6 +270,18 @@ def _cross_checks(sc: Scenario) -> None:
     if until is not None and run.warmup_s >= until:
         what = f"run.duration_s ({until:g} s)" if run.duration_s is not None else f"the run's default length ({until:g} s)"
         raise ConfigError(f"run.warmup_s must be < {what} (got {run.warmup_s:g})")
+
+
+def check_model(sc: Scenario, model) -> None:
+    """What the scenario's model (a ``models.ModelArch``) asks for that servesim does not model, refused
+    with the way around it: a sliding window shorter than the requests can be (every layer is given
+    full attention, so KV use and attention time would be overstated past the window)."""
+    window = model.sliding_window
+    longest = sc.engine.max_model_len or model.max_position_embeddings
+    if 0 < window < longest:
+        raise ConfigError(f"model {model.name}: sliding_window {window} (config.json) is not modelled: servesim gives "
+                          f"every layer full attention; set engine.max_model_len <= {window}, as vLLM's "
+                          f"--disable-sliding-window does (got max_model_len {longest})")
 
 
 DEFAULT_DURATION_S = 600.0
@@ -302,11 +335,21 @@ def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple
             raise ConfigError(f"scenario: {path} is a folder; give a scenario YAML file{hint}")
         if not p.is_file():
             raise ConfigError(f"scenario file not found: {path}")
-    data = resolve_paths(load_yaml_text(p.read_text(), str(p)), p.parent)
+    data = resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent)
     data = apply_overrides(data, overrides)
     if "name" not in data:
         data["name"] = p.stem
-    return scenario_from_dict(data), data
+    try:
+        return scenario_from_dict(data), data
+    except ConfigError as e:
+        raise in_file(path, e) from None
+
+
+def in_file(path: str | None, e: ConfigError) -> ConfigError:
+    """``e`` naming the scenario file it is about (``path``; None: the built-in default, named by
+    nobody), once."""
+    text = str(e)
+    return e if path is None or text.startswith(f"{path}") else ConfigError(f"{path}: {text}")
 
 
 DEFAULT_SCENARIO = Path(__file__).parent / "data" / "default_scenario.yaml"

@@ -19,11 +19,13 @@ a step as the time since the previous step ended, exact for requests that decode
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from simulator import events as E
+from simulator.errors import ConfigError
 from simulator.metrics import atomic_write_bytes
 from simulator.rules import FINISHED, REJECTED
 
@@ -52,6 +54,8 @@ def _last_before(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.nd
 
 def _cumulative(times: np.ndarray, amounts: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Sum of ``amounts`` whose time is <= each of ``at``."""
+    if not len(times):  # nothing happened yet (no request finished in a short run)
+        return np.zeros(len(at))
     order = np.argsort(times, kind="stable")
     t, c = times[order], np.cumsum(np.asarray(amounts, np.float64)[order])
     k = np.searchsorted(t, at, side="right")
@@ -128,8 +132,9 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
               _last_before(s["start"], s["num_running"], at))
         gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
               _last_before(s["start"], s["num_waiting"], at))
-        gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.",
-              _last_before(s["start"], s["num_swapped"], at))
+        if res.scenario.engine.preemption_mode == "swap":  # a V0 series: only a run that swaps as V0 did has it
+            gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.",
+                  _last_before(s["start"], s["num_swapped"], at))
         gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
               _last_before(s["start"], s["kv_usage"], at))
         counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
@@ -141,6 +146,13 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
                 _cumulative(s["end"], s["num_generated"], at))
         counter("vllm:request_success", "Count of successfully processed requests.",
                 _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
+        # The prefix cache is looked up when a request is first scheduled: its prompt queried, what
+        # was found cached a hit (vLLM counts nothing with prefix caching off).
+        sched = np.isfinite(c["first_scheduled"]) & res.scenario.engine.enable_prefix_caching
+        counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                _cumulative(c["first_scheduled"][sched], c["prompt_len"][sched], at))
+        counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0), at))
         histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                   c["first_token"][first], (c["first_token"] - c["arrival"])[first], TTFT_BUCKETS)
         if "num_steps" in s:  # time bins: a bin's mean step time
@@ -175,6 +187,28 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
     # otherwise rewrite them in the sample lines but not in the # TYPE lines).
     allow = getattr(exposition, "ALLOWUTF8", None)
     return exposition.generate_latest(_Run(), escaping=allow) if allow else exposition.generate_latest(_Run())
+
+
+# One sample of every series of one engine in the text (gauges, counters, the histograms' buckets),
+# measured on the collapse and cluster runs; and the most a metrics file may hold.
+SAMPLE_BYTES = 21_000
+MAX_METRICS_BYTES = 1 << 30
+
+
+def check_metrics_size(duration_s: float, interval_s: float, engines: int = 1) -> None:
+    """Refuse, before writing it, a metrics file larger than ``MAX_METRICS_BYTES``: samples every
+    ``interval_s`` over ``duration_s`` simulated seconds, of every series of each of ``engines``."""
+    samples = math.ceil(duration_s / interval_s)
+    size = samples * engines * SAMPLE_BYTES
+    if size <= MAX_METRICS_BYTES:
+        return
+    fits = duration_s * engines * SAMPLE_BYTES / MAX_METRICS_BYTES
+    step = 10 ** math.floor(math.log10(fits))
+    least = math.ceil(fits / step) * step
+    what = f" of each of {engines:,} engines" if engines > 1 else ""
+    raise ConfigError(f"--metrics-interval: {samples:,} samples of every series{what} over {duration_s:g} simulated s "
+                      f"are about {size / 2**30:,.1f} GB of metrics.openmetrics, more than "
+                      f"{MAX_METRICS_BYTES / 2**30:g} GB; give {least:g} s or more (got {interval_s:g})")
 
 
 def write_openmetrics(result, path: Path, interval_s: float = 1.0, start_epoch: float = DEFAULT_START_EPOCH) -> Path:

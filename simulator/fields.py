@@ -19,9 +19,12 @@ from simulator.errors import ConfigError
 
 
 def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
-    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds); ``only``: {sibling
-    field: values} for a field that means something only when a sibling has one of those values
-    (setting it otherwise is an error, not silently ignored)."""
+    """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds); ``among``: the values
+    allowed (a number's, where only some are); ``only``: {sibling field: values} for a field that
+    means something only when a sibling has one of those values (setting it otherwise is an error,
+    not silently ignored); ``shape``: what the reference calls a field the owning dataclass checks
+    itself (type ``Any``); ``units``: the unit of a nested mapping's fields that have one (a length
+    distribution of turns rather than tokens)."""
     meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -48,7 +51,7 @@ def _as_number(text: str) -> float | None:
         return None
 
 
-def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
+def _coerce(tp: Any, value: Any, path: str, base: Any = None, units: str = "") -> Any:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
@@ -59,7 +62,7 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
             if a is type(None):
                 continue
             try:
-                return _coerce(a, value, path, base)
+                return _coerce(a, value, path, base, units)
             except ConfigError as e:
                 errors.append(e)
         raise errors[0] if len(errors) == 1 else ConfigError(f"{path} must be {_type_name(tp)} (got {value!r})")
@@ -76,7 +79,7 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{path} must be a mapping (got {value!r})")
-        return build(tp, value, path, base if isinstance(base, tp) else None)
+        return build(tp, value, path, base if isinstance(base, tp) else None, units)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} must be true or false (got {value!r})")
@@ -102,10 +105,16 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None) -> Any:
     raise TypeError(f"unsupported field type {tp}")
 
 
-def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) -> None:
+def _unit(f: dataclasses.Field, units: str = "") -> str:
+    """A field's unit; ``units``: the unit its enclosing mapping gives the fields that have one."""
+    unit = f.metadata.get("unit", "")
+    return units if unit and units else unit
+
+
+def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None, units: str = "") -> None:
     if value is None or isinstance(value, (bool, str, dict)) or dataclasses.is_dataclass(value):
         return
-    unit = f.metadata.get("unit", "")
+    unit = _unit(f, units)
     u = f" {unit}" if unit else ""
     for rule, op, ok in (
         ("ge", ">=", lambda v, b: v >= b),
@@ -116,6 +125,9 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None) 
         bound = f.metadata.get(rule)
         if bound is not None and not ok(value, bound):
             raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
+    among = f.metadata.get("among")
+    if among is not None and value not in among:
+        raise ConfigError(f"{path} must be one of {', '.join(map(str, among))}{u} (got {value if raw is None else raw!r})")
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -127,12 +139,12 @@ def default_of(f: dataclasses.Field) -> Any:
     return None
 
 
-def build(cls: type, data: dict, path: str = "", base: Any = None) -> Any:
+def build(cls: type, data: dict, path: str = "", base: Any = None, units: str = "") -> Any:
     """Check ``data`` against dataclass ``cls`` and build it; unknown keys get a did-you-mean.
 
     ``base``: the instance ``data`` updates (a field's default, such as an output length whose
     default differs from the class's): the fields ``data`` leaves out keep its values, so a partial
-    mapping means what ``servesim fields`` documents."""
+    mapping means what ``servesim fields`` documents. ``units``: see ``F``."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -146,8 +158,8 @@ def build(cls: type, data: dict, path: str = "", base: Any = None) -> Any:
         where = f"{path}.{name}" if path else name
         default = getattr(base, name) if base is not None else default_of(f)
         if name in data:
-            value = _coerce(hints[name], data[name], where, default)
-            _check_bounds(f, value, where, data[name])
+            value = _coerce(hints[name], data[name], where, default, f.metadata.get("units", ""))
+            _check_bounds(f, value, where, data[name], units)
             kwargs[name] = value
         elif base is not None:
             kwargs[name] = default
@@ -161,9 +173,11 @@ def build(cls: type, data: dict, path: str = "", base: Any = None) -> Any:
     return cls(**kwargs)
 
 
-def field_reference(cls: type, prefix: str = "", instance: Any = None) -> list[tuple[str, str, str, str, str, str]]:
+def field_reference(cls: type, prefix: str = "", instance: Any = None,
+                    units: str = "") -> list[tuple[str, str, str, str, str, str]]:
     """(path, type, default, unit, vLLM knob, doc) for every field, for docs and `servesim fields`.
-    A nested mapping's defaults are its field default's values (``instance``), as runs use them."""
+    A nested mapping's defaults are its field default's values (``instance``), as runs use them;
+    ``units``: see ``F``."""
     rows = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -174,8 +188,10 @@ def field_reference(cls: type, prefix: str = "", instance: Any = None) -> list[t
         default = getattr(instance, f.name) if instance is not None else default_of(f)
         if sub is not None:
             rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
-            rows.extend(field_reference(sub, path + ".", default if isinstance(default, sub) else None))
+            rows.extend(field_reference(sub, path + ".", default if isinstance(default, sub) else None,
+                                        f.metadata.get("units", "")))
         else:
             d = "null" if default is None else repr(default)
-            rows.append((path, _type_name(tp), d, f.metadata.get("unit", ""), f.metadata.get("vllm", ""), f.metadata.get("doc", "")))
+            rows.append((path, f.metadata.get("shape") or _type_name(tp), d, _unit(f, units), f.metadata.get("vllm", ""),
+                         f.metadata.get("doc", "")))
     return rows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from simulator import yamlio
 from simulator.errors import ConfigError
+from simulator.textfile import read_text
 
 CATALOG = Path(__file__).parent / "data" / "hardware" / "catalog.yaml"
 _REQUIRED = ("hbm_bytes", "hbm_bandwidth", "peak_flops", "interconnect_bandwidth", "host_link_bandwidth")
@@ -120,5 +121,5 @@ def load_gpu(spec: str | dict) -> GPU:
         return gpu_from_dict(spec, cat[spec], f"catalog[{spec}]")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return gpu_from_dict(path.stem, yamlio.load(path.read_text()), "hardware.gpu")
+        return gpu_from_dict(path.stem, yamlio.load(read_text(path)), "hardware.gpu")
     raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import ConfigError
+from simulator.textfile import read_text
 
 MODELS_DIR = Path(__file__).parent / "data" / "models"
 
@@ -289,8 +290,17 @@ def checkpoint_quantization(cfg: dict, name: str) -> str:
                       f"weights are stored")
 
 
+# Architectures whose layers are state-space (Mamba-like) rather than attention with a paged KV cache.
+SSM_MARKERS = ("mamba", "jamba", "zamba", "falconh1", "nemotronh", "granitemoehybrid", "rwkv", "ssm")
+
+
 def from_hf_config(cfg: dict, name: str) -> ModelArch:
     """Build a ModelArch from the fields of a Hugging Face config.json."""
+    names = [str(cfg.get("model_type") or "")] + [str(a) for a in cfg.get("architectures") or []]
+    ssm = next((n for n in names if any(k in n.lower().replace("_", "").replace("-", "") for k in SSM_MARKERS)), None)
+    if ssm is not None:
+        raise ConfigError(f"model {name}: architecture {ssm!r} (config.json) is not supported: servesim models "
+                          "attention layers and their paged KV cache, not Mamba or other state-space layers")
     for required in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         if required not in cfg:
             raise ConfigError(f"model {name}: config.json has no field '{required}'")
@@ -339,7 +349,8 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
         qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
         v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
-        sliding_window=int(_get(cfg, "sliding_window", default=0) or 0),
+        # Qwen configs give a window they do not use (use_sliding_window: false).
+        sliding_window=int(_get(cfg, "sliding_window", default=0) or 0) if cfg.get("use_sliding_window", True) else 0,
         qk_norm=bool(_get(cfg, "qk_norm", "use_qk_norm", default=model_type in ("qwen3", "qwen3_moe"))),
         qkv_bias=bool(_get(cfg, "attention_bias", "qkv_bias", default=model_type in ("qwen2", "qwen2_moe"))),
         shared_expert_gate=shared_inter > 0,
@@ -374,7 +385,7 @@ def load_model(spec: str) -> ModelArch:
             )
         name = spec
     try:
-        cfg = json.loads(path.read_text())
+        cfg = json.loads(read_text(path))
     except json.JSONDecodeError as e:
         raise ConfigError(f"model: {path} is not valid JSON (line {e.lineno}, column {e.colno})") from None
     if "text_config" in cfg and "hidden_size" not in cfg:

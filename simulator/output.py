@@ -57,6 +57,8 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
     default in this process. They are drawn while the CSV files are written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    # An earlier run's summary would mark a half-rewritten folder as complete.
+    (out / "summary.json").unlink(missing_ok=True)
     plots = plots or BackgroundPlots(fork=False)
     summary = summarize(result)
     steps = step_columns(result)
@@ -96,6 +98,45 @@ def _warmup(summary: dict) -> float:
     return float(summary["simulated_time_s"]) - float(summary["duration_s"])
 
 
+def fleet_timeline(steps, end: float, points: int = 1000) -> dict[str, np.ndarray]:
+    """A fleet's steps.csv (every replica's rows, one after another, with a ``replica`` column) as
+    one timeline, to overlay with other runs: in ``points`` equal time bins over [0, ``end``], the
+    replicas' generated tokens and preemptions summed, and their KV usage averaged, as the summary
+    averages it. The result reads as a binned step log."""
+    rep = np.asarray(steps["replica"])
+    width = max(end, 1e-9) / points
+    edges = np.arange(points + 1) * width
+    gen, pre, kv = np.zeros(points), np.zeros(points), np.zeros(points)
+    ids = np.unique(rep)
+    for i in ids:
+        sel = rep == i
+        start = np.asarray(steps["start"], np.float64)[sel]
+        stop = start + np.asarray(steps["duration"], np.float64)[sel]
+        k = np.minimum((stop / width).astype(np.int64), points - 1)  # a step's counts fall at its end
+        gen += np.bincount(k, weights=np.asarray(steps["num_generated"], np.float64)[sel], minlength=points)
+        pre += np.bincount(k, weights=np.asarray(steps["num_preemptions"], np.float64)[sel], minlength=points)
+        kv += np.diff(_held_integral(start, np.asarray(steps["kv_usage"], np.float64)[sel], end, edges)) / width
+    return {"bin": np.arange(points), "start": edges[:-1], "duration": np.full(points, width),
+            "kv_usage": kv / max(len(ids), 1), "num_generated": gen, "num_preemptions": pre}
+
+
+def _held_integral(start: np.ndarray, values: np.ndarray, end: float, at: np.ndarray) -> np.ndarray:
+    """The integral from 0 to each of ``at`` of a step function: 0 before ``start[0]``, ``values[j]``
+    from ``start[j]`` to the next start (the last until ``end``)."""
+    if not len(start):
+        return np.zeros(len(at))
+    held = np.diff(np.append(start, max(end, start[-1])))
+    area = np.concatenate(([0.0], np.cumsum(values * held)))  # up to each start
+    j = np.searchsorted(start, at, side="right") - 1
+    jj = np.maximum(j, 0)
+    return np.where(j >= 0, area[jj] + values[jj] * (np.minimum(at, start[jj] + held[jj]) - start[jj]), 0.0)
+
+
+def overlay_series(steps, end: float):
+    """A run's steps.csv as one line of an overlay: as it is, or a fleet's as one timeline."""
+    return fleet_timeline(steps, end) if "replica" in steps else steps
+
+
 def load_run(path: Path):
     """A finished run's summary and its steps.csv (a pandas DataFrame)."""
     import json
@@ -130,9 +171,9 @@ def write_comparison(run_dirs: list[Path], out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     runs = [load_run(d) for d in run_dirs]
     labels = run_labels(run_dirs, [s["scenario"] for s, _ in runs])
-    series = [(lab, st) for lab, (_, st) in zip(labels, runs)]
     warm = max(_warmup(s) for s, _ in runs)
     end = max(float(s["simulated_time_s"]) for s, _ in runs)
+    series = [(lab, overlay_series(st, float(s["simulated_time_s"]))) for lab, (s, st) in zip(labels, runs)]
     title = run_title(runs[0][0])
     files = [out / "kv_cache_usage.png", out / "throughput.png", out / "comparison.csv"]
     plot_kv_usage(series, files[0], f"KV-cache usage: {title}", warm, end)

@@ -37,11 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config import apply_overrides, load_yaml_text, resolve_paths, scenario_from_dict
+from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, run_tasks
 from simulator.metrics import atomic_write_text, finite, write_csv, write_json
-from simulator.sweep import check_fields, grid, parse_param, point_key, slug
+from simulator.outdir import Outputs, Writing, check_folder
+from simulator.sweep import check_fields, grid, parse_grid, point_key, slug
+from simulator.textfile import read_text
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
 LOWEST = 1.0 / 64  # the lowest rate probed before a candidate is called infeasible (requests/s)
@@ -75,6 +77,8 @@ def parse_slo(text: str | None) -> dict:
         key = key.strip()
         if key not in ("p99_ttft_ms", "p99_tpot_ms"):
             raise ConfigError(f"--slo: {key!r} is not a target; use p99_ttft_ms=...,p99_tpot_ms=...")
+        if key in out:
+            raise ConfigError(f"--slo {key} given twice; give it once (got {text!r})")
         try:
             out[key] = float(value)
         except ValueError:
@@ -88,6 +92,8 @@ def parse_prices(items: list[str]) -> dict:
     out = {}
     for text in items:
         gpu, _, value = text.partition("=")
+        if gpu.strip() in out:
+            raise ConfigError(f"--price {gpu.strip()} given twice; give it once (got {text!r})")
         try:
             out[gpu.strip()] = float(value)
         except ValueError:
@@ -227,10 +233,13 @@ def _base(path: str | None, overrides: list[str]) -> dict:
     p = Path(path) if path else DEFAULT_SCENARIO
     if not p.is_file():
         raise ConfigError(f"scenario file not found: {path}")
-    data = apply_overrides(resolve_paths(load_yaml_text(p.read_text(), str(p)), p.parent), overrides)
+    data = apply_overrides(resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent), overrides)
     data.setdefault("name", p.stem)
     data.pop("sweep", None)
-    sc = scenario_from_dict(data)
+    try:
+        sc = scenario_from_dict(data)
+    except ConfigError as e:
+        raise in_file(path, e) from None
     if any(c.arrival is not None for c in sc.workload.class_list()):
         raise ConfigError("plan: a class with its own arrivals (workload.classes.*.arrival); the plan varies "
                               "the scenario's workload.arrival rate, so give the classes no arrival of their own")
@@ -254,15 +263,25 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
     warm = min(20.0, probe_s / 4)
     spec = PlanSpec(rate=rate, probe_s=probe_s, warmup_s=warm, tolerance=tolerance, check_s=check_s,
                     prices=parse_prices(prices or []), **targets)
-    space: dict[str, list] = {}
-    for text in search:
-        k, vals = parse_param(text)
-        space[k] = vals
+    space = parse_grid(search, overrides, "--search")
     check_fields(base, space, "--search")
     points = grid(space) if space else [{}]
     if strategy not in ("grid", "optuna"):
         raise ConfigError(f"plan: --strategy must be grid or optuna (got {strategy!r})")
-    out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, "--out")
+    outputs = Outputs(out, [*PLAN_FILES, "candidates"], "--out", "plan")
+    with Writing(out, "--out"):
+        return _plan(base, points, space, spec, targets, out, outputs, jobs, executor, address, strategy, trials,
+                     check, seed)
+
+
+PLAN_FILES = ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png")
+
+
+def _plan(base: dict, points: list[dict], space: dict, spec: PlanSpec, targets: dict, out: Path, outputs, jobs: int,
+          executor: str, address: str | None, strategy: str, trials: int, check: bool, seed: int) -> int:
+    """Evaluate the candidates, recommend and check, and write the plan's files; ``out`` is locked and checked."""
+    rate = spec.rate
     spec_d = {k: v for k, v in spec.__dict__.items()}
     t0 = time.perf_counter()
     where = f"{jobs or 'all'} processes" if executor == "local" else f"Ray ({address or 'a local cluster'})"
@@ -293,6 +312,9 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
                 if r is not rec["best"] and _label(r) != _label(rec["best"]):
                     r["check"] = check_fleet(base, r, spec, space)
     files = write_plan(out, rows, rec, spec, space)
+    removed = outputs.done([*files, out / "candidates"])
+    if removed:
+        print(f"removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}")
     print(f"\n{rec['text']}")
     if "check" in rec:
         print(rec["check"]["text"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -26,21 +27,24 @@ def _figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
     return fig, axes
 
 
-def _save(fig, path: Path, tight: bool = True) -> None:
-    """Write the PNG via a temporary file. ``tight=False``: the figure's own margins (one drawing
-    pass instead of two, for plots whose labels and legend fit inside them)."""
+def _save(fig, path: Path) -> None:
+    """Write the PNG via a temporary file, cropped to what is drawn: no label, tick or title is cut
+    off, however wide the numbers or long the title."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
     os.close(fd)
     try:
-        if not tight:
-            fig.subplots_adjust(left=0.085, right=0.985, bottom=0.115, top=0.91)
-        fig.savefig(tmp, dpi=110, bbox_inches="tight" if tight else None, metadata={"Software": None},
-                    pil_kwargs={"compress_level": 3})
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None}, pil_kwargs={"compress_level": 3})
         publish(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _wrap(title: str, width: int) -> str:
+    """``title`` in lines of at most ``width`` characters: a long one (a fleet's, a recommendation)
+    would otherwise run past the figure's edges."""
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
 
 
 def _usage_series(steps, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +71,7 @@ def plot_kv_usage(runs: list[tuple[str, object]], path: Path, title: str, warmup
     ax.set_ylim(0, 105)
     ax.axhline(100, color="grey", lw=0.8, ls=":")
     _decorate(ax, title, "KV-cache usage (%)", warmup_s, runs, end_s)
-    _save(fig, path, tight=len(runs) > 3)
+    _save(fig, path)
 
 
 def _end(steps) -> float:
@@ -96,11 +100,11 @@ def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warm
         runs = [*runs, ("all replicas", None)]
     ax.set_ylim(0, top * 1.1 + 1)
     _decorate(ax, f"{title} ({w:g} s windows)", "output throughput (tokens/s)", warmup_s, runs, end_s)
-    _save(fig, path, tight=len(runs) > 3)
+    _save(fig, path)
 
 
 def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float = 0.0) -> None:
-    ax.set_title(title, fontsize=11)
+    ax.set_title(_wrap(title, 95), fontsize=11)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -144,7 +148,7 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
         if col == "output_throughput":
             ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
             ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", fontsize=10)
+    fig.suptitle(_wrap(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", 130), fontsize=10)
     fig.tight_layout()
     _save(fig, path)
 
@@ -190,7 +194,7 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     more = f"; {len(ok) - len(shown)} more feasible not shown" if len(ok) > len(shown) else ""
     if len(values) > 1:
         more += f"; the cheapest of each {first[6:].split('.')[-1]}"
-    a.set_title(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})",
+    a.set_title(_wrap(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})", 80),
                 fontsize=10)
     a.grid(True, axis="x", alpha=0.3)
     from matplotlib.patches import Patch
@@ -245,6 +249,7 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
         ax.set_xlabel("arrival rate of one unit (requests/s, probed)")
         ax.set_ylabel(name)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_title(f"Latency against load, the {len(ok)} cheapest candidates (dotted: each one's capacity)", fontsize=10)
+    axes[0].set_title(_wrap(f"Latency against load, the {len(ok)} cheapest candidates (dotted: each one's capacity)", 80),
+                      fontsize=10)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)

@@ -11,7 +11,7 @@ import numpy as np
 import simpy
 
 from simulator import versions
-from simulator.config import Scenario, run_duration
+from simulator.config import Scenario, check_model, run_duration
 from simulator.cost import (
     FA2_ATTN_COMPUTE,
     FA2_MIXED_DECODE_ROWS,
@@ -201,34 +201,67 @@ def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
 
 
 # What a run holds in memory, measured on the collapse and Poisson workloads: a closed-loop client's
-# objects, a submitted request's record and workload state, a step-log row (or time bin).
+# objects, a submitted request's record and workload state, a step-log row (or time bin); and what
+# each replica's engine holds before any request arrives (queues, step state, front-end), plus its
+# block tables, measured on fleets of 200 replicas (Llama-3.1-8B and -70B, Qwen3-0.6B; A100 to B200).
 CLIENT_BYTES, REQUEST_BYTES, STEP_ROW_BYTES = 1500, 600, 64
+ENGINE_BYTES, ENGINE_BLOCK_BYTES = 700_000, 36
 
 
 @dataclass(frozen=True)
 class RunSize:
-    """Upper estimates of what a run will hold: clients, requests, step-log rows and bytes."""
+    """Upper estimates of what a run will hold: clients, requests, step-log rows, replicas' engines
+    and bytes."""
 
     clients: int
     requests: int
     step_rows: int
     closed_share: float = 0.0  # of the requests, the share closed-loop clients submit
+    replicas: int = 1
+    engine_bytes: int = 0  # the replicas' engines, empty
 
     @property
     def bytes(self) -> int:
-        return self.clients * CLIENT_BYTES + self.requests * REQUEST_BYTES + self.step_rows * STEP_ROW_BYTES
+        return (self.clients * CLIENT_BYTES + self.requests * REQUEST_BYTES + self.step_rows * STEP_ROW_BYTES
+                + self.engine_bytes)
 
 
-def run_size(sc: Scenario, cost: CostModel, max_num_seqs: int) -> RunSize:
-    """Estimate ``sc``'s size before running it: closed-loop clients (their most); requests (the
-    open-loop rate, or the peak of a time-varying one, times the run's length; for closed loops, the
-    clients times the run's length over a request's time, from the mean output length and the step
-    cost of a full batch; the request limit; a trace's rows); step-log rows (the run's length over
-    the shortest possible step, or over the bin width)."""
+def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel, int]], int]:
+    """Each distinct replica group of ``sc`` (one for a single engine) as (scenario, count, step
+    cost, max_num_seqs), and the bytes its engines hold empty; from the scenario alone, nothing built."""
+    from simulator.cluster import replica_groups_of
+
+    groups = [(sc, 1, "")] if sc.cluster is None and sc.disaggregation is None else replica_groups_of(sc)
+    out, engine_bytes = [], 0
+    for rsc, count, where in groups:
+        try:
+            model, gpu = load_arch(rsc), load_gpu(rsc.hardware.gpu)
+            seqs, tokens = engine_defaults(gpu, rsc)
+            check_vllm_rules(model, rsc.hardware.tensor_parallel_size, seqs, tokens)
+            check_model(rsc, model)
+            blocks = memory_plan(rsc, model, gpu, seqs, tokens).num_gpu_blocks
+            cost = cost_model(rsc, model, gpu, seqs, tokens)
+        except ConfigError as e:  # a group's own hardware or engine: say which group
+            raise ConfigError(f"{where}: {e}" if where.endswith("]") else str(e)) from None
+        out.append((rsc, count, cost, seqs))
+        engine_bytes += count * (ENGINE_BYTES + ENGINE_BLOCK_BYTES * blocks)
+    return out, engine_bytes
+
+
+def run_size(sc: Scenario) -> RunSize:
+    """Estimate ``sc``'s size before anything of it is built: closed-loop clients (their most);
+    requests (the open-loop rate, or the peak of a time-varying one, times the run's length; for
+    closed loops, the clients times the run's length over a request's time, from the mean output
+    length and the step cost of a full batch on one replica; the request limit; a trace's rows);
+    step-log rows (the run's length over the shortest possible step, or over the bin width, for
+    every replica); the replicas' engines."""
     from workloads.factory import class_specs
     from workloads.lengths import LengthSampler
     from workloads.trace import read_trace
 
+    engines, engine_bytes = _replica_engines(sc)
+    replicas = sum(count for _, count, _, _ in engines)
+    _, _, cost, max_num_seqs = engines[0]
     until = run_duration(sc)
     w = sc.workload
     clients, rate, closed_rate, rows = 0, 0.0, 0.0, 0
@@ -243,7 +276,7 @@ def run_size(sc: Scenario, cost: CostModel, max_num_seqs: int) -> RunSize:
             if until is not None:  # each client: a request's time (its output at a full batch's step time), then its think time
                 rng = np.random.default_rng(0)
                 out = max(float(np.mean([LengthSampler(c.output, rng)() for _ in range(200)])) for c in sources)
-                batch = min(n, max_num_seqs)
+                batch = min(-(-n // replicas), max_num_seqs)
                 step = cost.step_time(decode_work(batch, int(out)))
                 closed_rate += n / (out * step + a.think_time_s)
         elif a.type == "time_varying":
@@ -257,13 +290,17 @@ def run_size(sc: Scenario, cost: CostModel, max_num_seqs: int) -> RunSize:
     if sc.run.num_requests is not None:
         requests = min(requests, sc.run.num_requests) if requests else sc.run.num_requests
     requests = max(requests, clients)
+    bin_s = sc.run.step_log_bin_s
     if until is None:  # until the requests are done: at most a step per token of theirs
         step_rows = requests * 64
+        if bin_s is not None and rate > 0:  # time bins: as many as the arrivals take
+            step_rows = min(step_rows, int(requests / rate / bin_s) + 1)
     else:
         step_rows = int(until / max(cost.step_time(StepWork()), 1e-6))
-    if sc.run.step_log_bin_s is not None and until is not None:
-        step_rows = min(step_rows, int(until / sc.run.step_log_bin_s) + 1)
-    return RunSize(clients, requests, step_rows, closed_rate / rate if rate > 0 else 0.0)
+        if bin_s is not None:
+            step_rows = min(step_rows, int(until / bin_s) + 1)
+    return RunSize(clients, requests, step_rows * replicas, closed_rate / rate if rate > 0 else 0.0, replicas,
+                   engine_bytes)
 
 
 def _physical_memory() -> int:
@@ -274,24 +311,45 @@ def _physical_memory() -> int:
 
 
 def check_size(sc: Scenario, size: RunSize) -> None:
-    """Refuse a run that would need more than half of this machine's memory, naming what drives it."""
+    """Refuse a run that would need more than half of this machine's memory, naming the field that
+    drives it: the replicas, the closed-loop clients, or the run's length (its duration, its request
+    limit, or its trace)."""
     limit = _physical_memory() // 2
     if size.bytes <= limit:
         return
-    gb = size.bytes / 2**30
-    cap = f"about {gb:,.1f} GB, more than half of this machine's {2 * limit / 2**30:,.0f} GB"
-    parts = {"clients": size.clients * CLIENT_BYTES, "requests": size.requests * REQUEST_BYTES,
-             "steps": size.step_rows * STEP_ROW_BYTES}
+    cap = f"about {size.bytes / 2**30:,.1f} GB, more than half of this machine's {2 * limit / 2**30:,.0f} GB"
+    parts = {"replicas": size.engine_bytes, "clients": size.clients * CLIENT_BYTES,
+             "requests": size.requests * REQUEST_BYTES, "steps": size.step_rows * STEP_ROW_BYTES}
     worst = max(parts, key=parts.get)
-    length = f"{sc.run.duration_s!r}" if sc.run.duration_s is not None else f"none: {run_duration(sc):g} s by default"
-    if worst == "clients" or (worst == "requests" and size.closed_share > 0.5 and sc.run.duration_s is None):
+    if worst == "replicas":
+        if sc.disaggregation is not None:
+            d = sc.disaggregation
+            raise ConfigError(f"disaggregation.prefill, .decode: {size.replicas:,} replicas need {cap} (their engines "
+                              f"alone) (got prefill {d.prefill!r}, decode {d.decode!r})")
+        raise ConfigError(f"cluster.replicas: {size.replicas:,} replicas need {cap} (their engines alone) "
+                          f"(got {sc.cluster.replicas!r})")
+    if worst == "clients" or parts["clients"] > limit:  # too many clients, however short the run
         raise ConfigError(f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
                           f"{size.requests:,} requests in the run, need {cap} (got {size.clients})")
+    until = run_duration(sc)
+    steps = f"a per-step log of up to {size.step_rows:,} steps"
+    if size.replicas > 1:
+        steps += f" ({size.step_rows // size.replicas:,} for each of {size.replicas:,} replicas)"
+    if until is not None:  # the run's length decides how much it holds
+        length = f"{sc.run.duration_s!r}" if sc.run.duration_s is not None else f"none: {until:g} s by default"
+        if worst == "requests":
+            raise ConfigError(f"run.duration_s: up to {size.requests:,} requests in {until:g} s need {cap}; shorten "
+                              f"the run, lower the rate or concurrency, or set run.num_requests (got {length})")
+        raise ConfigError(f"run.duration_s: {steps} needs {cap}; set run.step_log_bin_s (a row per time bin) or "
+                          f"shorten the run (got {length})")
+    if sc.run.num_requests is None:  # a trace replayed to its end
+        raise ConfigError(f"workload.trace: its {size.requests:,} requests ({steps} to finish them) need {cap}; set "
+                          f"run.num_requests or run.duration_s to replay part of it (got {sc.workload.trace!r})")
     if worst == "requests":
-        raise ConfigError(f"run.duration_s: up to {size.requests:,} requests need {cap}; shorten the run, lower the "
-                          f"rate or set run.num_requests (got {length})")
-    raise ConfigError(f"run.duration_s: a per-step log of up to {size.step_rows:,} steps needs {cap}; set "
-                      f"run.step_log_bin_s (a row per time bin) or shorten the run (got {length})")
+        raise ConfigError(f"run.num_requests: {size.requests:,} requests need {cap} (got {sc.run.num_requests})")
+    raise ConfigError(f"run.num_requests: finishing {size.requests:,} requests may take {steps}, which needs {cap}; "
+                      f"set run.step_log_bin_s (a row per time bin), run.duration_s or fewer requests "
+                      f"(got {sc.run.num_requests})")
 
 
 def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -> SchedulerConfig:
@@ -350,14 +408,14 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     """The simulation of ``sc``, ready to run (``trace``: the request events the engine records). A
     scenario with ``cluster`` or ``disaggregation`` builds its replicas and router
     (``simulator.cluster``), which stand in for the engine."""
+    size = run_size(sc)  # before anything is built: a fleet too large for memory is never built
+    check_size(sc, size)
     if sc.cluster is not None or sc.disaggregation is not None:
         from simulator.cluster import build_cluster
 
-        return build_cluster(sc, trace)
+        return build_cluster(sc, trace, size)
     env = simpy.Environment()
     engine, parts = build_engine(env, sc, trace)
-    size = run_size(sc, engine.cost, engine.cfg.max_num_seqs)
-    check_size(sc, size)
     ids = Ids()
     engine.expected = start_workload(
         env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=engine.max_model_len, ids=ids

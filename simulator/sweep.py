@@ -19,21 +19,90 @@ import pandas as pd
 import yaml
 
 from simulator import yamlio
-from simulator.config import apply_overrides, load_yaml_text, scenario_from_dict
+from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, cores, run_tasks
 from simulator.metrics import atomic_write_text, write_csv
+from simulator.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
+from simulator.textfile import read_text
 
 
-def parse_param(text: str) -> tuple[str, list]:
-    """``engine.max_num_seqs=128,256`` -> ("engine.max_num_seqs", [128, 256])."""
+def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
+    """``engine.max_num_seqs=128,256`` -> ("engine.max_num_seqs", [128, 256]). Values are YAML, split
+    at the commas outside brackets, braces and quotes, so a value may be a list or a mapping
+    (``workload.arrival={type: poisson, rate: 5},{type: poisson, rate: 10}``)."""
     if "=" not in text:
-        raise ConfigError(f"--param must look like section.key=v1,v2,... (got {text!r})")
+        raise ConfigError(f"{flag} must look like section.key=v1,v2,... (got {text!r})")
     key, raw = text.split("=", 1)
-    values = [yamlio.load(v) for v in raw.split(",") if v.strip() != ""]
-    if not values:
-        raise ConfigError(f"--param {key}: give at least one value (got {raw!r})")
-    return key.strip(), values
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"{flag} must look like section.key=v1,v2,... (got {text!r})")
+    parts = _split_values(raw, f"{flag} {key}")
+    if not any(v.strip() for v in parts):
+        raise ConfigError(f"{flag} {key}: give at least one value (got {raw!r})")
+    values = []
+    for v in parts:
+        if not v.strip():
+            raise ConfigError(f"{flag} {key}: an empty value between commas; write null for the default (got {raw!r})")
+        try:
+            values.append(yamlio.load(v))
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"{flag} {key}: {v.strip()!r} is not a YAML value ({problem})") from None
+    return key, values
+
+
+def _split_values(raw: str, where: str) -> list[str]:
+    """``raw`` split at its commas outside brackets, braces and quotes."""
+    parts, cur, depth, quote = [], [], 0, ""
+    for ch in raw:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"{where}: {ch!r} closes nothing (got {raw!r})")
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if depth or quote:
+        what = f"a quote {quote}" if quote else "a bracket or brace"
+        raise ConfigError(f"{where}: {what} left open; values are split at the commas outside brackets, braces and "
+                          f"quotes (got {raw!r})")
+    return parts + ["".join(cur)]
+
+
+def parse_grid(params: list[str], overrides: list[str], flag: str, block: dict | None = None) -> dict[str, list]:
+    """The swept fields and their values: the scenario's ``sweep:`` block (``block``), then ``params``
+    (``--param``/``--search``). A field given twice, or also set by ``--set``, is an error rather
+    than one silently winning; a field of the block given again on the command line replaces it."""
+    from simulator.config import parse_override
+
+    space: dict[str, list] = {}
+    for k, v in (block or {}).items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"sweep.{k} must be a non-empty list of values (got {v!r})")
+        space[k] = v
+    given: set[str] = set()
+    for text in params:
+        k, vals = parse_param(text, flag)
+        if k in given:
+            raise ConfigError(f"{flag} {k} given twice; give all its values in one {flag} {k}=v1,v2,...")
+        if k in space:
+            print(f"sweep: {flag} {k} replaces the scenario's sweep.{k} values", file=sys.stderr)
+        given.add(k)
+        space[k] = vals
+    for text in overrides:
+        k, _ = parse_override(text)
+        if k in space:
+            raise ConfigError(f"--set {k}: the field is also swept ({flag} or sweep:); give it one way (got {text!r})")
+    return space
 
 
 def grid(params: dict[str, list]) -> list[dict]:
@@ -53,11 +122,16 @@ def check_fields(base: dict, space: dict[str, list], flag: str) -> None:
 
 
 def slug(point: dict) -> str:
+    """A point's name, and its folder's: ``max_num_seqs=256__router=score`` (one folder name, made
+    safe; a long one cut, with a hash of the whole keeping it unique)."""
     parts = []
     for k, v in point.items():
         short = k.split(".")[-1]
         parts.append(f"{short}={v}")
-    return "__".join(parts).replace("/", "_").replace(" ", "")
+    name = folder_name("__".join(parts).replace("/", "_").replace(" ", ""))
+    if len(name) >= NAME_MAX:
+        name = name[: NAME_MAX - 10] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name
 
 
 def _point_data(base: dict, point: dict) -> dict:
@@ -173,7 +247,12 @@ def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
         if not worse.empty:
             w = worse.loc[worse["num_preemptions"].idxmax()]
             loss = 1 - w["output_throughput"] / best["output_throughput"]
-            verb = f"loses {loss:.0%} of throughput" if loss > 0.005 else f"changes throughput by {-loss:+.0%}"
+            if loss >= 0.005:
+                verb = f"loses {loss:.0%} of throughput"
+            elif loss <= -0.005:
+                verb = f"has {-loss:.0%} more throughput"
+            else:  # a rounded "-0%" would read as a change
+                verb = "has the same throughput (within 0.5%)"
             text += f"; {_point_str(w, knob)} preempts {int(w['num_preemptions']):,} times and {verb}"
     out["best_no_preemption"] = {k: _plain(best[k]) for k in _param_cols(df)}
     out["text"] = text
@@ -204,22 +283,31 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
     p = Path(path) if path else DEFAULT_SCENARIO
     if not p.is_file():
         raise ConfigError(f"scenario file not found: {path}")
-    base = apply_overrides(load_yaml_text(p.read_text(), str(p)), overrides)
-    grid_spec: dict[str, list] = {}
-    for k, v in (base.get("sweep") or {}).items():
-        if not isinstance(v, list) or not v:
-            raise ConfigError(f"sweep.{k} must be a non-empty list of values (got {v!r})")
-        grid_spec[k] = v
-    for text in params:
-        k, vals = parse_param(text)
-        grid_spec[k] = vals
+    base = apply_overrides(resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent), overrides)
+    if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
+        raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")
+    grid_spec = parse_grid(params, overrides, "--param", base.get("sweep"))
     if not grid_spec:
         raise ConfigError("sweep: nothing to sweep; give --param field=v1,v2,... or a sweep: block in the scenario")
     base_clean = {k: v for k, v in base.items() if k != "sweep"}
-    scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
+    try:
+        scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
+    except ConfigError as e:
+        raise in_file(path, e) from None
     check_fields(base_clean, grid_spec, "--param")
     points = grid(grid_spec)
-    out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, "--out")
+    outputs = Outputs(out, [*SWEEP_FILES, "points"], "--out", "sweep")
+    with Writing(out, "--out"):
+        return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address)
+
+
+SWEEP_FILES = ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png")
+
+
+def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, outputs, jobs: int, executor: str,
+           address: str | None) -> int:
+    """Run (or reuse) every point and write the sweep's files; ``out`` is locked and checked."""
     datas = [_point_data(base_clean, pt) for pt in points]
     dirs = [out / "points" / slug(pt) for pt in points]
     results: list[dict | None] = [None] * len(points)
@@ -270,6 +358,9 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
     has_slo = base_clean.get("slo") is not None
     rec = recommend(df, next(iter(grid_spec)), has_slo)
     written = write_sweep_outputs(out, df, list(grid_spec), rec)
+    removed = outputs.done([*written, out / "points"])
+    if removed:
+        print(f"removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}")
     print(f"\nrecommended: {rec['text']}")
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
@@ -287,7 +378,7 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
 def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
     """sweep.csv, recommendation.json and, when some point finished, the overlaid and per-knob
     plots (from the points' own folders); returns the files written."""
-    from simulator.output import load_run, run_title
+    from simulator.output import load_run, overlay_series, run_title
     from simulator.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
 
     write_csv(df, out / "sweep.csv")
@@ -298,7 +389,7 @@ def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict
         return written
     points = [{k: _plain(row[f"param:{k}"]) for k in knobs} for _, row in ok.iterrows()]
     runs = [load_run(out / "points" / slug(pt)) for pt in points]
-    series = [(slug(pt), st) for pt, (_, st) in zip(points, runs)]
+    series = [(slug(pt), overlay_series(st, float(s["simulated_time_s"]))) for pt, (s, st) in zip(points, runs)]
     s0 = runs[0][0]
     title = run_title(s0)
     warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from simulator import cli
 from simulator.config import load_scenario
-from simulator.errors import ConfigError
 from simulator.run import simulate
 from workloads.factory import SESSION_KEY_BASE
 from workloads.trace import write_trace
@@ -45,19 +44,6 @@ def generate_trace(scenario, path: str | Path, overrides: list[str] | None = Non
 
 
 def main_trace(argv: list[str] | None = None) -> int:
-    """``servesim trace generate SCENARIO.yaml -o trace.csv [--set k=v]``: exit 0, or 2 with one error line."""
-    p = argparse.ArgumentParser(prog="servesim trace", description="request traces (schema: docs/workloads.md)")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("generate", help="run a scenario and write every submitted request's arrival and shape")
-    g.add_argument("scenario", nargs="?", default=None, help="scenario YAML (default: the built-in default scenario)")
-    g.add_argument("-o", "--out", required=True, help="output trace: .csv, or .jsonl for JSON lines")
-    g.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario field, e.g. workload.arrival.rate=20")
-    args = p.parse_args(argv)
-    try:
-        n = generate_trace(args.scenario, args.out, args.overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {n} requests to {args.out}")
-    return 0
+    """``servesim trace ARGS`` (``generate SCENARIO.yaml -o trace.csv [--set k=v]``): exit 0, or 2
+    with one error line."""
+    return cli.main(["trace", *(sys.argv[1:] if argv is None else argv)])

@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LEAVES = {"simulator.errors", "simulator.fields", "simulator.simtime"}
+LEAVES = {"simulator.errors", "simulator.fields", "simulator.simtime", "simulator.textfile"}
 
 
 def _imports(path: Path) -> set[str]:

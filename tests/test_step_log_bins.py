@@ -147,9 +147,9 @@ def test_bin_width_must_be_positive(value):
 
 def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch, capsys):
     """A run with more steps than the threshold is told how to get a row per second instead."""
-    import simulator.cli as cli
+    import simulator.notes as notes
 
-    monkeypatch.setattr(cli, "STEP_ROWS_HINT", 100)
+    monkeypatch.setattr(notes, "STEP_ROWS_HINT", 100)
     assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"note: collapse_c1200: steps\.csv has [\d,]+ rows", out) and "run.step_log_bin_s=1" in out

@@ -74,7 +74,7 @@ class SharedPrefixConfig:
 
 @dataclass(frozen=True)
 class SessionConfig:
-    turns: LengthConfig = F(LengthConfig(dist="fixed", value=4), "turns per session (a length distribution over integers)")
+    turns: LengthConfig = F(LengthConfig(dist="fixed", value=4), "turns per session (a length distribution over integers)", units="turns")
     user_tokens: Union[LengthConfig, None] = F(None, "new user tokens added by each follow-up turn (null: drawn like prompt_tokens)")
     think_time_s: float = F(0.0, "pause between a turn's response and the session's next turn", "s", ge=0.0)
     think_time_dist: Literal["fixed", "exponential"] = F("fixed", "think time is exactly think_time_s, or exponential with that mean")

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import ConfigError
+from simulator.textfile import ENCODING, utf8_error
 
 _BATCH = 4096
 _erfc = np.frompyfunc(math.erfc, 1, 1)
@@ -51,21 +52,24 @@ def _load_lengths(resolved: str, shown: str, column: str | None, _mtime: int, _s
             raise ConfigError(f"{os.path.basename(shown)} line {line}: {what} must be an integer >= 1 (got {t!r})")
         values.append(int(v))
 
-    with open(resolved, newline="") as fh:
-        if column is None:
-            for i, line in enumerate(fh, 1):
-                if line.strip() and not line.lstrip().startswith("#"):
-                    parse(line, i, "length")
-        else:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            if header is None or column not in [h.strip() for h in header]:
-                raise ConfigError(f"{os.path.basename(shown)} line 1: no column {column!r} (got {header!r})")
-            k = [h.strip() for h in header].index(column)
-            for row in reader:
-                if not row or not any(c.strip() for c in row):
-                    continue
-                parse(row[k] if k < len(row) else "", reader.line_num, column)
+    try:
+        with open(resolved, newline="", encoding=ENCODING) as fh:
+            if column is None:
+                for i, line in enumerate(fh, 1):
+                    if line.strip() and not line.lstrip().startswith("#"):
+                        parse(line, i, "length")
+            else:
+                reader = csv.reader(fh)
+                header = next(reader, None)
+                if header is None or column not in [h.strip() for h in header]:
+                    raise ConfigError(f"{os.path.basename(shown)} line 1: no column {column!r} (got {header!r})")
+                k = [h.strip() for h in header].index(column)
+                for row in reader:
+                    if not row or not any(c.strip() for c in row):
+                        continue
+                    parse(row[k] if k < len(row) else "", reader.line_num, column)
+    except UnicodeDecodeError:
+        raise utf8_error(resolved, os.path.basename(shown)) from None
     if not values:
         raise ConfigError(f"{os.path.basename(shown)}: no lengths found (got an empty file)")
     return np.array(values, np.int64)

@@ -17,6 +17,7 @@ An empty CSV cell or a JSON null means "not given". Bad rows give ``NAME line N:
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import difflib
@@ -32,6 +33,7 @@ import simpy
 
 from simulator.errors import ConfigError
 from simulator.simtime import TimeoutAt
+from simulator.textfile import ENCODING, utf8_error
 
 # Columns of a Trace, with the CSV column each comes from, the default when not given, and the
 # least value allowed (None: any integer; the arrival time is the one non-integer column).
@@ -94,8 +96,11 @@ def _read(resolved: str, name: str, _mtime: int, _size: int) -> Trace:
             return Trace(fast)
     rows = _jsonl_rows(resolved, name) if jsonl else _csv_rows(resolved, name)
     cols: dict[str, list] = {key: [] for key, *_ in _FIELDS}
-    for line, rec in rows:
-        _check_row(rec, name, line, cols)
+    try:
+        for line, rec in rows:
+            _check_row(rec, name, line, cols)
+    except UnicodeDecodeError:
+        raise utf8_error(resolved, name) from None
     if not cols["arrival"]:
         raise ConfigError(f"{name}: no requests (got an empty trace)")
     return Trace({k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()})
@@ -117,7 +122,8 @@ def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
     with open(path, "rb") as fh:
         data = fh.read()
     nl = data.find(b"\n") + 1
-    header = [h.strip() for h in data[:nl].decode("utf-8", "replace").split(",")]
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    header = [h.strip() for h in data[bom:nl].decode("utf-8", "replace").split(",")]
     if (nl == 0 or nl == len(data) or data.find(b"\n\n", nl - 1) >= 0 or _NOT_PLAIN.search(data, nl)
             or any(h not in COLUMNS for h in header) or len(set(header)) != len(header)
             or any(k not in header for k in REQUIRED)):
@@ -134,7 +140,7 @@ def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
         # In slices, so the parser's working memory stays small next to the columns. Arrival times
         # are read as text and converted by Python's float (correctly rounded, as the row reader
         # does); token counts are integers, which any parser reads exactly.
-        for chunk in pd.read_csv(path, header=0, names=header, skipinitialspace=True, keep_default_na=False,
+        for chunk in pd.read_csv(path, header=0, names=header, skipinitialspace=True, keep_default_na=False, encoding=ENCODING,
                                  na_values=[""], chunksize=1 << 17,
                                  dtype={h: (str if h == "arrival_time_s" else np.float64) for h in header}):
             k = len(chunk)
@@ -183,7 +189,7 @@ def _check_columns(keys, name: str, line: int) -> None:
 
 
 def _csv_rows(path: str, name: str):
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding=ENCODING) as fh:
         reader = csv.reader(fh)
         header = None
         for row in reader:
@@ -202,7 +208,7 @@ def _csv_rows(path: str, name: str):
 
 
 def _jsonl_rows(path: str, name: str):
-    with open(path) as fh:
+    with open(path, encoding=ENCODING) as fh:
         for i, text in enumerate(fh, 1):
             if not text.strip():
                 continue

@@ -64,7 +64,7 @@ def query_range(port: int, q: str, start: float, end: float, step: float) -> lis
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("metrics", help="a run's metrics.openmetrics")
-    ap.add_argument("-o", "--out", default="grafana_panels.png")
+    ap.add_argument("-o", "--out", default=None, help="the PNG to write (default: grafana_panels.png beside the metrics file)")
     ap.add_argument("--title", default=None)
     ap.add_argument("--port", type=int, default=9099)
     args = ap.parse_args()
@@ -110,8 +110,9 @@ def main() -> int:
     fig.suptitle(args.title or f"vLLM dashboard queries on {Path(args.metrics).parent.name} (simulated; Prometheus {Path(args.metrics).name})",
                  color="#d8d9da", fontsize=11)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
-    print(f"wrote {args.out}")
+    out = args.out or Path(args.metrics).parent / "grafana_panels.png"  # beside the run, not wherever this runs
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
     return 0
 
 

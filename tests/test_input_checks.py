@@ -1,0 +1,273 @@
+"""What a new user types that used to break servesim, each now one line naming the file, field, rule
+and value (exit 2, no traceback), checked before any simulation: sizes beyond memory, numeric
+options out of range, malformed sweep values and repeated fields, files in other encodings, vLLM's
+own rules, and errors in one of several scenario files."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator import run as run_module
+from simulator.cli import main, parser
+from simulator.config import load_scenario
+from simulator.errors import ConfigError
+from simulator.sweep import parse_param
+from workloads.lengths import _load_lengths
+from workloads.trace import _csv_fast, read_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = ["--set", "run.duration_s=5", "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=32"]
+
+
+def _main(args: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as e:  # argparse
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def _one_line(err: str) -> str:
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err[len("error: "):].strip()
+
+
+def _nothing_built(monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("an engine was built before the size guard")
+
+    monkeypatch.setattr(run_module, "build_engine", refuse)
+
+
+def test_a_fleet_too_large_is_refused_before_any_replica_is_built(monkeypatch, tmp_path):
+    """check, run, sweep and plan refuse a fleet beyond memory from the scenario alone: no replica
+    engine is built (a million replicas used to be built, 24 GB, before the guard)."""
+    _nothing_built(monkeypatch)
+    routers = str(ROOT / "scenarios" / "cluster_routers.yaml")
+    code, _, err = _main(["check", routers, "--set", "cluster.replicas=1e6"])
+    assert code == 2 and _one_line(err).endswith("cluster.replicas must be <= 4096 (got 1000000)")
+    monkeypatch.setattr(run_module, "_physical_memory", lambda: 2 << 30)  # a 2 GB machine
+    big = ["--set", "cluster.replicas=[{count: 1000}, {count: 1000, hardware: {gpu: h200}}]", "--set", "run.duration_s=1",
+           "--set", "run.warmup_s=0"]
+    for args in (["check", routers, *big], ["run", routers, *big, "--out", str(tmp_path / "r")]):
+        code, _, err = _main(args)
+        assert code == 2 and "cluster.replicas: 2,000 replicas need about" in _one_line(err), err
+    assert not (tmp_path / "r").exists()
+    code, out, _ = _main(["sweep", routers, "--param", "cluster.replicas=1000,2000", "--set", "run.duration_s=1",
+                          "--set", "run.warmup_s=0", "--out", str(tmp_path / "s"), "--jobs", "1"])
+    assert code == 1 and out.count("FAILED: cluster.replicas: ") == 2
+    code, out, _ = _main(["plan", routers, "--rate", "1", "--set", "cluster.replicas=2000", "--no-check",
+                          "--out", str(tmp_path / "p"), "--jobs", "1"])
+    assert "INFEASIBLE: run.duration_s: a per-step log of up to 60,000,000 steps (30,000 for each of 2,000 replicas)" in out
+
+
+def test_a_request_limit_without_a_duration_is_sized_by_its_requests(monkeypatch):
+    """run.num_requests with run.duration_s null (a run until they are done): refused naming
+    run.num_requests, not a TypeError."""
+    _nothing_built(monkeypatch)
+    code, _, err = _main(["check", "--set", "run.num_requests=1e7", "--set", "run.duration_s=null"])
+    msg = _one_line(err)
+    assert code == 2 and msg.startswith("run.num_requests: finishing 10,000,000 requests") and msg.endswith(
+        "(got 10000000)")
+    monkeypatch.setattr(run_module, "_physical_memory", lambda: 8 << 30)
+    code, _, err = _main(["check", "--set", "run.num_requests=1e7", "--set", "run.duration_s=null",
+                          "--set", "run.step_log_bin_s=1", "--set", "workload.arrival={type: poisson, rate: 100}"])
+    assert code == 2 and _one_line(err).startswith("run.num_requests: 10,000,000 requests need about")
+
+
+def test_metrics_interval_is_checked_before_the_run(monkeypatch):
+    """--metrics-interval: zero, negative, not finite or not a number is refused; an interval that
+    would write more than a gigabyte is refused before simulating, with the smallest that fits; the
+    option without --metrics is an error, not ignored."""
+    monkeypatch.setattr(run_module, "simulate", lambda *a, **k: pytest.fail("simulated"))
+    for bad, rule in (("0", "must be > 0 s (got 0)"), ("-5", "must be > 0 s (got -5)"),
+                      ("nan", "must be a finite number (got 'nan')"), ("x", "must be a finite number (got 'x')")):
+        code, _, err = _main(["run", "--metrics", "openmetrics", "--metrics-interval", bad])
+        assert code == 2 and _one_line(err).startswith("--metrics-interval ") and rule in err, err
+    code, _, err = _main(["run", "--metrics", "openmetrics", "--metrics-interval", "0.001", "--set", "run.duration_s=70"])
+    assert code == 2 and "70,000 samples" in _one_line(err) and "give 0.002 s or more (got 0.001)" in err
+    code, _, err = _main(["run", "--metrics-interval", "2"])
+    assert code == 2 and _one_line(err) == "--metrics-interval: only with --metrics openmetrics (got 2.0)"
+
+
+def _numeric_options():
+    for name, sub in parser()._subparsers._group_actions[0].choices.items():
+        for a in sub._actions:
+            if a.option_strings and a.type is not None:
+                yield name, a
+
+
+def test_every_numeric_option_refuses_values_out_of_range():
+    """Every numeric option of every command goes through one checked type (no bare int/float), and
+    a value just outside its range, NaN and text are each refused in one line naming the option."""
+    seen = 0
+    for cmd, a in _numeric_options():
+        assert a.type not in (int, float), (cmd, a.option_strings)
+        if not hasattr(a.type, "least"):
+            continue
+        seen += 1
+        opt = a.option_strings[-1]
+        low = a.type.least - 1 if a.type.least is not None else a.type.above
+        required = ["--rate", "1"] if cmd == "plan" and opt != "--rate" else []
+        positional = ["x.csv"] if cmd == "calibrate" else []
+        for bad in (f"{low:g}", "nan", "text"):
+            code, _, err = _main([cmd, *positional, *required, opt, bad])
+            assert code == 2 and _one_line(err).startswith(f"{opt} must be"), (cmd, opt, bad, err)
+    assert seen >= 15
+
+
+def test_step_time_refuses_what_a_scenario_refuses():
+    """step-time: a TP that does not divide the heads, a model that does not fit, a batch of 0, a
+    field set twice (by its own option and by --set): refused as a scenario would be."""
+    for args, want in ((["--tp", "3"], "--tp must divide llama-3.1-8b's 32 attention heads, as vLLM requires (got 3)"),
+                       (["--model", "llama-3.1-405b"], "model"),
+                       (["--batch", "0"], "--batch must be >= 1 (got 0)"),
+                       (["--set", "hardware.tensor_parallel_size=2"], "--set hardware.tensor_parallel_size: give it as --tp"),
+                       (["--set", "engine.block_size=7"], "engine.block_size must be one of 1, 8, 16, 32, 64, 128")):
+        code, _, err = _main(["step-time", *args])
+        assert code == 2 and want in _one_line(err), (args, err)
+    assert _main(["step-time", "--tp", "2", "--batch", "8"])[0] == 0
+
+
+def test_sweep_values_may_be_lists_or_mappings_and_a_field_is_given_once(tmp_path):
+    """--param values split at the commas outside brackets and quotes (a mapping is one value); an
+    unbalanced bracket, an empty value, a field given twice, or swept and --set: one line each."""
+    key, vals = parse_param("workload.arrival={type: poisson, rate: 5},{type: poisson, rate: 10}")
+    assert key == "workload.arrival" and vals == [{"type": "poisson", "rate": 5}, {"type": "poisson", "rate": 10}]
+    assert parse_param("x=[1, 2],'a,b',3") == ("x", [[1, 2], "a,b", 3])
+    out = str(tmp_path / "s")
+    for args, want in ((["--param", "engine.max_num_seqs=[1"], "--param engine.max_num_seqs: a bracket or brace left open"),
+                       (["--param", "engine.max_num_seqs=1]"], "--param engine.max_num_seqs: ']' closes nothing"),
+                       (["--param", "engine.max_num_seqs=8,,16"], "an empty value between commas"),
+                       (["--param", "engine.max_num_seqs=8", "--param", "engine.max_num_seqs=16"],
+                        "--param engine.max_num_seqs given twice"),
+                       (["--param", "engine.max_num_seqs=8,16", "--set", "engine.max_num_seqs=4"],
+                        "--set engine.max_num_seqs: the field is also swept"),
+                       (["--param", "engine.max_num_seqs=8", "--set", "engine.block_size=16",
+                         "--set", "engine.block_size=32"], "--set engine.block_size given twice")):
+        code, _, err = _main(["sweep", *args, "--out", out, *SHORT])
+        assert code == 2 and want in _one_line(err), (args, err)
+    code, _, err = _main(["plan", "--rate", "1", "--search", "hardware.gpu=h100-sxm", "--search", "hardware.gpu=h200",
+                          "--out", out])
+    assert code == 2 and "--search hardware.gpu given twice" in _one_line(err)
+    assert not Path(out).exists()
+
+
+def test_an_empty_set_value_is_an_error_not_the_default():
+    """--set engine.max_num_seqs= (nothing after '=') is refused; =null asks for the default."""
+    code, _, err = _main(["check", "--set", "engine.max_num_seqs="])
+    assert code == 2 and _one_line(err).startswith("--set engine.max_num_seqs: no value after '='")
+    assert _main(["check", "--set", "engine.max_num_seqs=null"])[0] == 0
+
+
+ROWS = "arrival_time_s,prompt_tokens,output_tokens\n0,100,10\n0.5,120,12\n1.25,90,9\n"
+
+
+def test_traces_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    """A UTF-8 trace with the byte-order mark spreadsheets write reads exactly as without it, by the
+    fast reader and the row reader (a comment line sends it to the latter); JSON lines too."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text(ROWS)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + ROWS.encode())
+    commented = tmp_path / "commented.csv"
+    commented.write_bytes(b"\xef\xbb\xbf# exported\n" + ROWS.encode())
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + b'{"arrival_time_s": 0, "prompt_tokens": 100, "output_tokens": 10}\n')
+    assert _csv_fast(str(bom)) is not None
+    want = read_trace(str(plain))
+    for p in (bom, commented):
+        got = read_trace(str(p))
+        assert np.array_equal(got.arrival, want.arrival) and np.array_equal(got.prompt, want.prompt)
+    assert read_trace(str(jsonl)).n == 1
+
+
+def test_files_in_another_encoding_are_one_line_naming_file_and_line(tmp_path):
+    """A Latin-1 trace, length file, scenario or calibration profile: one error naming the file, the
+    line and the byte, not a UnicodeDecodeError."""
+    trace = tmp_path / "latin.csv"
+    trace.write_bytes(ROWS.encode() + b"2,50,5 # caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"^latin.csv line 5: not UTF-8 text \(byte 0xe9\)"):
+        read_trace(str(trace))
+    lengths = tmp_path / "lengths.txt"
+    lengths.write_bytes(b"\xef\xbb\xbf12\n40\n")
+    assert list(_load_lengths(str(lengths), str(lengths), None, 0, 0)) == [12, 40]
+    lengths.write_bytes(b"12\n\xff40\n")
+    with pytest.raises(ConfigError, match=r"^lengths.txt line 2: not UTF-8 text"):
+        _load_lengths(str(lengths), str(lengths), None, 1, 1)
+    scen = tmp_path / "s.yaml"
+    scen.write_bytes(b"\xef\xbb\xbfengine: {max_num_seqs: 8}\n")
+    assert load_scenario(str(scen))[0].engine.max_num_seqs == 8
+    scen.write_bytes(b"name: caf\xe9\n")
+    code, _, err = _main(["check", str(scen)])
+    assert code == 2 and _one_line(err).startswith(f"{scen} line 1: not UTF-8 text (byte 0xe9)")
+    prof = tmp_path / "p.csv"
+    prof.write_bytes(b"gpu,model,batch,new_tokens,context,ms\nh100-sxm,llama-3.1-8b,1,1,0,7 \xe9\n")
+    code, _, err = _main(["calibrate", str(prof), "-o", str(tmp_path / "c.yaml")])
+    assert code == 2 and "p.csv line 2: not UTF-8 text" in _one_line(err)
+
+
+def test_vllm_rules_the_scenario_must_follow(tmp_path):
+    """A block size vLLM does not accept; a model whose sliding window is shorter than its requests
+    can be (not modelled; accepted once max_model_len keeps requests inside the window)."""
+    code, _, err = _main(["check", "--set", "engine.block_size=7"])
+    assert code == 2 and _one_line(err) == "engine.block_size must be one of 1, 8, 16, 32, 64, 128 tokens (got 7)"
+    assert _main(["check", "--set", "engine.block_size=8"])[0] == 0
+    cfg = json.loads((ROOT / "simulator" / "data" / "models" / "llama-3.1-8b.json").read_text())
+    model = tmp_path / "windowed" / "config.json"
+    model.parent.mkdir()
+    model.write_text(json.dumps({**cfg, "sliding_window": 4096, "max_position_embeddings": 32768}))
+    code, _, err = _main(["check", "--set", f"model={model}"])
+    msg = _one_line(err)
+    assert code == 2 and "sliding_window 4096 (config.json) is not modelled" in msg and msg.endswith(
+        "(got max_model_len 32768)")
+    assert _main(["check", "--set", f"model={model}", "--set", "engine.max_model_len=4096"])[0] == 0
+
+
+def test_swap_preemption_is_noted_as_vllm_v0_behaviour(tmp_path):
+    """Swap preemption under a V1 release line runs, with a note that V1 has no swap (check and run)."""
+    code, out, _ = _main(["check", "--set", "engine.preemption_mode=swap"])
+    assert code == 0 and "has no swap preemption" in out
+    code, out, _ = _main(["run", "--out", str(tmp_path), *SHORT, "--set", "engine.preemption_mode=swap"])
+    assert code == 0 and "note: collapse_c1200: engine.preemption_mode 'swap'" in out
+    code, out, _ = _main(["check"])
+    assert "swap" not in out
+
+
+def test_errors_in_one_of_several_scenario_files_name_the_file(tmp_path):
+    """check and run with several files: each error names its file (a field error, an error found
+    when building, malformed YAML); the good files still run."""
+    good = tmp_path / "good.yaml"
+    good.write_text("run: {duration_s: 5, warmup_s: 0}\nworkload: {arrival: {concurrency: 16}}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("engine: {max_num_seqs: 0}\n")
+    tp = tmp_path / "tp.yaml"
+    tp.write_text("hardware: {tensor_parallel_size: 3}\n")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("engine: {max_num_seqs: 4\nrun: {}\n")
+    code, out, err = _main(["check", str(good), str(bad), str(tp), str(broken)])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 3 and out.startswith(f"{good}: ok")
+    assert lines[0] == f"error: {bad}: engine.max_num_seqs must be >= 1 (got 0)"
+    assert lines[1].startswith(f"error: {tp}: hardware.tensor_parallel_size must divide")
+    assert lines[2].startswith(f"error: {broken}: malformed YAML")
+    code, out, err = _main(["run", str(good), str(bad), "--out", str(tmp_path / "runs"), "--jobs", "1"])
+    assert code == 1 and f"error: {bad}: engine.max_num_seqs must be >= 1 (got 0)" in err and "good" in out
+
+
+def test_parser_errors_are_one_line():
+    """An unknown option or a missing argument is one line pointing at the command's help."""
+    code, _, err = _main(["run", "--outt", "x"])
+    assert code == 2 and "unrecognized arguments: --outt (see servesim --help)" in _one_line(err)
+    with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+        parser().parse_args(["plan"])
+    assert isinstance(parser(), argparse.ArgumentParser)
