@@ -26,7 +26,7 @@ memory left after the weights are skipped (and listed in the sidecar).
 
 Usage::
 
-    python -m simulator.profiler --model simulator/data/models/llama-3.1-8b.json \\
+    python -m tools.profiler --model simulator/data/models/llama-3.1-8b.json \\
         --gpu-name h100-sxm --out data/profiles/h100-sxm_llama-3.1-8b.csv [--quick]
 
 Output: a CSV with columns ``gpu,model,batch,new_tokens,context,ms`` and a
@@ -36,7 +36,7 @@ per-point spread).
 ``--streaming`` measures instead how fast the GPU streams weights through a
 matrix-vector product (the work of a decode step's linear layers), with no model:
 
-    python -m simulator.profiler --streaming --gpu-name h100-sxm \
+    python -m tools.profiler --streaming --gpu-name h100-sxm \
         --out data/profiles/streaming/h100-sxm.csv
 
 For each weight shape it captures, in one CUDA graph, a chain of ``F.linear``
@@ -90,12 +90,12 @@ and a ``<out>.meta.json`` with versions, device, method and per-point spread; se
 
 ::
 
-    python -m simulator.profiler --mode compare --model simulator/data/models/llama-3.1-8b.json \
+    python -m tools.profiler --mode compare --model simulator/data/models/llama-3.1-8b.json \
         --gpu-name h100-sxm --out data/profiles/compiled/h100-sxm_llama-3.1-8b.csv
 
-This module deliberately depends on nothing but torch, numpy and the standard
-library (torch is imported inside :func:`main`), so it can be copied to a GPU
-machine and run on its own.
+Run it from the repository root. Beyond torch it needs numpy and the package's own
+:mod:`simulator.calibrate` (for the CSV header that calibration reads); torch is imported
+inside :func:`main`, so ``--help`` works without it.
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from simulator.calibrate import STREAMING_COLUMNS
 
 # --------------------------------------------------------------------------
 # Grids
@@ -569,7 +571,6 @@ STREAMING_SHAPES = (
     (1024, 1024), (2048, 2048), (4096, 4096), (6144, 4096), (4096, 14336), (28672, 4096),
     (5120, 8192), (10240, 5120), (5120, 25600), (51200, 5120), (128256, 4096),
 )
-STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
 STREAMING_POOL_BYTES = 3 * 2**30  # copies per shape: at least this much (60x the H100's L2)
 
 
@@ -2868,7 +2869,7 @@ def run_tp(torch, args) -> int:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m simulator.profiler", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.profiler", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="config.json-style model preset (required unless --streaming)")
     p.add_argument("--streaming", action="store_true",
                    help="measure weight-streaming GEMV bandwidth and the kernel floor instead of a model")
