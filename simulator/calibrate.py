@@ -36,9 +36,9 @@ CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
 FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
           "per_layer_overhead_s", "per_seq_overhead_s")
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
+# The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
+# two apart; ``tools/profiler`` writes both from these tuples.
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
-# The header of a weight-streaming CSV, by which ``is_streaming`` tells one from a step profile;
-# ``tools/profiler`` writes it with this same tuple.
 STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
 _STREAMING_MIN_BYTES = 16e6  # smaller matrices are dominated by the kernel's fixed latency
 
