@@ -173,9 +173,9 @@ def block_public_runs() -> str:
 
 
 def block_validation_report() -> str:
-    from simulator.validate import main_validate
-
     import shutil
+
+    from simulator.validate import main_validate
 
     buf = io.StringIO()
     out = Path("results") / "validation"
