@@ -1,6 +1,6 @@
 """The calibrated cost model against step profiles it was not fitted on (data/profiles/compiled/*_heldout.csv).
 
-Each file is a ``profiler --mode compare`` run of a model the GPU's built-in calibration never saw
+Each file is a ``python -m tools.profiler --mode compare`` run of a model the GPU's built-in calibration never saw
 (simulator/data/calibration/<gpu>.yaml lists what it was fitted on); its compiled + CUDA-graph
 steps (how vLLM runs a step) are predicted with that calibration, unchanged.
 Run: python benchmarks/cost_model_heldout.py

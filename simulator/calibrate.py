@@ -1,13 +1,13 @@
 """Fit the cost model's efficiency factors and overheads to measured step latencies.
 
-A profile CSV has columns ``gpu,model,batch,new_tokens,context,ms`` (``simulator/profiler.py``
+A profile CSV has columns ``gpu,model,batch,new_tokens,context,ms`` (``python -m tools.profiler``
 measures one on a real GPU). The fit minimises the squared *relative* error of the predicted step
 latency over every row, by Nelder-Mead on the logarithms of the parameters (all positive), with the
 efficiencies capped at 1.
 
 A profile of one model cannot tell the weight-streaming efficiency (``matmul_memory``) from the
 per-layer overhead: at small batches both only add a constant. A streaming CSV
-(``python -m simulator.profiler --streaming``: timed matrix-vector products over many weight
+(``python -m tools.profiler --streaming``: timed matrix-vector products over many weight
 shapes) measures that efficiency directly, as the slope of time over bytes; given one, the fit
 pins ``matmul_memory`` to it and fits the rest. The result is a small YAML file that scenarios reference with
 ``cost: {calibration: FILE}``; built-in calibrations live in ``simulator/data/calibration/``.
@@ -30,7 +30,6 @@ from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
 from simulator.metrics import atomic_write_text
 from simulator.models import load_model
-from simulator.profiler import STREAMING_COLUMNS
 from simulator.textfile import ENCODING, read_text
 
 if TYPE_CHECKING:
@@ -40,7 +39,10 @@ CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
 FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
           "per_layer_overhead_s", "per_seq_overhead_s")
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
+# The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
+# two apart; ``tools/profiler`` writes both from these tuples.
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
+STREAMING_COLUMNS = ("gpu", "op", "out_features", "in_features", "batch", "bytes", "copies", "ms")
 _STREAMING_MIN_BYTES = 16e6  # smaller matrices are dominated by the kernel's fixed latency
 
 
@@ -50,8 +52,9 @@ def read_profile(path: str | Path) -> pd.DataFrame:
         raise ConfigError(f"calibrate: profile not found: {path}")
     df = _read_csv(p)
     if "mode" in df.columns:
-        # A comparison of execution modes (profiler --mode compare): the compiled model replayed from
-        # a CUDA graph is how vLLM runs a step; rows of fewer layers only measured the per-layer cost.
+        # A comparison of execution modes (`python -m tools.profiler --mode compare`): the compiled
+        # model replayed from a CUDA graph is how vLLM runs a step; rows of fewer layers only measured
+        # the per-layer cost.
         df = df[df["mode"] == "compiled_graph"]
         if "layers" in df.columns:
             df = df[df["layers"] == df["layers"].max()]

@@ -170,7 +170,7 @@ PCIE_ALLREDUCE_LATENCY_S = 20e-6
 # (which packs the query heads of a KV group into the tile in mixed calls too) on Hopper.
 FA2_MIXED_DECODE_ROWS = 106.0
 # vLLM's FlashAttention-3 (Hopper), called as vLLM calls it (paged KV of 16-token blocks), on an
-# H100 (data/profiles/attention/vllm_attention_h100-sxm.csv, `profiler --mode vllm_attention`):
+# H100 (data/profiles/attention/vllm_attention_h100-sxm.csv, `python -m tools.profiler --mode vllm_attention`):
 # decodes read the KV cache at 2.91 TB/s (median of 15 calls of 0.36-0.38 ms, 0.87 of the
 # datasheet), prefill chunks reach 626 TFLOP/s (median of 9 calls, 0.63 of peak), and decodes
 # batched with a chunk cost no more than apart (mixed / apart 0.95-1.07, median 0.98, over the 15

@@ -2,7 +2,7 @@
 
 Run from the repository root: ``python data/profiles/tp/evaluate_tp.py [--tp 2|4] [--json OUT.json]``.
 
-For every row of ``*_tp{N}.csv`` (``profiler --mode tp``, N = ``--tp``, default 2): the step the cost
+For every row of ``*_tp{N}.csv`` (``python -m tools.profiler --mode tp``, N = ``--tp``, default 2): the step the cost
 model prices for that model with the measured layer count, on that GPU at ``tp=N``, with the GPU's built-in calibration and the
 default execution (every shape graphed, nothing padded, no CPU time, as the profiler measures):
 

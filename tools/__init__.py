@@ -1,0 +1,1 @@
+"""Measurement and maintenance tools that use the simulator package (never imported by it)."""
