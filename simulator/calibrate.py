@@ -28,9 +28,9 @@ from simulator.config import load_yaml_text
 from simulator.cost import CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
-from simulator.metrics import atomic_write_text
 from simulator.models import load_model
 from simulator.textfile import ENCODING, read_text
+from simulator.writers import atomic_write_text
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -72,7 +72,7 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     from simulator.config import check_model, load_scenario, parse_override
     from simulator.cost import Execution, decode_work
     from simulator.hardware import load_gpu
-    from simulator.run import check_vllm_rules, cost_model, engine_defaults, load_arch, memory_plan
+    from simulator.resolve import check_vllm_rules, cost_model, engine_defaults, load_arch, memory_plan
 
     for text in args.set:
         key, _ = parse_override(text)
@@ -132,12 +132,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from simulator.outdir import Writing
     from simulator.output import redraw
+    from simulator.sweep import is_sweep, redraw_sweep
 
     d = Path(args.dir)
     if not d.is_dir():
         raise ConfigError(f"plot: {d} is not a folder of results")
     with Writing(d, "plot"):
-        files = redraw(d)
+        files = redraw_sweep(d) if is_sweep(d) else redraw(d)
     for f in files:
         print(f"wrote {f}")
     return 0

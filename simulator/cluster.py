@@ -1,6 +1,6 @@
 """Fleets: several replicas behind a router, and prefill/decode disaggregation.
 
-Each replica is a whole engine of its own (``run.build_engine``: its step, KV pool, cost model and
+Each replica is a whole engine of its own (``resolve.build_engine``: its step, KV pool, cost model and
 front-end) as a SimPy process in the shared environment; the workload submits to the ``Cluster``,
 which asks its ``Router`` (``simulator.router``) for a replica and submits there. With
 ``disaggregation``, a request is first prefilled on a prefill replica (its prompt and one token),
@@ -97,14 +97,14 @@ class Cluster:
     """Replicas behind a router; stands in for the engine of a single run (see the module docstring)."""
 
     def __init__(self, env: simpy.Environment, sc: Scenario, trace: int = 0) -> None:
+        from simulator import resolve
         from simulator.router import Router
-        from simulator.run import build_engine
 
         self.env, self.scenario = env, sc
         self.replicas: list[Replica] = []
         for i, (role, rsc, where) in enumerate(replica_plan(sc)):
             try:
-                engine, parts = build_engine(env, rsc, trace)
+                engine, parts = resolve.build_engine(env, rsc, trace)
             except ConfigError as e:  # a group's own hardware or engine: say which group
                 raise ConfigError(f"{where}: {e}" if where.endswith("]") else str(e)) from None
             r = Replica(i, role, rsc, engine, parts)
@@ -370,17 +370,4 @@ def build_cluster(sc: Scenario, trace: int, size):
     parts = {"model": r0.parts["model"], "gpu": r0.parts["gpu"], "memory": r0.parts["memory"],
              "sched_cfg": r0.parts["sched_cfg"], "reqs": cl.merged_requests(), "workload_counts": ids, "size": size}
     return env, cl, parts
-
-
-def replica_results(result) -> list:
-    """One ``run.Result`` per replica of a cluster run (for per-replica summaries)."""
-    from simulator.run import Result
-
-    cl = result.engine
-    out = []
-    for r in cl.replicas:
-        out.append(Result(scenario=r.scenario, engine=r.engine, end_time=result.end_time, wall_s=result.wall_s,
-                          stopped_by=result.stopped_by, workload_counts=result.workload_counts, size=result.size,
-                          **r.parts))
-    return out
 

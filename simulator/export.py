@@ -26,8 +26,8 @@ import numpy as np
 
 from simulator import events as E
 from simulator.errors import ConfigError
-from simulator.metrics import atomic_write_bytes
 from simulator.rules import FINISHED, REJECTED
+from simulator.writers import atomic_write_bytes
 
 DEFAULT_START_EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z: a fixed anchor keeps the file deterministic
 
@@ -92,9 +92,7 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
     stamps = start_epoch + at
     labels = ["model_name", "engine"]
     if hasattr(result.engine, "replicas"):
-        from simulator.cluster import replica_results
-
-        engines = [(str(r.index), rr) for r, rr in zip(result.engine.replicas, replica_results(result))]
+        engines = [(str(r.index), rr) for r, rr in zip(result.engine.replicas, result.replica_results())]
     else:
         engines = [("0", result)]
     families: dict[str, object] = {}
@@ -225,10 +223,8 @@ def trace_events(result) -> list[dict]:
     their own."""
     if not hasattr(result.engine, "replicas"):
         return _engine_events(result, 1, f"engine ({result.model.name})", "")
-    from simulator.cluster import replica_results
-
     out: list[dict] = []
-    for r, rr in zip(result.engine.replicas, replica_results(result)):
+    for r, rr in zip(result.engine.replicas, result.replica_results()):
         out += _engine_events(rr, 2 * r.index + 1, r.label, f"{r.index}:")
     cols = result.reqs.columns()
     if "transfer_start" in cols:

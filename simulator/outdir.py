@@ -267,7 +267,7 @@ class Outputs:
     def done(self, wrote: list) -> list[str]:
         """Record ``wrote`` (paths in the folder, or names) and remove the rest of the earlier run;
         returns what was removed."""
-        from simulator.metrics import atomic_write_text
+        from simulator.writers import atomic_write_text
 
         names = list(dict.fromkeys(Path(w).name for w in wrote if Path(w).parent in (self.folder, Path("."))))
         removed = []

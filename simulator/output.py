@@ -9,7 +9,8 @@ import yaml
 
 from simulator.background import BackgroundPlots
 from simulator.errors import ConfigError
-from simulator.metrics import atomic_write_text, request_columns, step_columns, summarize, write_csv, write_json
+from simulator.metrics import request_columns, step_columns, summarize
+from simulator.writers import atomic_write_text, write_csv, write_json
 
 
 def run_title(s: dict) -> str:
@@ -72,13 +73,10 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
 
 
 def redraw(out: Path) -> list[Path]:
-    """Redraw the plots of a finished run, of a folder of runs (``servesim run a.yaml b.yaml``: each
-    run's, and the overlay), or of a sweep, from their CSV files. Returns the files drawn."""
+    """Redraw the plots of a finished run, or of a folder of runs (``servesim run a.yaml b.yaml``:
+    each run's, and the overlay), from their CSV files. Returns the files drawn. (A sweep's plots:
+    ``sweep.redraw_sweep``.)"""
     out = Path(out)
-    if (out / "sweep.csv").is_file() and (out / "recommendation.json").is_file():
-        from simulator.sweep import redraw_sweep
-
-        return redraw_sweep(out)
     if (out / "summary.json").is_file():
         summary, steps = load_run(out)
         jobs = run_plots(summary["scenario"], steps, summary, _warmup(summary), out)

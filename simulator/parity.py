@@ -62,7 +62,7 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
     import simpy
 
     from simulator.config import blank_scenario
-    from simulator.run import scheduler_config
+    from simulator.resolve import scheduler_config
 
     e = spec["engine"]
     sc = blank_scenario(engine_overrides(spec, engine))

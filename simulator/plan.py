@@ -40,10 +40,11 @@ import numpy as np
 from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, run_tasks
-from simulator.metrics import atomic_write_text, finite, write_csv, write_json
+from simulator.metrics import finite
 from simulator.outdir import Outputs, Writing, check_folder
 from simulator.sweep import check_fields, grid, parse_grid, point_key, slug
 from simulator.textfile import read_text
+from simulator.writers import atomic_write_text, write_csv, write_json
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
 LOWEST = 1.0 / 64  # the lowest rate probed before a candidate is called infeasible (requests/s)

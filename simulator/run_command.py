@@ -116,7 +116,7 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
     size against memory, the metrics' size. Returns the scenario."""
     from simulator.config import in_file, load_scenario, run_duration
     from simulator.export import check_metrics_size
-    from simulator.run import check_size, run_size
+    from simulator.size import check_size, run_size
 
     sc, _ = load_scenario(path, overrides)
     try:

@@ -22,9 +22,9 @@ from simulator import yamlio
 from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, cores, run_tasks
-from simulator.metrics import atomic_write_text, write_csv
 from simulator.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
 from simulator.textfile import read_text
+from simulator.writers import atomic_write_text, write_csv
 
 
 def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
@@ -398,6 +398,11 @@ def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict
     plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm, end)
     plot_sweep_metrics(ok, knobs, out / "metrics_vs_knob.png", title, rec)
     return written + [out / "kv_cache_usage.png", out / "throughput.png", out / "metrics_vs_knob.png"]
+
+
+def is_sweep(out: Path) -> bool:
+    """Whether ``out`` holds a finished sweep (its table and recommendation)."""
+    return (out / "sweep.csv").is_file() and (out / "recommendation.json").is_file()
 
 
 def redraw_sweep(out: Path) -> list[Path]:

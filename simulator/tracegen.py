@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from simulator import cli
 from simulator.config import load_scenario
 from simulator.run import simulate
-from workloads.factory import SESSION_KEY_BASE
-from workloads.trace import write_trace
+from workloads.trace import SESSION_KEY_BASE, write_trace
 
 
 def trace_rows(result) -> list[dict]:
@@ -42,8 +39,3 @@ def generate_trace(scenario, path: str | Path, overrides: list[str] | None = Non
     write_trace(rows, path)
     return len(rows)
 
-
-def main_trace(argv: list[str] | None = None) -> int:
-    """``servesim trace ARGS`` (``generate SCENARIO.yaml -o trace.csv [--set k=v]``): exit 0, or 2
-    with one error line."""
-    return cli.main(["trace", *(sys.argv[1:] if argv is None else argv)])

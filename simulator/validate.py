@@ -73,7 +73,7 @@ def kv_scenario(e: dict):
 def kv_rows(path: Path = KV_FILE) -> list[dict]:
     """Printed against computed KV-pool tokens, one row per logged start-up."""
     from simulator.hardware import load_gpu
-    from simulator.run import engine_defaults, load_arch, memory_plan
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
 
     rows = []
     for e in load(path)["lines"]:
@@ -94,7 +94,7 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
     runner's sampler constant (simulator.memory) was read off the Llama-3.1-8B servers: those are
     the calibration rows, the others held out."""
     from simulator.hardware import load_gpu
-    from simulator.run import engine_defaults, load_arch, memory_plan
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
 
     rows, seen = [], set()
     for run in load(path)["runs"]:

@@ -125,7 +125,7 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
         assert fa2.step_time(w) == plain.step_time(w)
     # The same on the GPU as a scenario runs it: A100 FA2, H100 FA3.
     from simulator.config import blank_scenario
-    from simulator.run import execution
+    from simulator.resolve import execution
 
     sc = blank_scenario(["model=qwen3-14b"])
     assert execution(sc, g, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
@@ -139,7 +139,7 @@ def test_hopper_attention_runs_at_vllm_fa3_rates():
     from simulator.calibrate import builtin
     from simulator.config import blank_scenario
     from simulator.cost import FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY
-    from simulator.run import efficiency
+    from simulator.resolve import efficiency
 
     h100, a100 = load_gpu("h100-sxm"), load_gpu("a100-80gb")
     sc = blank_scenario(["model=qwen3-14b"])
@@ -204,7 +204,7 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     where a compiled step too big for a graph keeps the plain-PyTorch rate (eager_launch_s)."""
     from simulator.config import blank_scenario
     from simulator.cost import GEMMS_PER_LAYER, P_EAGER_FLOOR, small_kernels_per_layer
-    from simulator.run import cost_model
+    from simulator.resolve import cost_model
 
     m, g = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
     per_step = m.num_layers * (small_kernels_per_layer(m) + GEMMS_PER_LAYER)

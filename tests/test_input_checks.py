@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator import resolve as resolve_module
 from simulator import run as run_module
+from simulator import size as size_module
 from simulator.cli import main, parser
 from simulator.config import load_scenario
 from simulator.errors import ConfigError
@@ -45,7 +47,7 @@ def _nothing_built(monkeypatch):
     def refuse(*_a, **_k):
         raise AssertionError("an engine was built before the size guard")
 
-    monkeypatch.setattr(run_module, "build_engine", refuse)
+    monkeypatch.setattr(resolve_module, "build_engine", refuse)
 
 
 def test_a_fleet_too_large_is_refused_before_any_replica_is_built(monkeypatch, tmp_path):
@@ -55,7 +57,7 @@ def test_a_fleet_too_large_is_refused_before_any_replica_is_built(monkeypatch, t
     routers = str(ROOT / "scenarios" / "cluster_routers.yaml")
     code, _, err = _main(["check", routers, "--set", "cluster.replicas=1e6"])
     assert code == 2 and _one_line(err).endswith("cluster.replicas must be <= 4096 (got 1000000)")
-    monkeypatch.setattr(run_module, "_physical_memory", lambda: 2 << 30)  # a 2 GB machine
+    monkeypatch.setattr(size_module, "_physical_memory", lambda: 2 << 30)  # a 2 GB machine
     big = ["--set", "cluster.replicas=[{count: 1000}, {count: 1000, hardware: {gpu: h200}}]", "--set", "run.duration_s=1",
            "--set", "run.warmup_s=0"]
     for args in (["check", routers, *big], ["run", routers, *big, "--out", str(tmp_path / "r")]):
@@ -78,7 +80,7 @@ def test_a_request_limit_without_a_duration_is_sized_by_its_requests(monkeypatch
     msg = _one_line(err)
     assert code == 2 and msg.startswith("run.num_requests: finishing 10,000,000 requests") and msg.endswith(
         "(got 10000000)")
-    monkeypatch.setattr(run_module, "_physical_memory", lambda: 8 << 30)
+    monkeypatch.setattr(size_module, "_physical_memory", lambda: 8 << 30)
     code, _, err = _main(["check", "--set", "run.num_requests=1e7", "--set", "run.duration_s=null",
                           "--set", "run.step_log_bin_s=1", "--set", "workload.arrival={type: poisson, rate: 100}"])
     assert code == 2 and _one_line(err).startswith("run.num_requests: 10,000,000 requests need about")

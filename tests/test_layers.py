@@ -1,5 +1,6 @@
-"""Layers point one way: the workload generator depends on nothing above it, and the package on
-nothing in ``tools/``.
+"""Layers point one way: no module of the package imports, directly or through others, a module
+that imports it back; the workload generator depends on nothing above it; the package on nothing in
+``tools/``.
 
 ``workloads`` may use only the simulator's leaf modules (errors, the field system, the exact-time
 SimPy event), which themselves import nothing else of the project; every other dependency goes
@@ -28,6 +29,47 @@ def _imports(path: Path) -> set[str]:
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
     return {m for m in out if m.split(".")[0] in ("simulator", "workloads", "tools")}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of simulator/ and workloads/ and the project modules it imports (at the top or
+    inside a function); ``from simulator import x`` counts as importing ``simulator.x`` when that is
+    a module, and a package's own ``__init__`` is not an edge."""
+    files = {}
+    for path in sorted([*(ROOT / "simulator").rglob("*.py"), *(ROOT / "workloads").rglob("*.py")]):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in files.items():
+        targets = set()
+        for m in _imports(path):
+            while m and m not in files:
+                m = m.rpartition(".")[0]
+            if m and m != name and not name.startswith(m + "."):
+                targets.add(m)
+        graph[name] = targets
+    return graph
+
+
+def test_no_import_cycles():
+    """Depth-first search for a back edge; the message names the whole cycle."""
+    graph = _module_graph()
+    assert len(graph) > 40 and graph["simulator.run"] >= {"simulator.resolve", "simulator.size"}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycle = path[path.index(t):] + [m, t] if t in path else [m, t]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
 
 
 def test_workloads_import_only_the_simulator_leaf_modules():

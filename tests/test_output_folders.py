@@ -14,6 +14,7 @@ import sys
 from fnmatch import fnmatch
 from pathlib import Path
 
+from simulator import resolve as resolve_module
 from simulator import run as run_module
 from simulator import tracegen  # noqa: F401 - bound to the real simulate before a test replaces it
 from simulator.cli import main
@@ -38,7 +39,7 @@ def _no_simulation(monkeypatch):
         raise AssertionError("simulated before the outputs were checked")
 
     monkeypatch.setattr(run_module, "simulate", refuse)
-    monkeypatch.setattr(run_module, "build_engine", refuse)
+    monkeypatch.setattr(resolve_module, "build_engine", refuse)
 
 
 def test_unwritable_outputs_are_refused_before_any_simulation(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulator.cli import main
 from simulator.config import Scenario, build, load_scenario
 from simulator.cost import ConstantCost
 from simulator.errors import ConfigError
@@ -19,13 +20,13 @@ from simulator.metrics import request_frame
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 from simulator.run import simulate
-from simulator.tracegen import generate_trace, main_trace
+from simulator.tracegen import generate_trace
 from workloads.arrivals import RateFunction
 from workloads.config import LengthConfig, WorkloadConfig
-from workloads.factory import SESSION_KEY_BASE, RequestFactory, keeps_finished_content, start_workload
+from workloads.factory import RequestFactory, keeps_finished_content, start_workload
 from workloads.lengths import LengthSampler, PairSampler
 from workloads.presets import PRESETS
-from workloads.trace import read_trace
+from workloads.trace import SESSION_KEY_BASE, read_trace
 
 Z = 4.5  # width of every confidence bound, in standard errors (two-sided miss rate ~7e-6 per check)
 
@@ -376,10 +377,10 @@ def test_trace_round_trip_reproduces_an_open_loop_run(tmp_path, ext):
 def test_trace_cli_writes_a_trace_and_reports_errors_in_one_line(tmp_path, capsys):
     """`servesim trace generate` writes a readable trace (exit 0); a bad override exits 2 with one error line."""
     out = tmp_path / "t.csv"
-    assert main_trace(["generate", "-o", str(out), "--set", "workload.arrival={type: poisson, rate: 5}",
-                       "--set", "run.num_requests=30", "--set", "run.duration_s=null"]) == 0
+    assert main(["trace", "generate", "-o", str(out), "--set", "workload.arrival={type: poisson, rate: 5}",
+                 "--set", "run.num_requests=30", "--set", "run.duration_s=null"]) == 0
     assert len(read_trace(str(out))) == 30
-    assert main_trace(["generate", "-o", str(out), "--set", "workload.arrival.rte=5"]) == 2
+    assert main(["trace", "generate", "-o", str(out), "--set", "workload.arrival.rte=5"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: workload.arrival.rte: unknown key; did you mean 'rate'?"
 

@@ -35,9 +35,8 @@ from workloads.config import (
 )
 from workloads.lengths import LengthSampler, PairSampler
 from workloads.presets import preset_lengths
+from workloads.trace import SESSION_KEY_BASE, read_trace, replay, replay_closed_loop
 
-# Content keys of multi-turn sessions: far above any request id (request ids are the default keys).
-SESSION_KEY_BASE = 1 << 40
 _RESAMPLE_TRIES = 100
 
 
@@ -94,8 +93,6 @@ def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
 def _some_request_carries(w: WorkloadConfig, trace_column: str, class_field: str) -> bool:
     """Whether a trace row has ``trace_column`` >= 0, or a class sets ``class_field``."""
     if w.trace is not None:
-        from workloads.trace import read_trace
-
         return bool((getattr(read_trace(w.trace), trace_column) >= 0).any())
     return any(getattr(s, class_field) is not None for s in class_specs(w))
 
@@ -347,8 +344,6 @@ def start_workload(
     """
     budget = Budget(num_requests)
     if w.trace is not None:
-        from workloads.trace import read_trace, replay, replay_closed_loop
-
         rows = read_trace(w.trace)
         if w.trace_arrivals == "closed_loop":
             a = w.arrival

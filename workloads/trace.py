@@ -34,6 +34,10 @@ import simpy
 from simulator.errors import ConfigError
 from simulator.simtime import TimeoutAt
 from simulator.textfile import ENCODING, utf8_error
+from workloads.arrivals import closed_loop
+
+# Content keys of multi-turn sessions: far above any request id (request ids are the default keys).
+SESSION_KEY_BASE = 1 << 40
 
 # Columns of a Trace, with the CSV column each comes from, the default when not given, and the
 # least value allowed (None: any integer; the arrival time is the one non-integer column).
@@ -71,8 +75,6 @@ class Trace:
 
 
 def _session_key(sid: int) -> int:
-    from workloads.factory import SESSION_KEY_BASE
-
     return SESSION_KEY_BASE + sid if sid >= 0 else -1
 
 
@@ -302,8 +304,6 @@ def replay_closed_loop(env: simpy.Environment, submit, tr: Trace, budget, concur
                        ramp_up_s: float = 0.0) -> None:
     """Closed loop: ``concurrency`` clients send the trace's requests in order (recorded arrival times
     ignored), each the next one when its previous one ends (after ``client_latency_s``)."""
-    from workloads.arrivals import closed_loop
-
     rows = iter(range(tr.n))
 
     def request(client: int):

@@ -21,7 +21,7 @@ from simulator.config import blank_scenario
 from simulator.cost import decode_work
 from simulator.hardware import load_gpu
 from simulator.memory import weight_bytes
-from simulator.run import cost_model, engine_defaults, load_arch
+from simulator.resolve import cost_model, engine_defaults, load_arch
 
 # (label, model, gpu, tp, quantization, context at the first decode step, article's ITL at B=1 in ms)
 ROWS = [

@@ -1,0 +1,236 @@
+"""Resolve a validated scenario into one engine's settings, and build that engine.
+
+Every caller that needs an engine's settings takes them from here: ``servesim run`` and every
+replica of a fleet (``build_engine``), the size guard, ``check``, ``validate`` and the parity
+replays (``scheduler_config``). The release line's defaults come from ``simulator.versions``, the
+KV pool from ``simulator.memory``, the step cost from ``simulator.cost``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import simpy
+
+from simulator import versions
+from simulator.config import Scenario
+from simulator.cost import (
+    FA2_ATTN_COMPUTE,
+    FA2_MIXED_DECODE_ROWS,
+    FA3_ATTN_COMPUTE,
+    FA3_ATTN_MEMORY,
+    CostModel,
+    Efficiency,
+    Execution,
+    FrontendCosts,
+)
+from simulator.engine import Engine
+from simulator.errors import ConfigError
+from simulator.hardware import GPU, load_gpu
+from simulator.memory import GIB, MemoryPlan, plan_memory
+from simulator.models import ModelArch, load_model
+from simulator.requests import RequestTable
+from simulator.rules import SchedulerConfig
+from simulator.step_log import BinnedStepLog, StepLog
+from workloads.factory import keeps_finished_content
+
+
+def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
+    """vLLM's `vllm serve` defaults: larger batches on 80 GB-class GPUs other than A100s."""
+    seqs, tokens = versions.batch_defaults(versions.version(sc.engine.vllm_version), gpu.name, gpu.hbm_bytes)
+    return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
+
+
+def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
+    """How the engine runs its steps (CUDA graphs, async scheduling, the attention kernel's extra
+    cost in mixed steps), from the version's defaults and the GPU."""
+    e = sc.engine
+    v = versions.version(e.vllm_version)
+    return Execution(
+        max_capture_size=0 if e.enforce_eager else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size),
+        capture_by16_from=v.capture_by16_from,
+        full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
+        pad=not e.enforce_eager,
+        async_scheduling=v.async_scheduling if e.async_scheduling is None else e.async_scheduling,
+        cpu_share=1.0,
+        enforce_eager=e.enforce_eager,
+        mixed_decode_rows=FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0,
+    )
+
+
+def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
+    """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
+    runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published), then
+    any per-field overrides."""
+    from simulator import calibrate
+
+    c = sc.cost
+    base = calibrate.resolve(c.calibration, gpu.key)
+    v = versions.version(sc.engine.vllm_version)
+    over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
+    kernel = versions.attention_kernel(gpu.compute_capability)
+    if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
+        over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
+    elif kernel == "fa2" and not model.is_mla:
+        over.update(attn_compute=FA2_ATTN_COMPUTE)
+    for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
+        v = getattr(c, f)
+        if v is not None:
+            over[f] = v
+    if c.step_overhead_ms is not None:
+        over["step_overhead_s"] = c.step_overhead_ms / 1e3
+    if c.per_seq_overhead_us is not None:
+        over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
+    if c.engine_cpu_ms is not None:
+        over["cpu_step_s"] = c.engine_cpu_ms / 1e3
+    if c.engine_cpu_per_seq_us is not None:
+        over["cpu_per_seq_s"] = c.engine_cpu_per_seq_us / 1e6
+    return replace(base, **over)
+
+
+def engine_class(sc: Scenario) -> type[Engine]:
+    """The compiled production step, or the readable reference (``run.kernel: reference``)."""
+    if sc.run.kernel == "reference":
+        from simulator.reference.engine import ReferenceEngine
+
+        return ReferenceEngine
+    from simulator.kernel.engine import CompiledEngine
+
+    return CompiledEngine
+
+
+def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> MemoryPlan:
+    """The KV pool of ``sc``'s engine, as vLLM sizes it at start-up."""
+    e = sc.engine
+    v = versions.version(e.vllm_version)
+    # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    return plan_memory(
+        model,
+        gpu,
+        tp=sc.hardware.tensor_parallel_size,
+        gpu_memory_utilization=gpu_memory_utilization(sc),
+        block_size=e.block_size,
+        max_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        kv_dtype_bytes=kv_dtype_bytes,
+        quantization=quantization(sc, model),
+        graphs_in_budget=v.graphs_in_budget(model.is_moe) and not e.enforce_eager,
+        reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
+        num_gpu_blocks_override=e.num_gpu_blocks_override,
+        runner=v.runner(model.is_moe),
+    )
+
+
+def quantization(sc: Scenario, model: ModelArch) -> str:
+    """The weight format: ``engine.quantization``, or the checkpoint's (its quantization_config)."""
+    return sc.engine.quantization if sc.engine.quantization is not None else model.quantization
+
+
+def gpu_memory_utilization(sc: Scenario) -> float:
+    """The scenario's ``engine.gpu_memory_utilization``, or its vLLM release's default."""
+    e = sc.engine
+    return e.gpu_memory_utilization if e.gpu_memory_utilization is not None else versions.version(e.vllm_version).gpu_memory_utilization
+
+
+def load_arch(sc: Scenario) -> ModelArch:
+    """The scenario's model, in the dtype the engine runs it in (``engine.dtype``)."""
+    model = load_model(sc.model)
+    if sc.engine.dtype != "auto":
+        model = replace(model, dtype=sc.engine.dtype)
+    return model
+
+
+def frontend_costs(sc: Scenario) -> FrontendCosts | None:
+    """The API server's costs: the version's defaults, then the scenario's values."""
+    f = sc.frontend
+    if not f.enabled:
+        return None
+    h = versions.version(sc.engine.vllm_version).host
+    chat = f.endpoint == "chat"
+    return FrontendCosts(
+        request_s=(h.chat_request_s if chat else h.request_s) if f.request_ms is None else f.request_ms / 1e3,
+        prompt_token_s=h.prompt_token_s if f.prompt_token_us is None else f.prompt_token_us / 1e6,
+        step_s=h.step_s if f.step_us is None else f.step_us / 1e6,
+        token_s=(h.chat_token_s if chat else h.token_s) if f.output_token_us is None else f.output_token_us / 1e6,
+        servers=f.api_server_count,
+        latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
+        finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
+        first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
+    )
+
+
+def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> CostModel:
+    """The step cost of ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token budget)
+    and its front-end."""
+    e = sc.engine
+    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), kv_dtype_bytes,
+                     quantization(sc, model), execution(sc, gpu, seqs, tokens), frontend_costs(sc))
+
+
+def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
+    """Settings vLLM refuses at start-up, refused here with the same rule."""
+    if tokens < seqs:
+        raise ConfigError(f"engine.max_num_batched_tokens must be >= engine.max_num_seqs ({seqs}), as vLLM "
+                          f"requires (got {tokens})")
+    if model.num_heads % tp:
+        raise ConfigError(f"hardware.tensor_parallel_size must divide {model.name}'s {model.num_heads} attention heads, "
+                          f"as vLLM requires (got {tp})")
+    kv = model.num_kv_heads
+    if not model.is_mla and (kv % tp if kv >= tp else tp % kv):
+        rule = f"divide its {kv} KV heads" if kv >= tp else f"be a multiple of its {kv} KV heads"
+        raise ConfigError(f"hardware.tensor_parallel_size must {rule} ({model.name}), as vLLM requires (got {tp})")
+
+
+def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -> SchedulerConfig:
+    """The scheduler's settings for ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token
+    budget; ``block_bytes``: one KV block on one GPU, which sets the swap space in blocks)."""
+    e = sc.engine
+    return SchedulerConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        block_size=e.block_size,
+        enable_prefix_caching=e.enable_prefix_caching,
+        long_prefill_token_threshold=e.long_prefill_token_threshold,
+        admission=e.admission or versions.version(e.vllm_version).admission,
+        policy=e.scheduling_policy,
+        preemption_mode=e.preemption_mode,
+        swap_space_blocks=int(e.swap_space_gb * GIB // block_bytes),
+        block_bytes=block_bytes,  # per GPU: each GPU copies its own shard over its own host link
+        on_swap_full=e.on_swap_full,
+        cache_finished_content=keeps_finished_content(sc.workload),
+    )
+
+
+def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[Engine, dict]:
+    """One replica's engine for ``sc`` (its model, hardware, engine, front-end and cost), in ``env``,
+    with nothing submitted yet."""
+    model = load_arch(sc)
+    gpu = load_gpu(sc.hardware.gpu)
+    tp = sc.hardware.tensor_parallel_size
+    e = sc.engine
+    seqs, tokens = engine_defaults(gpu, sc)
+    check_vllm_rules(model, tp, seqs, tokens)
+    mem = memory_plan(sc, model, gpu, seqs, tokens)
+    scfg = scheduler_config(sc, seqs, tokens, mem.block_bytes)
+    reqs = RequestTable()
+    cost = cost_model(sc, model, gpu, seqs, tokens)
+    bin_s = sc.run.step_log_bin_s
+    usable = mem.num_gpu_blocks - 1  # one is the null block
+    log = StepLog(usable) if bin_s is None else BinnedStepLog(usable, bin_s, sc.run.warmup_s)
+    max_len = e.max_model_len or model.max_position_embeddings
+    engine = engine_class(sc)(
+        env,
+        scfg,
+        mem.num_gpu_blocks,
+        cost,
+        reqs,
+        max_model_len=max_len,
+        max_steps=sc.run.max_steps,
+        log=log,
+        trace=trace,
+    )
+    parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
+    return engine, parts
+
