@@ -321,10 +321,20 @@ def resolve_paths(data: Any, folder: Path, key: str = "") -> Any:
 
 
 def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple[Scenario, dict]:
-    """Read a scenario file (or the built-in default), apply ``--set`` overrides, validate.
+    """Read a scenario file (or the built-in default), apply ``--set`` overrides, validate. Returns
+    the scenario and its data (``load_scenario_data``)."""
+    data = load_scenario_data(path, overrides)
+    try:
+        return scenario_from_dict(data), data
+    except ConfigError as e:
+        raise in_file(path, e) from None
 
-    File names in the scenario file are read relative to its folder; in ``--set`` overrides,
-    relative to the current directory."""
+
+def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> dict:
+    """The data of a scenario file (or the built-in default) with ``--set`` overrides applied, not yet
+    validated: what every command reads a scenario through. File names in the scenario file are
+    read relative to its folder; in ``--set`` overrides, relative to the current directory. Its
+    name is the file's stem unless it has one."""
     if path is None:
         p = DEFAULT_SCENARIO
     else:
@@ -339,10 +349,7 @@ def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple
     data = apply_overrides(data, overrides)
     if "name" not in data:
         data["name"] = p.stem
-    try:
-        return scenario_from_dict(data), data
-    except ConfigError as e:
-        raise in_file(path, e) from None
+    return data
 
 
 def in_file(path: str | None, e: ConfigError) -> ConfigError:

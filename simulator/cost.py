@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from simulator import rules
 from simulator.hardware import GPU
 from simulator.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
 
@@ -45,6 +46,22 @@ class StepWork:
     # sum over the requests that compute one token (a decode) of the tokens already in their KV
     # cache: what a mixed step's flash attention pays extra for (Execution.mixed_decode_rows)
     single_row_context: int = 0
+
+    @classmethod
+    def of(cls, w, swap_bytes: float = 0.0) -> StepWork:
+        """The work summed in a ``rules`` accumulator (``rules.add_request``, ``rules.add_decodes``)."""
+        tokens, decode = int(w[rules.W_TOKENS]), int(w[rules.W_DECODE])
+        return cls(
+            num_seqs=int(w[rules.W_SEQS]),
+            num_tokens=tokens,
+            num_prefill_tokens=tokens - decode,
+            num_decode_tokens=decode,
+            context_tokens=int(w[rules.W_CONTEXT]),
+            attn_pairs=rules.attn_pairs(w[rules.W_TXC], w[rules.W_TXT1]),
+            num_sampled=int(w[rules.W_SAMPLED]),
+            swap_bytes=swap_bytes,
+            single_row_context=int(w[rules.W_SINGLE]),
+        )
 
 
 @dataclass(frozen=True)
@@ -512,16 +529,8 @@ class ConstantCost:
 
 
 def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
-    """A uniform step: ``batch`` requests each computing ``new_tokens`` after ``context`` cached ones."""
-    T = batch * new_tokens
-    pairs = batch * new_tokens * (context + (new_tokens + 1) / 2)
-    return StepWork(
-        num_seqs=batch,
-        num_tokens=T,
-        num_prefill_tokens=0 if new_tokens == 1 else T,
-        num_decode_tokens=T if new_tokens == 1 else 0,
-        context_tokens=batch * context,
-        attn_pairs=pairs,
-        num_sampled=batch,
-        single_row_context=batch * context if new_tokens == 1 else 0,
-    )
+    """A uniform step: ``batch`` requests each computing ``new_tokens`` after ``context`` cached ones
+    (and sampling one)."""
+    w = np.zeros(rules.N_WORK, np.int64)
+    rules.add_request(w, new_tokens, context, context + new_tokens)
+    return StepWork.of(w * batch)

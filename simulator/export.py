@@ -26,6 +26,7 @@ import numpy as np
 
 from simulator import events as E
 from simulator.errors import ConfigError
+from simulator.metrics import e2el_s, tpot_s, ttft_s
 from simulator.rules import FINISHED, REJECTED
 from simulator.writers import atomic_write_bytes
 
@@ -152,7 +153,7 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
         counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                 _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0), at))
         histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                  c["first_token"][first], (c["first_token"] - c["arrival"])[first], TTFT_BUCKETS)
+                  c["first_token"][first], ttft_s(c)[first], TTFT_BUCKETS)
         if "num_steps" in s:  # time bins: a bin's mean step time
             gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
         else:  # the time since the previous step ended
@@ -162,9 +163,9 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
         multi = fin & (c["num_out"] > 1)
         histogram("vllm:request_time_per_output_token_seconds",
                   "Histogram of time_per_output_token_seconds per request.", c["finish"][multi],
-                  ((c["finish"] - c["first_token"]) / np.maximum(c["num_out"] - 1, 1))[multi], ITL_BUCKETS)
+                  tpot_s(c)[multi], ITL_BUCKETS)
         for name, doc, values in [
-            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", c["finish"] - c["arrival"]),
+            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2el_s(c)),
             ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
              c["first_scheduled"] - c["arrival"]),
             ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",

@@ -86,6 +86,24 @@ def _stats(prefix: str, values_s: np.ndarray) -> dict:
     }
 
 
+# ---- per-request latencies, defined once (docs/metrics.md); ``c``: the request columns -------------
+def ttft_s(c: dict[str, np.ndarray]) -> np.ndarray:
+    """Time to first token: arrival to the first output token reaching the client (NaN: none yet)."""
+    return c["first_token"] - c["arrival"]
+
+
+def tpot_s(c: dict[str, np.ndarray]) -> np.ndarray:
+    """Time per output token after the first: (finish - first token) / (output tokens - 1); NaN for
+    a request with fewer than two output tokens."""
+    out = c["num_out"]
+    return (c["finish"] - c["first_token"]) / np.where(out > 1, out - 1, np.nan)
+
+
+def e2el_s(c: dict[str, np.ndarray]) -> np.ndarray:
+    """End-to-end latency: arrival to the last token reaching the client."""
+    return c["finish"] - c["arrival"]
+
+
 def mean_itl(c: dict[str, np.ndarray]) -> float:
     """Mean inter-token latency over every gap between consecutive tokens of a request (the gaps the
     step log's histogram counts): a request's gaps add up to its last token's time minus its first's."""
@@ -108,7 +126,7 @@ def summarize(result) -> dict:
     win = result.engine.log.window(t0, t1)
     generated = float(win.num_generated)
     out = c["num_out"]
-    tpot = (c["finish"] - c["first_token"]) / np.where(out > 1, out - 1, np.nan)
+    tpot = tpot_s(c)
     step_log = result.engine.log
     s = {
         "scenario": sc.name,
@@ -124,7 +142,7 @@ def summarize(result) -> dict:
         "output_throughput": generated / window,
         "total_token_throughput": (float(c["prompt_len"][in_win].sum()) + generated) / window,
     }
-    s.update(_stats("ttft", (c["first_token"] - c["arrival"])[measured]))
+    s.update(_stats("ttft", ttft_s(c)[measured]))
     s.update(_stats("tpot", tpot[measured]))
     s.update(
         {
@@ -133,7 +151,7 @@ def summarize(result) -> dict:
             "p99_itl_ms": step_log.itl_quantile(0.99) * 1e3,
         }
     )
-    s.update(_stats("e2el", (c["finish"] - c["arrival"])[measured]))
+    s.update(_stats("e2el", e2el_s(c)[measured]))
     s.update(
         {
             # vLLM's prefix-cache hit rate: prompt tokens found cached over prompt tokens looked up
@@ -158,10 +176,9 @@ def summarize(result) -> dict:
         }
     )
     if sc.slo is not None:
-        ttft = c["first_token"] - c["arrival"]
         ok = fin.copy()
         if sc.slo.p99_ttft_ms is not None:
-            ok &= ttft * 1e3 <= sc.slo.p99_ttft_ms
+            ok &= ttft_s(c) * 1e3 <= sc.slo.p99_ttft_ms
         if sc.slo.p99_tpot_ms is not None:
             ok &= (out <= 1) | (np.nan_to_num(tpot, nan=0.0) * 1e3 <= sc.slo.p99_tpot_ms)
         s["goodput"] = float((ok & in_win).sum()) / window
@@ -180,8 +197,8 @@ def summarize(result) -> dict:
 def class_report(result) -> list[dict]:
     """One row per class: completed requests in the measured window, p99 TTFT/TPOT (ms), targets, and whether met.
 
-    Window and definitions as in the README's metrics: requests that arrived at or after ``run.warmup_s``
-    and finished; TTFT = first token - arrival; TPOT = (finish - first token) / (output tokens - 1).
+    Window and definitions as in docs/metrics.md: requests that arrived at or after ``run.warmup_s``
+    and finished; ``ttft_s`` and ``tpot_s``.
     """
     from workloads.factory import class_specs
 
@@ -189,11 +206,11 @@ def class_report(result) -> list[dict]:
     c = result.reqs.columns()
     ok = (c["status"] == FINISHED) & (c["arrival"] >= sc.run.warmup_s)
     rows = []
+    ttft_all, tpot_all = ttft_s(c), tpot_s(c)
     for s in class_specs(sc.workload):
         sel = ok & (c["client_class"] == s.index)
-        ttft = (c["first_token"][sel] - c["arrival"][sel]) * 1e3
-        multi = sel & (c["num_out"] > 1)
-        tpot = (c["finish"][multi] - c["first_token"][multi]) / (c["num_out"][multi] - 1) * 1e3
+        ttft = ttft_all[sel] * 1e3
+        tpot = tpot_all[sel & (c["num_out"] > 1)] * 1e3
         p99_ttft = float(np.percentile(ttft, 99)) if len(ttft) else float("nan")
         p99_tpot = float(np.percentile(tpot, 99)) if len(tpot) else float("nan")
         slo = s.slo

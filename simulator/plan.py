@@ -37,13 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
+from simulator.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, run_tasks
 from simulator.metrics import finite
 from simulator.outdir import Outputs, Writing, check_folder
 from simulator.sweep import check_fields, grid, parse_grid, point_key, slug
-from simulator.textfile import read_text
 from simulator.writers import atomic_write_text, write_csv, write_json
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
@@ -229,13 +228,7 @@ def evaluate(task: tuple[dict, dict, str]) -> dict:
 
 # ---- the plan ------------------------------------------------------------------------------------
 def _base(path: str | None, overrides: list[str]) -> dict:
-    from simulator.config import DEFAULT_SCENARIO
-
-    p = Path(path) if path else DEFAULT_SCENARIO
-    if not p.is_file():
-        raise ConfigError(f"scenario file not found: {path}")
-    data = apply_overrides(resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent), overrides)
-    data.setdefault("name", p.stem)
+    data = load_scenario_data(path, overrides)
     data.pop("sweep", None)
     try:
         sc = scenario_from_dict(data)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simulator import events
+
 # ---- request status codes (the ``status`` column of the request records) ------------------------
 WAITING, RUNNING, SWAPPED, FINISHED, REJECTED, ABORTED = range(6)
 STATUS_NAMES = ("waiting", "running", "swapped", "finished", "rejected", "aborted")
@@ -101,6 +103,115 @@ def attn_pairs(sum_tokens_x_context, sum_tokens_x_tokens_plus_1):
     """Query-key pairs of a step from two integer sums over its requests: tokens x context before
     the step, and tokens x (tokens + 1) (causal attention within each chunk)."""
     return float(sum_tokens_x_context) + 0.5 * float(sum_tokens_x_tokens_plus_1)
+
+
+def admits(blocks_needed, evictable_hits, num_free):
+    """Whether a waiting request's blocks fit: those it needs (``admission_blocks``), plus its hit
+    blocks that are free now (evictable: taking them as hits removes them from the free queue)."""
+    return blocks_needed + evictable_hits <= num_free
+
+
+def samples(num_computed, num_tokens):
+    """Whether a scheduled request samples a token when the step ends: it has computed every token
+    it has (a prefill chunk short of the prompt's end samples nothing)."""
+    return num_computed == num_tokens
+
+
+def finishes(num_out, max_tokens):
+    """Whether a request that has just sampled its ``num_out``-th token is done (``--ignore-eos``:
+    its length is its ``max_tokens``)."""
+    return num_out >= max_tokens
+
+
+def made_progress(num_tokens, recomputed_tokens):
+    """Whether a step computed a token never computed before; steps that only redo preempted work
+    (or do nothing) for the engine's ``stall_steps`` in a row are a livelock."""
+    return num_tokens - recomputed_tokens > 0
+
+
+# ---- blocks of a request's content --------------------------------------------------------------
+def hashed_blocks(num_computed, block_size, caching):
+    """Blocks of a released table that carry a hash (full, with caching on): they go to the tail of
+    the free queue and keep their content; the partial last block does not."""
+    return num_computed // block_size if caching else 0
+
+
+def group_blocks(group, group_len, block_size):
+    """The full blocks of a request's shared prefix (0 outside a group): its content that other
+    requests of the group may hold; its own content starts after them."""
+    return group_len // block_size if group >= 0 else 0
+
+
+def fills_group_blocks(group, group_len, num_computed):
+    """Whether scheduling a request's tokens from ``num_computed`` on may fill blocks of its shared
+    prefix: those are indexed as soon as they fill (any request of the group may look them up)."""
+    return group >= 0 and num_computed < group_len
+
+
+def group_blocks_below(group, group_len, upto_tokens, block_size):
+    """The full shared-prefix blocks of a request below token ``upto_tokens``."""
+    return group_blocks(group, group_len if group_len < upto_tokens else upto_tokens, block_size)
+
+
+# ---- a step's work, summed over its requests ------------------------------------------------------
+# Slots of the accumulator both steps (and ``cost.decode_work``) add each scheduled request to: the
+# terms of ``cost.step_time`` and of the step log (an int64 array of N_WORK).
+W_SEQS, W_TOKENS, W_DECODE, W_CONTEXT, W_SINGLE, W_TXC, W_TXT1, W_SAMPLED = range(8)
+N_WORK = 8
+
+
+def add_request(w, tokens, before, num_tokens):
+    """Add one scheduled request computing ``tokens`` after ``before`` computed, of its ``num_tokens``:
+    its context (read by attention), its query-key sums (``attn_pairs``), the context of single-token
+    rows (a mixed step's extra), and whether it samples, and does so as a decode (one token, after
+    some context)."""
+    w[W_SEQS] += 1
+    w[W_TOKENS] += tokens
+    w[W_CONTEXT] += before
+    w[W_TXC] += tokens * before
+    w[W_TXT1] += tokens * (tokens + 1)
+    if tokens == 1:
+        w[W_SINGLE] += before
+    if samples(before + tokens, num_tokens):
+        w[W_SAMPLED] += 1
+        if tokens == 1 and before > 0:
+            w[W_DECODE] += 1
+
+
+def add_decodes(w, n, context):
+    """Add ``n`` requests decoding one token each after ``context`` computed tokens among them all
+    (each more than 0): what ``add_request(w, 1, c, c + 1)`` adds for each, as sums."""
+    w[W_SEQS] += n
+    w[W_TOKENS] += n
+    w[W_DECODE] += n
+    w[W_CONTEXT] += context
+    w[W_SINGLE] += context
+    w[W_TXC] += context
+    w[W_TXT1] += 2 * n
+    w[W_SAMPLED] += n
+
+
+def preemption_kind(swap_mode, abort_on_full, swap_used, blocks, swap_space):
+    """What preempting a request that holds ``blocks`` blocks does (an ``events`` preemption kind):
+    with swap preemption, swap it out if the swap space takes its blocks, else abort it
+    (``on_swap_full: abort``) or fall back to recomputation; with recompute preemption, recompute."""
+    if swap_mode:
+        if swap_used + blocks <= swap_space:
+            return events.SWAPPED_OUT
+        if abort_on_full:
+            return events.ABORTED
+    return events.RECOMPUTED
+
+
+def queued_before(prio_a, arrival_a, seq_a, prio_b, arrival_b, seq_b):
+    """Whether waiting request a is admitted before b: vLLM's priority queue order (lower priority
+    value, then earlier arrival, then earlier insertion). Under FCFS both steps queue with priority
+    and arrival 0 and count insertions up at the back and down at the front (a preempted request)."""
+    if prio_a != prio_b:
+        return prio_a < prio_b
+    if arrival_a != arrival_b:
+        return arrival_a < arrival_b
+    return seq_a < seq_b
 
 
 def later_victim(prio_a, arrival_a, id_a, prio_b, arrival_b, id_b):

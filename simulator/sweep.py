@@ -19,11 +19,10 @@ import pandas as pd
 import yaml
 
 from simulator import yamlio
-from simulator.config import apply_overrides, in_file, load_yaml_text, resolve_paths, scenario_from_dict
+from simulator.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.executor import Progress, cores, run_tasks
 from simulator.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
-from simulator.textfile import read_text
 from simulator.writers import atomic_write_text, write_csv
 
 
@@ -278,12 +277,7 @@ def _point_str(row, knob: str) -> str:
 
 def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int,
               executor: str = "local", address: str | None = None) -> int:
-    from simulator.config import DEFAULT_SCENARIO
-
-    p = Path(path) if path else DEFAULT_SCENARIO
-    if not p.is_file():
-        raise ConfigError(f"scenario file not found: {path}")
-    base = apply_overrides(resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent), overrides)
+    base = load_scenario_data(path, overrides)
     if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
         raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")
     grid_spec = parse_grid(params, overrides, "--param", base.get("sweep"))

@@ -108,3 +108,25 @@ def test_partial_length_mappings_keep_the_documented_defaults():
     rows = {r[0]: r[2] for r in field_reference()}
     assert rows["workload.output_tokens.value"] == "256" and rows["workload.session.turns.value"] == "4"
     assert rows["workload.prompt_tokens.value"] == "512"
+
+
+def test_every_command_reads_a_scenario_file_the_same_way(tmp_path, monkeypatch, capsys):
+    """check, run and sweep read a scenario through one loader: a relative trace path beside the file
+    works in each (sweep once failed on it), and a folder given as the scenario gets the same error
+    in sweep and plan as in run."""
+    from simulator.cli import main
+
+    d = tmp_path / "exp"
+    d.mkdir()
+    rows = "".join(f"{0.1 * i:.1f},20,4\n" for i in range(8))
+    (d / "t.csv").write_text("arrival_time_s,prompt_tokens,output_tokens\n" + rows)
+    (d / "s.yaml").write_text("workload: {trace: t.csv}\nrun: {duration_s: null, warmup_s: 0}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "exp/s.yaml"]) == 0
+    assert main(["run", "exp/s.yaml", "--out", "r"]) == 0
+    assert main(["sweep", "exp/s.yaml", "--param", "engine.max_num_seqs=4,8", "--out", "sw", "--jobs", "1"]) == 0
+    assert len(list((tmp_path / "sw" / "points").iterdir())) == 2
+    capsys.readouterr()
+    for cmd in (["sweep", "exp", "--param", "engine.max_num_seqs=4,8"], ["plan", "exp", "--rate", "1"]):
+        assert main(cmd) == 2
+        assert capsys.readouterr().err.startswith("error: scenario: exp is a folder; give a scenario YAML file")

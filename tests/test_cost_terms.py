@@ -1,13 +1,16 @@
 """The step cost is one formula: ``CostModel.ops`` (what `servesim step-time --json` shows, term by
-term) adds up to ``step_time`` (what both engine steps charge) on any step, model and execution."""
+term) adds up to ``step_time`` (what both engine steps charge) on any step, model and execution; and a
+step's work is counted one way (``rules.add_request``), whoever counts it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.cost import CostModel, Efficiency, Execution, StepWork
+from simulator import rules
+from simulator.cost import CostModel, Efficiency, Execution, StepWork, decode_work
 from simulator.hardware import load_gpu
 from simulator.models import load_model
 
@@ -39,3 +42,30 @@ def test_the_terms_of_a_step_add_up_to_its_time(model, gpu, tp, seqs, extra, con
     cm = CostModel(m, load_gpu(gpu), tp, Efficiency(cpu_step_s=1e-3, cpu_per_seq_s=3e-5), execution=x)
     total = sum(o.seconds for o in cm.ops(w))
     assert total == pytest.approx(cm.step_time(w), rel=1e-12, abs=1e-15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 100_000), min_size=0, max_size=50))
+def test_decodes_summed_at_once_are_the_decodes_added_one_by_one(contexts):
+    """``rules.add_decodes`` (the compiled step's lazily decoding requests, as one sum) adds what
+    ``rules.add_request`` adds for each of them, request by request."""
+    one, many = np.zeros(rules.N_WORK, np.int64), np.zeros(rules.N_WORK, np.int64)
+    for c in contexts:
+        rules.add_request(one, 1, c, c + 1)
+    rules.add_decodes(many, len(contexts), sum(contexts))
+    assert one.tolist() == many.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch=st.integers(1, 512), context=st.integers(0, 100_000), new=st.integers(1, 8192))
+def test_a_uniform_step_is_its_requests_added_one_by_one(batch, context, new):
+    """``cost.decode_work`` (what `servesim step-time` and the calibration price) is the step of
+    ``batch`` identical requests as both engine steps count it, with the pairs written out by hand."""
+    w = np.zeros(rules.N_WORK, np.int64)
+    for _ in range(batch):
+        rules.add_request(w, new, context, context + new)
+    uniform = decode_work(batch, context, new)
+    assert uniform == StepWork.of(w)
+    assert uniform.attn_pairs == batch * new * (context + (new + 1) / 2)
+    assert uniform.num_sampled == batch and uniform.num_tokens == batch * new
+    assert uniform.num_decode_tokens == (batch if new == 1 and context > 0 else 0)

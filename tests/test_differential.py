@@ -152,10 +152,14 @@ def _random_scenario(d: dict, kernel: str):
         "hardware": {"gpu": d["gpu"]},
         "engine": {
             "num_gpu_blocks_override": d["blocks"], "block_size": d["block_size"], "max_num_seqs": d["seqs"],
-            "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats "enable_prefix_caching": d["caching"], "admission": d["admission"],
+            "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats
+            "enable_prefix_caching": d["caching"], "admission": d["admission"],
             "long_prefill_token_threshold": d["thr"], "max_model_len": 4096, "scheduling_policy": d["policy"],
             "preemption_mode": d["preemption"], "swap_space_gb": d["swap_gb"], "on_swap_full": d["on_swap_full"],
+            "vllm_version": d["version"], "async_scheduling": d["async"], "enforce_eager": d["eager"],
         },
+        "frontend": {"enabled": d["api_servers"] > 0, "api_server_count": max(d["api_servers"], 1),
+                     "endpoint": d["endpoint"]},
         "workload": workload,
         "run": {"seed": d["seed"], "duration_s": d["duration"], "warmup_s": 0.0, "kernel": kernel,
                 "max_steps": d["max_steps"]},
@@ -188,6 +192,11 @@ def _random_scenario(d: dict, kernel: str):
     "seed": st.integers(0, 1000),
     "duration": st.sampled_from([2.0, 8.0]),
     "max_steps": st.sampled_from([50_000_000, 300]),
+    "version": st.sampled_from(["0.10", "0.19", "0.26", "0.32"]),
+    "async": st.sampled_from([None, False, True]),
+    "eager": st.booleans(),
+    "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
+    "endpoint": st.sampled_from(["completions", "chat"]),
 }))
 def test_random_scenarios_are_byte_identical(d):
     _assert_same(*_both(lambda k: _random_scenario(d, k)))

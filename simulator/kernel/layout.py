@@ -35,7 +35,7 @@ State = namedtuple("State", [
     "swq",  # swapped requests: a ring, in the order they went out
     "stage", "hist", "fin", "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
     "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
-    "buf", "hits",  # scratch: a released table's blocks, a lookup's hits
+    "buf", "hits", "work",  # scratch: a released table's blocks, a lookup's hits, a step's work (rules.N_WORK)
 ])
 
 # ---- ctl: int64 scalars ----------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from simulator.kernel.layout import (
     X_OHEAD,
     X_OTAIL,
 )
-from simulator.rules import hit_limit
+from simulator.rules import group_blocks, group_blocks_below, hit_limit
 
 COLD = ("_compact",)  # not inlined (see build.py)
 
@@ -100,8 +100,7 @@ def own_key(st, rid):
 
 def cache_group_blocks(st, rid, row, upto):
     """Index the request's full shared-prefix blocks below token ``upto`` (its table is ``row``)."""
-    group_len = st.RI[rid, I_GLEN]
-    n = (group_len if group_len < upto else upto) // st.cfg[BS]
+    n = group_blocks_below(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], upto, st.cfg[BS])
     key = -2 - st.RI[rid, I_GROUP]
     for col in range(n):
         index(st, st.tables[row, col], key, col)
@@ -109,9 +108,8 @@ def cache_group_blocks(st, rid, row, upto):
 
 def cache_own_blocks(st, rid, row, nfull):
     """Index the request's own full blocks (those past its shared prefix, below block ``nfull``)."""
-    first = st.RI[rid, I_GLEN] // st.cfg[BS] if st.RI[rid, I_GROUP] >= 0 else 0
     key = own_key(st, rid)
-    for col in range(first, nfull):
+    for col in range(group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], st.cfg[BS]), nfull):
         index(st, st.tables[row, col], key, col)
 
 
@@ -136,7 +134,7 @@ def lookup(st, rid, num_tokens):
     for k in range(limit):
         hits[k] = -1
     group = st.RI[rid, I_GROUP]
-    n_group = st.RI[rid, I_GLEN] // bs if group >= 0 else 0
+    n_group = group_blocks(group, st.RI[rid, I_GLEN], bs)
     if n_group > limit:
         n_group = limit
     if n_group > 0:

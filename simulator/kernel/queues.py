@@ -9,6 +9,7 @@ exactly as the reference's deque. Swapped: a ring in the order requests went out
 from __future__ import annotations
 
 from simulator.kernel.layout import F_ARR, P_PRIO, PRIORITY, SEQ_BACK, SEQ_FRONT, SW_HEAD, SW_LEN, WQ_LEN
+from simulator.rules import queued_before
 
 COLD = ()  # not inlined (see build.py)
 
@@ -16,11 +17,7 @@ COLD = ()  # not inlined (see build.py)
 def _before(st, i, j):
     """Whether heap entry ``i`` comes before entry ``j``."""
     wk, wa = st.wk, st.wa
-    if wk[i, 0] != wk[j, 0]:
-        return wk[i, 0] < wk[j, 0]
-    if wa[i] != wa[j]:
-        return wa[i] < wa[j]
-    return wk[i, 1] < wk[j, 1]
+    return queued_before(wk[i, 0], wa[i], wk[i, 1], wk[j, 0], wa[j], wk[j, 1])
 
 
 def _put(st, dst, src):

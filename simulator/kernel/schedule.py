@@ -107,14 +107,29 @@ from simulator.rules import (
     ABORTED,
     RUNNING,
     SWAPPED,
+    W_CONTEXT,
+    W_DECODE,
+    W_SAMPLED,
+    W_SEQS,
+    W_SINGLE,
+    W_TOKENS,
+    W_TXC,
+    W_TXT1,
     WAITING,
+    add_decodes,
+    add_request,
     admission_blocks,
+    admits,
     admitted_computed,
     attn_pairs,
     chunk,
+    fills_group_blocks,
+    hashed_blocks,
     later_victim,
     long_prefill_cap,
+    made_progress,
     new_blocks,
+    preemption_kind,
     recomputed,
 )
 
@@ -189,7 +204,7 @@ def _schedule_running(st, t, cap, budget):
                 take_blocks(st, SI[j, S_ROW], SI[j, S_NBLK], m)
                 SI[j, S_NBLK] += m
             rid = SI[j, S_RID]
-            if st.RI[rid, I_GROUP] >= 0 and nc < st.RI[rid, I_GLEN]:
+            if fills_group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], nc):
                 cache_group_blocks(st, rid, SI[j, S_ROW], nc + a)
             budget -= a
     return budget
@@ -245,9 +260,10 @@ def _preempt(st, v, j, t):
     ctl[PREEMPTED] += 1
     nblk = SI[v, S_NBLK]
     row = SI[v, S_ROW]
-    nfull = (SI[v, S_NCOMP] + undone) // cfg[BS] if cfg[CACHING] != 0 else 0
+    nfull = hashed_blocks(SI[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
     SI[v, S_NBLK] = 0
-    if cfg[SWAP] != 0 and ctl[SWAP_USED] + nblk <= cfg[SWAP_SPACE]:
+    kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
+    if kind == PRE_SWAPPED_OUT:
         release_table(st, row, nblk, nfull)
         ctl[SWAP_USED] += nblk
         st.X[rid, X_SWAPPED] = nblk
@@ -255,7 +271,7 @@ def _preempt(st, v, j, t):
         st.S8[rid] = SWAPPED
         sw_push(st, rid)
         record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
-    elif cfg[SWAP] != 0 and cfg[ABORT_ON_FULL] != 0:
+    elif kind == PRE_ABORTED:
         release_table(st, row, nblk, nfull)
         st.S8[rid] = ABORTED
         st.RF[rid, F_FIN] = t
@@ -303,7 +319,7 @@ def _swap_in(st, t, cap, budget):
         st.S8[rid] = RUNNING
         start_slot(st, rid, nc, m, a, row)
         record(st, t, TR_RESUMED, rid, nc)
-        if st.RI[rid, I_GROUP] >= 0 and nc < st.RI[rid, I_GLEN]:
+        if fills_group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
     return budget
@@ -324,7 +340,7 @@ def _admit(st, t, cap, budget):
         nc = admitted_computed(nh, bs, RI[rid, I_EXTERNAL], RI[rid, I_CACHED] < 0)
         a = chunk(ntok, nc, cap, budget)
         m = new_blocks(nc, a, nh, bs)
-        if admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0) + evictable > ctl[FREE]:
+        if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
             break
         wq_pop(st)
         row = take_row(st)
@@ -340,7 +356,7 @@ def _admit(st, t, cap, budget):
             record(st, t, TR_RESUMED, rid, nc)
         st.S8[rid] = RUNNING
         start_slot(st, rid, nc, nh + m, a, row)
-        if RI[rid, I_GROUP] >= 0 and nc < RI[rid, I_GLEN]:
+        if fills_group_blocks(RI[rid, I_GROUP], RI[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
 
@@ -349,16 +365,10 @@ def _apply(st, t):
     """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
     each) as a sum; write the step's log row; return its duration."""
     ctl, SI, bits = st.ctl, st.SI, st.bits
+    work = st.work
+    work[:] = 0
     lazy = ctl[LAZY]
-    lctx = ctl[LAZY_SUM] + lazy * ctl[ROWS]
-    ns = lazy
-    total = lazy
-    decode = lazy
-    ctx = lctx
-    single = lctx  # the lazy requests compute one token each
-    s1 = lctx
-    s2 = 2 * lazy
-    nsamp = lazy
+    add_decodes(work, lazy, ctl[LAZY_SUM] + lazy * ctl[ROWS])  # the lazy requests compute one token each
     rec = 0
     for w in range(bits.shape[1]):
         x = bits[0, w]
@@ -367,7 +377,6 @@ def _apply(st, t):
             a = SI[s, S_A]
             if a == 0:
                 continue
-            ns += 1
             before = SI[s, S_NCOMP]
             after = before + a
             SI[s, S_NCOMP] = after
@@ -378,22 +387,15 @@ def _apply(st, t):
                 rec += r
             if after > h:
                 SI[s, S_HWM] = after
-            if after == SI[s, S_NTOK]:
-                nsamp += 1
-                if a == 1 and before > 0:
-                    decode += 1
-            total += a
-            ctx += before
-            if a == 1:
-                single += before
-            s1 += a * before
-            s2 += a * (a + 1)
+            add_request(work, a, before, SI[s, S_NTOK])
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
             if SI[s, S_RID] >= 0 and (SI[s, S_EVT] >= 0 or SI[s, S_A] > 0):
                 record(st, t, TR_SCHEDULED, SI[s, S_RID], 1 if SI[s, S_EVT] >= 0 else SI[s, S_A])
-    dt = step_time(st.cp, ns, total, ctx, attn_pairs(s1, s2), nsamp, st.fctl[SWAP_BYTES], single)
-    ctl[N_SAMPLED] = nsamp
+    total, decode = work[W_TOKENS], work[W_DECODE]
+    dt = step_time(st.cp, work[W_SEQS], total, work[W_CONTEXT], attn_pairs(work[W_TXC], work[W_TXT1]), work[W_SAMPLED],
+                   st.fctl[SWAP_BYTES], work[W_SINGLE])
+    ctl[N_SAMPLED] = work[W_SAMPLED]
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t
     stage[L_DURATION, row] = dt
@@ -401,12 +403,12 @@ def _apply(st, t):
     stage[L_WAITING, row] = ctl[WQ_LEN]
     stage[L_SWAPPED, row] = ctl[SW_LEN]
     stage[L_FREE, row] = ctl[FREE]
-    stage[L_SEQS, row] = ns
+    stage[L_SEQS, row] = work[W_SEQS]
     stage[L_PREFILL, row] = total - decode
     stage[L_DECODE, row] = decode
     stage[L_RECOMPUTED, row] = rec
     stage[L_PREEMPTIONS, row] = ctl[PREEMPTED]
-    ctl[STALLED] = 1 if total - rec <= 0 else 0
+    ctl[STALLED] = 0 if made_progress(total, rec) else 1
     ctl[STEPS] += 1
     ctl[PENDING] = 1
     return dt

@@ -7,7 +7,7 @@ import numpy as np
 
 from simulator.kernel import layout as L
 from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
+from simulator.rules import N_WORK, SchedulerConfig
 from simulator.step_log import StepLog
 
 
@@ -63,7 +63,7 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
         fin=np.zeros(2 * seats, np.int64),  # ended in one call (one step's with waiters, two at most)
         ab=np.zeros(seats, np.int64),
         trace=np.zeros((64 * seats if trace else 1, 4)),
-        buf=np.zeros((2, n), np.int64), hits=np.zeros(n + 1, np.int64),
+        buf=np.zeros((2, n), np.int64), hits=np.zeros(n + 1, np.int64), work=np.zeros(N_WORK, np.int64),
     )
 
 

@@ -74,7 +74,7 @@ from simulator.kernel.pool import cache_own_blocks, release_table
 from simulator.kernel.queues import wq_push
 from simulator.kernel.schedule import schedule
 from simulator.kernel.trace import record
-from simulator.rules import FINISHED, WAITING, itl_bin
+from simulator.rules import FINISHED, WAITING, finishes, hashed_blocks, itl_bin, samples
 
 
 def _ended(st, rid):
@@ -101,7 +101,7 @@ def _finishing(st):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if SI[s, S_A] != 0 and SI[s, S_NCOMP] == SI[s, S_NTOK] and SI[s, S_NOUT] + 1 >= SI[s, S_MAXT]:
+            if SI[s, S_A] != 0 and samples(SI[s, S_NCOMP], SI[s, S_NTOK]) and finishes(SI[s, S_NOUT] + 1, SI[s, S_MAXT]):
                 n += 1
     return n
 
@@ -136,7 +136,7 @@ def update(st, t):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if SI[s, S_A] == 0 or SI[s, S_NCOMP] != SI[s, S_NTOK]:
+            if SI[s, S_A] == 0 or not samples(SI[s, S_NCOMP], SI[s, S_NTOK]):
                 continue
             nsamp += 1
             SI[s, S_NTOK] += 1
@@ -156,9 +156,9 @@ def update(st, t):
                 st.RF[SI[s, S_RID], F_FTOK] = d
                 record(st, t, TR_FIRST_TOKEN, SI[s, S_RID], 0)
             SF[s] = d
-            if o >= SI[s, S_MAXT]:
+            if finishes(o, SI[s, S_MAXT]):
                 rid = SI[s, S_RID]
-                nfull = SI[s, S_NCOMP] // bs if cfg[CACHING] != 0 else 0
+                nfull = hashed_blocks(SI[s, S_NCOMP], bs, cfg[CACHING] != 0)
                 if cfg[CACHE_FINISHED] != 0:
                     cache_own_blocks(st, rid, SI[s, S_ROW], nfull)
                 release_table(st, SI[s, S_ROW], SI[s, S_NBLK], nfull)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator import events as E
+from simulator import rules
 from simulator.engine import Engine, SimulationStalled
 from simulator.frontend import delivered
 from simulator.reference.block_pool import BlockPool
@@ -61,9 +62,7 @@ class ReferenceEngine(Engine):
                 woke = self._notify(out.finished) or woke
             if woke and self.clients_same_step:
                 yield env.timeout(0)
-            # Progress means computing tokens never computed before; steps that only redo
-            # preempted work (or do nothing) for stall_steps in a row are a livelock.
-            if plan.work.num_tokens - plan.recomputed_tokens <= 0:
+            if not rules.made_progress(plan.work.num_tokens, plan.recomputed_tokens):
                 idle_steps += 1
                 if idle_steps >= self.stall_steps:
                     raise SimulationStalled(self.diagnose())

@@ -18,7 +18,7 @@ lookups, without indexing blocks nobody can ask for.
 from __future__ import annotations
 
 from simulator.reference.block_pool import BlockPool
-from simulator.rules import hit_limit
+from simulator.rules import group_blocks, group_blocks_below, hashed_blocks, hit_limit
 
 
 class KVCacheManager:
@@ -33,7 +33,7 @@ class KVCacheManager:
         if not self.enable_caching:
             return []
         limit = hit_limit(num_tokens, self.block_size)
-        n_group = group_len // self.block_size if group >= 0 else 0
+        n_group = group_blocks(group, group_len, self.block_size)
         hits: list[int] = []
         for k in range(limit):
             content = ("group", group, k) if k < n_group else ("own", key, k)
@@ -53,10 +53,10 @@ class KVCacheManager:
 
     def cache_group_blocks(self, rid: int, group: int, group_len: int, upto_tokens: int) -> None:
         """Index this request's full shared-prefix blocks (those covering tokens < ``upto_tokens``)."""
-        if not self.enable_caching or group < 0:
+        if not self.enable_caching:
             return
         table = self.tables[rid]
-        for k in range(min(group_len, upto_tokens) // self.block_size):
+        for k in range(group_blocks_below(group, group_len, upto_tokens, self.block_size)):
             self.pool.cache(table[k], ("group", group, k))
 
     def free(self, rid: int, computed: int, group: int, group_len: int, key: int, cache_own: bool) -> None:
@@ -67,10 +67,9 @@ class KVCacheManager:
         it (or its session's next turn) can find them again.
         """
         table = self.tables.pop(rid)
-        n_full = computed // self.block_size if self.enable_caching else 0
+        n_full = hashed_blocks(computed, self.block_size, self.enable_caching)
         if cache_own:
-            first = group_len // self.block_size if group >= 0 else 0
-            for k in range(first, n_full):
+            for k in range(group_blocks(group, group_len, self.block_size), n_full):
                 self.pool.cache(table[k], ("own", key, k))
         order = list(range(len(table) - 1, -1, -1))
         self.pool.free([table[k] for k in order], [k < n_full for k in order])

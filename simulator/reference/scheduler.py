@@ -21,7 +21,9 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
-from simulator import rules
+import numpy as np
+
+from simulator import events, rules
 from simulator.cost import StepWork
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.requests import RequestTable
@@ -58,6 +60,18 @@ class StepOutput:
     itl_gaps: tuple[float, ...]  # seconds between consecutive tokens of the same request
 
 
+class _Queued:
+    """A heap entry of the priority queue, ordered by ``rules.queued_before``."""
+
+    __slots__ = ("arrival", "prio", "rid", "seq")
+
+    def __init__(self, prio: int, arrival: float, seq: int, rid: int) -> None:
+        self.prio, self.arrival, self.seq, self.rid = prio, arrival, seq, rid
+
+    def __lt__(self, other: _Queued) -> bool:
+        return rules.queued_before(self.prio, self.arrival, self.seq, other.prio, other.arrival, other.seq)
+
+
 class WaitingQueue:
     """FCFS: a deque (preempted requests go back to the front). Priority: a heap ordered by
     (priority, arrival, insertion), as vLLM's ``PriorityRequestQueue``."""
@@ -66,7 +80,7 @@ class WaitingQueue:
         self.priority = policy == "priority"
         self.reqs = reqs
         self._fifo: deque[int] = deque()
-        self._heap: list[tuple[int, float, int, int]] = []
+        self._heap: list[_Queued] = []
         self._seq = 0
 
     def __len__(self) -> int:
@@ -76,17 +90,17 @@ class WaitingQueue:
         if self.priority:
             self._seq += 1
             R = self.reqs
-            heapq.heappush(self._heap, (int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
+            heapq.heappush(self._heap, _Queued(int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
         elif front:
             self._fifo.appendleft(rid)
         else:
             self._fifo.append(rid)
 
     def peek(self) -> int:
-        return self._heap[0][3] if self.priority else self._fifo[0]
+        return self._heap[0].rid if self.priority else self._fifo[0]
 
     def pop(self) -> int:
-        return heapq.heappop(self._heap)[3] if self.priority else self._fifo.popleft()
+        return heapq.heappop(self._heap).rid if self.priority else self._fifo.popleft()
 
 
 class Scheduler:
@@ -169,7 +183,7 @@ class Scheduler:
             self.kv.allocate(rid, m)
             R.num_blocks[rid] += m
         g, glen = int(R.group[rid]), int(R.group_len[rid])
-        if g >= 0 and nc < glen:
+        if rules.fills_group_blocks(g, glen, nc):
             self.kv.cache_group_blocks(rid, g, glen, nc + a)
         self._scheduled[rid] = a
         self._budget -= a
@@ -199,21 +213,22 @@ class Scheduler:
         nblk = int(R.num_blocks[rid])
         held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
         R.num_blocks[rid] = 0
-        if cfg.preemption_mode == "swap":
-            if self.swap_used_blocks + nblk <= cfg.swap_space_blocks:
-                self.kv.free(rid, *held, cache_own=False)
-                self.swap_used_blocks += nblk
-                self.swapped_blocks[rid] = nblk
-                self._swap_traffic(rid, nblk)
-                R.status[rid] = SWAPPED
-                self.swapped.append(rid)
-                return
-            if cfg.on_swap_full == "abort":
-                self.kv.free(rid, *held, cache_own=False)
-                R.status[rid] = ABORTED
-                R.finish[rid] = now
-                self._aborted.append(rid)
-                return
+        kind = rules.preemption_kind(cfg.preemption_mode == "swap", cfg.on_swap_full == "abort",
+                                     self.swap_used_blocks, nblk, cfg.swap_space_blocks)
+        if kind == events.SWAPPED_OUT:
+            self.kv.free(rid, *held, cache_own=False)
+            self.swap_used_blocks += nblk
+            self.swapped_blocks[rid] = nblk
+            self._swap_traffic(rid, nblk)
+            R.status[rid] = SWAPPED
+            self.swapped.append(rid)
+            return
+        if kind == events.ABORTED:
+            self.kv.free(rid, *held, cache_own=False)
+            R.status[rid] = ABORTED
+            R.finish[rid] = now
+            self._aborted.append(rid)
+            return
         self.kv.free(rid, *held, cache_own=True)
         R.num_computed[rid] = 0
         R.status[rid] = WAITING
@@ -258,7 +273,7 @@ class Scheduler:
             m = rules.new_blocks(nc, a, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
             evictable = sum(1 for b in hits if self.pool.ref[b] == 0)  # free now, taken by the hit
-            if gate + evictable > self.pool.num_free:
+            if not rules.admits(gate, evictable, self.pool.num_free):
                 break
             self.waiting.pop()
             self.kv.admit(rid, hits)
@@ -284,7 +299,8 @@ class Scheduler:
         R = self.reqs
         rids = tuple(self._scheduled)
         num_new = tuple(self._scheduled.values())
-        total = context = s1 = s2 = rec = decode = sampled = single = 0
+        w = np.zeros(rules.N_WORK, np.int64)
+        rec = 0
         for rid, a in zip(rids, num_new):
             nc = before[rid]
             after = nc + a
@@ -296,27 +312,8 @@ class Scheduler:
                 rec += r
             if after > hwm:
                 R.computed_hwm[rid] = after
-            if after == R.num_tokens[rid]:
-                sampled += 1
-                if a == 1 and nc > 0:
-                    decode += 1
-            total += a
-            context += nc
-            if a == 1:
-                single += nc
-            s1 += a * nc
-            s2 += a * (a + 1)
-        work = StepWork(
-            num_seqs=len(rids),
-            num_tokens=total,
-            num_prefill_tokens=total - decode,
-            num_decode_tokens=decode,
-            context_tokens=context,
-            attn_pairs=rules.attn_pairs(s1, s2),
-            num_sampled=sampled,
-            swap_bytes=self._swap_bytes,
-            single_row_context=single,
-        )
+            rules.add_request(w, a, nc, int(R.num_tokens[rid]))
+        work = StepWork.of(w, self._swap_bytes)
         return StepPlan(
             rids=rids,
             num_new=num_new,
@@ -339,8 +336,8 @@ class Scheduler:
     def finishing(self, plan: StepPlan) -> int:
         """Requests that will sample their last token when this step ends."""
         R = self.reqs
-        return sum(1 for rid in plan.rids
-                   if R.num_computed[rid] == R.num_tokens[rid] and R.num_out[rid] + 1 >= R.max_tokens[rid])
+        return sum(1 for rid in plan.rids if rules.samples(R.num_computed[rid], R.num_tokens[rid])
+                   and rules.finishes(R.num_out[rid] + 1, R.max_tokens[rid]))
 
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one; those that reached their
@@ -352,7 +349,7 @@ class Scheduler:
         finished: list[int] = []
         gaps: list[float] = []
         for rid in plan.rids:
-            if R.num_computed[rid] != R.num_tokens[rid]:
+            if not rules.samples(R.num_computed[rid], R.num_tokens[rid]):
                 continue  # a prefill chunk that did not reach the end of the prompt
             generated += 1
             R.num_tokens[rid] += 1
@@ -362,7 +359,7 @@ class Scheduler:
             else:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
-            if R.num_out[rid] >= R.max_tokens[rid]:
+            if rules.finishes(R.num_out[rid], R.max_tokens[rid]):
                 self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
                              int(R.content_key[rid]), cache_own=self.cfg.cache_finished_content)
                 R.status[rid] = FINISHED
