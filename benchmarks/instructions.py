@@ -33,10 +33,10 @@ CASES = {
 }
 CHILD = (
     "import sys, simulator.calibrate\n"  # imported before: not part of what is compared
-    "from simulator import kernel\n"
+    "from simulator import compiled\n"
     "from simulator.config import load_scenario\n"
     "from simulator.run import simulate\n"
-    "kernel.load()\n"
+    "compiled.load()\n"
     "simulate(load_scenario(sys.argv[1], sys.argv[2:])[0])\n"
 )
 
@@ -46,7 +46,7 @@ GENERIC = {"SERVESIM_TARGET_CPU": "generic"}
 
 def build(code_dir: Path) -> None:
     """Build the checkout's compiled step (cached by its sources' hash), outside callgrind."""
-    subprocess.run([sys.executable, "-c", "from simulator import kernel; kernel.load()"], cwd=code_dir, check=True,
+    subprocess.run([sys.executable, "-c", "from simulator import compiled; compiled.load()"], cwd=code_dir, check=True,
                    env={**os.environ, "PYTHONPATH": str(code_dir), **GENERIC})
     # Byte-compile the checkout too: otherwise the first counted run pays for it and the second does not.
     subprocess.run([sys.executable, "-m", "compileall", "-q", "simulator", "workloads"], cwd=code_dir, check=True)

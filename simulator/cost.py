@@ -1,8 +1,10 @@
 """Step latency from a roofline over the operators of one engine step.
 
-Each operator class costs max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)); the
-GPU's part of a step costs the sum plus a fixed time (the small kernels of every layer) and a small
-per-sequence time. Weights are read once per step whatever the batch; attention reads each
+Each operator class costs the longer of its compute and its memory traffic, max(FLOPs / (peak x
+efficiency), bytes / (bandwidth x efficiency)) (``roofline``), except the experts of a mixture-of-
+experts layer: vLLM's fused-MoE kernel is bound by neither alone, so its two times blend as
+(tc^p + tm^p)^(1/p) (``moe_s``, ``MOE_BLEND``). The GPU's part of a step costs the sum plus a fixed
+time (the small kernels of every layer) and a small per-sequence time. Weights are read once per step whatever the batch; attention reads each
 scheduled request's KV cache once. The scheduler hands over a ``StepWork`` summary, so a step
 costs O(1) here whatever the batch size.
 

@@ -4,7 +4,7 @@ What is shared by both engine steps lives here: accepting or rejecting a submiss
 waiting clients when their requests end, counting what is done, the stall diagnostic. The step
 itself is one of two subclasses, each a SimPy process that runs it:
 ``simulator.reference.engine.ReferenceEngine`` (the readable reference: ``schedule()``, one
-timeout for the step's cost, ``update()``) and ``simulator.kernel.engine.CompiledEngine`` (the
+timeout for the step's cost, ``update()``) and ``simulator.compiled.engine.CompiledEngine`` (the
 compiled production step, many steps per call while nothing outside the engine can intervene).
 """
 

@@ -33,7 +33,7 @@ intake, as the public bursts show (TTFT median close to the mean, p99 well under
 earliest late): not from zero (``first_pass`` 1), nor all at the end.
 
 These functions read the front-end's constants from the cost model's parameter vector and are
-compiled into the production step with the rest of it (``simulator.kernel.build``).
+compiled into the production step with the rest of it (``simulator.compiled.build``).
 """
 
 from __future__ import annotations

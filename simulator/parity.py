@@ -70,7 +70,7 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
     if engine == "reference":
         from simulator.reference.engine import ReferenceEngine as Eng
     else:
-        from simulator.kernel.engine import CompiledEngine as Eng
+        from simulator.compiled.engine import CompiledEngine as Eng
     env = simpy.Environment()
     eng = Eng(env, cfg, int(e["num_gpu_blocks"]), ConstantCost(1.0), RequestTable(), max_model_len=10**9,
               max_steps=max_steps, trace=2)

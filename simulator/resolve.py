@@ -94,7 +94,7 @@ def engine_class(sc: Scenario) -> type[Engine]:
         from simulator.reference.engine import ReferenceEngine
 
         return ReferenceEngine
-    from simulator.kernel.engine import CompiledEngine
+    from simulator.compiled.engine import CompiledEngine
 
     return CompiledEngine
 

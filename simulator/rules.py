@@ -1,7 +1,7 @@
 """The scheduling rules both engine steps follow, each written once.
 
 The readable reference (``simulator/reference/``) calls these functions as plain Python; the
-compiled production step (``simulator/kernel/``) compiles the very same functions with numba. A
+compiled production step (``simulator/compiled/``) compiles the very same functions with numba. A
 rule changed here changes both, and the differential tests then compare them byte for byte.
 Everything here is plain integer/float arithmetic (the subset numba compiles).
 """

@@ -132,7 +132,7 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
 
 def compile_note() -> None:
     """Say so before a run that must first compile the engine step (the first after installing)."""
-    from simulator.kernel import first_compile_note
+    from simulator.compiled import first_compile_note
 
     note = first_compile_note()
     if note:

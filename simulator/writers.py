@@ -46,8 +46,8 @@ def _csv_field(text: str) -> str:
 def csv_text(columns) -> bytes:
     """CSV of the columns (a mapping of names to arrays, or a DataFrame): integers as integers, other
     numbers with 9 significant digits (as ``%.9g``), NaN and None as empty fields."""
-    from simulator import kernel
-    from simulator.kernel.text import G9, INT, STR
+    from simulator import compiled
+    from simulator.compiled.text import G9, INT, STR
 
     names = list(columns)
     nrows = len(columns[names[0]]) if names else 0
@@ -73,7 +73,7 @@ def csv_text(columns) -> bytes:
     stroff = np.concatenate(([0], np.cumsum([len(t) for t in strs], dtype=np.int64))).astype(np.int64)
     widest = max((len(t) for t in strs), default=0)
     per_row = sum(24 if k != STR else widest for k in kinds) + len(names) + 1
-    fmt = kernel.load().format_rows
+    fmt = compiled.load().format_rows
     parts = [(",".join(_csv_field(n) for n in names) + "\n").encode()]
     chunk = max(1, min(nrows, (1 << 24) // max(per_row, 1)))
     out = np.empty(chunk * per_row, np.uint8)

@@ -11,10 +11,10 @@ import pytest
 import simpy
 from hypothesis import settings
 
+from simulator.compiled import layout as L
+from simulator.compiled.engine import CompiledEngine
 from simulator.cost import ConstantCost
 from simulator.events import step_records
-from simulator.kernel import layout as L
-from simulator.kernel.engine import CompiledEngine
 from simulator.reference.engine import ReferenceEngine
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
@@ -89,17 +89,17 @@ def check_compiled_state(eng: CompiledEngine) -> None:
     holds it, the free count matches, every running request's table holds its blocks, and the
     reference counts equal the number of tables holding each block."""
     st = eng.st
-    ctl, B = st.ctl, st.B
-    ref = B[:, L.B_REF]
+    ctl, blocks = st.ctl, st.blocks
+    ref = blocks[:, L.B_REF]
     assert (ref >= 0).all()
-    h, t = int(ctl[L.P_HEAD]), int(ctl[L.P_TAIL])
+    h, t = int(ctl[L.Q_HEAD]), int(ctl[L.Q_TAIL])
     q = st.queue[:, h:t]
-    valid = (ref[q[0]] == 0) & (B[q[0], L.B_SERIAL] == q[1])
+    valid = (ref[q[0]] == 0) & (blocks[q[0], L.B_SERIAL] == q[1])
     assert int(valid.sum()) == int(ctl[L.FREE]) == int((ref == 0).sum())
     assert len(set(q[0][valid].tolist())) == int(valid.sum())  # no block queued twice
-    held = np.zeros(len(B), np.int64)
+    held = np.zeros(len(blocks), np.int64)
     for s in range(int(ctl[L.END])):
-        if st.SI[s, L.S_RID] >= 0:
-            row, n = st.SI[s, L.S_ROW], st.SI[s, L.S_NBLK]
+        if st.slots[s, L.S_RID] >= 0:
+            row, n = st.slots[s, L.S_ROW], st.slots[s, L.S_NBLK]
             np.add.at(held, st.tables[row, :n], 1)
     assert (held == ref).all()

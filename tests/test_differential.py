@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulator.compiled.engine import CompiledEngine
 from simulator.config import load_scenario, scenario_from_dict
 from simulator.engine import SimulationStalled
-from simulator.kernel.engine import CompiledEngine
 from simulator.metrics import request_frame, step_frame, summarize
 from simulator.run import build, simulate
 
@@ -213,7 +213,7 @@ def test_auto_runs_the_compiled_step_for_every_feature():
 
 def test_compiled_watchdog_raises_the_diagnostic():
     """The compiled step's stall counter reaches the engine's watchdog (forced here with a zero allowance)."""
-    from simulator.kernel import layout as L
+    from simulator.compiled import layout as L
 
     sc, _ = load_scenario("scenarios/collapse_c512.yaml", ["run.duration_s=5", "run.warmup_s=0"])
     env, engine, _ = build(sc)
@@ -228,7 +228,7 @@ def test_the_step_runs_as_plain_python_with_the_same_results(tmp_path):
     debugger) and gives the same results as the compiled module and the reference."""
     script = (
         "import json, sys\n"
-        "from simulator import kernel\n"
+        "from simulator import compiled\n"
         "from simulator.config import load_scenario\n"
         "from simulator.metrics import request_frame, step_frame\n"
         "from simulator.run import simulate\n"
@@ -236,7 +236,7 @@ def test_the_step_runs_as_plain_python_with_the_same_results(tmp_path):
         " 'engine.num_gpu_blocks_override=600', 'engine.preemption_mode=swap', 'engine.swap_space_gb=0.1',"
         " 'run.kernel=' + sys.argv[1]])\n"
         "res = simulate(sc)\n"
-        "print(json.dumps([kernel.load().kind if sys.argv[1] == 'compiled' else 'reference',"
+        "print(json.dumps([compiled.load().kind if sys.argv[1] == 'compiled' else 'reference',"
         " request_frame(res).to_csv(float_format='%.17g'), step_frame(res).to_csv(float_format='%.17g')]))\n"
     )
     runs = {}

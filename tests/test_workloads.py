@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
+from simulator.compiled.engine import CompiledEngine
 from simulator.config import Scenario, build, load_scenario
 from simulator.cost import ConstantCost
 from simulator.errors import ConfigError
-from simulator.kernel.engine import CompiledEngine
 from simulator.metrics import request_frame
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig

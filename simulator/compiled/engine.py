@@ -1,4 +1,4 @@
-"""The compiled engine: the SimPy process that calls the compiled step (``simulator/kernel``).
+"""The compiled engine: the SimPy process that calls the compiled step (``simulator/compiled``).
 
 One call of ``advance`` finishes the step in flight and runs steps until something outside the
 engine could intervene; the process then yields until the time the call returns (a step's end, an
@@ -13,10 +13,10 @@ from collections import deque
 import numpy as np
 import simpy
 
-from simulator import kernel
+from simulator import compiled
+from simulator.compiled import layout as L
+from simulator.compiled.state import new_state
 from simulator.engine import Engine, SimulationStalled
-from simulator.kernel import layout as L
-from simulator.kernel.state import new_state
 from simulator.requests import RequestTable
 from simulator.rules import WAITING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -25,7 +25,7 @@ from simulator.simtime import TimeoutAt
 class CompiledEngine(Engine):
     def __init__(self, env: simpy.Environment, cfg: SchedulerConfig, num_gpu_blocks: int, cost, reqs: RequestTable,
                  trace: int = 0, **kw) -> None:
-        self.kernel = kernel.load()
+        self.fns = compiled.load()
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
         self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps,
                             trace)
@@ -72,19 +72,19 @@ class CompiledEngine(Engine):
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
-        # The kernel queues the requests submitted since its last call itself (ids from ctl IN_NEXT
+        # The compiled step queues the requests submitted since its last call itself (ids from ctl IN_NEXT
         # on, skipping rejected ones); here only the state grows where a request needs it.
         if total > self._widest:
             self._widen(total)
-        if group >= len(self.st.G):
-            G = np.full((max(2 * len(self.st.G), group + 1), 2), -1, np.int64)
-            G[: len(self.st.G)] = self.st.G
-            self.st = self.st._replace(G=G)
+        if group >= len(self.st.groups):
+            groups = np.full((max(2 * len(self.st.groups), group + 1), 2), -1, np.int64)
+            groups[: len(self.st.groups)] = self.st.groups
+            self.st = self.st._replace(groups=groups)
         if content_key >= 0:  # a session's turn: its own content is the session's
             key = self._keys.setdefault(content_key, rid)
             if key != rid:
                 self._grow_requests(rid + 1)
-                self.st.X[rid, L.X_KEY] = key
+                self.st.req_extra[rid, L.X_KEY] = key
 
     def _widen(self, total: int) -> None:
         """Widen the block-table rows for a request of ``total`` tokens (its blocks hold all but its last)."""
@@ -97,15 +97,15 @@ class CompiledEngine(Engine):
 
     def _grow_requests(self, n: int) -> None:
         """Per-request rows for ``n`` requests (as many as the request tables hold)."""
-        X = self.st.X
-        if n > len(X):
+        req_extra = self.st.req_extra
+        if n > len(req_extra):
             grown = np.full((max(len(self.reqs.status), n), L.N_X), -1, np.int64)
             grown[:, L.X_SWAPPED] = 0
-            grown[: len(X)] = X
-            self.st = self.st._replace(X=grown)
+            grown[: len(req_extra)] = req_extra
+            self.st = self.st._replace(req_extra=grown)
 
     def _make_room(self, n: int) -> None:
-        """Room for the ``n`` requests submitted so far, before the kernel queues the new ones."""
+        """Room for the ``n`` requests submitted so far, before the compiled step queues the new ones."""
         self._grow_requests(n)
         st = self.st
         ctl = st.ctl
@@ -119,7 +119,7 @@ class CompiledEngine(Engine):
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
         env, log = self.env, self.log
-        advance = self.kernel.advance
+        advance = self.fns.advance
         coming = self._coming
         while True:
             now = env.now
@@ -218,12 +218,12 @@ class CompiledEngine(Engine):
         R = self.reqs
         if R._cap != self._cap:
             self._cap, T = R._cap, R.tables
-            self.st = self.st._replace(RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=R.status)
+            self.st = self.st._replace(req_i64=T[np.int64], req_f64=T[np.float64], req_i32=T[np.int32], status=R.status)
 
     def finish_run(self) -> None:
-        """Write the running requests' live values (kept in the kernel's slots) into their records."""
+        """Write the running requests' live values (kept in the compiled step's slots) into their records."""
         self._sync_tables()
-        self.kernel.write_back_all(self.st)
+        self.fns.write_back_all(self.st)
         super().finish_run()
 
     def queues(self) -> tuple[int, int, int, int]:

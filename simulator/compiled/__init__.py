@@ -25,7 +25,7 @@ def pure_python() -> bool:
 
 
 def extension_path() -> Path:
-    from simulator.kernel import build
+    from simulator.compiled import build
 
     return build.cache_dir() / f"servesim_step_{build.source_hash()}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
@@ -61,7 +61,7 @@ def load():
     global _loaded
     if _loaded is not None:
         return _loaded
-    from simulator.kernel import build
+    from simulator.compiled import build
 
     if pure_python():
         _loaded = SimpleNamespace(kind="python", **build.ENTRY_POINTS)
@@ -94,8 +94,8 @@ def _prune(cache: Path, keep: int = 4) -> None:
 def _build(path: Path) -> None:
     """Build the extension into a temporary name and move it into place; on failure (no C
     compiler, say) leave none, and ``load`` compiles just in time instead."""
-    from simulator.kernel import build
-    from simulator.kernel.state import example_state
+    from simulator.compiled import build
+    from simulator.compiled.state import example_state
 
     tmp = path.with_name(f".{os.getpid()}.{path.name}")
     try:

@@ -1,7 +1,7 @@
 """The compiled step's state: named numpy arrays, and what each slot and column of them holds.
 
 Everything the step reads or writes is one ``State`` (a named tuple of arrays, so the compiled
-functions take one argument and name what they touch: ``st.B[b, B_REF]``). Scalars live in
+functions take one argument and name what they touch: ``st.blocks[b, B_REF]``). Scalars live in
 ``st.ctl`` (int64) and ``st.fctl`` (float64) at the slots below; the scheduler's knobs in
 ``st.cfg``, the cost model's constants in ``st.cp`` (``simulator.cost.PARAMS`` order). Column
 indices into the request records are derived from ``simulator.requests.ROW_LAYOUT`` and the
@@ -24,13 +24,13 @@ from simulator.step_log import STAGE_ROWS
 
 State = namedtuple("State", [
     "ctl", "fctl", "cfg", "cp",  # scalars, knobs, cost constants
-    "RI", "RF", "RP", "S8",  # the request records (views of RequestTable's tables) and status
-    "X",  # per request: its prefix-cache key, swapped blocks, heap key; per key: its indexed blocks
-    "G",  # per shared-prefix group: its indexed blocks
-    "B",  # per block: reference count, free-queue serial, cached content, index links
-    "queue",  # the free queue: (block, serial) entries between P_HEAD and P_TAIL
+    "req_i64", "req_f64", "req_i32", "status",  # the request records (views of RequestTable's tables) and status
+    "req_extra",  # per request: its prefix-cache key, swapped blocks, heap key; per key: its indexed blocks
+    "groups",  # per shared-prefix group: its indexed blocks
+    "blocks",  # per block: reference count, free-queue serial, cached content, index links
+    "queue",  # the free queue: (block, serial) entries between Q_HEAD and Q_TAIL
     "tables", "rows",  # block tables (a row per running request) and the free rows
-    "SI", "SF", "bits",  # running slots and their marks (see lazy.py)
+    "slots", "slot_time", "bits",  # running slots and their marks (see lazy.py)
     "wq", "wk", "wa",  # waiting queue: a heap of requests and their keys
     "swq",  # swapped requests: a ring, in the order they went out
     "stage", "hist", "fin", "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
@@ -41,7 +41,7 @@ State = namedtuple("State", [
 # ---- ctl: int64 scalars ----------------------------------------------------------------------------
 (N_RUN,  # running requests (the live slots among the first END)
  FREE,  # free blocks
- P_HEAD, P_TAIL,  # free queue: valid entries between P_HEAD and P_TAIL of ``queue``
+ Q_HEAD, Q_TAIL,  # free queue: valid entries between Q_HEAD and Q_TAIL of ``queue``
  STAMP,  # serial of the latest release
  STEPS,  # engine steps scheduled
  IDLE,  # steps in a row without a token computed for the first time
@@ -89,25 +89,26 @@ C_BLOCK_BYTES = len(PARAMS)
 N_CP = len(PARAMS) + 1
 
 # ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
+# Column prefixes name the array: I_ req_i64, F_ req_f64, I32_ req_i32; X_ req_extra, B_ blocks, S_ slots.
 _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
 I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL = (
     _I.index(c) for c in ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks",
                           "cached_tokens", "recomputed", "group", "group_len", "external"))
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (
     _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"))
-P_PREEMPT, P_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
+I32_PREEMPT, I32_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
 
-# ---- X: per request (and, for prefix-cache keys, per key: a key is the id of its first request) ----
+# ---- req_extra: per request (and, for prefix-cache keys, per key: a key is the id of its first request) ----
 X_KEY, X_SWAPPED, X_OHEAD, X_OTAIL, N_X = range(5)
 
-# ---- B: per block ------------------------------------------------------------------------------------
+# ---- blocks: per block ------------------------------------------------------------------------------------
 # A block is in the free queue exactly when nobody holds it (ref 0), at the entry whose serial is its
 # own. Cached content: B_KEY >= 0 is an own-content key, B_KEY <= -2 is shared-prefix group -2 - B_KEY,
 # -1 is none; B_COL its block index; B_NEXT / B_PREV link the copies cached under the same key in the
 # order they were cached.
 B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
 
-# ---- SI: running slots (the running list in order, with the fields every step touches) -----------
+# ---- slots: running slots (the running list in order, with the fields every step touches) -----------
 # S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit); S_ROW: its
 # block table's row. An ended or preempted request's slot is a hole (S_RID -1) until slots close up.
 S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, N_S = range(12)

@@ -3,7 +3,7 @@ step parity replay, and for timelines of requests)."""
 
 from __future__ import annotations
 
-from simulator.kernel.layout import TRACE, TRACE_N
+from simulator.compiled.layout import TRACE, TRACE_N
 
 COLD = ()  # not inlined (see build.py)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.kernel import layout as L
+from simulator.compiled import layout as L
 from simulator.requests import RequestTable
 from simulator.rules import N_WORK, SchedulerConfig
 from simulator.step_log import StepLog
@@ -35,26 +35,26 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
     conf[L.STALL_STEPS] = stall_steps
     conf[L.TRACE] = trace
     ctl[L.STOP_AFTER] = -1
-    B = np.full((n, L.N_B), -1, np.int32)
-    B[:, L.B_REF] = 0
-    B[:, L.B_SERIAL] = 0
+    blocks = np.full((n, L.N_B), -1, np.int32)
+    blocks[:, L.B_REF] = 0
+    blocks[:, L.B_SERIAL] = 0
     cap = max(4 * n, 64)
     queue = np.zeros((2, cap), np.int32)
     h = (cap - n) // 2
     queue[0, h : h + n] = np.arange(n)
-    ctl[L.P_HEAD], ctl[L.P_TAIL], ctl[L.FREE] = h, h + n, n
+    ctl[L.Q_HEAD], ctl[L.Q_TAIL], ctl[L.FREE] = h, h + n, n
     ctl[L.ROWS_FREE] = seats
-    X = np.full((len(reqs.status), L.N_X), -1, np.int64)
-    X[:, L.X_SWAPPED] = 0
+    req_extra = np.full((len(reqs.status), L.N_X), -1, np.int64)
+    req_extra[:, L.X_SWAPPED] = 0
     T = reqs.tables
     wcap = 2 * seats + 64
     return L.State(
         ctl=ctl, fctl=np.zeros(L.N_FCTL), cfg=conf, cp=np.concatenate([cp, [cfg.block_bytes]]),
-        RI=T[np.int64], RF=T[np.float64], RP=T[np.int32], S8=reqs.status,
-        X=X, G=np.full((8, 2), -1, np.int64), B=B, queue=queue,
+        req_i64=T[np.int64], req_f64=T[np.float64], req_i32=T[np.int32], status=reqs.status,
+        req_extra=req_extra, groups=np.full((8, 2), -1, np.int64), blocks=blocks, queue=queue,
         tables=np.zeros((seats, 16), np.int32), rows=np.arange(seats, dtype=np.int32),
         # Twice the seats: ended requests leave holes until a quarter of the slots are holes.
-        SI=np.zeros((2 * seats, L.N_S), np.int64), SF=np.zeros(2 * seats),
+        slots=np.zeros((2 * seats, L.N_S), np.int64), slot_time=np.zeros(2 * seats),
         # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
         bits=np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64),
         wq=np.zeros(wcap, np.int64), wk=np.zeros((wcap, 2), np.int64), wa=np.zeros(wcap),

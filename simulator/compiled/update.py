@@ -9,9 +9,7 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 
 from __future__ import annotations
 
-from simulator.cost import P_FE_FINISH
-from simulator.frontend import delivered
-from simulator.kernel.layout import (
+from simulator.compiled.layout import (
     AB_N,
     BS,
     CACHE_FINISHED,
@@ -69,11 +67,13 @@ from simulator.kernel.layout import (
     WAITERS,
     WQ_LEN,
 )
-from simulator.kernel.lazy import close_up, lazify, next_marked, unmark, write_back
-from simulator.kernel.pool import cache_own_blocks, release_table
-from simulator.kernel.queues import wq_push
-from simulator.kernel.schedule import schedule
-from simulator.kernel.trace import record
+from simulator.compiled.lazy import close_up, lazify, next_marked, unmark, write_back
+from simulator.compiled.pool import cache_own_blocks, release_table
+from simulator.compiled.queues import wq_push
+from simulator.compiled.schedule import schedule
+from simulator.compiled.trace import record
+from simulator.cost import P_FE_FINISH
+from simulator.frontend import delivered
 from simulator.rules import FINISHED, WAITING, finishes, hashed_blocks, itl_bin, samples
 
 
@@ -87,7 +87,7 @@ def _ended(st, rid):
 def _all_told_later(st, t):
     """Whether every request reported ended (``fin``) reaches its client after ``t``."""
     for i in range(st.ctl[FIN_N]):  # noqa: SIM110 (a loop the step compiler takes)
-        if not st.RF[st.fin[i], F_FIN] > t:
+        if not st.req_f64[st.fin[i], F_FIN] > t:
             return False
     return True
 
@@ -95,13 +95,13 @@ def _all_told_later(st, t):
 def _finishing(st):
     """Requests that sample their last token at this update (explicit slots: a lazy one finishes
     only at an update that made it explicit)."""
-    SI, bits = st.SI, st.bits
+    slots, bits = st.slots, st.bits
     n = 0
     for w in range(bits.shape[1]):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if SI[s, S_A] != 0 and samples(SI[s, S_NCOMP], SI[s, S_NTOK]) and finishes(SI[s, S_NOUT] + 1, SI[s, S_MAXT]):
+            if slots[s, S_A] != 0 and samples(slots[s, S_NCOMP], slots[s, S_NTOK]) and finishes(slots[s, S_NOUT] + 1, slots[s, S_MAXT]):
                 n += 1
     return n
 
@@ -112,7 +112,7 @@ def update(st, t):
     blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
     them; the others that decode turn lazy. Requests it aborted end with it, before those that finish.
     Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
-    ctl, cfg, SI, SF, bits, hist = st.ctl, st.cfg, st.SI, st.SF, st.bits, st.hist
+    ctl, cfg, slots, slot_time, bits, hist = st.ctl, st.cfg, st.slots, st.slot_time, st.bits, st.hist
     bs = cfg[BS]
     d0, d = delivered(st.cp, st.fctl[FE_FREE], st.fctl[FE_INTAKE], t, ctl[N_SAMPLED], _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0)
     if ctl[N_SAMPLED] != 0:
@@ -136,14 +136,14 @@ def update(st, t):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if SI[s, S_A] == 0 or not samples(SI[s, S_NCOMP], SI[s, S_NTOK]):
+            if slots[s, S_A] == 0 or not samples(slots[s, S_NCOMP], slots[s, S_NTOK]):
                 continue
             nsamp += 1
-            SI[s, S_NTOK] += 1
-            o = SI[s, S_NOUT] + 1
-            SI[s, S_NOUT] = o
+            slots[s, S_NTOK] += 1
+            o = slots[s, S_NOUT] + 1
+            slots[s, S_NOUT] = o
             if o > 1:
-                gap = d - SF[s]
+                gap = d - slot_time[s]
                 ngaps += 1
                 if gap == run_gap:
                     run_n += 1
@@ -153,23 +153,23 @@ def update(st, t):
                     run_gap = gap
                     run_n = 1
             else:
-                st.RF[SI[s, S_RID], F_FTOK] = d
-                record(st, t, TR_FIRST_TOKEN, SI[s, S_RID], 0)
-            SF[s] = d
-            if finishes(o, SI[s, S_MAXT]):
-                rid = SI[s, S_RID]
-                nfull = hashed_blocks(SI[s, S_NCOMP], bs, cfg[CACHING] != 0)
+                st.req_f64[slots[s, S_RID], F_FTOK] = d
+                record(st, t, TR_FIRST_TOKEN, slots[s, S_RID], 0)
+            slot_time[s] = d
+            if finishes(o, slots[s, S_MAXT]):
+                rid = slots[s, S_RID]
+                nfull = hashed_blocks(slots[s, S_NCOMP], bs, cfg[CACHING] != 0)
                 if cfg[CACHE_FINISHED] != 0:
-                    cache_own_blocks(st, rid, SI[s, S_ROW], nfull)
-                release_table(st, SI[s, S_ROW], SI[s, S_NBLK], nfull)
-                SI[s, S_NBLK] = 0
+                    cache_own_blocks(st, rid, slots[s, S_ROW], nfull)
+                release_table(st, slots[s, S_ROW], slots[s, S_NBLK], nfull)
+                slots[s, S_NBLK] = 0
                 write_back(st, s)
-                st.S8[rid] = FINISHED
-                st.RF[rid, F_FIN] = d
+                st.status[rid] = FINISHED
+                st.req_f64[rid, F_FIN] = d
                 record(st, t, TR_FINISHED, rid, 0)
                 _ended(st, rid)
                 nfinished += 1
-                SI[s, S_RID] = -1
+                slots[s, S_RID] = -1
                 unmark(bits, 0, s)
                 ctl[N_RUN] -= 1
                 continue
@@ -201,7 +201,7 @@ def advance(st):
     peek = fctl[T_PEEK]
     ctl[FIN_N] = 0
     for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
-        if st.S8[rid] == WAITING:
+        if st.status[rid] == WAITING:
             wq_push(st, rid, False)
     ctl[IN_NEXT] = ctl[IN_END]
     if ctl[PENDING]:

@@ -1,7 +1,7 @@
 """The block pool and prefix-cache index of the compiled step (reference: ``reference/block_pool.py``
 and ``reference/kv_cache.py``, which state the rules; this is the same arithmetic on arrays).
 
-Free queue: ``st.queue`` holds (block, serial) entries between ``P_HEAD`` and ``P_TAIL``, with slack
+Free queue: ``st.queue`` holds (block, serial) entries between ``Q_HEAD`` and ``Q_TAIL``, with slack
 on both sides so released blocks can go in front of the head as well as behind the tail. An entry is
 valid while its block is unheld (ref 0) and carries the serial of its latest release, so a block
 taken out of the middle (a prefix hit on a free block) just leaves a stale entry behind, skipped
@@ -15,7 +15,7 @@ the lists hold live copies only.
 
 from __future__ import annotations
 
-from simulator.kernel.layout import (
+from simulator.compiled.layout import (
     B_COL,
     B_KEY,
     B_NEXT,
@@ -27,8 +27,8 @@ from simulator.kernel.layout import (
     FREE,
     I_GLEN,
     I_GROUP,
-    P_HEAD,
-    P_TAIL,
+    Q_HEAD,
+    Q_TAIL,
     ROWS_FREE,
     STAMP,
     X_KEY,
@@ -43,50 +43,50 @@ COLD = ("_compact",)  # not inlined (see build.py)
 # ---- the index ----------------------------------------------------------------------------------------
 def _set_head(st, key, b):
     if key >= 0:
-        st.X[key, X_OHEAD] = b
+        st.req_extra[key, X_OHEAD] = b
     else:
-        st.G[-2 - key, 0] = b
+        st.groups[-2 - key, 0] = b
 
 
 def _set_tail(st, key, b):
     if key >= 0:
-        st.X[key, X_OTAIL] = b
+        st.req_extra[key, X_OTAIL] = b
     else:
-        st.G[-2 - key, 1] = b
+        st.groups[-2 - key, 1] = b
 
 
 def _head(st, key):
-    return st.X[key, X_OHEAD] if key >= 0 else st.G[-2 - key, 0]
+    return st.req_extra[key, X_OHEAD] if key >= 0 else st.groups[-2 - key, 0]
 
 
 def unindex(st, b):
     """Drop block ``b`` from the copies cached under its content (the content is evicted)."""
-    B = st.B
-    key, p, n = B[b, B_KEY], B[b, B_PREV], B[b, B_NEXT]
+    blocks = st.blocks
+    key, p, n = blocks[b, B_KEY], blocks[b, B_PREV], blocks[b, B_NEXT]
     if p >= 0:
-        B[p, B_NEXT] = n
+        blocks[p, B_NEXT] = n
     else:
         _set_head(st, key, n)
     if n >= 0:
-        B[n, B_PREV] = p
+        blocks[n, B_PREV] = p
     else:
         _set_tail(st, key, p)
-    B[b, B_KEY] = -1
+    blocks[b, B_KEY] = -1
 
 
 def index(st, b, key, col):
     """Cache block ``b`` as block ``col`` of ``key``'s content, after the copies already there
     (nothing to do if it is one of them)."""
-    B = st.B
-    if B[b, B_KEY] == key:
+    blocks = st.blocks
+    if blocks[b, B_KEY] == key:
         return
-    t = st.X[key, X_OTAIL] if key >= 0 else st.G[-2 - key, 1]
-    B[b, B_KEY] = key
-    B[b, B_COL] = col
-    B[b, B_PREV] = t
-    B[b, B_NEXT] = -1
+    t = st.req_extra[key, X_OTAIL] if key >= 0 else st.groups[-2 - key, 1]
+    blocks[b, B_KEY] = key
+    blocks[b, B_COL] = col
+    blocks[b, B_PREV] = t
+    blocks[b, B_NEXT] = -1
     if t >= 0:
-        B[t, B_NEXT] = b
+        blocks[t, B_NEXT] = b
     else:
         _set_head(st, key, b)
     _set_tail(st, key, b)
@@ -94,14 +94,14 @@ def index(st, b, key, col):
 
 def own_key(st, rid):
     """The content key of a request's own tokens (its session's first request, or itself)."""
-    k = st.X[rid, X_KEY]
+    k = st.req_extra[rid, X_KEY]
     return rid if k < 0 else k
 
 
 def cache_group_blocks(st, rid, row, upto):
     """Index the request's full shared-prefix blocks below token ``upto`` (its table is ``row``)."""
-    n = group_blocks_below(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], upto, st.cfg[BS])
-    key = -2 - st.RI[rid, I_GROUP]
+    n = group_blocks_below(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], upto, st.cfg[BS])
+    key = -2 - st.req_i64[rid, I_GROUP]
     for col in range(n):
         index(st, st.tables[row, col], key, col)
 
@@ -109,19 +109,19 @@ def cache_group_blocks(st, rid, row, upto):
 def cache_own_blocks(st, rid, row, nfull):
     """Index the request's own full blocks (those past its shared prefix, below block ``nfull``)."""
     key = own_key(st, rid)
-    for col in range(group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], st.cfg[BS]), nfull):
+    for col in range(group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], st.cfg[BS]), nfull):
         index(st, st.tables[row, col], key, col)
 
 
 def _fill(st, key, lo, hi):
     """Into ``st.hits``: the first copy of each of ``key``'s blocks ``lo..hi-1`` that has one."""
-    B, hits = st.B, st.hits
+    blocks, hits = st.blocks, st.hits
     b = _head(st, key)
     while b >= 0:
-        c = B[b, B_COL]
+        c = blocks[b, B_COL]
         if lo <= c < hi and hits[c] < 0:
             hits[c] = b
-        b = B[b, B_NEXT]
+        b = blocks[b, B_NEXT]
 
 
 def lookup(st, rid, num_tokens):
@@ -133,8 +133,8 @@ def lookup(st, rid, num_tokens):
     hits = st.hits
     for k in range(limit):
         hits[k] = -1
-    group = st.RI[rid, I_GROUP]
-    n_group = group_blocks(group, st.RI[rid, I_GLEN], bs)
+    group = st.req_i64[rid, I_GROUP]
+    n_group = group_blocks(group, st.req_i64[rid, I_GLEN], bs)
     if n_group > limit:
         n_group = limit
     if n_group > 0:
@@ -160,39 +160,39 @@ def take_row(st):
 
 def touch(st, b):
     """One more request holds block ``b`` (a prefix hit): out of the free queue if it was there."""
-    if st.B[b, B_REF] == 0:
+    if st.blocks[b, B_REF] == 0:
         st.ctl[FREE] -= 1
-    st.B[b, B_REF] += 1
+    st.blocks[b, B_REF] += 1
 
 
 def take_blocks(st, row, have, m):
     """Take ``m`` blocks from the head of the free queue (evicting their cached content) onto the
     end of the block table in ``row``, which holds ``have`` blocks."""
-    B, queue, ctl = st.B, st.queue, st.ctl
-    h = ctl[P_HEAD]
+    blocks, queue, ctl = st.blocks, st.queue, st.ctl
+    h = ctl[Q_HEAD]
     for k in range(m):
         while True:
             b = queue[0, h]
             s = queue[1, h]
             h += 1
-            if B[b, B_REF] == 0 and B[b, B_SERIAL] == s:
+            if blocks[b, B_REF] == 0 and blocks[b, B_SERIAL] == s:
                 break
-        B[b, B_REF] = 1
-        if B[b, B_KEY] != -1:
+        blocks[b, B_REF] = 1
+        if blocks[b, B_KEY] != -1:
             unindex(st, b)
         st.tables[row, have + k] = b
-    ctl[P_HEAD] = h
+    ctl[Q_HEAD] = h
     ctl[FREE] -= m
 
 
 def _compact(st, front, back):
     """Drop stale free-queue entries and re-centre the live ones, leaving room on both sides."""
-    B, queue, ctl = st.B, st.queue, st.ctl
-    h, t = ctl[P_HEAD], ctl[P_TAIL]
+    blocks, queue, ctl = st.blocks, st.queue, st.ctl
+    h, t = ctl[Q_HEAD], ctl[Q_TAIL]
     live = 0
     for i in range(h, t):  # valid entries moved to the front, in order
         b = queue[0, i]
-        if B[b, B_REF] == 0 and B[b, B_SERIAL] == queue[1, i]:
+        if blocks[b, B_REF] == 0 and blocks[b, B_SERIAL] == queue[1, i]:
             queue[0, live] = b
             queue[1, live] = queue[1, i]
             live += 1
@@ -200,22 +200,22 @@ def _compact(st, front, back):
     for i in range(live - 1, -1, -1):  # then to their centred place (nh >= 0: moved right, back to front)
         queue[0, nh + i] = queue[0, i]
         queue[1, nh + i] = queue[1, i]
-    ctl[P_HEAD] = nh
-    ctl[P_TAIL] = nh + live
+    ctl[Q_HEAD] = nh
+    ctl[Q_TAIL] = nh + live
 
 
 def release_table(st, row, nblocks, nfull):
     """Release the ``nblocks`` blocks of the table in ``row``, tail first: those nobody holds any
     more go to the head of the free queue (the first released first) unless they are full blocks
     with caching on (below ``nfull``: they carry a hash), which go to the tail. The row is freed."""
-    B, buf, queue, ctl = st.B, st.buf, st.queue, st.ctl
+    blocks, buf, queue, ctl = st.blocks, st.buf, st.queue, st.ctl
     caching = st.cfg[CACHING] != 0
     nf = 0
     nb = 0
     for pos in range(nblocks - 1, -1, -1):
         b = st.tables[row, pos]
-        B[b, B_REF] -= 1
-        if B[b, B_REF] == 0:
+        blocks[b, B_REF] -= 1
+        if blocks[b, B_REF] == 0:
             if caching and pos < nfull:
                 buf[1, nb] = b
                 nb += 1
@@ -228,20 +228,20 @@ def release_table(st, row, nblocks, nfull):
         return
     ctl[STAMP] += 1
     serial = ctl[STAMP]
-    if ctl[P_HEAD] < nf or ctl[P_TAIL] + nb > queue.shape[1]:
+    if ctl[Q_HEAD] < nf or ctl[Q_TAIL] + nb > queue.shape[1]:
         _compact(st, nf, nb)
-    h = ctl[P_HEAD] - nf
+    h = ctl[Q_HEAD] - nf
     for i in range(nf):
         b = buf[0, i]
-        B[b, B_SERIAL] = serial
+        blocks[b, B_SERIAL] = serial
         queue[0, h + i] = b
         queue[1, h + i] = serial
-    ctl[P_HEAD] = h
-    t = ctl[P_TAIL]
+    ctl[Q_HEAD] = h
+    t = ctl[Q_TAIL]
     for i in range(nb):
         b = buf[1, i]
-        B[b, B_SERIAL] = serial
+        blocks[b, B_SERIAL] = serial
         queue[0, t + i] = b
         queue[1, t + i] = serial
-    ctl[P_TAIL] = t + nb
+    ctl[Q_TAIL] = t + nb
     ctl[FREE] += nf + nb

@@ -8,7 +8,7 @@ exactly as the reference's deque. Swapped: a ring in the order requests went out
 
 from __future__ import annotations
 
-from simulator.kernel.layout import F_ARR, P_PRIO, PRIORITY, SEQ_BACK, SEQ_FRONT, SW_HEAD, SW_LEN, WQ_LEN
+from simulator.compiled.layout import F_ARR, I32_PRIO, PRIORITY, SEQ_BACK, SEQ_FRONT, SW_HEAD, SW_LEN, WQ_LEN
 from simulator.rules import queued_before
 
 COLD = ()  # not inlined (see build.py)
@@ -31,7 +31,7 @@ def wq_push(st, rid, front):
     """Queue ``rid``: at its place by priority, or (FCFS) at the back or, if ``front``, the front."""
     ctl = st.ctl
     if st.cfg[PRIORITY] != 0:
-        prio, arrival = st.RP[rid, P_PRIO], st.RF[rid, F_ARR]
+        prio, arrival = st.req_i32[rid, I32_PRIO], st.req_f64[rid, F_ARR]
         ctl[SEQ_BACK] += 1
         seq = ctl[SEQ_BACK]
     else:

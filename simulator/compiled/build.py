@@ -1,4 +1,4 @@
-"""Compile the step: the kernel's plain-Python functions, with the rules and cost functions they
+"""Compile the step: the compiled step's plain-Python functions, with the rules and cost functions they
 call, compiled by numba, ahead of time into an extension module (one import, no numba at run time)
 or, where that cannot be built, just in time.
 
@@ -8,7 +8,7 @@ left untouched, so the reference keeps calling the plain ``rules`` and ``cost`` 
 function is inlined into its callers except those a module lists in ``COLD`` (rare paths): a call
 that passes the state costs a reference-count update per array in it. Run
 with ``NUMBA_DISABLE_JIT=1`` and nothing is compiled: the step runs as plain Python, which a
-debugger or a print can follow (``kernel.load``).
+debugger or a print can follow (``compiled.load``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator import cost, frontend, rules
-from simulator.kernel import layout, lazy, pool, queues, schedule, state, text, trace, update
+from simulator.compiled import layout, lazy, pool, queues, schedule, state, text, trace, update
 
 MODULES = (rules, cost, frontend, trace, pool, queues, lazy, schedule, update, text)
 SOURCES = (*MODULES, layout, state, sys.modules[__name__])  # state: the array types it is compiled for
@@ -34,7 +34,7 @@ ENTRY_POINTS = {"advance": update.advance, "write_back_all": lazy.write_back_all
 
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
-    """What the compiled module depends on: the kernel's sources, numba, numpy and Python."""
+    """What the compiled module depends on: the step's sources, numba, numpy and Python."""
     h = hashlib.sha256()
     for m in SOURCES:
         h.update(Path(m.__file__).read_bytes())

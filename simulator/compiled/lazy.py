@@ -1,6 +1,6 @@
 """Running slots, and decode slots kept lazily.
 
-The running list is a dense array of slots (``st.SI``, ``st.SF``: the fields every step touches,
+The running list is a dense array of slots (``st.slots``, ``st.slot_time``: the fields every step touches,
 side by side) in admission order; a request that stops running leaves a hole (``S_RID`` -1) until
 the slots close up. The request's record is brought up to date when it stops running and at the end
 of the run (``write_back``).
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.kernel.layout import (
+from simulator.compiled.layout import (
     BS,
     END,
     F_LTOK,
@@ -50,7 +50,7 @@ from simulator.kernel.layout import (
     S_ROW,
     T_LAST,
 )
-from simulator.kernel.pool import take_blocks
+from simulator.compiled.pool import take_blocks
 
 COLD = ("close_up", "write_back_all")  # not inlined (see build.py)
 
@@ -101,34 +101,34 @@ def bucket(st, step):
 
 def materialize(st, s):
     """Bring lazy slot ``s`` up to date (as of the latest update) and make it explicit."""
-    SI, ctl = st.SI, st.ctl
-    g0 = SI[s, S_G0]
+    slots, ctl = st.slots, st.ctl
+    g0 = slots[s, S_G0]
     k = ctl[ROWS] - g0
-    unmark(st.bits, bucket(st, SI[s, S_EVT]), s)
+    unmark(st.bits, bucket(st, slots[s, S_EVT]), s)
     mark(st.bits, 0, s)
     ctl[LAZY] -= 1
-    ctl[LAZY_SUM] -= SI[s, S_NCOMP] - g0
-    SI[s, S_NCOMP] += k
-    SI[s, S_NTOK] += k
-    SI[s, S_NOUT] += k
-    SI[s, S_HWM] = SI[s, S_NCOMP]
-    SI[s, S_EVT] = -1
-    st.SF[s] = st.fctl[T_LAST]
+    ctl[LAZY_SUM] -= slots[s, S_NCOMP] - g0
+    slots[s, S_NCOMP] += k
+    slots[s, S_NTOK] += k
+    slots[s, S_NOUT] += k
+    slots[s, S_HWM] = slots[s, S_NCOMP]
+    slots[s, S_EVT] = -1
+    st.slot_time[s] = st.fctl[T_LAST]
 
 
 def lazify(st, s, g):
     """Make explicit slot ``s``, which has just sampled at update ``g``, lazy if it decodes and nothing
     happens to it at the next step."""
-    SI, ctl = st.SI, st.ctl
-    nc = SI[s, S_NCOMP]
-    if SI[s, S_NTOK] - nc != 1 or SI[s, S_HWM] != nc:
+    slots, ctl = st.slots, st.ctl
+    nc = slots[s, S_NCOMP]
+    if slots[s, S_NTOK] - nc != 1 or slots[s, S_HWM] != nc:
         return
     bs = st.cfg[BS]
-    evt = min(g + 1 + SI[s, S_NBLK] * bs - nc, g + SI[s, S_MAXT] - SI[s, S_NOUT])
+    evt = min(g + 1 + slots[s, S_NBLK] * bs - nc, g + slots[s, S_MAXT] - slots[s, S_NOUT])
     if evt <= g + 1:
         return
-    SI[s, S_G0] = g
-    SI[s, S_EVT] = evt
+    slots[s, S_G0] = g
+    slots[s, S_EVT] = evt
     unmark(st.bits, 0, s)
     mark(st.bits, bucket(st, evt), s)
     ctl[LAZY] += 1
@@ -139,38 +139,38 @@ def grow_lazy(st, s, step):
     """Lazy slot ``s`` is due at ``step``: if that is for a block (it does not finish in this step)
     and one is free, give it the block and keep it lazy, due again at its next block or its finish.
     Returns whether it did."""
-    SI, ctl = st.SI, st.ctl
-    g0 = SI[s, S_G0]
-    fin = g0 + SI[s, S_MAXT] - SI[s, S_NOUT]
+    slots, ctl = st.slots, st.ctl
+    g0 = slots[s, S_G0]
+    fin = g0 + slots[s, S_MAXT] - slots[s, S_NOUT]
     if fin <= step:
         return False
     bs = st.cfg[BS]
-    nb = SI[s, S_NBLK]
-    m = (SI[s, S_NCOMP] + ctl[ROWS] - g0 + bs) // bs - nb  # blocks for one more token
+    nb = slots[s, S_NBLK]
+    m = (slots[s, S_NCOMP] + ctl[ROWS] - g0 + bs) // bs - nb  # blocks for one more token
     if m > ctl[FREE]:
         return False
-    take_blocks(st, SI[s, S_ROW], nb, m)
+    take_blocks(st, slots[s, S_ROW], nb, m)
     nb += m
-    SI[s, S_NBLK] = nb
-    evt = min(g0 + 1 + nb * bs - SI[s, S_NCOMP], fin)
-    unmark(st.bits, bucket(st, SI[s, S_EVT]), s)
+    slots[s, S_NBLK] = nb
+    evt = min(g0 + 1 + nb * bs - slots[s, S_NCOMP], fin)
+    unmark(st.bits, bucket(st, slots[s, S_EVT]), s)
     mark(st.bits, bucket(st, evt), s)
-    SI[s, S_EVT] = evt
+    slots[s, S_EVT] = evt
     return True
 
 
 def close_up(st):
     """Move the running slots down over the holes, in order; re-mark them."""
-    SI, SF, bits, ctl = st.SI, st.SF, st.bits, st.ctl
+    slots, slot_time, bits, ctl = st.slots, st.slot_time, st.bits, st.ctl
     kept = 0
     bits[:, :] = 0
     for s in range(ctl[END]):
-        if SI[s, S_RID] >= 0:
+        if slots[s, S_RID] >= 0:
             if kept != s:
                 for c in range(N_S):
-                    SI[kept, c] = SI[s, c]
-                SF[kept] = SF[s]
-            e = SI[kept, S_EVT]
+                    slots[kept, c] = slots[s, c]
+                slot_time[kept] = slot_time[s]
+            e = slots[kept, S_EVT]
             mark(bits, 0 if e < 0 else bucket(st, e), kept)
             kept += 1
     ctl[END] = kept
@@ -179,59 +179,59 @@ def close_up(st):
 def tail(st, end):
     """The last running slot before ``end``."""
     e = end - 1
-    while st.SI[e, S_RID] < 0:
+    while st.slots[e, S_RID] < 0:
         e -= 1
     return e
 
 
 def start_slot(st, rid, num_computed, num_blocks, tokens, row):
     """A slot at the end of the running list for ``rid``, which starts running with ``tokens`` this step."""
-    ctl, SI, RI = st.ctl, st.SI, st.RI
-    if ctl[END] == SI.shape[0]:
+    ctl, slots, req_i64 = st.ctl, st.slots, st.req_i64
+    if ctl[END] == slots.shape[0]:
         close_up(st)
     s = ctl[END]
     ctl[END] = s + 1
     ctl[N_RUN] += 1
-    SI[s, S_RID] = rid
-    SI[s, S_NTOK] = RI[rid, I_NTOK]
-    SI[s, S_NCOMP] = num_computed
-    SI[s, S_NOUT] = RI[rid, I_NOUT]
-    SI[s, S_MAXT] = RI[rid, I_MAXT]
-    SI[s, S_NBLK] = num_blocks
-    SI[s, S_HWM] = RI[rid, I_HWM]
-    SI[s, S_A] = tokens
-    SI[s, S_G0] = -1
-    SI[s, S_EVT] = -1
-    SI[s, S_ROW] = row
-    st.SF[s] = st.RF[rid, F_LTOK]
+    slots[s, S_RID] = rid
+    slots[s, S_NTOK] = req_i64[rid, I_NTOK]
+    slots[s, S_NCOMP] = num_computed
+    slots[s, S_NOUT] = req_i64[rid, I_NOUT]
+    slots[s, S_MAXT] = req_i64[rid, I_MAXT]
+    slots[s, S_NBLK] = num_blocks
+    slots[s, S_HWM] = req_i64[rid, I_HWM]
+    slots[s, S_A] = tokens
+    slots[s, S_G0] = -1
+    slots[s, S_EVT] = -1
+    slots[s, S_ROW] = row
+    st.slot_time[s] = st.req_f64[rid, F_LTOK]
     mark(st.bits, 0, s)
     return s
 
 
 def write_back(st, s):
     """Copy running slot ``s`` into its request's record (the record is stale while it runs)."""
-    SI, RI = st.SI, st.RI
-    rid = SI[s, S_RID]
-    RI[rid, I_NTOK] = SI[s, S_NTOK]
-    RI[rid, I_NCOMP] = SI[s, S_NCOMP]
-    RI[rid, I_NOUT] = SI[s, S_NOUT]
-    RI[rid, I_HWM] = SI[s, S_HWM]
-    RI[rid, I_NBLK] = SI[s, S_NBLK]
-    st.RF[rid, F_LTOK] = st.SF[s]
+    slots, req_i64 = st.slots, st.req_i64
+    rid = slots[s, S_RID]
+    req_i64[rid, I_NTOK] = slots[s, S_NTOK]
+    req_i64[rid, I_NCOMP] = slots[s, S_NCOMP]
+    req_i64[rid, I_NOUT] = slots[s, S_NOUT]
+    req_i64[rid, I_HWM] = slots[s, S_HWM]
+    req_i64[rid, I_NBLK] = slots[s, S_NBLK]
+    st.req_f64[rid, F_LTOK] = st.slot_time[s]
 
 
 def write_back_all(st):
     """Bring the records of the running requests up to date (their slots hold the live values; a
     lazy slot's token of a step still in flight counts as computed, as the scheduler counts it).
     Lazy slots become explicit ones, as if scheduled one by one, so stepping on stays exact."""
-    SI, ctl = st.SI, st.ctl
+    slots, ctl = st.slots, st.ctl
     for s in range(ctl[END]):
-        if SI[s, S_RID] < 0:
+        if slots[s, S_RID] < 0:
             continue
-        if SI[s, S_EVT] >= 0:
+        if slots[s, S_EVT] >= 0:
             materialize(st, s)
             if ctl[PENDING]:
-                SI[s, S_NCOMP] += 1
-                SI[s, S_HWM] = SI[s, S_NCOMP]
-                SI[s, S_A] = 1
+                slots[s, S_NCOMP] += 1
+                slots[s, S_HWM] = slots[s, S_NCOMP]
+                slots[s, S_A] = 1
         write_back(st, s)

@@ -9,8 +9,7 @@ applies the tokens, writes the step's log row and returns the step's duration fr
 
 from __future__ import annotations
 
-from simulator.cost import step_time
-from simulator.kernel.layout import (
+from simulator.compiled.layout import (
     AB_N,
     ABORT_ON_FULL,
     B_REF,
@@ -25,6 +24,8 @@ from simulator.kernel.layout import (
     F_SWAPPED,
     FREE,
     FULL_PROMPT,
+    I32_PREEMPT,
+    I32_PRIO,
     I_CACHED,
     I_EXTERNAL,
     I_GLEN,
@@ -48,8 +49,6 @@ from simulator.kernel.layout import (
     MAX_SEQS,
     N_RUN,
     N_SAMPLED,
-    P_PREEMPT,
-    P_PRIO,
     PENDING,
     PRE_ABORTED,
     PRE_RECOMPUTED,
@@ -82,7 +81,7 @@ from simulator.kernel.layout import (
     WQ_LEN,
     X_SWAPPED,
 )
-from simulator.kernel.lazy import (
+from simulator.compiled.lazy import (
     bucket,
     grow_lazy,
     materialize,
@@ -92,7 +91,7 @@ from simulator.kernel.lazy import (
     unmark,
     write_back,
 )
-from simulator.kernel.pool import (
+from simulator.compiled.pool import (
     cache_group_blocks,
     cache_own_blocks,
     lookup,
@@ -101,8 +100,9 @@ from simulator.kernel.pool import (
     take_row,
     touch,
 )
-from simulator.kernel.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push
-from simulator.kernel.trace import record
+from simulator.compiled.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push
+from simulator.compiled.trace import record
+from simulator.cost import step_time
 from simulator.rules import (
     ABORTED,
     RUNNING,
@@ -156,23 +156,23 @@ def schedule(st, t):
 def _explicit_if_budget_binds(st, cap, budget):
     """If the running requests may want more than the budget, it is shared out in running order one
     request at a time: make every slot explicit for that."""
-    ctl, SI, bits = st.ctl, st.SI, st.bits
+    ctl, slots, bits = st.ctl, st.slots, st.bits
     want = ctl[LAZY]
     for w in range(bits.shape[1]):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            want += chunk(SI[s, S_NTOK], SI[s, S_NCOMP], cap, budget)
+            want += chunk(slots[s, S_NTOK], slots[s, S_NCOMP], cap, budget)
     if want > budget:
         for s in range(ctl[END]):
-            if SI[s, S_RID] >= 0 and SI[s, S_EVT] >= 0:
+            if slots[s, S_RID] >= 0 and slots[s, S_EVT] >= 0:
                 materialize(st, s)
 
 
 def _schedule_running(st, t, cap, budget):
     """The running requests in order (lazy ones take one token each and need nothing: only those due
     now are visited); one that cannot get its blocks preempts. Returns the budget left."""
-    ctl, SI, bits = st.ctl, st.SI, st.bits
+    ctl, slots, bits = st.ctl, st.slots, st.bits
     bs = st.cfg[BS]
     step = ctl[ROWS] + 1
     due = bucket(st, step)
@@ -182,30 +182,30 @@ def _schedule_running(st, t, cap, budget):
             j, x = next_marked(w, x)
             if j >= ctl[END]:
                 return budget
-            if SI[j, S_RID] < 0:  # preempted earlier in this step (priority scheduling)
+            if slots[j, S_RID] < 0:  # preempted earlier in this step (priority scheduling)
                 continue
-            if SI[j, S_EVT] >= 0:
+            if slots[j, S_EVT] >= 0:
                 if grow_lazy(st, j, step):
                     continue
                 materialize(st, j)
-            nc = SI[j, S_NCOMP]
-            a = chunk(SI[j, S_NTOK], nc, cap, budget)
-            m = new_blocks(nc, a, SI[j, S_NBLK], bs)
+            nc = slots[j, S_NCOMP]
+            a = chunk(slots[j, S_NTOK], nc, cap, budget)
+            m = new_blocks(nc, a, slots[j, S_NBLK], bs)
             while m > ctl[FREE]:
                 v = _victim(st)
                 budget += _preempt(st, v, j, t)
                 if v == j:
                     _unschedule_after(st, j)
                     return budget
-            SI[j, S_A] = a
+            slots[j, S_A] = a
             if a == 0:
                 continue
             if m > 0:
-                take_blocks(st, SI[j, S_ROW], SI[j, S_NBLK], m)
-                SI[j, S_NBLK] += m
-            rid = SI[j, S_RID]
-            if fills_group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], nc):
-                cache_group_blocks(st, rid, SI[j, S_ROW], nc + a)
+                take_blocks(st, slots[j, S_ROW], slots[j, S_NBLK], m)
+                slots[j, S_NBLK] += m
+            rid = slots[j, S_RID]
+            if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+                cache_group_blocks(st, rid, slots[j, S_ROW], nc + a)
             budget -= a
     return budget
 
@@ -214,27 +214,27 @@ def _unschedule_after(st, j):
     """The running pass ends at slot ``j`` (it preempted itself): the slots after it run nothing this
     step. Under FCFS none is left (the victim was the tail); under priority scheduling the lazy ones
     among them, implied to take a token, are made explicit with none."""
-    SI = st.SI
+    slots = st.slots
     for s in range(j + 1, st.ctl[END]):
-        if SI[s, S_RID] >= 0:
-            if SI[s, S_EVT] >= 0:
+        if slots[s, S_RID] >= 0:
+            if slots[s, S_EVT] >= 0:
                 materialize(st, s)
-            SI[s, S_A] = 0
+            slots[s, S_A] = 0
 
 
 def _victim(st):
     """The running slot to preempt: the last admitted, or under priority scheduling the one
     ``rules.later_victim`` puts last."""
-    ctl, SI = st.ctl, st.SI
+    ctl, slots = st.ctl, st.slots
     e = tail(st, ctl[END])
     if st.cfg[PRIORITY] == 0:
         return e
-    RP, RF = st.RP, st.RF
+    req_i32, req_f64 = st.req_i32, st.req_f64
     best = e
-    b = SI[e, S_RID]
+    b = slots[e, S_RID]
     for s in range(ctl[END]):
-        r = SI[s, S_RID]
-        if r >= 0 and s != e and later_victim(RP[r, P_PRIO], RF[r, F_ARR], r, RP[b, P_PRIO], RF[b, F_ARR], b):
+        r = slots[s, S_RID]
+        if r >= 0 and s != e and later_victim(req_i32[r, I32_PRIO], req_f64[r, F_ARR], r, req_i32[b, I32_PRIO], req_f64[b, F_ARR], b):
             best = s
             b = r
     return best
@@ -244,8 +244,8 @@ def _preempt(st, v, j, t):
     """Preempt running slot ``v`` while slot ``j`` is being scheduled; returns the tokens it had been
     given earlier in this step, which go back to the budget (only under priority scheduling can the
     victim come before ``j``). Its slot becomes a hole."""
-    ctl, cfg, SI = st.ctl, st.cfg, st.SI
-    was_lazy = SI[v, S_EVT] >= 0
+    ctl, cfg, slots = st.ctl, st.cfg, st.slots
+    was_lazy = slots[v, S_EVT] >= 0
     if was_lazy:
         materialize(st, v)
     undone = 0  # tokens it was scheduled earlier in this step: their full blocks are cached
@@ -254,42 +254,42 @@ def _preempt(st, v, j, t):
         if was_lazy:
             undone = 1  # its implied token (dropping it from the lazy count gave it back)
         else:
-            undone = given_back = SI[v, S_A]
-    rid = SI[v, S_RID]
-    st.RP[rid, P_PREEMPT] += 1
+            undone = given_back = slots[v, S_A]
+    rid = slots[v, S_RID]
+    st.req_i32[rid, I32_PREEMPT] += 1
     ctl[PREEMPTED] += 1
-    nblk = SI[v, S_NBLK]
-    row = SI[v, S_ROW]
-    nfull = hashed_blocks(SI[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
-    SI[v, S_NBLK] = 0
+    nblk = slots[v, S_NBLK]
+    row = slots[v, S_ROW]
+    nfull = hashed_blocks(slots[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
+    slots[v, S_NBLK] = 0
     kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
     if kind == PRE_SWAPPED_OUT:
         release_table(st, row, nblk, nfull)
         ctl[SWAP_USED] += nblk
-        st.X[rid, X_SWAPPED] = nblk
+        st.req_extra[rid, X_SWAPPED] = nblk
         _swap_traffic(st, rid, nblk)
-        st.S8[rid] = SWAPPED
+        st.status[rid] = SWAPPED
         sw_push(st, rid)
         record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
     elif kind == PRE_ABORTED:
         release_table(st, row, nblk, nfull)
-        st.S8[rid] = ABORTED
-        st.RF[rid, F_FIN] = t
+        st.status[rid] = ABORTED
+        st.req_f64[rid, F_FIN] = t
         st.ab[ctl[AB_N]] = rid
         ctl[AB_N] += 1
         record(st, t, TR_PREEMPTED, rid, PRE_ABORTED)
     else:
         cache_own_blocks(st, rid, row, nfull)
         release_table(st, row, nblk, nfull)
-        SI[v, S_NCOMP] = 0
-        st.S8[rid] = WAITING
+        slots[v, S_NCOMP] = 0
+        st.status[rid] = WAITING
         wq_push(st, rid, True)
         record(st, t, TR_PREEMPTED, rid, PRE_RECOMPUTED)
     write_back(st, v)
-    SI[v, S_RID] = -1
+    slots[v, S_RID] = -1
     unmark(st.bits, 0, v)
     ctl[N_RUN] -= 1
-    while ctl[END] > 0 and SI[ctl[END] - 1, S_RID] < 0:
+    while ctl[END] > 0 and slots[ctl[END] - 1, S_RID] < 0:
         ctl[END] -= 1
     return given_back
 
@@ -297,7 +297,7 @@ def _preempt(st, v, j, t):
 def _swap_traffic(st, rid, nblk):
     nbytes = nblk * st.cp[C_BLOCK_BYTES]
     st.fctl[SWAP_BYTES] += nbytes
-    st.RF[rid, F_SWAPPED] += nbytes
+    st.req_f64[rid, F_SWAPPED] += nbytes
 
 
 def _swap_in(st, t, cap, budget):
@@ -305,21 +305,21 @@ def _swap_in(st, t, cap, budget):
     ctl, cfg = st.ctl, st.cfg
     while ctl[SW_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
         rid = sw_peek(st)
-        nc = st.RI[rid, I_NCOMP]
-        a = chunk(st.RI[rid, I_NTOK], nc, cap, budget)
+        nc = st.req_i64[rid, I_NCOMP]
+        a = chunk(st.req_i64[rid, I_NTOK], nc, cap, budget)
         m = new_blocks(nc, a, 0, cfg[BS])
         if m > ctl[FREE]:
             break
         sw_pop(st)
-        nblk = st.X[rid, X_SWAPPED]
+        nblk = st.req_extra[rid, X_SWAPPED]
         ctl[SWAP_USED] -= nblk
         _swap_traffic(st, rid, nblk)
         row = take_row(st)
         take_blocks(st, row, 0, m)
-        st.S8[rid] = RUNNING
+        st.status[rid] = RUNNING
         start_slot(st, rid, nc, m, a, row)
         record(st, t, TR_RESUMED, rid, nc)
-        if fills_group_blocks(st.RI[rid, I_GROUP], st.RI[rid, I_GLEN], nc):
+        if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
     return budget
@@ -327,17 +327,17 @@ def _swap_in(st, t, cap, budget):
 
 def _admit(st, t, cap, budget):
     """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
-    ctl, cfg, RI, B = st.ctl, st.cfg, st.RI, st.B
+    ctl, cfg, req_i64, blocks = st.ctl, st.cfg, st.req_i64, st.blocks
     bs = cfg[BS]
     while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
         rid = wq_peek(st)
-        ntok = RI[rid, I_NTOK]
+        ntok = req_i64[rid, I_NTOK]
         nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
         evictable = 0  # free now, taken by the hit
         for k in range(nh):
-            if B[st.hits[k], B_REF] == 0:
+            if blocks[st.hits[k], B_REF] == 0:
                 evictable += 1
-        nc = admitted_computed(nh, bs, RI[rid, I_EXTERNAL], RI[rid, I_CACHED] < 0)
+        nc = admitted_computed(nh, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
         a = chunk(ntok, nc, cap, budget)
         m = new_blocks(nc, a, nh, bs)
         if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
@@ -348,15 +348,15 @@ def _admit(st, t, cap, budget):
             touch(st, st.hits[k])
             st.tables[row, k] = st.hits[k]
         take_blocks(st, row, nh, m)
-        if RI[rid, I_CACHED] < 0:  # first admission
-            RI[rid, I_CACHED] = nc
-            st.RF[rid, F_FSCHED] = t
+        if req_i64[rid, I_CACHED] < 0:  # first admission
+            req_i64[rid, I_CACHED] = nc
+            st.req_f64[rid, F_FSCHED] = t
             record(st, t, TR_NEW, rid, nc)
         else:
             record(st, t, TR_RESUMED, rid, nc)
-        st.S8[rid] = RUNNING
+        st.status[rid] = RUNNING
         start_slot(st, rid, nc, nh + m, a, row)
-        if fills_group_blocks(RI[rid, I_GROUP], RI[rid, I_GLEN], nc):
+        if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
 
@@ -364,7 +364,7 @@ def _admit(st, t, cap, budget):
 def _apply(st, t):
     """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
     each) as a sum; write the step's log row; return its duration."""
-    ctl, SI, bits = st.ctl, st.SI, st.bits
+    ctl, slots, bits = st.ctl, st.slots, st.bits
     work = st.work
     work[:] = 0
     lazy = ctl[LAZY]
@@ -374,24 +374,24 @@ def _apply(st, t):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            a = SI[s, S_A]
+            a = slots[s, S_A]
             if a == 0:
                 continue
-            before = SI[s, S_NCOMP]
+            before = slots[s, S_NCOMP]
             after = before + a
-            SI[s, S_NCOMP] = after
-            h = SI[s, S_HWM]
+            slots[s, S_NCOMP] = after
+            h = slots[s, S_HWM]
             r = recomputed(before, after, h)
             if r > 0:
-                st.RI[SI[s, S_RID], I_RECOMP] += r
+                st.req_i64[slots[s, S_RID], I_RECOMP] += r
                 rec += r
             if after > h:
-                SI[s, S_HWM] = after
-            add_request(work, a, before, SI[s, S_NTOK])
+                slots[s, S_HWM] = after
+            add_request(work, a, before, slots[s, S_NTOK])
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
-            if SI[s, S_RID] >= 0 and (SI[s, S_EVT] >= 0 or SI[s, S_A] > 0):
-                record(st, t, TR_SCHEDULED, SI[s, S_RID], 1 if SI[s, S_EVT] >= 0 else SI[s, S_A])
+            if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
+                record(st, t, TR_SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
     dt = step_time(st.cp, work[W_SEQS], total, work[W_CONTEXT], attn_pairs(work[W_TXC], work[W_TXT1]), work[W_SAMPLED],
                    st.fctl[SWAP_BYTES], work[W_SINGLE])
