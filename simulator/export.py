@@ -79,113 +79,127 @@ def _histogram(times: np.ndarray, values: np.ndarray, buckets: list[float], at: 
     return buckets_cum, buckets_cum[:, -1], np.cumsum(sums[: len(at)])
 
 
+class _Families:
+    """The metric families of a run, sampled at ``at`` (simulated seconds; ``stamps``: their wall-clock
+    times), each series labelled with the model and the engine."""
+
+    LABELS = ("model_name", "engine")
+
+    def __init__(self, at: np.ndarray, stamps: np.ndarray) -> None:
+        self.at, self.stamps = at, stamps.tolist()
+        self.families: dict[str, object] = {}
+
+    def _family(self, kind, name: str, doc: str, names: list[str]):
+        if name not in self.families:
+            self.families[name] = kind(name, doc, labels=names)
+        return self.families[name]
+
+    def gauge(self, lv: list[str], name: str, doc: str, values: np.ndarray) -> None:
+        from prometheus_client.core import GaugeMetricFamily
+
+        g = self._family(GaugeMetricFamily, name, doc, list(self.LABELS))
+        for ts, v in zip(self.stamps, values.tolist()):
+            g.add_metric(lv, v, timestamp=ts)
+
+    def counter(self, lv: list[str], name: str, doc: str, values: np.ndarray, extra: dict | None = None) -> None:
+        from prometheus_client.core import CounterMetricFamily
+
+        m = self._family(CounterMetricFamily, name, doc, [*self.LABELS, *(extra or {})])
+        for ts, v in zip(self.stamps, values.tolist()):
+            m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
+
+    def histogram(self, lv: list[str], name: str, doc: str, times, values, buckets, weights=None) -> None:
+        from prometheus_client.core import HistogramMetricFamily
+
+        cum, _, sums = _histogram(np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, self.at,
+                                  weights)
+        h = self._family(HistogramMetricFamily, name, doc, list(self.LABELS))
+        bounds = [*(str(float(x)) for x in buckets), "+Inf"]
+        for i, ts in enumerate(self.stamps):
+            h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
+
+    def collect(self):
+        return list(self.families.values())
+
+
 def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAULT_START_EPOCH) -> bytes:
     """The run as OpenMetrics text with vLLM's metric names (see the module docstring). A fleet's
     replicas are engines of their own, each with its series (label ``engine``: the replica's index),
     as every vLLM server of the fleet would report them."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.openmetrics import exposition
 
     end = result.end_time
     at = np.arange(1, int(np.floor(end / interval_s)) + 1) * interval_s
     if not len(at) or at[-1] < end:
         at = np.append(at, end)
-    stamps = start_epoch + at
-    labels = ["model_name", "engine"]
+    fams = _Families(at, start_epoch + at)
     if hasattr(result.engine, "replicas"):
         engines = [(str(r.index), rr) for r, rr in zip(result.engine.replicas, result.replica_results())]
     else:
         engines = [("0", result)]
-    families: dict[str, object] = {}
-
-    def family(kind, name: str, doc: str, names: list[str]):
-        if name not in families:
-            families[name] = kind(name, doc, labels=names)
-        return families[name]
-
     for engine, res in engines:
-        lv = [res.model.name, engine]
-        s = _step_series(res)
-        c = res.reqs.columns()
-        fin = c["status"] == FINISHED
-
-        def gauge(name: str, doc: str, values: np.ndarray, lv=lv) -> None:
-            g = family(GaugeMetricFamily, name, doc, labels)
-            for ts, v in zip(stamps.tolist(), values.tolist()):
-                g.add_metric(lv, v, timestamp=ts)
-
-        def counter(name: str, doc: str, values: np.ndarray, extra: dict | None = None, lv=lv) -> None:
-            m = family(CounterMetricFamily, name, doc, labels + list(extra or {}))
-            for ts, v in zip(stamps.tolist(), values.tolist()):
-                m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
-
-        def histogram(name: str, doc: str, times, values, buckets, weights=None, lv=lv) -> None:
-            cum, _, sums = _histogram(np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, at,
-                                      weights)
-            h = family(HistogramMetricFamily, name, doc, labels)
-            bounds = [*(str(float(x)) for x in buckets), "+Inf"]
-            for i, ts in enumerate(stamps.tolist()):
-                h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
-
-        gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-              _last_before(s["start"], s["num_running"], at))
-        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-              _last_before(s["start"], s["num_waiting"], at))
-        if res.scenario.engine.preemption_mode == "swap":  # a V0 series: only a run that swaps as V0 did has it
-            gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.",
-                  _last_before(s["start"], s["num_swapped"], at))
-        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-              _last_before(s["start"], s["kv_usage"], at))
-        counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                _cumulative(s["start"], s["num_preemptions"], at))
-        first = np.isfinite(c["first_token"])
-        counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-                _cumulative(c["first_token"][first], c["prompt_len"][first], at))
-        counter("vllm:generation_tokens", "Number of generation tokens processed.",
-                _cumulative(s["end"], s["num_generated"], at))
-        counter("vllm:request_success", "Count of successfully processed requests.",
-                _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
-        # The prefix cache is looked up when a request is first scheduled: its prompt queried, what
-        # was found cached a hit (vLLM counts nothing with prefix caching off).
-        sched = np.isfinite(c["first_scheduled"]) & res.scenario.engine.enable_prefix_caching
-        counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                _cumulative(c["first_scheduled"][sched], c["prompt_len"][sched], at))
-        counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-                _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0), at))
-        histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                  c["first_token"][first], ttft_s(c)[first], TTFT_BUCKETS)
-        if "num_steps" in s:  # time bins: a bin's mean step time
-            gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
-        else:  # the time since the previous step ended
-            gap = np.diff(s["end"], prepend=s["start"][:1])
-        histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s["end"], gap,
-                  ITL_BUCKETS, weights=s["decode_tokens"])
-        multi = fin & (c["num_out"] > 1)
-        histogram("vllm:request_time_per_output_token_seconds",
-                  "Histogram of time_per_output_token_seconds per request.", c["finish"][multi],
-                  tpot_s(c)[multi], ITL_BUCKETS)
-        for name, doc, values in [
-            ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2el_s(c)),
-            ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-             c["first_scheduled"] - c["arrival"]),
-            ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-             c["finish"] - c["first_scheduled"]),
-            ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-             c["first_token"] - c["first_scheduled"]),
-            ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-             c["finish"] - c["first_token"]),
-        ]:
-            histogram(name, doc, c["finish"][fin], values[fin], LATENCY_BUCKETS)
-    families = list(families.values())
-
-    class _Run:
-        def collect(self):
-            return families
-
+        _engine_series(fams, [res.model.name, engine], res)
     # vLLM's names carry a colon: written as they are (newer prometheus_client versions would
     # otherwise rewrite them in the sample lines but not in the # TYPE lines).
     allow = getattr(exposition, "ALLOWUTF8", None)
-    return exposition.generate_latest(_Run(), escaping=allow) if allow else exposition.generate_latest(_Run())
+    return exposition.generate_latest(fams, escaping=allow) if allow else exposition.generate_latest(fams)
+
+
+def _engine_series(fams: _Families, lv: list[str], res) -> None:
+    """Every series of one engine (labels ``lv``), from its step log and request records."""
+    at = fams.at
+    s = _step_series(res)
+    c = res.reqs.columns()
+    fin = c["status"] == FINISHED
+    fams.gauge(lv, "vllm:num_requests_running", "Number of requests in model execution batches.",
+               _last_before(s["start"], s["num_running"], at))
+    fams.gauge(lv, "vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+               _last_before(s["start"], s["num_waiting"], at))
+    if res.scenario.engine.preemption_mode == "swap":  # a V0 series: only a run that swaps as V0 did has it
+        fams.gauge(lv, "vllm:num_requests_swapped", "Number of requests swapped to CPU.",
+                   _last_before(s["start"], s["num_swapped"], at))
+    fams.gauge(lv, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+               _last_before(s["start"], s["kv_usage"], at))
+    fams.counter(lv, "vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                 _cumulative(s["start"], s["num_preemptions"], at))
+    first = np.isfinite(c["first_token"])
+    fams.counter(lv, "vllm:prompt_tokens", "Number of prefill tokens processed.",
+                 _cumulative(c["first_token"][first], c["prompt_len"][first], at))
+    fams.counter(lv, "vllm:generation_tokens", "Number of generation tokens processed.",
+                 _cumulative(s["end"], s["num_generated"], at))
+    fams.counter(lv, "vllm:request_success", "Count of successfully processed requests.",
+                 _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at), {"finished_reason": "length"})
+    # The prefix cache is looked up when a request is first scheduled: its prompt queried, what
+    # was found cached a hit (vLLM counts nothing with prefix caching off).
+    sched = np.isfinite(c["first_scheduled"]) & res.scenario.engine.enable_prefix_caching
+    fams.counter(lv, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                 _cumulative(c["first_scheduled"][sched], c["prompt_len"][sched], at))
+    fams.counter(lv, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                 _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0), at))
+    fams.histogram(lv, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                   c["first_token"][first], ttft_s(c)[first], TTFT_BUCKETS)
+    if "num_steps" in s:  # time bins: a bin's mean step time
+        gap = np.asarray(s["busy_s"], np.float64) / np.maximum(np.asarray(s["num_steps"], np.float64), 1)
+    else:  # the time since the previous step ended
+        gap = np.diff(s["end"], prepend=s["start"][:1])
+    fams.histogram(lv, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s["end"],
+                   gap, ITL_BUCKETS, weights=s["decode_tokens"])
+    multi = fin & (c["num_out"] > 1)
+    fams.histogram(lv, "vllm:request_time_per_output_token_seconds",
+                   "Histogram of time_per_output_token_seconds per request.", c["finish"][multi],
+                   tpot_s(c)[multi], ITL_BUCKETS)
+    for name, doc, values in [
+        ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2el_s(c)),
+        ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+         c["first_scheduled"] - c["arrival"]),
+        ("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+         c["finish"] - c["first_scheduled"]),
+        ("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+         c["first_token"] - c["first_scheduled"]),
+        ("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+         c["finish"] - c["first_token"]),
+    ]:
+        fams.histogram(lv, name, doc, c["finish"][fin], values[fin], LATENCY_BUCKETS)
 
 
 # One sample of every series of one engine in the text (gauges, counters, the histograms' buckets),

@@ -106,6 +106,8 @@ def _finishing(st):
     return n
 
 
+# About 80 lines: one pass over the slots, whose steps (sample, count the gap, finish and release,
+# or turn lazy) share the pass's running totals; split, they would hand a dozen of them back and forth.
 def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
