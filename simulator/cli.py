@@ -44,8 +44,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from simulator.config import field_reference
+    from simulator.config import Scenario, field_reference
+    from simulator.fields import json_schema
 
+    if args.json_schema:
+        print(json.dumps(json_schema(Scenario, "servesim scenario"), indent=1))
+        return 0
     rows = field_reference()
     if not args.markdown:
         print("Every field of a scenario file, with the default a file that leaves it out gets. (With no file at "
@@ -307,7 +311,11 @@ def parser() -> Parser:
     ck.set_defaults(fn=cmd_check)
 
     f = sub.add_parser("fields", help="print every scenario field with its default, unit and vLLM knob")
-    f.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/scenario-reference.md)")
+    fmt = f.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/scenario-reference.md)")
+    fmt.add_argument("--json-schema", action="store_true",
+                     help="as a JSON Schema for editors (e.g. `servesim fields --json-schema > servesim.schema.json`, "
+                          "then `# yaml-language-server: $schema=servesim.schema.json` atop a scenario)")
     f.set_defaults(fn=cmd_fields)
 
     s = sub.add_parser("step-time", help="predicted latency of one decode step (ms)")

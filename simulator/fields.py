@@ -195,3 +195,56 @@ def field_reference(cls: type, prefix: str = "", instance: Any = None,
             rows.append((path, f.metadata.get("shape") or _type_name(tp), d, _unit(f, units), f.metadata.get("vllm", ""),
                          f.metadata.get("doc", "")))
     return rows
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {k: _json_default(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_default(v) for v in value]
+    return value
+
+
+def _type_schema(tp: Any) -> dict:
+    """The JSON Schema of a field type (as ``build`` accepts it: an integer may be written 2e3)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return {"anyOf": [_type_schema(a) for a in typing.get_args(tp)]}
+    if origin is Literal:
+        choices = list(typing.get_args(tp))
+        numbers = [float(c) for c in choices if isinstance(c, str) and _as_number(c) is not None]
+        return {"enum": choices + numbers}  # a version may be written as a number (vllm_version: 0.10)
+    if dataclasses.is_dataclass(tp):
+        return json_schema(tp)
+    if tp is type(None):
+        return {"type": "null"}
+    return {int: {"type": "integer"}, float: {"type": "number"}, bool: {"type": "boolean"}, str: {"type": "string"},
+            dict: {"type": "object"}, Any: {}}[tp]
+
+
+def json_schema(cls: type, title: str | None = None) -> dict:
+    """A JSON Schema (draft 2020-12) of dataclass ``cls`` for editors: every field with its type,
+    bounds, allowed values, default and documentation; unknown keys are errors, as in ``build``.
+    Rules between fields (``only``) and shapes a dataclass checks itself are left to ``build``."""
+    hints = typing.get_type_hints(cls)
+    props = {}
+    for f in dataclasses.fields(cls):
+        s = dict(_type_schema(hints[f.name]))
+        m = f.metadata
+        unit = f" [{m['unit']}]" if m.get("unit") else ""
+        vllm = f" (vLLM: {m['vllm']})" if m.get("vllm") else ""
+        if m.get("doc") or unit or vllm:
+            s["description"] = f"{m.get('doc', '')}{unit}{vllm}".strip()
+        for rule, key in (("ge", "minimum"), ("gt", "exclusiveMinimum"), ("le", "maximum"), ("lt", "exclusiveMaximum")):
+            if m.get(rule) is not None:
+                s[key] = m[rule]
+        if m.get("among") is not None:
+            s["enum"] = list(m["among"])
+        default = default_of(f)
+        if not dataclasses.is_dataclass(default):
+            s["default"] = _json_default(default)
+        props[f.name] = s
+    out: dict = {"type": "object", "additionalProperties": False, "properties": props}
+    if title is not None:
+        out = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **out}
+    return out

@@ -130,3 +130,35 @@ def test_every_command_reads_a_scenario_file_the_same_way(tmp_path, monkeypatch,
     for cmd in (["sweep", "exp", "--param", "engine.max_num_seqs=4,8"], ["plan", "exp", "--rate", "1"]):
         assert main(cmd) == 2
         assert capsys.readouterr().err.startswith("error: scenario: exp is a folder; give a scenario YAML file")
+
+
+def test_the_json_schema_accepts_every_shipped_scenario_and_catches_field_mistakes(capsys):
+    """`servesim fields --json-schema` (for editors) describes what ``build`` accepts: every scenario in
+    the repository validates, and a misspelt key, a value out of bounds or not among the choices, or
+    a wrong type is flagged, as the loader flags it."""
+    import glob
+    import json
+
+    import jsonschema
+
+    from simulator import yamlio
+    from simulator.cli import main
+
+    assert main(["fields", "--json-schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.check_schema(schema)
+    root = Path(__file__).resolve().parents[1]
+    files = [*glob.glob(f"{root}/scenarios/*.yaml"), *glob.glob(f"{root}/benchmarks/scenarios/*.yaml"),
+             f"{root}/simulator/data/default_scenario.yaml"]
+    assert len(files) > 15
+    for f in files:
+        errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(yamlio.load(Path(f).read_text()))]
+        assert not errors, f"{f}: {errors}"
+    for name, where in (("unknown_top_key", []), ("preemption_typo", ["engine", "preemption_mode"]),
+                        ("budget_negative", ["engine", "max_num_batched_tokens"]), ("seed_string", ["run", "seed"]),
+                        ("rate_negative", ["workload", "arrival", "rate"])):
+        data = yamlio.load((root / "tests" / "bad_inputs" / f"{name}.yaml").read_text())
+        assert [list(e.path) for e in validator.iter_errors(data)] == [where], name
+        with pytest.raises(ConfigError):
+            scenario_from_dict(data)
