@@ -60,6 +60,32 @@ _ADDED = ("arrival", "prompt_len", "num_tokens", "max_tokens", "content_key", "p
 class RequestTable:
     """Growable columns of per-request state (views into one table per dtype, see ``ROW_LAYOUT``)."""
 
+    # The columns, set by ``_grow`` (one line per name of ``_FIELDS``; a test checks they agree).
+    arrival: np.ndarray
+    first_scheduled: np.ndarray
+    first_token: np.ndarray
+    last_token: np.ndarray
+    finish: np.ndarray
+    prompt_len: np.ndarray
+    max_tokens: np.ndarray
+    num_tokens: np.ndarray
+    num_computed: np.ndarray
+    num_out: np.ndarray
+    computed_hwm: np.ndarray
+    num_blocks: np.ndarray
+    cached_tokens: np.ndarray
+    preemptions: np.ndarray
+    recomputed: np.ndarray
+    swapped_bytes: np.ndarray
+    status: np.ndarray
+    priority: np.ndarray
+    group: np.ndarray
+    group_len: np.ndarray
+    content_key: np.ndarray
+    client: np.ndarray
+    client_class: np.ndarray
+    external: np.ndarray
+
     def __init__(self, capacity: int = 1024) -> None:
         self.n = 0
         self._cap = 0
@@ -125,3 +151,6 @@ class RequestTable:
 
     def columns(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name)[: self.n] for name in _FIELDS}
+
+
+assert {n for n, t in RequestTable.__annotations__.items() if t == "np.ndarray"} == set(_FIELDS)
