@@ -19,7 +19,9 @@ the keys of a single run plus ``replicas``, one summary per replica.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 import simpy
@@ -45,6 +47,7 @@ def _groups(sc: Scenario) -> list[tuple[str, Scenario, str, int]]:
     from simulator.config import replica_groups
 
     if sc.disaggregation is None:
+        assert sc.cluster is not None  # a fleet: cluster or disaggregation is set (run.build)
         parts = [("both", sc.cluster.replicas, "cluster.replicas")]
     else:
         d = sc.disaggregation
@@ -74,7 +77,7 @@ class Replica:
     index: int
     role: str
     scenario: Scenario
-    engine: object  # simulator.engine.Engine
+    engine: Engine
     parts: dict
     in_flight: int = 0  # requests the router sent here that have not ended
     on_end: object = field(default=None, repr=False)  # callback of the requests it serves for the cluster
@@ -118,6 +121,7 @@ class Cluster:
             dec = [r for r in self.replicas if r.role == "decode"]
             self.router = Router(env, pre, cfg, sc.run.seed)
             self.decode_router = Router(env, dec, cfg, sc.run.seed + 1)
+            assert sc.disaggregation is not None  # self.disaggregated
             kv = sc.disaggregation.kv_transfer
             self.links = {r.index: simpy.Resource(env, capacity=1) for r in pre}
             self._kv_link = (kv.bandwidth_gbps, kv.latency_ms)
@@ -145,7 +149,8 @@ class Cluster:
         """A progress bar (``simulator.progress``) that every replica moves, with the fleet's count."""
         self._progress = bar
         for r in self.replicas:
-            r.engine.progress = None if bar is None else (lambda t, _n: bar(t, self.num_done))
+            # cast: Engine.progress is inferred None-typed (simulator/engine.py)
+            r.engine.progress = None if bar is None else cast(Any, lambda t, _n: bar(t, self.num_done))
 
     # ---- the engine interface the workload and the run use -------------------------------------
     def submit(self, prompt_len: int, max_tokens: int, group: int = -1, group_len: int = 0, priority: int = 0,
@@ -208,7 +213,8 @@ class Cluster:
         self.dec_rep[gid], self.dec_rid[gid] = d.index, d.engine.reqs.n - 1
         ev.callbacks.append(lambda e: self._ended(gid, d, done))
 
-    _count_done = Engine._count_done  # the fleet counts what ended as one engine does
+    # the fleet counts what ended as one engine does
+    _count_done = cast("Callable[[Cluster, int], None]", Engine._count_done)
 
     def finish_run(self) -> None:
         for r in self.replicas:

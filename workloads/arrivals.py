@@ -16,6 +16,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import numpy as np
 import simpy
@@ -199,9 +200,10 @@ def closed_loop(
 
     if job is None and request is None:
         def request(client):
-            return submit(*factory(), client=client, want_event=True)
+            return submit(*cast(Callable, factory)(), client=client, want_event=True)
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
+        assert request is not None  # given, or defined above when job is None
         for cid in range(concurrency):
             _chained_client(env, request, budget, client_base + cid,
                             ramp_up_s * cid / concurrency if ramp_up_s > 0 else None, client_latency_s)
@@ -209,6 +211,7 @@ def closed_loop(
 
     if job is None:
         def job(client, active):
+            assert request is not None  # given, or defined above when job is None
             yield request(client)
 
     if think is None:
@@ -234,6 +237,7 @@ def closed_loop(
         alive.discard(cid)
 
     def controller():
+        assert schedule is not None  # started only with a schedule
         for t, c in schedule:
             if t > env.now:
                 yield env.timeout(t - env.now)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, cast
 
 from simulator.errors import ConfigError
 from simulator.fields import F, build
@@ -213,7 +214,7 @@ def check_session(s: SessionConfig, path: str) -> None:
 
 def _default(cls: type, name: str) -> Any:
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
-    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return f.default if f.default is not dataclasses.MISSING else cast(Callable[[], Any], f.default_factory)()
 
 
 def _check_preset(obj: Any, path: str) -> None:

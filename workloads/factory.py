@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import simpy
@@ -237,6 +238,7 @@ class RequestFactory:
         the session (the context is full), as does a closed-loop client being stopped.
         """
         s = self.spec.session
+        assert s is not None and self.turns is not None  # called only for a class with sessions
         key = SESSION_KEY_BASE + self.ids.new_session()
         g, glen = self.group()
         n = self.turns()
@@ -289,6 +291,7 @@ def _start_arrival(
         def pick() -> RequestFactory:
             return only
     else:
+        assert class_rng is not None  # several sources: the classes sharing workload.arrival, with their rng
         cum = np.cumsum([s.spec.weight for s in sources])
         cum = cum / cum[-1]
 
@@ -296,7 +299,8 @@ def _start_arrival(
             return sources[min(int(np.searchsorted(cum, class_rng.random(), side="right")), len(sources) - 1)]
 
     if a.type == "closed_loop":
-        schedule = parse_schedule(a.schedule, f"{where}.schedule", integer=True) if a.schedule is not None else None
+        schedule = (cast("list[tuple[float, int]]", parse_schedule(a.schedule, f"{where}.schedule", integer=True))
+                    if a.schedule is not None else None)
         most = max([a.concurrency] + [c for _, c in schedule or []])
         base = ids.new_clients(most)
 
@@ -306,6 +310,7 @@ def _start_arrival(
         def request(client):
             return pick().request(submit, client)
 
+        think: Callable[[], float] | None
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
             def think() -> float:
                 return float(think_rng.exponential(a.think_time_s))

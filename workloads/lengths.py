@@ -13,6 +13,7 @@ import functools
 import math
 import os
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -24,7 +25,7 @@ _erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 def normal_cdf(z: np.ndarray) -> np.ndarray:
-    return (0.5 * _erfc(-np.asarray(z, float) / math.sqrt(2.0))).astype(float)
+    return cast(np.ndarray, 0.5 * _erfc(-np.asarray(z, float) / math.sqrt(2.0))).astype(float)
 
 
 # ---- empirical lengths from a file -------------------------------------------------------------
@@ -110,6 +111,7 @@ class LengthSampler:
             cdf = _zipf_cdf(max(c.min, 1), c.max, c.alpha)
             x = (np.searchsorted(cdf, rng.random(n), side="right") + max(c.min, 1)).astype(float)
         elif c.dist == "empirical":
+            assert self._values is not None  # loaded in __init__ for dist 'empirical'
             x = self._values[rng.integers(len(self._values), size=n)].astype(float)
         else:  # pragma: no cover - validated at load
             raise ValueError(c.dist)
@@ -132,6 +134,7 @@ class LengthSampler:
                 lo = max(c.min, 1)
                 x = (np.searchsorted(_zipf_cdf(lo, c.max, c.alpha), u, side="right") + lo).astype(float)
             elif c.dist == "empirical":
+                assert self._values is not None  # loaded in __init__ for dist 'empirical'
                 s = np.sort(self._values)
                 x = s[np.floor(u * len(s)).astype(np.int64)].astype(float)
             else:  # pragma: no cover - validated at load

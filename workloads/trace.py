@@ -59,6 +59,17 @@ REQUIRED = tuple(col for _, col, default, _ in _FIELDS if default is None)  # th
 class Trace:
     """Parsed trace rows as numpy columns, sorted by arrival time (stable: ties keep file order)."""
 
+    # the columns, one per key of ``_FIELDS`` (set from ``cols`` below)
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    group: np.ndarray
+    group_len: np.ndarray
+    session: np.ndarray
+    client_class: np.ndarray
+    priority: np.ndarray
+    client: np.ndarray
+
     def __init__(self, cols: dict[str, np.ndarray]) -> None:
         arrival = cols["arrival"]
         if (arrival[1:] >= arrival[:-1]).all():  # already in order (a stable sort would keep it)
@@ -161,6 +172,7 @@ def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
     cols: dict[str, np.ndarray] = {}
     for key, col, default, lo in _FIELDS:
         if col not in raw:
+            assert default is not None  # the required columns are in the header (checked above)
             cols[key] = np.broadcast_to(np.int64(default), n)  # one value for every row, no memory per row
             continue
         v, g = raw.pop(col), given[col]

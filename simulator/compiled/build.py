@@ -19,7 +19,9 @@ import importlib.util
 import os
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +31,8 @@ from simulator.compiled import layout, lazy, pool, queues, schedule, state, text
 MODULES = (rules, cost, frontend, trace, pool, queues, lazy, schedule, update, text)
 SOURCES = (*MODULES, layout, state, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
-ENTRY_POINTS = {"advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}
+ENTRY_POINTS: dict[str, Callable[..., object]] = {
+    "advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,6 +40,7 @@ def source_hash() -> str:
     """What the compiled module depends on: the step's sources, numba, numpy and Python."""
     h = hashlib.sha256()
     for m in SOURCES:
+        assert m.__file__ is not None  # modules of this package, each from its file
         h.update(Path(m.__file__).read_bytes())
     h.update(f"{_numba_install()} {np.__version__} {sys.version} {target_cpu()} {_cpu()}".encode())
     return h.hexdigest()[:16]
@@ -72,10 +76,10 @@ def _numba_install() -> str:
     return f"{pkg} {sorted(p.name for p in pkg.parent.glob('numba-*.dist-info'))}"
 
 
-def _compiled_copies(njit) -> dict[str, object]:
+def _compiled_copies(njit) -> dict[str, Any]:
     """The entry points compiled: a compiled copy of every function of ``MODULES``, each seeing the
     compiled copies of the others."""
-    compiled: dict[types.FunctionType, object] = {}
+    compiled: dict[Callable[..., object], Any] = {}
     scopes = []
     for m in MODULES:
         scope = dict(vars(m))
@@ -111,7 +115,7 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
         warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
         from numba.pycc import CC
 
-    fns = _compiled_copies(lambda **kw: njit(_nrt=False, **kw))
+    fns = _compiled_copies(lambda **kw: njit(_nrt=False, **kw))  # type: ignore[call-overload]  # private _nrt
     st_t = state_type(example)
     cc = CC(name)
     cc.output_dir = str(path.parent)
@@ -128,6 +132,7 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
 
 def load_extension(path: Path):
     spec = importlib.util.spec_from_file_location(module_name(path), path)
+    assert spec is not None and spec.loader is not None  # an extension module's suffix has a loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -143,8 +148,10 @@ def jit_functions():
     import numba
     from numba import njit
 
-    numba.config.CACHE_DIR = str(cache_dir() / f"numba_{source_hash()}")
-    fns = _compiled_copies(lambda **kw: njit(cache=True, _nrt=False, **kw))
+    numba.config.CACHE_DIR = str(  # type: ignore[attr-defined]  # numba sets its options at import
+        cache_dir() / f"numba_{source_hash()}")
+    fns = _compiled_copies(
+        lambda **kw: njit(cache=True, _nrt=False, **kw))  # type: ignore[call-overload]  # private _nrt
     return types.SimpleNamespace(**fns)
 
 

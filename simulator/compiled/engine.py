@@ -9,6 +9,8 @@ arrays that this class builds and grows (more requests, longer requests, more pr
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import simpy
@@ -45,7 +47,8 @@ class CompiledEngine(Engine):
             self._arrive(rid)
             return
         if self._too_long(rid):  # its client learns of the rejection at its time: by an event
-            TimeoutAt(self.env, at).callbacks.append(lambda _e, rid=rid: self._reject_due(rid))
+            TimeoutAt(self.env, at).callbacks.append(
+                cast("Callable[[simpy.Event], None]", lambda _e, rid=rid: self._reject_due(rid)))
         coming.append((at, rid))
         if self._wake is not None and len(coming) == 1:  # idle: wake when it comes
             TimeoutAt(self.env, at).callbacks.append(self._wake_up)
@@ -209,7 +212,7 @@ class CompiledEngine(Engine):
     def _fe_batch(self, t: float) -> None:
         self.st.fctl[L.FE_BATCH] = t
 
-    @Engine._intake_busy.setter
+    @Engine._intake_busy.setter  # type: ignore[attr-defined]  # mypy: no .setter on an inherited property
     def _intake_busy(self, t: float) -> None:
         self._intake_end = self.st.fctl[L.FE_INTAKE] = t
 
