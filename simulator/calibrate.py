@@ -19,7 +19,7 @@ import io
 from dataclasses import asdict, fields, replace
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import yaml
@@ -33,6 +33,8 @@ from simulator.textfile import ENCODING, read_text
 from simulator.writers import atomic_write_text
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pandas as pd
 
 CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
@@ -122,7 +124,8 @@ def predict(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: i
     base = _models(df, gpu_key, tp)
     out = np.empty(len(df))
     cache: dict[str, CostModel] = {}
-    for i, r in enumerate(df.itertuples(index=False)):
+    # (pandas types a row's fields as any scalar)
+    for i, r in enumerate(cast("Iterable[Any]", df.itertuples(index=False))):
         cm = cache.get(r.model)
         if cm is None:
             b = base[r.model]
@@ -184,7 +187,8 @@ def fit(
     start = replace(start, **pinned)
     free = tuple(n for n in FITTED if n not in pinned)
     meas = df["ms"].to_numpy(float)
-    works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in df.itertuples(index=False)]
+    rows = cast("Iterable[Any]", df.itertuples(index=False))  # (pandas types a row's fields as any scalar)
+    works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in rows]
     names = df["model"].tolist()
 
     def loss(x: np.ndarray) -> float:

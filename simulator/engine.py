@@ -11,11 +11,13 @@ compiled production step, many steps per call while nothing outside the engine c
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import simpy
 
-from simulator.cost import CostModel
+from simulator.cost import ConstantCost, CostModel
 from simulator.frontend import after_intake, intake_passes, intake_start, reaches_engine
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
@@ -25,6 +27,8 @@ from simulator.step_log import StepLog
 # Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
 # this many rejections in a row at one time, with none accepted, the run stops with a diagnostic.
 REJECT_LIVELOCK = 100_000
+
+_Callback = Callable[[Any], None]  # what an event calls with itself when it fires (its return value is ignored)
 
 
 class SimulationStalled(RuntimeError):
@@ -39,7 +43,7 @@ class Engine:
         env: simpy.Environment,
         cfg: SchedulerConfig,
         num_gpu_blocks: int,
-        cost: CostModel,
+        cost: CostModel | ConstantCost,
         reqs: RequestTable,
         *,
         max_model_len: int,
@@ -50,7 +54,8 @@ class Engine:
     ) -> None:
         self.env = env
         self.trace_level = trace  # request events to record (simulator.events): 0 none, 1, 2
-        self.progress = None  # called with (now, requests done) as the run goes (simulator.progress)
+        # Called with (now, requests done) as the run goes (simulator.progress).
+        self.progress: Callable[[float, int], None] | None = None
         # After requests end, let their clients' reactions at that instant (a resubmission) reach
         # the next step before it is scheduled, as when a client submits between two engine steps
         # (workload.arrival.client_latency_s delays a reaction beyond it).
@@ -158,7 +163,7 @@ class Engine:
         if at == self.env.now:
             self._arrive(rid)
         else:
-            TimeoutAt(self.env, at).callbacks.append(lambda _e, rid=rid: self._arrive(rid))
+            TimeoutAt(self.env, at).callbacks.append(cast(_Callback, lambda _e, rid=rid: self._arrive(rid)))
 
     def _arrive(self, rid: int) -> None:
         """Request ``rid`` reaches the engine now: queued, or rejected if it can never fit."""
@@ -261,7 +266,7 @@ class Engine:
                 woke = True
             now_done += 1
         for t, group in later.items():
-            TimeoutAt(env, t).callbacks.append(lambda _e, group=group: self._notify(group))
+            TimeoutAt(env, t).callbacks.append(cast(_Callback, lambda _e, group=group: self._notify(group)))
         self._count_done(now_done)
         return woke
 

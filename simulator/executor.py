@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import TypeVar
 
 from simulator.background import cores
 from simulator.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
+_T = TypeVar("_T")  # an item given to a task
 __all__ = ["EXECUTORS", "Progress", "cores", "run_tasks"]
 
 
-def run_tasks(fn: Callable[[object], dict], items: list, jobs: int = 0, executor: str = "local",
-              address: str | None = None) -> Iterator[tuple[int, dict]]:
+def run_tasks(fn: Callable[[_T], dict], items: list[_T], jobs: int = 0, executor: str = "local",
+              address: str | None = None) -> Generator[tuple[int, dict], None, None]:
     """``(i, fn(items[i]))`` for every item, as they finish (see the module docstring). Closing the
     generator early (an interrupt) cancels what has not started."""
     if executor not in EXECUTORS:

@@ -13,9 +13,12 @@ import difflib
 import types
 import typing
 from dataclasses import field
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
 from simulator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: str = "", **rules: Any) -> Any:
@@ -79,7 +82,8 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None, units: str = "") -
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{path} must be a mapping (got {value!r})")
-        return build(tp, value, path, base if isinstance(base, tp) else None, units)
+        cls = cast(type, tp)  # a field's type: a dataclass, not an instance of one
+        return build(cls, value, path, base if isinstance(base, cls) else None, units)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path} must be true or false (got {value!r})")
@@ -184,7 +188,7 @@ def field_reference(cls: type, prefix: str = "", instance: Any = None,
         path = f"{prefix}{f.name}"
         tp = hints[f.name]
         inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
-        sub = tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None)
+        sub = cast("type | None", tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None))  # a dataclass
         default = getattr(instance, f.name) if instance is not None else default_of(f)
         if sub is not None:
             rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
@@ -199,7 +203,7 @@ def field_reference(cls: type, prefix: str = "", instance: Any = None,
 
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
-        return {k: _json_default(v) for k, v in dataclasses.asdict(value).items()}
+        return {k: _json_default(v) for k, v in dataclasses.asdict(cast("DataclassInstance", value)).items()}
     if isinstance(value, (list, tuple)):
         return [_json_default(v) for v in value]
     return value
@@ -215,7 +219,7 @@ def _type_schema(tp: Any) -> dict:
         numbers = [float(c) for c in choices if isinstance(c, str) and _as_number(c) is not None]
         return {"enum": choices + numbers}  # a version may be written as a number (vllm_version: 0.10)
     if dataclasses.is_dataclass(tp):
-        return json_schema(tp)
+        return json_schema(cast(type, tp))
     if tp is type(None):
         return {"type": "null"}
     return {int: {"type": "integer"}, float: {"type": "number"}, bool: {"type": "boolean"}, str: {"type": "string"},

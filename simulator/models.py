@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from simulator.errors import ConfigError
 from simulator.textfile import read_text
@@ -272,7 +273,7 @@ def checkpoint_quantization(cfg: dict, name: str) -> str:
     if method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
         return "fp8"
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        bits = int(q.get("bits", q.get("w_bit", 4)))
+        bits = int(cast(Any, q.get("bits", q.get("w_bit", 4))))  # a JSON number (mypy reads dict.get here as "| None")
         return "int4" if bits == 4 else "int8"
     if method == "bitsandbytes":
         return "int4" if q.get("load_in_4bit") else "int8"

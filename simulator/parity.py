@@ -23,11 +23,15 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simulator.cost import ConstantCost
 from simulator.errors import ConfigError
 from simulator.events import step_records
 from simulator.requests import RequestTable
+
+if TYPE_CHECKING:
+    from simulator.engine import Engine
 
 COLUMNS = [
     "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
@@ -66,7 +70,10 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
 
     e = spec["engine"]
     sc = blank_scenario(engine_overrides(spec, engine))
+    # engine_overrides sets both
+    assert sc.engine.max_num_seqs is not None and sc.engine.max_num_batched_tokens is not None
     cfg = scheduler_config(sc, sc.engine.max_num_seqs, sc.engine.max_num_batched_tokens, 1.0)
+    Eng: type[Engine]
     if engine == "reference":
         from simulator.reference.engine import ReferenceEngine as Eng
     else:
@@ -87,6 +94,7 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
                         want_event=True)
         assert eng.reqs.n - 1 == int(r["id"]), "fixture ids must count from 0 in list order"
         if w["mode"] == "closed_loop":
+            assert ev is not None  # (want_event)
             ev.callbacks.append(submit_next)
 
     w = spec["workload"]
@@ -99,7 +107,7 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
 
 def trace_rows(eng) -> list[dict]:
     """The fixture's rows from a finished run's request events (the run recorded them at level 2)."""
-    rows = []
+    rows: list[dict] = []
     for s in step_records(eng.trace_events(), eng.log.columns()):
         if not s.scheduled:
             continue

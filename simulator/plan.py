@@ -512,7 +512,7 @@ def _scaled(raw, units: int):
 
 
 def write_plan(out: Path, rows: list[dict], rec: dict, spec: PlanSpec, space: dict) -> list[Path]:
-    cols: dict[str, list] = {}
+    cols: dict[str, np.ndarray] = {}
     order = [k for k in rows[0] if k.startswith("param:")] + [
         "status", "capacity_rps", "units", "unit_gpus", "gpus", "gpu", "unit_usd_per_hour", "usd_per_hour",
         "usd_per_million_output_tokens", "p99_ttft_ms", "p99_tpot_ms", "ttft_margin", "tpot_margin", "probes", "error"]

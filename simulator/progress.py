@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 
 class RunProgress:
@@ -18,7 +19,7 @@ class RunProgress:
         self.label, self.until, self.expected = label, until, expected
         self.after_s = after_s
         self.t0 = time.perf_counter()
-        self.bar = None
+        self.bar: Any = None  # a tqdm bar, once shown
         self.calls = 0
         self.shown = 0.0
         self.enabled = sys.stderr.isatty() or bool(os.environ.get("SERVESIM_PROGRESS"))

@@ -9,6 +9,8 @@ cache lines instead of one per field; each column is a strided view into its tab
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from simulator.rules import WAITING
@@ -138,7 +140,7 @@ class RequestTable:
     def _grow(self, new: int = 0) -> None:
         new = max(new, self._cap * 2)
         for dt, names in ROW_LAYOUT.items():
-            table = np.empty((new, len(names)), dt)
+            table: np.ndarray = np.empty((new, len(names)), dt)
             table[:] = [_FIELDS[name][1] for name in names]
             old = self.tables.get(dt)
             if old is not None:
@@ -146,7 +148,7 @@ class RequestTable:
             self.tables[dt] = table
             for k, name in enumerate(names):
                 setattr(self, name, table[:, k])
-        self._writers = {name: memoryview(getattr(self, name)) for name in _ADDED}
+        self._writers: dict[str, memoryview[Any]] = {name: memoryview(getattr(self, name)) for name in _ADDED}
         self._cap = new
 
     def columns(self) -> dict[str, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
@@ -18,6 +19,9 @@ from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 from simulator.size import RunSize, check_size, run_size
 from workloads.factory import Ids, start_workload
+
+if TYPE_CHECKING:
+    from simulator.progress import RunProgress
 
 
 @dataclass
@@ -96,7 +100,7 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
         engine.finish_run()
         gc.unfreeze()
         if engine.progress is not None:
-            engine.progress.close()
+            cast("RunProgress", engine.progress).close()  # the bar set above (a fleet's is the bar itself)
     done = engine.expected is not None and engine.all_done.triggered
     return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0,
                   stopped_by="requests done" if done else "duration", **parts)

@@ -4,11 +4,13 @@ and the guard that refuses a run that would not fit."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from simulator.config import Scenario, check_model, run_duration
+from simulator.config import ClusterConfig, Scenario, check_model, run_duration
 from simulator.cost import CostModel, StepWork, decode_work
 from simulator.errors import ConfigError
 from simulator.hardware import load_gpu
@@ -86,7 +88,7 @@ def run_size(sc: Scenario) -> RunSize:
     for a, sources in arrivals:
         if a.type == "closed_loop":
             steps = parse_schedule(a.schedule, "schedule", integer=True) if a.schedule is not None else []
-            n = max([a.concurrency] + [c for _, c in steps])
+            n = cast(int, max([a.concurrency] + [c for _, c in steps]))  # (the schedule's counts are integers)
             clients += n
             if until is not None:  # each client: a request's time (its output at a full batch's step time), then its think time
                 rng = np.random.default_rng(0)
@@ -135,14 +137,14 @@ def check_size(sc: Scenario, size: RunSize) -> None:
     cap = f"about {size.bytes / 2**30:,.1f} GB, more than half of this machine's {2 * limit / 2**30:,.0f} GB"
     parts = {"replicas": size.engine_bytes, "clients": size.clients * CLIENT_BYTES,
              "requests": size.requests * REQUEST_BYTES, "steps": size.step_rows * STEP_ROW_BYTES}
-    worst = max(parts, key=parts.get)
+    worst = max(parts, key=cast(Callable[[str], int], parts.get))
     if worst == "replicas":
         if sc.disaggregation is not None:
             d = sc.disaggregation
             raise ConfigError(f"disaggregation.prefill, .decode: {size.replicas:,} replicas need {cap} (their engines "
                               f"alone) (got prefill {d.prefill!r}, decode {d.decode!r})")
         raise ConfigError(f"cluster.replicas: {size.replicas:,} replicas need {cap} (their engines alone) "
-                          f"(got {sc.cluster.replicas!r})")
+                          f"(got {cast(ClusterConfig, sc.cluster).replicas!r})")  # (one engine alone is never the most)
     if worst == "clients" or parts["clients"] > limit:  # too many clients, however short the run
         raise ConfigError(f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
                           f"{size.requests:,} requests in the run, need {cap} (got {size.clients})")

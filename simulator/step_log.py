@@ -7,6 +7,7 @@ Kept as typed numpy columns (no Python objects per step); the summary's window t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -139,6 +140,17 @@ class WindowTotals:
     kv_usage_max: float
 
 
+class _WindowSums(TypedDict):
+    """The window totals a binned step log accumulates as the steps pass."""
+
+    gen: int
+    pre: int
+    rec: int
+    wsum: float
+    wdot: float
+    max: float
+
+
 def _overlap(starts: np.ndarray, durations: np.ndarray, t0: float, t1: float) -> np.ndarray:
     """How long each step lies inside [t0, t1] (its weight in the time-weighted KV usage)."""
     return np.clip(np.minimum(starts + durations, t1) - np.maximum(starts, t0), 0, None)
@@ -181,7 +193,7 @@ class BinnedStepLog(StepLog):
         self.t0 = float(window_start)
         self._bins: dict[str, np.ndarray] = {}
         self._nbins = 0
-        self._w = {"gen": 0, "pre": 0, "rec": 0, "wsum": 0.0, "wdot": 0.0, "max": 0.0}
+        self._w: _WindowSums = {"gen": 0, "pre": 0, "rec": 0, "wsum": 0.0, "wdot": 0.0, "max": 0.0}
 
     def _grow(self, nbins: int) -> None:
         cap = max(nbins, 2 * len(self._bins.get("num_steps", ())), 1024)

@@ -53,6 +53,7 @@ def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
 
 def _split_values(raw: str, where: str) -> list[str]:
     """``raw`` split at its commas outside brackets, braces and quotes."""
+    cur: list[str]
     parts, cur, depth, quote = [], [], 0, ""
     for ch in raw:
         if quote:
@@ -312,6 +313,7 @@ def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, out
     interrupted = False
     bar = Progress(len(points), "sweep")
     tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
+    r: dict | None  # a point's result (None: not run)
     try:
         for done_n, (i, r) in enumerate(tasks, 1):
             results[i] = r

@@ -393,8 +393,8 @@ def plot_runs(runs: list[dict], results: list[RunResult], path: Path, metrics: t
     styles = {"calibrate": ("o", "#1f77b4", "calibration runs"), "heldout": ("s", "#d62728", "held-out runs")}
     s = error_summary(results, metrics)
     for ax, m in zip(axes, metrics):
-        pts = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
-        pts = [(a, b, r) for a, b, r in pts if a and b]
+        got = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
+        pts = [(a, b, r) for a, b, r in got if a and b]
         lo = min(min(a, b) for a, b, _ in pts) / 1.5
         hi = max(max(a, b) for a, b, _ in pts) * 1.5
         ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.92", label="within 2x")

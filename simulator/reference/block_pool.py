@@ -66,7 +66,8 @@ class BlockPool:
         Of the blocks nobody holds any more, those without a hash go to the head of the free queue
         in the given order (``blocks[0]`` first), those with one to the tail (vLLM ``free_blocks``).
         """
-        front, back = [], []
+        front: list[int] = []
+        back: list[int] = []
         for b, h in zip(blocks, hashed):
             self.ref[b] -= 1
             if self.ref[b] == 0:
