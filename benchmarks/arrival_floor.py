@@ -37,10 +37,28 @@ def floor(path: str, requests: int, steps: int) -> tuple[float, int, float]:
     reqs = RequestTable()
     in_flight: collections.deque = collections.deque()
 
-    def submit(prompt_len, max_tokens, group=-1, group_len=0, priority=0, content_key=-1, client=-1,
-               client_class=-1, want_event=False):
-        reqs.add(env.now, prompt_len, max_tokens, priority=priority, group=group, group_len=group_len,
-                 content_key=content_key, client=client, client_class=client_class)
+    def submit(
+        prompt_len,
+        max_tokens,
+        group=-1,
+        group_len=0,
+        priority=0,
+        content_key=-1,
+        client=-1,
+        client_class=-1,
+        want_event=False,
+    ):
+        reqs.add(
+            env.now,
+            prompt_len,
+            max_tokens,
+            priority=priority,
+            group=group,
+            group_len=group_len,
+            content_key=content_key,
+            client=client,
+            client_class=client_class,
+        )
         ev = env.event() if want_event else None
         in_flight.append(ev)
         return ev
@@ -75,9 +93,11 @@ def main() -> int:
     a = ap.parse_args()
     best = min(floor(a.scenario, a.requests, a.steps) for _ in range(a.repeat))
     wall, n, sim = best
-    print(f"{Path(a.scenario).name}: {n:,} requests submitted over {sim:g} simulated s against a stub engine: "
-          f"{wall:.3f} s wall ({wall / n * 1e6:.1f} us a request); on its own that caps the run at "
-          f"{sim / wall:,.0f}x real time")
+    print(
+        f"{Path(a.scenario).name}: {n:,} requests submitted over {sim:g} simulated s against a stub engine: "
+        f"{wall:.3f} s wall ({wall / n * 1e6:.1f} us a request); on its own that caps the run at "
+        f"{sim / wall:,.0f}x real time"
+    )
     return 0
 
 

@@ -72,7 +72,9 @@ def main() -> int:
                 continue
             p = predict(g, fit(og.reset_index(drop=True), other, pinned=pins.get(other)), gpu)
             e = np.abs(p - g["ms"].to_numpy()) / g["ms"].to_numpy()
-            print(f"| cross-GPU | {other} (both models) | {gpu} (both models) | {len(g)} | {e.mean():.1%} | {e.max():.1%} |")
+            print(
+                f"| cross-GPU | {other} (both models) | {gpu} (both models) | {len(g)} | {e.mean():.1%} | {e.max():.1%} |"
+            )
         eff_all = fit(g, gpu, pinned=pin)
         p = predict(g, eff_all, gpu)
         g = g.assign(pred=p, err=(p - g["ms"]) / g["ms"])
@@ -81,7 +83,9 @@ def main() -> int:
         print("| model | batch | new tokens | context | measured ms | predicted ms | error |")
         print("|---|---|---|---|---|---|---|")
         for r in worst.itertuples():
-            print(f"| {r.model} | {r.batch} | {r.new_tokens} | {r.context} | {r.ms:.2f} | {r.pred:.2f} | {r.err:+.1%} |")
+            print(
+                f"| {r.model} | {r.batch} | {r.new_tokens} | {r.context} | {r.ms:.2f} | {r.pred:.2f} | {r.err:+.1%} |"
+            )
         print()
     return 0
 

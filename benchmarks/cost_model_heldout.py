@@ -32,11 +32,15 @@ def main() -> int:
             continue
         pred = predict(df, eff, gpu)
         err = (pred - df["ms"].to_numpy()) / df["ms"].to_numpy()
-        print(f"{f.relative_to(ROOT)}: {len(df)} steps, MAPE {np.mean(np.abs(err)):.1%}, worst {np.max(np.abs(err)):.1%}")
+        print(
+            f"{f.relative_to(ROOT)}: {len(df)} steps, MAPE {np.mean(np.abs(err)):.1%}, worst {np.max(np.abs(err)):.1%}"
+        )
         for r, p, e in zip(df.itertuples(), pred, err, strict=True):
             kind = "decode" if r.new_tokens == 1 else "prefill"
-            print(f"  {kind:7s} batch {r.batch:4d} x {r.new_tokens:5d} tokens, context {r.context:5d}: "
-                  f"measured {r.ms:8.2f} ms, model {p:8.2f} ms ({e:+.1%})")
+            print(
+                f"  {kind:7s} batch {r.batch:4d} x {r.new_tokens:5d} tokens, context {r.context:5d}: "
+                f"measured {r.ms:8.2f} ms, model {p:8.2f} ms ({e:+.1%})"
+            )
     return 0
 
 

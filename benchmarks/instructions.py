@@ -46,18 +46,38 @@ GENERIC = {"SERVESIM_TARGET_CPU": "generic"}
 
 def build(code_dir: Path) -> None:
     """Build the checkout's compiled step (cached by its sources' hash), outside callgrind."""
-    subprocess.run([sys.executable, "-c", "from simulator import compiled; compiled.load()"], cwd=code_dir, check=True,
-                   env={**os.environ, "PYTHONPATH": str(code_dir), **GENERIC})
+    subprocess.run(
+        [sys.executable, "-c", "from simulator import compiled; compiled.load()"],
+        cwd=code_dir,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(code_dir), **GENERIC},
+    )
     # Byte-compile the checkout too: otherwise the first counted run pays for it and the second does not.
     subprocess.run([sys.executable, "-m", "compileall", "-q", "simulator", "workloads"], cwd=code_dir, check=True)
 
 
 def instructions(code_dir: Path, scenario: str, overrides: list[str]) -> int:
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
-           scenario, *overrides]
-    env = {"PYTHONPATH": str(code_dir), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-           **{k: v for k, v in os.environ.items() if k.startswith("SERVESIM_")}, **GENERIC}
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-c",
+        CHILD,
+        scenario,
+        *overrides,
+    ]
+    env = {
+        "PYTHONPATH": str(code_dir),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        **{k: v for k, v in os.environ.items() if k.startswith("SERVESIM_")},
+        **GENERIC,
+    }
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=code_dir, env=env)
     for line in out.stderr.splitlines():
         if "Collected :" in line:
@@ -86,7 +106,9 @@ def main() -> int:
         raise SystemExit("error: valgrind not found on PATH (install it, e.g. apt-get install valgrind)")
     # Both sides run from fresh checkouts at paths of the same length: counts depend a little on
     # where the code lives (paths, bytecode caches), so the comparison must not.
-    tree = subprocess.run(["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    tree = subprocess.run(
+        ["git", "stash", "create"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     revs = {"working tree": tree or "HEAD"}
     if args.rev:
         revs[args.rev] = args.rev
@@ -100,7 +122,11 @@ def main() -> int:
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=ROOT, check=False)
     names = list(next(iter(rows.values())))
-    print("| code | " + " | ".join(f"{n} ({CASES[n][1]} {CASES[n][2]}->{CASES[n][3]}), M instructions" for n in names) + " |")
+    print(
+        "| code | "
+        + " | ".join(f"{n} ({CASES[n][1]} {CASES[n][2]}->{CASES[n][3]}), M instructions" for n in names)
+        + " |"
+    )
     print("|---|" + "---|" * len(names))
     for code, r in rows.items():
         print(f"| {code} | " + " | ".join(f"{r[n] / 1e6:,.0f}" for n in names) + " |")

@@ -22,10 +22,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = ["model=llama-3.1-8b,llama-3.1-70b", "hardware.gpu=a100-80gb,h100-sxm,h200,b200,l40s",
-         "hardware.tensor_parallel_size=1,2,4,8", "engine.max_num_seqs=32,64,128,256,1024"]
-COMMAND = [sys.executable, "-m", "simulator", "plan", str(ROOT / "scenarios" / "plan_chat.yaml"), "--rate", "50",
-           "--no-check", *[a for s in SPACE for a in ("--search", s)]]
+SPACE = [
+    "model=llama-3.1-8b,llama-3.1-70b",
+    "hardware.gpu=a100-80gb,h100-sxm,h200,b200,l40s",
+    "hardware.tensor_parallel_size=1,2,4,8",
+    "engine.max_num_seqs=32,64,128,256,1024",
+]
+COMMAND = [
+    sys.executable,
+    "-m",
+    "simulator",
+    "plan",
+    str(ROOT / "scenarios" / "plan_chat.yaml"),
+    "--rate",
+    "50",
+    "--no-check",
+    *[a for s in SPACE for a in ("--search", s)],
+]
 
 
 def plan(out: Path, *extra: str) -> tuple[float, dict, int]:
@@ -59,8 +72,11 @@ def main() -> int:
         for t in args.trials.split(","):
             for s in args.seeds.split(","):
                 wall, b, n = plan(Path(tmp) / f"tpe{t}_{s}", "--strategy", "optuna", "--trials", t, "--search-seed", s)
-                print(f"| optuna TPE, {t} trials | {s} | {n} | {wall:.0f} | {b['usd_per_hour']:.2f} | "
-                      f"{b['usd_per_hour'] / opt - 1:.0%} |", flush=True)
+                print(
+                    f"| optuna TPE, {t} trials | {s} | {n} | {wall:.0f} | {b['usd_per_hour']:.2f} | "
+                    f"{b['usd_per_hour'] / opt - 1:.0%} |",
+                    flush=True,
+                )
     return 0
 
 

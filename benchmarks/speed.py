@@ -135,8 +135,9 @@ def _env() -> dict:
 
 def _child(script: str, name: str, path: str, overrides: list[str], *first: str) -> str:
     """Run ``script`` on one scenario in a fresh process; its standard output."""
-    out = subprocess.run([sys.executable, "-c", script, *first, path, *overrides], capture_output=True, text=True,
-                         cwd=ROOT, env=_env())
+    out = subprocess.run(
+        [sys.executable, "-c", script, *first, path, *overrides], capture_output=True, text=True, cwd=ROOT, env=_env()
+    )
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr}")
     return out.stdout
@@ -193,12 +194,22 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="the first 100k of the 1M-request trace")
     ap.add_argument("--only", action="append", default=[], help="an inside-the-simulation scenario (repeatable)")
-    ap.add_argument("--repeat", type=int, default=3, help="inside: runs per scenario, the fastest is reported; "
-                    "whole process: runs per command, the median is reported")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="inside: runs per scenario, the fastest is reported; "
+        "whole process: runs per command, the median is reported",
+    )
     ap.add_argument("--whole-only", action="store_true")
     ap.add_argument("--inside-only", action="store_true")
-    ap.add_argument("--peer", action="append", default=[], metavar="NAME=COMMAND",
-                    help="time another command beside servesim's whole-process runs")
+    ap.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="time another command beside servesim's whole-process runs",
+    )
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
     args = ap.parse_args()
     # Build the compiled step once, outside every timing.
@@ -211,14 +222,19 @@ def main() -> int:
     print(f"machine: {machine()}\n")
     if not args.whole_only:
         print("Inside the simulation, one core (fastest of", args.repeat, "fresh processes):\n")
-        print("| scenario | wall s | cold s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |")
+        print(
+            "| scenario | wall s | cold s | simulated s | x real time | steps/s | request-steps/s | requests | peak RSS MB |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for name, path, over in _selected(args):
             reps = 1 if name == "trace_1m_requests" else max(args.repeat, 1)
             r = min((inside(name, path, over) for _ in range(reps)), key=lambda x: x["wall_s"])
-            print(f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | "
-                  f"{r['cold_s']:.2f} | {r['simulated_s']:.0f} | {r['speedup']:,.0f} | {r['steps_per_s']:,.0f} | "
-                  f"{r['request_steps_per_s']:,.0f} | {r['requests']:,} | {r['peak_rss_mb']:.0f} |", flush=True)
+            print(
+                f"| {name}{' (quick)' if args.quick and name in QUICK else ''} | {r['wall_s']:.2f} | "
+                f"{r['cold_s']:.2f} | {r['simulated_s']:.0f} | {r['speedup']:,.0f} | {r['steps_per_s']:,.0f} | "
+                f"{r['request_steps_per_s']:,.0f} | {r['requests']:,} | {r['peak_rss_mb']:.0f} |",
+                flush=True,
+            )
     if not args.inside_only:
         commands = {name: [sys.executable, "-m", "simulator", "run", *extra] for name, extra in WHOLE.items()}
         for peer in args.peer:
@@ -231,8 +247,11 @@ def main() -> int:
         one = whole(commands, args.repeat, one_core=True)
         for name in commands:
             a, b = every[name], one[name]
-            print(f"| {name} | {statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) | "
-                  f"{statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) |", flush=True)
+            print(
+                f"| {name} | {statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) | "
+                f"{statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) |",
+                flush=True,
+            )
     return 0
 
 

@@ -88,8 +88,11 @@ class BackgroundPlots:
             self.pid = 0
             if status == b"ok":
                 return
-            print(f"note: drawing the plots in the background failed ({status.decode() or 'no report'}); "
-                  "drawing them here", file=sys.stderr)
+            print(
+                f"note: drawing the plots in the background failed ({status.decode() or 'no report'}); "
+                "drawing them here",
+                file=sys.stderr,
+            )
         from simulator import plots
 
         for name, args in self._jobs:

@@ -38,8 +38,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 CALIBRATION_DIR = Path(__file__).parent / "data" / "calibration"
-FITTED = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory",
-          "per_layer_overhead_s", "per_seq_overhead_s")
+FITTED = (
+    "matmul_compute",
+    "matmul_memory",
+    "attn_compute",
+    "attn_memory",
+    "per_layer_overhead_s",
+    "per_seq_overhead_s",
+)
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
 # The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
 # two apart; ``tools/profiler`` writes both from these tuples.
@@ -63,7 +69,9 @@ def read_profile(path: str | Path) -> pd.DataFrame:
         df = df.reset_index(drop=True)
     missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
     if missing:
-        raise ConfigError(f"calibrate: {path} lacks column(s) {', '.join(missing)} (needs {', '.join(PROFILE_COLUMNS)})")
+        raise ConfigError(
+            f"calibrate: {path} lacks column(s) {', '.join(missing)} (needs {', '.join(PROFILE_COLUMNS)})"
+        )
     bad = df[(df["ms"] <= 0) | (df["batch"] < 1) | (df["new_tokens"] < 1) | (df["context"] < 0)]
     if len(bad):
         line = int(bad.index[0]) + 2
@@ -105,8 +113,10 @@ def streaming_efficiency(df: pd.DataFrame, gpu_key: str) -> tuple[float, float]:
     fraction of the catalogue HBM bandwidth."""
     g = df[(df["gpu"] == gpu_key) & (df["op"] == "gemv") & (df["batch"] == 1) & (df["bytes"] >= _STREAMING_MIN_BYTES)]
     if len(g) < 2:
-        raise ConfigError(f"calibrate: the streaming measurement has {len(g)} batch-1 GEMV rows of >= 16 MB "
-                          f"for gpu {gpu_key} (needs 2)")
+        raise ConfigError(
+            f"calibrate: the streaming measurement has {len(g)} batch-1 GEMV rows of >= 16 MB "
+            f"for gpu {gpu_key} (needs 2)"
+        )
     A = np.column_stack([g["bytes"].to_numpy(float), np.ones(len(g))])
     (sec_per_byte, _), *_ = np.linalg.lstsq(A, g["ms"].to_numpy(float) * 1e-3, rcond=None)
     bw = 1.0 / sec_per_byte
@@ -208,8 +218,9 @@ def mape(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int 
     return float(np.mean(np.abs(pred - df["ms"].to_numpy(float)) / df["ms"].to_numpy(float)))
 
 
-def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int,
-         pinned_note: dict | None = None) -> None:
+def save(
+    eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int, pinned_note: dict | None = None
+) -> None:
     doc = {
         "gpu": gpu_key,
         "fitted_on": sources,
@@ -225,8 +236,17 @@ def save(eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: flo
 
 # What a GPU's step profiles determine (the rest of Efficiency is about the host, the engine's CPU
 # work and kernels the profiles do not run, and keeps its defaults).
-GPU_FIELDS = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory", "step_overhead_s",
-              "per_seq_overhead_s", "per_layer_overhead_s", "per_token_overhead_s", "allreduce_latency_s")
+GPU_FIELDS = (
+    "matmul_compute",
+    "matmul_memory",
+    "attn_compute",
+    "attn_memory",
+    "step_overhead_s",
+    "per_seq_overhead_s",
+    "per_layer_overhead_s",
+    "per_token_overhead_s",
+    "allreduce_latency_s",
+)
 
 
 def load(path: str | Path) -> Efficiency:
@@ -286,14 +306,21 @@ def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> i
         sdf = pd.concat([read_streaming(p) for p in streaming], ignore_index=True)
         eff_m, bw = streaming_efficiency(sdf, key)
         pinned = {"matmul_memory": eff_m}
-        note = {"matmul_memory": {"value": round(eff_m, 5), "bandwidth_GBps": round(bw / 1e9, 1),
-                                  "measured_in": [str(p) for p in streaming]}}
+        note = {
+            "matmul_memory": {
+                "value": round(eff_m, 5),
+                "bandwidth_GBps": round(bw / 1e9, 1),
+                "measured_in": [str(p) for p in streaming],
+            }
+        }
         print(f"matmul_memory pinned to {eff_m:.3f}: weight streaming measured at {bw / 1e9:,.0f} GB/s")
     before = mape(df, Efficiency(), key, tp)
     eff = fit(df, key, tp, pinned=pinned)
     after = mape(df, eff, key, tp)
     save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note)
-    print(f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated")
+    print(
+        f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated"
+    )
     for k, v in asdict(eff).items():
         if k in GPU_FIELDS:
             print(f"  {k}: {v:.4g}")

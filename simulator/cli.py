@@ -34,10 +34,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             continue
         mem, cfg, size = parts["memory"], parts["sched_cfg"], parts["size"]
         tokens = mem.num_usable_blocks * cfg.block_size
-        print(f"{path or 'default'}: ok; {parts['model'].name} on {parts['gpu'].key} x{sc.hardware.tensor_parallel_size}: "
-              f"{mem.describe()}; {tokens:,} KV tokens; max_num_seqs={cfg.max_num_seqs}, "
-              f"max_num_batched_tokens={cfg.max_num_batched_tokens}; about {size.requests:,} requests, "
-              f"{size.step_rows:,} steps at most, {size.bytes / 2**20:,.0f} MB")
+        print(
+            f"{path or 'default'}: ok; {parts['model'].name} on {parts['gpu'].key} x{sc.hardware.tensor_parallel_size}: "
+            f"{mem.describe()}; {tokens:,} KV tokens; max_num_seqs={cfg.max_num_seqs}, "
+            f"max_num_batched_tokens={cfg.max_num_batched_tokens}; about {size.requests:,} requests, "
+            f"{size.step_rows:,} steps at most, {size.bytes / 2**20:,.0f} MB"
+        )
         for n in scenario_notes(sc):
             print(f"note: {n}")
     return status
@@ -52,8 +54,10 @@ def cmd_fields(args: argparse.Namespace) -> int:
         return 0
     rows = field_reference()
     if not args.markdown:
-        print("Every field of a scenario file, with the default a file that leaves it out gets. (With no file at "
-              "all, `servesim run` runs the built-in collapse case, simulator/data/default_scenario.yaml.)\n")
+        print(
+            "Every field of a scenario file, with the default a file that leaves it out gets. (With no file at "
+            "all, `servesim run` runs the built-in collapse case, simulator/data/default_scenario.yaml.)\n"
+        )
     if args.markdown:
         print("| field | type | default | unit | vLLM knob | meaning |")
         print("|---|---|---|---|---|---|")
@@ -68,8 +72,13 @@ def cmd_fields(args: argparse.Namespace) -> int:
 
 
 # step-time's own options, and the scenario fields they set (a --set of one of these would be ignored).
-STEP_TIME_FIELDS = {"model": "--model", "hardware.gpu": "--gpu", "hardware.tensor_parallel_size": "--tp",
-                    "cost.calibration": "--calibration", "engine.vllm_version": "--vllm-version"}
+STEP_TIME_FIELDS = {
+    "model": "--model",
+    "hardware.gpu": "--gpu",
+    "hardware.tensor_parallel_size": "--tp",
+    "cost.calibration": "--calibration",
+    "engine.vllm_version": "--vllm-version",
+}
 
 
 def cmd_step_time(args: argparse.Namespace) -> int:
@@ -82,9 +91,17 @@ def cmd_step_time(args: argparse.Namespace) -> int:
         key, _ = parse_override(text)
         if key in STEP_TIME_FIELDS:
             raise ConfigError(f"--set {key}: give it as {STEP_TIME_FIELDS[key]} (got {text!r})")
-    sc, _ = load_scenario(None, [f"model={args.model}", f"hardware.gpu={args.gpu}",
-                                 f"hardware.tensor_parallel_size={args.tp}", f"cost.calibration={args.calibration}",
-                                 f"engine.vllm_version={args.vllm_version}", *args.set])
+    sc, _ = load_scenario(
+        None,
+        [
+            f"model={args.model}",
+            f"hardware.gpu={args.gpu}",
+            f"hardware.tensor_parallel_size={args.tp}",
+            f"cost.calibration={args.calibration}",
+            f"engine.vllm_version={args.vllm_version}",
+            *args.set,
+        ],
+    )
     model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
     seqs, tokens = engine_defaults(gpu, sc)
     try:  # what a scenario with these settings is refused for, refused here too
@@ -178,8 +195,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     every = not (args.kv or args.runs or args.recorded)
     compile_note()
     with Writing(Path(args.out), "--out"):
-        return main_validate(args.kv or every, args.runs or every, Path(args.out), args.jobs, args.only,
-                             args.recorded or every)
+        return main_validate(
+            args.kv or every, args.runs or every, Path(args.out), args.jobs, args.only, args.recorded or every
+        )
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -201,12 +219,29 @@ def cmd_parity(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from simulator.plan import run_plan
 
-    return run_plan(args.scenario, args.rate, args.slo, args.search, args.set, Path(args.out), args.jobs,
-                    args.executor, args.address, args.strategy, args.trials, args.price, args.probe_s,
-                    args.tolerance, args.check_s, not args.no_check, args.search_seed)
+    return run_plan(
+        args.scenario,
+        args.rate,
+        args.slo,
+        args.search,
+        args.set,
+        Path(args.out),
+        args.jobs,
+        args.executor,
+        args.address,
+        args.strategy,
+        args.trials,
+        args.price,
+        args.probe_s,
+        args.tolerance,
+        args.check_s,
+        not args.no_check,
+        args.search_seed,
+    )
 
 
 # ---- arguments ------------------------------------------------------------------------------------
+
 
 def number(name: str, kind: type = float, least: float | None = None, above: float | None = None, unit: str = ""):
     """An argparse type for option ``name``: an integer or a finite number, at least ``least`` or
@@ -265,20 +300,30 @@ def _version() -> str:
 
 
 SET_HELP = "override a scenario field, e.g. engine.max_num_seqs=512 (value as YAML; =null for the default; repeatable)"
-SCENARIOS_HELP = ("scenario YAML files (none: the built-in collapse case, simulator/data/default_scenario.yaml; a file "
-                  "starts from the defaults `servesim fields` lists)")
+SCENARIOS_HELP = (
+    "scenario YAML files (none: the built-in collapse case, simulator/data/default_scenario.yaml; a file "
+    "starts from the defaults `servesim fields` lists)"
+)
 JOBS_HELP = "parallel processes (0: one per core)"
 
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="where the points run: local processes (default) or a Ray cluster (pip install -e \".[ray]\")")
-    p.add_argument("--address", default=None, metavar="ADDR",
-                   help="with --executor ray: the cluster to join ('auto', or ray://HEAD:10001); none: a local one")
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help='where the points run: local processes (default) or a Ray cluster (pip install -e ".[ray]")',
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the cluster to join ('auto', or ray://HEAD:10001); none: a local one",
+    )
     p.add_argument("--jobs", type=number("--jobs", int, least=0), default=0, help=JOBS_HELP)
 
 
-# Long (about 140 lines) on purpose: a flat declaration of every command and option, read top to
+# Long (about 310 lines as formatted) on purpose: a flat declaration of every command and option, read top to
 # bottom in the order `servesim --help` prints them; split up, it would only scatter one table.
 def parser() -> Parser:
     """servesim's argument parser: every command, every option with its help, units and default."""
@@ -288,21 +333,49 @@ def parser() -> Parser:
 
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
     r.add_argument("scenarios", nargs="*", help=SCENARIOS_HELP)
-    r.add_argument("--out", type=path("--out"), default=None, metavar="DIR", help="results folder (default: results/<scenario name>; with "
-                   "several scenarios, results/runs/<file name> each and the comparison in results/runs)")
+    r.add_argument(
+        "--out",
+        type=path("--out"),
+        default=None,
+        metavar="DIR",
+        help="results folder (default: results/<scenario name>; with "
+        "several scenarios, results/runs/<file name> each and the comparison in results/runs)",
+    )
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
-    r.add_argument("--jobs", type=number("--jobs", int, least=0), default=0,
-                   help="parallel processes for several scenarios (0: one per core)")
-    r.add_argument("--metrics", choices=["openmetrics"], help="also write the run's time series under vLLM's metric "
-                   "names (metrics.openmetrics: load with `promtool tsdb create-blocks-from openmetrics`)")
-    r.add_argument("--metrics-interval", type=number("--metrics-interval", above=0, unit="s"), default=None,
-                   metavar="S", help="with --metrics: simulated seconds between samples (default 1)")
-    r.add_argument("--metrics-start", default=None, metavar="TIME",
-                   help="with --metrics: wall-clock time of the run's start in the metrics (ISO 8601 or 'now'; default "
-                        "2026-01-01T00:00:00Z, so the file is the same every run)")
-    r.add_argument("--trace", type=path("--trace"), metavar="FILE", help="also write a Chrome/Perfetto trace (open in ui.perfetto.dev): "
-                   "engine steps, each request's queued/prefill/decode/preempted spans, KV usage; a bare file name "
-                   "goes in the results folder")
+    r.add_argument(
+        "--jobs",
+        type=number("--jobs", int, least=0),
+        default=0,
+        help="parallel processes for several scenarios (0: one per core)",
+    )
+    r.add_argument(
+        "--metrics",
+        choices=["openmetrics"],
+        help="also write the run's time series under vLLM's metric "
+        "names (metrics.openmetrics: load with `promtool tsdb create-blocks-from openmetrics`)",
+    )
+    r.add_argument(
+        "--metrics-interval",
+        type=number("--metrics-interval", above=0, unit="s"),
+        default=None,
+        metavar="S",
+        help="with --metrics: simulated seconds between samples (default 1)",
+    )
+    r.add_argument(
+        "--metrics-start",
+        default=None,
+        metavar="TIME",
+        help="with --metrics: wall-clock time of the run's start in the metrics (ISO 8601 or 'now'; default "
+        "2026-01-01T00:00:00Z, so the file is the same every run)",
+    )
+    r.add_argument(
+        "--trace",
+        type=path("--trace"),
+        metavar="FILE",
+        help="also write a Chrome/Perfetto trace (open in ui.perfetto.dev): "
+        "engine steps, each request's queued/prefill/decode/preempted spans, KV usage; a bare file name "
+        "goes in the results folder",
+    )
     r.set_defaults(fn=cmd_run)
 
     ck = sub.add_parser("check", help="validate scenarios and show the KV pool they get, without simulating")
@@ -313,76 +386,177 @@ def parser() -> Parser:
     f = sub.add_parser("fields", help="print every scenario field with its default, unit and vLLM knob")
     fmt = f.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="as a Markdown table (docs/scenario-reference.md)")
-    fmt.add_argument("--json-schema", action="store_true",
-                     help="as a JSON Schema for editors (e.g. `servesim fields --json-schema > servesim.schema.json`, "
-                          "then `# yaml-language-server: $schema=servesim.schema.json` atop a scenario)")
+    fmt.add_argument(
+        "--json-schema",
+        action="store_true",
+        help="as a JSON Schema for editors (e.g. `servesim fields --json-schema > servesim.schema.json`, "
+        "then `# yaml-language-server: $schema=servesim.schema.json` atop a scenario)",
+    )
     f.set_defaults(fn=cmd_fields)
 
     s = sub.add_parser("step-time", help="predicted latency of one decode step (ms)")
-    s.add_argument("--model", default="llama-3.1-8b", help="built-in model name or a Hugging Face config.json "
-                   "(default: llama-3.1-8b)")
-    s.add_argument("--gpu", default="h100-sxm", help="GPU name in the catalogue, or a GPU YAML file (default: h100-sxm)")
-    s.add_argument("--tp", type=number("--tp", int, least=1), default=1,
-                   help="tensor-parallel GPUs (must divide the model's heads, as vLLM requires; default 1)")
-    s.add_argument("--batch", type=number("--batch", int, least=1), default=1,
-                   help="sequences in the step (requests; default 1)")
-    s.add_argument("--new-tokens", type=number("--new-tokens", int, least=1), default=1,
-                   help="tokens each sequence computes in the step (1: decode; more: a prefill chunk; default 1)")
-    s.add_argument("--context", type=number("--context", int, least=0), default=0,
-                   help="tokens each sequence already holds in the KV cache (default 0)")
+    s.add_argument(
+        "--model",
+        default="llama-3.1-8b",
+        help="built-in model name or a Hugging Face config.json (default: llama-3.1-8b)",
+    )
+    s.add_argument(
+        "--gpu", default="h100-sxm", help="GPU name in the catalogue, or a GPU YAML file (default: h100-sxm)"
+    )
+    s.add_argument(
+        "--tp",
+        type=number("--tp", int, least=1),
+        default=1,
+        help="tensor-parallel GPUs (must divide the model's heads, as vLLM requires; default 1)",
+    )
+    s.add_argument(
+        "--batch", type=number("--batch", int, least=1), default=1, help="sequences in the step (requests; default 1)"
+    )
+    s.add_argument(
+        "--new-tokens",
+        type=number("--new-tokens", int, least=1),
+        default=1,
+        help="tokens each sequence computes in the step (1: decode; more: a prefill chunk; default 1)",
+    )
+    s.add_argument(
+        "--context",
+        type=number("--context", int, least=0),
+        default=0,
+        help="tokens each sequence already holds in the KV cache (default 0)",
+    )
     s.add_argument("--calibration", default="auto", help="'auto' (built-in for the GPU), 'none', or a calibration file")
-    s.add_argument("--vllm-version", default="0.32", help="the vLLM release line whose execution to follow (CUDA "
-                   "graphs, async scheduling; default 0.32)")
-    s.add_argument("--gpu-only", action="store_true", help="the GPU's time alone: no engine CPU work, no graph padding "
-                   "or launch floors")
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other scenario field, e.g. engine.enforce_eager=true")
+    s.add_argument(
+        "--vllm-version",
+        default="0.32",
+        help="the vLLM release line whose execution to follow (CUDA graphs, async scheduling; default 0.32)",
+    )
+    s.add_argument(
+        "--gpu-only",
+        action="store_true",
+        help="the GPU's time alone: no engine CPU work, no graph padding or launch floors",
+    )
+    s.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other scenario field, e.g. engine.enforce_eager=true",
+    )
     s.add_argument("--json", action="store_true", help="per-op breakdown (seconds) and bound, as JSON")
     s.set_defaults(fn=cmd_step_time)
 
     w = sub.add_parser("sweep", help="run a grid of settings in parallel and recommend one")
     w.add_argument("scenario", nargs="?", help="scenario YAML (none: the built-in default)")
-    w.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (values as YAML, split at commas outside "
-                        "brackets and quotes; one --param per field; repeat for a grid)")
+    w.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (values as YAML, split at commas outside "
+        "brackets and quotes; one --param per field; repeat for a grid)",
+    )
     w.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every point")
-    w.add_argument("--out", type=path("--out"), default="results/sweep", metavar="DIR", help="results folder (default: results/sweep)")
+    w.add_argument(
+        "--out",
+        type=path("--out"),
+        default="results/sweep",
+        metavar="DIR",
+        help="results folder (default: results/sweep)",
+    )
     _executor_args(w)
     w.set_defaults(fn=cmd_sweep)
 
     pn = sub.add_parser("plan", help="the cheapest fleet that serves a target rate within latency targets")
-    pn.add_argument("scenario", nargs="?", help="scenario YAML (its model, hardware, engine and traffic shape; none: "
-                    "the built-in default)")
-    pn.add_argument("--rate", type=number("--rate", above=0, unit="requests/s"), required=True,
-                    help="target arrival rate for the whole fleet (requests/s)")
-    pn.add_argument("--slo", default=None, metavar="p99_ttft_ms=MS,p99_tpot_ms=MS",
-                    help="latency targets in milliseconds (default: the scenario's slo block)")
-    pn.add_argument("--search", action="append", default=[], metavar="FIELD=V1,V2,...",
-                    help="a field to choose, e.g. hardware.gpu=h100-sxm,a100-80gb (repeat: every combination is a candidate)")
-    pn.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every candidate")
-    pn.add_argument("--out", type=path("--out"), default="results/plan", metavar="DIR", help="results folder (default: results/plan)")
+    pn.add_argument(
+        "scenario",
+        nargs="?",
+        help="scenario YAML (its model, hardware, engine and traffic shape; none: the built-in default)",
+    )
+    pn.add_argument(
+        "--rate",
+        type=number("--rate", above=0, unit="requests/s"),
+        required=True,
+        help="target arrival rate for the whole fleet (requests/s)",
+    )
+    pn.add_argument(
+        "--slo",
+        default=None,
+        metavar="p99_ttft_ms=MS,p99_tpot_ms=MS",
+        help="latency targets in milliseconds (default: the scenario's slo block)",
+    )
+    pn.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="a field to choose, e.g. hardware.gpu=h100-sxm,a100-80gb (repeat: every combination is a candidate)",
+    )
+    pn.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field in every candidate"
+    )
+    pn.add_argument(
+        "--out",
+        type=path("--out"),
+        default="results/plan",
+        metavar="DIR",
+        help="results folder (default: results/plan)",
+    )
     _executor_args(pn)
-    pn.add_argument("--strategy", choices=["grid", "optuna"], default="grid",
-                    help="every candidate (grid), or --trials of them chosen by Optuna's TPE sampler (pip install -e \".[search]\")")
-    pn.add_argument("--trials", type=number("--trials", int, least=1), default=40,
-                    help="with --strategy optuna: candidates to evaluate (default 40)")
-    pn.add_argument("--search-seed", type=number("--search-seed", int, least=0), default=0,
-                    help="with --strategy optuna: the sampler's seed (default 0)")
-    pn.add_argument("--price", action="append", default=[], metavar="GPU=USD",
-                    help="a GPU's price in US dollars per GPU-hour, overriding the catalogue's (repeatable)")
-    pn.add_argument("--probe-s", type=number("--probe-s", above=0, unit="s"), default=120.0,
-                    help="simulated seconds of each capacity probe (default 120)")
-    pn.add_argument("--tolerance", type=number("--tolerance", above=0), default=0.05,
-                    help="bisection stops when the bracket is this narrow, relative (default 0.05)")
-    pn.add_argument("--check-s", type=number("--check-s", above=0, unit="s"), default=300.0,
-                    help="simulated seconds of the check run of the recommended fleet (default 300)")
+    pn.add_argument(
+        "--strategy",
+        choices=["grid", "optuna"],
+        default="grid",
+        help='every candidate (grid), or --trials of them chosen by Optuna\'s TPE sampler (pip install -e ".[search]")',
+    )
+    pn.add_argument(
+        "--trials",
+        type=number("--trials", int, least=1),
+        default=40,
+        help="with --strategy optuna: candidates to evaluate (default 40)",
+    )
+    pn.add_argument(
+        "--search-seed",
+        type=number("--search-seed", int, least=0),
+        default=0,
+        help="with --strategy optuna: the sampler's seed (default 0)",
+    )
+    pn.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="GPU=USD",
+        help="a GPU's price in US dollars per GPU-hour, overriding the catalogue's (repeatable)",
+    )
+    pn.add_argument(
+        "--probe-s",
+        type=number("--probe-s", above=0, unit="s"),
+        default=120.0,
+        help="simulated seconds of each capacity probe (default 120)",
+    )
+    pn.add_argument(
+        "--tolerance",
+        type=number("--tolerance", above=0),
+        default=0.05,
+        help="bisection stops when the bracket is this narrow, relative (default 0.05)",
+    )
+    pn.add_argument(
+        "--check-s",
+        type=number("--check-s", above=0, unit="s"),
+        default=300.0,
+        help="simulated seconds of the check run of the recommended fleet (default 300)",
+    )
     pn.add_argument("--no-check", action="store_true", help="skip the check run")
     pn.set_defaults(fn=cmd_plan)
 
     c = sub.add_parser("compare", help="table and overlaid plots for finished runs")
     c.add_argument("dirs", nargs="+", help="results folders")
-    c.add_argument("--out", type=path("--out"), default="results/compare", metavar="DIR",
-                   help="where to write the plots and comparison.csv (default: results/compare)")
+    c.add_argument(
+        "--out",
+        type=path("--out"),
+        default="results/compare",
+        metavar="DIR",
+        help="where to write the plots and comparison.csv (default: results/compare)",
+    )
     c.set_defaults(fn=cmd_compare)
 
     pl = sub.add_parser("plot", help="redraw the plots of a finished run, folder of runs or sweep from its CSV files")
@@ -391,38 +565,77 @@ def parser() -> Parser:
 
     k = sub.add_parser("calibrate", help="fit the cost model to measured step latencies (profile CSVs)")
     k.add_argument("profiles", nargs="+", help="profile CSVs (gpu,model,batch,new_tokens,context,ms)")
-    k.add_argument("-o", "--output", type=path("--output"), default="calibration.yaml", metavar="FILE",
-                   help="calibration file to write (a bare file name goes in results/; default calibration.yaml)")
+    k.add_argument(
+        "-o",
+        "--output",
+        type=path("--output"),
+        default="calibration.yaml",
+        metavar="FILE",
+        help="calibration file to write (a bare file name goes in results/; default calibration.yaml)",
+    )
     k.add_argument("--gpu", default=None, help="GPU key in the catalogue (default: the profiles' gpu column)")
-    k.add_argument("--tp", type=number("--tp", int, least=1), default=1,
-                   help="tensor-parallel GPUs the profiles were measured on (default 1)")
+    k.add_argument(
+        "--tp",
+        type=number("--tp", int, least=1),
+        default=1,
+        help="tensor-parallel GPUs the profiles were measured on (default 1)",
+    )
     k.set_defaults(fn=cmd_calibrate)
 
     tr = sub.add_parser("trace", help="request traces: `servesim trace generate SCENARIO.yaml -o trace.csv`")
     trs = tr.add_subparsers(dest="trace_cmd", required=True, metavar="COMMAND")
-    g = trs.add_parser("generate", help="run a scenario and write every request it submitted (arrival and shape) as "
-                       "a trace (docs/workloads.md)")
+    g = trs.add_parser(
+        "generate",
+        help="run a scenario and write every request it submitted (arrival and shape) as a trace (docs/workloads.md)",
+    )
     g.add_argument("scenario", nargs="?", default=None, help="scenario YAML (none: the built-in default scenario)")
-    g.add_argument("-o", "--out", type=path("--out"), required=True, metavar="FILE", help="the trace to write: .csv, or .jsonl for JSON "
-                   "lines (a bare file name goes in results/)")
+    g.add_argument(
+        "-o",
+        "--out",
+        type=path("--out"),
+        required=True,
+        metavar="FILE",
+        help="the trace to write: .csv, or .jsonl for JSON lines (a bare file name goes in results/)",
+    )
     g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     g.set_defaults(fn=cmd_trace)
 
-    v = sub.add_parser("validate", help="compare with measured vLLM servers: KV-pool log lines, public vllm bench "
-                       "serve runs, recorded servers")
-    v.add_argument("--kv", action="store_true", help="the KV-pool check against vLLM's start-up log lines (public and recorded)")
-    v.add_argument("--runs", action="store_true", help="the public end-to-end runs against their vllm bench serve results")
-    v.add_argument("--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request")
+    v = sub.add_parser(
+        "validate",
+        help="compare with measured vLLM servers: KV-pool log lines, public vllm bench serve runs, recorded servers",
+    )
+    v.add_argument(
+        "--kv", action="store_true", help="the KV-pool check against vLLM's start-up log lines (public and recorded)"
+    )
+    v.add_argument(
+        "--runs", action="store_true", help="the public end-to-end runs against their vllm bench serve results"
+    )
+    v.add_argument(
+        "--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request"
+    )
     v.add_argument("--only", action="append", metavar="TEXT", help="only runs whose id contains TEXT (repeat for more)")
-    v.add_argument("--out", type=path("--out"), default="results/validation", metavar="DIR",
-                   help="folder for the tables, the plot and report.txt (default: results/validation)")
-    v.add_argument("--jobs", type=number("--jobs", int, least=1), default=os.cpu_count() or 1,
-                   help="parallel processes for the runs (default: one per core)")
+    v.add_argument(
+        "--out",
+        type=path("--out"),
+        default="results/validation",
+        metavar="DIR",
+        help="folder for the tables, the plot and report.txt (default: results/validation)",
+    )
+    v.add_argument(
+        "--jobs",
+        type=number("--jobs", int, least=1),
+        default=os.cpu_count() or 1,
+        help="parallel processes for the runs (default: one per core)",
+    )
     v.set_defaults(fn=cmd_validate)
 
     q = sub.add_parser("parity", help="replay recorded vLLM scheduler traces and report the first divergent step")
-    q.add_argument("traces", nargs="*", help="trace CSV files (each with its NAME.json beside it); default: the "
-                   "recorded fixtures shipped with servesim")
+    q.add_argument(
+        "traces",
+        nargs="*",
+        help="trace CSV files (each with its NAME.json beside it); default: the "
+        "recorded fixtures shipped with servesim",
+    )
     q.set_defaults(fn=cmd_parity)
     return p
 

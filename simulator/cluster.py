@@ -153,15 +153,26 @@ class Cluster:
             r.engine.progress = None if bar is None else cast(Any, lambda t, _n: bar(t, self.num_done))
 
     # ---- the engine interface the workload and the run use -------------------------------------
-    def submit(self, prompt_len: int, max_tokens: int, group: int = -1, group_len: int = 0, priority: int = 0,
-               content_key: int = -1, client: int = -1, client_class: int = -1, want_event: bool = False):
+    def submit(
+        self,
+        prompt_len: int,
+        max_tokens: int,
+        group: int = -1,
+        group_len: int = 0,
+        priority: int = 0,
+        content_key: int = -1,
+        client: int = -1,
+        client_class: int = -1,
+        want_event: bool = False,
+    ):
         gid = len(self.rep)
         r = self.router.pick(prompt_len, group, group_len, content_key)
         r.in_flight += 1
         if not self.disaggregated:
             # The replica's own completion event is the client's: the cluster's bookkeeping runs first.
-            ev = r.engine.submit(prompt_len, max_tokens, group, group_len, priority, content_key, client,
-                                 client_class, True)
+            ev = r.engine.submit(
+                prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, True
+            )
             self.rep.append(r.index)
             self.rid.append(r.engine.reqs.n - 1)
             ev.callbacks.append(r.on_end)
@@ -252,8 +263,9 @@ class Cluster:
     @property
     def log(self) -> ClusterLog:
         serving = [r for r in self.replicas if r.role != "prefill"]
-        return ClusterLog([r.engine.log for r in self.replicas], [r.engine.log for r in serving],
-                          [r.index for r in self.replicas])
+        return ClusterLog(
+            [r.engine.log for r in self.replicas], [r.engine.log for r in serving], [r.index for r in self.replicas]
+        )
 
     def merged_requests(self) -> MergedRequests:
         return self._merged
@@ -371,9 +383,16 @@ def build_cluster(sc: Scenario, trace: int, size):
     cl = Cluster(env, sc, trace)
     r0 = cl.replicas[0]
     ids = Ids()
-    cl.expected = start_workload(env, cl.submit, sc.workload, sc.run.seed, sc.run.num_requests,
-                                 max_model_len=cl.max_model_len, ids=ids)
-    parts = {"model": r0.parts["model"], "gpu": r0.parts["gpu"], "memory": r0.parts["memory"],
-             "sched_cfg": r0.parts["sched_cfg"], "reqs": cl.merged_requests(), "workload_counts": ids, "size": size}
+    cl.expected = start_workload(
+        env, cl.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=cl.max_model_len, ids=ids
+    )
+    parts = {
+        "model": r0.parts["model"],
+        "gpu": r0.parts["gpu"],
+        "memory": r0.parts["memory"],
+        "sched_cfg": r0.parts["sched_cfg"],
+        "reqs": cl.merged_requests(),
+        "workload_counts": ids,
+        "size": size,
+    }
     return env, cl, parts
-

@@ -24,71 +24,228 @@ from workloads.config import SLOConfig, WorkloadConfig
 @dataclass(frozen=True)
 class HardwareConfig:
     gpu: Union[str, dict] = F("h100-sxm", "built-in GPU name, a YAML file, or an inline mapping (see catalog.yaml)")
-    tensor_parallel_size: int = F(1, "GPUs one replica's weights and heads are split over", vllm="--tensor-parallel-size", ge=1, le=64)
-    price_per_hour: Union[float, None] = F(None, "what one GPU costs per hour, for `servesim plan` (null: the catalogue's price for the GPU)", "USD", gt=0.0)
+    tensor_parallel_size: int = F(
+        1, "GPUs one replica's weights and heads are split over", vllm="--tensor-parallel-size", ge=1, le=64
+    )
+    price_per_hour: Union[float, None] = F(
+        None,
+        "what one GPU costs per hour, for `servesim plan` (null: the catalogue's price for the GPU)",
+        "USD",
+        gt=0.0,
+    )
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F("0.32", "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)")
-    max_num_seqs: Union[int, None] = F(None, "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)", vllm="--max-num-seqs", ge=1)
-    max_num_batched_tokens: Union[int, None] = F(None, "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)", "tokens", vllm="--max-num-batched-tokens", ge=1)
-    block_size: int = F(16, "tokens per KV block (vLLM accepts 1, 8, 16, 32, 64, 128)", "tokens", vllm="--block-size", ge=1,
-                        among=(1, 8, 16, 32, 64, 128))
-    gpu_memory_utilization: Union[float, None] = F(None, "fraction of GPU memory the engine may use (null: the vLLM release's default, 0.9 up to 0.19, 0.92 from 0.22)", vllm="--gpu-memory-utilization", gt=0.0, le=1.0)
-    enable_prefix_caching: bool = F(True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching")
-    preemption_mode: Literal["recompute", "swap"] = F("recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)")
+    vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F(
+        "0.32",
+        "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/versions.py says what differs)",
+    )
+    max_num_seqs: Union[int, None] = F(
+        None,
+        "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)",
+        vllm="--max-num-seqs",
+        ge=1,
+    )
+    max_num_batched_tokens: Union[int, None] = F(
+        None,
+        "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)",
+        "tokens",
+        vllm="--max-num-batched-tokens",
+        ge=1,
+    )
+    block_size: int = F(
+        16,
+        "tokens per KV block (vLLM accepts 1, 8, 16, 32, 64, 128)",
+        "tokens",
+        vllm="--block-size",
+        ge=1,
+        among=(1, 8, 16, 32, 64, 128),
+    )
+    gpu_memory_utilization: Union[float, None] = F(
+        None,
+        "fraction of GPU memory the engine may use (null: the vLLM release's default, 0.9 up to 0.19, 0.92 from 0.22)",
+        vllm="--gpu-memory-utilization",
+        gt=0.0,
+        le=1.0,
+    )
+    enable_prefix_caching: bool = F(
+        True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching"
+    )
+    preemption_mode: Literal["recompute", "swap"] = F(
+        "recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)"
+    )
     swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
-    on_swap_full: Literal["recompute", "abort"] = F("recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)")
-    scheduling_policy: Literal["fcfs", "priority"] = F("fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy")
-    admission: Union[Literal["first_chunk", "full_prompt"], None] = F(None, "admit a waiting request when the whole prompt's blocks fit or only its first chunk's (null: full_prompt from vLLM 0.19, first_chunk before)", vllm="--[no-]scheduler-reserve-full-isl")
-    async_scheduling: Union[bool, None] = F(None, "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)", vllm="--async-scheduling")
-    enforce_eager: bool = F(False, "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels)", vllm="--enforce-eager")
-    max_cudagraph_capture_size: Union[int, None] = F(None, "largest step (tokens) replayed from a CUDA graph; larger steps run eagerly (null: min(2 x max_num_seqs, 512), from vLLM 0.12 also <= max_num_batched_tokens)", "tokens", vllm="--max-cudagraph-capture-size", ge=1)
-    long_prefill_token_threshold: int = F(0, "cap on one request's prefill chunk per step (0: none)", "tokens", vllm="--long-prefill-token-threshold", ge=0)
-    max_model_len: Union[int, None] = F(None, "longest prompt + output accepted (null: the model's max_position_embeddings)", "tokens", vllm="--max-model-len", ge=1)
-    num_gpu_blocks_override: Union[int, None] = F(None, "KV blocks per GPU, overriding the memory-based size (one is the null block)", "blocks", vllm="--num-gpu-blocks-override", ge=2)
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = F("auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype")
-    quantization: Union[Literal["none", "fp8", "int8", "int4"], None] = F(None, "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates (null: the checkpoint's, from its config.json's quantization_config, as vLLM detects it)", vllm="--quantization")
-    kv_cache_dtype: Literal["auto", "fp8"] = F("auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype")
-    runtime_reserve_gb: Union[float, None] = F(None, "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)", "GiB", ge=0.0)
+    on_swap_full: Literal["recompute", "abort"] = F(
+        "recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)"
+    )
+    scheduling_policy: Literal["fcfs", "priority"] = F(
+        "fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy"
+    )
+    admission: Union[Literal["first_chunk", "full_prompt"], None] = F(
+        None,
+        "admit a waiting request when the whole prompt's blocks fit or only its first chunk's (null: full_prompt from vLLM 0.19, first_chunk before)",
+        vllm="--[no-]scheduler-reserve-full-isl",
+    )
+    async_scheduling: Union[bool, None] = F(
+        None,
+        "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)",
+        vllm="--async-scheduling",
+    )
+    enforce_eager: bool = F(
+        False,
+        "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels)",
+        vllm="--enforce-eager",
+    )
+    max_cudagraph_capture_size: Union[int, None] = F(
+        None,
+        "largest step (tokens) replayed from a CUDA graph; larger steps run eagerly (null: min(2 x max_num_seqs, 512), from vLLM 0.12 also <= max_num_batched_tokens)",
+        "tokens",
+        vllm="--max-cudagraph-capture-size",
+        ge=1,
+    )
+    long_prefill_token_threshold: int = F(
+        0,
+        "cap on one request's prefill chunk per step (0: none)",
+        "tokens",
+        vllm="--long-prefill-token-threshold",
+        ge=0,
+    )
+    max_model_len: Union[int, None] = F(
+        None,
+        "longest prompt + output accepted (null: the model's max_position_embeddings)",
+        "tokens",
+        vllm="--max-model-len",
+        ge=1,
+    )
+    num_gpu_blocks_override: Union[int, None] = F(
+        None,
+        "KV blocks per GPU, overriding the memory-based size (one is the null block)",
+        "blocks",
+        vllm="--num-gpu-blocks-override",
+        ge=2,
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = F(
+        "auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype"
+    )
+    quantization: Union[Literal["none", "fp8", "int8", "int4"], None] = F(
+        None,
+        "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates (null: the checkpoint's, from its config.json's quantization_config, as vLLM detects it)",
+        vllm="--quantization",
+    )
+    kv_cache_dtype: Literal["auto", "fp8"] = F(
+        "auto", "KV cache element type (auto: the model's dtype)", vllm="--kv-cache-dtype"
+    )
+    runtime_reserve_gb: Union[float, None] = F(
+        None,
+        "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)",
+        "GiB",
+        ge=0.0,
+    )
 
 
 @dataclass(frozen=True)
 class FrontendConfig:
-    enabled: bool = F(True, "model vLLM's API server: requests reach the engine once it has taken them in, tokens reach clients once it has streamed them (false: the engine alone, as `servesim parity` drives it)")
-    api_server_count: int = F(1, "API-server processes sharing the front-end's work", vllm="--api-server-count", ge=1, le=256)
-    endpoint: Literal["completions", "chat"] = F("completions", "what clients call: /v1/completions (`vllm bench serve`'s default backend) or /v1/chat/completions (renders the chat template, streams larger chunks; `--backend openai-chat`)")
-    request_ms: Union[float, None] = F(None, "CPU time per request taken in: HTTP, validation, chat template, hand-off to the engine (null: the vLLM version's fitted default)", "ms", ge=0.0)
-    prompt_token_us: Union[float, None] = F(None, "tokenization time per prompt token (null: the version's default)", "us", ge=0.0)
-    step_us: Union[float, None] = F(None, "time per engine step with outputs, to receive and dispatch them (null: the version's default)", "us", ge=0.0)
-    output_token_us: Union[float, None] = F(None, "time per output token streamed: detokenize, build and write the chunk (null: the version's default)", "us", ge=0.0)
-    latency_ms: Union[float, None] = F(None, "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)", "ms", ge=0.0)
-    finish_ms: Union[float, None] = F(None, "time per request that ends: its last chunks, the end of the response, the client's bookkeeping (null: the version's default)", "ms", ge=0.0)
-    first_pass: Union[float, None] = F(None, "share of a request's intake done before it first yields the event loop (parsing, chat template); the rest is queued behind everything that came meanwhile, so a burst reaches the engine from about its first passes on (1: each request whole, first come first served; null: the version's default)", ge=0.0, le=1.0)
+    enabled: bool = F(
+        True,
+        "model vLLM's API server: requests reach the engine once it has taken them in, tokens reach clients once it has streamed them (false: the engine alone, as `servesim parity` drives it)",
+    )
+    api_server_count: int = F(
+        1, "API-server processes sharing the front-end's work", vllm="--api-server-count", ge=1, le=256
+    )
+    endpoint: Literal["completions", "chat"] = F(
+        "completions",
+        "what clients call: /v1/completions (`vllm bench serve`'s default backend) or /v1/chat/completions (renders the chat template, streams larger chunks; `--backend openai-chat`)",
+    )
+    request_ms: Union[float, None] = F(
+        None,
+        "CPU time per request taken in: HTTP, validation, chat template, hand-off to the engine (null: the vLLM version's fitted default)",
+        "ms",
+        ge=0.0,
+    )
+    prompt_token_us: Union[float, None] = F(
+        None, "tokenization time per prompt token (null: the version's default)", "us", ge=0.0
+    )
+    step_us: Union[float, None] = F(
+        None,
+        "time per engine step with outputs, to receive and dispatch them (null: the version's default)",
+        "us",
+        ge=0.0,
+    )
+    output_token_us: Union[float, None] = F(
+        None,
+        "time per output token streamed: detokenize, build and write the chunk (null: the version's default)",
+        "us",
+        ge=0.0,
+    )
+    latency_ms: Union[float, None] = F(
+        None,
+        "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)",
+        "ms",
+        ge=0.0,
+    )
+    finish_ms: Union[float, None] = F(
+        None,
+        "time per request that ends: its last chunks, the end of the response, the client's bookkeeping (null: the version's default)",
+        "ms",
+        ge=0.0,
+    )
+    first_pass: Union[float, None] = F(
+        None,
+        "share of a request's intake done before it first yields the event loop (parsing, chat template); the rest is queued behind everything that came meanwhile, so a burst reaches the engine from about its first passes on (1: each request whole, first come first served; null: the version's default)",
+        ge=0.0,
+        le=1.0,
+    )
 
 
 @dataclass(frozen=True)
 class RunConfig:
     seed: int = F(0, "seed of every random draw in the run", ge=0)
-    duration_s: Union[float, None] = F(None, "simulated time to run (null: until run.num_requests, or a trace's requests, are done; without either, 600 s)", "s", gt=0.0)
+    duration_s: Union[float, None] = F(
+        None,
+        "simulated time to run (null: until run.num_requests, or a trace's requests, are done; without either, 600 s)",
+        "s",
+        gt=0.0,
+    )
     warmup_s: float = F(0.0, "metrics ignore requests that arrive before this time and steps before it", "s", ge=0.0)
-    num_requests: Union[int, None] = F(None, "submit this many requests and run until they are done, as `vllm bench serve --num-prompts` (null: no limit); with duration_s too, whichever comes first", "requests", ge=1)
+    num_requests: Union[int, None] = F(
+        None,
+        "submit this many requests and run until they are done, as `vllm bench serve --num-prompts` (null: no limit); with duration_s too, whichever comes first",
+        "requests",
+        ge=1,
+    )
     max_steps: int = F(50_000_000, "safety cap on engine steps", "steps", ge=1)
-    kernel: Literal["auto", "compiled", "reference"] = F("auto", "engine-step implementation: the compiled production step (auto, compiled) or the readable Python reference (for debugging; much slower); results are identical")
-    step_log_bin_s: Union[float, None] = F(None, "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)", "s", gt=0.0)
+    kernel: Literal["auto", "compiled", "reference"] = F(
+        "auto",
+        "engine-step implementation: the compiled production step (auto, compiled) or the readable Python reference (for debugging; much slower); results are identical",
+    )
+    step_log_bin_s: Union[float, None] = F(
+        None,
+        "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)",
+        "s",
+        gt=0.0,
+    )
 
 
 @dataclass(frozen=True)
 class CostConfig:
-    calibration: str = F("auto", "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`; attention keeps the rates of the kernel vLLM runs on the GPU (FlashAttention-3 on Hopper, -2 on 8.x)")
-    matmul_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0)
+    calibration: str = F(
+        "auto",
+        "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`; attention keeps the rates of the kernel vLLM runs on the GPU (FlashAttention-3 on Hopper, -2 on 8.x)",
+    )
+    matmul_compute: Union[float, None] = F(
+        None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0
+    )
     matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
     attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)
     attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
-    step_overhead_ms: Union[float, None] = F(None, "fixed GPU time of one step, besides the per-layer small kernels", "ms", ge=0.0)
+    step_overhead_ms: Union[float, None] = F(
+        None, "fixed GPU time of one step, besides the per-layer small kernels", "ms", ge=0.0
+    )
     per_seq_overhead_us: Union[float, None] = F(None, "extra GPU time per scheduled sequence", "us", ge=0.0)
-    engine_cpu_ms: Union[float, None] = F(None, "the engine's fixed CPU work per step (scheduling, input preparation, output bookkeeping)", "ms", ge=0.0)
+    engine_cpu_ms: Union[float, None] = F(
+        None, "the engine's fixed CPU work per step (scheduling, input preparation, output bookkeeping)", "ms", ge=0.0
+    )
     engine_cpu_per_seq_us: Union[float, None] = F(None, "the engine's CPU work per scheduled sequence", "us", ge=0.0)
 
 
@@ -108,13 +265,27 @@ class ReplicaGroup:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    replicas: Any = F(1, "how many copies of the scenario's model/hardware/engine, or a list of groups "
-                         "[{count, hardware, engine}] for a mixed fleet", shape=REPLICAS_SHAPE)
-    router: Literal["random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score"] = F(
-        "round_robin", "how the router picks a replica for each request (README: Clusters)")
-    router_staleness_s: float = F(0.0, "the router sees each replica's engine state (queues, KV usage) as scraped this long ago (0: live)", "s", ge=0.0)
-    score_prefix_weight: float = F(2.0, "score router: weight of the share of the prompt the replica already caches", ge=0.0)
-    score_queue_weight: float = F(1.0, "score router: weight of the replica's free share of waiting + running requests", ge=0.0)
+    replicas: Any = F(
+        1,
+        "how many copies of the scenario's model/hardware/engine, or a list of groups "
+        "[{count, hardware, engine}] for a mixed fleet",
+        shape=REPLICAS_SHAPE,
+    )
+    router: Literal[
+        "random", "round_robin", "least_requests", "least_kv", "prefix_affinity", "power_of_two", "score"
+    ] = F("round_robin", "how the router picks a replica for each request (README: Clusters)")
+    router_staleness_s: float = F(
+        0.0,
+        "the router sees each replica's engine state (queues, KV usage) as scraped this long ago (0: live)",
+        "s",
+        ge=0.0,
+    )
+    score_prefix_weight: float = F(
+        2.0, "score router: weight of the share of the prompt the replica already caches", ge=0.0
+    )
+    score_queue_weight: float = F(
+        1.0, "score router: weight of the replica's free share of waiting + running requests", ge=0.0
+    )
     score_kv_weight: float = F(1.0, "score router: weight of the replica's free share of KV cache", ge=0.0)
 
     def groups(self, path: str = "cluster.replicas") -> tuple[ReplicaGroup, ...]:
@@ -126,7 +297,9 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class KVTransferConfig:
-    bandwidth_gbps: float = F(100.0, "link bandwidth from each prefill GPU to the decode side (RDMA NIC, NVLink)", "Gbit/s", gt=0.0)
+    bandwidth_gbps: float = F(
+        100.0, "link bandwidth from each prefill GPU to the decode side (RDMA NIC, NVLink)", "Gbit/s", gt=0.0
+    )
     latency_ms: float = F(0.5, "fixed time of one transfer (connection, metadata)", "ms", ge=0.0)
 
 
@@ -134,7 +307,9 @@ class KVTransferConfig:
 class DisaggregationConfig:
     prefill: Any = F(1, "prefill replicas: a count, or groups [{count, hardware, engine}]", shape=REPLICAS_SHAPE)
     decode: Any = F(1, "decode replicas: a count, or groups [{count, hardware, engine}]", shape=REPLICAS_SHAPE)
-    kv_transfer: KVTransferConfig = F(KVTransferConfig(), "how a request's KV cache moves from its prefill replica to its decode replica")
+    kv_transfer: KVTransferConfig = F(
+        KVTransferConfig(), "how a request's KV cache moves from its prefill replica to its decode replica"
+    )
 
     def __post_init__(self) -> None:
         replica_groups(self.prefill, "disaggregation.prefill")
@@ -155,7 +330,9 @@ def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, (list, tuple)) or not raw:
-        raise ConfigError(f"{path} must be a count or a non-empty list of groups [{{count, hardware, engine}}] (got {raw!r})")
+        raise ConfigError(
+            f"{path} must be a count or a non-empty list of groups [{{count, hardware, engine}}] (got {raw!r})"
+        )
     out = []
     for i, g in enumerate(raw):
         where = f"{path}[{i}]"
@@ -182,9 +359,13 @@ class Scenario:
     workload: WorkloadConfig = F(WorkloadConfig(), "request traffic")
     run: RunConfig = F(RunConfig(), "length of the run and seed")
     cost: CostConfig = F(CostConfig(), "step cost model overrides")
-    slo: Union[SLOConfig, None] = F(None, "latency targets: adds goodput to the summary and an SLO-aware sweep recommendation")
+    slo: Union[SLOConfig, None] = F(
+        None, "latency targets: adds goodput to the summary and an SLO-aware sweep recommendation"
+    )
     cluster: Union[ClusterConfig, None] = F(None, "several replicas behind a router (null: one replica)")
-    disaggregation: Union[DisaggregationConfig, None] = F(None, "prefill and decode on separate replica pools, the KV cache moved between them (null: co-located)")
+    disaggregation: Union[DisaggregationConfig, None] = F(
+        None, "prefill and decode on separate replica pools, the KV cache moved between them (null: co-located)"
+    )
     sweep: dict = F({}, "`servesim sweep` grid: field path -> list of values, e.g. {engine.max_num_seqs: [256, 512]}")
 
 
@@ -263,12 +444,16 @@ def _cross_checks(sc: Scenario) -> None:
     if not any(ch.isalnum() for ch in sc.name):  # it names the results folder
         raise ConfigError(f"name must contain a letter or digit: it names the results folder (got {sc.name!r})")
     if sc.disaggregation is not None and sc.cluster is not None and sc.cluster.replicas != 1:
-        raise ConfigError("cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
-                          f".decode; cluster sets only the router (got {sc.cluster.replicas!r})")
+        raise ConfigError(
+            "cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
+            f".decode; cluster sets only the router (got {sc.cluster.replicas!r})"
+        )
     run = sc.run
     until = run_duration(sc)
     if until is not None and run.warmup_s >= until:
-        what = f"run.duration_s ({until:g} s)" if run.duration_s is not None else f"the run's default length ({until:g} s)"
+        what = (
+            f"run.duration_s ({until:g} s)" if run.duration_s is not None else f"the run's default length ({until:g} s)"
+        )
         raise ConfigError(f"run.warmup_s must be < {what} (got {run.warmup_s:g})")
 
 
@@ -279,9 +464,11 @@ def check_model(sc: Scenario, model) -> None:
     window = model.sliding_window
     longest = sc.engine.max_model_len or model.max_position_embeddings
     if 0 < window < longest:
-        raise ConfigError(f"model {model.name}: sliding_window {window} (config.json) is not modelled: servesim gives "
-                          f"every layer full attention; set engine.max_model_len <= {window}, as vLLM's "
-                          f"--disable-sliding-window does (got max_model_len {longest})")
+        raise ConfigError(
+            f"model {model.name}: sliding_window {window} (config.json) is not modelled: servesim gives "
+            f"every layer full attention; set engine.max_model_len <= {window}, as vLLM's "
+            f"--disable-sliding-window does (got max_model_len {longest})"
+        )
 
 
 DEFAULT_DURATION_S = 600.0

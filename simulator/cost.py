@@ -143,12 +143,27 @@ class FrontendCosts:
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
     if fe is None:
-        return {"fe_on": 0.0, "fe_request_s": 0.0, "fe_prompt_token_s": 0.0, "fe_step_s": 0.0, "fe_token_s": 0.0,
-                "fe_latency_s": 0.0, "fe_finish_s": 0.0, "fe_first_pass": 1.0}
+        return {
+            "fe_on": 0.0,
+            "fe_request_s": 0.0,
+            "fe_prompt_token_s": 0.0,
+            "fe_step_s": 0.0,
+            "fe_token_s": 0.0,
+            "fe_latency_s": 0.0,
+            "fe_finish_s": 0.0,
+            "fe_first_pass": 1.0,
+        }
     k = float(fe.servers)
-    return {"fe_on": 1.0, "fe_request_s": fe.request_s / k, "fe_prompt_token_s": fe.prompt_token_s / k,
-            "fe_step_s": fe.step_s / k, "fe_token_s": fe.token_s / k, "fe_latency_s": fe.latency_s,
-            "fe_finish_s": fe.finish_s / k, "fe_first_pass": fe.first_pass}
+    return {
+        "fe_on": 1.0,
+        "fe_request_s": fe.request_s / k,
+        "fe_prompt_token_s": fe.prompt_token_s / k,
+        "fe_step_s": fe.step_s / k,
+        "fe_token_s": fe.token_s / k,
+        "fe_latency_s": fe.latency_s,
+        "fe_finish_s": fe.finish_s / k,
+        "fe_first_pass": fe.first_pass,
+    }
 
 
 @dataclass(frozen=True)
@@ -208,27 +223,98 @@ FA2_ATTN_COMPUTE = 0.60
 # ---- the parameter vector: one slot per constant of the formula ------------------------------------
 PARAMS = (
     "fixed_s",  # per step: step overhead + per-layer small kernels
-    "per_seq_s", "per_token_s",
+    "per_seq_s",
+    "per_token_s",
     "lin_params",  # dense linear-layer parameters per GPU (every token passes through them)
-    "matmul_flops", "weight_bytes", "act_bytes_per_token", "matmul_bw",
-    "attn_flops_per_pair", "attn_flops", "kv_bytes_per_token", "attn_bw",
-    "lm_flops", "lm_bytes",
-    "moe_layers", "experts_per_token", "num_experts", "expert_params", "shared_params",
-    "allreduce_count", "allreduce_bytes_per_token", "interconnect_bw", "allreduce_latency_s",
+    "matmul_flops",
+    "weight_bytes",
+    "act_bytes_per_token",
+    "matmul_bw",
+    "attn_flops_per_pair",
+    "attn_flops",
+    "kv_bytes_per_token",
+    "attn_bw",
+    "lm_flops",
+    "lm_bytes",
+    "moe_layers",
+    "experts_per_token",
+    "num_experts",
+    "expert_params",
+    "shared_params",
+    "allreduce_count",
+    "allreduce_bytes_per_token",
+    "interconnect_bw",
+    "allreduce_latency_s",
     "host_bw",
-    "graph_max", "graph_by16", "full_decode_graphs", "pad",  # CUDA graphs (Execution)
-    "eager_floor_s", "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
-    "cpu_fixed_s", "cpu_per_seq_s", "cpu_per_token_s", "async_scheduling",
-    "fe_on", "fe_request_s", "fe_prompt_token_s", "fe_step_s", "fe_token_s", "fe_latency_s",  # API server (simulator.frontend)
-    "moe_flops", "moe_bw",  # rates the fused-MoE kernels reach
-    "fe_finish_s", "fe_first_pass",
+    "graph_max",
+    "graph_by16",
+    "full_decode_graphs",
+    "pad",  # CUDA graphs (Execution)
+    "eager_floor_s",
+    "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
+    "cpu_fixed_s",
+    "cpu_per_seq_s",
+    "cpu_per_token_s",
+    "async_scheduling",
+    "fe_on",
+    "fe_request_s",
+    "fe_prompt_token_s",
+    "fe_step_s",
+    "fe_token_s",
+    "fe_latency_s",  # API server (simulator.frontend)
+    "moe_flops",
+    "moe_bw",  # rates the fused-MoE kernels reach
+    "fe_finish_s",
+    "fe_first_pass",
     "mixed_rows",  # extra query rows per one-token request in a step with a prefill chunk
 )
-(P_FIXED, P_PER_SEQ, P_PER_TOKEN, P_LIN, P_MM_FLOPS, P_WBYTES, P_ACT, P_MM_BW, P_ATTN_FPP, P_ATTN_FLOPS, P_KVB,
- P_ATTN_BW, P_LM_FLOPS, P_LM_BYTES, P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_SHARED_PARAMS, P_AR_COUNT,
- P_AR_BYTES, P_ICB, P_AR_LAT, P_HOST_BW, P_GRAPH_MAX, P_GRAPH_BY16, P_FULL_DECODE, P_PAD, P_EAGER_FLOOR,
- P_PIECEWISE_FLOOR, P_CPU_FIXED, P_CPU_SEQ, P_CPU_TOKEN, P_ASYNC, P_FE_ON, P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP,
- P_FE_TOKEN, P_FE_LATENCY, P_MOE_FLOPS, P_MOE_BW, P_FE_FINISH, P_FE_FIRST, P_MIXED_ROWS) = range(len(PARAMS))
+(
+    P_FIXED,
+    P_PER_SEQ,
+    P_PER_TOKEN,
+    P_LIN,
+    P_MM_FLOPS,
+    P_WBYTES,
+    P_ACT,
+    P_MM_BW,
+    P_ATTN_FPP,
+    P_ATTN_FLOPS,
+    P_KVB,
+    P_ATTN_BW,
+    P_LM_FLOPS,
+    P_LM_BYTES,
+    P_MOE_LAYERS,
+    P_TOPK,
+    P_EXPERTS,
+    P_EXPERT_PARAMS,
+    P_SHARED_PARAMS,
+    P_AR_COUNT,
+    P_AR_BYTES,
+    P_ICB,
+    P_AR_LAT,
+    P_HOST_BW,
+    P_GRAPH_MAX,
+    P_GRAPH_BY16,
+    P_FULL_DECODE,
+    P_PAD,
+    P_EAGER_FLOOR,
+    P_PIECEWISE_FLOOR,
+    P_CPU_FIXED,
+    P_CPU_SEQ,
+    P_CPU_TOKEN,
+    P_ASYNC,
+    P_FE_ON,
+    P_FE_REQUEST,
+    P_FE_PROMPT_TOKEN,
+    P_FE_STEP,
+    P_FE_TOKEN,
+    P_FE_LATENCY,
+    P_MOE_FLOPS,
+    P_MOE_BW,
+    P_FE_FINISH,
+    P_FE_FIRST,
+    P_MIXED_ROWS,
+) = range(len(PARAMS))
 
 
 def overhead_s(cp, num_seqs, num_tokens):
@@ -271,7 +357,7 @@ def moe_s(cp, num_tokens):
     """Seconds of the routed and shared experts (moe_work at the fused-MoE rates, MOE_BLEND)."""
     flops, nbytes = moe_work(cp, num_tokens)
     tc, tm = flops / cp[P_MOE_FLOPS], nbytes / cp[P_MOE_BW]
-    return (tc ** MOE_BLEND + tm ** MOE_BLEND) ** (1.0 / MOE_BLEND)
+    return (tc**MOE_BLEND + tm**MOE_BLEND) ** (1.0 / MOE_BLEND)
 
 
 def allreduce_s(cp, num_tokens):
@@ -323,8 +409,11 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
     t = overhead_s(cp, num_seqs, T)
     if T:
         t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
-        t += roofline(attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
-                      cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+        t += roofline(
+            attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
+            cp[P_ATTN_FLOPS],
+            cp[P_ATTN_BW],
+        )
         if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
             s = 0.0
             if cp[P_MOE_LAYERS] != 0.0:
@@ -342,9 +431,12 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
 def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor), plus the
     engine's CPU work, or the longer of the two when async scheduling overlaps them."""
-    g = graphed_s(cp, num_seqs, num_tokens,
-                  gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes,
-                        single_row_context))
+    g = graphed_s(
+        cp,
+        num_seqs,
+        num_tokens,
+        gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context),
+    )
     c = cpu_s(cp, num_seqs, num_tokens)
     if cp[P_ASYNC] != 0.0:
         return max(g, c)
@@ -424,7 +516,9 @@ class CostModel:
             "matmul_flops": peak * e.matmul_compute,
             "weight_bytes": wbytes,
             # Activations read and written per token per layer (inputs/outputs of the matmuls).
-            "act_bytes_per_token": L * m.dtype_bytes * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
+            "act_bytes_per_token": L
+            * m.dtype_bytes
+            * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
             "attn_flops_per_pair": attn_fpp,
             "attn_flops": peak * e.attn_compute,
@@ -442,14 +536,19 @@ class CostModel:
             "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
             "interconnect_bw": (gpu.interconnect_bandwidth if tp <= gpu.link_group else gpu.host_link_bandwidth)
             * e.allreduce_bandwidth,
-            "allreduce_latency_s": (e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0)
-                                    if tp <= max(gpu.link_group, 2) else PCIE_ALLREDUCE_LATENCY_S),
+            "allreduce_latency_s": (
+                e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0)
+                if tp <= max(gpu.link_group, 2)
+                else PCIE_ALLREDUCE_LATENCY_S
+            ),
             "host_bw": gpu.host_link_bandwidth,
             "graph_max": x.max_capture_size,
             "graph_by16": x.capture_by16_from,
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
-            "eager_floor_s": (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s) * L * (kernels + GEMMS_PER_LAYER),
+            "eager_floor_s": (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s)
+            * L
+            * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
             "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
@@ -464,8 +563,16 @@ class CostModel:
 
     def step_time(self, w: StepWork) -> float:
         """Seconds one engine step takes."""
-        return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
-                         w.swap_bytes, w.single_row_context)
+        return step_time(
+            self.params,
+            w.num_seqs,
+            w.num_tokens,
+            w.context_tokens,
+            w.attn_pairs,
+            w.num_sampled,
+            w.swap_bytes,
+            w.single_row_context,
+        )
 
     def with_execution(self, x: Execution) -> CostModel:
         """The same model, GPU and factors, run as ``x`` says (no front-end)."""
@@ -485,10 +592,21 @@ class CostModel:
             add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
             if cp[P_MOE_LAYERS]:
                 mw = moe_work(cp, T)
-                out.append(OpCost("moe", mw[0], mw[1], moe_s(cp, T),
-                                  "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory"))
-            add("attention", attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
-                cp[P_ATTN_FLOPS], cp[P_ATTN_BW])
+                out.append(
+                    OpCost(
+                        "moe",
+                        mw[0],
+                        mw[1],
+                        moe_s(cp, T),
+                        "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory",
+                    )
+                )
+            add(
+                "attention",
+                attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
+                cp[P_ATTN_FLOPS],
+                cp[P_ATTN_BW],
+            )
         if w.num_sampled:
             add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_AR_COUNT] and Tp:
@@ -521,13 +639,31 @@ class ConstantCost:
 
     def __init__(self, step_s: float = 1.0, host_bw: float = 1000.0) -> None:
         p = dict.fromkeys(PARAMS, 0.0)
-        p.update(fixed_s=step_s, matmul_flops=1.0, matmul_bw=1.0, attn_flops=1.0, attn_bw=1.0, num_experts=1.0,
-                 interconnect_bw=1.0, host_bw=host_bw, moe_flops=1.0, moe_bw=1.0)
+        p.update(
+            fixed_s=step_s,
+            matmul_flops=1.0,
+            matmul_bw=1.0,
+            attn_flops=1.0,
+            attn_bw=1.0,
+            num_experts=1.0,
+            interconnect_bw=1.0,
+            host_bw=host_bw,
+            moe_flops=1.0,
+            moe_bw=1.0,
+        )
         self.params = np.array([p[name] for name in PARAMS], np.float64)
 
     def step_time(self, w: StepWork) -> float:
-        return step_time(self.params, w.num_seqs, w.num_tokens, w.context_tokens, w.attn_pairs, w.num_sampled,
-                         w.swap_bytes, w.single_row_context)
+        return step_time(
+            self.params,
+            w.num_seqs,
+            w.num_tokens,
+            w.context_tokens,
+            w.attn_pairs,
+            w.num_sampled,
+            w.swap_bytes,
+            w.single_row_context,
+        )
 
 
 def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:

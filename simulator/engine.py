@@ -108,8 +108,9 @@ class Engine:
         front-end has taken it in (``simulator.frontend``; at once without one). ``external``:
         prompt tokens whose KV comes with the request (a disaggregated decode), not computed here."""
         R, env = self.reqs, self.env
-        rid = R.add(env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class,
-                    external)
+        rid = R.add(
+            env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class, external
+        )
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
@@ -196,7 +197,8 @@ class Engine:
             raise SimulationStalled(
                 f"{k:,} requests in a row rejected at t={env.now:.3f} s with none accepted and no time passing "
                 f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
-                f"or the KV pool, or set workload.over_max_model_len: truncate")
+                f"or the KV pool, or set workload.over_max_model_len: truncate"
+            )
         ev = self._events.pop(rid, None)
         if ev is not None:
             ev.succeed(rid)

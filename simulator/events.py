@@ -59,26 +59,29 @@ def step_records(events: np.ndarray, log: dict[str, np.ndarray]) -> list[StepRec
             per_step[k].append((int(kind), int(rid), int(value)))
     out = []
     for k, evs in enumerate(per_step):
+
         def of(kind, evs=evs):
             return tuple(r for c, r, _ in evs if c == kind)
 
-        out.append(StepRecord(
-            start=starts[k],
-            duration=durations[k],
-            scheduled={r: v for c, r, v in evs if c == SCHEDULED},
-            new=of(NEW),
-            resumed=of(RESUMED),
-            preempted=of(PREEMPTED),
-            swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == SWAPPED_OUT),
-            aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == ABORTED),
-            prefix_hits=tuple((r, v) for c, r, v in evs if c in (NEW, RESUMED)),
-            finished=of(FINISHED),
-            num_running=int(log["num_running"][k]),
-            num_waiting=int(log["num_waiting"][k]),
-            num_swapped=int(log["num_swapped"][k]),
-            num_free_blocks=int(log["num_free_blocks"][k]),
-            kv_usage=float(log["kv_usage"][k]),
-            num_generated=int(log["num_generated"][k]),
-            recomputed_tokens=int(log["recomputed_tokens"][k]),
-        ))
+        out.append(
+            StepRecord(
+                start=starts[k],
+                duration=durations[k],
+                scheduled={r: v for c, r, v in evs if c == SCHEDULED},
+                new=of(NEW),
+                resumed=of(RESUMED),
+                preempted=of(PREEMPTED),
+                swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == SWAPPED_OUT),
+                aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == ABORTED),
+                prefix_hits=tuple((r, v) for c, r, v in evs if c in (NEW, RESUMED)),
+                finished=of(FINISHED),
+                num_running=int(log["num_running"][k]),
+                num_waiting=int(log["num_waiting"][k]),
+                num_swapped=int(log["num_swapped"][k]),
+                num_free_blocks=int(log["num_free_blocks"][k]),
+                kv_usage=float(log["kv_usage"][k]),
+                num_generated=int(log["num_generated"][k]),
+                recomputed_tokens=int(log["recomputed_tokens"][k]),
+            )
+        )
     return out

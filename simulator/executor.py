@@ -31,8 +31,9 @@ _T = TypeVar("_T")  # an item given to a task
 __all__ = ["EXECUTORS", "Progress", "cores", "run_tasks"]
 
 
-def run_tasks(fn: Callable[[_T], dict], items: list[_T], jobs: int = 0, executor: str = "local",
-              address: str | None = None) -> Generator[tuple[int, dict], None, None]:
+def run_tasks(
+    fn: Callable[[_T], dict], items: list[_T], jobs: int = 0, executor: str = "local", address: str | None = None
+) -> Generator[tuple[int, dict], None, None]:
     """``(i, fn(items[i]))`` for every item, as they finish (see the module docstring). Closing the
     generator early (an interrupt) cancels what has not started."""
     if executor not in EXECUTORS:
@@ -105,8 +106,14 @@ class Progress:
         if sys.stderr.isatty() or os.environ.get("SERVESIM_PROGRESS"):
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=label, unit=" points", dynamic_ncols=True, file=sys.stderr,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total}{unit}{postfix} [{elapsed}<{remaining}]")
+            self.bar = tqdm(
+                total=total,
+                desc=label,
+                unit=" points",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total}{unit}{postfix} [{elapsed}<{remaining}]",
+            )
 
     def line(self, text: str) -> None:
         if self.bar is not None:

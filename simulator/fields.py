@@ -131,7 +131,9 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None, 
             raise ConfigError(f"{path} must be {op} {bound}{u} (got {value if raw is None else raw!r})")
     among = f.metadata.get("among")
     if among is not None and value not in among:
-        raise ConfigError(f"{path} must be one of {', '.join(map(str, among))}{u} (got {value if raw is None else raw!r})")
+        raise ConfigError(
+            f"{path} must be one of {', '.join(map(str, among))}{u} (got {value if raw is None else raw!r})"
+        )
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -177,8 +179,9 @@ def build(cls: type, data: dict, path: str = "", base: Any = None, units: str = 
     return cls(**kwargs)
 
 
-def field_reference(cls: type, prefix: str = "", instance: Any = None,
-                    units: str = "") -> list[tuple[str, str, str, str, str, str]]:
+def field_reference(
+    cls: type, prefix: str = "", instance: Any = None, units: str = ""
+) -> list[tuple[str, str, str, str, str, str]]:
     """(path, type, default, unit, vLLM knob, doc) for every field, for docs and `servesim fields`.
     A nested mapping's defaults are its field default's values (``instance``), as runs use them;
     ``units``: see ``F``."""
@@ -191,13 +194,33 @@ def field_reference(cls: type, prefix: str = "", instance: Any = None,
         sub = cast("type | None", tp if dataclasses.is_dataclass(tp) else (inner[0] if inner else None))  # a dataclass
         default = getattr(instance, f.name) if instance is not None else default_of(f)
         if sub is not None:
-            rows.append((path, "mapping" + (" or null" if inner else ""), "" if not inner else "null", "", "", f.metadata.get("doc", "")))
-            rows.extend(field_reference(sub, path + ".", default if isinstance(default, sub) else None,
-                                        f.metadata.get("units", "")))
+            rows.append(
+                (
+                    path,
+                    "mapping" + (" or null" if inner else ""),
+                    "" if not inner else "null",
+                    "",
+                    "",
+                    f.metadata.get("doc", ""),
+                )
+            )
+            rows.extend(
+                field_reference(
+                    sub, path + ".", default if isinstance(default, sub) else None, f.metadata.get("units", "")
+                )
+            )
         else:
             d = "null" if default is None else repr(default)
-            rows.append((path, f.metadata.get("shape") or _type_name(tp), d, _unit(f, units), f.metadata.get("vllm", ""),
-                         f.metadata.get("doc", "")))
+            rows.append(
+                (
+                    path,
+                    f.metadata.get("shape") or _type_name(tp),
+                    d,
+                    _unit(f, units),
+                    f.metadata.get("vllm", ""),
+                    f.metadata.get("doc", ""),
+                )
+            )
     return rows
 
 
@@ -222,8 +245,14 @@ def _type_schema(tp: Any) -> dict:
         return json_schema(cast(type, tp))
     if tp is type(None):
         return {"type": "null"}
-    return {int: {"type": "integer"}, float: {"type": "number"}, bool: {"type": "boolean"}, str: {"type": "string"},
-            dict: {"type": "object"}, Any: {}}[tp]
+    return {
+        int: {"type": "integer"},
+        float: {"type": "number"},
+        bool: {"type": "boolean"},
+        str: {"type": "string"},
+        dict: {"type": "object"},
+        Any: {},
+    }[tp]
 
 
 def json_schema(cls: type, title: str | None = None) -> dict:

@@ -90,7 +90,9 @@ def _link_group(d: dict, where: str) -> int:
     if v is None:
         return 8 if float(d["interconnect_bandwidth"]) > float(d["host_link_bandwidth"]) else 1
     if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 1:
-        raise ConfigError(f"{where}.link_group must be an integer >= 1 (GPUs joined by the fast interconnect) (got {v!r})")
+        raise ConfigError(
+            f"{where}.link_group must be an integer >= 1 (GPUs joined by the fast interconnect) (got {v!r})"
+        )
     return int(v)
 
 

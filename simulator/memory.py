@@ -150,8 +150,16 @@ def plan_memory(
         act, other, graphs = reserve_bytes, 0.0, 0.0
     reserve = act + other + graphs
     kv = usable - weights - reserve
-    plan = dict(hbm_bytes=gpu.hbm_bytes, usable_bytes=usable, weight_bytes=weights, activation_bytes=act,
-                non_torch_bytes=other, graph_bytes=graphs, kv_bytes_per_token=kv_tok, block_bytes=block_bytes)
+    plan = dict(
+        hbm_bytes=gpu.hbm_bytes,
+        usable_bytes=usable,
+        weight_bytes=weights,
+        activation_bytes=act,
+        non_torch_bytes=other,
+        graph_bytes=graphs,
+        kv_bytes_per_token=kv_tok,
+        block_bytes=block_bytes,
+    )
     if num_gpu_blocks_override is not None:
         n = int(num_gpu_blocks_override)
         return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)

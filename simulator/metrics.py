@@ -14,9 +14,22 @@ from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
 from simulator.step_log import BinnedStepLog
 
 REQUEST_COLUMNS = [
-    "id", "client", "client_class", "status", "arrival_s", "first_scheduled_s", "first_token_s", "finish_s",
-    "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "recomputed_tokens",
-    "swapped_bytes", "prefix_group", "reject_reason",
+    "id",
+    "client",
+    "client_class",
+    "status",
+    "arrival_s",
+    "first_scheduled_s",
+    "first_token_s",
+    "finish_s",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "preemptions",
+    "recomputed_tokens",
+    "swapped_bytes",
+    "prefix_group",
+    "reject_reason",
 ]
 
 
@@ -46,7 +59,11 @@ def request_columns(result) -> dict[str, np.ndarray]:
         "prefix_group": c["group"],
         "reject_reason": reason,
         # A fleet: where each request went.
-        **{k: c[k] for k in ("replica", "prefill_replica", "decode_replica", "transfer_start", "transfer_end") if k in c},
+        **{
+            k: c[k]
+            for k in ("replica", "prefill_replica", "decode_replica", "transfer_start", "transfer_end")
+            if k in c
+        },
     }
 
 
@@ -56,8 +73,11 @@ def step_columns(result) -> dict[str, np.ndarray]:
     log = result.engine.log
     cols = log.columns()
     binned = isinstance(log, BinnedStepLog) or getattr(log, "bin_s", None)
-    first = ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64)) if binned else (
-        "step", np.arange(len(cols["start"])))
+    first = (
+        ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64))
+        if binned
+        else ("step", np.arange(len(cols["start"])))
+    )
     return {first[0]: first[1], **cols}
 
 
@@ -189,8 +209,10 @@ def summarize(result) -> dict:
         s["classes"] = [finite(row) for row in class_report(result)]
     if hasattr(result.engine, "replicas"):  # a fleet: the same for each replica
         s["num_replicas"] = len(result.engine.replicas)
-        s["replicas"] = [{"replica": r.index, "role": r.role, "label": r.label, **summarize(rr)}
-                         for r, rr in zip(result.engine.replicas, result.replica_results())]
+        s["replicas"] = [
+            {"replica": r.index, "role": r.role, "label": r.label, **summarize(rr)}
+            for r, rr in zip(result.engine.replicas, result.replica_results())
+        ]
     return finite(s)
 
 
@@ -214,9 +236,15 @@ def class_report(result) -> list[dict]:
         p99_ttft = float(np.percentile(ttft, 99)) if len(ttft) else float("nan")
         p99_tpot = float(np.percentile(tpot, 99)) if len(tpot) else float("nan")
         slo = s.slo
-        row = {"class": s.name or "all", "client_class": s.index, "num_completed": int(sel.sum()),
-               "p99_ttft_ms": p99_ttft, "p99_tpot_ms": p99_tpot,
-               "slo_p99_ttft_ms": slo.p99_ttft_ms if slo else None, "slo_p99_tpot_ms": slo.p99_tpot_ms if slo else None}
+        row = {
+            "class": s.name or "all",
+            "client_class": s.index,
+            "num_completed": int(sel.sum()),
+            "p99_ttft_ms": p99_ttft,
+            "p99_tpot_ms": p99_tpot,
+            "slo_p99_ttft_ms": slo.p99_ttft_ms if slo else None,
+            "slo_p99_tpot_ms": slo.p99_tpot_ms if slo else None,
+        }
         met = []
         if slo and slo.p99_ttft_ms is not None:
             met.append(p99_ttft <= slo.p99_ttft_ms)
@@ -251,9 +279,16 @@ def throughput_series(steps, window_s: float, end: float) -> dict[str, np.ndarra
     xp = np.column_stack([start, stop]).ravel()
     fp = np.column_stack([cum - gen, cum]).ravel()
     c = np.interp(edges, xp, fp, left=0.0, right=float(cum[-1]) if len(cum) else 0.0) if len(xp) else np.zeros(nb + 1)
-    pre = np.bincount(np.minimum((stop / window_s).astype(np.int64), nb - 1),
-                      weights=np.asarray(steps["num_preemptions"], np.float64), minlength=nb)
-    return {"time_s": edges[:-1] + 0.5 * window_s, "output_tokens_per_s": np.diff(c) / window_s, "preemptions": pre[:nb]}
+    pre = np.bincount(
+        np.minimum((stop / window_s).astype(np.int64), nb - 1),
+        weights=np.asarray(steps["num_preemptions"], np.float64),
+        minlength=nb,
+    )
+    return {
+        "time_s": edges[:-1] + 0.5 * window_s,
+        "output_tokens_per_s": np.diff(c) / window_s,
+        "preemptions": pre[:nb],
+    }
 
 
 def default_window(end: float) -> float:

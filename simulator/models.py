@@ -286,9 +286,11 @@ def checkpoint_quantization(cfg: dict, name: str) -> str:
             if bits == 4:
                 return "int4"
         return "none"
-    raise ConfigError(f"model {name}: quantization_config.quant_method {method!r} is not one servesim sizes "
-                      f"(fp8, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
-                      f"weights are stored")
+    raise ConfigError(
+        f"model {name}: quantization_config.quant_method {method!r} is not one servesim sizes "
+        f"(fp8, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
+        f"weights are stored"
+    )
 
 
 # Architectures whose layers are state-space (Mamba-like) rather than attention with a paged KV cache.
@@ -300,8 +302,10 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
     names = [str(cfg.get("model_type") or "")] + [str(a) for a in cfg.get("architectures") or []]
     ssm = next((n for n in names if any(k in n.lower().replace("_", "").replace("-", "") for k in SSM_MARKERS)), None)
     if ssm is not None:
-        raise ConfigError(f"model {name}: architecture {ssm!r} (config.json) is not supported: servesim models "
-                          "attention layers and their paged KV cache, not Mamba or other state-space layers")
+        raise ConfigError(
+            f"model {name}: architecture {ssm!r} (config.json) is not supported: servesim models "
+            "attention layers and their paged KV cache, not Mamba or other state-space layers"
+        )
     for required in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         if required not in cfg:
             raise ConfigError(f"model {name}: config.json has no field '{required}'")

@@ -22,9 +22,11 @@ def scenario_notes(sc: Scenario) -> list[str]:
     notes = []
     swapping = sorted({g.engine.vllm_version for g in groups if g.engine.preemption_mode == "swap"})
     if swapping:
-        notes.append(f"{sc.name}: engine.preemption_mode 'swap': vLLM {', '.join(swapping)} (V1, as every release "
-                     "line servesim follows) has no swap preemption, only recompute; this run swaps as vLLM V0 did "
-                     "with --swap-space")
+        notes.append(
+            f"{sc.name}: engine.preemption_mode 'swap': vLLM {', '.join(swapping)} (V1, as every release "
+            "line servesim follows) has no swap preemption, only recompute; this run swaps as vLLM V0 did "
+            "with --swap-space"
+        )
     return notes
 
 
@@ -37,18 +39,26 @@ def run_notes(summary: dict, result) -> list[str]:
         first = next(iter(result.engine.reject_reasons.values()), "")
         notes.append(f"{name}: {summary['num_rejected']:,} of {n_sub:,} requests rejected (the first: {first})")
     if summary["num_truncated"]:
-        notes.append(f"{name}: {summary['num_truncated']:,} requests cut to fit max_model_len "
-                     "(workload.over_max_model_len: truncate; 'resample' draws them again, 'reject' submits them as drawn)")
+        notes.append(
+            f"{name}: {summary['num_truncated']:,} requests cut to fit max_model_len "
+            "(workload.over_max_model_len: truncate; 'resample' draws them again, 'reject' submits them as drawn)"
+        )
     if summary["num_aborted"]:
-        notes.append(f"{name}: {summary['num_aborted']:,} requests aborted: swap space full (engine.on_swap_full: abort)")
+        notes.append(
+            f"{name}: {summary['num_aborted']:,} requests aborted: swap space full (engine.on_swap_full: abort)"
+        )
     want = sc.run.num_requests
     if want is not None and summary["stopped_by"] == "duration" and n_sub < want:
-        notes.append(f"{name}: stopped at run.duration_s ({summary['simulated_time_s']:g} s) after submitting {n_sub:,} of "
-                     f"run.num_requests {want:,} (without run.duration_s the run goes on until all are done)")
+        notes.append(
+            f"{name}: stopped at run.duration_s ({summary['simulated_time_s']:g} s) after submitting {n_sub:,} of "
+            f"run.num_requests {want:,} (without run.duration_s the run goes on until all are done)"
+        )
     notes += _load_notes(summary, result)
     if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
-        notes.append(f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
-                     "--set run.step_log_bin_s=1 keeps one row per simulated second instead")
+        notes.append(
+            f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
+            "--set run.step_log_bin_s=1 keeps one row per simulated second instead"
+        )
     return notes
 
 
@@ -63,26 +73,36 @@ def _load_notes(summary: dict, result) -> list[str]:
     if summary["num_steps"] == 0 and summary["num_rejected"] < n_sub:
         why = ""
         if sc.frontend.enabled:
-            why = (" (the API server takes requests in one at a time: raise frontend.api_server_count, lower the "
-                   "load or run longer)")
-        return [f"{name}: no engine step ran: none of the {n_sub:,} requests submitted reached the engine within the "
-                f"run's {summary['simulated_time_s']:g} s{why}"]
+            why = (
+                " (the API server takes requests in one at a time: raise frontend.api_server_count, lower the "
+                "load or run longer)"
+            )
+        return [
+            f"{name}: no engine step ran: none of the {n_sub:,} requests submitted reached the engine within the "
+            f"run's {summary['simulated_time_s']:g} s{why}"
+        ]
     notes = []
     if warm > 0 and not (arrival >= warm).any():
-        notes.append(f"{name}: every request arrived during the warm-up (the last at {float(arrival.max()):.1f} s, "
-                     f"run.warmup_s {warm:g}): nothing was measured; lower run.warmup_s, or raise run.num_requests or "
-                     "the rate")
+        notes.append(
+            f"{name}: every request arrived during the warm-up (the last at {float(arrival.max()):.1f} s, "
+            f"run.warmup_s {warm:g}): nothing was measured; lower run.warmup_s, or raise run.num_requests or "
+            "the rate"
+        )
     elif summary["num_completed"] == 0 and summary["output_throughput"] > 0:
-        notes.append(f"{name}: no request that arrived after the warm-up finished before the run ended "
-                     f"({summary['num_in_flight_at_end']:,} in flight): latencies are empty; run longer")
+        notes.append(
+            f"{name}: no request that arrived after the warm-up finished before the run ended "
+            f"({summary['num_in_flight_at_end']:,} in flight): latencies are empty; run longer"
+        )
     open_loop = sc.workload.trace is not None or sc.workload.arrival.type != "closed_loop"
     if not open_loop:
         return notes
     if summary["stopped_by"] == "duration":
         waiting = summary["num_waiting_at_end"]
         if waiting > max(10, OVERLOAD_WAITING * n_sub):
-            notes.append(f"{name}: overloaded: {waiting:,} requests still waiting at the end ({waiting / n_sub:.0%} of "
-                         "those submitted): arrivals outpace the server, so latencies grow with the run's length")
+            notes.append(
+                f"{name}: overloaded: {waiting:,} requests still waiting at the end ({waiting / n_sub:.0%} of "
+                "those submitted): arrivals outpace the server, so latencies grow with the run's length"
+            )
         return notes
     # A run that ends when its requests are done drains its queue after the last arrival: overloaded
     # if, when the last request arrived, a good share had not been scheduled yet (the queue grew for
@@ -94,7 +114,9 @@ def _load_notes(summary: dict, result) -> list[str]:
         rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
         ttft = summary.get("median_ttft_ms")
         ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
-        notes.append(f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
-                     f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
-                     "with run.num_requests")
+        notes.append(
+            f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
+            f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
+            "with run.num_requests"
+        )
     return notes

@@ -36,6 +36,7 @@ NAME_MAX = 100  # characters of a folder made from a name (file systems allow 25
 
 # ---- paths ----------------------------------------------------------------------------------------
 
+
 def named_output(text: str, folder: Path) -> Path:
     """An output path as given, or under ``folder`` when it is a bare file name (no folder part,
     not even ``./``): outputs land beside the results, not wherever the command is run."""
@@ -94,6 +95,7 @@ def folder_name(name: str) -> str:
 
 # ---- one writer per folder ------------------------------------------------------------------------
 
+
 class Writing:
     """Hold ``folder``'s lock while writing there (see the module docstring): made if need be (and
     removed again if it was new and nothing was written), refused with one line if another live
@@ -109,8 +111,10 @@ class Writing:
         for up in list(Path(os.path.abspath(self.folder)).parents):
             who = _held_by(up / LOCK)
             if who is not None:
-                raise ConfigError(f"{self.flag} {self.folder}: inside {up}, which {who} is writing; wait for it to "
-                                  "finish or give another folder")
+                raise ConfigError(
+                    f"{self.flag} {self.folder}: inside {up}, which {who} is writing; wait for it to "
+                    "finish or give another folder"
+                )
         self.made = not self.folder.exists()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -150,8 +154,9 @@ def _acquire(lock: Path, flag: str, folder: Path) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise ConfigError(f"{flag} {folder}: {_writer(lock)} is writing there now; wait for it to finish or give "
-                              "another folder") from None
+            raise ConfigError(
+                f"{flag} {folder}: {_writer(lock)} is writing there now; wait for it to finish or give another folder"
+            ) from None
         except OSError as e:
             if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                 raise
@@ -159,8 +164,10 @@ def _acquire(lock: Path, flag: str, folder: Path) -> int:
             pid = _pid(lock)
             if pid and pid != os.getpid() and _alive(pid):
                 os.close(fd)
-                raise ConfigError(f"{flag} {folder}: servesim (pid {pid}) is writing there now; wait for it to "
-                                  "finish or give another folder") from None
+                raise ConfigError(
+                    f"{flag} {folder}: servesim (pid {pid}) is writing there now; wait for it to "
+                    "finish or give another folder"
+                ) from None
         if _same_file(fd, lock):  # not a lock file that its last holder removed meanwhile
             break
         os.close(fd)
@@ -215,12 +222,26 @@ def _held_by(lock: Path) -> str | None:
 # a record), by the file that marks each kind.
 KINDS = {"run": "run", "runs": "folder of runs", "sweep": "sweep", "plan": "plan", "compare": "comparison"}
 _LEGACY = {
-    "run": ("summary.json", ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png",
-                             "throughput.png", "metrics.openmetrics")),
-    "sweep": ("sweep.csv", ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png",
-                            "metrics_vs_knob.png", "points")),
-    "plan": ("plan.csv", ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png",
-                          "candidates")),
+    "run": (
+        "summary.json",
+        (
+            "summary.json",
+            "requests.csv",
+            "steps.csv",
+            "scenario.yaml",
+            "kv_cache_usage.png",
+            "throughput.png",
+            "metrics.openmetrics",
+        ),
+    ),
+    "sweep": (
+        "sweep.csv",
+        ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png", "points"),
+    ),
+    "plan": (
+        "plan.csv",
+        ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png", "candidates"),
+    ),
     "compare": ("comparison.csv", ("comparison.csv", "kv_cache_usage.png", "throughput.png")),
 }
 
@@ -237,13 +258,17 @@ class Outputs:
         before_kind, self.before = self._recorded()
         present = sorted(n for n in self.before if (self.folder / n).exists())
         if before_kind != kind and present:
-            raise ConfigError(f"{flag} {folder}: holds a {KINDS.get(before_kind, before_kind)} ({', '.join(present[:4])}"
-                              f"{', ...' if len(present) > 4 else ''}), not a {KINDS[kind]}'s results; give another "
-                              "folder (nothing was written)")
+            raise ConfigError(
+                f"{flag} {folder}: holds a {KINDS.get(before_kind, before_kind)} ({', '.join(present[:4])}"
+                f"{', ...' if len(present) > 4 else ''}), not a {KINDS[kind]}'s results; give another "
+                "folder (nothing was written)"
+            )
         theirs = [n for n in dict.fromkeys(names) if self._foreign(n)]
         if theirs:
-            raise ConfigError(f"{flag} {folder}: holds {', '.join(theirs)} that servesim did not write; give a new or "
-                              "empty folder (nothing was written)")
+            raise ConfigError(
+                f"{flag} {folder}: holds {', '.join(theirs)} that servesim did not write; give a new or "
+                "empty folder (nothing was written)"
+            )
 
     def _recorded(self) -> tuple[str, set[str]]:
         """The kind of the folder's last writer, and what it wrote."""

@@ -26,7 +26,14 @@ def run_title(s: dict) -> str:
     return f"{s['model']}, {what}{on}"
 
 
-PLOTTED = ("bin", "start", "duration", "kv_usage", "num_generated", "num_preemptions")  # steps.csv columns the plots read
+PLOTTED = (
+    "bin",
+    "start",
+    "duration",
+    "kv_usage",
+    "num_generated",
+    "num_preemptions",
+)  # steps.csv columns the plots read
 
 
 def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> list[tuple[str, tuple]]:
@@ -35,8 +42,13 @@ def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> l
     if "replica" in steps:
         rep = np.asarray(steps["replica"])
         labels = {r["replica"]: r["label"] for r in summary.get("replicas", [])}
-        series = [(labels.get(int(i), f"replica {int(i)}"), {c: np.asarray(steps[c])[rep == i] for c in PLOTTED if c in steps})
-                  for i in np.unique(rep)]
+        series = [
+            (
+                labels.get(int(i), f"replica {int(i)}"),
+                {c: np.asarray(steps[c])[rep == i] for c in PLOTTED if c in steps},
+            )
+            for i in np.unique(rep)
+        ]
         roles = {r["replica"]: r["role"] for r in summary.get("replicas", [])}
         served = [s for i, s in zip(np.unique(rep), series) if roles.get(int(i)) != "prefill"]
     else:
@@ -46,8 +58,18 @@ def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> l
     end = float(summary["simulated_time_s"])
     return [
         ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warmup_s, end)),
-        ("plot_throughput", (series if served is None else served, out / "throughput.png",
-                             f"Output throughput: {title}", warmup_s, end, None, served is not None)),
+        (
+            "plot_throughput",
+            (
+                series if served is None else served,
+                out / "throughput.png",
+                f"Output throughput: {title}",
+                warmup_s,
+                end,
+                None,
+                served is not None,
+            ),
+        ),
     ]
 
 
@@ -86,8 +108,10 @@ def redraw(out: Path) -> list[Path]:
         return [args[1] for _, args in jobs]
     runs = sorted(d for d in out.iterdir() if (d / "summary.json").is_file()) if out.is_dir() else []
     if not runs:
-        raise ConfigError(f"plot: {out} holds no finished run, folder of runs or sweep (no summary.json, "
-                          "no sub-folders with one, no sweep.csv)")
+        raise ConfigError(
+            f"plot: {out} holds no finished run, folder of runs or sweep (no summary.json, "
+            "no sub-folders with one, no sweep.csv)"
+        )
     files = [f for d in runs for f in redraw(d)]
     return files + [f for f in write_comparison(runs, out) if f.suffix == ".png"]
 
@@ -114,8 +138,14 @@ def fleet_timeline(steps, end: float, points: int = 1000) -> dict[str, np.ndarra
         gen += np.bincount(k, weights=np.asarray(steps["num_generated"], np.float64)[sel], minlength=points)
         pre += np.bincount(k, weights=np.asarray(steps["num_preemptions"], np.float64)[sel], minlength=points)
         kv += np.diff(_held_integral(start, np.asarray(steps["kv_usage"], np.float64)[sel], end, edges)) / width
-    return {"bin": np.arange(points), "start": edges[:-1], "duration": np.full(points, width),
-            "kv_usage": kv / max(len(ids), 1), "num_generated": gen, "num_preemptions": pre}
+    return {
+        "bin": np.arange(points),
+        "start": edges[:-1],
+        "duration": np.full(points, width),
+        "kv_usage": kv / max(len(ids), 1),
+        "num_generated": gen,
+        "num_preemptions": pre,
+    }
 
 
 def _held_integral(start: np.ndarray, values: np.ndarray, end: float, at: np.ndarray) -> np.ndarray:

@@ -34,8 +34,19 @@ if TYPE_CHECKING:
     from simulator.engine import Engine
 
 COLUMNS = [
-    "step", "num_scheduled_tokens", "scheduled", "new", "resumed", "preempted", "finished",
-    "prefix_hits", "num_running", "num_waiting", "num_free_blocks", "kv_usage", "num_generated",
+    "step",
+    "num_scheduled_tokens",
+    "scheduled",
+    "new",
+    "resumed",
+    "preempted",
+    "finished",
+    "prefix_hits",
+    "num_running",
+    "num_waiting",
+    "num_free_blocks",
+    "kv_usage",
+    "num_generated",
 ]
 ENGINES = ("reference", "compiled", "run")  # step mode through each engine step, and `servesim run`
 FIXTURES = Path(__file__).parent / "data" / "parity"
@@ -79,8 +90,16 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
     else:
         from simulator.compiled.engine import CompiledEngine as Eng
     env = simpy.Environment()
-    eng = Eng(env, cfg, int(e["num_gpu_blocks"]), ConstantCost(1.0), RequestTable(), max_model_len=10**9,
-              max_steps=max_steps, trace=2)
+    eng = Eng(
+        env,
+        cfg,
+        int(e["num_gpu_blocks"]),
+        ConstantCost(1.0),
+        RequestTable(),
+        max_model_len=10**9,
+        max_steps=max_steps,
+        trace=2,
+    )
     todo = list(spec["requests"])
     groups: dict = {}
 
@@ -90,8 +109,13 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
         r = todo.pop(0)
         g = r.get("prefix_group")
         gid = groups.setdefault(g, len(groups)) if g is not None else -1
-        ev = eng.submit(int(r["prompt_len"]), int(r["output_len"]), group=gid, group_len=int(r.get("prefix_len") or 0),
-                        want_event=True)
+        ev = eng.submit(
+            int(r["prompt_len"]),
+            int(r["output_len"]),
+            group=gid,
+            group_len=int(r.get("prefix_len") or 0),
+            want_event=True,
+        )
         assert eng.reqs.n - 1 == int(r["id"]), "fixture ids must count from 0 in list order"
         if w["mode"] == "closed_loop":
             assert ev is not None  # (want_event)
@@ -111,21 +135,23 @@ def trace_rows(eng) -> list[dict]:
     for s in step_records(eng.trace_events(), eng.log.columns()):
         if not s.scheduled:
             continue
-        rows.append({
-            "step": str(len(rows)),
-            "num_scheduled_tokens": str(sum(s.scheduled.values())),
-            "scheduled": _pairs(s.scheduled.items()),
-            "new": _ids(s.new),
-            "resumed": _ids(s.resumed),
-            "preempted": _ids(s.preempted),
-            "finished": _ids(s.finished),
-            "prefix_hits": _pairs(s.prefix_hits),
-            "num_running": str(s.num_running),
-            "num_waiting": str(s.num_waiting),
-            "num_free_blocks": str(s.num_free_blocks),
-            "kv_usage": repr(s.kv_usage),
-            "num_generated": str(s.num_generated),
-        })
+        rows.append(
+            {
+                "step": str(len(rows)),
+                "num_scheduled_tokens": str(sum(s.scheduled.values())),
+                "scheduled": _pairs(s.scheduled.items()),
+                "new": _ids(s.new),
+                "resumed": _ids(s.resumed),
+                "preempted": _ids(s.preempted),
+                "finished": _ids(s.finished),
+                "prefix_hits": _pairs(s.prefix_hits),
+                "num_running": str(s.num_running),
+                "num_waiting": str(s.num_waiting),
+                "num_free_blocks": str(s.num_free_blocks),
+                "kv_usage": repr(s.kv_usage),
+                "num_generated": str(s.num_generated),
+            }
+        )
     return rows
 
 
@@ -159,13 +185,17 @@ def engine_overrides(spec: dict, engine: str = "compiled") -> list[str]:
     the admission gate; no front-end (the recorder submits straight to the engine)."""
     e = spec["engine"]
     return [
-        f"name={spec.get('name', 'fixture')}", "frontend.enabled=false",
-        f"engine.num_gpu_blocks_override={int(e['num_gpu_blocks'])}", f"engine.block_size={int(e['block_size'])}",
-        f"engine.max_num_batched_tokens={int(e['max_num_batched_tokens'])}", f"engine.max_num_seqs={int(e['max_num_seqs'])}",
+        f"name={spec.get('name', 'fixture')}",
+        "frontend.enabled=false",
+        f"engine.num_gpu_blocks_override={int(e['num_gpu_blocks'])}",
+        f"engine.block_size={int(e['block_size'])}",
+        f"engine.max_num_batched_tokens={int(e['max_num_batched_tokens'])}",
+        f"engine.max_num_seqs={int(e['max_num_seqs'])}",
         f"engine.enable_prefix_caching={str(bool(e['enable_prefix_caching'])).lower()}",
         f"engine.long_prefill_token_threshold={int(e.get('long_prefill_token_threshold', 0) or 0)}",
         f"engine.admission={'full_prompt' if e.get('full_prompt_admission') else 'first_chunk'}",
-        f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}", f"run.kernel={engine}",
+        f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}",
+        f"run.kernel={engine}",
     ]
 
 
@@ -226,7 +256,12 @@ def compare(name: str, expected: list[dict], got: list[dict]) -> ParityReport:
             break
     matching = first if first is not None else len(expected)
     return ParityReport(
-        name, len(expected), len(got), matching, first, detail,
+        name,
+        len(expected),
+        len(got),
+        matching,
+        first,
+        detail,
         {"vllm": _totals(expected), "servesim": _totals(got)},
     )
 

@@ -61,8 +61,12 @@ class PlanSpec:
     prices: dict = field(default_factory=dict)  # GPU key -> US dollars per GPU-hour
 
     def __post_init__(self) -> None:
-        for name, v, low in (("--rate", self.rate, 0.0), ("--probe-s", self.probe_s, self.warmup_s),
-                             ("--tolerance", self.tolerance, 0.0), ("--check-s", self.check_s, self.warmup_s)):
+        for name, v, low in (
+            ("--rate", self.rate, 0.0),
+            ("--probe-s", self.probe_s, self.warmup_s),
+            ("--tolerance", self.tolerance, 0.0),
+            ("--check-s", self.check_s, self.warmup_s),
+        ):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > low):
                 raise ConfigError(f"plan: {name} must be a number > {low:g} (got {v!r})")
         if self.tolerance >= 1:
@@ -109,8 +113,15 @@ def probe(data: dict, rate: float, spec: PlanSpec) -> dict:
     from simulator.metrics import summarize
     from simulator.run import simulate
 
-    d = apply_overrides(data, [f"workload.arrival={{type: poisson, rate: {rate!r}}}", f"run.duration_s={spec.probe_s!r}",
-                               f"run.warmup_s={spec.warmup_s!r}", "run.num_requests=null"])
+    d = apply_overrides(
+        data,
+        [
+            f"workload.arrival={{type: poisson, rate: {rate!r}}}",
+            f"run.duration_s={spec.probe_s!r}",
+            f"run.warmup_s={spec.warmup_s!r}",
+            "run.num_requests=null",
+        ],
+    )
     d.pop("slo", None)
     res = simulate(scenario_from_dict(d))
     s = summarize(res)
@@ -118,11 +129,21 @@ def probe(data: dict, rate: float, spec: PlanSpec) -> dict:
     offered = float(np.count_nonzero(c["arrival"] >= spec.warmup_s)) / max(res.end_time - spec.warmup_s, 1e-9)
     keeps_up = s["num_completed"] > 0 and s["request_throughput"] >= KEEP_UP * offered
     ttft, tpot = s["p99_ttft_ms"], s["p99_tpot_ms"]
-    ok = keeps_up and (spec.p99_ttft_ms is None or (ttft is not None and ttft <= spec.p99_ttft_ms)) and (
-        spec.p99_tpot_ms is None or tpot is None or tpot <= spec.p99_tpot_ms)
+    ok = (
+        keeps_up
+        and (spec.p99_ttft_ms is None or (ttft is not None and ttft <= spec.p99_ttft_ms))
+        and (spec.p99_tpot_ms is None or tpot is None or tpot <= spec.p99_tpot_ms)
+    )
     per_req = s["output_throughput"] / s["request_throughput"] if s["request_throughput"] else float("nan")
-    return {"rate": rate, "ok": bool(ok), "keeps_up": bool(keeps_up), "p99_ttft_ms": ttft, "p99_tpot_ms": tpot,
-            "request_throughput": s["request_throughput"], "output_tokens_per_request": per_req}
+    return {
+        "rate": rate,
+        "ok": bool(ok),
+        "keeps_up": bool(keeps_up),
+        "p99_ttft_ms": ttft,
+        "p99_tpot_ms": tpot,
+        "request_throughput": s["request_throughput"],
+        "output_tokens_per_request": per_req,
+    }
 
 
 def capacity(data: dict, spec: PlanSpec) -> tuple[float, list[dict]]:
@@ -173,8 +194,10 @@ def unit_of(data: dict, spec: PlanSpec) -> tuple[int, float, list[str]]:
         tp = m.hardware.tensor_parallel_size
         p = m.hardware.price_per_hour or spec.prices.get(g.key) or g.price_per_hour
         if p is None:
-            raise ConfigError(f"hardware.price_per_hour: no price for GPU '{g.key}' in the catalogue; set "
-                              f"hardware.price_per_hour or give --price {g.key}=USD_PER_HOUR")
+            raise ConfigError(
+                f"hardware.price_per_hour: no price for GPU '{g.key}' in the catalogue; set "
+                f"hardware.price_per_hour or give --price {g.key}=USD_PER_HOUR"
+            )
         gpus += tp
         price += tp * p
         keys.append(g.key)
@@ -205,9 +228,15 @@ def evaluate(task: tuple[dict, dict, str]) -> dict:
         return {"status": "infeasible", "error": str(e)}
     except Exception as e:  # a broken candidate must not stop the plan; report it in full
         return {"status": "failed", "error": f"{type(e).__name__}: {e}"}
-    out: dict = {"status": "ok" if cap > 0 else "infeasible", "capacity_rps": cap, "unit_gpus": gpus,
-                 "unit_usd_per_hour": price, "gpu": "+".join(sorted(set(keys))), "probes": probes,
-                 "wall_s": time.perf_counter() - t0}
+    out: dict = {
+        "status": "ok" if cap > 0 else "infeasible",
+        "capacity_rps": cap,
+        "unit_gpus": gpus,
+        "unit_usd_per_hour": price,
+        "gpu": "+".join(sorted(set(keys))),
+        "probes": probes,
+        "wall_s": time.perf_counter() - t0,
+    }
     if cap <= 0:
         out["error"] = f"misses the targets even at {LOWEST:g} requests/s"
     else:
@@ -215,12 +244,18 @@ def evaluate(task: tuple[dict, dict, str]) -> dict:
         units = math.ceil(spec.rate / cap - 1e-9)
         per_hour = units * price
         tokens = spec.rate * at["output_tokens_per_request"] * 3600
-        out.update(units=units, gpus=units * gpus, usd_per_hour=per_hour,
-                   usd_per_million_output_tokens=per_hour / tokens * 1e6 if tokens > 0 else None,
-                   p99_ttft_ms=at["p99_ttft_ms"], p99_tpot_ms=at["p99_tpot_ms"],
-                   ttft_margin=None if spec.p99_ttft_ms is None else 1 - at["p99_ttft_ms"] / spec.p99_ttft_ms,
-                   tpot_margin=None if spec.p99_tpot_ms is None or at["p99_tpot_ms"] is None
-                   else 1 - at["p99_tpot_ms"] / spec.p99_tpot_ms)
+        out.update(
+            units=units,
+            gpus=units * gpus,
+            usd_per_hour=per_hour,
+            usd_per_million_output_tokens=per_hour / tokens * 1e6 if tokens > 0 else None,
+            p99_ttft_ms=at["p99_ttft_ms"],
+            p99_tpot_ms=at["p99_tpot_ms"],
+            ttft_margin=None if spec.p99_ttft_ms is None else 1 - at["p99_ttft_ms"] / spec.p99_ttft_ms,
+            tpot_margin=None
+            if spec.p99_tpot_ms is None or at["p99_tpot_ms"] is None
+            else 1 - at["p99_tpot_ms"] / spec.p99_tpot_ms,
+        )
     p.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(p, json.dumps({"key": key, "result": out}) + "\n")
     return {**out, "cached": False}
@@ -235,8 +270,10 @@ def _base(path: str | None, overrides: list[str]) -> dict:
     except ConfigError as e:
         raise in_file(path, e) from None
     if any(c.arrival is not None for c in sc.workload.class_list()):
-        raise ConfigError("plan: a class with its own arrivals (workload.classes.*.arrival); the plan varies "
-                              "the scenario's workload.arrival rate, so give the classes no arrival of their own")
+        raise ConfigError(
+            "plan: a class with its own arrivals (workload.classes.*.arrival); the plan varies "
+            "the scenario's workload.arrival rate, so give the classes no arrival of their own"
+        )
     return data
 
 
@@ -246,17 +283,39 @@ def _candidate(base: dict, point: dict) -> dict:
     return data
 
 
-def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], overrides: list[str], out: Path,
-             jobs: int = 0, executor: str = "local", address: str | None = None, strategy: str = "grid",
-             trials: int = 40, prices: list[str] | None = None, probe_s: float = 120.0, tolerance: float = 0.05,
-             check_s: float = 300.0, check: bool = True, seed: int = 0) -> int:
+def run_plan(
+    path: str | None,
+    rate: float,
+    slo: str | None,
+    search: list[str],
+    overrides: list[str],
+    out: Path,
+    jobs: int = 0,
+    executor: str = "local",
+    address: str | None = None,
+    strategy: str = "grid",
+    trials: int = 40,
+    prices: list[str] | None = None,
+    probe_s: float = 120.0,
+    tolerance: float = 0.05,
+    check_s: float = 300.0,
+    check: bool = True,
+    seed: int = 0,
+) -> int:
     base = _base(path, overrides)
     targets = parse_slo(slo)
     if not targets and base.get("slo"):
         targets = {k: v for k, v in base["slo"].items() if k in ("p99_ttft_ms", "p99_tpot_ms") and v is not None}
     warm = min(20.0, probe_s / 4)
-    spec = PlanSpec(rate=rate, probe_s=probe_s, warmup_s=warm, tolerance=tolerance, check_s=check_s,
-                    prices=parse_prices(prices or []), **targets)
+    spec = PlanSpec(
+        rate=rate,
+        probe_s=probe_s,
+        warmup_s=warm,
+        tolerance=tolerance,
+        check_s=check_s,
+        prices=parse_prices(prices or []),
+        **targets,
+    )
     space = parse_grid(search, overrides, "--search")
     check_fields(base, space, "--search")
     points = grid(space) if space else [{}]
@@ -265,15 +324,30 @@ def run_plan(path: str | None, rate: float, slo: str | None, search: list[str], 
     check_folder(out, "--out")
     outputs = Outputs(out, [*PLAN_FILES, "candidates"], "--out", "plan")
     with Writing(out, "--out"):
-        return _plan(base, points, space, spec, targets, out, outputs, jobs, executor, address, strategy, trials,
-                     check, seed)
+        return _plan(
+            base, points, space, spec, targets, out, outputs, jobs, executor, address, strategy, trials, check, seed
+        )
 
 
 PLAN_FILES = ("plan.csv", "recommendation.json", "probes.csv", "plan_cost.png", "latency_vs_rate.png")
 
 
-def _plan(base: dict, points: list[dict], space: dict, spec: PlanSpec, targets: dict, out: Path, outputs, jobs: int,
-          executor: str, address: str | None, strategy: str, trials: int, check: bool, seed: int) -> int:
+def _plan(
+    base: dict,
+    points: list[dict],
+    space: dict,
+    spec: PlanSpec,
+    targets: dict,
+    out: Path,
+    outputs,
+    jobs: int,
+    executor: str,
+    address: str | None,
+    strategy: str,
+    trials: int,
+    check: bool,
+    seed: int,
+) -> int:
     """Evaluate the candidates, recommend and check, and write the plan's files; ``out`` is locked and checked."""
     rate = spec.rate
     spec_d = {k: v for k, v in spec.__dict__.items()}
@@ -281,8 +355,10 @@ def _plan(base: dict, points: list[dict], space: dict, spec: PlanSpec, targets: 
     where = f"{jobs or 'all'} processes" if executor == "local" else f"Ray ({address or 'a local cluster'})"
     what = ", ".join(f"{k} ({len(v)})" for k, v in space.items()) or "the scenario as it is"
     slo_txt = ", ".join(f"{k}={v:g}" for k, v in targets.items()) or "none (capacity = the highest rate kept up with)"
-    print(f"plan: {len(points)} candidates over {what} for {rate:g} req/s; SLO {slo_txt}; {strategy} on {where} -> {out}",
-          flush=True)
+    print(
+        f"plan: {len(points)} candidates over {what} for {rate:g} req/s; SLO {slo_txt}; {strategy} on {where} -> {out}",
+        flush=True,
+    )
 
     def task(pt: dict):
         return (_candidate(base, pt), spec_d, str(out / "candidates" / f"{slug(pt) or 'base'}.json"))
@@ -315,14 +391,16 @@ def _plan(base: dict, points: list[dict], space: dict, spec: PlanSpec, targets: 
         for bests in rec.get("best_per", {}).values():
             for r in bests:
                 if "check" in r:
-                    print(f"  and for {_label(r)}: {r['check']['text'][len('check: '):]}")
+                    print(f"  and for {_label(r)}: {r['check']['text'][len('check: ') :]}")
     n_ok = sum(r["status"] == "ok" for r in rows)
     n_bad = sum(r["status"] == "failed" for r in rows)
     n_inf = sum(r["status"] == "infeasible" for r in rows)
     n_left = sum(r["status"] == "not run" for r in rows)
-    print(f"\n{len(results)} of {len(points)} candidates evaluated ({n_ok} feasible, {n_inf} infeasible, {n_bad} failed"
-          f"{f', {n_left} not run' if n_left else ''}), {time.perf_counter() - t0:.1f} s; wrote "
-          f"{out}/{', '.join(f.name for f in files)}")
+    print(
+        f"\n{len(results)} of {len(points)} candidates evaluated ({n_ok} feasible, {n_inf} infeasible, {n_bad} failed"
+        f"{f', {n_left} not run' if n_left else ''}), {time.perf_counter() - t0:.1f} s; wrote "
+        f"{out}/{', '.join(f.name for f in files)}"
+    )
     if interrupted:
         return 130
     return 1 if n_bad else 0
@@ -346,8 +424,10 @@ def _state(r: dict) -> str:
     if r["status"] != "ok":
         return f"{r['status'].upper()}: {r.get('error', '')}"
     src = "cached" if r.get("cached") else f"{r['wall_s']:.1f} s, {len(r['probes'])} runs"
-    return (f"{r['capacity_rps']:.2f} req/s per unit -> {r['units']} x {r['unit_gpus']} GPU = "
-            f"${r['usd_per_hour']:,.2f}/h ({src})")
+    return (
+        f"{r['capacity_rps']:.2f} req/s per unit -> {r['units']} x {r['unit_gpus']} GPU = "
+        f"${r['usd_per_hour']:,.2f}/h ({src})"
+    )
 
 
 def _optuna(points, space, task, results, jobs, executor, address, trials, seed) -> None:
@@ -401,8 +481,12 @@ def _rows(points, results, space) -> list[dict]:
 
 
 GENERIC = ("count", "value", "mean", "rate", "tokens")  # names that need their parent to be clear
-SHORT = {"tensor_parallel_size": "TP", "max_num_seqs": "seqs", "max_num_batched_tokens": "tokens",
-         "gpu_memory_utilization": "mem"}
+SHORT = {
+    "tensor_parallel_size": "TP",
+    "max_num_seqs": "seqs",
+    "max_num_batched_tokens": "tokens",
+    "gpu_memory_utilization": "mem",
+}
 
 
 def _label(row: dict) -> str:
@@ -424,8 +508,11 @@ def recommend(rows: list[dict], spec: PlanSpec, first: str | None = None) -> dic
     if not ok:
         failed = [r for r in rows if r["status"] == "failed"]
         if failed and not any(r["status"] == "infeasible" for r in rows):
-            return {"best": None, "text": f"nothing to recommend: every candidate evaluated failed (the first: "
-                                          f"{_label(failed[0])}: {failed[0].get('error')})"}
+            return {
+                "best": None,
+                "text": f"nothing to recommend: every candidate evaluated failed (the first: "
+                f"{_label(failed[0])}: {failed[0].get('error')})",
+            }
         return {"best": None, "text": "no candidate meets the targets at any rate: nothing to recommend"}
     ok.sort(key=lambda r: (r["usd_per_hour"], -r["capacity_rps"] / r["unit_gpus"]))
     best = ok[0]
@@ -436,19 +523,25 @@ def recommend(rows: list[dict], spec: PlanSpec, first: str | None = None) -> dic
     def fleet(r: dict) -> tuple:
         return r["gpu"], r["units"], r["unit_gpus"]
 
-    text = (f"recommended: {_label(best)}: {best['units']} x {best['unit_gpus']} GPU ({_n(best['gpus'], 'GPU')}, {best['gpu']}) "
-            f"at ${best['usd_per_hour']:,.2f}/h, ${best['usd_per_million_output_tokens']:.3f} per million output tokens; "
-            f"one unit sustains {best['capacity_rps']:.2f} req/s within the targets")
+    text = (
+        f"recommended: {_label(best)}: {best['units']} x {best['unit_gpus']} GPU ({_n(best['gpus'], 'GPU')}, {best['gpu']}) "
+        f"at ${best['usd_per_hour']:,.2f}/h, ${best['usd_per_million_output_tokens']:.3f} per million output tokens; "
+        f"one unit sustains {best['capacity_rps']:.2f} req/s within the targets"
+    )
     out: dict = {"best": public(best), "text": text}
     others = [r for r in ok[1:] if fleet(r) != fleet(best)] or ok[1:]
     if others:
         ru = others[0]
         if ru["usd_per_hour"] > best["usd_per_hour"]:
-            why = (f"costs ${ru['usd_per_hour'] - best['usd_per_hour']:,.2f}/h more "
-                   f"({ru['units']} x {ru['unit_gpus']} GPU on {ru['gpu']}, {ru['capacity_rps']:.2f} req/s per unit)")
+            why = (
+                f"costs ${ru['usd_per_hour'] - best['usd_per_hour']:,.2f}/h more "
+                f"({ru['units']} x {ru['unit_gpus']} GPU on {ru['gpu']}, {ru['capacity_rps']:.2f} req/s per unit)"
+            )
         else:
-            why = (f"the same cost, less headroom: {ru['capacity_rps']:.2f} req/s per unit against "
-                   f"{best['capacity_rps']:.2f}")
+            why = (
+                f"the same cost, less headroom: {ru['capacity_rps']:.2f} req/s per unit against "
+                f"{best['capacity_rps']:.2f}"
+            )
         out["runner_up"] = {**public(ru), "why_not": why}
         out["text"] += f"\nrunner-up: {_label(ru)}: {why}"
     if first is not None:
@@ -459,7 +552,9 @@ def recommend(rows: list[dict], spec: PlanSpec, first: str | None = None) -> dic
             out["best_per"] = {first: [public(r) for r in per.values()]}
             out["text"] += f"\ncheapest per {first.split('.')[-1]}: " + "; ".join(
                 f"{r[f'param:{first}']}: {r['units']} x {r['unit_gpus']} GPU on {r['gpu']} ({_label(r)}), "
-                f"${r['usd_per_hour']:,.2f}/h" for r in per.values())
+                f"${r['usd_per_hour']:,.2f}/h"
+                for r in per.values()
+            )
     return out
 
 
@@ -476,30 +571,53 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
     data = _candidate(base, point)
     runs = []
     for units in (best["units"], best["units"] + 1):
-        d = apply_overrides(data, [f"workload.arrival={{type: poisson, rate: {spec.rate!r}}}",
-                                   f"run.duration_s={spec.check_s!r}", f"run.warmup_s={min(30.0, spec.check_s / 4)!r}",
-                                   "run.num_requests=null"])
+        d = apply_overrides(
+            data,
+            [
+                f"workload.arrival={{type: poisson, rate: {spec.rate!r}}}",
+                f"run.duration_s={spec.check_s!r}",
+                f"run.warmup_s={min(30.0, spec.check_s / 4)!r}",
+                "run.num_requests=null",
+            ],
+        )
         if d.get("disaggregation"):
             for role in ("prefill", "decode"):
                 d["disaggregation"][role] = _scaled(d["disaggregation"][role], units)
         else:
             d.setdefault("cluster", {})
-            d["cluster"] = {"router": "least_requests", **d["cluster"], "replicas": _scaled(d["cluster"].get("replicas", 1), units)}
-        d["slo"] = {k: v for k, v in (("p99_ttft_ms", spec.p99_ttft_ms), ("p99_tpot_ms", spec.p99_tpot_ms)) if v is not None} or None
+            d["cluster"] = {
+                "router": "least_requests",
+                **d["cluster"],
+                "replicas": _scaled(d["cluster"].get("replicas", 1), units),
+            }
+        d["slo"] = {
+            k: v for k, v in (("p99_ttft_ms", spec.p99_ttft_ms), ("p99_tpot_ms", spec.p99_tpot_ms)) if v is not None
+        } or None
         s = summarize(simulate(scenario_from_dict(d)))
         met = (spec.p99_ttft_ms is None or (s["p99_ttft_ms"] or math.inf) <= spec.p99_ttft_ms) and (
-            spec.p99_tpot_ms is None or (s["p99_tpot_ms"] or 0) <= spec.p99_tpot_ms)
-        runs.append({"units": units, "p99_ttft_ms": s["p99_ttft_ms"], "p99_tpot_ms": s["p99_tpot_ms"],
-                     "slo_attainment": s.get("slo_attainment"), "request_throughput": s["request_throughput"],
-                     "num_in_flight_at_end": s["num_in_flight_at_end"], "meets_slo": bool(met)})
+            spec.p99_tpot_ms is None or (s["p99_tpot_ms"] or 0) <= spec.p99_tpot_ms
+        )
+        runs.append(
+            {
+                "units": units,
+                "p99_ttft_ms": s["p99_ttft_ms"],
+                "p99_tpot_ms": s["p99_tpot_ms"],
+                "slo_attainment": s.get("slo_attainment"),
+                "request_throughput": s["request_throughput"],
+                "num_in_flight_at_end": s["num_in_flight_at_end"],
+                "meets_slo": bool(met),
+            }
+        )
         if met:
             break
     last = runs[-1]
     verdict = "meets the targets" if last["meets_slo"] else "still misses the targets"
     extra = "" if len(runs) == 1 else f" (with {runs[0]['units']} units it missed them; {last['units']} needed)"
     att = f", {last['slo_attainment']:.1%} of requests within both" if last.get("slo_attainment") is not None else ""
-    text = (f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
-            f"p99 TTFT {last['p99_ttft_ms']:,.0f} ms, p99 TPOT {last['p99_tpot_ms'] or 0:,.1f} ms{att}")
+    text = (
+        f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
+        f"p99 TTFT {last['p99_ttft_ms']:,.0f} ms, p99 TPOT {last['p99_tpot_ms'] or 0:,.1f} ms{att}"
+    )
     return {"runs": runs, "meets_slo": last["meets_slo"], "units": last["units"], "text": text}
 
 
@@ -514,13 +632,31 @@ def _scaled(raw, units: int):
 def write_plan(out: Path, rows: list[dict], rec: dict, spec: PlanSpec, space: dict) -> list[Path]:
     cols: dict[str, np.ndarray] = {}
     order = [k for k in rows[0] if k.startswith("param:")] + [
-        "status", "capacity_rps", "units", "unit_gpus", "gpus", "gpu", "unit_usd_per_hour", "usd_per_hour",
-        "usd_per_million_output_tokens", "p99_ttft_ms", "p99_tpot_ms", "ttft_margin", "tpot_margin", "probes", "error"]
+        "status",
+        "capacity_rps",
+        "units",
+        "unit_gpus",
+        "gpus",
+        "gpu",
+        "unit_usd_per_hour",
+        "usd_per_hour",
+        "usd_per_million_output_tokens",
+        "p99_ttft_ms",
+        "p99_tpot_ms",
+        "ttft_margin",
+        "tpot_margin",
+        "probes",
+        "error",
+    ]
     for k in order:
         cols[k] = np.array([r.get(k) for r in rows], dtype=object)
     write_csv(cols, out / "plan.csv")
-    write_json(finite({"target_rate": spec.rate, "slo": {"p99_ttft_ms": spec.p99_ttft_ms, "p99_tpot_ms": spec.p99_tpot_ms},
-                        **rec}), out / "recommendation.json")
+    write_json(
+        finite(
+            {"target_rate": spec.rate, "slo": {"p99_ttft_ms": spec.p99_ttft_ms, "p99_tpot_ms": spec.p99_tpot_ms}, **rec}
+        ),
+        out / "recommendation.json",
+    )
     probes = [{"candidate": _label(r), **q} for r in rows for q in r.get("_probes", [])]
     if probes:
         pc = {k: np.array([q.get(k) for q in probes], dtype=object) for k in probes[0]}
@@ -533,4 +669,3 @@ def write_plan(out: Path, rows: list[dict], rec: dict, spec: PlanSpec, space: di
         plot_plan_latency(rows, rec, spec, out / "latency_vs_rate.png", _label)
         files += [out / "plan_cost.png", out / "latency_vs_rate.png"]
     return files
-

@@ -63,8 +63,9 @@ def _usage_series(steps, points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
     return np.add.reduceat(t, first) / counts, np.maximum.reduceat(u, first)
 
 
-def plot_kv_usage(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
-                  end_s: float = 0.0) -> None:
+def plot_kv_usage(
+    runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0, end_s: float = 0.0
+) -> None:
     fig, ax = _figure((9, 4.2))
     for i, (label, steps) in enumerate(runs):
         t, u = _usage_series(steps)
@@ -80,8 +81,15 @@ def _end(steps) -> float:
     return float((start + dur).max()) if len(start) else 0.0
 
 
-def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warmup_s: float = 0.0,
-                    end_s: float = 0.0, window_s: float | None = None, total: bool = False) -> None:
+def plot_throughput(
+    runs: list[tuple[str, object]],
+    path: Path,
+    title: str,
+    warmup_s: float = 0.0,
+    end_s: float = 0.0,
+    window_s: float | None = None,
+    total: bool = False,
+) -> None:
     """Throughput over time, a line per run; ``total``: the runs are one fleet's replicas, and their
     sum is drawn too."""
     end = max([_end(s) for _, s in runs] + [end_s, 1e-9])
@@ -91,8 +99,13 @@ def plot_throughput(runs: list[tuple[str, object]], path: Path, title: str, warm
     fleet = None
     for i, (label, steps) in enumerate(runs):
         ts = throughput_series(steps, w, end)
-        ax.plot(ts["time_s"], ts["output_tokens_per_s"], color=COLORS[i % len(COLORS)], lw=1.0 if total else 1.3,
-                label=label)
+        ax.plot(
+            ts["time_s"],
+            ts["output_tokens_per_s"],
+            color=COLORS[i % len(COLORS)],
+            lw=1.0 if total else 1.3,
+            label=label,
+        )
         top = max(top, float(ts["output_tokens_per_s"].max()))
         fleet = ts["output_tokens_per_s"] if fleet is None else fleet + ts["output_tokens_per_s"]
     if total and fleet is not None:
@@ -109,10 +122,19 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float =
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if not any(s is not None and len(s["start"]) for _, s in runs):  # nothing ran: say so on an axis of the run's length
+    if not any(
+        s is not None and len(s["start"]) for _, s in runs
+    ):  # nothing ran: say so on an axis of the run's length
         ax.set_xlim(0, max(end_s, warmup_s, 1.0))
-        ax.text(0.5, 0.5, "no engine step ran (nothing was admitted)", transform=ax.transAxes, ha="center",
-                va="center", color="#555555")
+        ax.text(
+            0.5,
+            0.5,
+            "no engine step ran (nothing was admitted)",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="#555555",
+        )
     if warmup_s > 0:
         ax.axvspan(0, warmup_s, color="grey", alpha=0.12, lw=0, label="warm-up (not measured)")
     if len(runs) > 3:  # many series: keep the legend off the lines
@@ -162,7 +184,9 @@ def _usd(x: float) -> str:
 def _cheapest(rows: list[dict], most: int):
     """Feasible candidates cheapest first, and those to show: the ``most`` cheapest, or with several
     values of the first searched field (models, say) the cheapest of each."""
-    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (r["usd_per_hour"], -r["capacity_rps"] / r["unit_gpus"]))
+    ok = sorted(
+        (r for r in rows if r["status"] == "ok"), key=lambda r: (r["usd_per_hour"], -r["capacity_rps"] / r["unit_gpus"])
+    )
     first = next((k for k in (ok[0] if ok else {}) if k.startswith("param:")), None)
     values = list(dict.fromkeys(str(r[first]) for r in ok)) if first else []
     if len(values) > 1:
@@ -182,12 +206,23 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     color = {g: COLORS[i % len(COLORS)] for i, g in enumerate(gpus)}
     y = np.arange(len(shown))[::-1]
     is_best = [all(r.get(k) == v for k, v in best.items() if k.startswith("param:")) for r in shown]
-    a.barh(y, [r["usd_per_hour"] for r in shown], color=[color[r["gpu"]] for r in shown],
-           edgecolor=["black" if m else "none" for m in is_best], linewidth=1.6)
+    a.barh(
+        y,
+        [r["usd_per_hour"] for r in shown],
+        color=[color[r["gpu"]] for r in shown],
+        edgecolor=["black" if m else "none" for m in is_best],
+        linewidth=1.6,
+    )
     for yi, r, m in zip(y, shown, is_best):
-        a.text(r["usd_per_hour"], yi, f"  {_usd(r['usd_per_hour'])}/h, {r['gpus']} GPU{'s' * (r['gpus'] > 1)}"
-               + ("  <- recommended" if m else ""),
-               va="center", fontsize=8, fontweight="bold" if m else "normal")
+        a.text(
+            r["usd_per_hour"],
+            yi,
+            f"  {_usd(r['usd_per_hour'])}/h, {r['gpus']} GPU{'s' * (r['gpus'] > 1)}"
+            + ("  <- recommended" if m else ""),
+            va="center",
+            fontsize=8,
+            fontweight="bold" if m else "normal",
+        )
     a.set_yticks(y, [label(r) for r in shown], fontsize=8)
     a.set_xlim(0, 1.45 * max(r["usd_per_hour"] for r in shown))
     a.set_xlabel("fleet cost for the target rate (US$ per hour)")
@@ -195,15 +230,19 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     more = f"; {len(ok) - len(shown)} more feasible not shown" if len(ok) > len(shown) else ""
     if len(values) > 1:
         more += f"; the cheapest of each {first[6:].split('.')[-1]}"
-    a.set_title(_wrap(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})", 80),
-                fontsize=10)
+    a.set_title(
+        _wrap(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})", 80),
+        fontsize=10,
+    )
     a.grid(True, axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
     a.legend(handles=[Patch(color=color[g], label=g) for g in gpus], fontsize=8, loc="upper right")
     for g in gpus:
         sel = [r for r in ok if r["gpu"] == g]
-        b.scatter([r["unit_usd_per_hour"] for r in sel], [r["capacity_rps"] for r in sel], color=color[g], label=g, s=28)
+        b.scatter(
+            [r["unit_usd_per_hour"] for r in sel], [r["capacity_rps"] for r in sel], color=color[g], label=g, s=28
+        )
     pts = sorted(((r["unit_usd_per_hour"], r["capacity_rps"]) for r in ok), key=lambda p: (p[0], -p[1]))
     front, top = [], -1.0
     for x, c in pts:
@@ -212,8 +251,16 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
             top = c
     b.plot(*zip(*front), color="black", lw=1, ls="--", label="Pareto front")
     if best:
-        b.scatter([best["unit_usd_per_hour"]], [best["capacity_rps"]], marker="*", s=260, color="gold",
-                  edgecolor="black", zorder=5, label="recommended")
+        b.scatter(
+            [best["unit_usd_per_hour"]],
+            [best["capacity_rps"]],
+            marker="*",
+            s=260,
+            color="gold",
+            edgecolor="black",
+            zorder=5,
+            label="recommended",
+        )
     b.set_xlabel("one unit's price (US$ per hour)")
     b.set_ylabel("requests/s one unit sustains within the targets")
     b.set_title("Capacity per unit against price", fontsize=10)
@@ -226,16 +273,26 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
     """p99 TTFT and p99 TPOT against the probed rate for the cheapest candidates, with the targets."""
     ok = _cheapest(rows, most)[1]
     fig, axes = _figure((13.5, 4.6), 1, 2)
-    for (ax, key, target, name) in ((axes[0], "p99_ttft_ms", spec.p99_ttft_ms, "p99 TTFT (ms)"),
-                                    (axes[1], "p99_tpot_ms", spec.p99_tpot_ms, "p99 TPOT (ms)")):
+    for ax, key, target, name in (
+        (axes[0], "p99_ttft_ms", spec.p99_ttft_ms, "p99 TTFT (ms)"),
+        (axes[1], "p99_tpot_ms", spec.p99_tpot_ms, "p99 TPOT (ms)"),
+    ):
         for i, r in enumerate(ok):
             ps = sorted((q for q in r["_probes"] if q.get(key) is not None), key=lambda q: q["rate"])
             if not ps:
                 continue
             # Every other candidate dashed with square markers: two candidates that measure the same
             # (the same GPU at two max_num_seqs, say) stay visible one over the other.
-            ax.plot([q["rate"] for q in ps], [q[key] for q in ps], marker="os"[i % 2], ms=3, lw=1.2,
-                    ls="-" if i % 2 == 0 else "--", color=COLORS[i % len(COLORS)], label=label(r))
+            ax.plot(
+                [q["rate"] for q in ps],
+                [q[key] for q in ps],
+                marker="os"[i % 2],
+                ms=3,
+                lw=1.2,
+                ls="-" if i % 2 == 0 else "--",
+                color=COLORS[i % len(COLORS)],
+                label=label(r),
+            )
             ax.axvline(r["capacity_rps"], color=COLORS[i % len(COLORS)], lw=0.6, ls=":")
         if target is not None:
             ax.axhline(target, color="black", lw=1, ls="--", label="target")
@@ -250,7 +307,8 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
         ax.set_xlabel("arrival rate of one unit (requests/s, probed)")
         ax.set_ylabel(name)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_title(_wrap(f"Latency against load, the {len(ok)} cheapest candidates (dotted: each one's capacity)", 80),
-                      fontsize=10)
+    axes[0].set_title(
+        _wrap(f"Latency against load, the {len(ok)} cheapest candidates (dotted: each one's capacity)", 80), fontsize=10
+    )
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)

@@ -34,9 +34,15 @@ class RunProgress:
             from tqdm import tqdm
 
             by_time = self.until is not None
-            self.bar = tqdm(total=self.until if by_time else self.expected, desc=self.label, leave=False,
-                            unit=" sim s" if by_time else " requests", dynamic_ncols=True, mininterval=0.5,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:,.0f}/{total:,.0f}{unit} [{elapsed}<{remaining}]")
+            self.bar = tqdm(
+                total=self.until if by_time else self.expected,
+                desc=self.label,
+                leave=False,
+                unit=" sim s" if by_time else " requests",
+                dynamic_ncols=True,
+                mininterval=0.5,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:,.0f}/{total:,.0f}{unit} [{elapsed}<{remaining}]",
+            )
         value = now if self.until is not None else done
         if value <= self.shown:  # (the replicas of a fleet report in turn, not in time order)
             return

@@ -46,8 +46,23 @@ _FIELDS: dict[str, tuple[type, float]] = {
 
 # Storage: per dtype, the fields in table-column order (the hot ones of a step first).
 ROW_LAYOUT: dict[type, tuple[str, ...]] = {
-    np.int64: ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks", "cached_tokens",
-               "recomputed", "prompt_len", "group", "group_len", "content_key", "client", "client_class", "external"),
+    np.int64: (
+        "num_tokens",
+        "num_computed",
+        "num_out",
+        "max_tokens",
+        "computed_hwm",
+        "num_blocks",
+        "cached_tokens",
+        "recomputed",
+        "prompt_len",
+        "group",
+        "group_len",
+        "content_key",
+        "client",
+        "client_class",
+        "external",
+    ),
     np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"),
     np.int32: ("preemptions", "priority"),
     np.int8: ("status",),
@@ -55,8 +70,19 @@ ROW_LAYOUT: dict[type, tuple[str, ...]] = {
 assert sorted(n for names in ROW_LAYOUT.values() for n in names) == sorted(_FIELDS)
 
 
-_ADDED = ("arrival", "prompt_len", "num_tokens", "max_tokens", "content_key", "priority", "group", "group_len",
-          "client", "client_class", "external")  # the fields ``add`` writes
+_ADDED = (
+    "arrival",
+    "prompt_len",
+    "num_tokens",
+    "max_tokens",
+    "content_key",
+    "priority",
+    "group",
+    "group_len",
+    "client",
+    "client_class",
+    "external",
+)  # the fields ``add`` writes
 
 
 class RequestTable:

@@ -47,7 +47,9 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     e = sc.engine
     v = versions.version(e.vllm_version)
     return Execution(
-        max_capture_size=0 if e.enforce_eager else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size),
+        max_capture_size=0
+        if e.enforce_eager
+        else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size),
         capture_by16_from=v.capture_by16_from,
         full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
         pad=not e.enforce_eager,
@@ -130,7 +132,11 @@ def quantization(sc: Scenario, model: ModelArch) -> str:
 def gpu_memory_utilization(sc: Scenario) -> float:
     """The scenario's ``engine.gpu_memory_utilization``, or its vLLM release's default."""
     e = sc.engine
-    return e.gpu_memory_utilization if e.gpu_memory_utilization is not None else versions.version(e.vllm_version).gpu_memory_utilization
+    return (
+        e.gpu_memory_utilization
+        if e.gpu_memory_utilization is not None
+        else versions.version(e.vllm_version).gpu_memory_utilization
+    )
 
 
 def load_arch(sc: Scenario) -> ModelArch:
@@ -165,18 +171,29 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     and its front-end."""
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
-    return CostModel(model, gpu, sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), kv_dtype_bytes,
-                     quantization(sc, model), execution(sc, gpu, seqs, tokens), frontend_costs(sc))
+    return CostModel(
+        model,
+        gpu,
+        sc.hardware.tensor_parallel_size,
+        efficiency(sc, gpu, model),
+        kv_dtype_bytes,
+        quantization(sc, model),
+        execution(sc, gpu, seqs, tokens),
+        frontend_costs(sc),
+    )
 
 
 def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
     """Settings vLLM refuses at start-up, refused here with the same rule."""
     if tokens < seqs:
-        raise ConfigError(f"engine.max_num_batched_tokens must be >= engine.max_num_seqs ({seqs}), as vLLM "
-                          f"requires (got {tokens})")
+        raise ConfigError(
+            f"engine.max_num_batched_tokens must be >= engine.max_num_seqs ({seqs}), as vLLM requires (got {tokens})"
+        )
     if model.num_heads % tp:
-        raise ConfigError(f"hardware.tensor_parallel_size must divide {model.name}'s {model.num_heads} attention heads, "
-                          f"as vLLM requires (got {tp})")
+        raise ConfigError(
+            f"hardware.tensor_parallel_size must divide {model.name}'s {model.num_heads} attention heads, "
+            f"as vLLM requires (got {tp})"
+        )
     kv = model.num_kv_heads
     if not model.is_mla and (kv % tp if kv >= tp else tp % kv):
         rule = f"divide its {kv} KV heads" if kv >= tp else f"be a multiple of its {kv} KV heads"
@@ -233,4 +250,3 @@ def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[
     )
     parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
     return engine, parts
-

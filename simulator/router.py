@@ -35,8 +35,9 @@ class Router:
         self.env, self.replicas = env, replicas
         self.policy = "round_robin" if cfg is None else cfg.router
         self.staleness = 0.0 if cfg is None else cfg.router_staleness_s
-        self.weights = (2.0, 1.0, 1.0) if cfg is None else (cfg.score_prefix_weight, cfg.score_queue_weight,
-                                                              cfg.score_kv_weight)
+        self.weights = (
+            (2.0, 1.0, 1.0) if cfg is None else (cfg.score_prefix_weight, cfg.score_queue_weight, cfg.score_kv_weight)
+        )
         self.rng = np.random.default_rng(seed)
         self.next = 0
         self.affinity: dict[tuple[int, int], int] = {}  # (kind, key) -> replica position

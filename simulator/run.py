@@ -39,12 +39,21 @@ class Result:
     size: RunSize  # what it was estimated to hold before it ran
     stopped_by: str  # "duration" (run.duration_s or the default length), or "requests done"
 
-
     def replica_results(self) -> list[Result]:
         """One Result per replica of a fleet's run (for per-replica summaries); [] for one engine."""
-        return [Result(scenario=r.scenario, engine=r.engine, end_time=self.end_time, wall_s=self.wall_s,
-                       stopped_by=self.stopped_by, workload_counts=self.workload_counts, size=self.size, **r.parts)
-                for r in getattr(self.engine, "replicas", [])]
+        return [
+            Result(
+                scenario=r.scenario,
+                engine=r.engine,
+                end_time=self.end_time,
+                wall_s=self.wall_s,
+                stopped_by=self.stopped_by,
+                workload_counts=self.workload_counts,
+                size=self.size,
+                **r.parts,
+            )
+            for r in getattr(self.engine, "replicas", [])
+        ]
 
 
 def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
@@ -102,5 +111,11 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
         if engine.progress is not None:
             cast("RunProgress", engine.progress).close()  # the bar set above (a fleet's is the bar itself)
     done = engine.expected is not None and engine.all_done.triggered
-    return Result(scenario=sc, engine=engine, end_time=env.now, wall_s=time.perf_counter() - t0,
-                  stopped_by="requests done" if done else "duration", **parts)
+    return Result(
+        scenario=sc,
+        engine=engine,
+        end_time=env.now,
+        wall_s=time.perf_counter() - t0,
+        stopped_by="requests done" if done else "duration",
+        **parts,
+    )

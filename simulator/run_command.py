@@ -75,8 +75,11 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
         if exports.get("metrics") == "openmetrics":
             from simulator.export import write_openmetrics
 
-            files.append(write_openmetrics(result, out / "metrics.openmetrics", exports["metrics_interval"],
-                                           exports["metrics_start"]))
+            files.append(
+                write_openmetrics(
+                    result, out / "metrics.openmetrics", exports["metrics_interval"], exports["metrics_start"]
+                )
+            )
         if exports.get("trace"):
             from simulator.export import write_perfetto
 
@@ -85,10 +88,16 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
             files.append(write_perfetto(result, trace))
         removed = outputs.done([out / f for f in RUN_FILES] + files)
         if removed:
-            notes.append(f"{sc.name}: removed what the earlier run in {out}/ wrote and this one did not: "
-                         f"{', '.join(removed)}")
-        return {**summary, "wall_time_s": result.wall_s, "_notes": notes, "_out": str(out),
-                "_files": [str(f) for f in files]}
+            notes.append(
+                f"{sc.name}: removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}"
+            )
+        return {
+            **summary,
+            "wall_time_s": result.wall_s,
+            "_notes": notes,
+            "_out": str(out),
+            "_files": [str(f) for f in files],
+        }
     except ConfigError as e:
         return {"error": str(in_file(path, e)), "scenario": path or "default"}
     except RuntimeError as e:  # SimulationStalled and other broken-invariant reports: one line, no traceback
@@ -196,7 +205,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if files:
             print("\n" + "\n".join(f"wrote {f}" for f in files))
         elif len(paths) == 1:
-            print(f"\nresults in {ok[0][1]}/ (summary.json, requests.csv, steps.csv, kv_cache_usage.png, throughput.png)")
+            print(
+                f"\nresults in {ok[0][1]}/ (summary.json, requests.csv, steps.csv, kv_cache_usage.png, throughput.png)"
+            )
     failed_n = len(results) - len(ok)
     return 2 if failed_n and not ok else (1 if failed_n else 0)
 
@@ -212,8 +223,16 @@ def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exp
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
-                return list(ex.map(run_one, [p for p, _ in jobs], [args.set] * len(jobs), [t for _, t in jobs],
-                                   [None] * len(jobs), [exports] * len(jobs)))
+                return list(
+                    ex.map(
+                        run_one,
+                        [p for p, _ in jobs],
+                        [args.set] * len(jobs),
+                        [t for _, t in jobs],
+                        [None] * len(jobs),
+                        [exports] * len(jobs),
+                    )
+                )
         return [run_one(p, args.set, t, plots, exports) for p, t in jobs]
 
 
@@ -228,8 +247,12 @@ def _exports(args: argparse.Namespace) -> dict:
         for flag, given in (("--metrics-interval", args.metrics_interval), ("--metrics-start", args.metrics_start)):
             if given is not None:
                 raise ConfigError(f"{flag}: only with --metrics openmetrics (got {given})")
-    return {"metrics": args.metrics, "metrics_interval": args.metrics_interval or 1.0, "metrics_start": start,
-            "trace": None}
+    return {
+        "metrics": args.metrics,
+        "metrics_interval": args.metrics_interval or 1.0,
+        "metrics_start": start,
+        "trace": None,
+    }
 
 
 def _epoch(text: str) -> float:
@@ -242,7 +265,7 @@ def _epoch(text: str) -> float:
     try:
         t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ConfigError(f"--metrics-start must be an ISO 8601 time such as 2026-01-01T00:00:00Z, or now (got {text!r})") from None
+        raise ConfigError(
+            f"--metrics-start must be an ISO 8601 time such as 2026-01-01T00:00:00Z, or now (got {text!r})"
+        ) from None
     return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
-
-

@@ -39,8 +39,12 @@ class RunSize:
 
     @property
     def bytes(self) -> int:
-        return (self.clients * CLIENT_BYTES + self.requests * REQUEST_BYTES + self.step_rows * STEP_ROW_BYTES
-                + self.engine_bytes)
+        return (
+            self.clients * CLIENT_BYTES
+            + self.requests * REQUEST_BYTES
+            + self.step_rows * STEP_ROW_BYTES
+            + self.engine_bytes
+        )
 
 
 def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel, int]], int]:
@@ -90,7 +94,9 @@ def run_size(sc: Scenario) -> RunSize:
             steps = parse_schedule(a.schedule, "schedule", integer=True) if a.schedule is not None else []
             n = cast(int, max([a.concurrency] + [c for _, c in steps]))  # (the schedule's counts are integers)
             clients += n
-            if until is not None:  # each client: a request's time (its output at a full batch's step time), then its think time
+            if (
+                until is not None
+            ):  # each client: a request's time (its output at a full batch's step time), then its think time
                 rng = np.random.default_rng(0)
                 out = max(float(np.mean([LengthSampler(c.output, rng)() for _ in range(200)])) for c in sources)
                 batch = min(-(-n // replicas), max_num_seqs)
@@ -116,8 +122,9 @@ def run_size(sc: Scenario) -> RunSize:
         step_rows = int(until / max(cost.step_time(StepWork()), 1e-6))
         if bin_s is not None:
             step_rows = min(step_rows, int(until / bin_s) + 1)
-    return RunSize(clients, requests, step_rows * replicas, closed_rate / rate if rate > 0 else 0.0, replicas,
-                   engine_bytes)
+    return RunSize(
+        clients, requests, step_rows * replicas, closed_rate / rate if rate > 0 else 0.0, replicas, engine_bytes
+    )
 
 
 def _physical_memory() -> int:
@@ -135,19 +142,29 @@ def check_size(sc: Scenario, size: RunSize) -> None:
     if size.bytes <= limit:
         return
     cap = f"about {size.bytes / 2**30:,.1f} GB, more than half of this machine's {2 * limit / 2**30:,.0f} GB"
-    parts = {"replicas": size.engine_bytes, "clients": size.clients * CLIENT_BYTES,
-             "requests": size.requests * REQUEST_BYTES, "steps": size.step_rows * STEP_ROW_BYTES}
+    parts = {
+        "replicas": size.engine_bytes,
+        "clients": size.clients * CLIENT_BYTES,
+        "requests": size.requests * REQUEST_BYTES,
+        "steps": size.step_rows * STEP_ROW_BYTES,
+    }
     worst = max(parts, key=cast(Callable[[str], int], parts.get))
     if worst == "replicas":
         if sc.disaggregation is not None:
             d = sc.disaggregation
-            raise ConfigError(f"disaggregation.prefill, .decode: {size.replicas:,} replicas need {cap} (their engines "
-                              f"alone) (got prefill {d.prefill!r}, decode {d.decode!r})")
-        raise ConfigError(f"cluster.replicas: {size.replicas:,} replicas need {cap} (their engines alone) "
-                          f"(got {cast(ClusterConfig, sc.cluster).replicas!r})")  # (one engine alone is never the most)
+            raise ConfigError(
+                f"disaggregation.prefill, .decode: {size.replicas:,} replicas need {cap} (their engines "
+                f"alone) (got prefill {d.prefill!r}, decode {d.decode!r})"
+            )
+        raise ConfigError(
+            f"cluster.replicas: {size.replicas:,} replicas need {cap} (their engines alone) "
+            f"(got {cast(ClusterConfig, sc.cluster).replicas!r})"
+        )  # (one engine alone is never the most)
     if worst == "clients" or parts["clients"] > limit:  # too many clients, however short the run
-        raise ConfigError(f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
-                          f"{size.requests:,} requests in the run, need {cap} (got {size.clients})")
+        raise ConfigError(
+            f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
+            f"{size.requests:,} requests in the run, need {cap} (got {size.clients})"
+        )
     until = run_duration(sc)
     steps = f"a per-step log of up to {size.step_rows:,} steps"
     if size.replicas > 1:
@@ -155,16 +172,23 @@ def check_size(sc: Scenario, size: RunSize) -> None:
     if until is not None:  # the run's length decides how much it holds
         length = f"{sc.run.duration_s!r}" if sc.run.duration_s is not None else f"none: {until:g} s by default"
         if worst == "requests":
-            raise ConfigError(f"run.duration_s: up to {size.requests:,} requests in {until:g} s need {cap}; shorten "
-                              f"the run, lower the rate or concurrency, or set run.num_requests (got {length})")
-        raise ConfigError(f"run.duration_s: {steps} needs {cap}; set run.step_log_bin_s (a row per time bin) or "
-                          f"shorten the run (got {length})")
+            raise ConfigError(
+                f"run.duration_s: up to {size.requests:,} requests in {until:g} s need {cap}; shorten "
+                f"the run, lower the rate or concurrency, or set run.num_requests (got {length})"
+            )
+        raise ConfigError(
+            f"run.duration_s: {steps} needs {cap}; set run.step_log_bin_s (a row per time bin) or "
+            f"shorten the run (got {length})"
+        )
     if sc.run.num_requests is None:  # a trace replayed to its end
-        raise ConfigError(f"workload.trace: its {size.requests:,} requests ({steps} to finish them) need {cap}; set "
-                          f"run.num_requests or run.duration_s to replay part of it (got {sc.workload.trace!r})")
+        raise ConfigError(
+            f"workload.trace: its {size.requests:,} requests ({steps} to finish them) need {cap}; set "
+            f"run.num_requests or run.duration_s to replay part of it (got {sc.workload.trace!r})"
+        )
     if worst == "requests":
         raise ConfigError(f"run.num_requests: {size.requests:,} requests need {cap} (got {sc.run.num_requests})")
-    raise ConfigError(f"run.num_requests: finishing {size.requests:,} requests may take {steps}, which needs {cap}; "
-                      f"set run.step_log_bin_s (a row per time bin), run.duration_s or fewer requests "
-                      f"(got {sc.run.num_requests})")
-
+    raise ConfigError(
+        f"run.num_requests: finishing {size.requests:,} requests may take {steps}, which needs {cap}; "
+        f"set run.step_log_bin_s (a row per time bin), run.duration_s or fewer requests "
+        f"(got {sc.run.num_requests})"
+    )

@@ -69,9 +69,19 @@ class StepLog:
             self._unstage()
         w = plan.work
         self._stage[:, self._ns] = (
-            start, duration, plan.num_running, plan.num_waiting, plan.num_swapped,
-            plan.num_free_blocks, w.num_seqs, w.num_prefill_tokens, w.num_decode_tokens,
-            plan.recomputed_tokens, len(plan.preempted), out.num_generated, len(out.finished),
+            start,
+            duration,
+            plan.num_running,
+            plan.num_waiting,
+            plan.num_swapped,
+            plan.num_free_blocks,
+            w.num_seqs,
+            w.num_prefill_tokens,
+            w.num_decode_tokens,
+            plan.recomputed_tokens,
+            len(plan.preempted),
+            out.num_generated,
+            len(out.finished),
         )
         self._ns += 1
         self.n += 1
@@ -156,7 +166,9 @@ def _overlap(starts: np.ndarray, durations: np.ndarray, t0: float, t1: float) ->
     return np.clip(np.minimum(starts + durations, t1) - np.maximum(starts, t0), 0, None)
 
 
-def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+def time_weighted_usage(
+    starts: np.ndarray, durations: np.ndarray, usage: np.ndarray, t0: float, t1: float
+) -> tuple[float, float]:
     """Mean (weighted by the time each value held) and max of KV usage over [t0, t1]."""
     w = _overlap(starts, durations, t0, t1)
     if w.sum() <= 0:
@@ -167,11 +179,29 @@ def time_weighted_usage(starts: np.ndarray, durations: np.ndarray, usage: np.nda
 
 # Binned log: per bin, sums over the steps that start in it (the token and event counts, and the
 # time-weighted state), the number of steps, their busy time and the highest KV usage.
-_BIN_SUMS = ("prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished",
-             "num_seqs")
+_BIN_SUMS = (
+    "prefill_tokens",
+    "decode_tokens",
+    "recomputed_tokens",
+    "num_preemptions",
+    "num_generated",
+    "num_finished",
+    "num_seqs",
+)
 _BIN_MEANS = ("num_running", "num_waiting", "num_swapped", "kv_usage")  # weighted by step duration
-BIN_COLUMNS = ("start", "duration", "num_steps", "busy_s", "num_running", "num_waiting", "num_swapped", "kv_usage",
-               "kv_usage_max", "num_seqs", *_BIN_SUMS[:-1])
+BIN_COLUMNS = (
+    "start",
+    "duration",
+    "num_steps",
+    "busy_s",
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "kv_usage",
+    "kv_usage_max",
+    "num_seqs",
+    *_BIN_SUMS[:-1],
+)
 
 
 class BinnedStepLog(StepLog):

@@ -73,8 +73,10 @@ def _split_values(raw: str, where: str) -> list[str]:
         cur.append(ch)
     if depth or quote:
         what = f"a quote {quote}" if quote else "a bracket or brace"
-        raise ConfigError(f"{where}: {what} left open; values are split at the commas outside brackets, braces and "
-                          f"quotes (got {raw!r})")
+        raise ConfigError(
+            f"{where}: {what} left open; values are split at the commas outside brackets, braces and "
+            f"quotes (got {raw!r})"
+        )
     return parts + ["".join(cur)]
 
 
@@ -221,7 +223,9 @@ def run_point(task: tuple[dict, str]) -> dict:
         result = simulate(sc)
         (out_dir / "scenario.yaml").unlink(missing_ok=True)  # no stale key beside a half-written point
         summary = write_run(result, data, out_dir)
-        atomic_write_text(out_dir / "scenario.yaml", f"# servesim point {key}\n" + yaml.safe_dump(data, sort_keys=False))
+        atomic_write_text(
+            out_dir / "scenario.yaml", f"# servesim point {key}\n" + yaml.safe_dump(data, sort_keys=False)
+        )
         return {**summary, "cached": False, "wall_time_s": result.wall_s, "recomputed": why}
     except ConfigError as e:
         return {"error": str(e)}
@@ -241,8 +245,10 @@ def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
         text = f"every point preempts; the highest throughput is at {_point_str(best, knob)}"
     else:
         best = calm.loc[calm["output_throughput"].idxmax()]
-        text = (f"{_point_str(best, knob)}: {best['kv_cache_usage_mean']:.0%} KV, 0 preemptions, "
-                f"{best['output_throughput']:,.0f} tok/s")
+        text = (
+            f"{_point_str(best, knob)}: {best['kv_cache_usage_mean']:.0%} KV, 0 preemptions, "
+            f"{best['output_throughput']:,.0f} tok/s"
+        )
         worse = ok[ok["num_preemptions"] > 0]
         if not worse.empty:
             w = worse.loc[worse["num_preemptions"].idxmax()]
@@ -259,8 +265,10 @@ def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
     if slo and "goodput" in ok:
         g = ok.loc[ok["goodput"].idxmax()]
         out["best_goodput"] = {k: _plain(g[k]) for k in _param_cols(df)}
-        out["text_goodput"] = (f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
-                               f"{g['slo_attainment']:.0%} of requests meet the SLO")
+        out["text_goodput"] = (
+            f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
+            f"{g['slo_attainment']:.0%} of requests meet the SLO"
+        )
     return out
 
 
@@ -276,8 +284,15 @@ def _point_str(row, knob: str) -> str:
     return ", ".join(f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:"))
 
 
-def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Path, jobs: int,
-              executor: str = "local", address: str | None = None) -> int:
+def run_sweep(
+    path: str | None,
+    params: list[str],
+    overrides: list[str],
+    out: Path,
+    jobs: int,
+    executor: str = "local",
+    address: str | None = None,
+) -> int:
     base = load_scenario_data(path, overrides)
     if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
         raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")
@@ -300,8 +315,16 @@ def run_sweep(path: str | None, params: list[str], overrides: list[str], out: Pa
 SWEEP_FILES = ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png")
 
 
-def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, outputs, jobs: int, executor: str,
-           address: str | None) -> int:
+def _sweep(
+    points: list[dict],
+    grid_spec: dict,
+    base_clean: dict,
+    out: Path,
+    outputs,
+    jobs: int,
+    executor: str,
+    address: str | None,
+) -> int:
     """Run (or reuse) every point and write the sweep's files; ``out`` is locked and checked."""
     datas = [_point_data(base_clean, pt) for pt in points]
     dirs = [out / "points" / slug(pt) for pt in points]
@@ -322,7 +345,9 @@ def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, out
             elif r.get("cached"):
                 state = "cached"
             else:
-                state = f"{r['wall_time_s']:.1f} s" + (f" (recomputed, {r['recomputed']})" if r.get("recomputed") else "")
+                state = f"{r['wall_time_s']:.1f} s" + (
+                    f" (recomputed, {r['recomputed']})" if r.get("recomputed") else ""
+                )
             bar.line(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}")
             bar.done("error" in r)
     except KeyboardInterrupt:
@@ -347,8 +372,10 @@ def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, out
             row.update(status="failed", error=r["error"])
         else:
             # A fleet's per-replica summaries stay in the point's own summary.json.
-            row.update(status="ok", **{k: v for k, v in r.items()
-                                       if k not in ("cached", "wall_time_s", "recomputed", "replicas")})
+            row.update(
+                status="ok",
+                **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s", "recomputed", "replicas")},
+            )
         rows.append(row)
     df = pd.DataFrame(rows)
     has_slo = base_clean.get("slo") is not None
@@ -364,8 +391,10 @@ def _sweep(points: list[dict], grid_spec: dict, base_clean: dict, out: Path, out
     n_fail = sum(1 for r in results if r is not None and "error" in r)
     n_left = sum(1 for r in results if r is None)
     left = f", {n_left} not run" if n_left else ""
-    print(f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
-          f"wrote {out}/{', '.join(f.name for f in written)}")
+    print(
+        f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
+        f"wrote {out}/{', '.join(f.name for f in written)}"
+    )
     if interrupted:
         return 130
     return 1 if n_fail else 0
@@ -404,6 +433,6 @@ def is_sweep(out: Path) -> bool:
 def redraw_sweep(out: Path) -> list[Path]:
     """Redraw a finished sweep's plots from sweep.csv, recommendation.json and its points."""
     df = pd.read_csv(out / "sweep.csv")
-    knobs = [c[len("param:"):] for c in df.columns if c.startswith("param:")]
+    knobs = [c[len("param:") :] for c in df.columns if c.startswith("param:")]
     rec = json.loads((out / "recommendation.json").read_text())
     return [f for f in write_sweep_outputs(out, df, knobs, rec) if f.suffix == ".png"]

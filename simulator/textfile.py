@@ -13,8 +13,10 @@ ENCODING = "utf-8-sig"  # UTF-8; a leading byte-order mark, if any, is not part 
 
 def _not_utf8(shown: str | Path, data: bytes, e: UnicodeDecodeError) -> ConfigError:
     line = data.count(b"\n", 0, e.start) + 1
-    return ConfigError(f"{shown} line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8 "
-                       "(in a spreadsheet: CSV UTF-8)")
+    return ConfigError(
+        f"{shown} line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8 "
+        "(in a spreadsheet: CSV UTF-8)"
+    )
 
 
 def read_text(path: str | Path, shown: str | Path | None = None) -> str:

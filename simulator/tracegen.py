@@ -17,17 +17,19 @@ def trace_rows(result) -> list[dict]:
     for i in range(len(c["arrival"])):
         g, key = int(c["group"][i]), int(c["content_key"][i])
         cls, cl = int(c["client_class"][i]), int(c["client"][i])
-        rows.append({
-            "arrival_time_s": float(c["arrival"][i]),
-            "prompt_tokens": int(c["prompt_len"][i]),
-            "output_tokens": int(c["max_tokens"][i]),
-            "prefix_group": g if g >= 0 else None,
-            "prefix_tokens": int(c["group_len"][i]) if g >= 0 else None,
-            "session_id": key - SESSION_KEY_BASE if key >= SESSION_KEY_BASE else None,
-            "client_class": cls if cls >= 0 else None,
-            "priority": int(c["priority"][i]),
-            "client": cl if cl >= 0 else None,
-        })
+        rows.append(
+            {
+                "arrival_time_s": float(c["arrival"][i]),
+                "prompt_tokens": int(c["prompt_len"][i]),
+                "output_tokens": int(c["max_tokens"][i]),
+                "prefix_group": g if g >= 0 else None,
+                "prefix_tokens": int(c["group_len"][i]) if g >= 0 else None,
+                "session_id": key - SESSION_KEY_BASE if key >= SESSION_KEY_BASE else None,
+                "client_class": cls if cls >= 0 else None,
+                "priority": int(c["priority"][i]),
+                "client": cl if cl >= 0 else None,
+            }
+        )
     return rows
 
 
@@ -38,4 +40,3 @@ def generate_trace(scenario, path: str | Path, overrides: list[str] | None = Non
     rows = trace_rows(simulate(scenario))
     write_trace(rows, path)
     return len(rows)
-

@@ -31,8 +31,13 @@ E2E_FILE = DATA / "e2e.yaml"
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
 E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
-LABELS = {"output_throughput": "output tok/s", "mean_ttft_ms": "mean TTFT ms", "mean_tpot_ms": "mean TPOT ms",
-          "median_ttft_ms": "p50 TTFT ms", "median_tpot_ms": "p50 TPOT ms"}
+LABELS = {
+    "output_throughput": "output tok/s",
+    "mean_ttft_ms": "mean TTFT ms",
+    "mean_tpot_ms": "mean TPOT ms",
+    "median_ttft_ms": "p50 TTFT ms",
+    "median_tpot_ms": "p50 TPOT ms",
+}
 # A recorded run whose prompts were partly in the server's prefix cache from the lane's earlier runs
 # (the 2026-11-27 recording drew every run's prompts from one seed, so a run repeated the prompts of
 # the run before it) had cheaper prefills than the replay, which starts cold: it is reported but
@@ -54,17 +59,23 @@ def median(xs: list[float]) -> float:
 
 # ---- the KV pool ----------------------------------------------------------------------------------
 
+
 def kv_scenario(e: dict):
     """The scenario of one logged start-up (engine alone: only its memory plan is used)."""
     from simulator.config import blank_scenario
 
     over = [
-        f"model={e['model']}", f"hardware.gpu={e['gpu']}", f"hardware.tensor_parallel_size={e['tensor_parallel_size']}",
-        f"engine.vllm_version={e.get('servesim_version', '0.19')}", f"engine.dtype={e['dtype']}",
+        f"model={e['model']}",
+        f"hardware.gpu={e['gpu']}",
+        f"hardware.tensor_parallel_size={e['tensor_parallel_size']}",
+        f"engine.vllm_version={e.get('servesim_version', '0.19')}",
+        f"engine.dtype={e['dtype']}",
         f"engine.quantization={e['quantization']}",
         f"engine.kv_cache_dtype={'fp8' if e['kv_cache_dtype'] == 'fp8' else 'auto'}",
-        f"engine.gpu_memory_utilization={e['gpu_memory_utilization']}", f"engine.max_model_len={e['max_model_len']}",
-        f"engine.max_num_seqs={e['max_num_seqs']}", f"engine.max_num_batched_tokens={e['max_num_batched_tokens']}",
+        f"engine.gpu_memory_utilization={e['gpu_memory_utilization']}",
+        f"engine.max_model_len={e['max_model_len']}",
+        f"engine.max_num_seqs={e['max_num_seqs']}",
+        f"engine.max_num_batched_tokens={e['max_num_batched_tokens']}",
         f"engine.block_size={e['block_size']}",
     ]
     return blank_scenario(over)
@@ -82,10 +93,21 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
         mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
         got = mem.num_gpu_blocks * sc.engine.block_size
         want = int(e["printed"]["kv_cache_tokens"])
-        rows.append({"id": e["id"], "split": e["split"], "model": e["model"], "tp": e["tensor_parallel_size"],
-                     "quantization": e["quantization"], "kv_dtype": e["kv_cache_dtype"],
-                     "printed_tokens": want, "servesim_tokens": got, "error": got / want - 1.0,
-                     "printed_kv_gib": e["printed"].get("available_kv_gib"), "servesim_kv_gib": mem.kv_bytes / 2**30})
+        rows.append(
+            {
+                "id": e["id"],
+                "split": e["split"],
+                "model": e["model"],
+                "tp": e["tensor_parallel_size"],
+                "quantization": e["quantization"],
+                "kv_dtype": e["kv_cache_dtype"],
+                "printed_tokens": want,
+                "servesim_tokens": got,
+                "error": got / want - 1.0,
+                "printed_kv_gib": e["printed"].get("available_kv_gib"),
+                "servesim_kv_gib": mem.kv_bytes / 2**30,
+            }
+        )
     return rows
 
 
@@ -106,14 +128,26 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
         model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
         mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
         got, want = mem.num_gpu_blocks * sc.engine.block_size, int(run["server"]["kv_cache_tokens"])
-        rows.append({"id": f"{run['recording']}_{run['lane']}", "split": "calibrate" if run["model"] == "llama-3.1-8b" else "heldout",
-                     "model": run["model"], "tp": run["tensor_parallel_size"], "quantization": "none", "kv_dtype": "auto",
-                     "printed_tokens": want, "servesim_tokens": got, "error": got / want - 1.0,
-                     "printed_kv_gib": run["server"].get("available_kv_gib"), "servesim_kv_gib": mem.kv_bytes / 2**30})
+        rows.append(
+            {
+                "id": f"{run['recording']}_{run['lane']}",
+                "split": "calibrate" if run["model"] == "llama-3.1-8b" else "heldout",
+                "model": run["model"],
+                "tp": run["tensor_parallel_size"],
+                "quantization": "none",
+                "kv_dtype": "auto",
+                "printed_tokens": want,
+                "servesim_tokens": got,
+                "error": got / want - 1.0,
+                "printed_kv_gib": run["server"].get("available_kv_gib"),
+                "servesim_kv_gib": mem.kv_bytes / 2**30,
+            }
+        )
     return rows
 
 
 # ---- end-to-end runs ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -148,11 +182,15 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     n = int(b["num_prompts"])
     p, o = float(b["mean_prompt_tokens"]), float(b["mean_output_tokens"])
     if b["dataset"] == "sharegpt":
-        lengths = [f"workload.prompt_tokens={{dist: lognormal, mean: {p}, sigma: {SHAREGPT_PROMPT_SIGMA}, min: 4, max: 1024}}",
-                   f"workload.output_tokens={{dist: lognormal, mean: {o}, sigma: {SHAREGPT_OUTPUT_SIGMA}, min: 4, max: 1024}}"]
+        lengths = [
+            f"workload.prompt_tokens={{dist: lognormal, mean: {p}, sigma: {SHAREGPT_PROMPT_SIGMA}, min: 4, max: 1024}}",
+            f"workload.output_tokens={{dist: lognormal, mean: {o}, sigma: {SHAREGPT_OUTPUT_SIGMA}, min: 4, max: 1024}}",
+        ]
     else:
-        lengths = [f"workload.prompt_tokens={{dist: fixed, value: {max(1, round(p))}}}",
-                   f"workload.output_tokens={{dist: fixed, value: {max(1, round(o))}}}"]
+        lengths = [
+            f"workload.prompt_tokens={{dist: fixed, value: {max(1, round(p))}}}",
+            f"workload.output_tokens={{dist: fixed, value: {max(1, round(o))}}}",
+        ]
     rate, conc = b.get("request_rate"), b.get("max_concurrency")
     if rate in (None, "inf", float("inf")) or conc:
         # With a cap, requests beyond it wait in the client (not timed): the cap's clients send back
@@ -161,12 +199,21 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     else:
         arrival = f"workload.arrival={{type: poisson, rate: {float(rate)}}}"
     over = [
-        f"name={run['id']}", f"model={run['model']}", f"hardware.gpu={run['gpu']}",
-        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}", f"engine.vllm_version={run['servesim_version']}",
-        f"engine.quantization={run.get('quantization', 'none')}", f"frontend.endpoint={b['endpoint']}",
+        f"name={run['id']}",
+        f"model={run['model']}",
+        f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
+        f"engine.vllm_version={run['servesim_version']}",
+        f"engine.quantization={run.get('quantization', 'none')}",
+        f"frontend.endpoint={b['endpoint']}",
         *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
-        *lengths, arrival, "workload.over_max_model_len=truncate",
-        f"run.num_requests={n}", "run.duration_s=null", "run.warmup_s=0", f"run.seed={int(b.get('seed') or 0)}",
+        *lengths,
+        arrival,
+        "workload.over_max_model_len=truncate",
+        f"run.num_requests={n}",
+        "run.duration_s=null",
+        "run.warmup_s=0",
+        f"run.seed={int(b.get('seed') or 0)}",
         *extra,
     ]
     return blank_scenario(over)
@@ -181,8 +228,10 @@ def host_overrides(endpoint: str, line: str, host) -> list[str]:
     return [
         f"frontend.request_ms={(host.chat_request_s if chat else host.request_s) * 1e3!r}",
         f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
-        f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}", f"frontend.step_us={host.step_s * 1e6!r}",
-        f"frontend.latency_ms={host.latency_s * 1e3!r}", f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
+        f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}",
+        f"frontend.step_us={host.step_s * 1e6!r}",
+        f"frontend.latency_ms={host.latency_s * 1e3!r}",
+        f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
         f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
         f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, line) * 1e6!r}",
@@ -197,8 +246,14 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
 
     if host is not None:
         extra = [*host_overrides(run["bench"]["endpoint"], run["servesim_version"], host), *extra]
-    measured = {m: run["results"].get(k) for m, k in
-                (("output_throughput", "output_token_throughput"), ("mean_ttft_ms", "mean_ttft_ms"), ("mean_tpot_ms", "mean_tpot_ms"))}
+    measured = {
+        m: run["results"].get(k)
+        for m, k in (
+            ("output_throughput", "output_token_throughput"),
+            ("mean_ttft_ms", "mean_ttft_ms"),
+            ("mean_tpot_ms", "mean_tpot_ms"),
+        )
+    }
     confounded = bool(run.get("confounded"))
     try:
         s = summarize(simulate(run_scenario(run, extra)))
@@ -222,16 +277,26 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
 
     a = run["arrival"]
     if a.get("max_concurrency"):
-        arrival = [f"workload.arrival={{type: closed_loop, concurrency: {int(a['max_concurrency'])}}}",
-                   "workload.trace_arrivals=closed_loop"]
+        arrival = [
+            f"workload.arrival={{type: closed_loop, concurrency: {int(a['max_concurrency'])}}}",
+            "workload.trace_arrivals=closed_loop",
+        ]
     else:
         arrival = []
     over = [
-        f"name={run['id']}", f"model={run['model']}", f"hardware.gpu={run['gpu']}",
-        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}", f"engine.vllm_version={E2E_LINE}",
+        f"name={run['id']}",
+        f"model={run['model']}",
+        f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
+        f"engine.vllm_version={E2E_LINE}",
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
-        "frontend.endpoint=completions", f"workload.trace={DATA / run['trace']}", *arrival,
-        "run.duration_s=null", "run.warmup_s=0", "run.seed=0", *extra,
+        "frontend.endpoint=completions",
+        f"workload.trace={DATA / run['trace']}",
+        *arrival,
+        "run.duration_s=null",
+        "run.warmup_s=0",
+        "run.seed=0",
+        *extra,
     ]
     return blank_scenario(over)
 
@@ -251,15 +316,21 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
         s = summarize(simulate(e2e_scenario(run, extra)))
     except Exception as e:
         return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", warm)
-    detail = {"num_preemptions": s.get("num_preemptions"), "server_preemptions": server.get("num_preemptions"),
-              "kv_cache_tokens": s.get("kv_cache_tokens"), "server_kv_cache_tokens": server.get("kv_cache_tokens"),
-              "kv_usage_max": s.get("kv_cache_usage_max"), "server_kv_usage_max": server.get("kv_usage_max"),
-              "prefix_cache_hit_rate": server.get("prefix_cache_hit_rate")}
+    detail = {
+        "num_preemptions": s.get("num_preemptions"),
+        "server_preemptions": server.get("num_preemptions"),
+        "kv_cache_tokens": s.get("kv_cache_tokens"),
+        "server_kv_cache_tokens": server.get("kv_cache_tokens"),
+        "kv_usage_max": s.get("kv_cache_usage_max"),
+        "server_kv_usage_max": server.get("kv_usage_max"),
+        "prefix_cache_hit_rate": server.get("prefix_cache_hit_rate"),
+    }
     return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in E2E_METRICS}, "", warm, detail)
 
 
-def run_all(runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None,
-            recorded: bool = False) -> list[RunResult]:
+def run_all(
+    runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None, recorded: bool = False
+) -> list[RunResult]:
     """Simulate public runs (or, with ``recorded``, recorded ones), in ``jobs`` processes."""
     fn = simulate_e2e if recorded else simulate_run
     if jobs <= 1:
@@ -289,12 +360,14 @@ def error_summary(results: list[RunResult], metrics: tuple[str, ...] = METRICS) 
 
 # ---- report ---------------------------------------------------------------------------------------
 
+
 def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{100 * x:+.0f}%"
 
 
-def write_kv_report(rows: list[dict], out: Path, name: str = "kv_cache_check.csv",
-                    what: str = "vLLM's 'GPU KV cache size' log lines") -> list[str]:
+def write_kv_report(
+    rows: list[dict], out: Path, name: str = "kv_cache_check.csv", what: str = "vLLM's 'GPU KV cache size' log lines"
+) -> list[str]:
     import csv
 
     path = out / name
@@ -306,11 +379,18 @@ def write_kv_report(rows: list[dict], out: Path, name: str = "kv_cache_check.csv
     for split in ("calibrate", "heldout"):
         errs = [abs(r["error"]) for r in rows if r["split"] == split]
         if errs:
-            lines.append(f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
-                         f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}")
+            lines.append(
+                f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
+                f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}"
+            )
     worst = sorted(rows, key=lambda r: -abs(r["error"]))[:3]
-    lines.append("  largest misses: " + "; ".join(
-        f"{r['model']} TP{r['tp']} {r['printed_tokens']:,} vs {r['servesim_tokens']:,} ({100 * r['error']:+.1f}%)" for r in worst))
+    lines.append(
+        "  largest misses: "
+        + "; ".join(
+            f"{r['model']} TP{r['tp']} {r['printed_tokens']:,} vs {r['servesim_tokens']:,} ({100 * r['error']:+.1f}%)"
+            for r in worst
+        )
+    )
     return lines
 
 
@@ -320,13 +400,21 @@ def _load_text(run: dict) -> str:
         b = run["bench"]
         if b.get("max_concurrency"):
             return f"max_concurrency {b['max_concurrency']}"
-        return f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s"
+        return (
+            f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s"
+        )
     a = run["arrival"]
     return f"max_concurrency {a['max_concurrency']}" if a.get("max_concurrency") else f"{a['request_rate']} req/s"
 
 
-def write_runs_report(runs: list[dict], results: list[RunResult], out: Path, metrics: tuple[str, ...] = METRICS,
-                      name: str = "runs.csv", what: str = "End-to-end runs vs `vllm bench serve`") -> list[str]:
+def write_runs_report(
+    runs: list[dict],
+    results: list[RunResult],
+    out: Path,
+    metrics: tuple[str, ...] = METRICS,
+    name: str = "runs.csv",
+    what: str = "End-to-end runs vs `vllm bench serve`",
+) -> list[str]:
     """A row per run (measured, simulated, error per metric; for recorded runs also the preemptions
     and the KV pool) and the error summary per split."""
     import csv
@@ -343,9 +431,17 @@ def write_runs_report(runs: list[dict], results: list[RunResult], out: Path, met
         w.writeheader()
         for r in results:
             run = by_id[r.id]
-            row = {"id": r.id, "split": r.split, "confounded": r.confounded,
-                   "source": run.get("source", run.get("recording")), "gpu": run["gpu"],
-                   "tp": run["tensor_parallel_size"], "model": run["model"], "load": _load_text(run), "error": r.error}
+            row = {
+                "id": r.id,
+                "split": r.split,
+                "confounded": r.confounded,
+                "source": run.get("source", run.get("recording")),
+                "gpu": run["gpu"],
+                "tp": run["tensor_parallel_size"],
+                "model": run["model"],
+                "load": _load_text(run),
+                "error": r.error,
+            }
             for m in metrics:
                 row[f"{m}_measured"] = r.measured.get(m)
                 row[f"{m}_servesim"] = r.simulated.get(m)
@@ -355,14 +451,18 @@ def write_runs_report(runs: list[dict], results: list[RunResult], out: Path, met
     s = error_summary(results, metrics)
     counted = [r for r in results if not r.confounded and not r.error]
     width = 24
-    lines = [f"{what} ({len(counted)} counted of {len(results)}; {path}):",
-             f"  {'':10s}" + "".join(f"{LABELS[m]:>{width}s}" for m in metrics)]
+    lines = [
+        f"{what} ({len(counted)} counted of {len(results)}; {path}):",
+        f"  {'':10s}" + "".join(f"{LABELS[m]:>{width}s}" for m in metrics),
+    ]
     for split in ("calibrate", "heldout", "all"):
         cells = []
         for m in metrics:
             v = s[(split, m)]
             cells.append(f"{100 * v['median_abs_error']:5.1f}%, {v['off_by_2x']} > 2x")
-        lines.append(f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)")
+        lines.append(
+            f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)"
+        )
     if metrics is E2E_METRICS:
         lines += preemption_lines(results)
     failed = [r for r in results if r.error]
@@ -373,17 +473,28 @@ def write_runs_report(runs: list[dict], results: list[RunResult], out: Path, met
 
 def preemption_lines(results: list[RunResult]) -> list[str]:
     """The recorded runs whose server preempted: simulated against logged preemptions."""
-    pre = [(r, r.detail["server_preemptions"], r.detail["num_preemptions"]) for r in results
-           if not r.error and r.detail and r.detail.get("server_preemptions")]
+    pre = [
+        (r, r.detail["server_preemptions"], r.detail["num_preemptions"])
+        for r in results
+        if not r.error and r.detail and r.detail.get("server_preemptions")
+    ]
     if not pre:
         return []
     within = sum(1 for _, m, s in pre if m / 2 <= s <= 2 * m)
-    return [f"  preemptions, runs where the server preempted: {within} of {len(pre)} within 2x ("
-            + "; ".join(f"{r.id}: {m:,} vs {s:,}" for r, m, s in pre) + ")"]
+    return [
+        f"  preemptions, runs where the server preempted: {within} of {len(pre)} within 2x ("
+        + "; ".join(f"{r.id}: {m:,} vs {s:,}" for r, m, s in pre)
+        + ")"
+    ]
 
 
-def plot_runs(runs: list[dict], results: list[RunResult], path: Path, metrics: tuple[str, ...] = METRICS,
-              title: str = "public vLLM benchmark runs (simulator/data/validation/runs.yaml)") -> Path:
+def plot_runs(
+    runs: list[dict],
+    results: list[RunResult],
+    path: Path,
+    metrics: tuple[str, ...] = METRICS,
+    title: str = "public vLLM benchmark runs (simulator/data/validation/runs.yaml)",
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -404,16 +515,26 @@ def plot_runs(runs: list[dict], results: list[RunResult], path: Path, metrics: t
                 xs = [a for a, b, r in pts if r.split == split and r.confounded == conf]
                 ys = [b for a, b, r in pts if r.split == split and r.confounded == conf]
                 if xs:
-                    ax.scatter(xs, ys, marker=mk, s=36, facecolors="none" if conf else col, edgecolors=col,
-                               label=f"{lab}, confounded (not counted)" if conf else lab)
+                    ax.scatter(
+                        xs,
+                        ys,
+                        marker=mk,
+                        s=36,
+                        facecolors="none" if conf else col,
+                        edgecolors=col,
+                        label=f"{lab}, confounded (not counted)" if conf else lab,
+                    )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel(f"measured {LABELS[m]} (vllm bench serve)")
         ax.set_ylabel(f"servesim {LABELS[m]}")
-        ax.set_title(f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration,\n"
-                     f"{100 * s[('heldout', m)]['median_abs_error']:.0f}% held out", fontsize=10)
+        ax.set_title(
+            f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration,\n"
+            f"{100 * s[('heldout', m)]['median_abs_error']:.0f}% held out",
+            fontsize=10,
+        )
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"servesim vs {len(results)} {title}")
@@ -431,13 +552,16 @@ def _select(runs: list[dict], only: list[str] | None, path: Path) -> list[dict]:
         return runs
     picked = [r for r in runs if any(o in r["id"] for o in only)]
     if not picked:
-        raise ConfigError(f"--only: no run of {path.name} has an id containing {' or '.join(map(repr, only))} "
-                          f"(ids look like {runs[0]['id']!r})")
+        raise ConfigError(
+            f"--only: no run of {path.name} has an id containing {' or '.join(map(repr, only))} "
+            f"(ids look like {runs[0]['id']!r})"
+        )
     return picked
 
 
-def main_validate(kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None,
-                  recorded: bool = False) -> int:
+def main_validate(
+    kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None, recorded: bool = False
+) -> int:
     """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
     public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
     rec = _select(load(E2E_FILE)["runs"], only, E2E_FILE) if recorded else []
@@ -445,18 +569,27 @@ def main_validate(kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: li
     lines: list[str] = []
     if kv:
         lines += write_kv_report(kv_rows(), out)
-        lines += write_kv_report(kv_rows_recorded(), out, "kv_cache_check_recorded.csv",
-                                 "the servers recorded with tools/e2e (data/e2e/)")
+        lines += write_kv_report(
+            kv_rows_recorded(), out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
+        )
     if public:
         results = run_all(public, jobs=jobs)
         lines += write_runs_report(public, results, out)
         lines.append(f"  plot: {plot_runs(public, results, out / 'validation.png')}")
     if rec:
         results = run_all(rec, jobs=jobs, recorded=True)
-        lines += write_runs_report(rec, results, out, E2E_METRICS, "recorded.csv",
-                                   "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)")
+        lines += write_runs_report(
+            rec,
+            results,
+            out,
+            E2E_METRICS,
+            "recorded.csv",
+            "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)",
+        )
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
-        lines.append(f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}")
+        lines.append(
+            f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"
+        )
     text = "\n".join(lines)
     (out / "report.txt").write_text(text + "\n")
     print(text)

@@ -122,16 +122,57 @@ def engine_per_seq_s(host: HostCosts, line: str) -> float:
 _PUBLIC, _RECORDED = load_host_costs("public"), load_host_costs("recorded")
 # 0.32 (vLLM 0.33) keeps the host costs of the newest release measured here (0.26).
 VERSIONS = {
-    "0.10": VllmVersion("0.10", "first_chunk", False, "piecewise", 1 << 30, False, True, 0.9, "v1", False, False,
-                        "public", _PUBLIC),
-    "0.11": VllmVersion("0.11", "first_chunk", False, "full_and_piecewise", 1 << 30, False, True, 0.9, "v1", False,
-                        False, "public", _PUBLIC),
-    "0.19": VllmVersion("0.19", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.9, "v1", False, False,
-                        "public", _PUBLIC),
-    "0.26": VllmVersion("0.26", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.92, "v2_dense", True,
-                        False, "recorded", _RECORDED),
-    "0.32": VllmVersion("0.32", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.92, "v2", True, True,
-                        "recorded", _RECORDED),
+    "0.10": VllmVersion(
+        "0.10", "first_chunk", False, "piecewise", 1 << 30, False, True, 0.9, "v1", False, False, "public", _PUBLIC
+    ),
+    "0.11": VllmVersion(
+        "0.11",
+        "first_chunk",
+        False,
+        "full_and_piecewise",
+        1 << 30,
+        False,
+        True,
+        0.9,
+        "v1",
+        False,
+        False,
+        "public",
+        _PUBLIC,
+    ),
+    "0.19": VllmVersion(
+        "0.19", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.9, "v1", False, False, "public", _PUBLIC
+    ),
+    "0.26": VllmVersion(
+        "0.26",
+        "full_prompt",
+        True,
+        "full_and_piecewise",
+        256,
+        True,
+        True,
+        0.92,
+        "v2_dense",
+        True,
+        False,
+        "recorded",
+        _RECORDED,
+    ),
+    "0.32": VllmVersion(
+        "0.32",
+        "full_prompt",
+        True,
+        "full_and_piecewise",
+        256,
+        True,
+        True,
+        0.92,
+        "v2",
+        True,
+        True,
+        "recorded",
+        _RECORDED,
+    ),
 }
 LATEST = "0.32"
 LINES = tuple(VERSIONS)

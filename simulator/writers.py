@@ -65,8 +65,10 @@ def csv_text(columns) -> bytes:
         else:  # strings: indices into a table of their (quoted) texts
             kinds[j] = STR
             values = [v if v is None or isinstance(v, (str, float)) else str(v) for v in a.tolist()]
-            code = {v: table.setdefault("" if v is None or v != v else _csv_field(str(v)), len(table))
-                    for v in dict.fromkeys(values)}  # each distinct value once, in order of appearance
+            code = {
+                v: table.setdefault("" if v is None or v != v else _csv_field(str(v)), len(table))
+                for v in dict.fromkeys(values)
+            }  # each distinct value once, in order of appearance
             vals[j] = [code[v] for v in values]
     strs = [t.encode() for t in table]
     strtab = np.frombuffer(b"".join(strs), np.uint8) if strs else np.zeros(1, np.uint8)

@@ -40,12 +40,27 @@ class Sim:
     ``steps``: one ``simulator.events.StepRecord`` per step (what it scheduled, preempted, admitted...).
     """
 
-    def __init__(self, requests, num_gpu_blocks: int = 11, engine: str = "reference", step_s: float = 1.0,
-                 swap_bw: float = 1000.0, max_model_len=10**6, **overrides):
+    def __init__(
+        self,
+        requests,
+        num_gpu_blocks: int = 11,
+        engine: str = "reference",
+        step_s: float = 1.0,
+        swap_bw: float = 1000.0,
+        max_model_len=10**6,
+        **overrides,
+    ):
         cfg = replace(SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=8, block_size=4), **overrides)
         self.env = simpy.Environment()
-        self.engine = ENGINES[engine](self.env, cfg, num_gpu_blocks, ConstantCost(step_s, swap_bw), RequestTable(8),
-                                      max_model_len=max_model_len, trace=2)
+        self.engine = ENGINES[engine](
+            self.env,
+            cfg,
+            num_gpu_blocks,
+            ConstantCost(step_s, swap_bw),
+            RequestTable(8),
+            max_model_len=max_model_len,
+            trace=2,
+        )
         if engine == "reference":  # the pool's invariants after every step's scheduling
             sched = self.engine.sched
             schedule = sched.schedule

@@ -16,7 +16,7 @@ CASES = sorted((Path(__file__).parent / "bad_inputs").glob("*.*"))
 def expected(path: Path) -> str:
     first = path.read_text().splitlines()[0]
     assert first.startswith("# expect: "), f"{path.name}: first line must be '# expect: <error>'"
-    return first[len("# expect: "):]
+    return first[len("# expect: ") :]
 
 
 def test_catalogue_is_large_enough():
@@ -35,5 +35,5 @@ def test_bad_input_gives_its_error_line(path):
     assert "\n" not in text and "Traceback" not in text
     want = expected(path)
     assert text.startswith("error: ")
-    msg = text[len("error: "):]
+    msg = text[len("error: ") :]
     assert msg == want or msg == f"{path}: {want}" or msg.startswith(want) or msg.startswith(f"{path}: {want}"), msg

@@ -52,8 +52,15 @@ def _synthetic_profile(gpu: str, truth: Efficiency) -> pd.DataFrame:
 def test_fit_on_one_model_with_the_pin_predicts_the_other():
     """Profiles made by the cost model itself: with matmul_memory pinned to its true value, a fit on
     one model recovers the overheads and predicts the other model almost exactly."""
-    truth = Efficiency(matmul_compute=0.55, matmul_memory=0.83, attn_compute=0.3, attn_memory=0.75,
-                       step_overhead_s=0.0, per_seq_overhead_s=6e-6, per_layer_overhead_s=7e-5)
+    truth = Efficiency(
+        matmul_compute=0.55,
+        matmul_memory=0.83,
+        attn_compute=0.3,
+        attn_memory=0.75,
+        step_overhead_s=0.0,
+        per_seq_overhead_s=6e-6,
+        per_layer_overhead_s=7e-5,
+    )
     df = _synthetic_profile("h100-sxm", truth)
     qwen, llama = df[df["model"] == "qwen3-32b"], df[df["model"] == "llama-3.1-8b"]
     eff = fit(qwen, "h100-sxm", pinned={"matmul_memory": 0.83})
@@ -85,8 +92,11 @@ def test_calibrate_cli_pins_matmul_memory_from_a_streaming_file(tmp_path):
     _streaming_rows("h200", 0.8, 4e-6).to_csv(stream, index=False)
     assert is_streaming(stream) and not is_streaming(prof)
     out = tmp_path / "cal.yaml"
-    r = subprocess.run([sys.executable, "-m", "simulator", "calibrate", str(prof), str(stream), "-o", str(out)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "simulator", "calibrate", str(prof), str(stream), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "matmul_memory pinned to 0.800" in r.stdout
     doc = yaml.safe_load(out.read_text())
@@ -103,21 +113,35 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     from simulator.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP
     from simulator.versions import attention_kernel
 
-    assert (attention_kernel(load_gpu("a100-80gb").compute_capability),
-            attention_kernel(load_gpu("l40s").compute_capability),
-            attention_kernel(load_gpu("h100-sxm").compute_capability),
-            attention_kernel(load_gpu("b200").compute_capability),
-            attention_kernel(load_gpu("mi300x").compute_capability)) == ("fa2", "fa2", "fa3", "other", "other")
+    assert (
+        attention_kernel(load_gpu("a100-80gb").compute_capability),
+        attention_kernel(load_gpu("l40s").compute_capability),
+        attention_kernel(load_gpu("h100-sxm").compute_capability),
+        attention_kernel(load_gpu("b200").compute_capability),
+        attention_kernel(load_gpu("mi300x").compute_capability),
+    ) == ("fa2", "fa2", "fa3", "other", "other")
     m, g = load_model("qwen3-14b"), load_gpu("a100-80gb")
     # Attention compute-bound in every case: memory made free.
     eff = Efficiency(attn_memory=1e6)
     fa2 = CostModel(m, g, 1, eff, execution=Execution(mixed_decode_rows=FA2_MIXED_DECODE_ROWS))
     plain = CostModel(m, g, 1, eff)
     # 64 decodes over 4,096 cached tokens each, and a 2,048-token chunk starting at token 0.
-    dec = dict(num_seqs=64, num_tokens=64, context_tokens=64 * 4096, attn_pairs=64 * 4097.0, num_sampled=64,
-               single_row_context=64 * 4096)
-    mixed = StepWork(num_seqs=65, num_tokens=64 + 2048, context_tokens=64 * 4096,
-                     attn_pairs=64 * 4097.0 + 2048 * 2049 / 2, num_sampled=64, single_row_context=64 * 4096)
+    dec = dict(
+        num_seqs=64,
+        num_tokens=64,
+        context_tokens=64 * 4096,
+        attn_pairs=64 * 4097.0,
+        num_sampled=64,
+        single_row_context=64 * 4096,
+    )
+    mixed = StepWork(
+        num_seqs=65,
+        num_tokens=64 + 2048,
+        context_tokens=64 * 4096,
+        attn_pairs=64 * 4097.0 + 2048 * 2049 / 2,
+        num_sampled=64,
+        single_row_context=64 * 4096,
+    )
     extra = FA2_MIXED_DECODE_ROWS * 64 * 4096 * fa2.params[P_ATTN_FPP] / fa2.params[P_ATTN_FLOPS]
     assert fa2.step_time(mixed) - plain.step_time(mixed) == pytest.approx(extra, rel=1e-9)
     assert extra > 0.02  # 106 rows x 64 x 4,096 keys x 40 layers: tens of ms on an A100
@@ -150,7 +174,10 @@ def test_hopper_attention_runs_at_vllm_fa3_rates():
     mla = efficiency(sc, h100, load_model("deepseek-v3"))
     assert (mla.attn_compute, mla.attn_memory) == (cal.attn_compute, cal.attn_memory)
     a = efficiency(sc, a100, load_model("qwen3-14b"))
-    assert (a.attn_compute, a.matmul_compute) == (builtin("a100-80gb").attn_compute, builtin("a100-80gb").matmul_compute)
+    assert (a.attn_compute, a.matmul_compute) == (
+        builtin("a100-80gb").attn_compute,
+        builtin("a100-80gb").matmul_compute,
+    )
     assert builtin("a100-40gb") == builtin("a100-80gb")
     from simulator.cost import FA2_ATTN_COMPUTE
 
@@ -188,7 +215,12 @@ def test_moe_cost_follows_vllms_fused_moe_kernel():
         for r in rows.itertuples():
             cp = np.zeros(len(PARAMS))
             cp[[P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_WBYTES]] = (
-                1, r.top_k, r.experts, 3 * r.intermediate * r.hidden, 2)
+                1,
+                r.top_k,
+                r.experts,
+                3 * r.intermediate * r.hidden,
+                2,
+            )
             cp[P_MOE_FLOPS], cp[P_MOE_BW] = g.flops("bf16") * compute, g.hbm_bandwidth * memory
             out.append(moe_s(cp, r.tokens))
         return np.array(out)

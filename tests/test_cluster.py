@@ -15,8 +15,10 @@ from simulator.rules import FINISHED, REJECTED
 from simulator.run import simulate
 
 BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0"]
-CHAT = ["workload.prompt_tokens={dist: lognormal, mean: 300, sigma: 1.0, max: 8000}",
-        "workload.output_tokens={dist: lognormal, mean: 200, sigma: 1.0, max: 4000}"]
+CHAT = [
+    "workload.prompt_tokens={dist: lognormal, mean: 300, sigma: 1.0, max: 8000}",
+    "workload.output_tokens={dist: lognormal, mean: 200, sigma: 1.0, max: 4000}",
+]
 
 
 def run(*over: str):
@@ -38,8 +40,13 @@ def test_random_routing_splits_poisson_arrivals_into_poisson_streams():
     (exponential gaps: mean N/L, coefficient of variation 1), and serves what one replica alone
     serves at rate L/N, within sampling error."""
     lam, n, T = 40.0, 4, 400.0
-    res = run(f"workload.arrival={{type: poisson, rate: {lam}}}", *CHAT, f"run.duration_s={T}",
-              f"cluster.replicas={n}", "cluster.router=random")
+    res = run(
+        f"workload.arrival={{type: poisson, rate: {lam}}}",
+        *CHAT,
+        f"run.duration_s={T}",
+        f"cluster.replicas={n}",
+        "cluster.router=random",
+    )
     c = res.reqs.columns()
     s = summarize(res)
     for i in range(n):
@@ -48,8 +55,9 @@ def test_random_routing_splits_poisson_arrivals_into_poisson_streams():
         # Mean gap within 4 standard errors (std of an exponential = its mean); CV near 1.
         assert abs(gaps.mean() - n / lam) < 4 * (n / lam) / np.sqrt(k), (i, gaps.mean())
         assert abs(gaps.std() / gaps.mean() - 1.0) < 0.1
-    alone = summarize(run(f"workload.arrival={{type: poisson, rate: {lam / n}}}", *CHAT, f"run.duration_s={T}",
-                          "run.seed=11"))
+    alone = summarize(
+        run(f"workload.arrival={{type: poisson, rate: {lam / n}}}", *CHAT, f"run.duration_s={T}", "run.seed=11")
+    )
     per = [r["request_throughput"] for r in s["replicas"]]
     # Throughput of a lightly loaded replica is its arrival rate: Poisson counts, std sqrt(rate T)/T.
     se = np.sqrt(lam / n / T)
@@ -63,10 +71,15 @@ def test_join_the_shortest_queue_waits_less_than_round_robin():
     with the fewest outstanding requests beats taking turns (and random) on waiting time, the
     classic multi-server result; all three see the same arrivals. The rate keeps the replicas busy
     (16 req/s over four: at 12 the queues are short enough that the routers nearly tie)."""
-    common = ["workload.arrival={type: poisson, rate: 16}", "run.duration_s=200",
-              "workload.prompt_tokens={dist: lognormal, mean: 2000, sigma: 1.5, max: 60000}",
-              "workload.output_tokens={dist: lognormal, mean: 300, sigma: 1.2, max: 6000}",
-              "cluster.replicas=4", "engine.max_num_seqs=16", "engine.max_num_batched_tokens=2048"]
+    common = [
+        "workload.arrival={type: poisson, rate: 16}",
+        "run.duration_s=200",
+        "workload.prompt_tokens={dist: lognormal, mean: 2000, sigma: 1.5, max: 60000}",
+        "workload.output_tokens={dist: lognormal, mean: 300, sigma: 1.2, max: 6000}",
+        "cluster.replicas=4",
+        "engine.max_num_seqs=16",
+        "engine.max_num_batched_tokens=2048",
+    ]
     ttft = {}
     for router in ("least_requests", "round_robin", "random"):
         c = run(*common, f"cluster.router={router}").reqs.columns()
@@ -78,8 +91,14 @@ def test_join_the_shortest_queue_waits_less_than_round_robin():
 def test_requests_and_blocks_are_conserved_across_replicas():
     """Every client request is served by exactly one replica (one record there, none lost or
     doubled), and when all have ended every replica's KV pool has every block back."""
-    res = run("workload.arrival={type: poisson, rate: 30}", *CHAT, "run.num_requests=600", "run.duration_s=null",
-              "cluster.replicas=3", "cluster.router=power_of_two")
+    res = run(
+        "workload.arrival={type: poisson, rate: 30}",
+        *CHAT,
+        "run.num_requests=600",
+        "run.duration_s=null",
+        "cluster.replicas=3",
+        "cluster.router=power_of_two",
+    )
     cl = res.engine
     c = res.reqs.columns()
     assert len(c["status"]) == 600 and (c["status"] == FINISHED).all()
@@ -94,8 +113,13 @@ def test_requests_and_blocks_are_conserved_across_replicas():
 def test_disaggregated_requests_are_conserved_through_the_transfer():
     """With prefill and decode pools, each request has one prefill record and one decode record,
     its output counted once (on the decode side), and every pool empties at the end."""
-    res = run("workload.arrival={type: poisson, rate: 10}", *CHAT, "run.num_requests=300", "run.duration_s=null",
-              "disaggregation={prefill: {count: 2}, decode: {count: 2}}")
+    res = run(
+        "workload.arrival={type: poisson, rate: 10}",
+        *CHAT,
+        "run.num_requests=300",
+        "run.duration_s=null",
+        "disaggregation={prefill: {count: 2}, decode: {count: 2}}",
+    )
     cl = res.engine
     c = res.reqs.columns()
     assert (c["status"] == FINISHED).all()
@@ -116,9 +140,14 @@ def test_kv_transfer_by_hand():
     BF16 = 128 KiB) crosses a 10 Gbit/s link with 5 ms latency after its prefill, and its first
     token comes from the decode replica after that."""
     prompt = 4000
-    res = run("workload.arrival={type: poisson, rate: 1}", "run.num_requests=1", "run.duration_s=null",
-              f"workload.prompt_tokens={{dist: fixed, value: {prompt}}}", "workload.output_tokens={dist: fixed, value: 8}",
-              "disaggregation={prefill: {count: 1}, decode: {count: 1}, kv_transfer: {bandwidth_gbps: 10, latency_ms: 5}}")
+    res = run(
+        "workload.arrival={type: poisson, rate: 1}",
+        "run.num_requests=1",
+        "run.duration_s=null",
+        f"workload.prompt_tokens={{dist: fixed, value: {prompt}}}",
+        "workload.output_tokens={dist: fixed, value: 8}",
+        "disaggregation={prefill: {count: 1}, decode: {count: 1}, kv_transfer: {bandwidth_gbps: 10, latency_ms: 5}}",
+    )
     c = res.reqs.columns()
     per_token = 2 * 32 * 8 * 128 * 2
     assert per_token == 131072
@@ -137,9 +166,14 @@ def test_kv_transfer_by_hand():
 
 def test_a_link_carries_one_transfer_at_a_time():
     """Two requests prefilled together on one prefill replica: the second transfer waits for the first."""
-    res = run("workload.arrival={type: closed_loop, concurrency: 2}", "run.num_requests=2", "run.duration_s=null",
-              "workload.prompt_tokens={dist: fixed, value: 2000}", "workload.output_tokens={dist: fixed, value: 4}",
-              "disaggregation={prefill: {count: 1}, decode: {count: 1}, kv_transfer: {bandwidth_gbps: 1, latency_ms: 0}}")
+    res = run(
+        "workload.arrival={type: closed_loop, concurrency: 2}",
+        "run.num_requests=2",
+        "run.duration_s=null",
+        "workload.prompt_tokens={dist: fixed, value: 2000}",
+        "workload.output_tokens={dist: fixed, value: 4}",
+        "disaggregation={prefill: {count: 1}, decode: {count: 1}, kv_transfer: {bandwidth_gbps: 1, latency_ms: 0}}",
+    )
     c = res.reqs.columns()
     order = np.argsort(c["transfer_start"])
     a, b = order
@@ -152,9 +186,14 @@ def test_a_link_carries_one_transfer_at_a_time():
 def test_decode_pool_capacity_limits_transferred_requests():
     """A prompt whose KV cannot fit the decode replica's pool is prefilled, then rejected by the
     decode replica (the client sees a rejection), while one that fits is served."""
-    res = run("workload.arrival={type: poisson, rate: 1}", "run.num_requests=20", "run.duration_s=null",
-              "workload.prompt_tokens={dist: uniform, min: 1000, max: 3000}", "workload.output_tokens={dist: fixed, value: 4}",
-              "disaggregation={prefill: {count: 1}, decode: {count: 1, engine: {num_gpu_blocks_override: 101}}}")
+    res = run(
+        "workload.arrival={type: poisson, rate: 1}",
+        "run.num_requests=20",
+        "run.duration_s=null",
+        "workload.prompt_tokens={dist: uniform, min: 1000, max: 3000}",
+        "workload.output_tokens={dist: fixed, value: 4}",
+        "disaggregation={prefill: {count: 1}, decode: {count: 1, engine: {num_gpu_blocks_override: 101}}}",
+    )
     c = res.reqs.columns()
     fits = c["prompt_len"] + 4 <= 100 * 16
     assert fits.any() and (~fits).any()
@@ -162,8 +201,12 @@ def test_decode_pool_capacity_limits_transferred_requests():
 
 
 def test_a_mixed_fleet_runs_each_group_on_its_own_hardware_and_engine():
-    res = run("workload.arrival={type: poisson, rate: 20}", *CHAT, "run.duration_s=60",
-              "cluster.replicas=[{count: 2, hardware: {gpu: h100-sxm}}, {count: 1, hardware: {gpu: h200}, engine: {max_num_seqs: 64}}]")
+    res = run(
+        "workload.arrival={type: poisson, rate: 20}",
+        *CHAT,
+        "run.duration_s=60",
+        "cluster.replicas=[{count: 2, hardware: {gpu: h100-sxm}}, {count: 1, hardware: {gpu: h200}, engine: {max_num_seqs: 64}}]",
+    )
     s = summarize(res)
     reps = s["replicas"]
     assert [r["gpu"] for r in reps] == ["h100-sxm", "h100-sxm", "h200"]
@@ -185,8 +228,14 @@ def test_a_router_that_never_refreshes_its_view_takes_turns():
 
 
 def test_prefix_affinity_keeps_a_group_on_one_replica_and_raises_hits():
-    common = ["workload.arrival={type: poisson, rate: 20}", *CHAT, "run.duration_s=60", "cluster.replicas=4",
-              "engine.enable_prefix_caching=true", "workload.shared_prefix={num_groups: 8, tokens: 2000}"]
+    common = [
+        "workload.arrival={type: poisson, rate: 20}",
+        *CHAT,
+        "run.duration_s=60",
+        "cluster.replicas=4",
+        "engine.enable_prefix_caching=true",
+        "workload.shared_prefix={num_groups: 8, tokens: 2000}",
+    ]
     aff = run(*common, "cluster.router=prefix_affinity")
     c = aff.reqs.columns()
     for g in range(8):
@@ -199,8 +248,10 @@ def test_cluster_runs_are_byte_identical(tmp_path):
     from simulator.cli import main
 
     sc = tmp_path / "fleet.yaml"
-    sc.write_text("model: llama-3.1-8b\nworkload: {arrival: {type: poisson, rate: 20}}\n"
-                  "cluster: {replicas: 3, router: power_of_two}\nrun: {duration_s: 30, warmup_s: 5}\n")
+    sc.write_text(
+        "model: llama-3.1-8b\nworkload: {arrival: {type: poisson, rate: 20}}\n"
+        "cluster: {replicas: 3, router: power_of_two}\nrun: {duration_s: 30, warmup_s: 5}\n"
+    )
     outs = []
     for k in range(2):
         assert main(["run", str(sc), "--out", str(tmp_path / f"r{k}")]) == 0
@@ -218,8 +269,15 @@ def test_perfetto_trace_of_a_fleet_has_each_replica_and_the_transfers(tmp_path):
 
     from simulator.export import write_perfetto
 
-    sc = blank_scenario([*BASE, "workload.arrival={type: poisson, rate: 5}", *CHAT, "run.duration_s=10",
-                         "disaggregation={prefill: {count: 2}, decode: {count: 1}}"])
+    sc = blank_scenario(
+        [
+            *BASE,
+            "workload.arrival={type: poisson, rate: 5}",
+            *CHAT,
+            "run.duration_s=10",
+            "disaggregation={prefill: {count: 2}, decode: {count: 1}}",
+        ]
+    )
     res = simulate(sc, trace=1)
     ev = json.loads(write_perfetto(res, tmp_path / "t.json").read_text())["traceEvents"]
     names = {e["args"]["name"] for e in ev if e.get("name") == "process_name"}
@@ -236,12 +294,19 @@ def test_perfetto_trace_of_a_fleet_has_each_replica_and_the_transfers(tmp_path):
     assert all(isinstance(i, str) and ":" in i for i in ids)  # replica-prefixed: no clash between replicas
 
 
-@pytest.mark.parametrize("over", [
-    ["cluster.replicas=3", "cluster.router=score", "engine.enable_prefix_caching=true",
-     "workload.shared_prefix={num_groups: 5, tokens: 1000}"],
-    ["cluster.replicas=3", "cluster.router=least_kv", "cluster.router_staleness_s=0.5"],
-    ["disaggregation={prefill: {count: 2}, decode: {count: 1, engine: {num_gpu_blocks_override: 1500}}}"],
-])
+@pytest.mark.parametrize(
+    "over",
+    [
+        [
+            "cluster.replicas=3",
+            "cluster.router=score",
+            "engine.enable_prefix_caching=true",
+            "workload.shared_prefix={num_groups: 5, tokens: 1000}",
+        ],
+        ["cluster.replicas=3", "cluster.router=least_kv", "cluster.router_staleness_s=0.5"],
+        ["disaggregation={prefill: {count: 2}, decode: {count: 1, engine: {num_gpu_blocks_override: 1500}}}"],
+    ],
+)
 def test_fleets_are_identical_on_the_reference_and_the_compiled_step(over):
     """The router reads the replicas' queues and KV usage as each step leaves them (requests still
     in the front-end not yet waiting): the same decisions, hence the same run, on both steps."""

@@ -51,7 +51,10 @@ def test_model_that_does_not_fit_says_by_how_much():
 def test_type_errors():
     """Wrong types are named."""
     assert err({"run": {"seed": "abc"}}) == "run.seed must be an integer (got 'abc')"
-    assert err({"engine": {"enable_prefix_caching": "yes"}}) == "engine.enable_prefix_caching must be true or false (got 'yes')"
+    assert (
+        err({"engine": {"enable_prefix_caching": "yes"}})
+        == "engine.enable_prefix_caching must be true or false (got 'yes')"
+    )
 
 
 def test_malformed_yaml_gives_line_and_column(tmp_path):
@@ -87,7 +90,9 @@ def test_file_names_in_a_scenario_are_read_from_its_folder(tmp_path, monkeypatch
 
 
 def test_a_folder_given_as_scenario_is_named_as_such():
-    with pytest.raises(ConfigError, match=r"^scenario: scenarios is a folder; give a scenario YAML file such as scenarios/"):
+    with pytest.raises(
+        ConfigError, match=r"^scenario: scenarios is a folder; give a scenario YAML file such as scenarios/"
+    ):
         load_scenario("scenarios")
 
 
@@ -149,15 +154,22 @@ def test_the_json_schema_accepts_every_shipped_scenario_and_catches_field_mistak
     validator = jsonschema.Draft202012Validator(schema)
     validator.check_schema(schema)
     root = Path(__file__).resolve().parents[1]
-    files = [*glob.glob(f"{root}/scenarios/*.yaml"), *glob.glob(f"{root}/benchmarks/scenarios/*.yaml"),
-             f"{root}/simulator/data/default_scenario.yaml"]
+    files = [
+        *glob.glob(f"{root}/scenarios/*.yaml"),
+        *glob.glob(f"{root}/benchmarks/scenarios/*.yaml"),
+        f"{root}/simulator/data/default_scenario.yaml",
+    ]
     assert len(files) > 15
     for f in files:
         errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(yamlio.load(Path(f).read_text()))]
         assert not errors, f"{f}: {errors}"
-    for name, where in (("unknown_top_key", []), ("preemption_typo", ["engine", "preemption_mode"]),
-                        ("budget_negative", ["engine", "max_num_batched_tokens"]), ("seed_string", ["run", "seed"]),
-                        ("rate_negative", ["workload", "arrival", "rate"])):
+    for name, where in (
+        ("unknown_top_key", []),
+        ("preemption_typo", ["engine", "preemption_mode"]),
+        ("budget_negative", ["engine", "max_num_batched_tokens"]),
+        ("seed_string", ["run", "seed"]),
+        ("rate_negative", ["workload", "arrival", "rate"]),
+    ):
         data = yamlio.load((root / "tests" / "bad_inputs" / f"{name}.yaml").read_text())
         assert [list(e.path) for e in validator.iter_errors(data)] == [where], name
         with pytest.raises(ConfigError):

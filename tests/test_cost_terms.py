@@ -20,13 +20,22 @@ GPUS = ["h100-sxm", "a100-80gb", "l40s", "h100-pcie"]
 
 @settings(max_examples=200, deadline=None)
 @given(
-    model=st.sampled_from(MODELS), gpu=st.sampled_from(GPUS), tp=st.sampled_from([1, 2, 4, 8]),
-    seqs=st.integers(0, 2048), extra=st.integers(0, 8192), context=st.integers(0, 2_000_000),
-    swap=st.sampled_from([0.0, 1e6, 3e9]), graphs=st.sampled_from([0, 512]), async_=st.booleans(),
-    eager=st.booleans(), mixed_rows=st.sampled_from([0.0, 106.0]), cpu=st.booleans(),
+    model=st.sampled_from(MODELS),
+    gpu=st.sampled_from(GPUS),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    seqs=st.integers(0, 2048),
+    extra=st.integers(0, 8192),
+    context=st.integers(0, 2_000_000),
+    swap=st.sampled_from([0.0, 1e6, 3e9]),
+    graphs=st.sampled_from([0, 512]),
+    async_=st.booleans(),
+    eager=st.booleans(),
+    mixed_rows=st.sampled_from([0.0, 106.0]),
+    cpu=st.booleans(),
 )
-def test_the_terms_of_a_step_add_up_to_its_time(model, gpu, tp, seqs, extra, context, swap, graphs, async_, eager,
-                                                mixed_rows, cpu):
+def test_the_terms_of_a_step_add_up_to_its_time(
+    model, gpu, tp, seqs, extra, context, swap, graphs, async_, eager, mixed_rows, cpu
+):
     """Whatever the step (decodes, prefill chunks, swap traffic), model (dense, MoE, MLA), GPU, tensor
     parallelism and execution (CUDA graphs or not, async scheduling, eager, the engine's CPU work),
     the listed terms sum to the step time."""
@@ -34,11 +43,25 @@ def test_the_terms_of_a_step_add_up_to_its_time(model, gpu, tp, seqs, extra, con
     if m.num_heads % tp:
         return
     tokens = seqs + (extra if seqs else 0)
-    w = StepWork(num_seqs=seqs, num_tokens=tokens, num_prefill_tokens=tokens - seqs, num_decode_tokens=seqs,
-                 context_tokens=context if seqs else 0, attn_pairs=float(context + tokens) * max(seqs, 1),
-                 num_sampled=seqs, swap_bytes=swap, single_row_context=context // 2 if seqs else 0)
-    x = Execution(max_capture_size=graphs, pad=graphs > 0, async_scheduling=async_, cpu_share=1.0 if cpu else 0.0,
-                  enforce_eager=eager, mixed_decode_rows=mixed_rows)
+    w = StepWork(
+        num_seqs=seqs,
+        num_tokens=tokens,
+        num_prefill_tokens=tokens - seqs,
+        num_decode_tokens=seqs,
+        context_tokens=context if seqs else 0,
+        attn_pairs=float(context + tokens) * max(seqs, 1),
+        num_sampled=seqs,
+        swap_bytes=swap,
+        single_row_context=context // 2 if seqs else 0,
+    )
+    x = Execution(
+        max_capture_size=graphs,
+        pad=graphs > 0,
+        async_scheduling=async_,
+        cpu_share=1.0 if cpu else 0.0,
+        enforce_eager=eager,
+        mixed_decode_rows=mixed_rows,
+    )
     cm = CostModel(m, load_gpu(gpu), tp, Efficiency(cpu_step_s=1e-3, cpu_per_seq_s=3e-5), execution=x)
     total = sum(o.seconds for o in cm.ops(w))
     assert total == pytest.approx(cm.step_time(w), rel=1e-12, abs=1e-15)

@@ -71,34 +71,66 @@ CASES = {
     "collapse": (C1200, ["run.duration_s=40", "run.warmup_s=10"]),
     "collapse_small_pool": (C1200, SMALL),
     "no_prefix_caching": (C1200, [*SMALL, "engine.enable_prefix_caching=false"]),
-    "first_chunk_threshold": (C1200, [*SMALL, "engine.admission=first_chunk", "engine.long_prefill_token_threshold=64",
-                                      "engine.max_num_batched_tokens=512", "engine.max_num_seqs=512"]),
+    "first_chunk_threshold": (
+        C1200,
+        [
+            *SMALL,
+            "engine.admission=first_chunk",
+            "engine.long_prefill_token_threshold=64",
+            "engine.max_num_batched_tokens=512",
+            "engine.max_num_seqs=512",
+        ],
+    ),
     "seat_limited": (C1200, [*SHORT, "engine.max_num_seqs=300"]),
     # Every preemption mode and policy under pressure.
     "swap": (C1200, [*SMALL, "engine.preemption_mode=swap", "engine.swap_space_gb=1"]),
     "swap_full_recompute": (C1200, [*SMALL, "engine.preemption_mode=swap", "engine.swap_space_gb=0.2"]),
-    "swap_full_abort": (C1200, [*SMALL, "engine.preemption_mode=swap", "engine.swap_space_gb=0.2",
-                                "engine.on_swap_full=abort"]),
+    "swap_full_abort": (
+        C1200,
+        [*SMALL, "engine.preemption_mode=swap", "engine.swap_space_gb=0.2", "engine.on_swap_full=abort"],
+    ),
     "priority": (C1200, [*SMALL, "engine.scheduling_policy=priority"]),
     # Blocks shared by several requests: shared prefixes, multi-turn sessions, both at once.
-    "shared_prefix": (C1200, [*SHORT, "engine.num_gpu_blocks_override=8000",
-                              "workload.shared_prefix={num_groups: 4, tokens: 500, fraction: 0.7}"]),
+    "shared_prefix": (
+        C1200,
+        [
+            *SHORT,
+            "engine.num_gpu_blocks_override=8000",
+            "workload.shared_prefix={num_groups: 4, tokens: 500, fraction: 0.7}",
+        ],
+    ),
     "sessions": ("scenarios/workload_chat_sessions.yaml", ["run.duration_s=60", "engine.num_gpu_blocks_override=3000"]),
-    "classes_priority_sessions_prefixes": ("scenarios/workload_mixed_classes.yaml", [
-        "run.duration_s=60", "engine.num_gpu_blocks_override=2500", "engine.admission=first_chunk",
-        "engine.long_prefill_token_threshold=256"]),
-    "classes_swap": ("scenarios/workload_mixed_classes.yaml", [
-        "run.duration_s=60", "engine.num_gpu_blocks_override=2500", "engine.preemption_mode=swap",
-        "engine.swap_space_gb=2"]),
+    "classes_priority_sessions_prefixes": (
+        "scenarios/workload_mixed_classes.yaml",
+        [
+            "run.duration_s=60",
+            "engine.num_gpu_blocks_override=2500",
+            "engine.admission=first_chunk",
+            "engine.long_prefill_token_threshold=256",
+        ],
+    ),
+    "classes_swap": (
+        "scenarios/workload_mixed_classes.yaml",
+        [
+            "run.duration_s=60",
+            "engine.num_gpu_blocks_override=2500",
+            "engine.preemption_mode=swap",
+            "engine.swap_space_gb=2",
+        ],
+    ),
     "binned_log": ("scenarios/collapse_c512.yaml", [*SHORT, "run.step_log_bin_s=2"]),
     # Open loop: many steps per call, runs cut at arrivals, more than one log stage.
     "poisson": ("benchmarks/scenarios/poisson_10k_llama2_7b.yaml", ["run.num_requests=600"]),
-    "poisson_queueing": ("benchmarks/scenarios/poisson_10k_llama2_7b.yaml", [
-        "run.num_requests=500", "engine.max_num_seqs=5", "workload.arrival.rate=30"]),
+    "poisson_queueing": (
+        "benchmarks/scenarios/poisson_10k_llama2_7b.yaml",
+        ["run.num_requests=500", "engine.max_num_seqs=5", "workload.arrival.rate=30"],
+    ),
     "diurnal": ("scenarios/workload_diurnal_ramp.yaml", ["run.duration_s=60"]),
     # Cost-model terms the dense single-GPU cases do not reach: MoE experts and tensor parallelism.
-    "moe_tp2": ("benchmarks/scenarios/poisson_short.yaml", ["model=mixtral-8x7b", "hardware.tensor_parallel_size=2",
-                                                            "run.num_requests=800"]),
+    "moe_tp2": (
+        "benchmarks/scenarios/poisson_short.yaml",
+        ["model=mixtral-8x7b", "hardware.tensor_parallel_size=2", "run.num_requests=800"],
+    ),
     # A FlashAttention-2 GPU: the decodes of a step that also carries a prefill chunk cost extra rows.
     "fa2_mixed_steps": (C1200, [*SMALL, "hardware.gpu=a100-80gb"]),
 }
@@ -122,8 +154,13 @@ def test_trace_replay_is_byte_identical(tmp_path):
     prompt[2500], out[2500] = 6000, 400
     rows = "".join(f"{a:.6f},{p},{o}\n" for a, p, o in zip(t, prompt, out))
     (tmp_path / "t.csv").write_text("arrival_time_s,prompt_tokens,output_tokens\n" + rows)
-    over = [f"workload.trace={tmp_path / 't.csv'}", "run.duration_s=null", "run.num_requests=3000",
-            "engine.num_gpu_blocks_override=3000", "engine.max_num_seqs=128"]
+    over = [
+        f"workload.trace={tmp_path / 't.csv'}",
+        "run.duration_s=null",
+        "run.num_requests=3000",
+        "engine.num_gpu_blocks_override=3000",
+        "engine.max_num_seqs=128",
+    ]
     ref, comp = _both(lambda k: load_scenario("benchmarks/scenarios/poisson_short.yaml", over + [f"run.kernel={k}"])[0])
     _assert_same(ref, comp)
     summary = json.loads(ref["summary"])
@@ -132,8 +169,13 @@ def test_trace_replay_is_byte_identical(tmp_path):
 
 def _random_scenario(d: dict, kernel: str):
     if d["arrival"] == "closed_loop":  # think time and ramp-up: client events between steps
-        arrival = {"type": "closed_loop", "concurrency": d["load"], "think_time_s": d["think"],
-                   "think_time_dist": "exponential", "ramp_up_s": d["think"]}
+        arrival = {
+            "type": "closed_loop",
+            "concurrency": d["load"],
+            "think_time_s": d["think"],
+            "think_time_dist": "exponential",
+            "ramp_up_s": d["think"],
+        }
     else:
         arrival = {"type": d["arrival"], "rate": float(d["load"]), **({"cv": 3.0} if d["arrival"] == "gamma" else {})}
     workload = {
@@ -147,66 +189,93 @@ def _random_scenario(d: dict, kernel: str):
         workload["session"] = {"turns": {"dist": "uniform", "min": 1, "max": d["turns"]}, "think_time_s": d["think"]}
     if d["classes"]:  # two priority classes sharing the arrival stream
         workload["classes"] = {"urgent": {"weight": 1, "priority": 0}, "batch": {"weight": 2, "priority": 3}}
-    return scenario_from_dict({
-        "model": "llama-3.1-8b",
-        "hardware": {"gpu": d["gpu"]},
-        "engine": {
-            "num_gpu_blocks_override": d["blocks"], "block_size": d["block_size"], "max_num_seqs": d["seqs"],
-            "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats
-            "enable_prefix_caching": d["caching"], "admission": d["admission"],
-            "long_prefill_token_threshold": d["thr"], "max_model_len": 4096, "scheduling_policy": d["policy"],
-            "preemption_mode": d["preemption"], "swap_space_gb": d["swap_gb"], "on_swap_full": d["on_swap_full"],
-            "vllm_version": d["version"], "async_scheduling": d["async"], "enforce_eager": d["eager"],
-        },
-        "frontend": {"enabled": d["api_servers"] > 0, "api_server_count": max(d["api_servers"], 1),
-                     "endpoint": d["endpoint"]},
-        "workload": workload,
-        "run": {"seed": d["seed"], "duration_s": d["duration"], "warmup_s": 0.0, "kernel": kernel,
-                "max_steps": d["max_steps"]},
-    })
+    return scenario_from_dict(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": {"gpu": d["gpu"]},
+            "engine": {
+                "num_gpu_blocks_override": d["blocks"],
+                "block_size": d["block_size"],
+                "max_num_seqs": d["seqs"],
+                "max_num_batched_tokens": max(d["budget"], d["seqs"]),  # vLLM refuses a budget below the seats
+                "enable_prefix_caching": d["caching"],
+                "admission": d["admission"],
+                "long_prefill_token_threshold": d["thr"],
+                "max_model_len": 4096,
+                "scheduling_policy": d["policy"],
+                "preemption_mode": d["preemption"],
+                "swap_space_gb": d["swap_gb"],
+                "on_swap_full": d["on_swap_full"],
+                "vllm_version": d["version"],
+                "async_scheduling": d["async"],
+                "enforce_eager": d["eager"],
+            },
+            "frontend": {
+                "enabled": d["api_servers"] > 0,
+                "api_server_count": max(d["api_servers"], 1),
+                "endpoint": d["endpoint"],
+            },
+            "workload": workload,
+            "run": {
+                "seed": d["seed"],
+                "duration_s": d["duration"],
+                "warmup_s": 0.0,
+                "kernel": kernel,
+                "max_steps": d["max_steps"],
+            },
+        }
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.fixed_dictionaries({
-    "arrival": st.sampled_from(["closed_loop", "poisson", "gamma"]),
-    "gpu": st.sampled_from(["h100-sxm", "a100-80gb"]),
-    "think": st.sampled_from([0.0, 0.05, 1.0]),
-    "load": st.integers(1, 120),
-    "blocks": st.integers(8, 600),
-    "block_size": st.sampled_from([1, 8, 16, 128]),  # the sizes vLLM accepts
-    "seqs": st.integers(1, 96),
-    "budget": st.sampled_from([16, 64, 512, 4096]),
-    "caching": st.booleans(),
-    "admission": st.sampled_from(["first_chunk", "full_prompt"]),
-    "thr": st.sampled_from([0, 8, 100]),
-    "policy": st.sampled_from(["fcfs", "priority"]),
-    "preemption": st.sampled_from(["recompute", "swap"]),
-    "swap_gb": st.sampled_from([0.0, 0.05, 4.0]),
-    "on_swap_full": st.sampled_from(["recompute", "abort"]),
-    "groups": st.sampled_from([0, 0, 1, 3]),
-    "prefix": st.integers(1, 300),
-    "turns": st.sampled_from([1, 1, 3]),
-    "classes": st.booleans(),
-    "prompt": st.integers(1, 600),
-    "output": st.integers(1, 200),
-    "seed": st.integers(0, 1000),
-    "duration": st.sampled_from([2.0, 8.0]),
-    "max_steps": st.sampled_from([50_000_000, 300]),
-    "version": st.sampled_from(["0.10", "0.19", "0.26", "0.32"]),
-    "async": st.sampled_from([None, False, True]),
-    "eager": st.booleans(),
-    "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
-    "endpoint": st.sampled_from(["completions", "chat"]),
-}))
+@given(
+    st.fixed_dictionaries(
+        {
+            "arrival": st.sampled_from(["closed_loop", "poisson", "gamma"]),
+            "gpu": st.sampled_from(["h100-sxm", "a100-80gb"]),
+            "think": st.sampled_from([0.0, 0.05, 1.0]),
+            "load": st.integers(1, 120),
+            "blocks": st.integers(8, 600),
+            "block_size": st.sampled_from([1, 8, 16, 128]),  # the sizes vLLM accepts
+            "seqs": st.integers(1, 96),
+            "budget": st.sampled_from([16, 64, 512, 4096]),
+            "caching": st.booleans(),
+            "admission": st.sampled_from(["first_chunk", "full_prompt"]),
+            "thr": st.sampled_from([0, 8, 100]),
+            "policy": st.sampled_from(["fcfs", "priority"]),
+            "preemption": st.sampled_from(["recompute", "swap"]),
+            "swap_gb": st.sampled_from([0.0, 0.05, 4.0]),
+            "on_swap_full": st.sampled_from(["recompute", "abort"]),
+            "groups": st.sampled_from([0, 0, 1, 3]),
+            "prefix": st.integers(1, 300),
+            "turns": st.sampled_from([1, 1, 3]),
+            "classes": st.booleans(),
+            "prompt": st.integers(1, 600),
+            "output": st.integers(1, 200),
+            "seed": st.integers(0, 1000),
+            "duration": st.sampled_from([2.0, 8.0]),
+            "max_steps": st.sampled_from([50_000_000, 300]),
+            "version": st.sampled_from(["0.10", "0.19", "0.26", "0.32"]),
+            "async": st.sampled_from([None, False, True]),
+            "eager": st.booleans(),
+            "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
+            "endpoint": st.sampled_from(["completions", "chat"]),
+        }
+    )
+)
 def test_random_scenarios_are_byte_identical(d):
     _assert_same(*_both(lambda k: _random_scenario(d, k)))
 
 
 def test_auto_runs_the_compiled_step_for_every_feature():
     """``run.kernel: auto`` (the default) runs the compiled step whatever the scheduler settings and workload."""
-    for path, over in [("scenarios/collapse_c512.yaml", []), ("scenarios/collapse_c512.yaml", ["engine.scheduling_policy=priority"]),
-                       ("scenarios/collapse_c512.yaml", ["engine.preemption_mode=swap"]),
-                       ("scenarios/workload_chat_sessions.yaml", []), ("scenarios/workload_mixed_classes.yaml", [])]:
+    for path, over in [
+        ("scenarios/collapse_c512.yaml", []),
+        ("scenarios/collapse_c512.yaml", ["engine.scheduling_policy=priority"]),
+        ("scenarios/collapse_c512.yaml", ["engine.preemption_mode=swap"]),
+        ("scenarios/workload_chat_sessions.yaml", []),
+        ("scenarios/workload_mixed_classes.yaml", []),
+    ]:
         sc, _ = load_scenario(path, ["run.duration_s=5", "run.warmup_s=0", *over])
         assert isinstance(build(sc)[1], CompiledEngine), over
 
@@ -219,7 +288,9 @@ def test_compiled_watchdog_raises_the_diagnostic():
     env, engine, _ = build(sc)
     engine.stall_steps = 0
     engine.st.cfg[L.STALL_STEPS] = 0
-    with pytest.raises(SimulationStalled, match=r"^no progress for 0 steps .* running=\d+ waiting=\d+ swapped=0 free_blocks=\d+/\d+"):
+    with pytest.raises(
+        SimulationStalled, match=r"^no progress for 0 steps .* running=\d+ waiting=\d+ swapped=0 free_blocks=\d+/\d+"
+    ):
         env.run(until=5)
 
 
@@ -240,10 +311,14 @@ def test_the_step_runs_as_plain_python_with_the_same_results(tmp_path):
         " request_frame(res).to_csv(float_format='%.17g'), step_frame(res).to_csv(float_format='%.17g')]))\n"
     )
     runs = {}
-    for name, kern, env in [("python", "compiled", {"NUMBA_DISABLE_JIT": "1"}), ("compiled", "compiled", {}),
-                            ("reference", "reference", {})]:
-        out = subprocess.run([sys.executable, "-c", script, kern], capture_output=True, text=True, check=True,
-                             env={**os.environ, **env})
+    for name, kern, env in [
+        ("python", "compiled", {"NUMBA_DISABLE_JIT": "1"}),
+        ("compiled", "compiled", {}),
+        ("reference", "reference", {}),
+    ]:
+        out = subprocess.run(
+            [sys.executable, "-c", script, kern], capture_output=True, text=True, check=True, env={**os.environ, **env}
+        )
         runs[name] = json.loads(out.stdout)
     assert runs["python"][0] == "python" and runs["compiled"][0] in ("aot", "jit")
     assert runs["python"][1:] == runs["compiled"][1:] == runs["reference"][1:]

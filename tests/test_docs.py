@@ -17,7 +17,9 @@ def test_scenario_reference_is_current():
     with contextlib.redirect_stdout(buf):
         main(["fields", "--markdown"])
     doc = (ROOT / "docs" / "scenario-reference.md").read_text()
-    assert buf.getvalue().strip() in doc, "docs/scenario-reference.md: regenerate the table with: servesim fields --markdown"
+    assert buf.getvalue().strip() in doc, (
+        "docs/scenario-reference.md: regenerate the table with: servesim fields --markdown"
+    )
 
 
 def test_readme_is_the_newcomers_page_and_its_links_resolve():

@@ -20,8 +20,18 @@ def test_run_writes_results_and_is_deterministic(tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     sa = json.loads((a / "summary.json").read_text())
     assert not any("wall" in k or "speedup" in k for k in sa)
-    for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_itl_ms", "kv_cache_usage_mean",
-                "num_preemptions", "num_completed", "num_rejected", "simulated_time_s", "num_steps"):
+    for key in (
+        "request_throughput",
+        "output_throughput",
+        "mean_ttft_ms",
+        "p99_itl_ms",
+        "kv_cache_usage_mean",
+        "num_preemptions",
+        "num_completed",
+        "num_rejected",
+        "simulated_time_s",
+        "num_steps",
+    ):
         assert key in sa
     assert sa["num_completed"] > 0
     assert (a / "kv_cache_usage.png").stat().st_size > 10_000
@@ -40,7 +50,8 @@ def test_bad_input_is_one_line_without_traceback(tmp_path):
     """A bad value exits 2 with one line on stderr."""
     p = subprocess.run(
         [sys.executable, "-m", "simulator", "run", "--out", str(tmp_path), "--set", "engine.max_num_seqs=0"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert p.returncode == 2
     assert p.stderr.strip() == "error: engine.max_num_seqs must be >= 1 (got 0)"

@@ -66,11 +66,19 @@ def test_openmetrics_parses_with_vllms_names_types_and_consistent_values(run):
     text = openmetrics_text(run, interval_s=1.0).decode()
     assert text.endswith("# EOF\n")
     fams = _parse_each_scrape(text)
-    want = {"vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge", "vllm:kv_cache_usage_perc": "gauge",
-            "vllm:num_preemptions": "counter", "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter",
-            "vllm:request_success": "counter", "vllm:time_to_first_token_seconds": "histogram",
-            "vllm:inter_token_latency_seconds": "histogram", "vllm:e2e_request_latency_seconds": "histogram",
-            "vllm:request_queue_time_seconds": "histogram"}
+    want = {
+        "vllm:num_requests_running": "gauge",
+        "vllm:num_requests_waiting": "gauge",
+        "vllm:kv_cache_usage_perc": "gauge",
+        "vllm:num_preemptions": "counter",
+        "vllm:prompt_tokens": "counter",
+        "vllm:generation_tokens": "counter",
+        "vllm:request_success": "counter",
+        "vllm:time_to_first_token_seconds": "histogram",
+        "vllm:inter_token_latency_seconds": "histogram",
+        "vllm:e2e_request_latency_seconds": "histogram",
+        "vllm:request_queue_time_seconds": "histogram",
+    }
     for name, kind in want.items():
         assert fams[name].type == kind, name
     log = run.engine.log.columns()
@@ -89,21 +97,30 @@ def test_openmetrics_parses_with_vllms_names_types_and_consistent_values(run):
     assert last["vllm:num_preemptions_total"] == log["num_preemptions"].sum() > 0
     finished = int((run.reqs.status[: run.reqs.n] == 3).sum())
     assert last["vllm:request_success_total"] == finished == last["vllm:e2e_request_latency_seconds_count"]
-    assert min(v for _, v in series[("vllm:kv_cache_usage_perc", (("engine", "0"), ("model_name", "llama-3.1-8b")))]) >= 0
+    assert (
+        min(v for _, v in series[("vllm:kv_cache_usage_perc", (("engine", "0"), ("model_name", "llama-3.1-8b")))]) >= 0
+    )
     # A histogram's buckets are cumulative over le, the +Inf bucket equals the count.
-    ttft = [s for s in fams["vllm:time_to_first_token_seconds"].samples if float(s.timestamp) == DEFAULT_START_EPOCH + 60]
+    ttft = [
+        s for s in fams["vllm:time_to_first_token_seconds"].samples if float(s.timestamp) == DEFAULT_START_EPOCH + 60
+    ]
     buckets = [s.value for s in ttft if s.name.endswith("_bucket")]
     assert buckets == sorted(buckets) and buckets[-1] == next(s.value for s in ttft if s.name.endswith("_count"))
 
 
 # CI installs promtool and sets SERVESIM_REQUIRE_PROMTOOL, so there the test runs or fails, never skips.
-@pytest.mark.skipif(shutil.which("promtool") is None and not os.environ.get("SERVESIM_REQUIRE_PROMTOOL"),
-                    reason="promtool not installed (Debian: apt-get install prometheus)")
+@pytest.mark.skipif(
+    shutil.which("promtool") is None and not os.environ.get("SERVESIM_REQUIRE_PROMTOOL"),
+    reason="promtool not installed (Debian: apt-get install prometheus)",
+)
 def test_promtool_turns_the_openmetrics_into_prometheus_blocks(run, tmp_path):
     assert shutil.which("promtool"), "SERVESIM_REQUIRE_PROMTOOL is set but promtool is not on the PATH"
     (tmp_path / "m.om").write_bytes(openmetrics_text(run))
-    out = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "m.om"),
-                          str(tmp_path / "data")], capture_output=True, text=True)
+    out = subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp_path / "m.om"), str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert any((tmp_path / "data").iterdir())
 
@@ -144,8 +161,19 @@ def test_perfetto_trace_follows_the_trace_event_format(run):
 
 
 def test_cli_writes_both_exports(tmp_path, capsys):
-    args = ["run", "--out", str(tmp_path / "r"), "--set", "run.duration_s=20", "--set", "run.warmup_s=0",
-            "--metrics", "openmetrics", "--trace", str(tmp_path / "t.json")]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path / "r"),
+        "--set",
+        "run.duration_s=20",
+        "--set",
+        "run.warmup_s=0",
+        "--metrics",
+        "openmetrics",
+        "--trace",
+        str(tmp_path / "t.json"),
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"wrote {tmp_path / 'r' / 'metrics.openmetrics'}" in out and f"wrote {tmp_path / 't.json'}" in out

@@ -22,9 +22,20 @@ SHORT = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]
 def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path, capsys):
     """Open loop, every prompt too long: the run completes, writes every file, and says why (no
     front-end, so that every request reaches the engine within the run)."""
-    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "frontend.enabled=false",
-            "--set", "workload.arrival={type: poisson, rate: 10}",
-            "--set", "workload.prompt_tokens={dist: fixed, value: 200000}", "--set", "workload.over_max_model_len=reject"]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path),
+        *SHORT,
+        "--set",
+        "frontend.enabled=false",
+        "--set",
+        "workload.arrival={type: poisson, rate: 10}",
+        "--set",
+        "workload.prompt_tokens={dist: fixed, value: 200000}",
+        "--set",
+        "workload.over_max_model_len=reject",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -37,28 +48,52 @@ def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path
 def test_closed_loop_clients_resubmitting_rejected_requests_stop_with_one_line(tmp_path, capsys):
     """Closed loop without a front-end (whose intake takes time): rejected requests come back at the
     same instant forever; the run stops with a one-line diagnostic (before, it ran out of memory)."""
-    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "frontend.enabled=false",
-            "--set", "workload.prompt_tokens={dist: fixed, value: 200000}",
-            "--set", "workload.over_max_model_len=reject"]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path),
+        *SHORT,
+        "--set",
+        "frontend.enabled=false",
+        "--set",
+        "workload.prompt_tokens={dist: fixed, value: 200000}",
+        "--set",
+        "workload.over_max_model_len=reject",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith("error: SimulationStalled: 100,000 requests in a row rejected at t=0.000 s")
+    assert "\n" not in err and err.startswith(
+        "error: SimulationStalled: 100,000 requests in a row rejected at t=0.000 s"
+    )
 
 
 def test_num_requests_means_that_many_unless_a_duration_is_set(capsys, tmp_path):
     """run.num_requests alone runs until that many are done (as --num-prompts); with run.duration_s
     too, the run stops at whichever comes first and says so."""
     base = ["--set", "workload.arrival={type: poisson, rate: 20}", "--set", "run.warmup_s=0"]
-    sc, _ = load_scenario(None, ["workload.arrival={type: poisson, rate: 20}", "run.warmup_s=0", "run.num_requests=3000"])
+    sc, _ = load_scenario(
+        None, ["workload.arrival={type: poisson, rate: 20}", "run.warmup_s=0", "run.num_requests=3000"]
+    )
     res = simulate(sc)
     assert res.reqs.n == 3000 and res.stopped_by == "requests done" and res.end_time > 140
-    assert main(["run", "--out", str(tmp_path), *base, "--set", "run.num_requests=3000", "--set", "run.duration_s=60"]) == 0
+    assert (
+        main(["run", "--out", str(tmp_path), *base, "--set", "run.num_requests=3000", "--set", "run.duration_s=60"])
+        == 0
+    )
     assert "stopped at run.duration_s (60 s) after submitting 1,2" in capsys.readouterr().out
 
 
 def test_truncated_requests_are_counted_and_reported(tmp_path, capsys):
-    args = ["run", "--out", str(tmp_path), *SHORT, "--set", "workload.arrival={type: poisson, rate: 2}",
-            "--set", "workload.prompt_tokens={dist: fixed, value: 1000000}"]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path),
+        *SHORT,
+        "--set",
+        "workload.arrival={type: poisson, rate: 2}",
+        "--set",
+        "workload.prompt_tokens={dist: fixed, value: 1000000}",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -79,9 +114,19 @@ def test_an_empty_scenario_file_runs_the_documented_defaults(tmp_path):
 def test_overload_and_unfinished_runs_are_flagged(tmp_path, capsys):
     """An open-loop run whose queue grows is called overloaded, and a 'finished 0' beside a high
     throughput is explained."""
-    args = ["run", "--out", str(tmp_path), "--set", "run.duration_s=30", "--set", "run.warmup_s=10",
-            "--set", "workload.arrival={type: poisson, rate: 200}",
-            "--set", "workload.output_tokens={dist: fixed, value: 2000}"]
+    args = [
+        "run",
+        "--out",
+        str(tmp_path),
+        "--set",
+        "run.duration_s=30",
+        "--set",
+        "run.warmup_s=10",
+        "--set",
+        "workload.arrival={type: poisson, rate: 200}",
+        "--set",
+        "workload.output_tokens={dist: fixed, value: 2000}",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "overloaded:" in out and "requests still waiting at the end" in out
@@ -101,7 +146,9 @@ def test_compare_tells_two_runs_of_one_scenario_apart(tmp_path, capsys):
     for d in ("a", "b"):
         assert main(["run", "--out", str(tmp_path / d / "run"), *SHORT]) == 0
     capsys.readouterr()
-    assert main(["compare", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run"), "--out", str(tmp_path / "ab")]) == 0
+    assert (
+        main(["compare", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run"), "--out", str(tmp_path / "ab")]) == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("a/run ") and lines[2].startswith("b/run ")
 
@@ -112,7 +159,10 @@ def test_plot_redraws_a_folder_of_runs_and_a_sweep(tmp_path, capsys):
     (tmp_path / "runs" / "kv_cache_usage.png").unlink()
     assert main(["plot", str(tmp_path / "runs")]) == 0
     assert (tmp_path / "runs" / "kv_cache_usage.png").is_file()
-    assert main(["sweep", "--param", "engine.max_num_seqs=256,512", *SHORT, "--out", str(tmp_path / "sw"), "--jobs", "1"]) == 0
+    assert (
+        main(["sweep", "--param", "engine.max_num_seqs=256,512", *SHORT, "--out", str(tmp_path / "sw"), "--jobs", "1"])
+        == 0
+    )
     (tmp_path / "sw" / "metrics_vs_knob.png").unlink()
     capsys.readouterr()
     assert main(["plot", str(tmp_path / "sw")]) == 0
@@ -133,8 +183,13 @@ def test_a_sweep_whose_points_all_fail_lists_only_what_it_wrote(tmp_path, capsys
 
 def test_parity_runs_from_any_folder(tmp_path):
     """The recorded vLLM traces ship with the package: `servesim parity` needs no checkout."""
-    out = subprocess.run([sys.executable, "-m", "simulator", "parity"], cwd=tmp_path, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-m", "simulator", "parity"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "replays exact" in out.stdout.splitlines()[-1]
 

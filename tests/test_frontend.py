@@ -28,7 +28,13 @@ BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0", "run.du
 def frontend_params(request=0.01, prompt_token=1e-5, step=0.002, token=0.001, latency=0.05, finish=0.003):
     cp = ConstantCost(1.0).params.copy()
     cp[[P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP, P_FE_TOKEN, P_FE_LATENCY, P_FE_FINISH]] = [
-        request, prompt_token, step, token, latency, finish]
+        request,
+        prompt_token,
+        step,
+        token,
+        latency,
+        finish,
+    ]
 
     cp[P_FE_ON] = 1.0
     return cp
@@ -86,10 +92,18 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
     them, keep the engine's batch to what it can stream; yet a request sent reaches the engine within
     a few steps (the intake does not wait behind queued outputs), as the recorded vLLM servers show
     at 1,000-3,000 clients (simulator.frontend)."""
-    sc = blank_scenario([*BASE, "workload.arrival={type: closed_loop, concurrency: 400}", "run.num_requests=1600",
-                         "workload.prompt_tokens={dist: fixed, value: 128}",
-                         "workload.output_tokens={dist: lognormal, mean: 200, sigma: 0.5}",
-                         "frontend.output_token_us=200", "frontend.request_ms=1", "frontend.latency_ms=0"])
+    sc = blank_scenario(
+        [
+            *BASE,
+            "workload.arrival={type: closed_loop, concurrency: 400}",
+            "run.num_requests=1600",
+            "workload.prompt_tokens={dist: fixed, value: 128}",
+            "workload.output_tokens={dist: lognormal, mean: 200, sigma: 0.5}",
+            "frontend.output_token_us=200",
+            "frontend.request_ms=1",
+            "frontend.latency_ms=0",
+        ]
+    )
     res = simulate(sc)
     steps = res.engine.log.columns()
     c = res.reqs.columns()
@@ -101,10 +115,22 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
 
 
 def _burst(n, *over):
-    sc = blank_scenario([*BASE, f"workload.arrival={{type: closed_loop, concurrency: {n}}}", f"run.num_requests={n}",
-                         "workload.prompt_tokens={dist: fixed, value: 128}", "workload.output_tokens={dist: fixed, value: 4}",
-                         "frontend.request_ms=10", "frontend.prompt_token_us=0", "frontend.latency_ms=0",
-                         "frontend.finish_ms=0", "frontend.output_token_us=0", "frontend.step_us=0", *over])
+    sc = blank_scenario(
+        [
+            *BASE,
+            f"workload.arrival={{type: closed_loop, concurrency: {n}}}",
+            f"run.num_requests={n}",
+            "workload.prompt_tokens={dist: fixed, value: 128}",
+            "workload.output_tokens={dist: fixed, value: 4}",
+            "frontend.request_ms=10",
+            "frontend.prompt_token_us=0",
+            "frontend.latency_ms=0",
+            "frontend.finish_ms=0",
+            "frontend.output_token_us=0",
+            "frontend.step_us=0",
+            *over,
+        ]
+    )
     return simulate(sc).reqs.columns()
 
 
@@ -159,10 +185,21 @@ def test_intake_keeps_arrival_order_and_never_gets_ahead_of_its_work(arrivals, s
 def test_api_servers_share_the_work_and_a_disabled_frontend_adds_nothing():
     """Two API servers halve the burst's intake; without a front-end the first token comes one
     prefill step after arrival."""
+
     def run(*over):
-        sc = blank_scenario([*BASE, "workload.arrival={type: closed_loop, concurrency: 200}", "run.num_requests=200",
-                             "workload.prompt_tokens={dist: fixed, value: 64}", "workload.output_tokens={dist: fixed, value: 2}",
-                             "frontend.request_ms=20", "frontend.prompt_token_us=0", "frontend.latency_ms=0", *over])
+        sc = blank_scenario(
+            [
+                *BASE,
+                "workload.arrival={type: closed_loop, concurrency: 200}",
+                "run.num_requests=200",
+                "workload.prompt_tokens={dist: fixed, value: 64}",
+                "workload.output_tokens={dist: fixed, value: 2}",
+                "frontend.request_ms=20",
+                "frontend.prompt_token_us=0",
+                "frontend.latency_ms=0",
+                *over,
+            ]
+        )
         res = simulate(sc)
         c = res.reqs.columns()
         return res, float(np.max(c["first_token"] - c["arrival"]))

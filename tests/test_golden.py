@@ -26,8 +26,9 @@ def test_two_requests_chunked_prefill_exact_timeline(engine):
 
 def _preemption_case(engine, **overrides):
     # 4 usable blocks; both requests grow to 9 tokens; at step 5 R0 needs a third block.
-    return Sim([(0.0, 4, 6), (0.0, 4, 6)], num_gpu_blocks=5, max_num_batched_tokens=100, engine=engine,
-               **overrides).run()
+    return Sim(
+        [(0.0, 4, 6), (0.0, 4, 6)], num_gpu_blocks=5, max_num_batched_tokens=100, engine=engine, **overrides
+    ).run()
 
 
 def test_recompute_preemption_victim_and_recomputed_tokens(engine):
@@ -78,8 +79,9 @@ def test_swap_space_full_falls_back_to_recompute_or_aborts(engine):
     sim = _preemption_case(engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0)
     assert sim.reqs.recomputed[1] > 0 and sim.reqs.swapped_bytes[1] == 0
     assert sim.steps[5].preempted == (1,) and sim.steps[5].swapped_out == ()
-    sim = _preemption_case(engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0,
-                           on_swap_full="abort")
+    sim = _preemption_case(
+        engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0, on_swap_full="abort"
+    )
     assert sim.steps[5].aborted == (1,)
     assert sim.reqs.status[1] == ABORTED and sim.reqs.finish[1] == 5.0
     assert sim.engine.num_done == 2
@@ -98,8 +100,9 @@ def test_max_num_seqs_caps_running_not_scheduled(engine):
 def test_fcfs_head_of_line_blocks_admission(engine):
     """A waiting request that does not fit stops admission: the small one behind it waits too."""
     # 7 usable blocks. After step 1, R0 holds 6 and one is free: R1 (2 blocks) cannot fit, R2 (1 block) could.
-    sim = Sim([(0.0, 20, 3), (0.5, 8, 1), (0.5, 4, 1)], num_gpu_blocks=8, max_num_batched_tokens=100,
-              engine=engine).run()
+    sim = Sim(
+        [(0.0, 20, 3), (0.5, 8, 1), (0.5, 4, 1)], num_gpu_blocks=8, max_num_batched_tokens=100, engine=engine
+    ).run()
     assert sim.steps[1].num_free_blocks == 1 and sim.steps[1].num_waiting == 2
     assert sim.steps[2].num_free_blocks == 1 and sim.steps[2].num_waiting == 2
     assert list(sim.reqs.first_scheduled[1:3]) == [3.0, 3.0]
@@ -112,8 +115,13 @@ def test_priority_preempts_the_least_urgent_even_ahead_of_the_scheduled(engine):
     behind it runs nothing in that step."""
     # R0 (priority 1) is admitted at step 0, R1 (priority 0) at step 1; 4 usable blocks. At step 5 R0
     # needs its third block, none is free, and R0 itself is the victim.
-    sim = Sim([(0.0, 4, 8, -1, 0, 1), (0.5, 4, 8, -1, 0, 0)], num_gpu_blocks=5, max_num_batched_tokens=100,
-              policy="priority", engine=engine).run()
+    sim = Sim(
+        [(0.0, 4, 8, -1, 0, 1), (0.5, 4, 8, -1, 0, 0)],
+        num_gpu_blocks=5,
+        max_num_batched_tokens=100,
+        policy="priority",
+        engine=engine,
+    ).run()
     s = sim.steps
     assert [x.new for x in s[:2]] == [(0,), (1,)]
     assert [x.num_free_blocks for x in s[:5]] == [3, 1, 0, 0, 0]
@@ -126,8 +134,9 @@ def test_priority_preempts_the_least_urgent_even_ahead_of_the_scheduled(engine):
 
 def test_shared_prefix_hits_blocks_of_a_running_request(engine):
     """A second request of the same group re-uses the group's 2 full blocks while the first still runs."""
-    sim = Sim([(0.0, 12, 4, 0, 8), (1.0, 12, 4, 0, 8)], num_gpu_blocks=20, max_num_batched_tokens=100,
-              engine=engine).run()
+    sim = Sim(
+        [(0.0, 12, 4, 0, 8), (1.0, 12, 4, 0, 8)], num_gpu_blocks=20, max_num_batched_tokens=100, engine=engine
+    ).run()
     hits = dict(h for s in sim.steps for h in s.prefix_hits)
     assert hits == {0: 0, 1: 8}
     assert sim.reqs.cached_tokens[1] == 8

@@ -40,7 +40,7 @@ def _main(args: list[str]) -> tuple[int, str, str]:
 
 def _one_line(err: str) -> str:
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    return err[len("error: "):].strip()
+    return err[len("error: ") :].strip()
 
 
 def _nothing_built(monkeypatch):
@@ -58,18 +58,54 @@ def test_a_fleet_too_large_is_refused_before_any_replica_is_built(monkeypatch, t
     code, _, err = _main(["check", routers, "--set", "cluster.replicas=1e6"])
     assert code == 2 and _one_line(err).endswith("cluster.replicas must be <= 4096 (got 1000000)")
     monkeypatch.setattr(size_module, "_physical_memory", lambda: 2 << 30)  # a 2 GB machine
-    big = ["--set", "cluster.replicas=[{count: 1000}, {count: 1000, hardware: {gpu: h200}}]", "--set", "run.duration_s=1",
-           "--set", "run.warmup_s=0"]
+    big = [
+        "--set",
+        "cluster.replicas=[{count: 1000}, {count: 1000, hardware: {gpu: h200}}]",
+        "--set",
+        "run.duration_s=1",
+        "--set",
+        "run.warmup_s=0",
+    ]
     for args in (["check", routers, *big], ["run", routers, *big, "--out", str(tmp_path / "r")]):
         code, _, err = _main(args)
         assert code == 2 and "cluster.replicas: 2,000 replicas need about" in _one_line(err), err
     assert not (tmp_path / "r").exists()
-    code, out, _ = _main(["sweep", routers, "--param", "cluster.replicas=1000,2000", "--set", "run.duration_s=1",
-                          "--set", "run.warmup_s=0", "--out", str(tmp_path / "s"), "--jobs", "1"])
+    code, out, _ = _main(
+        [
+            "sweep",
+            routers,
+            "--param",
+            "cluster.replicas=1000,2000",
+            "--set",
+            "run.duration_s=1",
+            "--set",
+            "run.warmup_s=0",
+            "--out",
+            str(tmp_path / "s"),
+            "--jobs",
+            "1",
+        ]
+    )
     assert code == 1 and out.count("FAILED: cluster.replicas: ") == 2
-    code, out, _ = _main(["plan", routers, "--rate", "1", "--set", "cluster.replicas=2000", "--no-check",
-                          "--out", str(tmp_path / "p"), "--jobs", "1"])
-    assert "INFEASIBLE: run.duration_s: a per-step log of up to 60,000,000 steps (30,000 for each of 2,000 replicas)" in out
+    code, out, _ = _main(
+        [
+            "plan",
+            routers,
+            "--rate",
+            "1",
+            "--set",
+            "cluster.replicas=2000",
+            "--no-check",
+            "--out",
+            str(tmp_path / "p"),
+            "--jobs",
+            "1",
+        ]
+    )
+    assert (
+        "INFEASIBLE: run.duration_s: a per-step log of up to 60,000,000 steps (30,000 for each of 2,000 replicas)"
+        in out
+    )
 
 
 def test_a_request_limit_without_a_duration_is_sized_by_its_requests(monkeypatch):
@@ -78,11 +114,25 @@ def test_a_request_limit_without_a_duration_is_sized_by_its_requests(monkeypatch
     _nothing_built(monkeypatch)
     code, _, err = _main(["check", "--set", "run.num_requests=1e7", "--set", "run.duration_s=null"])
     msg = _one_line(err)
-    assert code == 2 and msg.startswith("run.num_requests: finishing 10,000,000 requests") and msg.endswith(
-        "(got 10000000)")
+    assert (
+        code == 2
+        and msg.startswith("run.num_requests: finishing 10,000,000 requests")
+        and msg.endswith("(got 10000000)")
+    )
     monkeypatch.setattr(size_module, "_physical_memory", lambda: 8 << 30)
-    code, _, err = _main(["check", "--set", "run.num_requests=1e7", "--set", "run.duration_s=null",
-                          "--set", "run.step_log_bin_s=1", "--set", "workload.arrival={type: poisson, rate: 100}"])
+    code, _, err = _main(
+        [
+            "check",
+            "--set",
+            "run.num_requests=1e7",
+            "--set",
+            "run.duration_s=null",
+            "--set",
+            "run.step_log_bin_s=1",
+            "--set",
+            "workload.arrival={type: poisson, rate: 100}",
+        ]
+    )
     assert code == 2 and _one_line(err).startswith("run.num_requests: 10,000,000 requests need about")
 
 
@@ -91,11 +141,17 @@ def test_metrics_interval_is_checked_before_the_run(monkeypatch):
     would write more than a gigabyte is refused before simulating, with the smallest that fits; the
     option without --metrics is an error, not ignored."""
     monkeypatch.setattr(run_module, "simulate", lambda *a, **k: pytest.fail("simulated"))
-    for bad, rule in (("0", "must be > 0 s (got 0)"), ("-5", "must be > 0 s (got -5)"),
-                      ("nan", "must be a finite number (got 'nan')"), ("x", "must be a finite number (got 'x')")):
+    for bad, rule in (
+        ("0", "must be > 0 s (got 0)"),
+        ("-5", "must be > 0 s (got -5)"),
+        ("nan", "must be a finite number (got 'nan')"),
+        ("x", "must be a finite number (got 'x')"),
+    ):
         code, _, err = _main(["run", "--metrics", "openmetrics", "--metrics-interval", bad])
         assert code == 2 and _one_line(err).startswith("--metrics-interval ") and rule in err, err
-    code, _, err = _main(["run", "--metrics", "openmetrics", "--metrics-interval", "0.001", "--set", "run.duration_s=70"])
+    code, _, err = _main(
+        ["run", "--metrics", "openmetrics", "--metrics-interval", "0.001", "--set", "run.duration_s=70"]
+    )
     assert code == 2 and "70,000 samples" in _one_line(err) and "give 0.002 s or more (got 0.001)" in err
     code, _, err = _main(["run", "--metrics-interval", "2"])
     assert code == 2 and _one_line(err) == "--metrics-interval: only with --metrics openmetrics (got 2.0)"
@@ -130,11 +186,13 @@ def test_every_numeric_option_refuses_values_out_of_range():
 def test_step_time_refuses_what_a_scenario_refuses():
     """step-time: a TP that does not divide the heads, a model that does not fit, a batch of 0, a
     field set twice (by its own option and by --set): refused as a scenario would be."""
-    for args, want in ((["--tp", "3"], "--tp must divide llama-3.1-8b's 32 attention heads, as vLLM requires (got 3)"),
-                       (["--model", "llama-3.1-405b"], "model"),
-                       (["--batch", "0"], "--batch must be >= 1 (got 0)"),
-                       (["--set", "hardware.tensor_parallel_size=2"], "--set hardware.tensor_parallel_size: give it as --tp"),
-                       (["--set", "engine.block_size=7"], "engine.block_size must be one of 1, 8, 16, 32, 64, 128")):
+    for args, want in (
+        (["--tp", "3"], "--tp must divide llama-3.1-8b's 32 attention heads, as vLLM requires (got 3)"),
+        (["--model", "llama-3.1-405b"], "model"),
+        (["--batch", "0"], "--batch must be >= 1 (got 0)"),
+        (["--set", "hardware.tensor_parallel_size=2"], "--set hardware.tensor_parallel_size: give it as --tp"),
+        (["--set", "engine.block_size=7"], "engine.block_size must be one of 1, 8, 16, 32, 64, 128"),
+    ):
         code, _, err = _main(["step-time", *args])
         assert code == 2 and want in _one_line(err), (args, err)
     assert _main(["step-time", "--tp", "2", "--batch", "8"])[0] == 0
@@ -147,19 +205,28 @@ def test_sweep_values_may_be_lists_or_mappings_and_a_field_is_given_once(tmp_pat
     assert key == "workload.arrival" and vals == [{"type": "poisson", "rate": 5}, {"type": "poisson", "rate": 10}]
     assert parse_param("x=[1, 2],'a,b',3") == ("x", [[1, 2], "a,b", 3])
     out = str(tmp_path / "s")
-    for args, want in ((["--param", "engine.max_num_seqs=[1"], "--param engine.max_num_seqs: a bracket or brace left open"),
-                       (["--param", "engine.max_num_seqs=1]"], "--param engine.max_num_seqs: ']' closes nothing"),
-                       (["--param", "engine.max_num_seqs=8,,16"], "an empty value between commas"),
-                       (["--param", "engine.max_num_seqs=8", "--param", "engine.max_num_seqs=16"],
-                        "--param engine.max_num_seqs given twice"),
-                       (["--param", "engine.max_num_seqs=8,16", "--set", "engine.max_num_seqs=4"],
-                        "--set engine.max_num_seqs: the field is also swept"),
-                       (["--param", "engine.max_num_seqs=8", "--set", "engine.block_size=16",
-                         "--set", "engine.block_size=32"], "--set engine.block_size given twice")):
+    for args, want in (
+        (["--param", "engine.max_num_seqs=[1"], "--param engine.max_num_seqs: a bracket or brace left open"),
+        (["--param", "engine.max_num_seqs=1]"], "--param engine.max_num_seqs: ']' closes nothing"),
+        (["--param", "engine.max_num_seqs=8,,16"], "an empty value between commas"),
+        (
+            ["--param", "engine.max_num_seqs=8", "--param", "engine.max_num_seqs=16"],
+            "--param engine.max_num_seqs given twice",
+        ),
+        (
+            ["--param", "engine.max_num_seqs=8,16", "--set", "engine.max_num_seqs=4"],
+            "--set engine.max_num_seqs: the field is also swept",
+        ),
+        (
+            ["--param", "engine.max_num_seqs=8", "--set", "engine.block_size=16", "--set", "engine.block_size=32"],
+            "--set engine.block_size given twice",
+        ),
+    ):
         code, _, err = _main(["sweep", *args, "--out", out, *SHORT])
         assert code == 2 and want in _one_line(err), (args, err)
-    code, _, err = _main(["plan", "--rate", "1", "--search", "hardware.gpu=h100-sxm", "--search", "hardware.gpu=h200",
-                          "--out", out])
+    code, _, err = _main(
+        ["plan", "--rate", "1", "--search", "hardware.gpu=h100-sxm", "--search", "hardware.gpu=h200", "--out", out]
+    )
     assert code == 2 and "--search hardware.gpu given twice" in _one_line(err)
     assert not Path(out).exists()
 
@@ -230,8 +297,11 @@ def test_vllm_rules_the_scenario_must_follow(tmp_path):
     model.write_text(json.dumps({**cfg, "sliding_window": 4096, "max_position_embeddings": 32768}))
     code, _, err = _main(["check", "--set", f"model={model}"])
     msg = _one_line(err)
-    assert code == 2 and "sliding_window 4096 (config.json) is not modelled" in msg and msg.endswith(
-        "(got max_model_len 32768)")
+    assert (
+        code == 2
+        and "sliding_window 4096 (config.json) is not modelled" in msg
+        and msg.endswith("(got max_model_len 32768)")
+    )
     assert _main(["check", "--set", f"model={model}", "--set", "engine.max_model_len=4096"])[0] == 0
 
 

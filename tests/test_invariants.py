@@ -53,7 +53,9 @@ def _run(raw, eng, engine):
     return Sim(_requests(raw), num_gpu_blocks=n_blocks, engine=engine, **eng).run(until=1e6)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(raw=st.lists(request, min_size=1, max_size=20), eng=engine)
 def test_every_request_accounted_and_pool_conserved(raw, eng, engine):
     """Blocks are conserved every step; every request finishes once with exactly its output length, or is
@@ -122,10 +124,28 @@ def test_same_input_same_timeline(raw, eng, engine):
 def test_priority_ties_do_not_livelock(engine):
     """Two requests with equal priority and arrival that together overflow the pool: the later-submitted one
     is always the victim, so the other finishes (found by Hypothesis; they used to preempt each other forever)."""
-    reqs = [(13.177, 25, 21, 0, 14), (13.638, 31, 9, 0, 8), (18.991, 5, 10), (13.529, 20, 6, 1, 13), (13.638, 31, 9, 0, 8)]
-    sim = Sim(reqs, num_gpu_blocks=41, block_size=1, max_num_batched_tokens=13, max_num_seqs=4,
-              enable_prefix_caching=False, admission="first_chunk", preemption_mode="swap", policy="priority",
-              long_prefill_token_threshold=3, swap_space_blocks=0, block_bytes=10.0, engine=engine)
+    reqs = [
+        (13.177, 25, 21, 0, 14),
+        (13.638, 31, 9, 0, 8),
+        (18.991, 5, 10),
+        (13.529, 20, 6, 1, 13),
+        (13.638, 31, 9, 0, 8),
+    ]
+    sim = Sim(
+        reqs,
+        num_gpu_blocks=41,
+        block_size=1,
+        max_num_batched_tokens=13,
+        max_num_seqs=4,
+        enable_prefix_caching=False,
+        admission="first_chunk",
+        preemption_mode="swap",
+        policy="priority",
+        long_prefill_token_threshold=3,
+        swap_space_blocks=0,
+        block_bytes=10.0,
+        engine=engine,
+    )
     assert sim.engine.cfg.on_swap_full == "recompute"
     sim.engine.max_steps = 5000
     sim.run(until=1e6)
@@ -149,8 +169,15 @@ def test_step_log_keeps_every_row_across_growth_and_reads(sizes):
         for i in range(size):
             t = start + i
             work = SimpleNamespace(num_seqs=t % 7, num_prefill_tokens=t, num_decode_tokens=1, num_tokens=t + 1)
-            plan = SimpleNamespace(work=work, num_running=t % 5, num_waiting=0, num_swapped=0,
-                                   num_free_blocks=t % 1000, recomputed_tokens=0, preempted=())
+            plan = SimpleNamespace(
+                work=work,
+                num_running=t % 5,
+                num_waiting=0,
+                num_swapped=0,
+                num_free_blocks=t % 1000,
+                recomputed_tokens=0,
+                preempted=(),
+            )
             log.add(t * 0.5, 0.25, plan, SimpleNamespace(num_generated=1, finished=(), itl_gaps=()))
             expect.append((t * 0.5, t % 1000))
         cols = log.columns()

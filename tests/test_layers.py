@@ -61,7 +61,7 @@ def test_no_import_cycles():
         state[m] = 1
         for t in sorted(graph[m]):
             if state.get(t) == 1:
-                cycle = path[path.index(t):] + [m, t] if t in path else [m, t]
+                cycle = path[path.index(t) :] + [m, t] if t in path else [m, t]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if t not in state:
                 visit(t, path + [m])
@@ -74,8 +74,11 @@ def test_no_import_cycles():
 
 def test_workloads_import_only_the_simulator_leaf_modules():
     for path in sorted((ROOT / "workloads").glob("*.py")):
-        above = {m for m in _imports(path) if m.startswith("simulator") and not any(
-            m == leaf or m.startswith(leaf + ".") for leaf in LEAVES)}
+        above = {
+            m
+            for m in _imports(path)
+            if m.startswith("simulator") and not any(m == leaf or m.startswith(leaf + ".") for leaf in LEAVES)
+        }
         assert not above, f"{path.relative_to(ROOT)} imports {sorted(above)}"
 
 
@@ -88,8 +91,13 @@ def test_leaf_modules_import_no_other_project_module():
 
 def _loaded_after(code: str) -> set[str]:
     """The modules a fresh interpreter in the repository root holds after running ``code``."""
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(out.split())
 
 
@@ -113,8 +121,16 @@ def test_profiler_modules_import_and_print_help_without_torch():
     modules = sorted(p.stem for p in (ROOT / "tools" / "profiler").glob("*.py") if p.stem != "__init__")
     loaded = _loaded_after(block_torch + "".join(f"import tools.profiler.{m}\n" for m in modules))
     assert {f"tools.profiler.{m}" for m in modules} <= loaded
-    run = subprocess.run([sys.executable, "-c", block_torch + "import runpy\nsys.argv = ['profiler', '--help']\n"
-                          "runpy.run_module('tools.profiler', run_name='__main__')"],
-                         cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            block_torch + "import runpy\nsys.argv = ['profiler', '--help']\n"
+            "runpy.run_module('tools.profiler', run_name='__main__')",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert "--mode" in run.stdout and "vllm_moe" in run.stdout

@@ -64,7 +64,11 @@ VLLM_MODEL_LOADING_RUNS = [
     ("deepseek-v2-lite", 2, "bfloat16", 14.83, RUNS + "deepseek-ai-deepseek-v2---h100-80gb--tp2pp1dp1--8192.json"),
     ("deepseek-v2-lite", 4, "bfloat16", 7.51, RUNS + "deepseek-ai-deepseek-v2---h100-80gb--tp4pp1dp1--8192.json"),
     pytest.param(
-        "granite-3.1-8b", 4, "bfloat16", 3.87, RUNS + "ibm-granite-granite-3-1---h100-80gb--tp4pp1dp1--8192.json",
+        "granite-3.1-8b",
+        4,
+        "bfloat16",
+        3.87,
+        RUNS + "ibm-granite-granite-3-1---h100-80gb--tp4pp1dp1--8192.json",
         marks=ALLOCATOR_SLACK,
     ),
     pytest.param(
@@ -141,8 +145,15 @@ def test_moe_active_parameters_are_a_fraction():
 def test_decode_step_at_batch_one_is_the_weight_read():
     """With unit efficiencies and no overheads, a batch-1 decode step costs (weights + KV) / bandwidth."""
     m, g = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
-    eff = Efficiency(matmul_compute=1, matmul_memory=1, attn_compute=1, attn_memory=1, step_overhead_s=0,
-                     per_seq_overhead_s=0, per_layer_overhead_s=0)
+    eff = Efficiency(
+        matmul_compute=1,
+        matmul_memory=1,
+        attn_compute=1,
+        attn_memory=1,
+        step_overhead_s=0,
+        per_seq_overhead_s=0,
+        per_layer_overhead_s=0,
+    )
     cm = CostModel(m, g, 1, eff)
     ops = {o.name: o for o in cm.ops(decode_work(1, 0))}
     lin_weights = (m.total_params - m.embedding_params - m.lm_head_params - (m.num_layers * 2 + 1) * m.hidden_size) * 2
@@ -199,8 +210,18 @@ def test_a_checkpoints_quantization_config_sizes_its_weights(tmp_path):
     cfg = json.loads((ROOT / "simulator" / "data" / "models" / "qwen3-32b.json").read_text())
     folder = tmp_path / "Qwen3-32B-FP8"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({**cfg, "quantization_config": {
-        "quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                **cfg,
+                "quantization_config": {
+                    "quant_method": "fp8",
+                    "activation_scheme": "dynamic",
+                    "weight_block_size": [128, 128],
+                },
+            }
+        )
+    )
     assert load_model(str(folder)).quantization == "fp8" and load_model(str(folder)).name == "Qwen3-32B-FP8"
     bf16, _ = load_scenario(None, ["model=qwen3-32b"])
     fp8, _ = load_scenario(None, [f"model={folder}"])

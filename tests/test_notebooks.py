@@ -16,4 +16,6 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 def test_notebook_executes(path):
     """The notebook runs without an error in a fresh kernel."""
     nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()

@@ -110,8 +110,14 @@ def test_a_rerun_leaves_nothing_of_the_earlier_run_but_keeps_what_is_not_its(tmp
     assert "metrics.openmetrics" not in names and "t.json" not in names and "notes.txt" in names
     assert {"summary.json", "requests.csv", "steps.csv", "scenario.yaml", "throughput.png"} <= names
     before = (out / "summary.json").read_bytes()
-    stall = ["--set", "frontend.enabled=false", "--set", "workload.prompt_tokens={dist: fixed, value: 200000}",
-             "--set", "workload.over_max_model_len=reject"]
+    stall = [
+        "--set",
+        "frontend.enabled=false",
+        "--set",
+        "workload.prompt_tokens={dist: fixed, value: 200000}",
+        "--set",
+        "workload.over_max_model_len=reject",
+    ]
     code, _, err = _main(["run", "--out", str(out), *SHORT, *stall])
     assert code == 2 and "SimulationStalled" in err
     assert (out / "summary.json").read_bytes() == before and (out / "requests.csv").is_file()
@@ -130,8 +136,12 @@ def test_a_folder_of_runs_holds_only_the_latest_runs(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "collapse_c512.yaml").write_text((ROOT / "scenarios" / "collapse_c512.yaml").read_text())
     both = tmp_path / "both"
-    assert _main(["run", scen[0], str(tmp_path / "a" / "collapse_c512.yaml"), "--out", str(both), *SHORT,
-                  "--jobs", "1"])[0] == 0
+    assert (
+        _main(["run", scen[0], str(tmp_path / "a" / "collapse_c512.yaml"), "--out", str(both), *SHORT, "--jobs", "1"])[
+            0
+        ]
+        == 0
+    )
     assert {p.name for p in both.iterdir() if p.is_dir()} == {"collapse_c512_1", "collapse_c512_2"}
 
 
@@ -144,10 +154,12 @@ def test_one_kind_of_results_is_never_written_over_another(tmp_path, monkeypatch
     sweep = tmp_path / "sweep"
     assert _main(["sweep", "--param", "engine.max_num_seqs=8", "--out", str(sweep), *SHORT, "--jobs", "1"])[0] == 0
     _no_simulation(monkeypatch)
-    for args, what in ((["compare", str(run), "--out", str(run)], "holds a run"),
-                       (["sweep", "--param", "engine.max_num_seqs=8,16", "--out", str(run), *SHORT], "holds a run"),
-                       (["plan", "--rate", "1", "--out", str(run)], "holds a run"),
-                       (["run", "--out", str(sweep), *SHORT], "holds a sweep")):
+    for args, what in (
+        (["compare", str(run), "--out", str(run)], "holds a run"),
+        (["sweep", "--param", "engine.max_num_seqs=8,16", "--out", str(run), *SHORT], "holds a run"),
+        (["plan", "--rate", "1", "--out", str(run)], "holds a run"),
+        (["run", "--out", str(sweep), *SHORT], "holds a sweep"),
+    ):
         code, _, err = _main(args)
         assert code == 2 and what in err and err.count("\n") == 1, (args, err)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
@@ -165,10 +177,16 @@ def test_files_servesim_did_not_write_are_never_overwritten(tmp_path, monkeypatc
 
 def _hold_lock(folder: Path) -> subprocess.Popen:
     """Another process writing ``folder`` (it holds the lock until killed)."""
-    code = ("import sys, time\nfrom pathlib import Path\nfrom simulator.outdir import Writing\n"
-            "Writing(Path(sys.argv[1]), '--out').__enter__()\nprint('ready', flush=True)\ntime.sleep(120)\n")
-    p = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, time\nfrom pathlib import Path\nfrom simulator.outdir import Writing\n"
+        "Writing(Path(sys.argv[1]), '--out').__enter__()\nprint('ready', flush=True)\ntime.sleep(120)\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -180,10 +198,12 @@ def test_a_second_writer_is_refused_and_a_dead_ones_lock_taken_over(tmp_path):
     out = tmp_path / "shared"
     holder = _hold_lock(out)
     try:
-        for args in (["run", "--out", str(out), *SHORT],
-                     ["sweep", "--param", "engine.max_num_seqs=8,16", "--out", str(out), *SHORT],
-                     ["plan", "--rate", "1", "--out", str(out)],
-                     ["run", "--out", str(out / "inner"), *SHORT]):
+        for args in (
+            ["run", "--out", str(out), *SHORT],
+            ["sweep", "--param", "engine.max_num_seqs=8,16", "--out", str(out), *SHORT],
+            ["plan", "--rate", "1", "--out", str(out)],
+            ["run", "--out", str(out / "inner"), *SHORT],
+        ):
             code, _, err = _main(args)
             assert code == 2, (args, err)
             assert f"servesim (pid {holder.pid})" in err and err.count("\n") == 1, (args, err)
@@ -211,10 +231,11 @@ def test_the_wheel_carries_every_data_file():
     """Every file under simulator/data/ matches a package-data pattern in pyproject.toml (a file
     left out works from a checkout and fails once installed from the wheel)."""
     text = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1]
-    patterns = ast.literal_eval(text[text.index("simulator = ") + len("simulator = "):text.index("]") + 1])
+    patterns = ast.literal_eval(text[text.index("simulator = ") + len("simulator = ") : text.index("]") + 1])
     pkg = ROOT / "simulator"
-    files = [p.relative_to(pkg).as_posix() for p in (pkg / "data").rglob("*") if p.is_file()
-             and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(pkg).as_posix() for p in (pkg / "data").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert any(f.startswith("data/validation/e2e/") for f in files)
     missing = [f for f in files if not any(fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
     assert not missing, missing

@@ -27,8 +27,16 @@ run: {seed: 0}
 
 def fake_probe(threshold: float):
     def probe(data, rate, spec):
-        return {"rate": rate, "ok": bool(rate <= threshold), "keeps_up": True, "p99_ttft_ms": 100.0 * rate / max(threshold, 1e-9),
-                "p99_tpot_ms": 10.0, "request_throughput": rate, "output_tokens_per_request": 200.0}
+        return {
+            "rate": rate,
+            "ok": bool(rate <= threshold),
+            "keeps_up": True,
+            "p99_ttft_ms": 100.0 * rate / max(threshold, 1e-9),
+            "p99_tpot_ms": 10.0,
+            "request_throughput": rate,
+            "output_tokens_per_request": 200.0,
+        }
+
     return probe
 
 
@@ -76,12 +84,25 @@ def test_units_and_cost_by_hand(monkeypatch, tmp_path):
 
 def test_recommendation_picks_the_cheapest_and_says_why_the_runner_up_lost():
     def row(gpu, units, unit_gpus, price, cap, model):
-        return {"param:model": model, "param:hardware.gpu": gpu, "status": "ok", "gpu": gpu, "units": units,
-                "unit_gpus": unit_gpus, "gpus": units * unit_gpus, "usd_per_hour": units * price, "capacity_rps": cap,
-                "usd_per_million_output_tokens": 0.1}
-    rows = [row("a100-80gb", 3, 1, 1.39, 20, "8b"), row("h100-sxm", 2, 1, 2.69, 30, "8b"),
-            row("h100-sxm", 2, 4, 10.76, 30, "70b"), {"param:model": "70b", "param:hardware.gpu": "a100-80gb",
-                                                       "status": "infeasible", "error": "does not fit"}]
+        return {
+            "param:model": model,
+            "param:hardware.gpu": gpu,
+            "status": "ok",
+            "gpu": gpu,
+            "units": units,
+            "unit_gpus": unit_gpus,
+            "gpus": units * unit_gpus,
+            "usd_per_hour": units * price,
+            "capacity_rps": cap,
+            "usd_per_million_output_tokens": 0.1,
+        }
+
+    rows = [
+        row("a100-80gb", 3, 1, 1.39, 20, "8b"),
+        row("h100-sxm", 2, 1, 2.69, 30, "8b"),
+        row("h100-sxm", 2, 4, 10.76, 30, "70b"),
+        {"param:model": "70b", "param:hardware.gpu": "a100-80gb", "status": "infeasible", "error": "does not fit"},
+    ]
     rec = P.recommend(rows, P.PlanSpec(rate=50), "model")
     assert rec["best"]["gpu"] == "a100-80gb" and rec["best"]["usd_per_hour"] == pytest.approx(4.17)
     assert rec["runner_up"]["gpu"] == "h100-sxm" and "$1.21/h more" in rec["runner_up"]["why_not"]
@@ -91,8 +112,19 @@ def test_recommendation_picks_the_cheapest_and_says_why_the_runner_up_lost():
 def plan_args(tmp_path, out, **kw):
     sc = tmp_path / "tiny.yaml"
     sc.write_text(SCEN)
-    return dict(path=str(sc), rate=20.0, slo=None, search=["hardware.gpu=h100-sxm,a100-80gb", "engine.max_num_seqs=0,64"],
-                overrides=[], out=out, jobs=2, probe_s=40.0, tolerance=0.25, check_s=60.0, **kw)
+    return dict(
+        path=str(sc),
+        rate=20.0,
+        slo=None,
+        search=["hardware.gpu=h100-sxm,a100-80gb", "engine.max_num_seqs=0,64"],
+        overrides=[],
+        out=out,
+        jobs=2,
+        probe_s=40.0,
+        tolerance=0.25,
+        check_s=60.0,
+        **kw,
+    )
 
 
 def test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate(tmp_path, capsys):
@@ -140,6 +172,7 @@ def test_bad_plan_inputs_are_one_line_errors(tmp_path):
 
 def test_the_same_plan_on_a_local_ray_cluster_is_identical(tmp_path):
     import ray  # noqa: F401 (the test command installs the ray extra: a missing Ray fails here, loudly)
+
     local, remote = tmp_path / "local", tmp_path / "ray"
     P.run_plan(**plan_args(tmp_path, local, check=False))
     P.run_plan(**plan_args(tmp_path, remote, check=False, executor="ray"))
@@ -154,6 +187,7 @@ def test_optuna_finds_the_grid_optimum_in_fewer_evaluations(monkeypatch, tmp_pat
     """On a space whose cheapest candidate is known (a fake probe: capacity grows with max_num_seqs
     and the GPU), TPE reaches the grid's best having evaluated fewer candidates than the grid."""
     import optuna  # noqa: F401 (the test command installs the search extra)
+
     caps = {"h100-sxm": 30.0, "a100-80gb": 12.0, "h200": 34.0}
 
     def probe(data, rate, spec):

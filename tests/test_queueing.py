@@ -15,8 +15,14 @@ def test_single_server_matches_md1_waiting_time(engine):
     lam, n = 0.5, 8000
     arrivals = np.cumsum(rng.exponential(1 / lam, n))
     # Prompt 4 fits one step; 4 output tokens -> 4 steps of 0.25 s: D = 1 s.
-    sim = Sim([(float(t), 4, 4) for t in arrivals], num_gpu_blocks=64, step_s=0.25, engine=engine,
-              max_num_seqs=1, max_num_batched_tokens=64).run()
+    sim = Sim(
+        [(float(t), 4, 4) for t in arrivals],
+        num_gpu_blocks=64,
+        step_s=0.25,
+        engine=engine,
+        max_num_seqs=1,
+        max_num_batched_tokens=64,
+    ).run()
     R = sim.reqs
     service = R.finish[:n] - R.first_scheduled[:n]
     assert np.allclose(service, 1.0)
@@ -29,12 +35,18 @@ def test_single_server_matches_md1_waiting_time(engine):
 def test_littles_law_on_open_loop_run():
     """Time-average requests in the engine (from step samples) equals arrival rate x mean time in the
     engine (no front-end, whose queue the step log does not see)."""
-    sc, _ = load_scenario(None, ["frontend.enabled=false",
-        "workload.arrival={type: poisson, rate: 30}",
-        "workload.prompt_tokens={dist: uniform, min: 64, max: 512}",
-        "workload.output_tokens={dist: lognormal, mean: 200, sigma: 0.6}",
-        "run.duration_s=300", "run.warmup_s=0", "engine.max_num_seqs=256",
-    ])
+    sc, _ = load_scenario(
+        None,
+        [
+            "frontend.enabled=false",
+            "workload.arrival={type: poisson, rate: 30}",
+            "workload.prompt_tokens={dist: uniform, min: 64, max: 512}",
+            "workload.output_tokens={dist: lognormal, mean: 200, sigma: 0.6}",
+            "run.duration_s=300",
+            "run.warmup_s=0",
+            "engine.max_num_seqs=256",
+        ],
+    )
     res = simulate(sc)
     log = res.engine.log.columns()
     T = res.end_time

@@ -31,21 +31,51 @@ def _main(args: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-POISSON = ["--set", "run.duration_s=null", "--set", "run.warmup_s=0", "--set", "frontend.enabled=false",
-           "--set", "workload.prompt_tokens={dist: fixed, value: 2000}", "--set", "workload.output_tokens={dist: fixed, value: 200}"]
+POISSON = [
+    "--set",
+    "run.duration_s=null",
+    "--set",
+    "run.warmup_s=0",
+    "--set",
+    "frontend.enabled=false",
+    "--set",
+    "workload.prompt_tokens={dist: fixed, value: 2000}",
+    "--set",
+    "workload.output_tokens={dist: fixed, value: 200}",
+]
 
 
 def test_overload_is_reported_when_a_request_count_ends_the_run(tmp_path):
     """Poisson arrivals faster than the server, limited by run.num_requests (the run drains its
     queue, so nothing waits at the end): called overloaded with the offered and served rates; the
     same requests at a rate it keeps up with: no such note."""
-    code, out, _ = _main(["run", "--out", str(tmp_path / "a"), *POISSON, "--set", "run.num_requests=3000",
-                          "--set", "workload.arrival={type: poisson, rate: 150}"])
+    code, out, _ = _main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "a"),
+            *POISSON,
+            "--set",
+            "run.num_requests=3000",
+            "--set",
+            "workload.arrival={type: poisson, rate: 150}",
+        ]
+    )
     assert code == 0
     note = next(line for line in out.splitlines() if "overloaded" in line)
     assert "requests arrived at 1" in note and "faster than served" in note and "grow with run.num_requests" in note
-    code, out, _ = _main(["run", "--out", str(tmp_path / "b"), *POISSON, "--set", "run.num_requests=300",
-                          "--set", "workload.arrival={type: poisson, rate: 5}"])
+    code, out, _ = _main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "b"),
+            *POISSON,
+            "--set",
+            "run.num_requests=300",
+            "--set",
+            "workload.arrival={type: poisson, rate: 5}",
+        ]
+    )
     assert code == 0 and "overloaded" not in out
 
 
@@ -53,11 +83,37 @@ def test_a_run_that_measured_nothing_says_why(tmp_path):
     """Nothing reached the engine within the run (the front-end's intake is slower than the run): a
     note says so rather than an empty table; every request arriving during the warm-up is named as
     such, not 'run longer'."""
-    code, out, _ = _main(["run", "--out", str(tmp_path / "a"), "--set", "run.duration_s=5", "--set", "run.warmup_s=0",
-                          "--set", "frontend.request_ms=60000", "--set", "workload.arrival.concurrency=50"])
+    code, out, _ = _main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "a"),
+            "--set",
+            "run.duration_s=5",
+            "--set",
+            "run.warmup_s=0",
+            "--set",
+            "frontend.request_ms=60000",
+            "--set",
+            "workload.arrival.concurrency=50",
+        ]
+    )
     assert code == 0 and "no engine step ran: none of the 50 requests submitted reached the engine" in out
-    code, out, _ = _main(["run", "--out", str(tmp_path / "b"), *POISSON[:2], *POISSON[4:], "--set", "run.num_requests=50",
-                          "--set", "run.warmup_s=30", "--set", "workload.arrival={type: poisson, rate: 10}"])
+    code, out, _ = _main(
+        [
+            "run",
+            "--out",
+            str(tmp_path / "b"),
+            *POISSON[:2],
+            *POISSON[4:],
+            "--set",
+            "run.num_requests=50",
+            "--set",
+            "run.warmup_s=30",
+            "--set",
+            "workload.arrival={type: poisson, rate: 10}",
+        ]
+    )
     assert code == 0 and "every request arrived during the warm-up" in out and "run longer" not in out
 
 
@@ -68,8 +124,11 @@ def test_fleet_timeline_sums_throughput_and_averages_kv_over_replicas():
     rows = []
     for rep, (u, every) in enumerate(((0.2, 0.01), (0.6, 0.013))):
         t = np.arange(0, 10, every)
-        rows.append(pd.DataFrame({"replica": rep, "start": t, "duration": every, "kv_usage": u, "num_generated": 5,
-                                  "num_preemptions": 0}))
+        rows.append(
+            pd.DataFrame(
+                {"replica": rep, "start": t, "duration": every, "kv_usage": u, "num_generated": 5, "num_preemptions": 0}
+            )
+        )
     steps = pd.concat(rows, ignore_index=True)
     tl = fleet_timeline(steps, 10.0, points=100)
     assert np.allclose(tl["kv_usage"][1:-1], 0.4)
@@ -88,9 +147,22 @@ def test_overlays_of_fleet_runs_draw_the_fleet(tmp_path, monkeypatch):
     dirs = []
     for router in ("round_robin", "least_requests"):
         d = tmp_path / router
-        args = ["run", "scenarios/cluster_routers.yaml", "--out", str(d), "--set", "run.duration_s=30",
-                "--set", "run.warmup_s=10", "--set", f"cluster.router={router}", "--set", "cluster.replicas=3",
-                "--set", "workload.arrival.rate=30"]
+        args = [
+            "run",
+            "scenarios/cluster_routers.yaml",
+            "--out",
+            str(d),
+            "--set",
+            "run.duration_s=30",
+            "--set",
+            "run.warmup_s=10",
+            "--set",
+            f"cluster.router={router}",
+            "--set",
+            "cluster.replicas=3",
+            "--set",
+            "workload.arrival.rate=30",
+        ]
         assert _main(args)[0] == 0
         dirs.append(d)
     drawn = {}
@@ -100,15 +172,24 @@ def test_overlays_of_fleet_runs_draw_the_fleet(tmp_path, monkeypatch):
         summary, _ = load_run(d)
         ts = throughput_series(steps, 1.0, 30.0)
         window = ts["time_s"] >= 10
-        assert np.mean(ts["output_tokens_per_s"][window]) == pytest.approx(summary["output_throughput"], rel=0.05), label
+        assert np.mean(ts["output_tokens_per_s"][window]) == pytest.approx(summary["output_throughput"], rel=0.05), (
+            label
+        )
 
 
 def test_metrics_follow_vllm_v1(tmp_path):
     """No V0 swap gauge in a recompute run (present when it swaps as V0 did); prefix-cache queries
     and hits as vLLM counts them, their last samples the prompt tokens looked up and found; the
     Perfetto KV counter named percent holds percent."""
-    sc, _ = load_scenario(None, ["run.duration_s=20", "run.warmup_s=0", "workload.arrival.concurrency=64",
-                                 "workload.shared_prefix={num_groups: 2, tokens: 512, fraction: 1.0}"])
+    sc, _ = load_scenario(
+        None,
+        [
+            "run.duration_s=20",
+            "run.warmup_s=0",
+            "workload.arrival.concurrency=64",
+            "workload.shared_prefix={num_groups: 2, tokens: 512, fraction: 1.0}",
+        ],
+    )
     res = simulate(sc, trace=1)
     text = openmetrics_text(res).decode()
     assert "vllm:num_requests_swapped" not in text
@@ -130,9 +211,17 @@ def test_metrics_follow_vllm_v1(tmp_path):
 def test_a_recommendation_never_reads_minus_zero_percent():
     """A preempting point whose throughput is within half a percent of the best: "the same
     throughput", not "changes throughput by -0%"; a real loss or gain says which."""
+
     def df(thr_preempting: float) -> pd.DataFrame:
-        return pd.DataFrame({"param:cluster.router": ["a", "b"], "status": ["ok", "ok"], "num_preemptions": [0, 9],
-                             "output_throughput": [1000.0, thr_preempting], "kv_cache_usage_mean": [0.5, 0.9]})
+        return pd.DataFrame(
+            {
+                "param:cluster.router": ["a", "b"],
+                "status": ["ok", "ok"],
+                "num_preemptions": [0, 9],
+                "output_throughput": [1000.0, thr_preempting],
+                "kv_cache_usage_mean": [0.5, 0.9],
+            }
+        )
 
     assert "has the same throughput (within 0.5%)" in recommend(df(1002.0), "cluster.router", False)["text"]
     assert "loses 5% of throughput" in recommend(df(950.0), "cluster.router", False)["text"]
@@ -175,8 +264,13 @@ def test_long_plot_titles_stay_inside_the_figure(tmp_path, monkeypatch):
 
     figs = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig))
-    steps = {"start": np.arange(10.0), "duration": np.ones(10), "num_generated": np.full(10, 2e6),
-             "num_preemptions": np.zeros(10), "kv_usage": np.full(10, 0.5)}
+    steps = {
+        "start": np.arange(10.0),
+        "duration": np.ones(10),
+        "num_generated": np.full(10, 2e6),
+        "num_preemptions": np.zeros(10),
+        "kv_usage": np.full(10, 0.5),
+    }
     title = "Output throughput: cluster_disaggregation, llama-3.1-8b, 3 prefill + 1 decode replicas on h100-sxm x2"
     plots.plot_throughput([("a", steps)], tmp_path / "t.png", title, 1.0, 10.0)
     fig = figs[0]

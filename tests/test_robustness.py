@@ -39,8 +39,13 @@ def test_single_request_runs_to_completion():
     front-end, one prefill step."""
     from simulator.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
-    one = ("workload.arrival={type: poisson, rate: 100}", "run.num_requests=1", "run.duration_s=null",
-           "workload.prompt_tokens={dist: fixed, value: 100}", "workload.output_tokens={dist: fixed, value: 7}")
+    one = (
+        "workload.arrival={type: poisson, rate: 100}",
+        "run.num_requests=1",
+        "run.duration_s=null",
+        "workload.prompt_tokens={dist: fixed, value: 100}",
+        "workload.output_tokens={dist: fixed, value: 7}",
+    )
     for frontend in (True, False):
         res = _run(*one, f"frontend.enabled={str(frontend).lower()}")
         R, cp = res.reqs, res.engine.cost.params
@@ -51,15 +56,21 @@ def test_single_request_runs_to_completion():
         assert (intake > 0 and deliver > 0) == frontend
         assert log["start"][0] == pytest.approx(R.arrival[0] + intake + cp[P_FE_LATENCY], abs=1e-12)
         assert R.first_token[0] - R.arrival[0] == pytest.approx(
-            intake + cp[P_FE_LATENCY] + log["duration"][0] + deliver, abs=1e-12)
+            intake + cp[P_FE_LATENCY] + log["duration"][0] + deliver, abs=1e-12
+        )
         assert R.finish[0] == pytest.approx(log["start"][6] + log["duration"][6] + deliver + cp[P_FE_FINISH], abs=1e-12)
 
 
 def test_enormous_concurrency_is_admitted_as_memory_allows():
     """20,000 closed-loop clients: nothing rejected, the running list never exceeds max_num_seqs (the
     engine alone: one API server would take minutes to take them all in)."""
-    res = _run("workload.arrival.concurrency=20000", "run.duration_s=3", "run.warmup_s=0", "engine.max_num_seqs=2048",
-               "frontend.enabled=false")
+    res = _run(
+        "workload.arrival.concurrency=20000",
+        "run.duration_s=3",
+        "run.warmup_s=0",
+        "engine.max_num_seqs=2048",
+        "frontend.enabled=false",
+    )
     log = res.engine.log.columns()
     assert log["num_running"].max() <= 2048
     assert res.reqs.n == 20000
@@ -76,8 +87,21 @@ def test_watchdog_stops_a_stalled_engine_with_a_diagnostic():
 
 def test_sweep_survives_a_broken_point_and_resumes(tmp_path, capsys):
     """A point with an invalid value fails alone; a second run reuses the finished points."""
-    args = ["sweep", "--param", "engine.max_num_seqs=0,64,128", "--set", "run.duration_s=10", "--set", "run.warmup_s=0",
-            "--set", "workload.arrival.concurrency=64", "--out", str(tmp_path), "--jobs", "1"]
+    args = [
+        "sweep",
+        "--param",
+        "engine.max_num_seqs=0,64,128",
+        "--set",
+        "run.duration_s=10",
+        "--set",
+        "run.warmup_s=0",
+        "--set",
+        "workload.arrival.concurrency=64",
+        "--out",
+        str(tmp_path),
+        "--jobs",
+        "1",
+    ]
     assert main(args) == 1
     out = capsys.readouterr().out
     assert "FAILED: engine.max_num_seqs must be >= 1 (got 0)" in out
@@ -96,10 +120,25 @@ def test_sweep_recomputes_damaged_and_stale_points_and_says_why(tmp_path, capsys
     from simulator import sweep
 
     trace = tmp_path / "t.csv"
-    trace.write_text("arrival_time_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05},100,20\n" for i in range(200)))
+    trace.write_text(
+        "arrival_time_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 0.05},100,20\n" for i in range(200))
+    )
     out = tmp_path / "sw"
-    args = ["sweep", "--param", "engine.max_num_seqs=16,32,64", "--set", f"workload.trace={trace}",
-            "--set", "run.duration_s=null", "--set", "run.num_requests=200", "--out", str(out), "--jobs", "1"]
+    args = [
+        "sweep",
+        "--param",
+        "engine.max_num_seqs=16,32,64",
+        "--set",
+        f"workload.trace={trace}",
+        "--set",
+        "run.duration_s=null",
+        "--set",
+        "run.num_requests=200",
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+    ]
     assert main(args) == 0
     capsys.readouterr()
     pts = sorted((out / "points").iterdir())
@@ -125,9 +164,25 @@ def test_results_identical_across_processes(tmp_path):
     outs = []
     for i in range(2):
         d = tmp_path / f"r{i}"
-        subprocess.run([sys.executable, "-m", "simulator", "run", "--out", str(d), "--set", "run.duration_s=15",
-                        "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=200"],
-                       check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(i)})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "simulator",
+                "run",
+                "--out",
+                str(d),
+                "--set",
+                "run.duration_s=15",
+                "--set",
+                "run.warmup_s=0",
+                "--set",
+                "workload.arrival.concurrency=200",
+            ],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": str(i)},
+        )
         outs.append(d)
     for name in ("requests.csv", "steps.csv"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()

@@ -39,8 +39,17 @@ def _group(steps: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     for c in ("num_running", "num_waiting", "num_swapped", "kv_usage"):
         s[c + "_w"] = s[c] * s["duration"]
     g = s.groupby("bin")
-    out = g[["num_seqs", "prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions",
-             "num_generated", "num_finished"]].sum()
+    out = g[
+        [
+            "num_seqs",
+            "prefill_tokens",
+            "decode_tokens",
+            "recomputed_tokens",
+            "num_preemptions",
+            "num_generated",
+            "num_finished",
+        ]
+    ].sum()
     out["num_steps"] = g.size()
     out["busy_s"] = g["duration"].sum()
     out["kv_usage_max"] = g["kv_usage"].max()
@@ -58,8 +67,16 @@ def test_bins_are_the_steps_grouped_and_the_summary_is_unchanged(path, overrides
     want = _group(steps, bin_s)
     assert list(bins.index) == list(want.index)  # only bins with steps, in order
     assert np.allclose(bins["start"], want.index * bin_s) and (bins["duration"] == bin_s).all()
-    for c in ("num_steps", "num_seqs", "prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions",
-              "num_generated", "num_finished"):
+    for c in (
+        "num_steps",
+        "num_seqs",
+        "prefill_tokens",
+        "decode_tokens",
+        "recomputed_tokens",
+        "num_preemptions",
+        "num_generated",
+        "num_finished",
+    ):
         assert (bins[c].to_numpy() == want[c].to_numpy()).all(), c
     for c in ("busy_s", "kv_usage_max", "num_running", "num_waiting", "num_swapped", "kv_usage"):
         assert np.allclose(bins[c], want[c], rtol=1e-12, atol=1e-12), c
@@ -92,23 +109,36 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
     k = len(durations)
     start = np.cumsum(np.concatenate(([0.0], np.array(durations[:-1]) + np.array(gaps[: k - 1]))))
     rows = {
-        "start": start, "duration": np.array(durations),
-        "num_running": rng.integers(0, 50, k), "num_waiting": rng.integers(0, 50, k),
-        "num_swapped": rng.integers(0, 3, k), "num_free_blocks": rng.integers(0, 101, k),
-        "num_seqs": rng.integers(0, 50, k), "prefill_tokens": rng.integers(0, 900, k),
-        "decode_tokens": rng.integers(0, 50, k), "recomputed_tokens": rng.integers(0, 90, k),
-        "num_preemptions": rng.integers(0, 3, k), "num_generated": rng.integers(0, 50, k),
+        "start": start,
+        "duration": np.array(durations),
+        "num_running": rng.integers(0, 50, k),
+        "num_waiting": rng.integers(0, 50, k),
+        "num_swapped": rng.integers(0, 3, k),
+        "num_free_blocks": rng.integers(0, 101, k),
+        "num_seqs": rng.integers(0, 50, k),
+        "prefill_tokens": rng.integers(0, 900, k),
+        "decode_tokens": rng.integers(0, 50, k),
+        "recomputed_tokens": rng.integers(0, 90, k),
+        "num_preemptions": rng.integers(0, 3, k),
+        "num_generated": rng.integers(0, 50, k),
         "num_finished": rng.integers(0, 5, k),
     }
     full, binned = StepLog(100), BinnedStepLog(100, bin_s, t0)
     binned._STAGE = 7  # flush every few steps, so bins are folded across many flushes
     for i in range(k):
         r = {c: v[i] for c, v in rows.items()}
-        work = SimpleNamespace(num_seqs=r["num_seqs"], num_prefill_tokens=r["prefill_tokens"],
-                               num_decode_tokens=r["decode_tokens"])
-        plan = SimpleNamespace(work=work, num_running=r["num_running"], num_waiting=r["num_waiting"],
-                               num_swapped=r["num_swapped"], num_free_blocks=r["num_free_blocks"],
-                               recomputed_tokens=r["recomputed_tokens"], preempted=(0,) * int(r["num_preemptions"]))
+        work = SimpleNamespace(
+            num_seqs=r["num_seqs"], num_prefill_tokens=r["prefill_tokens"], num_decode_tokens=r["decode_tokens"]
+        )
+        plan = SimpleNamespace(
+            work=work,
+            num_running=r["num_running"],
+            num_waiting=r["num_waiting"],
+            num_swapped=r["num_swapped"],
+            num_free_blocks=r["num_free_blocks"],
+            recomputed_tokens=r["recomputed_tokens"],
+            preempted=(0,) * int(r["num_preemptions"]),
+        )
         out = SimpleNamespace(num_generated=r["num_generated"], finished=(0,) * int(r["num_finished"]), itl_gaps=())
         for log in (full, binned):
             log.add(float(r["start"]), float(r["duration"]), plan, out)
@@ -122,8 +152,11 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
     assert np.allclose(got["kv_usage_max"], want["kv_usage_max"], rtol=0)
     end = float(start[-1] + durations[-1])
     a, b = full.window(t0, end), binned.window(t0, end)
-    assert (a.num_generated, a.num_preemptions, a.recomputed_tokens) == (b.num_generated, b.num_preemptions,
-                                                                         b.recomputed_tokens)
+    assert (a.num_generated, a.num_preemptions, a.recomputed_tokens) == (
+        b.num_generated,
+        b.num_preemptions,
+        b.recomputed_tokens,
+    )
     assert math.isclose(a.kv_usage_mean, b.kv_usage_mean, rel_tol=1e-9, abs_tol=1e-12)
     assert a.kv_usage_max == b.kv_usage_max
 
@@ -131,8 +164,19 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
 def test_binned_run_writes_results_and_plots(tmp_path):
     """The CLI with a binned log: steps.csv has one row per bin and the plots are drawn from it."""
     out = tmp_path / "r"
-    rc = main(["run", "--set", "run.duration_s=30", "--set", "run.warmup_s=5", "--set", "run.step_log_bin_s=2",
-               "--out", str(out)])
+    rc = main(
+        [
+            "run",
+            "--set",
+            "run.duration_s=30",
+            "--set",
+            "run.warmup_s=5",
+            "--set",
+            "run.step_log_bin_s=2",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     steps = pd.read_csv(out / "steps.csv")
     assert steps.columns[0] == "bin" and (steps["duration"] == 2).all() and len(steps) <= 15
@@ -153,8 +197,22 @@ def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch,
     assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert re.search(r"note: collapse_c1200: steps\.csv has [\d,]+ rows", out) and "run.step_log_bin_s=1" in out
-    assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--set", "run.step_log_bin_s=1",
-                 "--out", str(tmp_path / "b")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--set",
+                "run.duration_s=20",
+                "--set",
+                "run.warmup_s=0",
+                "--set",
+                "run.step_log_bin_s=1",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
     assert "steps.csv has" not in capsys.readouterr().out
 
 

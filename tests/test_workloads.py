@@ -35,7 +35,9 @@ def wl(data: dict) -> WorkloadConfig:
     return build(WorkloadConfig, data, "workload")
 
 
-def record(w: WorkloadConfig, n: int | None, seed: int = 0, until: float | None = None, max_model_len=None) -> pd.DataFrame:
+def record(
+    w: WorkloadConfig, n: int | None, seed: int = 0, until: float | None = None, max_model_len=None
+) -> pd.DataFrame:
     """Run only the workload (no engine): every submit is recorded; want_event requests end at once."""
     env = simpy.Environment()
     rows = []
@@ -50,13 +52,18 @@ def record(w: WorkloadConfig, n: int | None, seed: int = 0, until: float | None 
 
     start_workload(env, submit, w, seed, n, max_model_len=max_model_len)
     env.run(until=until)
-    return pd.DataFrame(rows, columns=["t", "prompt", "output", "group", "group_len", "priority", "key", "client", "cls"])
+    return pd.DataFrame(
+        rows, columns=["t", "prompt", "output", "group", "group_len", "priority", "key", "client", "cls"]
+    )
 
 
-def engine_run(w: WorkloadConfig, until: float, seed: int = 0, step_s: float = 0.05, blocks: int = 20_000, seqs: int = 256):
+def engine_run(
+    w: WorkloadConfig, until: float, seed: int = 0, step_s: float = 0.05, blocks: int = 20_000, seqs: int = 256
+):
     """The real engine and scheduler with a constant step cost, fed by ``w``."""
-    cfg = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=4096, block_size=16,
-                          cache_finished_content=keeps_finished_content(w))
+    cfg = SchedulerConfig(
+        max_num_seqs=seqs, max_num_batched_tokens=4096, block_size=16, cache_finished_content=keeps_finished_content(w)
+    )
     env = simpy.Environment()
     eng = CompiledEngine(env, cfg, blocks, ConstantCost(step_s), RequestTable(), max_model_len=10**6)
     start_workload(env, eng.submit, w, seed, None)
@@ -80,6 +87,7 @@ def cv_ci(x: np.ndarray) -> tuple[float, float]:
 
 
 # ---- arrivals -----------------------------------------------------------------------------------
+
 
 def test_poisson_rate_and_unit_cv():
     """Poisson gaps have mean 1/rate and CV 1 within confidence bounds from 40,000 arrivals."""
@@ -111,7 +119,9 @@ def test_constant_rate_is_exactly_periodic():
 def test_time_varying_rate_counts_match_the_integrated_rate(interp):
     """Arrivals per window of a piecewise/ramped Poisson rate match the integral of the rate (Poisson bounds)."""
     sched = {0: 5.0, 100: 40.0, 200: 10.0}
-    df = record(wl({"arrival": {"type": "time_varying", "schedule": sched, "interpolation": interp}}), None, until=300.0)
+    df = record(
+        wl({"arrival": {"type": "time_varying", "schedule": sched, "interpolation": interp}}), None, until=300.0
+    )
     fn = RateFunction(sorted(sched.items()), interp)
     grid = np.linspace(0, 300, 30_001)
     lam = np.array([fn.rate(t) for t in grid])
@@ -132,15 +142,19 @@ def in_flight_at_steps(eng, c) -> tuple[np.ndarray, np.ndarray]:
 
 def test_closed_loop_holds_exactly_c_in_flight_and_follows_concurrency_steps():
     """Closed loop keeps exactly C requests in flight; a schedule raises C at once and lowers it as surplus clients finish."""
-    w = wl({"arrival": {"type": "closed_loop", "concurrency": 8, "schedule": {20: 20, 40: 5}},
-            "prompt_tokens": {"dist": "uniform", "min": 8, "max": 64}, "output_tokens": {"dist": "uniform", "min": 2, "max": 12}})
+    w = wl(
+        {
+            "arrival": {"type": "closed_loop", "concurrency": 8, "schedule": {20: 20, 40: 5}},
+            "prompt_tokens": {"dist": "uniform", "min": 8, "max": 64},
+            "output_tokens": {"dist": "uniform", "min": 2, "max": 12},
+        }
+    )
     eng, c = engine_run(w, until=60.0)
     s, n = in_flight_at_steps(eng, c)
     assert (n[(s > 0) & (s < 20)] == 8).all()
     assert (n[(s >= 20) & (s < 40)] == 20).all()
     assert (n[s >= 42] == 5).all()  # every surplus request has finished 2 s after the step down
     assert set(np.unique(c["client"][c["arrival"] > 42])) == set(range(5))
-
 
 
 @pytest.mark.parametrize("kernel", ["reference", "compiled"])
@@ -151,22 +165,34 @@ def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, k
     import workloads.factory as factory
     from workloads.arrivals import closed_loop
 
-    sc = build(Scenario, {
-        "name": "back_to_back", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-        "engine": {"max_model_len": 3000, "num_gpu_blocks_override": 2000},
-        "workload": {"arrival": {"type": "closed_loop", "concurrency": 40, "ramp_up_s": 3},
-                     "over_max_model_len": "reject",
-                     "classes": {"chat": {"weight": 3, "preset": "chat"},
-                                 "summarise": {"weight": 1, "preset": "summarisation"},
-                                 "solo": {"arrival": {"type": "closed_loop", "concurrency": 5}, "preset": "chat"}}},
-        "run": {"seed": 3, "duration_s": None, "num_requests": 1500, "warmup_s": 0, "kernel": kernel},
-    }, "scenario")
+    sc = build(
+        Scenario,
+        {
+            "name": "back_to_back",
+            "model": "llama-3.1-8b",
+            "hardware": {"gpu": "h100-sxm"},
+            "engine": {"max_model_len": 3000, "num_gpu_blocks_override": 2000},
+            "workload": {
+                "arrival": {"type": "closed_loop", "concurrency": 40, "ramp_up_s": 3},
+                "over_max_model_len": "reject",
+                "classes": {
+                    "chat": {"weight": 3, "preset": "chat"},
+                    "summarise": {"weight": 1, "preset": "summarisation"},
+                    "solo": {"arrival": {"type": "closed_loop", "concurrency": 5}, "preset": "chat"},
+                },
+            },
+            "run": {"seed": 3, "duration_s": None, "num_requests": 1500, "warmup_s": 0, "kernel": kernel},
+        },
+        "scenario",
+    )
     chained = simulate(sc)
 
     def as_processes(*args, request=None, job=None, **kw):
         if request is not None:
+
             def job(client, active, request=request):
                 yield request(client)
+
         return closed_loop(*args, job=job, **kw)
 
     monkeypatch.setattr(factory, "closed_loop", as_processes)
@@ -176,14 +202,18 @@ def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, k
     pd.testing.assert_frame_equal(a, b)
 
 
-
 def test_client_latency_delays_each_next_request_by_exactly_that_time():
     """With client_latency_s, every client's next request arrives that long after its previous one
     ended (chained clients and client processes alike); with 0 it arrives at the same instant."""
     for extra in ({}, {"think_time_s": 1e-9}):  # think time forces the process form
         for lat in (0.0, 0.25):
-            w = wl({"arrival": {"type": "closed_loop", "concurrency": 4, "client_latency_s": lat, **extra},
-                    "prompt_tokens": {"value": 32}, "output_tokens": {"value": 4}})
+            w = wl(
+                {
+                    "arrival": {"type": "closed_loop", "concurrency": 4, "client_latency_s": lat, **extra},
+                    "prompt_tokens": {"value": 32},
+                    "output_tokens": {"value": 4},
+                }
+            )
             _, c = engine_run(w, until=20.0)
             order = np.lexsort((c["arrival"], c["client"]))
             cl, arr, fin = c["client"][order], c["arrival"][order], c["finish"][order]
@@ -197,11 +227,19 @@ def test_trace_sent_closed_loop_keeps_its_order_and_concurrency(tmp_path):
     """trace_arrivals: closed_loop sends a trace's rows in order with C clients in flight, ignoring
     the recorded times; the lengths are the trace's."""
     path = tmp_path / "t.csv"
-    path.write_text("arrival_time_s,prompt_tokens,output_tokens\n" +
-                    "".join(f"{1000 + i},{16 + i},{2 + i % 5}\n" for i in range(60)))
-    sc, _ = load_scenario(None, ["model=llama-3.1-8b", "hardware.gpu=h100-sxm",
-                                 f"workload={{trace: '{path}', trace_arrivals: closed_loop, "
-                                 "arrival: {type: closed_loop, concurrency: 3}}"])
+    path.write_text(
+        "arrival_time_s,prompt_tokens,output_tokens\n"
+        + "".join(f"{1000 + i},{16 + i},{2 + i % 5}\n" for i in range(60))
+    )
+    sc, _ = load_scenario(
+        None,
+        [
+            "model=llama-3.1-8b",
+            "hardware.gpu=h100-sxm",
+            f"workload={{trace: '{path}', trace_arrivals: closed_loop, "
+            "arrival: {type: closed_loop, concurrency: 3}}",
+        ],
+    )
     df = request_frame(simulate(sc)).sort_values("id")
     assert len(df) == 60 and (df["status"] == "finished").all()
     assert list(df["prompt_tokens"]) == [16 + i for i in range(60)]
@@ -209,18 +247,23 @@ def test_trace_sent_closed_loop_keeps_its_order_and_concurrency(tmp_path):
     assert df["arrival_s"].max() < 1000 and (df["arrival_s"].iloc[:3] == 0).all()
     assert (df["arrival_s"].diff().iloc[1:] >= 0).all()  # sent in the trace's order
     ev = np.sort(np.concatenate([df["arrival_s"], df["finish_s"]]))
-    inflight = (np.searchsorted(np.sort(df["arrival_s"]), ev, "right")
-                - np.searchsorted(np.sort(df["finish_s"]), ev, "right"))
+    inflight = np.searchsorted(np.sort(df["arrival_s"]), ev, "right") - np.searchsorted(
+        np.sort(df["finish_s"]), ev, "right"
+    )
     assert inflight.max() == 3
 
 
 # ---- lengths ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cfg,mean", [
-    ({"dist": "lognormal", "mean": 300.0, "sigma": 0.8}, 300.0),
-    ({"dist": "uniform", "min": 10, "max": 90}, 50.0),
-    ({"dist": "normal", "mean": 200.0, "std": 30.0}, 200.0),
-])
+
+@pytest.mark.parametrize(
+    "cfg,mean",
+    [
+        ({"dist": "lognormal", "mean": 300.0, "sigma": 0.8}, 300.0),
+        ({"dist": "uniform", "min": 10, "max": 90}, 50.0),
+        ({"dist": "normal", "mean": 200.0, "std": 30.0}, 200.0),
+    ],
+)
 def test_length_means_within_confidence_bounds(cfg, mean):
     """Lognormal, uniform and normal lengths have the configured mean (rounding aside) within bounds from 50,000 draws."""
     x = LengthSampler(build(LengthConfig, cfg), np.random.default_rng(1)).draw(50_000).astype(float)
@@ -230,10 +273,14 @@ def test_length_means_within_confidence_bounds(cfg, mean):
 
 def test_clipped_normal_and_zipf_respect_bounds_and_shape():
     """Clipped normal stays in [min, max]; bounded Zipf's P(min) matches k^-s normalisation (binomial bound)."""
-    x = LengthSampler(build(LengthConfig, {"dist": "normal", "mean": 100.0, "std": 80.0, "min": 20, "max": 150}),
-                      np.random.default_rng(2)).draw(20_000)
+    x = LengthSampler(
+        build(LengthConfig, {"dist": "normal", "mean": 100.0, "std": 80.0, "min": 20, "max": 150}),
+        np.random.default_rng(2),
+    ).draw(20_000)
     assert x.min() == 20 and x.max() == 150
-    z = LengthSampler(build(LengthConfig, {"dist": "zipf", "alpha": 1.5, "min": 1, "max": 1000}), np.random.default_rng(3)).draw(50_000)
+    z = LengthSampler(
+        build(LengthConfig, {"dist": "zipf", "alpha": 1.5, "min": 1, "max": 1000}), np.random.default_rng(3)
+    ).draw(50_000)
     p1 = 1.0 / (np.arange(1, 1001, dtype=float) ** -1.5).sum()
     got = (z == 1).mean()
     assert abs(got - p1) < Z * math.sqrt(p1 * (1 - p1) / len(z)) and z.min() >= 1 and z.max() <= 1000
@@ -243,12 +290,16 @@ def test_empirical_lengths_from_lines_and_csv_column(tmp_path):
     """Empirical lengths resample the file's values (plain lines or a CSV column); a bad line names file and line."""
     (tmp_path / "l.txt").write_text("10\n20\n\n30\n")
     (tmp_path / "l.csv").write_text("id,len\na,100\nb,300\n")
-    x = LengthSampler(build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.txt")}), np.random.default_rng(0)).draw(30_000)
+    x = LengthSampler(
+        build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.txt")}), np.random.default_rng(0)
+    ).draw(30_000)
     assert set(np.unique(x)) == {10, 20, 30}
     m, h = mean_ci(x.astype(float))
     assert abs(m - 20) < h
-    y = LengthSampler(build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.csv"), "column": "len"}),
-                      np.random.default_rng(0)).draw(1000)
+    y = LengthSampler(
+        build(LengthConfig, {"dist": "empirical", "file": str(tmp_path / "l.csv"), "column": "len"}),
+        np.random.default_rng(0),
+    ).draw(1000)
     assert set(np.unique(y)) == {100, 300}
     (tmp_path / "bad.txt").write_text("10\n-3\n")
     with pytest.raises(ConfigError, match=r"^bad.txt line 2: length must be an integer >= 1 \(got '-3'\)$"):
@@ -269,8 +320,12 @@ def test_copula_correlation_keeps_marginals_and_sets_rank_correlation():
 
 def test_max_model_len_rules():
     """truncate cuts the own prompt (then the output) to fit, keeping the shared prefix; reject submits as drawn."""
-    base = {"prompt_tokens": {"dist": "uniform", "min": 100, "max": 3000}, "output_tokens": {"dist": "uniform", "min": 10, "max": 1500},
-            "shared_prefix": {"tokens": 64}, "arrival": {"type": "poisson", "rate": 10.0}}
+    base = {
+        "prompt_tokens": {"dist": "uniform", "min": 100, "max": 3000},
+        "output_tokens": {"dist": "uniform", "min": 10, "max": 1500},
+        "shared_prefix": {"tokens": 64},
+        "arrival": {"type": "poisson", "rate": 10.0},
+    }
     for rule in ("truncate", "resample"):
         df = record(wl({**base, "over_max_model_len": rule}), 3000, max_model_len=2048)
         assert (df.prompt + df.output <= 2048).all() and (df.group_len == 64).all() and (df.prompt > 64).all()
@@ -290,12 +345,19 @@ def test_presets_load_and_match_their_cited_means():
 
 # ---- classes, sharing, sessions -----------------------------------------------------------------
 
+
 def test_client_classes_weights_own_arrivals_priorities_and_lengths():
     """Weighted classes split the shared arrivals by weight (binomial bound); a class with its own arrival runs it."""
-    w = wl({"arrival": {"type": "poisson", "rate": 100.0},
-            "classes": {"chat": {"weight": 3, "prompt_tokens": {"value": 100}, "priority": 1, "slo": {"p99_ttft_ms": 500}},
-                        "batch": {"weight": 1, "prompt_tokens": {"value": 2000}},
-                        "bg": {"arrival": {"type": "constant", "rate": 2.0}, "prompt_tokens": {"value": 7}, "priority": 5}}})
+    w = wl(
+        {
+            "arrival": {"type": "poisson", "rate": 100.0},
+            "classes": {
+                "chat": {"weight": 3, "prompt_tokens": {"value": 100}, "priority": 1, "slo": {"p99_ttft_ms": 500}},
+                "batch": {"weight": 1, "prompt_tokens": {"value": 2000}},
+                "bg": {"arrival": {"type": "constant", "rate": 2.0}, "prompt_tokens": {"value": 7}, "priority": 5},
+            },
+        }
+    )
     df = record(w, None, until=200.0)
     shared = df[df.cls < 2]
     frac = (shared.cls == 0).mean()
@@ -307,19 +369,28 @@ def test_client_classes_weights_own_arrivals_priorities_and_lengths():
 
 def test_shared_prefix_and_session_turns_hit_the_prefix_cache():
     """Shared-prefix requests hit their group's cached blocks and each session turn re-hits the previous turn's prompt + output."""
-    w = wl({"arrival": {"type": "closed_loop", "concurrency": 6},
-            "prompt_tokens": {"value": 40}, "output_tokens": {"value": 20},
+    w = wl(
+        {
+            "arrival": {"type": "closed_loop", "concurrency": 6},
+            "prompt_tokens": {"value": 40},
+            "output_tokens": {"value": 20},
             "shared_prefix": {"tokens": 64, "num_groups": 2},
-            "session": {"turns": {"value": 4}, "user_tokens": {"value": 30}, "think_time_s": 0.3}})
+            "session": {"turns": {"value": 4}, "user_tokens": {"value": 30}, "think_time_s": 0.3},
+        }
+    )
     assert keeps_finished_content(w)
     _, c = engine_run(w, until=40.0)
     done = c["status"] == 3
-    df = pd.DataFrame({k: c[k] for k in ("content_key", "prompt_len", "max_tokens", "cached_tokens", "group", "arrival")})[done]
+    df = pd.DataFrame(
+        {k: c[k] for k in ("content_key", "prompt_len", "max_tokens", "cached_tokens", "group", "arrival")}
+    )[done]
     assert (df.content_key >= SESSION_KEY_BASE).all()
     hits = 0
     for _, s in df.groupby("content_key"):
         s = s.sort_values("arrival")
-        assert list(s.prompt_len) == [104, 154, 204, 254][: len(s)]  # 64 + 40, then + 20 output + 30 user tokens per turn
+        assert (
+            list(s.prompt_len) == [104, 154, 204, 254][: len(s)]
+        )  # 64 + 40, then + 20 output + 30 user tokens per turn
         for prev, cur in zip(s.itertuples(), list(s.itertuples())[1:]):
             assert cur.cached_tokens >= (prev.prompt_len + prev.max_tokens - 1) // 16 * 16
             hits += 1
@@ -330,7 +401,9 @@ def test_shared_prefix_and_session_turns_hit_the_prefix_cache():
 
 def test_without_sharing_nothing_hits():
     """Unique prompts (no prefix groups, no sessions) get no prefix-cache hits, and finished content is not kept."""
-    w = wl({"arrival": {"type": "poisson", "rate": 20.0}, "prompt_tokens": {"value": 64}, "output_tokens": {"value": 8}})
+    w = wl(
+        {"arrival": {"type": "poisson", "rate": 20.0}, "prompt_tokens": {"value": 64}, "output_tokens": {"value": 8}}
+    )
     assert not keeps_finished_content(w)
     _, c = engine_run(w, until=20.0)
     assert (c["cached_tokens"][c["status"] == 3] == 0).all()
@@ -338,10 +411,15 @@ def test_without_sharing_nothing_hits():
 
 # ---- seeding ------------------------------------------------------------------------------------
 
+
 def test_same_seed_same_requests_and_components_are_independent():
     """Same seed gives identical requests; changing output lengths leaves arrival times and prompts untouched."""
-    base = {"arrival": {"type": "gamma", "rate": 10.0, "cv": 2.0}, "prompt_tokens": {"dist": "lognormal", "mean": 300.0},
-            "output_tokens": {"dist": "uniform", "min": 1, "max": 100}, "shared_prefix": {"fraction": 0.3, "num_groups": 4}}
+    base = {
+        "arrival": {"type": "gamma", "rate": 10.0, "cv": 2.0},
+        "prompt_tokens": {"dist": "lognormal", "mean": 300.0},
+        "output_tokens": {"dist": "uniform", "min": 1, "max": 100},
+        "shared_prefix": {"fraction": 0.3, "num_groups": 4},
+    }
     a, b = record(wl(base), 2000, seed=7), record(wl(base), 2000, seed=7)
     pd.testing.assert_frame_equal(a, b)
     c = record(wl({**base, "output_tokens": {"dist": "fixed", "value": 9}}), 2000, seed=7)
@@ -352,7 +430,9 @@ def test_same_seed_same_requests_and_components_are_independent():
 # ---- traces -------------------------------------------------------------------------------------
 
 OPEN_LOOP = [
-    "run.duration_s=15", "run.warmup_s=0", "run.seed=3",
+    "run.duration_s=15",
+    "run.warmup_s=0",
+    "run.seed=3",
     "workload.arrival={type: poisson, rate: 40}",
     "workload.prompt_tokens={dist: lognormal, mean: 400, sigma: 0.7}",
     "workload.output_tokens={dist: lognormal, mean: 120, sigma: 0.5}",
@@ -377,24 +457,44 @@ def test_trace_round_trip_reproduces_an_open_loop_run(tmp_path, ext):
 def test_trace_cli_writes_a_trace_and_reports_errors_in_one_line(tmp_path, capsys):
     """`servesim trace generate` writes a readable trace (exit 0); a bad override exits 2 with one error line."""
     out = tmp_path / "t.csv"
-    assert main(["trace", "generate", "-o", str(out), "--set", "workload.arrival={type: poisson, rate: 5}",
-                 "--set", "run.num_requests=30", "--set", "run.duration_s=null"]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "generate",
+                "-o",
+                str(out),
+                "--set",
+                "workload.arrival={type: poisson, rate: 5}",
+                "--set",
+                "run.num_requests=30",
+                "--set",
+                "run.duration_s=null",
+            ]
+        )
+        == 0
+    )
     assert len(read_trace(str(out))) == 30
     assert main(["trace", "generate", "-o", str(out), "--set", "workload.arrival.rte=5"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: workload.arrival.rte: unknown key; did you mean 'rate'?"
 
 
-@pytest.mark.parametrize("rows,msg", [
-    ("0.5,10,5\n1.0,abc,5\n", "trace.csv line 3: prompt_tokens must be an integer >= 1 (got 'abc')"),
-    ("0.5,10,5\n-1,10,5\n", "trace.csv line 3: arrival_time_s must be a number >= 0 (got '-1')"),
-    ("0.5,10,0\n", "trace.csv line 2: output_tokens must be an integer >= 1 (got '0')"),
-    ("0.5,10,5,1,\n", "trace.csv line 2: prefix_tokens must be given with prefix_group (got none)"),
-    ("0.5,10,5,1,20\n", "trace.csv line 2: prefix_tokens must be <= prompt_tokens (10) (got 20)"),
-])
+@pytest.mark.parametrize(
+    "rows,msg",
+    [
+        ("0.5,10,5\n1.0,abc,5\n", "trace.csv line 3: prompt_tokens must be an integer >= 1 (got 'abc')"),
+        ("0.5,10,5\n-1,10,5\n", "trace.csv line 3: arrival_time_s must be a number >= 0 (got '-1')"),
+        ("0.5,10,0\n", "trace.csv line 2: output_tokens must be an integer >= 1 (got '0')"),
+        ("0.5,10,5,1,\n", "trace.csv line 2: prefix_tokens must be given with prefix_group (got none)"),
+        ("0.5,10,5,1,20\n", "trace.csv line 2: prefix_tokens must be <= prompt_tokens (10) (got 20)"),
+    ],
+)
 def test_bad_trace_rows_name_the_line_and_column(tmp_path, rows, msg):
     """A bad trace row is reported at load as `trace.csv line N: <column> must be ... (got ...)`."""
-    header = "arrival_time_s,prompt_tokens,output_tokens" + (",prefix_group,prefix_tokens" if rows.count(",") > 2 * rows.count("\n") else "")
+    header = "arrival_time_s,prompt_tokens,output_tokens" + (
+        ",prefix_group,prefix_tokens" if rows.count(",") > 2 * rows.count("\n") else ""
+    )
     (tmp_path / "trace.csv").write_text(header + "\n" + rows)
     with pytest.raises(ConfigError) as e:
         load_scenario(None, [f"workload.trace={tmp_path / 'trace.csv'}"])
@@ -403,7 +503,9 @@ def test_bad_trace_rows_name_the_line_and_column(tmp_path, rows, msg):
 
 def test_bad_jsonl_trace_and_unknown_columns(tmp_path):
     """JSONL rows are checked the same way; unknown columns get a did-you-mean."""
-    (tmp_path / "t.jsonl").write_text('{"arrival_time_s": 0, "prompt_tokens": 3, "output_tokens": 2}\n{"arrival_time_s": 1, "prompt_tokens": 2.5, "output_tokens": 2}\n')
+    (tmp_path / "t.jsonl").write_text(
+        '{"arrival_time_s": 0, "prompt_tokens": 3, "output_tokens": 2}\n{"arrival_time_s": 1, "prompt_tokens": 2.5, "output_tokens": 2}\n'
+    )
     with pytest.raises(ConfigError, match=r"^t.jsonl line 2: prompt_tokens must be an integer >= 1 \(got 2.5\)$"):
         read_trace(str(tmp_path / "t.jsonl"))
     (tmp_path / "u.csv").write_text("arrival_time_s,prompt_tokens,output_tokens,sesion_id\n0,1,1,3\n")
@@ -426,10 +528,21 @@ _cell = st.one_of(st.just(""), st.integers(0, 40).map(str), st.integers(0, 40).m
 
 @settings(max_examples=60, deadline=None)
 @given(
-    rows=st.lists(st.tuples(
-        st.floats(0, 1e6, allow_nan=False).map(lambda x: st.sampled_from([repr(x), f"{x:.17g}", f"{x:.3e}", f" {x:.6f}"])),
-        st.integers(1, 4000), st.integers(1, 900), st.integers(-1, 3), _cell, _cell, st.integers(-2, 2),
-    ), min_size=1, max_size=30),
+    rows=st.lists(
+        st.tuples(
+            st.floats(0, 1e6, allow_nan=False).map(
+                lambda x: st.sampled_from([repr(x), f"{x:.17g}", f"{x:.3e}", f" {x:.6f}"])
+            ),
+            st.integers(1, 4000),
+            st.integers(1, 900),
+            st.integers(-1, 3),
+            _cell,
+            _cell,
+            st.integers(-2, 2),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
     data=st.data(),
 )
 def test_plain_csv_traces_read_as_the_row_reader_reads_them(tmp_path_factory, rows, data):
@@ -449,14 +562,17 @@ def test_plain_csv_traces_read_as_the_row_reader_reads_them(tmp_path_factory, ro
         assert fast[k].dtype == v.dtype and fast[k].tolist() == v.tolist(), k
 
 
-@pytest.mark.parametrize("text", [
-    "arrival_time_s,prompt_tokens,output_tokens\n# a comment\n0.5,10,5\n",
-    "arrival_time_s,prompt_tokens,output_tokens\n0.5,10,5\n\n1,10,5\n",
-    "arrival_time_s,prompt_tokens,output_tokens,client\n0.5,10,5\n1,10,5,3,\n",
-    'arrival_time_s,prompt_tokens,output_tokens\n"0.5",10,5\n',
-    "arrival_time_s,prompt_tokens,output_tokens,priority\n0.5,10,5,nan\n",
-    "arrival_time_s,prompt_tokens,output_tokens\n0.5,10.5,5\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "arrival_time_s,prompt_tokens,output_tokens\n# a comment\n0.5,10,5\n",
+        "arrival_time_s,prompt_tokens,output_tokens\n0.5,10,5\n\n1,10,5\n",
+        "arrival_time_s,prompt_tokens,output_tokens,client\n0.5,10,5\n1,10,5,3,\n",
+        'arrival_time_s,prompt_tokens,output_tokens\n"0.5",10,5\n',
+        "arrival_time_s,prompt_tokens,output_tokens,priority\n0.5,10,5,nan\n",
+        "arrival_time_s,prompt_tokens,output_tokens\n0.5,10.5,5\n",
+    ],
+)
 def test_traces_that_are_not_plain_go_to_the_row_reader(tmp_path, text):
     """Comments, blank lines, ragged rows, quotes, words and bad values: the fast path declines."""
     from workloads.trace import _csv_fast
@@ -467,18 +583,49 @@ def test_traces_that_are_not_plain_go_to_the_row_reader(tmp_path, text):
 
 # ---- config errors ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("data,msg", [
-    ({"arrival": {"type": "time_varying"}}, "workload.arrival.schedule: type 'time_varying' needs a schedule {t_s: rate} (got null)"),
-    ({"arrival": {"type": "time_varying", "schedule": {0: 5, 10: -1}}}, "workload.arrival.schedule.10 must be a number >= 0 (got -1)"),
-    ({"arrival": {"type": "closed_loop", "schedule": {0: 2.5}}}, "workload.arrival.schedule.0 must be an integer (got 2.5)"),
-    ({"arrival": {"type": "poisson", "schedule": {0: 1}}}, "workload.arrival.schedule: only for type 'time_varying' or 'closed_loop' (got type 'poisson')"),
-    ({"classes": {"x": {"weight": 1, "arrival": {"type": "poisson"}}}}, "workload.classes.x.weight: a class with its own arrival takes no weight (got 1.0)"),
-    ({"classes": {"x": {"priorty": 1}}}, "workload.classes.x.priorty: unknown key; did you mean 'priority'?"),
-    ({"preset": "chat", "prompt_tokens": {"value": 5}}, "workload.prompt_tokens: cannot be set together with workload.preset ('chat') (got dist 'fixed')"),
-    ({"prompt_tokens": {"dist": "empirical"}}, "workload.prompt_tokens.file: dist 'empirical' needs a file of lengths (got null)"),
-    ({"trace_arrivals": "closed_loop", "arrival": {"type": "poisson"}}, "workload.trace_arrivals: closed_loop sends the trace with workload.arrival.type: closed_loop clients (got arrival type 'poisson')"),
-    ({"arrival": {"type": "poisson", "client_latency_s": 1}}, "workload.arrival.client_latency_s: only for type 'closed_loop' (got type 'poisson')"),
-])
+
+@pytest.mark.parametrize(
+    "data,msg",
+    [
+        (
+            {"arrival": {"type": "time_varying"}},
+            "workload.arrival.schedule: type 'time_varying' needs a schedule {t_s: rate} (got null)",
+        ),
+        (
+            {"arrival": {"type": "time_varying", "schedule": {0: 5, 10: -1}}},
+            "workload.arrival.schedule.10 must be a number >= 0 (got -1)",
+        ),
+        (
+            {"arrival": {"type": "closed_loop", "schedule": {0: 2.5}}},
+            "workload.arrival.schedule.0 must be an integer (got 2.5)",
+        ),
+        (
+            {"arrival": {"type": "poisson", "schedule": {0: 1}}},
+            "workload.arrival.schedule: only for type 'time_varying' or 'closed_loop' (got type 'poisson')",
+        ),
+        (
+            {"classes": {"x": {"weight": 1, "arrival": {"type": "poisson"}}}},
+            "workload.classes.x.weight: a class with its own arrival takes no weight (got 1.0)",
+        ),
+        ({"classes": {"x": {"priorty": 1}}}, "workload.classes.x.priorty: unknown key; did you mean 'priority'?"),
+        (
+            {"preset": "chat", "prompt_tokens": {"value": 5}},
+            "workload.prompt_tokens: cannot be set together with workload.preset ('chat') (got dist 'fixed')",
+        ),
+        (
+            {"prompt_tokens": {"dist": "empirical"}},
+            "workload.prompt_tokens.file: dist 'empirical' needs a file of lengths (got null)",
+        ),
+        (
+            {"trace_arrivals": "closed_loop", "arrival": {"type": "poisson"}},
+            "workload.trace_arrivals: closed_loop sends the trace with workload.arrival.type: closed_loop clients (got arrival type 'poisson')",
+        ),
+        (
+            {"arrival": {"type": "poisson", "client_latency_s": 1}},
+            "workload.arrival.client_latency_s: only for type 'closed_loop' (got type 'poisson')",
+        ),
+    ],
+)
 def test_workload_config_errors_are_one_line_with_path_rule_and_value(data, msg):
     """Checks the generic loader cannot do still name the field path, the rule and the value."""
     with pytest.raises(ConfigError) as e:

@@ -46,6 +46,7 @@ class Budget:
 
 # ---- open loop ----------------------------------------------------------------------------------
 
+
 def poisson_gaps(rate: float, rng: np.random.Generator) -> Iterator[float]:
     """Exponential gaps with mean 1/rate, drawn 4096 at a time."""
     while True:
@@ -142,8 +143,15 @@ def poisson(
 
 # ---- closed loop --------------------------------------------------------------------------------
 
-def _chained_client(env: simpy.Environment, request: Callable[[int], simpy.Event], budget: Budget, client: int,
-                    delay: float | None, latency: float = 0.0) -> None:
+
+def _chained_client(
+    env: simpy.Environment,
+    request: Callable[[int], simpy.Event],
+    budget: Budget,
+    client: int,
+    delay: float | None,
+    latency: float = 0.0,
+) -> None:
     """A closed-loop client that sends requests back to back, as callbacks on their completion events.
 
     It does what ``closed_loop``'s process does for such a client, event for event: it starts on
@@ -151,6 +159,7 @@ def _chained_client(env: simpy.Environment, request: Callable[[int], simpy.Event
     request's completion runs the next turn where the process would have been resumed (after a
     timeout of ``latency``, if any).
     """
+
     def turn(_event: simpy.Event | None = None) -> None:
         if budget.take():
             request(client).callbacks.append(react if latency > 0 else turn)
@@ -199,22 +208,31 @@ def closed_loop(
     alive: set[int] = set()
 
     if job is None and request is None:
+
         def request(client):
             return submit(*cast(Callable, factory)(), client=client, want_event=True)
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
         assert request is not None  # given, or defined above when job is None
         for cid in range(concurrency):
-            _chained_client(env, request, budget, client_base + cid,
-                            ramp_up_s * cid / concurrency if ramp_up_s > 0 else None, client_latency_s)
+            _chained_client(
+                env,
+                request,
+                budget,
+                client_base + cid,
+                ramp_up_s * cid / concurrency if ramp_up_s > 0 else None,
+                client_latency_s,
+            )
         return
 
     if job is None:
+
         def job(client, active):
             assert request is not None  # given, or defined above when job is None
             yield request(client)
 
     if think is None:
+
         def think():
             return think_time_s
 

@@ -26,27 +26,62 @@ class ArrivalConfig:
         "closed_loop",
         "closed loop (fixed or stepped concurrency), or open loop: Poisson, gamma (bursty), constant rate, time-varying Poisson rate",
     )
-    concurrency: int = F(64, "closed loop: requests in flight (each client sends its next request when its previous one ends)", "requests", ge=1,
-                         only={"type": ("closed_loop",)})
-    think_time_s: float = F(0.0, "closed loop: pause between a response and the client's next request", "s", ge=0.0,
-                            only={"type": ("closed_loop",)})
-    think_time_dist: Literal["fixed", "exponential"] = F("fixed", "closed loop: think time is exactly think_time_s, or exponential with that mean",
-                                                         only={"type": ("closed_loop",)})
-    ramp_up_s: float = F(0.0, "closed loop: clients start evenly spread over this time (0: all at once)", "s", ge=0.0,
-                         only={"type": ("closed_loop",)})
-    client_latency_s: float = F(0.0, "closed loop: from a response's end to the client's next request reaching the engine (network, client; 0: it makes the engine's very next step)", "s", ge=0.0,
-                                only={"type": ("closed_loop",)})
-    rate: float = F(1.0, "poisson, gamma, constant: mean arrival rate", "requests/s", gt=0.0,
-                    only={"type": ("poisson", "gamma", "constant")})
-    cv: float = F(1.0, "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)", gt=0.0,
-                  only={"type": ("gamma",)})
+    concurrency: int = F(
+        64,
+        "closed loop: requests in flight (each client sends its next request when its previous one ends)",
+        "requests",
+        ge=1,
+        only={"type": ("closed_loop",)},
+    )
+    think_time_s: float = F(
+        0.0,
+        "closed loop: pause between a response and the client's next request",
+        "s",
+        ge=0.0,
+        only={"type": ("closed_loop",)},
+    )
+    think_time_dist: Literal["fixed", "exponential"] = F(
+        "fixed",
+        "closed loop: think time is exactly think_time_s, or exponential with that mean",
+        only={"type": ("closed_loop",)},
+    )
+    ramp_up_s: float = F(
+        0.0,
+        "closed loop: clients start evenly spread over this time (0: all at once)",
+        "s",
+        ge=0.0,
+        only={"type": ("closed_loop",)},
+    )
+    client_latency_s: float = F(
+        0.0,
+        "closed loop: from a response's end to the client's next request reaching the engine (network, client; 0: it makes the engine's very next step)",
+        "s",
+        ge=0.0,
+        only={"type": ("closed_loop",)},
+    )
+    rate: float = F(
+        1.0,
+        "poisson, gamma, constant: mean arrival rate",
+        "requests/s",
+        gt=0.0,
+        only={"type": ("poisson", "gamma", "constant")},
+    )
+    cv: float = F(
+        1.0,
+        "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)",
+        gt=0.0,
+        only={"type": ("gamma",)},
+    )
     schedule: Union[dict, str, None] = F(
         None,
         "time_varying: {t_s: rate} points; closed_loop: {t_s: concurrency} steps (extra clients start, surplus ones stop after their current request); also 't:v, t:v'",
         only={"type": ("time_varying", "closed_loop")},
     )
-    interpolation: Literal["step", "linear"] = F("step", "time_varying: rate is piecewise constant between points, or a linear ramp between them",
-                                                 only={"type": ("time_varying",)})
+    interpolation: Literal["step", "linear"] = F(
+        "step",
+        "time_varying: rate is piecewise constant between points, or a linear ramp between them",
+        only={"type": ("time_varying",)},
+    )
 
 
 @dataclass(frozen=True)
@@ -55,15 +90,24 @@ class LengthConfig:
         "fixed", "length distribution (samples are rounded and clipped to [min, max])"
     )
     value: int = F(512, "fixed: the length", "tokens", ge=1, only={"dist": ("fixed",)})
-    mean: float = F(512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0, only={"dist": ("lognormal", "normal")})
+    mean: float = F(
+        512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0, only={"dist": ("lognormal", "normal")}
+    )
     sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0, only={"dist": ("lognormal",)})
     std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0, only={"dist": ("normal",)})
     min: int = F(1, "smallest length (uniform, zipf: lower bound)", "tokens", ge=1)
     max: int = F(1_000_000, "largest length (uniform, zipf: upper bound)", "tokens", ge=1)
-    alpha: float = F(1.2, "zipf: exponent s of P(k) proportional to k^-s over [min, max]", gt=0.0, only={"dist": ("zipf",)})
-    file: Union[str, None] = F(None, "empirical: file of lengths (one per line, or a CSV with `column`), sampled uniformly with replacement",
-                               only={"dist": ("empirical",)})
-    column: Union[str, None] = F(None, "empirical: CSV column holding the lengths (null: one length per line)", only={"dist": ("empirical",)})
+    alpha: float = F(
+        1.2, "zipf: exponent s of P(k) proportional to k^-s over [min, max]", gt=0.0, only={"dist": ("zipf",)}
+    )
+    file: Union[str, None] = F(
+        None,
+        "empirical: file of lengths (one per line, or a CSV with `column`), sampled uniformly with replacement",
+        only={"dist": ("empirical",)},
+    )
+    column: Union[str, None] = F(
+        None, "empirical: CSV column holding the lengths (null: one length per line)", only={"dist": ("empirical",)}
+    )
 
 
 @dataclass(frozen=True)
@@ -75,18 +119,28 @@ class SharedPrefixConfig:
 
 @dataclass(frozen=True)
 class SessionConfig:
-    turns: LengthConfig = F(LengthConfig(dist="fixed", value=4), "turns per session (a length distribution over integers)", units="turns")
-    user_tokens: Union[LengthConfig, None] = F(None, "new user tokens added by each follow-up turn (null: drawn like prompt_tokens)")
+    turns: LengthConfig = F(
+        LengthConfig(dist="fixed", value=4), "turns per session (a length distribution over integers)", units="turns"
+    )
+    user_tokens: Union[LengthConfig, None] = F(
+        None, "new user tokens added by each follow-up turn (null: drawn like prompt_tokens)"
+    )
     think_time_s: float = F(0.0, "pause between a turn's response and the session's next turn", "s", ge=0.0)
-    think_time_dist: Literal["fixed", "exponential"] = F("fixed", "think time is exactly think_time_s, or exponential with that mean")
+    think_time_dist: Literal["fixed", "exponential"] = F(
+        "fixed", "think time is exactly think_time_s, or exponential with that mean"
+    )
 
 
 @dataclass(frozen=True)
 class SLOConfig:
     """Latency targets. A client class meets them when its p99 does; goodput counts the requests whose own TTFT and TPOT are within them."""
 
-    p99_ttft_ms: Union[float, None] = F(None, "target time to first token (99th percentile of a class; per request for goodput)", "ms", gt=0.0)
-    p99_tpot_ms: Union[float, None] = F(None, "target time per output token (99th percentile of a class; per request for goodput)", "ms", gt=0.0)
+    p99_ttft_ms: Union[float, None] = F(
+        None, "target time to first token (99th percentile of a class; per request for goodput)", "ms", gt=0.0
+    )
+    p99_tpot_ms: Union[float, None] = F(
+        None, "target time per output token (99th percentile of a class; per request for goodput)", "ms", gt=0.0
+    )
 
 
 @dataclass(frozen=True)
@@ -94,12 +148,18 @@ class ClassConfig:
     """One client class of ``workload.classes`` (fields left null inherit the workload's)."""
 
     name: str = F("", "class name (the mapping key when classes are given as a mapping)")
-    weight: Union[float, None] = F(None, "share of the workload's arrivals (classes without their own arrival; null: 1)", ge=0.0)
-    arrival: Union[ArrivalConfig, None] = F(None, "the class's own arrival process (null: share workload.arrival by weight)")
+    weight: Union[float, None] = F(
+        None, "share of the workload's arrivals (classes without their own arrival; null: 1)", ge=0.0
+    )
+    arrival: Union[ArrivalConfig, None] = F(
+        None, "the class's own arrival process (null: share workload.arrival by weight)"
+    )
     preset: Union[PresetName, None] = F(None, "named length preset (see docs/workloads.md)")
     prompt_tokens: Union[LengthConfig, None] = F(None, "prompt length (null: the workload's)")
     output_tokens: Union[LengthConfig, None] = F(None, "output length (null: the workload's)")
-    correlation: Union[float, None] = F(None, "Gaussian-copula correlation of prompt and output length (null: the workload's)", ge=-1.0, le=1.0)
+    correlation: Union[float, None] = F(
+        None, "Gaussian-copula correlation of prompt and output length (null: the workload's)", ge=-1.0, le=1.0
+    )
     shared_prefix: Union[SharedPrefixConfig, None] = F(None, "shared-prefix groups (null: the workload's)")
     session: Union[SessionConfig, None] = F(None, "multi-turn sessions (null: the workload's)")
     priority: int = F(0, "request priority (engine.scheduling_policy: priority; lower runs first)")
@@ -111,16 +171,31 @@ class WorkloadConfig:
     arrival: ArrivalConfig = F(ArrivalConfig(), "how requests arrive")
     prompt_tokens: LengthConfig = F(LengthConfig(), "prompt length")
     output_tokens: LengthConfig = F(LengthConfig(value=256), "output length (max_tokens with ignore_eos)")
-    correlation: float = F(0.0, "Gaussian-copula correlation of prompt and output length (0: independent)", ge=-1.0, le=1.0)
-    shared_prefix: Union[SharedPrefixConfig, None] = F(None, "optional shared-prefix groups (prefix caching hits)")
-    session: Union[SessionConfig, None] = F(None, "optional multi-turn sessions: each turn re-sends the previous turns' prompt and output")
-    preset: Union[PresetName, None] = F(None, "named length preset: chat, summarisation, code_completion, long_context_rag (docs/workloads.md)")
-    classes: Union[dict, None] = F(None, "client classes {name: {weight or arrival, prompt_tokens, output_tokens, priority, slo, ...}}")
-    over_max_model_len: Literal["truncate", "resample", "reject"] = F(
-        "truncate", "a drawn request longer than max_model_len: cut it to fit, draw again, or submit it (the engine rejects it)"
+    correlation: float = F(
+        0.0, "Gaussian-copula correlation of prompt and output length (0: independent)", ge=-1.0, le=1.0
     )
-    trace: Union[str, None] = F(None, "replay a trace file (CSV or JSONL, docs/workloads.md); overrides the lengths, and the arrivals unless trace_arrivals says otherwise")
-    trace_arrivals: Literal["recorded", "closed_loop"] = F("recorded", "a trace's requests arrive at their recorded times (open loop), or are sent in order by workload.arrival.concurrency closed-loop clients, as `vllm bench serve --max-concurrency` sends a dataset")
+    shared_prefix: Union[SharedPrefixConfig, None] = F(None, "optional shared-prefix groups (prefix caching hits)")
+    session: Union[SessionConfig, None] = F(
+        None, "optional multi-turn sessions: each turn re-sends the previous turns' prompt and output"
+    )
+    preset: Union[PresetName, None] = F(
+        None, "named length preset: chat, summarisation, code_completion, long_context_rag (docs/workloads.md)"
+    )
+    classes: Union[dict, None] = F(
+        None, "client classes {name: {weight or arrival, prompt_tokens, output_tokens, priority, slo, ...}}"
+    )
+    over_max_model_len: Literal["truncate", "resample", "reject"] = F(
+        "truncate",
+        "a drawn request longer than max_model_len: cut it to fit, draw again, or submit it (the engine rejects it)",
+    )
+    trace: Union[str, None] = F(
+        None,
+        "replay a trace file (CSV or JSONL, docs/workloads.md); overrides the lengths, and the arrivals unless trace_arrivals says otherwise",
+    )
+    trace_arrivals: Literal["recorded", "closed_loop"] = F(
+        "recorded",
+        "a trace's requests arrive at their recorded times (open loop), or are sent in order by workload.arrival.concurrency closed-loop clients, as `vllm bench serve --max-concurrency` sends a dataset",
+    )
 
     def __post_init__(self) -> None:
         check_workload(self, "workload")
@@ -131,6 +206,7 @@ class WorkloadConfig:
 
 
 # ---- checks the generic loader cannot do -------------------------------------------------------
+
 
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
@@ -241,8 +317,10 @@ def check_workload(w: WorkloadConfig, path: str) -> None:
 
         read_trace(w.trace)
     if w.trace_arrivals == "closed_loop" and w.arrival.type != "closed_loop":
-        raise ConfigError(f"{path}.trace_arrivals: closed_loop sends the trace with "
-                          f"{path}.arrival.type: closed_loop clients (got arrival type {w.arrival.type!r})")
+        raise ConfigError(
+            f"{path}.trace_arrivals: closed_loop sends the trace with "
+            f"{path}.arrival.type: closed_loop clients (got arrival type {w.arrival.type!r})"
+        )
 
 
 def _parse_classes(raw: Any, path: str) -> tuple[ClassConfig, ...]:

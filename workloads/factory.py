@@ -146,7 +146,9 @@ class RequestFactory:
         spec = spec or class_specs(w)[0]
         ss = seeds or np.random.SeedSequence(seed)
         r_prompt, r_out, r_prefix, self.arrival_rng = (np.random.default_rng(s) for s in ss.spawn(4))
-        r_copula, r_turns, r_user, r_think, r_fit, self.client_think_rng = (np.random.default_rng(s) for s in ss.spawn(6))
+        r_copula, r_turns, r_user, r_think, r_fit, self.client_think_rng = (
+            np.random.default_rng(s) for s in ss.spawn(6)
+        )
         self.spec = spec
         self.prompt = LengthSampler(spec.prompt, r_prompt)
         self.output = LengthSampler(spec.output, r_out)
@@ -229,7 +231,9 @@ class RequestFactory:
 
     def request(self, submit: Callable, client: int) -> simpy.Event:
         """A closed-loop client's next single request (its budget already taken): its completion event."""
-        return submit(*self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True)
+        return submit(
+            *self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True
+        )
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -299,8 +303,11 @@ def _start_arrival(
             return sources[min(int(np.searchsorted(cum, class_rng.random(), side="right")), len(sources) - 1)]
 
     if a.type == "closed_loop":
-        schedule = (cast("list[tuple[float, int]]", parse_schedule(a.schedule, f"{where}.schedule", integer=True))
-                    if a.schedule is not None else None)
+        schedule = (
+            cast("list[tuple[float, int]]", parse_schedule(a.schedule, f"{where}.schedule", integer=True))
+            if a.schedule is not None
+            else None
+        )
         most = max([a.concurrency] + [c for _, c in schedule or []])
         base = ids.new_clients(most)
 
@@ -312,14 +319,27 @@ def _start_arrival(
 
         think: Callable[[], float] | None
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
+
             def think() -> float:
                 return float(think_rng.exponential(a.think_time_s))
         else:
             think = None
         plain = all(s.spec.session is None for s in sources)
-        closed_loop(env, submit, None, a.concurrency, a.think_time_s, a.ramp_up_s, budget,
-                    job=None if plain else job, request=request if plain else None, think=think,
-                    schedule=schedule, client_base=base, client_latency_s=a.client_latency_s)
+        closed_loop(
+            env,
+            submit,
+            None,
+            a.concurrency,
+            a.think_time_s,
+            a.ramp_up_s,
+            budget,
+            job=None if plain else job,
+            request=request if plain else None,
+            think=think,
+            schedule=schedule,
+            client_base=base,
+            client_latency_s=a.client_latency_s,
+        )
         return
     if a.type == "poisson":
         gaps = poisson_gaps(a.rate, gap_rng)
@@ -361,20 +381,43 @@ def start_workload(
     root = np.random.SeedSequence(seed)
     if specs[0].index < 0:
         src = RequestFactory(w, seed, spec=specs[0], seeds=root, max_model_len=max_model_len, ids=ids)
-        _start_arrival(env, submit, w.arrival, [src], src.arrival_rng, src.client_think_rng, None, budget, ids, "workload.arrival")
+        _start_arrival(
+            env, submit, w.arrival, [src], src.arrival_rng, src.client_think_rng, None, budget, ids, "workload.arrival"
+        )
         return num_requests
     top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps
     extra = root.spawn(2 + len(specs))
     class_rng, think_rng = np.random.default_rng(extra[0]), np.random.default_rng(extra[1])
     sources = [
-        RequestFactory(w, seed, spec=s, seeds=extra[2 + i], max_model_len=max_model_len, ids=ids) for i, s in enumerate(specs)
+        RequestFactory(w, seed, spec=s, seeds=extra[2 + i], max_model_len=max_model_len, ids=ids)
+        for i, s in enumerate(specs)
     ]
     shared = [s for s in sources if s.spec.arrival is None]
     if shared:
-        _start_arrival(env, submit, w.arrival, shared, np.random.default_rng(top[3]), think_rng, class_rng, budget, ids,
-                       "workload.arrival")
+        _start_arrival(
+            env,
+            submit,
+            w.arrival,
+            shared,
+            np.random.default_rng(top[3]),
+            think_rng,
+            class_rng,
+            budget,
+            ids,
+            "workload.arrival",
+        )
     for s in sources:
         if s.spec.arrival is not None:
-            _start_arrival(env, submit, s.spec.arrival, [s], s.arrival_rng, s.client_think_rng, None, budget, ids,
-                           f"workload.classes.{s.spec.name}.arrival")
+            _start_arrival(
+                env,
+                submit,
+                s.spec.arrival,
+                [s],
+                s.arrival_rng,
+                s.client_think_rng,
+                None,
+                budget,
+                ids,
+                f"workload.classes.{s.spec.name}.arrival",
+            )
     return num_requests

@@ -30,6 +30,7 @@ def normal_cdf(z: np.ndarray) -> np.ndarray:
 
 # ---- empirical lengths from a file -------------------------------------------------------------
 
+
 def load_lengths(path: str, column: str | None, where: str) -> np.ndarray:
     """Lengths from a file: one positive integer per line, or a CSV column. Errors name file and line."""
     p = Path(path)

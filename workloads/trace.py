@@ -91,6 +91,7 @@ def _session_key(sid: int) -> int:
 
 # ---- reading ------------------------------------------------------------------------------------
 
+
 def read_trace(path: str) -> Trace:
     """Read and check a trace file (``.jsonl``/``.json``: JSON lines; anything else: CSV). Cached per file version."""
     p = Path(path)
@@ -119,7 +120,7 @@ def _read(resolved: str, name: str, _mtime: int, _size: int) -> Trace:
     return Trace({k: np.array(v, np.float64 if k == "arrival" else np.int64) for k, v in cols.items()})
 
 
-_NOT_PLAIN = re.compile(rb'[^0-9eE.+\-,\n\r \t]')
+_NOT_PLAIN = re.compile(rb"[^0-9eE.+\-,\n\r \t]")
 
 
 def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
@@ -137,9 +138,15 @@ def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
     nl = data.find(b"\n") + 1
     bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     header = [h.strip() for h in data[bom:nl].decode("utf-8", "replace").split(",")]
-    if (nl == 0 or nl == len(data) or data.find(b"\n\n", nl - 1) >= 0 or _NOT_PLAIN.search(data, nl)
-            or any(h not in COLUMNS for h in header) or len(set(header)) != len(header)
-            or any(k not in header for k in REQUIRED)):
+    if (
+        nl == 0
+        or nl == len(data)
+        or data.find(b"\n\n", nl - 1) >= 0
+        or _NOT_PLAIN.search(data, nl)
+        or any(h not in COLUMNS for h in header)
+        or len(set(header)) != len(header)
+        or any(k not in header for k in REQUIRED)
+    ):
         return None
     lines = data.count(b"\n", nl) + (0 if data.endswith(b"\n") else 1)
     if data.count(b",", nl) != (len(header) - 1) * lines:  # every row has exactly the header's width
@@ -153,15 +160,23 @@ def _csv_fast(path: str) -> dict[str, np.ndarray] | None:
         # In slices, so the parser's working memory stays small next to the columns. Arrival times
         # are read as text and converted by Python's float (correctly rounded, as the row reader
         # does); token counts are integers, which any parser reads exactly.
-        for chunk in pd.read_csv(path, header=0, names=header, skipinitialspace=True, keep_default_na=False, encoding=ENCODING,
-                                 na_values=[""], chunksize=1 << 17,
-                                 dtype={h: (str if h == "arrival_time_s" else np.float64) for h in header}):
+        for chunk in pd.read_csv(
+            path,
+            header=0,
+            names=header,
+            skipinitialspace=True,
+            keep_default_na=False,
+            encoding=ENCODING,
+            na_values=[""],
+            chunksize=1 << 17,
+            dtype={h: (str if h == "arrival_time_s" else np.float64) for h in header},
+        ):
             k = len(chunk)
             if at + k > n:
                 return None
             for h in header:
                 c = chunk[h]
-                v = (np.array(c.to_numpy(object), np.float64) if h == "arrival_time_s" else c.to_numpy(np.float64))
+                v = np.array(c.to_numpy(object), np.float64) if h == "arrival_time_s" else c.to_numpy(np.float64)
                 raw[h][at : at + k] = v
                 given[h][at : at + k] = ~np.isnan(v)
             at += k
@@ -214,7 +229,9 @@ def _csv_rows(path: str, name: str):
                 _check_columns(header, name, reader.line_num)
                 for k in REQUIRED:
                     if k not in header:
-                        raise ConfigError(f"{name} line {reader.line_num}: missing column {k!r} (got {', '.join(header)})")
+                        raise ConfigError(
+                            f"{name} line {reader.line_num}: missing column {k!r} (got {', '.join(header)})"
+                        )
                 continue
             if len(row) != len(header):
                 raise ConfigError(f"{name} line {reader.line_num}: expected {len(header)} fields (got {len(row)})")
@@ -284,13 +301,16 @@ def _check_row(rec: dict, name: str, line: int, cols: dict) -> None:
                 missing, other = ("prefix_tokens", "prefix_group") if g_given else ("prefix_group", "prefix_tokens")
                 raise ConfigError(f"{name} line {line}: {missing} must be given with {other} (got none)")
             if glen_given and row["group_len"] > row["prompt"]:
-                raise ConfigError(f"{name} line {line}: prefix_tokens must be <= prompt_tokens ({row['prompt']}) "
-                                  f"(got {row['group_len']})")
+                raise ConfigError(
+                    f"{name} line {line}: prefix_tokens must be <= prompt_tokens ({row['prompt']}) "
+                    f"(got {row['group_len']})"
+                )
     for key, x in row.items():
         cols[key].append(x)
 
 
 # ---- replay -------------------------------------------------------------------------------------
+
 
 def replay(env: simpy.Environment, submit, tr: Trace, budget):
     """Open loop: submit each row at its recorded arrival time."""
@@ -312,24 +332,35 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
         )
 
 
-def replay_closed_loop(env: simpy.Environment, submit, tr: Trace, budget, concurrency: int, client_latency_s: float,
-                       ramp_up_s: float = 0.0) -> None:
+def replay_closed_loop(
+    env: simpy.Environment, submit, tr: Trace, budget, concurrency: int, client_latency_s: float, ramp_up_s: float = 0.0
+) -> None:
     """Closed loop: ``concurrency`` clients send the trace's requests in order (recorded arrival times
     ignored), each the next one when its previous one ends (after ``client_latency_s``)."""
     rows = iter(range(tr.n))
 
     def request(client: int):
         i = next(rows)
-        return submit(int(tr.prompt[i]), int(tr.output[i]), int(tr.group[i]), int(tr.group_len[i]),
-                      priority=int(tr.priority[i]), content_key=_session_key(int(tr.session[i])), client=client,
-                      client_class=int(tr.client_class[i]), want_event=True)
+        return submit(
+            int(tr.prompt[i]),
+            int(tr.output[i]),
+            int(tr.group[i]),
+            int(tr.group_len[i]),
+            priority=int(tr.priority[i]),
+            content_key=_session_key(int(tr.session[i])),
+            client=client,
+            client_class=int(tr.client_class[i]),
+            want_event=True,
+        )
 
     budget.left = tr.n if budget.left is None else min(budget.left, tr.n)
-    closed_loop(env, submit, None, concurrency, 0.0, ramp_up_s, budget, request=request,
-                client_latency_s=client_latency_s)
+    closed_loop(
+        env, submit, None, concurrency, 0.0, ramp_up_s, budget, request=request, client_latency_s=client_latency_s
+    )
 
 
 # ---- generation ---------------------------------------------------------------------------------
+
 
 def write_trace(rows: list[dict], path: str | Path) -> None:
     path = Path(path)

@@ -103,8 +103,10 @@ def _build(path: Path) -> None:
         os.replace(tmp, path)
         _prune(path.parent)
     except Exception as e:
-        print(f"note: could not build the compiled step ({type(e).__name__}: {e}); compiling it in-process",
-              file=sys.stderr)
+        print(
+            f"note: could not build the compiled step ({type(e).__name__}: {e}); compiling it in-process",
+            file=sys.stderr,
+        )
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -32,7 +32,10 @@ MODULES = (rules, cost, frontend, trace, pool, queues, lazy, schedule, update, t
 SOURCES = (*MODULES, layout, state, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {
-    "advance": update.advance, "write_back_all": lazy.write_back_all, "format_rows": text.format_rows}
+    "advance": update.advance,
+    "write_back_all": lazy.write_back_all,
+    "format_rows": text.format_rows,
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,7 +129,8 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
     cc.export("advance", nt.int64(st_t))(fns["advance"].py_func)
     cc.export("write_back_all", nt.void(st_t))(fns["write_back_all"].py_func)
     cc.export("format_rows", nt.int64(nt.float64[:, :], nt.int64[:], nt.uint8[:], nt.int64[:], nt.uint8[:]))(
-        fns["format_rows"].py_func)
+        fns["format_rows"].py_func
+    )
     cc.compile()
 
 
@@ -149,9 +153,9 @@ def jit_functions():
     from numba import njit
 
     numba.config.CACHE_DIR = str(  # type: ignore[attr-defined]  # numba sets its options at import
-        cache_dir() / f"numba_{source_hash()}")
-    fns = _compiled_copies(
-        lambda **kw: njit(cache=True, _nrt=False, **kw))  # type: ignore[call-overload]  # private _nrt
+        cache_dir() / f"numba_{source_hash()}"
+    )
+    fns = _compiled_copies(lambda **kw: njit(cache=True, _nrt=False, **kw))  # type: ignore[call-overload]  # private _nrt
     return types.SimpleNamespace(**fns)
 
 

@@ -25,12 +25,19 @@ from simulator.simtime import TimeoutAt
 
 
 class CompiledEngine(Engine):
-    def __init__(self, env: simpy.Environment, cfg: SchedulerConfig, num_gpu_blocks: int, cost, reqs: RequestTable,
-                 trace: int = 0, **kw) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        cfg: SchedulerConfig,
+        num_gpu_blocks: int,
+        cost,
+        reqs: RequestTable,
+        trace: int = 0,
+        **kw,
+    ) -> None:
         self.fns = compiled.load()
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
-        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps,
-                            trace)
+        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps, trace)
         self._trace: list[np.ndarray] = []
         self._cap = reqs._cap
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
@@ -48,7 +55,8 @@ class CompiledEngine(Engine):
             return
         if self._too_long(rid):  # its client learns of the rejection at its time: by an event
             TimeoutAt(self.env, at).callbacks.append(
-                cast("Callable[[simpy.Event], None]", lambda _e, rid=rid: self._reject_due(rid)))
+                cast("Callable[[simpy.Event], None]", lambda _e, rid=rid: self._reject_due(rid))
+            )
         coming.append((at, rid))
         if self._wake is not None and len(coming) == 1:  # idle: wake when it comes
             TimeoutAt(self.env, at).callbacks.append(self._wake_up)

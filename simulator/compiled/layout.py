@@ -22,67 +22,111 @@ from simulator.requests import ROW_LAYOUT
 from simulator.rules import ITL_BINS
 from simulator.step_log import STAGE_ROWS
 
-State = namedtuple("State", [
-    "ctl", "fctl", "cfg", "cp",  # scalars, knobs, cost constants
-    "req_i64", "req_f64", "req_i32", "status",  # the request records (views of RequestTable's tables) and status
-    "req_extra",  # per request: its prefix-cache key, swapped blocks, heap key; per key: its indexed blocks
-    "groups",  # per shared-prefix group: its indexed blocks
-    "blocks",  # per block: reference count, free-queue serial, cached content, index links
-    "queue",  # the free queue: (block, serial) entries between Q_HEAD and Q_TAIL
-    "tables", "rows",  # block tables (a row per running request) and the free rows
-    "slots", "slot_time", "bits",  # running slots and their marks (see lazy.py)
-    "wq", "wk", "wa",  # waiting queue: a heap of requests and their keys
-    "swq",  # swapped requests: a ring, in the order they went out
-    "stage", "hist", "fin", "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
-    "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
-    "buf", "hits", "work",  # scratch: a released table's blocks, a lookup's hits, a step's work (rules.N_WORK)
-])
+State = namedtuple(
+    "State",
+    [
+        "ctl",
+        "fctl",
+        "cfg",
+        "cp",  # scalars, knobs, cost constants
+        "req_i64",
+        "req_f64",
+        "req_i32",
+        "status",  # the request records (views of RequestTable's tables) and status
+        "req_extra",  # per request: its prefix-cache key, swapped blocks, heap key; per key: its indexed blocks
+        "groups",  # per shared-prefix group: its indexed blocks
+        "blocks",  # per block: reference count, free-queue serial, cached content, index links
+        "queue",  # the free queue: (block, serial) entries between Q_HEAD and Q_TAIL
+        "tables",
+        "rows",  # block tables (a row per running request) and the free rows
+        "slots",
+        "slot_time",
+        "bits",  # running slots and their marks (see lazy.py)
+        "wq",
+        "wk",
+        "wa",  # waiting queue: a heap of requests and their keys
+        "swq",  # swapped requests: a ring, in the order they went out
+        "stage",
+        "hist",
+        "fin",
+        "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
+        "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
+        "buf",
+        "hits",
+        "work",  # scratch: a released table's blocks, a lookup's hits, a step's work (rules.N_WORK)
+    ],
+)
 
 # ---- ctl: int64 scalars ----------------------------------------------------------------------------
-(N_RUN,  # running requests (the live slots among the first END)
- FREE,  # free blocks
- Q_HEAD, Q_TAIL,  # free queue: valid entries between Q_HEAD and Q_TAIL of ``queue``
- STAMP,  # serial of the latest release
- STEPS,  # engine steps scheduled
- IDLE,  # steps in a row without a token computed for the first time
- PENDING,  # 1: the last scheduled step's outcome is not applied yet
- STAGE_N,  # rows in the step-log stage
- ROWS,  # step-log rows completed (= updates applied)
- ITL_N,  # inter-token gaps counted into the histogram
- FIN_N,  # requests ended since the call started (in ``fin`` when someone listens)
- AB_N,  # aborted by the step in flight (notified with its outcome)
- STALLED,  # 1: the step in flight computes no new token
- ROWS_FREE,  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
- END,  # slots in use: the running requests, in order, and holes left by ended ones
- LAZY,  # lazy running slots (see lazy.py)
- LAZY_SUM,  # their tokens computed at S_G0, minus S_G0, summed
- IN_NEXT, IN_END,  # requests from IN_NEXT to IN_END (set by the caller) are new: queue those still waiting
- WQ_LEN,  # waiting requests (heap entries)
- SEQ_BACK, SEQ_FRONT,  # heap insertion counters (FCFS: back pushes count up, front pushes down)
- SW_HEAD, SW_LEN,  # swapped ring
- SWAP_USED,  # host blocks in use
- PREEMPTED,  # preemptions in the step being scheduled
- TRACE_N,  # rows in ``trace``
- STOP_AFTER,  # report ended requests as soon as this many have ended in the call (the run's end; -1: none)
- N_SAMPLED,  # requests the step in flight samples a token for
- N_CTL) = range(31)
+(
+    N_RUN,  # running requests (the live slots among the first END)
+    FREE,  # free blocks
+    Q_HEAD,
+    Q_TAIL,  # free queue: valid entries between Q_HEAD and Q_TAIL of ``queue``
+    STAMP,  # serial of the latest release
+    STEPS,  # engine steps scheduled
+    IDLE,  # steps in a row without a token computed for the first time
+    PENDING,  # 1: the last scheduled step's outcome is not applied yet
+    STAGE_N,  # rows in the step-log stage
+    ROWS,  # step-log rows completed (= updates applied)
+    ITL_N,  # inter-token gaps counted into the histogram
+    FIN_N,  # requests ended since the call started (in ``fin`` when someone listens)
+    AB_N,  # aborted by the step in flight (notified with its outcome)
+    STALLED,  # 1: the step in flight computes no new token
+    ROWS_FREE,  # block-table rows not in use: the first ROWS_FREE entries of ``rows``
+    END,  # slots in use: the running requests, in order, and holes left by ended ones
+    LAZY,  # lazy running slots (see lazy.py)
+    LAZY_SUM,  # their tokens computed at S_G0, minus S_G0, summed
+    IN_NEXT,
+    IN_END,  # requests from IN_NEXT to IN_END (set by the caller) are new: queue those still waiting
+    WQ_LEN,  # waiting requests (heap entries)
+    SEQ_BACK,
+    SEQ_FRONT,  # heap insertion counters (FCFS: back pushes count up, front pushes down)
+    SW_HEAD,
+    SW_LEN,  # swapped ring
+    SWAP_USED,  # host blocks in use
+    PREEMPTED,  # preemptions in the step being scheduled
+    TRACE_N,  # rows in ``trace``
+    STOP_AFTER,  # report ended requests as soon as this many have ended in the call (the run's end; -1: none)
+    N_SAMPLED,  # requests the step in flight samples a token for
+    N_CTL,
+) = range(31)
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
-(T_NOW,  # the call's start (now)
- T_PEEK,  # the next SimPy event: steps must start before it
- T_RET,  # the time the call's return code refers to
- T_LAST,  # when the latest update's tokens reached their clients (its time, without a front-end)
- SWAP_BYTES,  # swap traffic of the step being scheduled
- FE_FREE,  # the front-end's outputs (simulator.frontend) are busy until this time
- FE_INTAKE,  # the piece of intake in progress ends at this time (outputs wait for it)
- FE_BATCH,  # the last batch of outputs queued starts at this time (intake waits for the batch in progress)
- N_FCTL) = range(9)
+(
+    T_NOW,  # the call's start (now)
+    T_PEEK,  # the next SimPy event: steps must start before it
+    T_RET,  # the time the call's return code refers to
+    T_LAST,  # when the latest update's tokens reached their clients (its time, without a front-end)
+    SWAP_BYTES,  # swap traffic of the step being scheduled
+    FE_FREE,  # the front-end's outputs (simulator.frontend) are busy until this time
+    FE_INTAKE,  # the piece of intake in progress ends at this time (outputs wait for it)
+    FE_BATCH,  # the last batch of outputs queued starts at this time (intake waits for the batch in progress)
+    N_FCTL,
+) = range(9)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
 # tokens each step.
-(MAX_SEQS, BUDGET, BS, CACHING, THR, FULL_PROMPT, PRIORITY, SWAP, SWAP_SPACE, ABORT_ON_FULL, CACHE_FINISHED,
- STAGE_CAP, WAITERS, MAX_STEPS, STALL_STEPS, TRACE, N_CFG) = range(17)
+(
+    MAX_SEQS,
+    BUDGET,
+    BS,
+    CACHING,
+    THR,
+    FULL_PROMPT,
+    PRIORITY,
+    SWAP,
+    SWAP_SPACE,
+    ABORT_ON_FULL,
+    CACHE_FINISHED,
+    STAGE_CAP,
+    WAITERS,
+    MAX_STEPS,
+    STALL_STEPS,
+    TRACE,
+    N_CFG,
+) = range(17)
 
 # cp: the cost model's parameters, then the KV bytes of one block (swap traffic).
 C_BLOCK_BYTES = len(PARAMS)
@@ -92,10 +136,24 @@ N_CP = len(PARAMS) + 1
 # Column prefixes name the array: I_ req_i64, F_ req_f64, I32_ req_i32; X_ req_extra, B_ blocks, S_ slots.
 _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
 I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL = (
-    _I.index(c) for c in ("num_tokens", "num_computed", "num_out", "max_tokens", "computed_hwm", "num_blocks",
-                          "cached_tokens", "recomputed", "group", "group_len", "external"))
+    _I.index(c)
+    for c in (
+        "num_tokens",
+        "num_computed",
+        "num_out",
+        "max_tokens",
+        "computed_hwm",
+        "num_blocks",
+        "cached_tokens",
+        "recomputed",
+        "group",
+        "group_len",
+        "external",
+    )
+)
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (
-    _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"))
+    _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes")
+)
 I32_PREEMPT, I32_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
 
 # ---- req_extra: per request (and, for prefix-cache keys, per key: a key is the id of its first request) ----
@@ -114,18 +172,54 @@ B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
 S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, N_S = range(12)
 
 # ---- stage: one step-log row per column (simulator.step_log.STAGE_ROWS) ----------------------------
-(L_START, L_DURATION, L_RUNNING, L_WAITING, L_SWAPPED, L_FREE, L_SEQS, L_PREFILL, L_DECODE, L_RECOMPUTED,
- L_PREEMPTIONS, L_GENERATED, L_FINISHED) = (STAGE_ROWS.index(c) for c in (
-    "start", "duration", "num_running", "num_waiting", "num_swapped", "num_free_blocks", "num_seqs",
-    "prefill_tokens", "decode_tokens", "recomputed_tokens", "num_preemptions", "num_generated", "num_finished"))
+(
+    L_START,
+    L_DURATION,
+    L_RUNNING,
+    L_WAITING,
+    L_SWAPPED,
+    L_FREE,
+    L_SEQS,
+    L_PREFILL,
+    L_DECODE,
+    L_RECOMPUTED,
+    L_PREEMPTIONS,
+    L_GENERATED,
+    L_FINISHED,
+) = (
+    STAGE_ROWS.index(c)
+    for c in (
+        "start",
+        "duration",
+        "num_running",
+        "num_waiting",
+        "num_swapped",
+        "num_free_blocks",
+        "num_seqs",
+        "prefill_tokens",
+        "decode_tokens",
+        "recomputed_tokens",
+        "num_preemptions",
+        "num_generated",
+        "num_finished",
+    )
+)
 
 # ---- trace rows: (time, kind, request, value), the kinds of ``simulator.events`` ------------------------
 TR_SCHEDULED, TR_NEW, TR_RESUMED, TR_PREEMPTED, TR_FIRST_TOKEN, TR_FINISHED = (
-    events.SCHEDULED, events.NEW, events.RESUMED, events.PREEMPTED, events.FIRST_TOKEN, events.FINISHED)
+    events.SCHEDULED,
+    events.NEW,
+    events.RESUMED,
+    events.PREEMPTED,
+    events.FIRST_TOKEN,
+    events.FINISHED,
+)
 PRE_RECOMPUTED, PRE_SWAPPED_OUT, PRE_ABORTED = events.RECOMPUTED, events.SWAPPED_OUT, events.ABORTED
 
 # ---- what ``advance`` returns --------------------------------------------------------------------------
-STEPPED = 0  # a step is under way until fctl[T_RET]: report what ended before it (ctl[FIN_N]), yield until then, call again
+STEPPED = (
+    0  # a step is under way until fctl[T_RET]: report what ended before it (ctl[FIN_N]), yield until then, call again
+)
 IDLE_NOW = 1  # nothing to run: wait for a submission
 NOTIFY = 2  # requests ended at fctl[T_RET] (``fin``): report them, then call again to schedule on
 UNSTAGE = 3  # the step-log stage is full: move it out, call again

@@ -234,7 +234,11 @@ def _victim(st):
     b = slots[e, S_RID]
     for s in range(ctl[END]):
         r = slots[s, S_RID]
-        if r >= 0 and s != e and later_victim(req_i32[r, I32_PRIO], req_f64[r, F_ARR], r, req_i32[b, I32_PRIO], req_f64[b, F_ARR], b):
+        if (
+            r >= 0
+            and s != e
+            and later_victim(req_i32[r, I32_PRIO], req_f64[r, F_ARR], r, req_i32[b, I32_PRIO], req_f64[b, F_ARR], b)
+        ):
             best = s
             b = r
     return best
@@ -393,8 +397,16 @@ def _apply(st, t):
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
                 record(st, t, TR_SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
-    dt = step_time(st.cp, work[W_SEQS], total, work[W_CONTEXT], attn_pairs(work[W_TXC], work[W_TXT1]), work[W_SAMPLED],
-                   st.fctl[SWAP_BYTES], work[W_SINGLE])
+    dt = step_time(
+        st.cp,
+        work[W_SEQS],
+        total,
+        work[W_CONTEXT],
+        attn_pairs(work[W_TXC], work[W_TXT1]),
+        work[W_SAMPLED],
+        st.fctl[SWAP_BYTES],
+        work[W_SINGLE],
+    )
     ctl[N_SAMPLED] = work[W_SAMPLED]
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t

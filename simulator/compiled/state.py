@@ -11,8 +11,16 @@ from simulator.rules import N_WORK, SchedulerConfig
 from simulator.step_log import StepLog
 
 
-def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: RequestTable, log: StepLog,
-              max_steps: int, stall_steps: int, trace: int = 0) -> L.State:
+def new_state(
+    cfg: SchedulerConfig,
+    num_blocks: int,
+    cp: np.ndarray,
+    reqs: RequestTable,
+    log: StepLog,
+    max_steps: int,
+    stall_steps: int,
+    trace: int = 0,
+) -> L.State:
     """The state of an engine with ``num_blocks`` usable blocks and nothing submitted yet
     (``trace``: the ``cfg[TRACE]`` level of request events to record)."""
     n = num_blocks
@@ -49,21 +57,37 @@ def new_state(cfg: SchedulerConfig, num_blocks: int, cp: np.ndarray, reqs: Reque
     T = reqs.tables
     wcap = 2 * seats + 64
     return L.State(
-        ctl=ctl, fctl=np.zeros(L.N_FCTL), cfg=conf, cp=np.concatenate([cp, [cfg.block_bytes]]),
-        req_i64=T[np.int64], req_f64=T[np.float64], req_i32=T[np.int32], status=reqs.status,
-        req_extra=req_extra, groups=np.full((8, 2), -1, np.int64), blocks=blocks, queue=queue,
-        tables=np.zeros((seats, 16), np.int32), rows=np.arange(seats, dtype=np.int32),
+        ctl=ctl,
+        fctl=np.zeros(L.N_FCTL),
+        cfg=conf,
+        cp=np.concatenate([cp, [cfg.block_bytes]]),
+        req_i64=T[np.int64],
+        req_f64=T[np.float64],
+        req_i32=T[np.int32],
+        status=reqs.status,
+        req_extra=req_extra,
+        groups=np.full((8, 2), -1, np.int64),
+        blocks=blocks,
+        queue=queue,
+        tables=np.zeros((seats, 16), np.int32),
+        rows=np.arange(seats, dtype=np.int32),
         # Twice the seats: ended requests leave holes until a quarter of the slots are holes.
-        slots=np.zeros((2 * seats, L.N_S), np.int64), slot_time=np.zeros(2 * seats),
+        slots=np.zeros((2 * seats, L.N_S), np.int64),
+        slot_time=np.zeros(2 * seats),
         # Slot marks, 64 to a word: explicit slots, then a bucket per step for the lazy ones.
         bits=np.zeros((1 + cfg.block_size + 2, (2 * seats + 63) // 64), np.uint64),
-        wq=np.zeros(wcap, np.int64), wk=np.zeros((wcap, 2), np.int64), wa=np.zeros(wcap),
+        wq=np.zeros(wcap, np.int64),
+        wk=np.zeros((wcap, 2), np.int64),
+        wa=np.zeros(wcap),
         swq=np.zeros(seats, np.int64),
-        stage=log._stage, hist=log.itl_hist,
+        stage=log._stage,
+        hist=log.itl_hist,
         fin=np.zeros(2 * seats, np.int64),  # ended in one call (one step's with waiters, two at most)
         ab=np.zeros(seats, np.int64),
         trace=np.zeros((64 * seats if trace else 1, 4)),
-        buf=np.zeros((2, n), np.int64), hits=np.zeros(n + 1, np.int64), work=np.zeros(N_WORK, np.int64),
+        buf=np.zeros((2, n), np.int64),
+        hits=np.zeros(n + 1, np.int64),
+        work=np.zeros(N_WORK, np.int64),
     )
 
 

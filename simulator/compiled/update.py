@@ -101,7 +101,11 @@ def _finishing(st):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if slots[s, S_A] != 0 and samples(slots[s, S_NCOMP], slots[s, S_NTOK]) and finishes(slots[s, S_NOUT] + 1, slots[s, S_MAXT]):
+            if (
+                slots[s, S_A] != 0
+                and samples(slots[s, S_NCOMP], slots[s, S_NTOK])
+                and finishes(slots[s, S_NOUT] + 1, slots[s, S_MAXT])
+            ):
                 n += 1
     return n
 
@@ -116,7 +120,14 @@ def update(st, t):
     Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
     ctl, cfg, slots, slot_time, bits, hist = st.ctl, st.cfg, st.slots, st.slot_time, st.bits, st.hist
     bs = cfg[BS]
-    d0, d = delivered(st.cp, st.fctl[FE_FREE], st.fctl[FE_INTAKE], t, ctl[N_SAMPLED], _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0)
+    d0, d = delivered(
+        st.cp,
+        st.fctl[FE_FREE],
+        st.fctl[FE_INTAKE],
+        t,
+        ctl[N_SAMPLED],
+        _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0,
+    )
     if ctl[N_SAMPLED] != 0:
         st.fctl[FE_FREE] = d
         st.fctl[FE_BATCH] = d0

@@ -1,6 +1,6 @@
 """The reference engine: one SimPy timeout per step.
 
-    plan = scheduler.schedule(now); yield timeout(cost.step_time(plan.work)); scheduler.update(plan, now)
+plan = scheduler.schedule(now); yield timeout(cost.step_time(plan.work)); scheduler.update(plan, now)
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ class ReferenceEngine(Engine):
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
             # When the step's tokens reach their clients, through the front-end.
-            begun, shown = delivered(cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled,
-                                     sched.finishing(plan))
+            begun, shown = delivered(
+                cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled, sched.finishing(plan)
+            )
             if plan.work.num_sampled:
                 self._fe_free, self._fe_batch = shown, begun
             out = sched.update(plan, env.now, shown)

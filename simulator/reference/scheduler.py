@@ -131,8 +131,9 @@ class Scheduler:
     def schedule(self, now: float) -> StepPlan:
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         self._budget = cfg.max_num_batched_tokens
-        self._cap = rules.long_prefill_cap(cfg.long_prefill_token_threshold,
-                                           len(self.running) + len(self.waiting) + len(self.swapped))
+        self._cap = rules.long_prefill_cap(
+            cfg.long_prefill_token_threshold, len(self.running) + len(self.waiting) + len(self.swapped)
+        )
         self._scheduled: dict[int, int] = {}  # request -> tokens, in scheduling order
         self._preempted: list[int] = []
         self._aborted: list[int] = []
@@ -196,8 +197,9 @@ class Scheduler:
         R = self.reqs
         best = self.running[0]
         for rid in self.running[1:]:
-            if rules.later_victim(int(R.priority[rid]), float(R.arrival[rid]), rid,
-                                  int(R.priority[best]), float(R.arrival[best]), best):
+            if rules.later_victim(
+                int(R.priority[rid]), float(R.arrival[rid]), rid, int(R.priority[best]), float(R.arrival[best]), best
+            ):
                 best = rid
         return best
 
@@ -213,8 +215,13 @@ class Scheduler:
         nblk = int(R.num_blocks[rid])
         held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
         R.num_blocks[rid] = 0
-        kind = rules.preemption_kind(cfg.preemption_mode == "swap", cfg.on_swap_full == "abort",
-                                     self.swap_used_blocks, nblk, cfg.swap_space_blocks)
+        kind = rules.preemption_kind(
+            cfg.preemption_mode == "swap",
+            cfg.on_swap_full == "abort",
+            self.swap_used_blocks,
+            nblk,
+            cfg.swap_space_blocks,
+        )
         if kind == events.SWAPPED_OUT:
             self.kv.free(rid, *held, cache_own=False)
             self.swap_used_blocks += nblk
@@ -336,8 +343,12 @@ class Scheduler:
     def finishing(self, plan: StepPlan) -> int:
         """Requests that will sample their last token when this step ends."""
         R = self.reqs
-        return sum(1 for rid in plan.rids if rules.samples(R.num_computed[rid], R.num_tokens[rid])
-                   and rules.finishes(R.num_out[rid] + 1, R.max_tokens[rid]))
+        return sum(
+            1
+            for rid in plan.rids
+            if rules.samples(R.num_computed[rid], R.num_tokens[rid])
+            and rules.finishes(R.num_out[rid] + 1, R.max_tokens[rid])
+        )
 
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one; those that reached their
@@ -360,8 +371,14 @@ class Scheduler:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
             if rules.finishes(R.num_out[rid], R.max_tokens[rid]):
-                self.kv.free(rid, int(R.num_computed[rid]), int(R.group[rid]), int(R.group_len[rid]),
-                             int(R.content_key[rid]), cache_own=self.cfg.cache_finished_content)
+                self.kv.free(
+                    rid,
+                    int(R.num_computed[rid]),
+                    int(R.group[rid]),
+                    int(R.group_len[rid]),
+                    int(R.content_key[rid]),
+                    cache_own=self.cfg.cache_finished_content,
+                )
                 R.status[rid] = FINISHED
                 R.finish[rid] = shown
                 R.num_blocks[rid] = 0

@@ -43,33 +43,52 @@ def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, d
 
 def block_collapse() -> str:
     paths = [f"scenarios/collapse_c{c}.yaml" for c in (512, 1028, 1200)]
-    _cli_lines(["run", *paths], (), {"kv_cache_usage.png": "collapse_kv_cache_usage.png",
-                                     "throughput.png": "collapse_throughput.png"})
+    _cli_lines(
+        ["run", *paths],
+        (),
+        {"kv_cache_usage.png": "collapse_kv_cache_usage.png", "throughput.png": "collapse_throughput.png"},
+    )
     runs = _summaries(paths)
-    rows = ["| run | output tok/s | KV mean | KV max | preemptions | recomputed tokens | p50 TTFT ms | p50 TPOT ms |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| run | output tok/s | KV mean | KV max | preemptions | recomputed tokens | p50 TTFT ms | p50 TPOT ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in runs:
-        rows.append(f"| {name} | {s['output_throughput']:,.0f} | {100 * s['kv_cache_usage_mean']:.1f}% | "
-                    f"{100 * s['kv_cache_usage_max']:.1f}% | {s['num_preemptions']:,} | {s['recomputed_tokens']:,} | "
-                    f"{s['median_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} |")
+        rows.append(
+            f"| {name} | {s['output_throughput']:,.0f} | {100 * s['kv_cache_usage_mean']:.1f}% | "
+            f"{100 * s['kv_cache_usage_max']:.1f}% | {s['num_preemptions']:,} | {s['recomputed_tokens']:,} | "
+            f"{s['median_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} |"
+        )
     (_, a), (_, b), (_, c) = runs
     rows.append("")
-    rows.append(f"Measured window 60-600 s. KV usage {100 * a['kv_cache_usage_mean']:.0f}% -> "
-                f"{100 * b['kv_cache_usage_mean']:.0f}% from 512 to 1,028 clients; at 1,200 the cache averages "
-                f"{100 * c['kv_cache_usage_mean']:.0f}%, {c['num_preemptions']:,} preemptions recompute "
-                f"{c['recomputed_tokens']:,} tokens, and output throughput is "
-                f"{100 * (c['output_throughput'] / b['output_throughput'] - 1):+.1f}% against the 1,028 run.")
+    rows.append(
+        f"Measured window 60-600 s. KV usage {100 * a['kv_cache_usage_mean']:.0f}% -> "
+        f"{100 * b['kv_cache_usage_mean']:.0f}% from 512 to 1,028 clients; at 1,200 the cache averages "
+        f"{100 * c['kv_cache_usage_mean']:.0f}%, {c['num_preemptions']:,} preemptions recompute "
+        f"{c['recomputed_tokens']:,} tokens, and output throughput is "
+        f"{100 * (c['output_throughput'] / b['output_throughput'] - 1):+.1f}% against the 1,028 run."
+    )
     return "\n".join(rows)
 
 
 FIELD = [
-    ("[vLLM PR #37307](https://github.com/vllm-project/vllm/pull/37307), production case (mocked lengths: 4 x 100k "
-     "tokens hold 90% of the cache, a 5th is admitted)", "generation \"~100 tok/s/GPU\" falls \"as low as 1.5 tok/s/GPU\"",
-     "scenarios/field_pr37307_production.yaml"),
-    ("PR #37307 test setup (Qwen3-235B-A22B-FP8, TP8, 100 x 40k-token prompts, max-model-len 41001)",
-     "271 -> 387 tok/s with the gate (x1.43; a third-party write-up)", "scenarios/field_pr37307.yaml"),
-    ("[vLLM PR #21793](https://github.com/vllm-project/vllm/pull/21793) (Llama-3.1-8B, one L40S, 2 x 120k-token "
-     "prompts)", "the admit-prefill-preempt loop; numbers not public", "scenarios/field_pr21793.yaml"),
+    (
+        "[vLLM PR #37307](https://github.com/vllm-project/vllm/pull/37307), production case (mocked lengths: 4 x 100k "
+        "tokens hold 90% of the cache, a 5th is admitted)",
+        'generation "~100 tok/s/GPU" falls "as low as 1.5 tok/s/GPU"',
+        "scenarios/field_pr37307_production.yaml",
+    ),
+    (
+        "PR #37307 test setup (Qwen3-235B-A22B-FP8, TP8, 100 x 40k-token prompts, max-model-len 41001)",
+        "271 -> 387 tok/s with the gate (x1.43; a third-party write-up)",
+        "scenarios/field_pr37307.yaml",
+    ),
+    (
+        "[vLLM PR #21793](https://github.com/vllm-project/vllm/pull/21793) (Llama-3.1-8B, one L40S, 2 x 120k-token "
+        "prompts)",
+        "the admit-prefill-preempt loop; numbers not public",
+        "scenarios/field_pr21793.yaml",
+    ),
 ]
 
 
@@ -78,14 +97,17 @@ def block_field() -> str:
     for name, reported, path in FIELD:
         cells = []
         for gate in ("first_chunk", "full_prompt"):
-            (_, s), = _summaries([path], [f"engine.admission={gate}"])
+            ((_, s),) = _summaries([path], [f"engine.admission={gate}"])
             from simulator.config import load_scenario
 
             gpus = load_scenario(str(ROOT / path), [])[0].hardware.tensor_parallel_size
             pre = f"{s['num_preemptions']:,} preemptions" if s["num_preemptions"] else "no preemption"
             rec = f", {s['recomputed_tokens'] / 1e6:.1f}M tokens recomputed" if s["recomputed_tokens"] else ""
-            total = f"{s['output_throughput']:,.0f} tok/s ({s['output_throughput'] / gpus:,.1f} per GPU)" if gpus > 1 else \
-                f"{s['output_throughput']:,.1f} tok/s"
+            total = (
+                f"{s['output_throughput']:,.0f} tok/s ({s['output_throughput'] / gpus:,.1f} per GPU)"
+                if gpus > 1
+                else f"{s['output_throughput']:,.1f} tok/s"
+            )
             cells.append(f"{total}, {pre}{rec}")
         rows.append(f"| {name} | {reported} | {cells[0]} | {cells[1]} |")
     return "\n".join(rows)
@@ -111,8 +133,11 @@ def block_validation() -> str:
     held = [r for r in rec if r.split == "heldout" and not r.confounded and not r.error]
     thr10 = sum(abs(r.rel_error("output_throughput")) <= 0.10 for r in held)
     tpot10 = sum(abs(r.rel_error("median_tpot_ms")) <= 0.10 for r in held)
-    pre = [(r.detail["server_preemptions"], r.detail["num_preemptions"]) for r in rec
-           if not r.error and r.detail.get("server_preemptions")]
+    pre = [
+        (r.detail["server_preemptions"], r.detail["num_preemptions"])
+        for r in rec
+        if not r.error and r.detail.get("server_preemptions")
+    ]
     rows = [
         "| check (median absolute error) | calibration | held out | target (held out) |",
         "|---|---|---|---|",
@@ -143,7 +168,9 @@ def _run_rows(runs: list[dict], results, metrics: tuple[str, ...]) -> list[str]:
     from simulator import validate
 
     by_id = {r["id"]: r for r in runs}
-    head = "| run | split | GPU | model | load | " + " | ".join(f"{validate.LABELS[m]}, measured / servesim" for m in metrics)
+    head = "| run | split | GPU | model | load | " + " | ".join(
+        f"{validate.LABELS[m]}, measured / servesim" for m in metrics
+    )
     rows = [head + " |", "|" + "---|" * (5 + len(metrics))]
     for r in results:
         run = by_id[r.id]
@@ -152,8 +179,10 @@ def _run_rows(runs: list[dict], results, metrics: tuple[str, ...]) -> list[str]:
             a, b = r.measured.get(m), r.simulated.get(m)
             cells.append("n/a" if not a or b is None else f"{a:,.1f} / {b:,.1f} ({100 * (b / a - 1):+.0f}%)")
         split = r.split + (" (confounded)" if r.confounded else "")
-        rows.append(f"| {r.id} | {split} | {run['gpu']} x {run['tensor_parallel_size']} | {run['model']} | "
-                    f"{validate._load_text(run)} | " + " | ".join(cells) + " |")
+        rows.append(
+            f"| {r.id} | {split} | {run['gpu']} x {run['tensor_parallel_size']} | {run['model']} | "
+            f"{validate._load_text(run)} | " + " | ".join(cells) + " |"
+        )
     return rows
 
 
@@ -187,13 +216,19 @@ def block_validation_report() -> str:
 
 
 def block_recorded() -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "e2e" / "figures.py")], capture_output=True,
-                         text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "e2e" / "figures.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return out.stdout.strip()
 
 
-def _sweep_table(scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]],
-                 extra: list[str] = ()) -> str:
+def _sweep_table(
+    scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: list[str] = ()
+) -> str:
     """One row per value of ``param``: (header, summary key, format) columns."""
     from simulator.config import load_scenario
     from simulator.metrics import summarize
@@ -217,8 +252,9 @@ def _cli_lines(args: list[str], keep: tuple[str, ...], figures: dict[str, str] |
 
     out = Path("results") / "docs" / args[0]
     shutil.rmtree(ROOT / out, ignore_errors=True)
-    done = subprocess.run([sys.executable, "-m", "simulator", *args, "--out", str(out)], capture_output=True,
-                          text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator", *args, "--out", str(out)], capture_output=True, text=True, cwd=ROOT
+    )
     for src, dst in (figures or {}).items():
         shutil.copyfile(ROOT / out / src, IMG / dst)
     lines = [line for line in done.stdout.splitlines() if line.startswith(keep)]
@@ -226,70 +262,115 @@ def _cli_lines(args: list[str], keep: tuple[str, ...], figures: dict[str, str] |
 
 
 def block_sweep() -> str:
-    return _cli_lines(["sweep", "scenarios/collapse_c1200.yaml", "--param",
-                       "engine.max_num_seqs=0,256,512,768,900,1024,1100,1150,1200"],
-                      ("sweep:", "[", "recommended", "8 of", "9 of"), {"metrics_vs_knob.png": "sweep_metrics_vs_knob.png"})
+    return _cli_lines(
+        [
+            "sweep",
+            "scenarios/collapse_c1200.yaml",
+            "--param",
+            "engine.max_num_seqs=0,256,512,768,900,1024,1100,1150,1200",
+        ],
+        ("sweep:", "[", "recommended", "8 of", "9 of"),
+        {"metrics_vs_knob.png": "sweep_metrics_vs_knob.png"},
+    )
 
 
 def block_plan() -> str:
-    return _cli_lines(["plan", "scenarios/plan_chat.yaml", "--rate", "50", "--search", "model=llama-3.1-8b,llama-3.1-70b",
-                       "--search", "hardware.gpu=a100-80gb,h100-sxm,h200", "--search", "hardware.tensor_parallel_size=1,2,4",
-                       "--search", "engine.max_num_seqs=64,256,1024"],
-                      ("plan:", "recommended", "runner-up", "cheapest per", "check", "  and for", "54 of"),
-                      {"plan_cost.png": "plan_cost.png", "latency_vs_rate.png": "plan_latency.png"})
+    return _cli_lines(
+        [
+            "plan",
+            "scenarios/plan_chat.yaml",
+            "--rate",
+            "50",
+            "--search",
+            "model=llama-3.1-8b,llama-3.1-70b",
+            "--search",
+            "hardware.gpu=a100-80gb,h100-sxm,h200",
+            "--search",
+            "hardware.tensor_parallel_size=1,2,4",
+            "--search",
+            "engine.max_num_seqs=64,256,1024",
+        ],
+        ("plan:", "recommended", "runner-up", "cheapest per", "check", "  and for", "54 of"),
+        {"plan_cost.png": "plan_cost.png", "latency_vs_rate.png": "plan_latency.png"},
+    )
 
 
-LATENCY = [("median TTFT ms", "median_ttft_ms", "{:,.0f}"), ("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"),
-           ("p99 TPOT ms", "p99_tpot_ms", "{:,.1f}"), ("preemptions", "num_preemptions", "{:,}")]
+LATENCY = [
+    ("median TTFT ms", "median_ttft_ms", "{:,.0f}"),
+    ("p99 TTFT ms", "p99_ttft_ms", "{:,.0f}"),
+    ("p99 TPOT ms", "p99_tpot_ms", "{:,.1f}"),
+    ("preemptions", "num_preemptions", "{:,}"),
+]
 
 
 def block_routers() -> str:
-    return _sweep_table("scenarios/cluster_routers.yaml", "cluster.router",
-                        ["random", "round_robin", "least_kv", "score", "power_of_two", "least_requests"], LATENCY)
+    return _sweep_table(
+        "scenarios/cluster_routers.yaml",
+        "cluster.router",
+        ["random", "round_robin", "least_kv", "score", "power_of_two", "least_requests"],
+        LATENCY,
+    )
 
 
 def block_affinity() -> str:
-    return _sweep_table("scenarios/cluster_prefix_affinity.yaml", "cluster.router",
-                        ["round_robin", "least_requests", "prefix_affinity", "score"],
-                        [("prefix-cache hit rate", "prefix_cache_hit_rate", "{:.0%}"),
-                         ("requests/s served", "request_throughput", "{:.1f}"),
-                         ("output tok/s", "output_throughput", "{:,.0f}"),
-                         ("median TTFT ms", "median_ttft_ms", "{:,.0f}")])
+    return _sweep_table(
+        "scenarios/cluster_prefix_affinity.yaml",
+        "cluster.router",
+        ["round_robin", "least_requests", "prefix_affinity", "score"],
+        [
+            ("prefix-cache hit rate", "prefix_cache_hit_rate", "{:.0%}"),
+            ("requests/s served", "request_throughput", "{:.1f}"),
+            ("output tok/s", "output_throughput", "{:,.0f}"),
+            ("median TTFT ms", "median_ttft_ms", "{:,.0f}"),
+        ],
+    )
 
 
 def block_staleness() -> str:
     rows = ["| router | state scraped every | p99 TTFT ms | preemptions |", "|---|---|---|---|"]
     for router in ("least_kv", "score"):
         for stale in ("0", "1", "5"):
-            (_, s), = _summaries(["scenarios/cluster_routers.yaml"],
-                                 [f"cluster.router={router}", f"cluster.router_staleness_s={stale}"])
+            ((_, s),) = _summaries(
+                ["scenarios/cluster_routers.yaml"], [f"cluster.router={router}", f"cluster.router_staleness_s={stale}"]
+            )
             rows.append(f"| {router} | {stale} s | {s['p99_ttft_ms']:,.0f} | {s['num_preemptions']:,} |")
     return "\n".join(rows)
 
 
-DISAGG = [("4 co-located replicas", ["disaggregation=null", "cluster.replicas=4"]),
-          ("3 prefill + 1 decode, 400 Gbit/s links", []),
-          ("2 prefill + 2 decode, 400 Gbit/s", ["disaggregation.prefill={count: 2}", "disaggregation.decode={count: 2}"])]
+DISAGG = [
+    ("4 co-located replicas", ["disaggregation=null", "cluster.replicas=4"]),
+    ("3 prefill + 1 decode, 400 Gbit/s links", []),
+    ("2 prefill + 2 decode, 400 Gbit/s", ["disaggregation.prefill={count: 2}", "disaggregation.decode={count: 2}"]),
+]
 
 
 def block_disaggregation() -> str:
-    rows = ["| four GPUs as | median TTFT ms | p99 TTFT ms | median TPOT ms | p99 TPOT ms | goodput (req/s) |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| four GPUs as | median TTFT ms | p99 TTFT ms | median TPOT ms | p99 TPOT ms | goodput (req/s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, over in DISAGG:
-        (_, s), = _summaries(["scenarios/cluster_disaggregation.yaml"], over)
-        rows.append(f"| {name} | {s['median_ttft_ms']:,.0f} | {s['p99_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} | "
-                    f"{s['p99_tpot_ms']:.1f} | {s['goodput']:.2f} |")
-    rows += ["", "| link per prefill GPU (Gbit/s) | " + " | ".join(("400", "100", "50", "40", "35", "30", "25")) + " |",
-             "|---|" + "---|" * 7]
+        ((_, s),) = _summaries(["scenarios/cluster_disaggregation.yaml"], over)
+        rows.append(
+            f"| {name} | {s['median_ttft_ms']:,.0f} | {s['p99_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} | "
+            f"{s['p99_tpot_ms']:.1f} | {s['goodput']:.2f} |"
+        )
+    rows += [
+        "",
+        "| link per prefill GPU (Gbit/s) | " + " | ".join(("400", "100", "50", "40", "35", "30", "25")) + " |",
+        "|---|" + "---|" * 7,
+    ]
     cells = []
     for bw in ("400", "100", "50", "40", "35", "30", "25"):
-        (_, s), = _summaries(["scenarios/cluster_disaggregation.yaml"], [f"disaggregation.kv_transfer.bandwidth_gbps={bw}"])
+        ((_, s),) = _summaries(
+            ["scenarios/cluster_disaggregation.yaml"], [f"disaggregation.kv_transfer.bandwidth_gbps={bw}"]
+        )
         cells.append(f"{s['goodput']:.2f}")
     rows.append("| goodput (req/s), 3 prefill + 1 decode | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-BLOCKS = {name[len("block_"):]: fn for name, fn in globals().items() if name.startswith("block_")}
+BLOCKS = {name[len("block_") :]: fn for name, fn in globals().items() if name.startswith("block_")}
 
 
 def replace_block(text: str, name: str, body: str) -> str:

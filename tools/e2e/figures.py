@@ -52,8 +52,11 @@ def main() -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in validate.load(validate.E2E_FILE)["runs"]
-            if r["recording"] == a.recording and r["lane"] in LANES and r["arrival"].get("max_concurrency")]
+    runs = [
+        r
+        for r in validate.load(validate.E2E_FILE)["runs"]
+        if r["recording"] == a.recording and r["lane"] in LANES and r["arrival"].get("max_concurrency")
+    ]
     rows = []
     sims = {}
     for run in runs:
@@ -61,13 +64,19 @@ def main() -> int:
         s = summarize(res)
         sims[run["id"]] = res
         m, srv = run["measured"], run["server"]
-        rows.append({"lane": run["lane"], "clients": run["arrival"]["max_concurrency"], "split": run["split"],
-                     "warm": srv.get("prefix_cache_hit_rate", 0.0) > validate.E2E_WARM_CACHE,
-                     "thr": (m["output_throughput"], s["output_throughput"]),
-                     "tpot": (m["median_tpot_ms"], s["median_tpot_ms"]),
-                     "ttft": (m["median_ttft_ms"], s["median_ttft_ms"]),
-                     "pre": (srv.get("num_preemptions", 0), s["num_preemptions"]),
-                     "kv": (srv.get("kv_usage_max", 0.0), s["kv_cache_usage_max"])})
+        rows.append(
+            {
+                "lane": run["lane"],
+                "clients": run["arrival"]["max_concurrency"],
+                "split": run["split"],
+                "warm": srv.get("prefix_cache_hit_rate", 0.0) > validate.E2E_WARM_CACHE,
+                "thr": (m["output_throughput"], s["output_throughput"]),
+                "tpot": (m["median_tpot_ms"], s["median_tpot_ms"]),
+                "ttft": (m["median_ttft_ms"], s["median_ttft_ms"]),
+                "pre": (srv.get("num_preemptions", 0), s["num_preemptions"]),
+                "kv": (srv.get("kv_usage_max", 0.0), s["kv_cache_usage_max"]),
+            }
+        )
     rows.sort(key=lambda r: (r["lane"], r["clients"]))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,8 +88,14 @@ def main() -> int:
         ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
         st = step_columns(sims[run["id"]])
         start = np.asarray(st["start"])
-        ax.plot(start - start[0], 100 * np.asarray(st["kv_usage"]), color=COLORS[lane], lw=1.0, alpha=0.85,
-                label="servesim (every step)")
+        ax.plot(
+            start - start[0],
+            100 * np.asarray(st["kv_usage"]),
+            color=COLORS[lane],
+            lw=1.0,
+            alpha=0.85,
+            label="servesim (every step)",
+        )
         ax.set_title(f"Llama-3.1-8B on an H200, 2,000 clients, {LANES[lane]}", fontsize=10)
         ax.set_xlabel("seconds since the first request")
         ax.grid(alpha=0.3)
@@ -96,27 +111,39 @@ def main() -> int:
         c = [r["clients"] for r in rs]
         for ax, key, scale in ((axes[0], "thr", 1e-3), (axes[1], "tpot", 1.0), (axes[2], "pre", 1.0)):
             ax.plot(c, [r[key][0] * scale for r in rs], "o-", color=COLORS[lane], label=f"server, {LANES[lane]}")
-            ax.plot(c, [r[key][1] * scale for r in rs], "s--", color=COLORS[lane], mfc="none",
-                    label=f"servesim, {LANES[lane]}")
+            ax.plot(
+                c,
+                [r[key][1] * scale for r in rs],
+                "s--",
+                color=COLORS[lane],
+                mfc="none",
+                label=f"servesim, {LANES[lane]}",
+            )
     for ax, lab in zip(axes, ("output throughput (thousand tokens/s)", "p50 TPOT (ms)", "preemptions in the run")):
         ax.set_xlabel("clients in flight (vllm bench serve --max-concurrency)")
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
     axes[0].set_ylim(bottom=0)
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Llama-3.1-8B on an H200 (vLLM 0.26): the recorded server against servesim, same requests", fontsize=11)
+    fig.suptitle(
+        "Llama-3.1-8B on an H200 (vLLM 0.26): the recorded server against servesim, same requests", fontsize=11
+    )
     fig.tight_layout()
     fig.savefig(out / "recorded_sweep.png", dpi=110)
     plt.close(fig)
 
-    print("| lengths | clients | output tok/s server / servesim | p50 TPOT ms | p50 TTFT ms | preemptions | peak KV usage |")
+    print(
+        "| lengths | clients | output tok/s server / servesim | p50 TPOT ms | p50 TTFT ms | preemptions | peak KV usage |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         note = " (warm cache)" if r["warm"] else ""
-        print(f"| {'fixed' if r['lane'].endswith('fixed') else 'lognormal'} | {r['clients']:,}{note} | "
-              f"{r['thr'][0]:,.0f} / {r['thr'][1]:,.0f} | {r['tpot'][0]:.1f} / {r['tpot'][1]:.1f} | "
-              f"{r['ttft'][0]:,.0f} / {r['ttft'][1]:,.0f} | {r['pre'][0]:,} / {r['pre'][1]:,} | "
-              f"{100 * r['kv'][0]:.0f}% / {100 * r['kv'][1]:.0f}% |")
+        print(
+            f"| {'fixed' if r['lane'].endswith('fixed') else 'lognormal'} | {r['clients']:,}{note} | "
+            f"{r['thr'][0]:,.0f} / {r['thr'][1]:,.0f} | {r['tpot'][0]:.1f} / {r['tpot'][1]:.1f} | "
+            f"{r['ttft'][0]:,.0f} / {r['ttft'][1]:,.0f} | {r['pre'][0]:,} / {r['pre'][1]:,} | "
+            f"{100 * r['kv'][0]:.0f}% / {100 * r['kv'][1]:.0f}% |"
+        )
     print(f"wrote {out / 'recorded_kv_waves.png'}, {out / 'recorded_sweep.png'}", file=sys.stderr)
     return 0
 

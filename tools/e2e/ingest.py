@@ -33,9 +33,25 @@ DATA = ROOT / "data" / "e2e"
 VALIDATION = ROOT / "simulator" / "data" / "validation"
 # servesim's names for the models served (tools/e2e/models/)
 MODELS = {"llama-3.1-8b": "llama-3.1-8b", "qwen3-32b": "qwen3-32b", "qwen3-30b-a3b": "qwen3-30b-a3b"}
-MEASURED = ("completed", "duration", "request_throughput", "output_throughput", "total_token_throughput",
-            "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-            "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms")
+MEASURED = (
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+)
 
 
 def server_facts(log: str) -> dict:
@@ -45,10 +61,17 @@ def server_facts(log: str) -> dict:
         out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
     if m := re.search(r"Available KV cache memory: ([\d.]+) GiB", log):
         out["available_kv_gib"] = float(m.group(1))
-    if m := re.search(r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB "
-                      r"for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory", log):
-        out.update(weights_gib=float(m.group(1)), activation_gib=float(m.group(2)), non_torch_gib=float(m.group(3)),
-                   cudagraph_gib=float(m.group(4)))
+    if m := re.search(
+        r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB "
+        r"for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory",
+        log,
+    ):
+        out.update(
+            weights_gib=float(m.group(1)),
+            activation_gib=float(m.group(2)),
+            non_torch_gib=float(m.group(3)),
+            cudagraph_gib=float(m.group(4)),
+        )
     if m := re.search(r"CUDA graph pool memory: ([\d.]+) GiB \(actual\), ([\d.]+) GiB \(estimated\)", log):
         out["cudagraph_estimate_gib"] = float(m.group(2))
     out["model_runner"] = "v2" if "vllm.v1.worker.gpu.model_runner" in log else "v1"
@@ -58,6 +81,7 @@ def server_facts(log: str) -> dict:
 
 def server_series(rows: list[dict]) -> dict:
     """What the server's metrics say of the run: preemptions, KV usage, queues, prefix-cache hits."""
+
     def col(name):
         return [float(r[name]) for r in rows if r.get(name) not in (None, "")]
 
@@ -114,8 +138,11 @@ def main() -> int:
                 continue
             ld = dest / lane_name
             ld.mkdir(parents=True, exist_ok=True)
-            log = "".join(line + "\n" for line in read(f"{lane_name}/server_lines.log").splitlines()
-                          if "Capturing CUDA graphs" not in line and "it/s]" not in line)
+            log = "".join(
+                line + "\n"
+                for line in read(f"{lane_name}/server_lines.log").splitlines()
+                if "Capturing CUDA graphs" not in line and "it/s]" not in line
+            )
             (ld / "server.log").write_text(log)
             (ld / "lane.json").write_text(json.dumps(lane_meta, indent=1) + "\n")
             facts = server_facts(log)
@@ -138,23 +165,45 @@ def main() -> int:
                     w = csv.writer(f)
                     w.writerow(["arrival_time_s", "prompt_tokens", "output_tokens"])
                     for r in reqs:
-                        w.writerow([f"{float(r['start_s']) - t0:.4f}" if run.get("request_rate") else 0,
-                                    r["prompt_tokens"], r["output_tokens"]])
+                        w.writerow(
+                            [
+                                f"{float(r['start_s']) - t0:.4f}" if run.get("request_rate") else 0,
+                                r["prompt_tokens"],
+                                r["output_tokens"],
+                            ]
+                        )
                 entry = {
-                    "id": rid, "recording": a.name, "lane": lane_name, "run": run_name,
+                    "id": rid,
+                    "recording": a.name,
+                    "lane": lane_name,
+                    "run": run_name,
                     "split": "calibrate" if planned.index(run_name) % 2 == 0 else "heldout",
-                    "model": MODELS[lane["model"]], "gpu": a.gpu,
+                    "model": MODELS[lane["model"]],
+                    "gpu": a.gpu,
                     "tensor_parallel_size": int(flags.get("--tensor-parallel-size", 1)),
                     "vllm_version": lane_meta["versions"]["vllm"],
                     "serve_command": "vllm serve MODEL --load-format dummy " + " ".join(args),
-                    "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)]["commands"][0],
-                    "engine": {k: int(v) for k, v in (("max_num_seqs", flags.get("--max-num-seqs")),
-                                                      ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")))
-                               if v is not None},
-                    "arrival": ({"max_concurrency": run["max_concurrency"]} if run.get("max_concurrency")
-                                else {"request_rate": run["request_rate"]}),
-                    "lengths": {"prompt_words": run["prompt"], "output": run["output"],
-                                "prompt_tokens_mean": round(statistics.fmean(int(r["prompt_tokens"]) for r in reqs), 1)},
+                    "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
+                        "commands"
+                    ][0],
+                    "engine": {
+                        k: int(v)
+                        for k, v in (
+                            ("max_num_seqs", flags.get("--max-num-seqs")),
+                            ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")),
+                        )
+                        if v is not None
+                    },
+                    "arrival": (
+                        {"max_concurrency": run["max_concurrency"]}
+                        if run.get("max_concurrency")
+                        else {"request_rate": run["request_rate"]}
+                    ),
+                    "lengths": {
+                        "prompt_words": run["prompt"],
+                        "output": run["output"],
+                        "prompt_tokens_mean": round(statistics.fmean(int(r["prompt_tokens"]) for r in reqs), 1),
+                    },
                     "trace": f"e2e/{rid}.csv",
                     "measured": {k: bench[k] for k in MEASURED if k in bench},
                     "server": {**server_series(metrics), **facts},
@@ -167,7 +216,8 @@ def main() -> int:
         "--ignore-eos; data/e2e/ holds the recordings and their README). Each run: what ran, `vllm bench serve`'s "
         "figures (measured), what the server's /metrics and start-up log said (server), and the requests in the "
         "order they were sent (trace). split: within each lane, runs alternate calibrate / heldout in the order "
-        "they ran, starting with calibrate.")
+        "they ran, starting with calibrate."
+    )
     index["runs"].sort(key=lambda r: r["id"])
     index_path.write_text(yaml.safe_dump({"about": index["about"], "runs": index["runs"]}, sort_keys=False, width=120))
     print(f"{len(index['runs'])} runs in {index_path.relative_to(ROOT)}; recordings in {dest.relative_to(ROOT)}")

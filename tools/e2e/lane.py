@@ -43,25 +43,42 @@ PY = sys.executable
 
 # The series sampled from /metrics (summed over their label sets), and the histograms whose _sum and
 # _count are kept.
-GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-          "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-          "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:request_success_total",
-          "vllm:num_requests_swapped")
-HISTOGRAMS = ("vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
-              "vllm:request_queue_time_seconds", "vllm:e2e_request_latency_seconds",
-              "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds")
+GAUGES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:request_success_total",
+    "vllm:num_requests_swapped",
+)
+HISTOGRAMS = (
+    "vllm:iteration_tokens_total",
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+)
 METRIC_COLUMNS = ["t"] + list(GAUGES) + [h + s for h in HISTOGRAMS for s in ("_sum", "_count")]
 
 # vLLM prefixes each line with its process: "(APIServer pid=123) 2026-11-27 07:55:03.103 INFO ...".
 ITER_RE = re.compile(
     r"^(?:\([^)]*\) )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) .*Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, "
     r"(\d+) generation requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms.*?"
-    r"GPU KV cache usage: ([\d.]+)%")
+    r"GPU KV cache usage: ([\d.]+)%"
+)
 
 LOGGING = {
-    "version": 1, "disable_existing_loggers": False,
-    "formatters": {"ms": {"format": "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
-                          "datefmt": "%Y-%m-%d %H:%M:%S"}},
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "ms": {"format": "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "datefmt": "%Y-%m-%d %H:%M:%S"}
+    },
     "handlers": {"out": {"class": "logging.StreamHandler", "formatter": "ms", "stream": "ext://sys.stdout"}},
     "loggers": {"vllm": {"handlers": ["out"], "level": "INFO", "propagate": False}},
 }
@@ -85,9 +102,18 @@ def model_dir(root: Path, name: str) -> Path:
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": int(cfg.get("max_position_embeddings", 131072)),
-        "bos_token": "t0", "eos_token": "t1", "unk_token": "t0", "clean_up_tokenization_spaces": False}))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "model_max_length": int(cfg.get("max_position_embeddings", 131072)),
+                "bos_token": "t0",
+                "eos_token": "t1",
+                "unk_token": "t0",
+                "clean_up_tokenization_spaces": False,
+            }
+        )
+    )
     (d / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
     return d
 
@@ -111,7 +137,9 @@ def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
     files = [path.open("w") for path in paths]
     for i in range(n):
         words = rng.integers(100, vocab, size=int(p[i]))
-        files[i % clients].write(json.dumps({"prompt": " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n")
+        files[i % clients].write(
+            json.dumps({"prompt": " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n"
+        )
     for f in files:
         f.close()
     return paths
@@ -155,12 +183,32 @@ def start_server(lane: dict, mdir: Path, out: Path, root: Path) -> subprocess.Po
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in lane["gpus"])
     cfg = root / "logging.json"
     cfg.write_text(json.dumps(LOGGING))
-    env.update(VLLM_LOGGING_CONFIG_PATH=str(cfg), VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(
+        VLLM_LOGGING_CONFIG_PATH=str(cfg),
+        VLLM_USE_FLASHINFER_SAMPLER="0",
+        PYTHONUNBUFFERED="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     env.update(lane.get("env", {}))
-    cmd = [PY, "-m", "vllm.entrypoints.cli.main", "serve", str(mdir), "--served-model-name", lane["model"],
-           "--load-format", "dummy", "--host", "127.0.0.1", "--port", str(lane["port"]),
-           "--enable-logging-iteration-details"] + lane.get("serve_args", [])
+    cmd = [
+        PY,
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "serve",
+        str(mdir),
+        "--served-model-name",
+        lane["model"],
+        "--load-format",
+        "dummy",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(lane["port"]),
+        "--enable-logging-iteration-details",
+    ] + lane.get("serve_args", [])
     if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
         cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
     log(f"{lane['name']}: {shlex.join(cmd)}")
@@ -205,14 +253,48 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
     ds = datasets(d, run, vocab, clients)
     cmds = []
     for k in range(clients):
-        cmd = [PY, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
-               "--base-url", f"http://127.0.0.1:{lane['port']}", "--endpoint", "/v1/completions",
-               "--model", lane["model"], "--tokenizer", str(mdir), "--dataset-name", "custom",
-               "--dataset-path", str(ds[k]), "--custom-output-len", "-1", "--skip-chat-template", "--disable-shuffle",
-               "--num-prompts", str(run["num_prompts"] // clients), "--ignore-eos", "--seed", str(run.get("seed", 0)),
-               "--save-result", "--save-detailed", "--result-dir", str(d), "--result-filename", f"raw{k}.json",
-               "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-               "--request-id-prefix", f"c{k}-"]
+        cmd = [
+            PY,
+            "-m",
+            "vllm.entrypoints.cli.main",
+            "bench",
+            "serve",
+            "--backend",
+            "vllm",
+            "--base-url",
+            f"http://127.0.0.1:{lane['port']}",
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            lane["model"],
+            "--tokenizer",
+            str(mdir),
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            str(ds[k]),
+            "--custom-output-len",
+            "-1",
+            "--skip-chat-template",
+            "--disable-shuffle",
+            "--num-prompts",
+            str(run["num_prompts"] // clients),
+            "--ignore-eos",
+            "--seed",
+            str(run.get("seed", 0)),
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            str(d),
+            "--result-filename",
+            f"raw{k}.json",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--metric-percentiles",
+            "50,90,99",
+            "--request-id-prefix",
+            f"c{k}-",
+        ]
         if run.get("max_concurrency"):
             cmd += ["--max-concurrency", str(run["max_concurrency"] // clients)]
         if run.get("request_rate"):
@@ -222,8 +304,10 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
     sampler.start()
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
     log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
-    procs = [subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
-             for k, c in enumerate(cmds)]
+    procs = [
+        subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
+        for k, c in enumerate(cmds)
+    ]
     rcs = []
     for p in procs:
         try:
@@ -242,7 +326,9 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
             w.writerow({**r, "t": f"{r['t'] - t0:.3f}"})
     with (d / "steps.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["t", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "gen_tokens", "elapsed_ms", "kv_usage_pct"])
+        w.writerow(
+            ["t", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "gen_tokens", "elapsed_ms", "kv_usage_pct"]
+        )
         w.writerows(iteration_rows(out / "server.log", t0 - 1.0, t1 + 1.5))
     summarise(d, clients, mono0)
     for path in ds:
@@ -265,11 +351,22 @@ def summarise(d: Path, clients: int, mono0: float) -> None:
             itl = np.asarray(r["itls"][i], float) if r["itls"][i] else np.zeros(0)
             itls.append(itl)
             q = np.quantile(itl, [0.5, 0.9, 0.99]) if itl.size else [np.nan] * 3
-            rows.append({"client": k, "index": i, "start_s": r["start_times"][i] - mono0 if "start_times" in r else "",
-                         "prompt_tokens": r["input_lens"][i], "output_tokens": r["output_lens"][i],
-                         "ttft_s": r["ttfts"][i], "itl_sum_s": float(itl.sum()), "itl_p50_s": q[0], "itl_p90_s": q[1],
-                         "itl_p99_s": q[2], "itl_max_s": float(itl.max()) if itl.size else "",
-                         "error": (r.get("errors") or [""] * n)[i][:100]})
+            rows.append(
+                {
+                    "client": k,
+                    "index": i,
+                    "start_s": r["start_times"][i] - mono0 if "start_times" in r else "",
+                    "prompt_tokens": r["input_lens"][i],
+                    "output_tokens": r["output_lens"][i],
+                    "ttft_s": r["ttfts"][i],
+                    "itl_sum_s": float(itl.sum()),
+                    "itl_p50_s": q[0],
+                    "itl_p90_s": q[1],
+                    "itl_p99_s": q[2],
+                    "itl_max_s": float(itl.max()) if itl.size else "",
+                    "error": (r.get("errors") or [""] * n)[i][:100],
+                }
+            )
         summaries.append({k: v for k, v in r.items() if not isinstance(v, list)})
         raw.unlink()
     (d / "bench.json").write_text(json.dumps(summaries, indent=1))
@@ -293,8 +390,11 @@ def versions() -> dict:
         except Exception as e:
             out[mod] = f"unavailable: {e}"
     with contextlib.suppress(OSError):
-        out["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm",
-                                            "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+        out["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     return out
 
 

@@ -27,17 +27,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 VLLM = "vllm==0.26.0"
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64",
-             "manylinux1_x86_64", "linux_x86_64"]
-DROP = ("vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so", "vllm/third_party/deep_gemm/", "vllm/third_party/fmha_sm100/",
-        "vllm/vllm-rs")
+PLATFORMS = [
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+]
+DROP = (
+    "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",
+    "vllm/third_party/deep_gemm/",
+    "vllm/third_party/fmha_sm100/",
+    "vllm/vllm-rs",
+)
 
 
 def download(reqs: list[str], dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-           "-d", str(dest), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "-d",
+        str(dest),
+        "-q",
+    ]
     for p in PLATFORMS:
         cmd += ["--platform", p]
     subprocess.run(cmd + reqs, check=True)
@@ -77,7 +101,7 @@ def main() -> int:
         part.mkdir(parents=True, exist_ok=True)
         for old in part.glob("bundle.*"):
             old.unlink()
-        piece = blob[k * size:(k + 1) * size]
+        piece = blob[k * size : (k + 1) * size]
         name = f"bundle.tar.xz.{k:02d}"
         (part / name).write_bytes(piece)
         manifest.append(f"{hashlib.sha256(piece).hexdigest()}  {name}")

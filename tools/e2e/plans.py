@@ -28,13 +28,27 @@ def closed(name: str, c: int, n: int, lengths: dict, **kw) -> dict:
 
 
 def rate(name: str, r: float, seconds: float, lengths: dict, **kw) -> dict:
-    return {"name": name, "request_rate": r, "num_prompts": int(r * seconds), **lengths, "timeout_s": 300,
-            "seed": seed(name), **kw}
+    return {
+        "name": name,
+        "request_rate": r,
+        "num_prompts": int(r * seconds),
+        **lengths,
+        "timeout_s": 300,
+        "seed": seed(name),
+        **kw,
+    }
 
 
 def lane(name: str, gpus: list[int], model: str, serve_args: list[str], runs: list[dict], **kw) -> dict:
-    return {"name": name, "gpus": gpus, "port": 8100 + gpus[0], "model": model, "serve_args": serve_args,
-            "runs": runs, **kw}
+    return {
+        "name": name,
+        "gpus": gpus,
+        "port": 8100 + gpus[0],
+        "model": model,
+        "serve_args": serve_args,
+        "runs": runs,
+        **kw,
+    }
 
 
 def plans(h200: bool) -> dict[str, dict]:
@@ -42,31 +56,90 @@ def plans(h200: bool) -> dict[str, dict]:
     fixed_big = [c for c in big if c != 1600]
     seqs = ["--max-num-seqs", "4096" if h200 else "2048", "--max-num-batched-tokens", "8192"]
     wave1 = [
-        lane("llama8b_fixed", [0], "llama-3.1-8b", seqs,
-             [closed("c1", 1, 6, FIXED), closed("c64", 64, 192, FIXED), closed("c256", 256, 768, FIXED),
-              closed("c512", 512, 1536, FIXED)] + [closed(f"c{c}", c, 2 * c, FIXED) for c in fixed_big]),
-        lane("llama8b_spread", [1], "llama-3.1-8b", seqs,
-             [closed(f"c{c}", c, 3 * c if c <= 1200 else 2 * c, SPREAD) for c in [512] + big]),
-        lane("qwen32b", [2], "qwen3-32b", [],
-             [closed("c1", 1, 4, FIXED), closed("c32", 32, 96, FIXED), closed("c128", 128, 384, FIXED),
-              closed("c256", 256, 512, FIXED), closed("c256_spread", 256, 512, SPREAD)]),
-        lane("qwen30b_moe", [3], "qwen3-30b-a3b", [],
-             [closed("c1", 1, 6, FIXED), closed("c64", 64, 192, FIXED), closed("c256", 256, 768, FIXED),
-              closed("c512", 512, 1024, FIXED), closed("c512_spread", 512, 1024, SPREAD)]),
+        lane(
+            "llama8b_fixed",
+            [0],
+            "llama-3.1-8b",
+            seqs,
+            [
+                closed("c1", 1, 6, FIXED),
+                closed("c64", 64, 192, FIXED),
+                closed("c256", 256, 768, FIXED),
+                closed("c512", 512, 1536, FIXED),
+            ]
+            + [closed(f"c{c}", c, 2 * c, FIXED) for c in fixed_big],
+        ),
+        lane(
+            "llama8b_spread",
+            [1],
+            "llama-3.1-8b",
+            seqs,
+            [closed(f"c{c}", c, 3 * c if c <= 1200 else 2 * c, SPREAD) for c in [512] + big],
+        ),
+        lane(
+            "qwen32b",
+            [2],
+            "qwen3-32b",
+            [],
+            [
+                closed("c1", 1, 4, FIXED),
+                closed("c32", 32, 96, FIXED),
+                closed("c128", 128, 384, FIXED),
+                closed("c256", 256, 512, FIXED),
+                closed("c256_spread", 256, 512, SPREAD),
+            ],
+        ),
+        lane(
+            "qwen30b_moe",
+            [3],
+            "qwen3-30b-a3b",
+            [],
+            [
+                closed("c1", 1, 6, FIXED),
+                closed("c64", 64, 192, FIXED),
+                closed("c256", 256, 768, FIXED),
+                closed("c512", 512, 1024, FIXED),
+                closed("c512_spread", 512, 1024, SPREAD),
+            ],
+        ),
     ]
     long = {"prompt": {"mean": 1024, "sigma": 0.6, "max": 8000}, "output": {"mean": 256, "sigma": 0.6, "max": 2000}}
     wave1[2]["runs"] += [rate(f"r{r}", r, 40, SPREAD) for r in (1, 2)]
     wave1[3]["runs"] += [rate(f"r{r}", r, 40, SPREAD) for r in (5, 10)]
     wave2 = [
-        lane("llama8b_poisson", [0], "llama-3.1-8b", seqs,
-             [rate(f"r{r}", r, 40, SPREAD) for r in (10, 25, 40, 50, 60)]
-             + [closed(f"long_c{c}", c, 3 * c, long) for c in (16, 64, 256)]),
-        lane("llama8b_api2", [1], "llama-3.1-8b", seqs + ["--api-server-count", "2"],
-             [closed("c1", 1, 6, FIXED), closed("c1200", 1200, 3600, SPREAD), closed("c2000", 2000, 4000, SPREAD),
-              closed("c1200_2clients", 1200, 3600, SPREAD, clients=2)]),
-        lane("qwen32b_tp2", [2, 3], "qwen3-32b", ["--tensor-parallel-size", "2"],
-             [closed("c1", 1, 4, FIXED), closed("c64", 64, 192, FIXED), closed("c256", 256, 768, FIXED),
-              closed("c512", 512, 1024, FIXED), closed("c512_spread", 512, 1024, SPREAD)]),
+        lane(
+            "llama8b_poisson",
+            [0],
+            "llama-3.1-8b",
+            seqs,
+            [rate(f"r{r}", r, 40, SPREAD) for r in (10, 25, 40, 50, 60)]
+            + [closed(f"long_c{c}", c, 3 * c, long) for c in (16, 64, 256)],
+        ),
+        lane(
+            "llama8b_api2",
+            [1],
+            "llama-3.1-8b",
+            seqs + ["--api-server-count", "2"],
+            [
+                closed("c1", 1, 6, FIXED),
+                closed("c1200", 1200, 3600, SPREAD),
+                closed("c2000", 2000, 4000, SPREAD),
+                closed("c1200_2clients", 1200, 3600, SPREAD, clients=2),
+            ],
+        ),
+        lane(
+            "qwen32b_tp2",
+            [2, 3],
+            "qwen3-32b",
+            ["--tensor-parallel-size", "2"],
+            [
+                closed("c1", 1, 4, FIXED),
+                closed("c64", 64, 192, FIXED),
+                closed("c256", 256, 768, FIXED),
+                closed("c512", 512, 1024, FIXED),
+                closed("c512_spread", 512, 1024, SPREAD),
+            ],
+        ),
     ]
     return {"wave1": {"lanes": wave1}, "wave2": {"lanes": wave2}}
 

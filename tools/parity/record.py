@@ -258,9 +258,7 @@ class SchedulerTap:
                         for r in sched.running
                     ],
                     "waiting": [x[r.request_id] for r in sched.waiting],
-                    "free_queue": [
-                        b.block_id for b in pool.free_block_queue.get_all_free_blocks()
-                    ],
+                    "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
                 }
             )
         self.pending = rec if out.total_num_scheduled_tokens > 0 else None
@@ -299,9 +297,7 @@ class SchedulerTap:
         self.sched._preempt_request = hook
 
 
-def run_scenario(
-    scenario: dict, model_dir: Path, debug: list | None = None
-) -> tuple[list[StepRecord], dict]:
+def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> tuple[list[StepRecord], dict]:
     from vllm import SamplingParams
 
     eng = scenario["engine"]
@@ -324,9 +320,7 @@ def run_scenario(
         "scheduler_cls": type(sched).__module__ + "." + type(sched).__qualname__,
         "policy": str(core.vllm_config.scheduler_config.policy),
         "enable_chunked_prefill": bool(core.vllm_config.scheduler_config.enable_chunked_prefill),
-        "long_prefill_token_threshold": int(
-            core.vllm_config.scheduler_config.long_prefill_token_threshold
-        ),
+        "long_prefill_token_threshold": int(core.vllm_config.scheduler_config.long_prefill_token_threshold),
     }
     sc = core.vllm_config.scheduler_config
     for knob in (
@@ -528,8 +522,7 @@ def main(argv=None) -> int:
         write_csv(csv_path, records)
         n_pre = sum(len(r.preempted) for r in records)
         print(
-            f"[ok] {name}: {len(records)} steps, {n_pre} preemptions, "
-            f"{time.time() - t0:.1f}s",
+            f"[ok] {name}: {len(records)} steps, {n_pre} preemptions, {time.time() - t0:.1f}s",
             flush=True,
         )
     if failures:

@@ -24,8 +24,19 @@ from tools.profiler.common import (
 
 ALLREDUCE_SIZES = [2**i for i in range(11, 29)]  # 2 KiB .. 256 MiB
 QUICK_ALLREDUCE_SIZES = [2**11, 2**20, 2**24]
-ALLREDUCE_COLUMNS = ("gpu", "world_size", "dtype", "bytes", "mode", "iters", "ms", "ms_min", "ms_max",
-                     "algbw_gbps", "busbw_gbps")
+ALLREDUCE_COLUMNS = (
+    "gpu",
+    "world_size",
+    "dtype",
+    "bytes",
+    "mode",
+    "iters",
+    "ms",
+    "ms_min",
+    "ms_max",
+    "algbw_gbps",
+    "busbw_gbps",
+)
 
 
 def _allreduce_iters(nbytes: int) -> int:
@@ -36,8 +47,9 @@ def _allreduce_iters(nbytes: int) -> int:
     return 10
 
 
-def _allreduce_worker(rank: int, world: int, port: int, out: str, gpu_name: str, quick: bool,
-                      reps: int, argv: list) -> None:
+def _allreduce_worker(
+    rank: int, world: int, port: int, out: str, gpu_name: str, quick: bool, reps: int, argv: list
+) -> None:
     """One rank of ``--mode allreduce`` (a process of its own): every size eagerly, then in a CUDA
     graph; rank 0 writes the rows, each the slowest rank's time."""
     os.environ.update(NO_MULTICAST_ENV)
@@ -48,8 +60,7 @@ def _allreduce_worker(rank: int, world: int, port: int, out: str, gpu_name: str,
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
-                            timeout=_dt.timedelta(seconds=120))
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev, timeout=_dt.timedelta(seconds=120))
     sizes = QUICK_ALLREDUCE_SIZES if quick else ALLREDUCE_SIZES
     out_path = Path(out)
     meta_path = out_path.with_name(out_path.name + ".meta.json")
@@ -78,22 +89,38 @@ def _allreduce_worker(rank: int, world: int, port: int, out: str, gpu_name: str,
                 if mode == "graph":
                     break  # a broken capture is not retried at larger sizes
                 continue
-            stats = torch.tensor([float(np.median(times)), float(np.min(times)), float(np.max(times))],
-                                 device=dev, dtype=torch.float64)
+            stats = torch.tensor(
+                [float(np.median(times)), float(np.min(times)), float(np.max(times))], device=dev, dtype=torch.float64
+            )
             dist.all_reduce(stats, op=dist.ReduceOp.MAX)
             med, lo, hi = stats.tolist()
             if rank == 0:
                 algbw = nbytes / med / 1e6
                 busbw = algbw * 2 * (world - 1) / world
-                wr.writerow([gpu_name, world, "bfloat16", nbytes, mode, iters, f"{med:.5f}", f"{lo:.5f}",
-                             f"{hi:.5f}", f"{algbw:.2f}", f"{busbw:.2f}"])
+                wr.writerow(
+                    [
+                        gpu_name,
+                        world,
+                        "bfloat16",
+                        nbytes,
+                        mode,
+                        iters,
+                        f"{med:.5f}",
+                        f"{lo:.5f}",
+                        f"{hi:.5f}",
+                        f"{algbw:.2f}",
+                        f"{busbw:.2f}",
+                    ]
+                )
                 fh.flush()
                 n_rows += 1
                 meta["rows"] = n_rows
                 meta["wall_seconds"] = round(time.time() - t_start, 1)
                 write_json(meta_path, meta)
-                print(f"{mode:5s} {nbytes:>10d} B: {med*1e3:9.2f} us  algbw {algbw:7.1f} GB/s  "
-                      f"busbw {busbw:7.1f} GB/s", flush=True)
+                print(
+                    f"{mode:5s} {nbytes:>10d} B: {med * 1e3:9.2f} us  algbw {algbw:7.1f} GB/s  busbw {busbw:7.1f} GB/s",
+                    flush=True,
+                )
     if rank == 0:
         fh.close()
     dist.barrier(device_ids=[rank])
@@ -113,15 +140,20 @@ def _allreduce_meta(torch, gpu_name: str, reps: int, argv: list) -> dict:
         "devices": [torch.cuda.get_device_properties(i).name for i in range(torch.cuda.device_count())],
         "nvidia_smi_topo": topo.stdout.strip(),
         "command": " ".join(argv),
-        "env": {k: os.environ.get(k) for k in sorted(set(NO_MULTICAST_ENV) | {
-            "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"})},
+        "env": {
+            k: os.environ.get(k)
+            for k in sorted(
+                set(NO_MULTICAST_ENV)
+                | {"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"}
+            )
+        },
         "method": "torch.distributed all_reduce (SUM, bf16, NCCL), one process per GPU "
-                  "(torch.multiprocessing.spawn); per size: 5 warm-up calls, then `reps` batches "
-                  "of `iters` back-to-back calls on one buffer (refilled with random numbers and "
-                  "all ranks barriered before each batch), timed with CUDA events; ms = per-call "
-                  "time, median over batches, max over ranks. mode graph: the `iters` calls "
-                  "captured in one CUDA graph, replayed. algbw = bytes / time; busbw = algbw * "
-                  "2 (world-1) / world (nccl-tests convention)",
+        "(torch.multiprocessing.spawn); per size: 5 warm-up calls, then `reps` batches "
+        "of `iters` back-to-back calls on one buffer (refilled with random numbers and "
+        "all ranks barriered before each batch), timed with CUDA events; ms = per-call "
+        "time, median over batches, max over ranks. mode graph: the `iters` calls "
+        "captured in one CUDA graph, replayed. algbw = bytes / time; busbw = algbw * "
+        "2 (world-1) / world (nccl-tests convention)",
         "columns": list(ALLREDUCE_COLUMNS),
         "reps": reps,
         "rows": 0,
@@ -185,7 +217,11 @@ def run_allreduce(torch, args) -> int:
     port = free_port()
     reps = args.max_reps or (5 if args.quick else 20)
     t0 = time.time()
-    mp.spawn(_allreduce_worker, args=(world, port, args.out, args.gpu_name, args.quick, reps, list(sys.argv)),
-             nprocs=world, join=True)
-    print(f"all-reduce done in {time.time()-t0:.0f} s", flush=True)
+    mp.spawn(
+        _allreduce_worker,
+        args=(world, port, args.out, args.gpu_name, args.quick, reps, list(sys.argv)),
+        nprocs=world,
+        join=True,
+    )
+    print(f"all-reduce done in {time.time() - t0:.0f} s", flush=True)
     return 0

@@ -21,8 +21,7 @@ import numpy as np
 DEFAULT_MARGIN_BYTES = 2 * 1024**3
 
 # Keep NVLink multicast (NVLS) off: it can take a shared host's GPUs out of service.
-NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                     "NVSHMEM_DISABLE_NVLS": "1"}
+NO_MULTICAST_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def free_memory(torch) -> None:
@@ -95,9 +94,14 @@ def measure_device(torch):
 def nvidia_smi() -> dict:
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
-             "clocks.max.mem,power.limit", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20,
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
         return {"query": out.stdout.strip()}
     except Exception as exc:  # not fatal: the sidecar just lacks it
@@ -149,9 +153,15 @@ def write_json(path: Path, obj) -> None:
 def run_meta(torch, args, kind: str, **rest) -> dict:
     """The sidecar's header for a ``--mode`` run: what, when, with which software on which device,
     by which command; then ``rest``."""
-    return {"kind": kind, "gpu": args.gpu_name,
-            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "software": software_versions(torch), "device": device_meta(torch), "command": " ".join(sys.argv), **rest}
+    return {
+        "kind": kind,
+        "gpu": args.gpu_name,
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "software": software_versions(torch),
+        "device": device_meta(torch),
+        "command": " ".join(sys.argv),
+        **rest,
+    }
 
 
 def csv_out(path: Path, columns):
@@ -182,8 +192,12 @@ def sdpa_backends(names: str) -> list:
     """The SDPA backends of a comma list (``--sdpa-backends``: flash, cudnn, efficient, math)."""
     from torch.nn.attention import SDPBackend
 
-    backend_names = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                     "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    backend_names = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
     return [backend_names[x.strip()] for x in names.split(",") if x.strip()]
 
 

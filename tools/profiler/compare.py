@@ -30,8 +30,7 @@ from tools.profiler.common import (
 from tools.profiler.model import Arch, Model
 from tools.profiler.pieces import PiecewiseForward
 
-COMPARE_COLUMNS = ("gpu", "model", "mode", "layers", "batch", "new_tokens", "context",
-                   "ms", "ms_sync", "host_ms")
+COMPARE_COLUMNS = ("gpu", "model", "mode", "layers", "batch", "new_tokens", "context", "ms", "ms_sync", "host_ms")
 COMPARE_MODES = ("compiled_graph", "graph", "eager")
 COMPARE_ALL_MODES = ("compiled_graph", "graph", "eager", "compiled", "graph_pieces")
 COMPARE_GRAPH_MODES = ("compiled_graph", "graph", "graph_pieces")
@@ -48,16 +47,23 @@ def build_compare_grid(quick: bool, n_layers: int):
     if quick:
         db, dcs, pn, hb = [1, 8, 64], [512], [512], [1, 64]
     else:
-        db, dcs, pn, hb = (COMPARE_DECODE_BATCHES, COMPARE_DECODE_CONTEXTS,
-                           COMPARE_PREFILL_NEW_TOKENS, COMPARE_HALF_LAYER_BATCHES)
+        db, dcs, pn, hb = (
+            COMPARE_DECODE_BATCHES,
+            COMPARE_DECODE_CONTEXTS,
+            COMPARE_PREFILL_NEW_TOKENS,
+            COMPARE_HALF_LAYER_BATCHES,
+        )
     pts = [(n_layers, b, 1, dcs[0]) for b in db]
     if n_layers >= 2:
         pts += [(n_layers // 2, b, 1, dcs[0]) for b in hb]
     for c in dcs[1:]:
         pts += [(n_layers, b, 1, c) for b in db]
     pts += [(n_layers, 1, n, 0) for n in pn]
-    grid = {"decode": {"batch": db, "context": dcs}, "half_layers": {"batch": hb, "context": dcs[0]},
-            "prefill": {"batch": [1], "new_tokens": pn, "context": [0]}}
+    grid = {
+        "decode": {"batch": db, "context": dcs},
+        "half_layers": {"batch": hb, "context": dcs[0]},
+        "prefill": {"batch": [1], "new_tokens": pn, "context": [0]},
+    }
     return pts, grid
 
 
@@ -121,8 +127,14 @@ def _time_step(torch, step, budget_s: float, min_reps: int, max_reps: int) -> di
         sync_ms.append(start.elapsed_time(end))
         host_ms.append((h1 - h0) * 1e3)
     b2b = replay_ms(torch, step, reps)
-    return {"ms": float(np.median(b2b)), "ms_min": float(b2b.min()), "ms_max": float(b2b.max()),
-            "ms_sync": float(np.median(sync_ms)), "host_ms": float(np.median(host_ms)), "reps": reps}
+    return {
+        "ms": float(np.median(b2b)),
+        "ms_min": float(b2b.min()),
+        "ms_max": float(b2b.max()),
+        "ms_sync": float(np.median(sync_ms)),
+        "host_ms": float(np.median(host_ms)),
+        "reps": reps,
+    }
 
 
 def measure_compare_point(torch, model, pieces, mode, b, n, c, budget_s, min_reps, max_reps) -> dict:
@@ -164,8 +176,11 @@ def compare_checks(torch, model, pieces: dict) -> dict:
     """Logits of the piecewise step (plain and compiled) against ``Model.forward`` on the same
     cache contents, for a decode batch and a prefill."""
     res = {}
-    for label, (b, n, c) in {"decode_b4_ctx64": (4, 1, 64), "prefill_b1_n48": (1, 48, 0),
-                             "chunk_b2_n16_ctx32": (2, 16, 32)}.items():
+    for label, (b, n, c) in {
+        "decode_b4_ctx64": (4, 1, 64),
+        "prefill_b1_n48": (1, 48, 0),
+        "chunk_b2_n16_ctx32": (2, 16, 32),
+    }.items():
         cache, tokens, positions = _compare_inputs(torch, model, b, n, c)
         with torch.inference_mode():
             ref = model.forward(tokens, cache.clone(), c).float()
@@ -220,16 +235,31 @@ def run_compare(torch, args) -> int:
     free_b, _total_b = torch.cuda.mem_get_info(device)
     margin = int(args.margin_gib * 1024**3)
     budget_bytes = free_b - margin
-    print(f"{model_name}: {n_layers} layers, weights {weights_bytes/2**30:.1f} GiB in "
-          f"{time.time()-t0:.1f} s; free {free_b/2**30:.1f} GiB; modes {','.join(modes)}", flush=True)
+    print(
+        f"{model_name}: {n_layers} layers, weights {weights_bytes / 2**30:.1f} GiB in "
+        f"{time.time() - t0:.1f} s; free {free_b / 2**30:.1f} GiB; modes {','.join(modes)}",
+        flush=True,
+    )
 
     from torch.nn.attention import sdpa_kernel
 
     backends = sdpa_backends(args.sdpa_backends)
 
-    meta = _compare_meta(torch, args, arch, model_path, device, n_layers=n_layers, weights_bytes=weights_bytes,
-                         min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, free_b=free_b, margin=margin,
-                         grid=grid)
+    meta = _compare_meta(
+        torch,
+        args,
+        arch,
+        model_path,
+        device,
+        n_layers=n_layers,
+        weights_bytes=weights_bytes,
+        min_reps=min_reps,
+        max_reps=max_reps,
+        budget_s=budget_s,
+        free_b=free_b,
+        margin=margin,
+        grid=grid,
+    )
     write_json(meta_path, meta)
 
     pieces, compiled_ok = _compile_pieces(torch, args, model, modes, backends, meta)
@@ -247,21 +277,53 @@ def run_compare(torch, args) -> int:
     write_json(meta_path, meta)
 
     graphs_before = dynamo_graphs(torch)
-    n_rows, stopped = _compare_grid(torch, args, model, pieces, points, modes, compiled_ok, backends, budget_bytes,
-                                    meta, meta_path, t_start, budget_s, min_reps, max_reps)
+    n_rows, stopped = _compare_grid(
+        torch,
+        args,
+        model,
+        pieces,
+        points,
+        modes,
+        compiled_ok,
+        backends,
+        budget_bytes,
+        meta,
+        meta_path,
+        t_start,
+        budget_s,
+        min_reps,
+        max_reps,
+    )
     meta["dynamo_graphs_after_grid"] = dynamo_graphs(torch)
-    meta["recompiled_during_grid"] = (None if graphs_before is None or meta["dynamo_graphs_after_grid"] is None
-                                      else meta["dynamo_graphs_after_grid"] - graphs_before)
+    meta["recompiled_during_grid"] = (
+        None
+        if graphs_before is None or meta["dynamo_graphs_after_grid"] is None
+        else meta["dynamo_graphs_after_grid"] - graphs_before
+    )
     meta["stopped_early_by_time_limit"] = stopped
     meta["rows"] = n_rows
     meta["wall_seconds"] = round(time.time() - t_start, 1)
     write_json(meta_path, meta)
-    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time() - t_start:.0f} s", flush=True)
     return 0
 
 
-def _compare_meta(torch, args, arch: Arch, model_path: Path, device, *, n_layers, weights_bytes, min_reps,
-                  max_reps, budget_s, free_b, margin, grid) -> dict:
+def _compare_meta(
+    torch,
+    args,
+    arch: Arch,
+    model_path: Path,
+    device,
+    *,
+    n_layers,
+    weights_bytes,
+    min_reps,
+    max_reps,
+    budget_s,
+    free_b,
+    margin,
+    grid,
+) -> dict:
     """The sidecar of ``--mode compare`` before any step: what, when, on which device, what each mode
     and column means, how."""
     return {
@@ -275,10 +337,10 @@ def _compare_meta(torch, args, arch: Arch, model_path: Path, device, *, n_layers
         "command": " ".join(sys.argv),
         "modes": {
             "compiled_graph": "PiecewiseForward compiled by torch.compile (Inductor, default mode, "
-                              "fullgraph pieces, token axis dynamic), whole step captured in one CUDA "
-                              "graph per shape, replayed",
+            "fullgraph pieces, token axis dynamic), whole step captured in one CUDA "
+            "graph per shape, replayed",
             "graph": "Model.forward (the profiler's default step) captured in a CUDA graph, replayed "
-                     "(what the default mode measures)",
+            "(what the default mode measures)",
             "eager": "Model.forward launched op by op from Python, no graph",
             "compiled": "the compiled pieces launched from Python, no graph (guards and launches per call)",
             "graph_pieces": "PiecewiseForward uncompiled, captured in a CUDA graph (layout effect alone)",
@@ -286,21 +348,39 @@ def _compare_meta(torch, args, arch: Arch, model_path: Path, device, *, n_layers
         "columns": {
             "ms": "median CUDA-event time of back-to-back steps (the statistic of the default mode)",
             "ms_sync": "median CUDA-event time of steps each issued after a host synchronize (idle GPU "
-                       "at the start: includes the host's issue time where it exceeds the GPU's)",
+            "at the start: includes the host's issue time where it exceeds the GPU's)",
             "host_ms": "median host wall time to issue one step (graph modes: one replay call)",
             "layers": "layers run; rows with half the model's layers give per-layer slopes",
         },
-        "model_build": {"dtype": "bfloat16", "layers_built": n_layers, "weights_bytes_on_gpu": int(weights_bytes),
-                        "qk_norm": arch.qk_norm,
-                        "notes": "random weights, as the default mode builds them (see its meta)"},
-        "method": {"sdpa_backends": args.sdpa_backends, "warmup": "one eager run on a side stream "
-                   "(compiles when needed), capture, one untimed replay",
-                   "reps": {"min": min_reps, "max": max_reps, "timed_seconds_per_point": budget_s},
-                   "memory_free_after_weights_bytes": int(free_b), "memory_margin_bytes": margin,
-                   "quick": args.quick},
+        "model_build": {
+            "dtype": "bfloat16",
+            "layers_built": n_layers,
+            "weights_bytes_on_gpu": int(weights_bytes),
+            "qk_norm": arch.qk_norm,
+            "notes": "random weights, as the default mode builds them (see its meta)",
+        },
+        "method": {
+            "sdpa_backends": args.sdpa_backends,
+            "warmup": "one eager run on a side stream (compiles when needed), capture, one untimed replay",
+            "reps": {"min": min_reps, "max": max_reps, "timed_seconds_per_point": budget_s},
+            "memory_free_after_weights_bytes": int(free_b),
+            "memory_margin_bytes": margin,
+            "quick": args.quick,
+        },
         "grid": grid,
-        "points_columns": ["mode", "layers", "batch", "new_tokens", "context", "ms", "ms_min",
-                           "ms_max", "ms_sync", "host_ms", "reps"],
+        "points_columns": [
+            "mode",
+            "layers",
+            "batch",
+            "new_tokens",
+            "context",
+            "ms",
+            "ms_min",
+            "ms_max",
+            "ms_sync",
+            "host_ms",
+            "reps",
+        ],
         "points": [],
         "skipped": [],
     }
@@ -322,17 +402,20 @@ def _compile_pieces(torch, args, model: Model, modes: list, backends, meta: dict
                 # As vLLM's first (profiling) run: the dynamic token axis is first compiled and its
                 # Triton kernels autotuned at a large N (Inductor keeps the configs picked then for
                 # every N); then the N=1 specialisation and the dynamic batch axis of final().
-                for (b, n, c) in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
+                for b, n, c in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
                     cache, tokens, positions = _compare_inputs(torch, model, b, n, c)
                     pieces["compiled"].forward(tokens, cache, c, positions)
                     del cache, tokens, positions
             torch.cuda.synchronize()
-            meta["compile"] = {"seconds": round(time.time() - t1, 1), "dynamo_graphs": dynamo_graphs(torch),
-                               "first_call_tokens": args.compile_tokens,
-                               "inductor": "default mode (no Inductor CUDA graphs, no max-autotune); "
-                                           "pieces pre/post/final compiled with fullgraph=True; token "
-                                           "axis marked dynamic (maybe_mark_dynamic) when >= 2"}
-            print(f"compiled pieces in {time.time()-t1:.1f} s ({dynamo_graphs(torch)} graphs)", flush=True)
+            meta["compile"] = {
+                "seconds": round(time.time() - t1, 1),
+                "dynamo_graphs": dynamo_graphs(torch),
+                "first_call_tokens": args.compile_tokens,
+                "inductor": "default mode (no Inductor CUDA graphs, no max-autotune); "
+                "pieces pre/post/final compiled with fullgraph=True; token "
+                "axis marked dynamic (maybe_mark_dynamic) when >= 2",
+            }
+            print(f"compiled pieces in {time.time() - t1:.1f} s ({dynamo_graphs(torch)} graphs)", flush=True)
         except Exception as exc:
             compiled_ok = False
             meta["compile"] = {"error": first_line(exc, 400)}
@@ -354,8 +437,11 @@ def _kernel_counts(torch, model: Model, pieces: dict, compiled_ok: bool, backend
             for layers in sorted({n_layers, max(1, n_layers // 2)}):
                 with _FirstLayers(model, layers):
                     cache, tokens, positions = _compare_inputs(torch, model, 8, 1, 512)
-                    for name, mode in (("model_forward", "eager"), ("pieces_plain", "graph_pieces"),
-                                       ("pieces_compiled", "compiled")):
+                    for name, mode in (
+                        ("model_forward", "eager"),
+                        ("pieces_plain", "graph_pieces"),
+                        ("pieces_compiled", "compiled"),
+                    ):
                         if name == "pieces_compiled" and not compiled_ok:
                             continue
                         fn = _compare_fn(model, pieces, mode, tokens, cache, 512, positions)
@@ -373,9 +459,23 @@ def _kernel_counts(torch, model: Model, pieces: dict, compiled_ok: bool, backend
     return kc
 
 
-def _compare_grid(torch, args, model: Model, pieces: dict, points: list, modes: list, compiled_ok: bool, backends,
-                  budget_bytes: int, meta: dict, meta_path: Path, t_start: float, budget_s: float, min_reps: int,
-                  max_reps: int) -> tuple[int, bool]:
+def _compare_grid(
+    torch,
+    args,
+    model: Model,
+    pieces: dict,
+    points: list,
+    modes: list,
+    compiled_ok: bool,
+    backends,
+    budget_bytes: int,
+    meta: dict,
+    meta_path: Path,
+    t_start: float,
+    budget_s: float,
+    min_reps: int,
+    max_reps: int,
+) -> tuple[int, bool]:
     """Every point in every mode, a CSV row and a sidecar update as soon as it is timed; a point that
     would not fit, or fails, is skipped with the reason. Returns the rows written and whether the
     time limit stopped the grid."""
@@ -387,7 +487,7 @@ def _compare_grid(torch, args, model: Model, pieces: dict, points: list, modes: 
     n_rows = 0
     fh, wr = csv_out(out_path, COMPARE_COLUMNS)
     with fh:
-        for (layers, b, n, c) in points:
+        for layers, b, n, c in points:
             kv_per_token = 2 * layers * arch.kv_dim * 2
             need = kv_per_token * b * (c + n) + arch.activation_bytes(b, n)
             for mode in modes:
@@ -400,28 +500,55 @@ def _compare_grid(torch, args, model: Model, pieces: dict, points: list, modes: 
                     meta["skipped"].append({**pt, "reason": "compile failed"})
                     continue
                 if need > budget_bytes:
-                    meta["skipped"].append({**pt, "reason": f"needs ~{need/2**30:.1f} GiB, "
-                                                            f"{budget_bytes/2**30:.1f} GiB available"})
+                    meta["skipped"].append(
+                        {**pt, "reason": f"needs ~{need / 2**30:.1f} GiB, {budget_bytes / 2**30:.1f} GiB available"}
+                    )
                     continue
                 try:
                     with sdpa_kernel(backends), _FirstLayers(model, layers):
-                        r = measure_compare_point(torch, model, pieces, mode, b, n, c, budget_s,
-                                                  min_reps, max_reps)
+                        r = measure_compare_point(torch, model, pieces, mode, b, n, c, budget_s, min_reps, max_reps)
                 except Exception as exc:  # out of memory or a capture error: keep going
                     free_memory(torch)
                     meta["skipped"].append({**pt, "reason": "error: " + first_line(exc)})
                     print(f"error  {mode:14s} L={layers} b={b} n={n} c={c}: {first_line(exc)}", flush=True)
                     continue
-                wr.writerow([args.gpu_name, model_name, mode, layers, b, n, c, f"{r['ms']:.4f}",
-                             f"{r['ms_sync']:.4f}", f"{r['host_ms']:.4f}"])
+                wr.writerow(
+                    [
+                        args.gpu_name,
+                        model_name,
+                        mode,
+                        layers,
+                        b,
+                        n,
+                        c,
+                        f"{r['ms']:.4f}",
+                        f"{r['ms_sync']:.4f}",
+                        f"{r['host_ms']:.4f}",
+                    ]
+                )
                 fh.flush()
                 n_rows += 1
-                meta["points"].append([mode, layers, b, n, c, round(r["ms"], 4), round(r["ms_min"], 4),
-                                       round(r["ms_max"], 4), round(r["ms_sync"], 4), round(r["host_ms"], 4),
-                                       r["reps"]])
+                meta["points"].append(
+                    [
+                        mode,
+                        layers,
+                        b,
+                        n,
+                        c,
+                        round(r["ms"], 4),
+                        round(r["ms_min"], 4),
+                        round(r["ms_max"], 4),
+                        round(r["ms_sync"], 4),
+                        round(r["host_ms"], 4),
+                        r["reps"],
+                    ]
+                )
                 meta["rows"] = n_rows
                 meta["wall_seconds"] = round(time.time() - t_start, 1)
                 write_json(meta_path, meta)
-                print(f"{mode:14s} L={layers:2d} b={b:4d} n={n:5d} c={c:5d}: {r['ms']:8.3f} ms "
-                      f"(sync {r['ms_sync']:8.3f}, host {r['host_ms']:7.3f}, reps {r['reps']})", flush=True)
+                print(
+                    f"{mode:14s} L={layers:2d} b={b:4d} n={n:5d} c={c:5d}: {r['ms']:8.3f} ms "
+                    f"(sync {r['ms_sync']:8.3f}, host {r['host_ms']:7.3f}, reps {r['reps']})",
+                    flush=True,
+                )
     return n_rows, stopped

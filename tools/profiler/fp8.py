@@ -45,15 +45,24 @@ def _fp8_ops(torch, m, n, k, a, w, a8, w8):
         if dt == "bf16":
             return F.linear(a, wmat)
         if sc == "tensor":
-            return torch._scaled_mm(a8, wmat8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                    use_fast_accum=True)
+            return torch._scaled_mm(
+                a8, wmat8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+            )
         if sc == "row":
-            return torch._scaled_mm(a8, wmat8.t(), scale_a=sa_row, scale_b=sb_row,
-                                    out_dtype=torch.bfloat16, use_fast_accum=True)
+            return torch._scaled_mm(
+                a8, wmat8.t(), scale_a=sa_row, scale_b=sb_row, out_dtype=torch.bfloat16, use_fast_accum=True
+            )
         from torch.nn.functional import ScalingType
 
-        return F.scaled_mm(a8, wmat8.t(), sa_blk, ScalingType.BlockWise1x128, sb_blk,
-                           ScalingType.BlockWise128x128, output_dtype=torch.bfloat16)
+        return F.scaled_mm(
+            a8,
+            wmat8.t(),
+            sa_blk,
+            ScalingType.BlockWise1x128,
+            sb_blk,
+            ScalingType.BlockWise128x128,
+            output_dtype=torch.bfloat16,
+        )
 
     def reference(variant):
         dt, sc = variant
@@ -89,7 +98,7 @@ def run_fp8(torch, args) -> int:
     gen.manual_seed(0)
     fh, wr = csv_out(out_path, FP8_COLUMNS)
     with fh:
-        for (n, k) in FP8_SHAPES:
+        for n, k in FP8_SHAPES:
             copies = 2 if args.quick else max(2, -(-FP8_POOL_BYTES // (2 * n * k)))
             ws = [torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(copies)]
             w8s = [w.to(torch.float8_e4m3fn) for w in ws]
@@ -110,8 +119,10 @@ def run_fp8(torch, args) -> int:
                                 ref = reference(variant)
                                 got = call(variant, ws[0], w8s[0]).float()
                                 err = float((got - ref).norm() / ref.norm())
-                                meta["checks"][f"{key}_M{m}_N{n}_K{k}"] = {"rel_err": round(err, 6),
-                                                                          "ok": bool(err < 2e-2)}
+                                meta["checks"][f"{key}_M{m}_N{n}_K{k}"] = {
+                                    "rel_err": round(err, 6),
+                                    "ok": bool(err < 2e-2),
+                                }
 
                             def chain(variant=variant, call=call, ws=ws, w8s=w8s):
                                 for w, w8 in zip(ws, w8s):
@@ -126,11 +137,24 @@ def run_fp8(torch, args) -> int:
                     eb = 2 if variant[0] == "bf16" else 1
                     nbytes = eb * (m * k + n * k) + 2 * m * n
                     flops = 2.0 * m * n * k
-                    wr.writerow([args.gpu_name, variant[0], variant[1], m, n, k, copies, f"{ms:.5f}",
-                                 f"{flops/ms/1e9:.2f}", f"{nbytes/ms/1e6:.1f}", nbytes])
+                    wr.writerow(
+                        [
+                            args.gpu_name,
+                            variant[0],
+                            variant[1],
+                            m,
+                            n,
+                            k,
+                            copies,
+                            f"{ms:.5f}",
+                            f"{flops / ms / 1e9:.2f}",
+                            f"{nbytes / ms / 1e6:.1f}",
+                            nbytes,
+                        ]
+                    )
                     fh.flush()
                     n_rows += 1
-                    line.append(f"{key} {ms*1e3:8.1f} us {flops/ms/1e9:6.1f} TF {nbytes/ms/1e6:6.0f} GB/s")
+                    line.append(f"{key} {ms * 1e3:8.1f} us {flops / ms / 1e9:6.1f} TF {nbytes / ms / 1e6:6.0f} GB/s")
                 print(f"  M={m:5d}: " + " | ".join(line), flush=True)
                 del a, a8, call, reference
                 meta["rows"] = n_rows
@@ -141,7 +165,7 @@ def run_fp8(torch, args) -> int:
     meta["rows"] = n_rows
     meta["wall_seconds"] = round(time.time() - t_start, 1)
     write_json(meta_path, meta)
-    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time() - t_start:.0f} s", flush=True)
     return 0
 
 
@@ -158,15 +182,15 @@ def _fp8_meta(torch, args, dev, reps: int) -> dict:
             "bf16/none": "F.linear(x, W) in bf16 (cuBLAS)",
             "fp8_e4m3/tensor": "torch._scaled_mm, one fp32 scale per tensor, use_fast_accum=True",
             "fp8_e4m3/row": "torch._scaled_mm, fp32 scale per row of x and per output channel of W, "
-                            "use_fast_accum=True",
+            "use_fast_accum=True",
             "fp8_e4m3/block128": "F.scaled_mm, BlockWise1x128 (x) x BlockWise128x128 (W) fp32 scales "
-                                 "(DeepSeek-V3's weight_block_size)",
+            "(DeepSeek-V3's weight_block_size)",
         },
         "method": "y[M,N] = x[M,K] W[N,K]^T, bf16 output; inputs random (fp8 = bf16 N(0,1) cast), "
-                  "quantisation of x NOT timed (operands pre-quantised); `copies` distinct weight "
-                  f"matrices (>= {FP8_POOL_BYTES/2**20:.0f} MiB of bf16 per shape, same count in fp8) "
-                  f"chained in one CUDA graph; ms = median of {reps} replays / copies; "
-                  "bytes = x + W + y once each (fp8: 1 byte/element for x and W); tflops = 2MNK / time",
+        "quantisation of x NOT timed (operands pre-quantised); `copies` distinct weight "
+        f"matrices (>= {FP8_POOL_BYTES / 2**20:.0f} MiB of bf16 per shape, same count in fp8) "
+        f"chained in one CUDA graph; ms = median of {reps} replays / copies; "
+        "bytes = x + W + y once each (fp8: 1 byte/element for x and W); tflops = 2MNK / time",
         "columns": list(FP8_COLUMNS),
         "checks": {},
         "errors": {},

@@ -18,8 +18,7 @@ class Arch:
         for key in MOE_KEYS + MLA_KEYS:
             if cfg.get(key):
                 raise ValueError(
-                    f"{name}: '{key}' is set; the profiler builds dense "
-                    "Llama/Qwen3-style models only (no MoE, no MLA)"
+                    f"{name}: '{key}' is set; the profiler builds dense Llama/Qwen3-style models only (no MoE, no MLA)"
                 )
         self.name = name
         self.model_type = cfg.get("model_type", "llama")
@@ -134,10 +133,7 @@ class Model:
         if length <= self._rope_len:
             return
         hd = self.arch.head_dim
-        inv = 1.0 / (
-            self.arch.rope_theta
-            ** (torch.arange(0, hd, 2, device=self.device, dtype=torch.float32) / hd)
-        )
+        inv = 1.0 / (self.arch.rope_theta ** (torch.arange(0, hd, 2, device=self.device, dtype=torch.float32) / hd))
         pos = torch.arange(length, device=self.device, dtype=torch.float32)
         freqs = torch.outer(pos, inv)
         self.cos = torch.cat((freqs.cos(), freqs.cos()), dim=-1).to(self.dtype)

@@ -32,12 +32,28 @@ from tools.profiler.model import MOE_KEYS
 
 MOE_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 QUICK_MOE_TOKENS = [1, 16, 256]
-MOE_DEFAULT_MODELS = ("simulator/data/models/qwen3-30b-a3b.json:1,"
-                      "simulator/data/models/deepseek-v3.json:8")
+MOE_DEFAULT_MODELS = "simulator/data/models/qwen3-30b-a3b.json:1,simulator/data/models/deepseek-v3.json:8"
 MOE_POOL_BYTES = 4 * 2**30  # weight copies per model: at least this much (80x the H100's L2)
-MOE_COLUMNS = ("gpu", "model", "tp", "impl", "tokens", "experts", "top_k", "hidden", "intermediate",
-               "experts_touched", "touched_weight_bytes", "copies", "ms_layer", "ms_gemm",
-               "gbps_gemm", "tflops_gemm", "gbps_layer", "tflops_layer")
+MOE_COLUMNS = (
+    "gpu",
+    "model",
+    "tp",
+    "impl",
+    "tokens",
+    "experts",
+    "top_k",
+    "hidden",
+    "intermediate",
+    "experts_touched",
+    "touched_weight_bytes",
+    "copies",
+    "ms_layer",
+    "ms_gemm",
+    "gbps_gemm",
+    "tflops_gemm",
+    "gbps_layer",
+    "tflops_layer",
+)
 
 
 def _moe_spec(path: str, tp: int) -> dict:
@@ -46,9 +62,16 @@ def _moe_spec(path: str, tp: int) -> dict:
     inter = int(cfg.get("moe_intermediate_size") or cfg["intermediate_size"])
     if inter % tp:
         raise ValueError(f"{path}: moe intermediate {inter} not divisible by tp {tp}")
-    return {"model": Path(path).stem, "config": path, "tp": tp, "experts": experts,
-            "top_k": int(cfg["num_experts_per_tok"]), "hidden": int(cfg["hidden_size"]),
-            "intermediate": inter // tp, "intermediate_full": inter}
+    return {
+        "model": Path(path).stem,
+        "config": path,
+        "tp": tp,
+        "experts": experts,
+        "top_k": int(cfg["num_experts_per_tok"]),
+        "hidden": int(cfg["hidden_size"]),
+        "intermediate": inter // tp,
+        "intermediate_full": inter,
+    }
 
 
 def _moe_routes(torch, x, spec, gen):
@@ -64,8 +87,15 @@ def _moe_routes(torch, x, spec, gen):
     counts = torch.bincount(flat, minlength=e)
     offs = torch.cumsum(counts, 0).to(torch.int32)
     xs = x.index_select(0, order // k)
-    return {"ids": ids, "flat": flat, "wts": wts, "order": order, "offs": offs, "xs": xs,
-            "counts": [int(v) for v in counts.tolist()]}
+    return {
+        "ids": ids,
+        "flat": flat,
+        "wts": wts,
+        "order": order,
+        "offs": offs,
+        "xs": xs,
+        "counts": [int(v) for v in counts.tolist()],
+    }
 
 
 def _moe_experts(torch, impl, xs, offs, counts, w13, w2, inter):
@@ -81,13 +111,13 @@ def _moe_experts(torch, impl, xs, offs, counts, w13, w2, inter):
     s = 0
     for e, cnt in enumerate(counts):
         if cnt:
-            torch.mm(xs[s: s + cnt], w13[e].t(), out=h[s: s + cnt])
+            torch.mm(xs[s : s + cnt], w13[e].t(), out=h[s : s + cnt])
         s += cnt
     act = F.silu(h[:, :inter]) * h[:, inter:]
     s = 0
     for e, cnt in enumerate(counts):
         if cnt:
-            torch.mm(act[s: s + cnt], w2[e].t(), out=y[s: s + cnt])
+            torch.mm(act[s : s + cnt], w2[e].t(), out=y[s : s + cnt])
         s += cnt
     return y
 
@@ -155,16 +185,28 @@ def run_moe(torch, args) -> int:
             expert_bytes = 3 * hid * inter * 2
             layer_bytes = e * expert_bytes
             copies = 2 if args.quick else max(2, -(-MOE_POOL_BYTES // layer_bytes))
-            w13 = [torch.empty(e, 2 * inter, hid, device=dev, dtype=torch.bfloat16).normal_(
-                0.0, 1.0 / math.sqrt(hid), generator=gen) for _ in range(copies)]
-            w2 = [torch.empty(e, hid, inter, device=dev, dtype=torch.bfloat16).normal_(
-                0.0, 1.0 / math.sqrt(inter), generator=gen) for _ in range(copies)]
-            print(f"{spec['model']} tp{spec['tp']}: {e} experts top-{k}, hidden {hid}, "
-                  f"intermediate {inter}; {copies} copies of {layer_bytes/2**30:.2f} GiB", flush=True)
+            w13 = [
+                torch.empty(e, 2 * inter, hid, device=dev, dtype=torch.bfloat16).normal_(
+                    0.0, 1.0 / math.sqrt(hid), generator=gen
+                )
+                for _ in range(copies)
+            ]
+            w2 = [
+                torch.empty(e, hid, inter, device=dev, dtype=torch.bfloat16).normal_(
+                    0.0, 1.0 / math.sqrt(inter), generator=gen
+                )
+                for _ in range(copies)
+            ]
+            print(
+                f"{spec['model']} tp{spec['tp']}: {e} experts top-{k}, hidden {hid}, "
+                f"intermediate {inter}; {copies} copies of {layer_bytes / 2**30:.2f} GiB",
+                flush=True,
+            )
             for tokens in tokens_list:
                 if args.time_limit_s and time.time() - t_start > args.time_limit_s:
-                    meta.setdefault("skipped", []).append({"model": spec["model"], "tokens": tokens,
-                                                           "reason": "time limit"})
+                    meta.setdefault("skipped", []).append(
+                        {"model": spec["model"], "tokens": tokens, "reason": "time limit"}
+                    )
                     continue
                 n_rows += _moe_point(torch, args, dev, spec, tokens, w13, w2, impls, gen, reps, meta, fh, wr)
                 free_memory(torch)
@@ -176,7 +218,7 @@ def run_moe(torch, args) -> int:
     meta["rows"] = n_rows
     meta["wall_seconds"] = round(time.time() - t_start, 1)
     write_json(meta_path, meta)
-    print(f"wrote {n_rows} rows to {out_path} in {time.time()-t_start:.0f} s", flush=True)
+    print(f"wrote {n_rows} rows to {out_path} in {time.time() - t_start:.0f} s", flush=True)
     return 0
 
 
@@ -192,29 +234,30 @@ def _moe_meta(torch, args, dev, specs: list, reps: int, have_grouped: bool) -> d
         "specs": specs,
         "impls": {
             "grouped_mm": "torch._grouped_mm (bf16; one grouped GEMM for gate/up over all experts, "
-                          "one for down; experts with no tokens are empty groups)",
+            "one for down; experts with no tokens are empty groups)",
             "loop": "one torch.mm per active expert for gate/up and for down (host-known counts), "
-                    "captured in the same CUDA graph",
+            "captured in the same CUDA graph",
         },
         "grouped_mm_available": have_grouped,
         "method": "per point: uniform random top-k routing (distinct experts per token, fixed per "
-                  "point), weights N(0, 1/fan_in) bf16; `copies` distinct weight sets per model "
-                  f"(>= {MOE_POOL_BYTES/2**30:.0f} GiB together) chained in one CUDA graph, each with "
-                  "its own routing, so weights are read from HBM; ms = median replay / copies "
-                  f"({reps} replays). ms_gemm: gate/up GEMM + SiLU*up + down GEMM on pre-sorted rows. "
-                  "ms_layer: the same plus argsort by expert, row gather, per-expert counts and "
-                  "offsets, gate-weight scaling and index_add back to tokens (no router GEMM/top-k). "
-                  "touched_weight_bytes: bf16 bytes of the experts that got at least one token "
-                  "(mean over copies); gbps = touched bytes / time; tflops = 2*tokens*top_k*3*hidden*"
-                  "intermediate / time",
+        "point), weights N(0, 1/fan_in) bf16; `copies` distinct weight sets per model "
+        f"(>= {MOE_POOL_BYTES / 2**30:.0f} GiB together) chained in one CUDA graph, each with "
+        "its own routing, so weights are read from HBM; ms = median replay / copies "
+        f"({reps} replays). ms_gemm: gate/up GEMM + SiLU*up + down GEMM on pre-sorted rows. "
+        "ms_layer: the same plus argsort by expert, row gather, per-expert counts and "
+        "offsets, gate-weight scaling and index_add back to tokens (no router GEMM/top-k). "
+        "touched_weight_bytes: bf16 bytes of the experts that got at least one token "
+        "(mean over copies); gbps = touched bytes / time; tflops = 2*tokens*top_k*3*hidden*"
+        "intermediate / time",
         "columns": list(MOE_COLUMNS),
         "checks": {},
         "rows": 0,
     }
 
 
-def _moe_point(torch, args, dev, spec: dict, tokens: int, w13: list, w2: list, impls: list, gen, reps: int,
-               meta: dict, fh, wr) -> int:
+def _moe_point(
+    torch, args, dev, spec: dict, tokens: int, w13: list, w2: list, impls: list, gen, reps: int, meta: dict, fh, wr
+) -> int:
     """One point of ``--mode moe``: ``tokens`` routed at random over each of the weight copies, checked
     against a float32 reference at 16 tokens, then a row per implementation. A failure skips the
     rest of the point and is recorded in ``meta``. Returns the rows written."""
@@ -240,6 +283,7 @@ def _moe_point(torch, args, dev, spec: dict, tokens: int, w13: list, w2: list, i
             meta["checks"][f"{spec['model']}_tp{spec['tp']}_T{tokens}"] = ck
             print("  check:", json.dumps(ck), flush=True)
         for impl in impls:
+
             def gemm(impl=impl, routes=routes, w13=w13, w2=w2, inter=inter):
                 for r, a, b in zip(routes, w13, w2):
                     _moe_experts(torch, impl, r["xs"], r["offs"], r["counts"], a, b, inter)
@@ -265,30 +309,71 @@ def _moe_point(torch, args, dev, spec: dict, tokens: int, w13: list, w2: list, i
                     ms_l, how_l = float("nan"), "error: " + first_line(exc)
             if how_g != "graph" or how_l != "graph":
                 meta.setdefault("not_graphed", []).append(
-                    {"model": spec["model"], "tokens": tokens, "impl": impl,
-                     "gemm": how_g, "layer": how_l})
-            wr.writerow([args.gpu_name, spec["model"], spec["tp"], impl, tokens, e, k, hid, inter,
-                         f"{touched:.2f}", int(tbytes), copies, f"{ms_l:.5f}", f"{ms_g:.5f}",
-                         f"{tbytes/ms_g/1e6:.1f}", f"{flops/ms_g/1e9:.2f}",
-                         f"{tbytes/ms_l/1e6:.1f}", f"{flops/ms_l/1e9:.2f}"])
+                    {"model": spec["model"], "tokens": tokens, "impl": impl, "gemm": how_g, "layer": how_l}
+                )
+            wr.writerow(
+                [
+                    args.gpu_name,
+                    spec["model"],
+                    spec["tp"],
+                    impl,
+                    tokens,
+                    e,
+                    k,
+                    hid,
+                    inter,
+                    f"{touched:.2f}",
+                    int(tbytes),
+                    copies,
+                    f"{ms_l:.5f}",
+                    f"{ms_g:.5f}",
+                    f"{tbytes / ms_g / 1e6:.1f}",
+                    f"{flops / ms_g / 1e9:.2f}",
+                    f"{tbytes / ms_l / 1e6:.1f}",
+                    f"{flops / ms_l / 1e9:.2f}",
+                ]
+            )
             fh.flush()
             n_rows += 1
-            print(f"  {impl:10s} T={tokens:5d}: touched {touched:6.1f} "
-                  f"({tbytes/1e6:8.1f} MB)  layer {ms_l*1e3:8.1f} us  gemm {ms_g*1e3:8.1f} us "
-                  f"({tbytes/ms_g/1e6:6.0f} GB/s, {flops/ms_g/1e9:6.1f} TFLOP/s)", flush=True)
+            print(
+                f"  {impl:10s} T={tokens:5d}: touched {touched:6.1f} "
+                f"({tbytes / 1e6:8.1f} MB)  layer {ms_l * 1e3:8.1f} us  gemm {ms_g * 1e3:8.1f} us "
+                f"({tbytes / ms_g / 1e6:6.0f} GB/s, {flops / ms_g / 1e9:6.1f} TFLOP/s)",
+                flush=True,
+            )
         del x, routes
     except Exception as exc:
-        meta.setdefault("skipped", []).append({"model": spec["model"], "tokens": tokens,
-                                               "reason": "error: " + first_line(exc)})
+        meta.setdefault("skipped", []).append(
+            {"model": spec["model"], "tokens": tokens, "reason": "error: " + first_line(exc)}
+        )
         print(f"  T={tokens} error: {first_line(exc)}", flush=True)
     return n_rows
 
 
-VLLM_MOE_COLUMNS = ("gpu", "case", "experts", "top_k", "hidden", "intermediate", "tokens", "config", "ms",
-                    "ms_gate_up", "ms_down", "ms_graph", "touched_experts", "tflops", "weight_gbps")
+VLLM_MOE_COLUMNS = (
+    "gpu",
+    "case",
+    "experts",
+    "top_k",
+    "hidden",
+    "intermediate",
+    "tokens",
+    "config",
+    "ms",
+    "ms_gate_up",
+    "ms_down",
+    "ms_graph",
+    "touched_experts",
+    "tflops",
+    "weight_gbps",
+)
 # (name, experts, hidden, intermediate per GPU, top-k): the routed experts of one layer on one GPU
-VLLM_MOE_CASES = (("qwen3-235b-a22b tp8", 128, 4096, 192, 8), ("glm-4.5-air tp4", 128, 4096, 352, 8),
-                  ("qwen3-30b-a3b tp1", 128, 2048, 768, 8), ("deepseek-v3 tp8 (bf16)", 256, 7168, 256, 8))
+VLLM_MOE_CASES = (
+    ("qwen3-235b-a22b tp8", 128, 4096, 192, 8),
+    ("glm-4.5-air tp4", 128, 4096, 352, 8),
+    ("qwen3-30b-a3b tp1", 128, 2048, 768, 8),
+    ("deepseek-v3 tp8 (bf16)", 256, 7168, 256, 8),
+)
 VLLM_MOE_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 2048, 4096, 8192)
 
 
@@ -308,16 +393,19 @@ def _load_vllm_moe(src: Path):
     decorated = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list}
     kernels = [name for name in ("write_zeros_to_output", "fused_moe_kernel") if name in decorated]
     body = "import triton\nimport triton.language as tl\n\n" + "\n\n".join(
-        "@triton.jit\n" + funcs[name] for name in kernels)
+        "@triton.jit\n" + funcs[name] for name in kernels
+    )
     path = Path(tempfile.mkdtemp()) / "vllm_moe_kernels.py"
     path.write_text(body)
     spec = importlib.util.spec_from_file_location("vllm_moe_kernels", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    ns = {"envs": types.SimpleNamespace(VLLM_BATCH_INVARIANT=False),
-          "current_platform": types.SimpleNamespace(is_rocm=lambda: False),
-          "next_power_of_2": lambda n: 1 << (max(int(n), 1) - 1).bit_length(),
-          "should_moe_wna16_use_cuda": lambda *a, **k: False}
+    ns = {
+        "envs": types.SimpleNamespace(VLLM_BATCH_INVARIANT=False),
+        "current_platform": types.SimpleNamespace(is_rocm=lambda: False),
+        "next_power_of_2": lambda n: 1 << (max(int(n), 1) - 1).bit_length(),
+        "should_moe_wna16_use_cuda": lambda *a, **k: False,
+    }
     exec("from __future__ import annotations\n" + funcs["get_default_config"], ns)
     return mod.fused_moe_kernel, ns["get_default_config"]
 
@@ -340,13 +428,17 @@ def run_vllm_moe(torch, args) -> int:
     cfg_dir = Path(args.moe_configs) if args.moe_configs else None
     device_file = torch.cuda.get_device_name(dev).replace(" ", "_")
     meta = run_meta(
-        torch, args, "vllm_moe",
+        torch,
+        args,
+        "vllm_moe",
         method="vLLM's fused_moe_kernel (Triton) from the wheel's fused_moe.py, bf16, tuned config where the wheel "
-               "ships one for this GPU, else vLLM's default tiles; gate/up GEMM + SiLU x up + down GEMM (routing "
-               f"weights applied) + sum over top-k, median of {reps} calls timed with CUDA events (ms: launched "
-               "one by one; ms_graph: the same five kernels replayed from a CUDA graph, as vLLM's decode steps run; "
-               "the sort of tokens by expert is outside both)",
-        columns=list(VLLM_MOE_COLUMNS), errors={})
+        "ships one for this GPU, else vLLM's default tiles; gate/up GEMM + SiLU x up + down GEMM (routing "
+        f"weights applied) + sum over top-k, median of {reps} calls timed with CUDA events (ms: launched "
+        "one by one; ms_graph: the same five kernels replayed from a CUDA graph, as vLLM's decode steps run; "
+        "the sort of tokens by expert is outside both)",
+        columns=list(VLLM_MOE_COLUMNS),
+        errors={},
+    )
     meta["moe_src_sha256"] = hashlib.sha256(Path(args.moe_src).read_bytes()).hexdigest()
     write_json(meta_path := out_path.with_name(out_path.name + ".meta.json"), meta)
     fh, wr = csv_out(out_path, VLLM_MOE_COLUMNS)
@@ -367,8 +459,11 @@ def run_vllm_moe(torch, args) -> int:
                     tuned = {int(k): v for k, v in json.loads(f.read_text()).items()}
             for m in VLLM_MOE_TOKENS:
                 try:
-                    cfg = tuned[min(tuned, key=lambda x: abs(x - m))] if tuned else default_config(
-                        m, n_exp, inter, hidden, top_k, None, None)
+                    cfg = (
+                        tuned[min(tuned, key=lambda x: abs(x - m))]
+                        if tuned
+                        else default_config(m, n_exp, inter, hidden, top_k, None, None)
+                    )
                     ms, ms1, ms2, ms_graph, topk_ids = point(name, w13, w2, m, top_k, cfg)
                 except Exception as exc:  # record and go on
                     meta["errors"][f"{name} M={m}"] = first_line(exc)
@@ -376,14 +471,33 @@ def run_vllm_moe(torch, args) -> int:
                 touched = int(torch.unique(topk_ids).numel())
                 flops = 2.0 * m * top_k * 3 * inter * hidden
                 wbytes = touched * 3 * inter * hidden * 2
-                wr.writerow([args.gpu_name, name, n_exp, top_k, hidden, inter, m, json.dumps(cfg, sort_keys=True),
-                             f"{ms:.4f}", f"{ms1:.4f}", f"{ms2:.4f}", f"{ms_graph:.4f}", touched,
-                             f"{flops / (ms * 1e-3) / 1e12:.1f}", f"{wbytes / (ms * 1e-3) / 1e9:.1f}"])
+                wr.writerow(
+                    [
+                        args.gpu_name,
+                        name,
+                        n_exp,
+                        top_k,
+                        hidden,
+                        inter,
+                        m,
+                        json.dumps(cfg, sort_keys=True),
+                        f"{ms:.4f}",
+                        f"{ms1:.4f}",
+                        f"{ms2:.4f}",
+                        f"{ms_graph:.4f}",
+                        touched,
+                        f"{flops / (ms * 1e-3) / 1e12:.1f}",
+                        f"{wbytes / (ms * 1e-3) / 1e9:.1f}",
+                    ]
+                )
                 fh.flush()
-                print(f"{name} M={m}: {ms:.3f} ms, in a CUDA graph {ms_graph:.3f} (gate/up {ms1:.3f}, down {ms2:.3f}), "
-                      f"{touched} experts, "
-                      f"{flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s, {wbytes / (ms * 1e-3) / 1e9:.0f} GB/s "
-                      f"[{'tuned' if tuned else 'default'} {cfg}]", flush=True)
+                print(
+                    f"{name} M={m}: {ms:.3f} ms, in a CUDA graph {ms_graph:.3f} (gate/up {ms1:.3f}, down {ms2:.3f}), "
+                    f"{touched} experts, "
+                    f"{flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s, {wbytes / (ms * 1e-3) / 1e9:.0f} GB/s "
+                    f"[{'tuned' if tuned else 'default'} {cfg}]",
+                    flush=True,
+                )
             del w13, w2
             free_memory(torch)
     write_json(meta_path, meta)
@@ -399,13 +513,50 @@ def _vllm_moe_launch(triton, tl, kernel, a, b, c, weights, sorted_ids, expert_id
     cfg["SPLIT_K"] = 1
     em = sorted_ids.size(0)
     grid = (triton.cdiv(em, cfg["BLOCK_SIZE_M"]) * triton.cdiv(b.size(1), cfg["BLOCK_SIZE_N"]),)
-    kernel[grid](a, b, c, None, None, None, weights, sorted_ids, expert_ids, ntpp,
-                 b.size(1), b.size(2), em, a.size(0) * top_k,
-                 a.stride(0), a.stride(1), b.stride(0), b.stride(2), b.stride(1), c.stride(1), c.stride(2),
-                 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                 MUL_ROUTED_WEIGHT=mul, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=False,
-                 use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False,
-                 naive_block_assignment=False, HAS_BIAS=False, BLOCK_SIZE_K=bk, SWAP_AB=False, **cfg)
+    kernel[grid](
+        a,
+        b,
+        c,
+        None,
+        None,
+        None,
+        weights,
+        sorted_ids,
+        expert_ids,
+        ntpp,
+        b.size(1),
+        b.size(2),
+        em,
+        a.size(0) * top_k,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(2),
+        b.stride(1),
+        c.stride(1),
+        c.stride(2),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        MUL_ROUTED_WEIGHT=mul,
+        top_k=top_k,
+        compute_type=tl.bfloat16,
+        use_fp8_w8a8=False,
+        use_int8_w8a8=False,
+        use_int8_w8a16=False,
+        per_channel_quant=False,
+        naive_block_assignment=False,
+        HAS_BIAS=False,
+        BLOCK_SIZE_K=bk,
+        SWAP_AB=False,
+        **cfg,
+    )
 
 
 def _align_by_expert(torch, dev, topk_ids, n_experts, block_m):
@@ -421,13 +572,13 @@ def _align_by_expert(torch, dev, topk_ids, n_experts, block_m):
     rank = torch.arange(flat.numel(), device=dev) - first[e_sorted]
     sorted_ids = torch.full((total,), flat.numel(), device=dev, dtype=torch.int32)
     sorted_ids[(starts[e_sorted] + rank).long()] = order
-    expert_ids = torch.repeat_interleave(torch.arange(n_experts, device=dev, dtype=torch.int32),
-                                         (padded // block_m).long())
+    expert_ids = torch.repeat_interleave(
+        torch.arange(n_experts, device=dev, dtype=torch.int32), (padded // block_m).long()
+    )
     return sorted_ids, expert_ids, torch.tensor([total], device=dev, dtype=torch.int32)
 
 
-def _vllm_moe_point(torch, launch, g, dev, reps: int, meta: dict, name: str, w13, w2, m: int, top_k: int,
-                    cfg):
+def _vllm_moe_point(torch, launch, g, dev, reps: int, meta: dict, name: str, w13, w2, m: int, top_k: int, cfg):
     """Milliseconds of the whole routed-expert layer, the gate/up GEMM and the down GEMM at m
     tokens; checks the layer against a float32 reference at m = 16."""
     n_exp, inter2, hidden = w13.shape
@@ -463,8 +614,13 @@ def _vllm_moe_point(torch, launch, g, dev, reps: int, meta: dict, name: str, w13
             e = topk_ids[:, j]
             hh = torch.einsum("mk,mnk->mn", x.float(), w13[e].float())
             a = torch.nn.functional.silu(hh[:, :inter]) * hh[:, inter:]
-            ref += topk_w[:, j:j + 1] * torch.einsum("mi,mki->mk", a, w2[e].float())
+            ref += topk_w[:, j : j + 1] * torch.einsum("mi,mki->mk", a, w2[e].float())
         err = float((out.float() - ref).norm() / ref.norm())
         meta.setdefault("checks", {})[name] = {"rel_err": round(err, 5), "ok": err < 2e-2}
-    return (float(np.median(replay_ms(torch, layer, reps))), float(np.median(replay_ms(torch, gate_up, reps))),
-            float(np.median(replay_ms(torch, down, reps))), time_graph(torch, layer, reps), topk_ids)
+    return (
+        float(np.median(replay_ms(torch, layer, reps))),
+        float(np.median(replay_ms(torch, gate_up, reps))),
+        float(np.median(replay_ms(torch, down, reps))),
+        time_graph(torch, layer, reps),
+        topk_ids,
+    )

@@ -19,6 +19,7 @@ def step_pieces(torch, model: Model, compiled: bool):
     qd, kvd, eps, qk_norm, half = a.q_dim, a.kv_dim, a.eps, a.qk_norm, a.head_dim // 2
 
     if compiled:
+
         def rms(x, w):
             xf = x.float()
             xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
@@ -36,8 +37,8 @@ def step_pieces(torch, model: Model, compiled: bool):
         qkv = F.linear(h, wqkv)
         n = qkv.shape[0]
         q = qkv[:, :qd].view(n, H, hd)
-        k = qkv[:, qd: qd + kvd].view(n, hkv, hd)
-        v = qkv[:, qd + kvd:].view(n, hkv, hd)
+        k = qkv[:, qd : qd + kvd].view(n, hkv, hd)
+        v = qkv[:, qd + kvd :].view(n, hkv, hd)
         if qk_norm:
             q = rms(q, qn)
             k = rms(k, kn)
@@ -117,12 +118,11 @@ class PiecewiseForward(Pieces):
         self._mark(positions)
         for li, w in enumerate(m.layers):
             self._mark(x, d)
-            x, q, k, v = self.pre(x, d, w["ln1"], w["wqkv"], w.get("qn"), w.get("kn"),
-                                  m.cos, m.sin, positions)
+            x, q, k, v = self.pre(x, d, w["ln1"], w["wqkv"], w.get("qn"), w.get("kn"), m.cos, m.sin, positions)
             kc = cache[li, 0]
             vc = cache[li, 1]
-            kc[:, context: context + t] = k.view(b, t, a.kv_heads, a.head_dim)
-            vc[:, context: context + t] = v.view(b, t, a.kv_heads, a.head_dim)
+            kc[:, context : context + t] = k.view(b, t, a.kv_heads, a.head_dim)
+            vc[:, context : context + t] = v.view(b, t, a.kv_heads, a.head_dim)
             o = m.attention(q.view(b, t, a.heads, a.head_dim), kc, vc, context, t).reshape(n, a.q_dim)
             self._mark(o, x)
             x, d = self.post(o, x, w["wo"], w["ln2"], w["wgu"], w["wd"])

@@ -71,9 +71,18 @@ def build_grid(quick: bool, max_prefill_tokens: int = MAX_PREFILL_TOKENS):
     return points, grid
 
 
-def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int,
-                  warmup: int, min_reps: int, max_reps: int, budget_s: float,
-                  use_graph: bool = True):
+def measure_point(
+    torch,
+    model: Model,
+    batch: int,
+    new_tokens: int,
+    context: int,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    budget_s: float,
+    use_graph: bool = True,
+):
     """Time one forward step; returns (median_ms, min_ms, max_ms, reps)."""
     dev = model.device
     cache = model.new_cache(batch, context + new_tokens)
@@ -82,6 +91,7 @@ def measure_point(torch, model: Model, batch: int, new_tokens: int, context: int
     step = fwd = None
     try:
         with torch.inference_mode():
+
             def fwd(tokens=tokens, cache=cache):
                 return model.forward(tokens, cache, context)
 
@@ -149,8 +159,12 @@ def attention_self_test(torch, device) -> dict:
         "flash": [SDPBackend.FLASH_ATTENTION],
         "efficient": [SDPBackend.EFFICIENT_ATTENTION],
         "cudnn": [SDPBackend.CUDNN_ATTENTION],
-        "any": [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION,
-                SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH],
+        "any": [
+            SDPBackend.FLASH_ATTENTION,
+            SDPBackend.CUDNN_ATTENTION,
+            SDPBackend.EFFICIENT_ATTENTION,
+            SDPBackend.MATH,
+        ],
     }
     for cname, (t, ctx) in cases.items():
         q = torch.randn(b, h, t, hd, device=device, dtype=torch.bfloat16, generator=g)
@@ -170,7 +184,8 @@ def attention_self_test(torch, device) -> dict:
                         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
                     else:
                         o = F.scaled_dot_product_attention(
-                            q, k, v, attn_mask=causal_lower_right(t, ctx + t), enable_gqa=True)
+                            q, k, v, attn_mask=causal_lower_right(t, ctx + t), enable_gqa=True
+                        )
                 err = float((o.float() - r).norm() / r.norm())
                 res[cname][bname] = {"ok": err < 2e-2, "rel_err": round(err, 6)}
             except Exception as exc:  # backend refused the inputs
@@ -181,8 +196,17 @@ def attention_self_test(torch, device) -> dict:
 # Weight shapes (out_features, in_features) of the linear layers of the measured presets, plus
 # small and very large ones so the bytes axis spans 2 MB to 1 GB.
 STREAMING_SHAPES = (
-    (1024, 1024), (2048, 2048), (4096, 4096), (6144, 4096), (4096, 14336), (28672, 4096),
-    (5120, 8192), (10240, 5120), (5120, 25600), (51200, 5120), (128256, 4096),
+    (1024, 1024),
+    (2048, 2048),
+    (4096, 4096),
+    (6144, 4096),
+    (4096, 14336),
+    (28672, 4096),
+    (5120, 8192),
+    (10240, 5120),
+    (5120, 25600),
+    (51200, 5120),
+    (128256, 4096),
 )
 STREAMING_POOL_BYTES = 3 * 2**30  # copies per shape: at least this much (60x the H100's L2)
 
@@ -197,8 +221,7 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
         for n_out, n_in in STREAMING_SHAPES:
             nbytes = 2 * n_out * n_in
             copies = max(4, -(-STREAMING_POOL_BYTES // nbytes))
-            ws = [torch.empty(n_out, n_in, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
-                  for _ in range(copies)]
+            ws = [torch.empty(n_out, n_in, device=dev, dtype=torch.bfloat16).normal_(0, 0.02) for _ in range(copies)]
             for batch in (1, 16):
                 x = torch.randn(batch, n_in, device=dev, dtype=torch.bfloat16)
 
@@ -208,8 +231,11 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
 
                 ms = time_graph(torch, chain, reps) / copies
                 rows.append([gpu_name, "gemv", n_out, n_in, batch, nbytes, copies, f"{ms:.5f}"])
-                print(f"gemv   {n_out:6d} x {n_in:6d} batch {batch:3d}: {ms*1e3:8.2f} us "
-                      f"({nbytes / ms / 1e6:7.1f} GB/s over {copies} copies)", flush=True)
+                print(
+                    f"gemv   {n_out:6d} x {n_in:6d} batch {batch:3d}: {ms * 1e3:8.2f} us "
+                    f"({nbytes / ms / 1e6:7.1f} GB/s over {copies} copies)",
+                    flush=True,
+                )
             del ws
             free_memory(torch)
         v = torch.zeros(4096, device=dev, dtype=torch.bfloat16)
@@ -221,7 +247,7 @@ def measure_streaming(torch, gpu_name: str, out_path: Path, reps: int = 20) -> l
 
         ms = time_graph(torch, tiny, reps) / n
         rows.append([gpu_name, "elementwise", 1, 4096, 1, 2 * 4096, n, f"{ms:.5f}"])
-        print(f"kernel floor (tiny elementwise kernel in a graph): {ms*1e3:.2f} us", flush=True)
+        print(f"kernel floor (tiny elementwise kernel in a graph): {ms * 1e3:.2f} us", flush=True)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fh, wr = csv_out(out_path, STREAMING_COLUMNS)
     with fh:
@@ -283,29 +309,75 @@ def run_model(torch, args) -> int:
     free_b, total_b = torch.cuda.mem_get_info(device)
     margin = int(args.margin_gib * 1024**3)
     budget_bytes = free_b - margin
-    print(f"{model_name}: {arch.allocated_params()/1e9:.2f}e9 parameters allocated "
-          f"({weights_bytes/2**30:.1f} GiB) in {time.time()-t0:.1f} s; "
-          f"free {free_b/2**30:.1f} of {total_b/2**30:.1f} GiB; "
-          f"per-point budget {budget_bytes/2**30:.1f} GiB", flush=True)
+    print(
+        f"{model_name}: {arch.allocated_params() / 1e9:.2f}e9 parameters allocated "
+        f"({weights_bytes / 2**30:.1f} GiB) in {time.time() - t0:.1f} s; "
+        f"free {free_b / 2**30:.1f} of {total_b / 2**30:.1f} GiB; "
+        f"per-point budget {budget_bytes / 2**30:.1f} GiB",
+        flush=True,
+    )
 
     backends = sdpa_backends(args.sdpa_backends)
     details, skipped, stopped_early = _measure_grid(
-        torch, args, model, model_name, points, out_path, backends, budget_bytes, t_start,
-        warmup, min_reps, max_reps, budget_s)
+        torch,
+        args,
+        model,
+        model_name,
+        points,
+        out_path,
+        backends,
+        budget_bytes,
+        t_start,
+        warmup,
+        min_reps,
+        max_reps,
+        budget_s,
+    )
 
-    meta = _model_meta(torch, args, arch, model_path, props, n_layers=model.num_layers,
-                       weights_bytes=weights_bytes, warmup=warmup, min_reps=min_reps, max_reps=max_reps,
-                       budget_s=budget_s, free_b=free_b, margin=margin, stopped_early=stopped_early, grid=grid,
-                       phases=phases, details=details, skipped=skipped, self_test=self_test, t_start=t_start)
+    meta = _model_meta(
+        torch,
+        args,
+        arch,
+        model_path,
+        props,
+        n_layers=model.num_layers,
+        weights_bytes=weights_bytes,
+        warmup=warmup,
+        min_reps=min_reps,
+        max_reps=max_reps,
+        budget_s=budget_s,
+        free_b=free_b,
+        margin=margin,
+        stopped_early=stopped_early,
+        grid=grid,
+        phases=phases,
+        details=details,
+        skipped=skipped,
+        self_test=self_test,
+        t_start=t_start,
+    )
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"wrote {len(details)} rows to {out_path} ({len(skipped)} skipped) in "
-          f"{time.time()-t_start:.0f} s", flush=True)
+    print(
+        f"wrote {len(details)} rows to {out_path} ({len(skipped)} skipped) in {time.time() - t_start:.0f} s", flush=True
+    )
     return 0
 
 
-def _measure_grid(torch, args, model: Model, model_name: str, points, out_path: Path, backends,
-                  budget_bytes: int, t_start: float, warmup: int, min_reps: int, max_reps: int,
-                  budget_s: float):
+def _measure_grid(
+    torch,
+    args,
+    model: Model,
+    model_name: str,
+    points,
+    out_path: Path,
+    backends,
+    budget_bytes: int,
+    t_start: float,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    budget_s: float,
+):
     """Each point in turn, a CSV row as soon as it is timed; a point that would not fit, or fails, is
     skipped with the reason. Returns the points' details, the skipped points and whether the time
     limit stopped the grid."""
@@ -317,26 +389,38 @@ def _measure_grid(torch, args, model: Model, model_name: str, points, out_path: 
     stopped_early = False
     fh, wr = csv_out(out_path, PROFILE_COLUMNS)
     with fh:
-        for (b, n, c) in points:
+        for b, n, c in points:
             if args.time_limit_s and time.time() - t_start > args.time_limit_s:
                 skipped.append({"batch": b, "new_tokens": n, "context": c, "reason": "time limit"})
                 stopped_early = True
                 continue
             need = kv_per_token * b * (c + n) + arch.activation_bytes(b, n)
             if need > budget_bytes:
-                skipped.append({"batch": b, "new_tokens": n, "context": c,
-                                "reason": f"needs ~{need/2**30:.1f} GiB, {budget_bytes/2**30:.1f} GiB available"})
-                print(f"skip   b={b:5d} n={n:5d} c={c:5d}: needs ~{need/2**30:.1f} GiB", flush=True)
+                skipped.append(
+                    {
+                        "batch": b,
+                        "new_tokens": n,
+                        "context": c,
+                        "reason": f"needs ~{need / 2**30:.1f} GiB, {budget_bytes / 2**30:.1f} GiB available",
+                    }
+                )
+                print(f"skip   b={b:5d} n={n:5d} c={c:5d}: needs ~{need / 2**30:.1f} GiB", flush=True)
                 continue
             try:
                 with sdpa_kernel(backends):
                     med, lo, hi, reps = measure_point(
-                        torch, model, b, n, c, warmup, min_reps, max_reps, budget_s,
-                        use_graph=not args.eager)
+                        torch, model, b, n, c, warmup, min_reps, max_reps, budget_s, use_graph=not args.eager
+                    )
             except torch.cuda.OutOfMemoryError as exc:
                 free_memory(torch)
-                skipped.append({"batch": b, "new_tokens": n, "context": c,
-                                "reason": "out of memory: " + str(exc).splitlines()[0][:120]})
+                skipped.append(
+                    {
+                        "batch": b,
+                        "new_tokens": n,
+                        "context": c,
+                        "reason": "out of memory: " + str(exc).splitlines()[0][:120],
+                    }
+                )
                 print(f"oom    b={b:5d} n={n:5d} c={c:5d}", flush=True)
                 continue
             except RuntimeError as exc:
@@ -349,14 +433,37 @@ def _measure_grid(torch, args, model: Model, model_name: str, points, out_path: 
             fh.flush()
             details.append([b, n, c, round(med, 4), round(lo, 4), round(hi, 4), reps])
             toks = b * n
-            print(f"point  b={b:5d} n={n:5d} c={c:5d}: {med:9.3f} ms "
-                  f"(min {lo:.3f}, max {hi:.3f}, reps {reps}; {toks/med*1e3:,.0f} new tok/s)", flush=True)
+            print(
+                f"point  b={b:5d} n={n:5d} c={c:5d}: {med:9.3f} ms "
+                f"(min {lo:.3f}, max {hi:.3f}, reps {reps}; {toks / med * 1e3:,.0f} new tok/s)",
+                flush=True,
+            )
     return details, skipped, stopped_early
 
 
-def _model_meta(torch, args, arch: Arch, model_path: Path, props, *, n_layers, weights_bytes, warmup, min_reps,
-                max_reps, budget_s, free_b, margin, stopped_early, grid, phases, details, skipped, self_test,
-                t_start) -> dict:
+def _model_meta(
+    torch,
+    args,
+    arch: Arch,
+    model_path: Path,
+    props,
+    *,
+    n_layers,
+    weights_bytes,
+    warmup,
+    min_reps,
+    max_reps,
+    budget_s,
+    free_b,
+    margin,
+    stopped_early,
+    grid,
+    phases,
+    details,
+    skipped,
+    self_test,
+    t_start,
+) -> dict:
     """The default mode's sidecar, written once the grid is done (its date is the run's end)."""
     return {
         "gpu": args.gpu_name,
@@ -383,11 +490,11 @@ def _model_meta(torch, args, arch: Arch, model_path: Path, props, *, n_layers, w
             "parameters_allocated": arch.allocated_params() if args.num_layers is None else None,
             "weights_bytes_on_gpu": int(weights_bytes),
             "notes": "random weights; fused QKV and gate/up projections; embedding gathers from the "
-                     "LM-head matrix; LM head on the last token of each sequence; no sampling; "
-                     "KV cache [batch, context+new_tokens, kv_heads, head_dim] per layer, contiguous, "
-                     "uniform context per point; attention via scaled_dot_product_attention "
-                     "(decode: query heads of a KV group as the query axis, no mask; prefill: "
-                     "causal, lower-right aligned when context > 0, enable_gqa)",
+            "LM-head matrix; LM head on the last token of each sequence; no sampling; "
+            "KV cache [batch, context+new_tokens, kv_heads, head_dim] per layer, contiguous, "
+            "uniform context per point; attention via scaled_dot_product_attention "
+            "(decode: query heads of a KV group as the query axis, no mask; prefill: "
+            "causal, lower-right aligned when context > 0, enable_gqa)",
             "qk_norm": arch.qk_norm,
         },
         "method": {

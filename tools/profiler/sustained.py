@@ -11,8 +11,19 @@ from pathlib import Path
 
 from tools.profiler.common import capture, csv_out, free_memory, measure_device, run_meta, warm_up, write_json
 
-SUSTAINED_COLUMNS = ("gpu", "workload", "t_s", "replays", "ms_per_replay", "tflops", "gbps",
-                     "sm_clock_mhz", "power_w", "temp_c", "throttle_reasons")
+SUSTAINED_COLUMNS = (
+    "gpu",
+    "workload",
+    "t_s",
+    "replays",
+    "ms_per_replay",
+    "tflops",
+    "gbps",
+    "sm_clock_mhz",
+    "power_w",
+    "temp_c",
+    "throttle_reasons",
+)
 # The linear layers of one Qwen3-14B layer (out, in): fused QKV, output, fused gate/up, down.
 SUSTAINED_LAYER = ((7168, 5120), (5120, 5120), (34816, 5120), (5120, 17408))
 SUSTAINED_LAYERS = 40
@@ -23,8 +34,11 @@ def _smi_sampler(path: Path):
     into ``path`` (the process; stop it with ``terminate``)."""
     fields = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
     fh = path.open("w")
-    return subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
-                             "-lms", "500", "-i", "0"], stdout=fh, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-lms", "500", "-i", "0"],
+        stdout=fh,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _smi_samples(path: Path) -> list[tuple[float, str, str, str, str]]:
@@ -50,21 +64,24 @@ def run_sustained(torch, args) -> int:
     bandwidth-bound). A row per window of replays, with nvidia-smi's readings of the moment."""
     dev = measure_device(torch)
     torch.cuda.set_device(dev)
-    seconds = {"prefill": 20.0 if args.quick else float(args.budget_s or 150.0),
-               "decode": 10.0 if args.quick else 40.0}
+    seconds = {"prefill": 20.0 if args.quick else float(args.budget_s or 150.0), "decode": 10.0 if args.quick else 40.0}
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     smi_path = out_path.with_name(out_path.name + ".smi.tmp")
     meta_path = out_path.with_name(out_path.name + ".meta.json")
     meta = run_meta(
-        torch, args, "sustained",
+        torch,
+        args,
+        "sustained",
         method="prefill: x[8192, in] W[out, in]^T for the four linear layers of Qwen3-14B, 40 "
-                      "layers (one set of weights, random N(0, 0.02) bf16; x random), one CUDA graph "
-                      "per step; decode: the same at 64 tokens over 40 distinct weight copies (HBM-bound). "
-                      "Replayed back to back; a row per window of replays timed with CUDA events "
-                      "(window about 1 s); nvidia-smi sampled every 500 ms, the sample nearest the "
-                      "window's end joined.",
-        seconds=seconds, columns=list(SUSTAINED_COLUMNS))
+        "layers (one set of weights, random N(0, 0.02) bf16; x random), one CUDA graph "
+        "per step; decode: the same at 64 tokens over 40 distinct weight copies (HBM-bound). "
+        "Replayed back to back; a row per window of replays timed with CUDA events "
+        "(window about 1 s); nvidia-smi sampled every 500 ms, the sample nearest the "
+        "window's end joined.",
+        seconds=seconds,
+        columns=list(SUSTAINED_COLUMNS),
+    )
     write_json(meta_path, meta)
     smi = _smi_sampler(smi_path)
     rows = []
@@ -97,8 +114,10 @@ def _sustained_windows(torch, dev, workload: str, seconds: float, gpu_name: str)
     import torch.nn.functional as F
 
     tokens, copies = (8192, 1) if workload == "prefill" else (64, SUSTAINED_LAYERS)
-    ws = [[torch.empty(o, i, device=dev, dtype=torch.bfloat16).normal_(0, 0.02)
-           for o, i in SUSTAINED_LAYER] for _ in range(copies)]
+    ws = [
+        [torch.empty(o, i, device=dev, dtype=torch.bfloat16).normal_(0, 0.02) for o, i in SUSTAINED_LAYER]
+        for _ in range(copies)
+    ]
     xs = {i: torch.randn(tokens, i, device=dev, dtype=torch.bfloat16) for _, i in SUSTAINED_LAYER}
     flops = 2.0 * tokens * sum(o * i for o, i in SUSTAINED_LAYER) * SUSTAINED_LAYERS
     wbytes = 2.0 * sum(o * i for o, i in SUSTAINED_LAYER) * SUSTAINED_LAYERS
@@ -127,9 +146,18 @@ def _sustained_windows(torch, dev, workload: str, seconds: float, gpu_name: str)
         b.record()
         b.synchronize()
         ms = a.elapsed_time(b) / per_window
-        rows.append([gpu_name, workload, round(time.time() - t0, 3), per_window,
-                     f"{ms:.4f}", f"{flops / ms / 1e9:.1f}", f"{wbytes / ms / 1e6:.1f}",
-                     time.time()])
+        rows.append(
+            [
+                gpu_name,
+                workload,
+                round(time.time() - t0, 3),
+                per_window,
+                f"{ms:.4f}",
+                f"{flops / ms / 1e9:.1f}",
+                f"{wbytes / ms / 1e6:.1f}",
+                time.time(),
+            ]
+        )
     print(f"{workload}: {len(rows)} windows, first {rows[0][4]} ms, last {rows[-1][4]} ms", flush=True)
     del graph, ws, xs
     free_memory(torch)

@@ -94,6 +94,7 @@ def _tp_point(torch, dist, model, fwd, vocab, mode, b, n, c, budget_s, min_reps,
     graph = step = fn = None
     try:
         with torch.inference_mode():
+
             def fn(tokens=tokens, cache=cache, positions=positions):
                 return fwd.forward(tokens, cache, c, positions)
 
@@ -137,8 +138,9 @@ def _tp_worker(rank: int, world: int, port: int, args, argv: list) -> None:
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev,
-                            timeout=_dt.timedelta(seconds=args.tp_timeout_s))
+    dist.init_process_group(
+        "nccl", rank=rank, world_size=world, device_id=dev, timeout=_dt.timedelta(seconds=args.tp_timeout_s)
+    )
     try:
         _TPRun(torch, dist, rank, world, dev, args, argv).run()
     finally:
@@ -191,9 +193,11 @@ class _TPRun:
             self.meta = self._meta()
             self.save()
         loc = self.loc
-        self.log(f"{self.model_name}: tp {self.tp} on {self.dev_name} ({self.gpu}); {self.n_layers} layers; "
-                 f"per GPU {loc.heads} q heads, {loc.kv_heads} kv heads, intermediate {loc.intermediate}, "
-                 f"vocab {loc.vocab}")
+        self.log(
+            f"{self.model_name}: tp {self.tp} on {self.dev_name} ({self.gpu}); {self.n_layers} layers; "
+            f"per GPU {loc.heads} q heads, {loc.kv_heads} kv heads, intermediate {loc.intermediate}, "
+            f"vocab {loc.vocab}"
+        )
         self._check_layout()
         model, budget_bytes = self._build_shard()
         fwds, modes = self._pieces(model)
@@ -219,19 +223,37 @@ class _TPRun:
             "nvidia_smi_L": _run_text(["nvidia-smi", "-L"]),
             "nvidia_smi_topo": _run_text(["nvidia-smi", "topo", "-m"]),
             "command": " ".join(argv),
-            "env": {k: os.environ.get(k) for k in sorted(set(NO_MULTICAST_ENV) | {
-                "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"})},
+            "env": {
+                k: os.environ.get(k)
+                for k in sorted(
+                    set(NO_MULTICAST_ENV)
+                    | {"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_DEBUG", "NCCL_CUMEM_ENABLE"}
+                )
+            },
             "layout": self._layout_meta(),
-            "model_build": {"dtype": "bfloat16", "layers_built": n_layers, "layers_in_config": arch.layers,
-                            "qk_norm": arch.qk_norm,
-                            "notes": "random weights (per-rank seed), one shard per GPU built directly in the "
-                                     "shapes of the layout above; the per-layer cost is the model's, the "
-                                     "layer count is --layers when given"},
+            "model_build": {
+                "dtype": "bfloat16",
+                "layers_built": n_layers,
+                "layers_in_config": arch.layers,
+                "qk_norm": arch.qk_norm,
+                "notes": "random weights (per-rank seed), one shard per GPU built directly in the "
+                "shapes of the layout above; the per-layer cost is the model's, the "
+                "layer count is --layers when given",
+            },
             "method": self._method_meta(),
             "grid": grid,
             "columns": list(TP_COLUMNS),
-            "points_columns": ["step_mode", "batch", "new_tokens", "context", "ms_rank0", "ms_min_rank0",
-                               "ms_max_rank0", "ms_median_per_rank", "reps"],
+            "points_columns": [
+                "step_mode",
+                "batch",
+                "new_tokens",
+                "context",
+                "ms_rank0",
+                "ms_min_rank0",
+                "ms_max_rank0",
+                "ms_median_per_rank",
+                "reps",
+            ],
             "points": [],
             "skipped": [],
             "rows": 0,
@@ -242,13 +264,13 @@ class _TPRun:
         arch, loc, n_layers, tp = self.arch, self.loc, self.n_layers, self.tp
         return {
             "attention": f"column-parallel fused QKV: {loc.heads} of {arch.heads} query heads and "
-                         f"{loc.kv_heads} of {arch.kv_heads} KV heads per GPU (vLLM: max(1, kv_heads // tp)); "
-                         "row-parallel output projection, then an all-reduce of the hidden states",
+            f"{loc.kv_heads} of {arch.kv_heads} KV heads per GPU (vLLM: max(1, kv_heads // tp)); "
+            "row-parallel output projection, then an all-reduce of the hidden states",
             "mlp": f"column-parallel fused gate/up ({loc.intermediate} of {arch.intermediate} per GPU), "
-                   "row-parallel down projection, then an all-reduce of the hidden states",
+            "row-parallel down projection, then an all-reduce of the hidden states",
             "embedding_lm_head": f"vocabulary-parallel ({loc.vocab} of {arch.vocab} rows per GPU): "
-                                 "embedding by masked gather + all-reduce; LM head on the last token "
-                                 "of each sequence, logits all-gathered",
+            "embedding by masked gather + all-reduce; LM head on the last token "
+            "of each sequence, logits all-gathered",
             "collectives_per_step": {"all_reduce": 2 * n_layers + 1, "all_gather": 1} if tp > 1 else {},
         }
 
@@ -258,15 +280,15 @@ class _TPRun:
         quick = args.quick
         return {
             "step": "TPForward: the step of --mode compare's PiecewiseForward with the collectives of "
-                    "the layout; pieces pre/mlp/final compiled by torch.compile (Inductor default mode, "
-                    "fullgraph, token axis dynamic) per rank; collectives (torch.distributed, NCCL) "
-                    "and attention (SDPA) eager between them; the whole step, collectives included, "
-                    "captured in one CUDA graph per shape on every rank and replayed",
+            "the layout; pieces pre/mlp/final compiled by torch.compile (Inductor default mode, "
+            "fullgraph, token axis dynamic) per rank; collectives (torch.distributed, NCCL) "
+            "and attention (SDPA) eager between them; the whole step, collectives included, "
+            "captured in one CUDA graph per shape on every rank and replayed",
             "processes": "one per GPU (torch.multiprocessing.spawn), NCCL, NVLink multicast off",
             "timing": "per point: every rank warms up, captures, replays once untimed; barrier; first "
-                      "replay timed, repetition count agreed from the slowest rank; barrier; `reps` "
-                      "back-to-back replays, each between CUDA events; ms = median on rank 0 "
-                      "(points also give every rank's median)",
+            "replay timed, repetition count agreed from the slowest rank; barrier; `reps` "
+            "back-to-back replays, each between CUDA events; ms = median on rank 0 "
+            "(points also give every rank's median)",
             "sdpa_backends": args.sdpa_backends,
             "reps": {"min": min_reps, "max": max_reps, "timed_seconds_per_point": budget_s},
             "quick": quick,
@@ -301,8 +323,10 @@ class _TPRun:
         free_b = int(free_b.item())
         margin = max(int(args.margin_gib * 1024**3), TP_DEFAULT_MARGIN_BYTES)
         budget_bytes = free_b - margin
-        log(f"weights {weights_bytes / 2**30:.1f} GiB per GPU in {time.time() - t0:.1f} s; "
-            f"free {free_b / 2**30:.1f} GiB (least over ranks)")
+        log(
+            f"weights {weights_bytes / 2**30:.1f} GiB per GPU in {time.time() - t0:.1f} s; "
+            f"free {free_b / 2**30:.1f} GiB (least over ranks)"
+        )
         if rank == 0:
             meta["model_build"]["weights_bytes_per_gpu"] = int(weights_bytes)
             meta["method"]["memory_free_after_weights_bytes"] = free_b
@@ -330,7 +354,7 @@ class _TPRun:
             err = None
             try:
                 with sdpa_kernel(backends), torch.inference_mode():
-                    for (b, n, c) in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
+                    for b, n, c in ((1, args.compile_tokens, 0), (1, 1, 16), (3, 1, 16)):
                         cache, tokens, positions = tp_inputs(torch, model, arch.vocab, b, n, c, seed=3)
                         fwds["compiled_graph"].forward(tokens, cache, c, positions)
                         del cache, tokens, positions
@@ -339,9 +363,15 @@ class _TPRun:
                 err = first_line(exc, 400)
             ok = _all_ok(torch, dist, err is None, dev)
             if rank == 0:
-                meta["compile"] = ({"seconds": round(time.time() - t1, 1), "dynamo_graphs": dynamo_graphs(torch),
-                                    "first_call_tokens": args.compile_tokens} if ok else
-                                   {"error": err or "failed on another rank"})
+                meta["compile"] = (
+                    {
+                        "seconds": round(time.time() - t1, 1),
+                        "dynamo_graphs": dynamo_graphs(torch),
+                        "first_call_tokens": args.compile_tokens,
+                    }
+                    if ok
+                    else {"error": err or "failed on another rank"}
+                )
                 save()
             log(f"compiled pieces in {time.time() - t1:.1f} s" if ok else f"compile failed: {err}")
             if not ok:
@@ -380,11 +410,12 @@ class _TPRun:
         fh = wr = None
         if rank == 0:
             fh, wr = csv_out(out_path, TP_COLUMNS)
-        for (b, n, c) in points:
+        for b, n, c in points:
             pt = {"batch": b, "new_tokens": n, "context": c}
             # every rank decides alike: the time limit from rank 0's clock
-            go = torch.tensor([0.0 if (args.time_limit_s and time.time() - t_start > args.time_limit_s) else 1.0],
-                              device=dev)
+            go = torch.tensor(
+                [0.0 if (args.time_limit_s and time.time() - t_start > args.time_limit_s) else 1.0], device=dev
+            )
             dist.broadcast(go, 0)
             if go.item() < 1.0:
                 stopped = True
@@ -394,8 +425,13 @@ class _TPRun:
             need = kv_per_token * b * (c + n) + loc.activation_bytes(b, n) + 2 * b * arch.vocab * 4
             if need > budget_bytes:
                 if rank == 0:
-                    meta["skipped"].append({**pt, "reason": f"needs ~{need / 2**30:.1f} GiB per GPU, "
-                                                            f"{budget_bytes / 2**30:.1f} GiB available"})
+                    meta["skipped"].append(
+                        {
+                            **pt,
+                            "reason": f"needs ~{need / 2**30:.1f} GiB per GPU, "
+                            f"{budget_bytes / 2**30:.1f} GiB available",
+                        }
+                    )
                 log(f"skip   b={b:4d} n={n:5d} c={c:5d}: needs ~{need / 2**30:.1f} GiB per GPU")
                 continue
             r, mode = self._point(model, fwds, [step_mode] if step_mode else modes, b, n, c, pt)
@@ -404,8 +440,9 @@ class _TPRun:
                 if rank == 0:
                     meta["step_mode"] = mode
                     if mode != TP_STEP_MODES[0]:
-                        meta["step_mode_note"] = (f"fell back to {mode}: " + "; ".join(
-                            e["error"] for e in meta.get("errors", [])))
+                        meta["step_mode_note"] = f"fell back to {mode}: " + "; ".join(
+                            e["error"] for e in meta.get("errors", [])
+                        )
                 log(f"step mode: {mode}")
             if r is None:
                 if rank == 0:
@@ -419,13 +456,26 @@ class _TPRun:
                 wr.writerow([gpu, model_name, tp, n_layers, b, n, c, f"{r['ms']:.4f}"])
                 fh.flush()
                 n_rows += 1
-                meta["points"].append([step_mode, b, n, c, round(r["ms"], 4), round(r["ms_min"], 4),
-                                       round(r["ms_max"], 4), [round(v, 4) for v in meds.tolist()], r["reps"]])
+                meta["points"].append(
+                    [
+                        step_mode,
+                        b,
+                        n,
+                        c,
+                        round(r["ms"], 4),
+                        round(r["ms_min"], 4),
+                        round(r["ms_max"], 4),
+                        [round(v, 4) for v in meds.tolist()],
+                        r["reps"],
+                    ]
+                )
                 meta["rows"] = n_rows
                 save()
-            log(f"point  b={b:4d} n={n:5d} c={c:5d}: {r['ms']:9.3f} ms "
+            log(
+                f"point  b={b:4d} n={n:5d} c={c:5d}: {r['ms']:9.3f} ms "
                 f"(ranks {', '.join(f'{v:.3f}' for v in meds.tolist())}; "
-                f"min {r['ms_min']:.3f}, max {r['ms_max']:.3f}, reps {r['reps']})")
+                f"min {r['ms_min']:.3f}, max {r['ms_max']:.3f}, reps {r['reps']})"
+            )
         if rank == 0:
             fh.close()
             meta["stopped_early_by_time_limit"] = stopped
@@ -448,15 +498,30 @@ class _TPRun:
             err = None
             try:
                 with sdpa_kernel(backends):
-                    r = _tp_point(torch, dist, model, fwds[mode], arch.vocab, mode, b, n, c, budget_s,
-                                  min_reps, max_reps, rank, dev)
+                    r = _tp_point(
+                        torch,
+                        dist,
+                        model,
+                        fwds[mode],
+                        arch.vocab,
+                        mode,
+                        b,
+                        n,
+                        c,
+                        budget_s,
+                        min_reps,
+                        max_reps,
+                        rank,
+                        dev,
+                    )
             except Exception as exc:  # out of memory or a capture error
                 free_memory(torch)
                 err = first_line(exc)
             if not _all_ok(torch, dist, err is None, dev):
                 if rank == 0:
-                    meta.setdefault("errors", []).append({**pt, "step_mode": mode,
-                                                          "error": err or "failed on another rank"})
+                    meta.setdefault("errors", []).append(
+                        {**pt, "step_mode": mode, "error": err or "failed on another rank"}
+                    )
                     save()
                 log(f"error  {mode} b={b} n={n} c={c}: {err or 'failed on another rank'}")
                 continue

@@ -18,8 +18,11 @@ def tp_arch(arch: Arch, tp: int) -> Arch:
     size is whole on every GPU."""
     if tp < 1:
         raise ValueError(f"tp must be >= 1 (got {tp})")
-    for what, n in (("attention heads", arch.heads), ("intermediate size", arch.intermediate),
-                    ("vocabulary", arch.vocab)):
+    for what, n in (
+        ("attention heads", arch.heads),
+        ("intermediate size", arch.intermediate),
+        ("vocabulary", arch.vocab),
+    ):
         if n % tp:
             raise ValueError(f"{arch.name}: {what} {n} not divisible by tp {tp}")
     if (arch.kv_heads >= tp and arch.kv_heads % tp) or (arch.kv_heads < tp and tp % arch.kv_heads):
@@ -58,14 +61,14 @@ def tp_shard_weights(torch, full: Model, arch: Arch, rank: int, tp: int):
             "wqkv": torch.cat((w["wqkv"][q_rows], w["wqkv"][k_rows], w["wqkv"][v_rows]), 0).contiguous(),
             "wo": w["wo"][:, q_rows].contiguous(),
             "ln2": w["ln2"].clone(),
-            "wgu": torch.cat((w["wgu"][i_rows], w["wgu"][inter + i_rows.start: inter + i_rows.stop]), 0).contiguous(),
+            "wgu": torch.cat((w["wgu"][i_rows], w["wgu"][inter + i_rows.start : inter + i_rows.stop]), 0).contiguous(),
             "wd": w["wd"][:, i_rows].contiguous(),
         }
         for k in ("qn", "kn"):
             if k in w:
                 s[k] = w[k].clone()
         layers.append(s)
-    return layers, full.final_norm.clone(), full.lm_head[rank * vl: (rank + 1) * vl].contiguous()
+    return layers, full.final_norm.clone(), full.lm_head[rank * vl : (rank + 1) * vl].contiguous()
 
 
 class TPForward(Pieces):
@@ -119,8 +122,8 @@ class TPForward(Pieces):
             x, q, k, v = self.pre(x, d, w["ln1"], w["wqkv"], w.get("qn"), w.get("kn"), m.cos, m.sin, positions)
             kc = cache[li, 0]
             vc = cache[li, 1]
-            kc[:, context: context + t] = k.view(b, t, a.kv_heads, a.head_dim)
-            vc[:, context: context + t] = v.view(b, t, a.kv_heads, a.head_dim)
+            kc[:, context : context + t] = k.view(b, t, a.kv_heads, a.head_dim)
+            vc[:, context : context + t] = v.view(b, t, a.kv_heads, a.head_dim)
             o = m.attention(q.view(b, t, a.heads, a.head_dim), kc, vc, context, t).reshape(n, a.q_dim)
             y = self._all_reduce(F.linear(o, w["wo"]))
             self._mark(x, y)
@@ -157,9 +160,18 @@ def tp_layout_check(torch, dist, arch: Arch, rank: int, tp: int, device, dtype, 
     head and vocabulary sizes, 2 layers) is built whole on every rank from one seed, each rank takes
     its shard (:func:`tp_shard_weights`), and the gathered logits of :class:`TPForward` are compared
     with ``Model.forward`` of the whole model (decode, prefill and chunked prefill)."""
-    cfg = {"model_type": arch.model_type, "hidden_size": 256, "intermediate_size": 128 * tp,
-           "num_hidden_layers": 2, "num_attention_heads": arch.heads, "num_key_value_heads": arch.kv_heads,
-           "head_dim": 16, "vocab_size": 512 * tp, "rms_norm_eps": arch.eps, "rope_theta": arch.rope_theta}
+    cfg = {
+        "model_type": arch.model_type,
+        "hidden_size": 256,
+        "intermediate_size": 128 * tp,
+        "num_hidden_layers": 2,
+        "num_attention_heads": arch.heads,
+        "num_key_value_heads": arch.kv_heads,
+        "head_dim": 16,
+        "vocab_size": 512 * tp,
+        "rms_norm_eps": arch.eps,
+        "rope_theta": arch.rope_theta,
+    }
     small = Arch(cfg, arch.name + "-small")
     full = Model(torch, small, device, dtype, seed=7)
     loc = tp_arch(small, tp)
@@ -171,8 +183,11 @@ def tp_layout_check(torch, dist, arch: Arch, rank: int, tp: int, device, dtype, 
     shard.ensure_rope(256)
     tpf = TPForward(torch, dist, shard, rank, tp, compiled=compiled)
     res = {}
-    for label, (b, n, c) in {"decode_b4_ctx64": (4, 1, 64), "prefill_b1_n48": (1, 48, 0),
-                             "chunk_b2_n16_ctx32": (2, 16, 32)}.items():
+    for label, (b, n, c) in {
+        "decode_b4_ctx64": (4, 1, 64),
+        "prefill_b1_n48": (1, 48, 0),
+        "chunk_b2_n16_ctx32": (2, 16, 32),
+    }.items():
         with torch.inference_mode():
             g = torch.Generator(device=device)
             g.manual_seed(11)
@@ -183,7 +198,7 @@ def tp_layout_check(torch, dist, arch: Arch, rank: int, tp: int, device, dtype, 
             ref = full.forward(tokens, cache_full.clone(), c).float()
             kvl = loc.kv_heads
             kv0 = rank * small.kv_heads // tp
-            cache_loc = cache_full[:, :, :, :, kv0: kv0 + kvl].contiguous()
+            cache_loc = cache_full[:, :, :, :, kv0 : kv0 + kvl].contiguous()
             try:
                 out = tpf.forward(tokens, cache_loc, c, positions).float()
                 err = float((out - ref).norm() / ref.norm())

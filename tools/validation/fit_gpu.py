@@ -36,8 +36,11 @@ def main() -> int:
     ap.add_argument("--gpu", default="a100-80gb")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    runs = [r for r in validate.load(validate.RUNS_FILE)["runs"]
-            if r["split"] == "calibrate" and not r.get("confounded") and r["gpu"] == args.gpu]
+    runs = [
+        r
+        for r in validate.load(validate.RUNS_FILE)["runs"]
+        if r["split"] == "calibrate" and not r.get("confounded") and r["gpu"] == args.gpu
+    ]
     if not runs:
         print(f"no calibration runs on {args.gpu}", file=sys.stderr)
         return 1

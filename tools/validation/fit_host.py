@@ -29,12 +29,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from simulator import validate, versions
 
 FITTED = {
-    "public": ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s",
-               "engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "first_pass", "chat_first_pass"),
+    "public": (
+        "latency_s",
+        "request_s",
+        "token_s",
+        "finish_s",
+        "chat_request_s",
+        "chat_token_s",
+        "chat_finish_s",
+        "engine_step_s",
+        "engine_per_seq_s",
+        "engine_per_seq_s_019",
+        "first_pass",
+        "chat_first_pass",
+    ),
     # The recorded servers are vLLM 0.26 behind /v1/completions: the chat costs and the 0.10/0.11 per
     # sequence cost are not theirs.
-    "recorded": ("latency_s", "request_s", "token_s", "finish_s", "engine_step_s", "engine_per_seq_s_019",
-                 "first_pass"),
+    "recorded": (
+        "latency_s",
+        "request_s",
+        "token_s",
+        "finish_s",
+        "engine_step_s",
+        "engine_per_seq_s_019",
+        "first_pass",
+    ),
 }
 SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)
@@ -56,8 +75,10 @@ def loss(results, metrics=validate.METRICS) -> float:
 
 def stamp(best: float) -> list[str]:
     """The date and loss lines every file these fits write starts its results with."""
-    return [f"date: '{dt.date.today().isoformat()}'",
-            f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|"]
+    return [
+        f"date: '{dt.date.today().isoformat()}'",
+        f"loss: {best:.4f}  # sum over runs and metrics of |log(simulated / measured)|",
+    ]
 
 
 def section(name: str, values: dict) -> list[str]:
@@ -97,8 +118,10 @@ def main() -> int:
         if not improved:
             break
     sources = sorted({r["recording"] if recorded else r["source"].split(" (")[0] for r in runs})
-    write_set(args.source, [f"fitted_on: {len(runs)} runs ({', '.join(sources)})", *stamp(best),
-                            *section("host_costs", asdict(host))])
+    write_set(
+        args.source,
+        [f"fitted_on: {len(runs)} runs ({', '.join(sources)})", *stamp(best), *section("host_costs", asdict(host))],
+    )
     print(f"wrote the {args.source} set to {versions.HOST_COSTS_FILE}")
     return 0
 

@@ -43,11 +43,19 @@ def main() -> int:
         names.append(e["id"])
     A = np.column_stack([np.ones(len(x)), x])
     (base, copies), *_ = np.linalg.lstsq(A, np.array(y), rcond=None)
-    print(f"sampler peak over {len(x)} entries: SAMPLER_BASE_BYTES = {base / GIB:.3f} GiB, SAMPLER_COPIES = {copies:.3f}")
+    print(
+        f"sampler peak over {len(x)} entries: SAMPLER_BASE_BYTES = {base / GIB:.3f} GiB, SAMPLER_COPIES = {copies:.3f}"
+    )
     nt1 = [e["printed"]["non_torch_gib"] for e in lines if e["tensor_parallel_size"] == 1]
     nt2 = [e["printed"]["non_torch_gib"] for e in lines if e["tensor_parallel_size"] > 1]
-    print(f"non-PyTorch memory: tp 1 median {np.median(nt1):.3f} GiB ({len(nt1)}), tp >= 2 median {np.median(nt2):.3f} GiB ({len(nt2)})")
-    g = [(load_model(e["model"]).num_layers, e["printed"]["cudagraph_gib"]) for e in lines if e["printed"].get("cudagraph_gib")]
+    print(
+        f"non-PyTorch memory: tp 1 median {np.median(nt1):.3f} GiB ({len(nt1)}), tp >= 2 median {np.median(nt2):.3f} GiB ({len(nt2)})"
+    )
+    g = [
+        (load_model(e["model"]).num_layers, e["printed"]["cudagraph_gib"])
+        for e in lines
+        if e["printed"].get("cudagraph_gib")
+    ]
     A = np.column_stack([np.ones(len(g)), [n for n, _ in g]])
     (gb, gl), *_ = np.linalg.lstsq(A, np.array([v for _, v in g]), rcond=None)
     print(f"CUDA graphs over {len(g)} entries: GRAPH_BASE_BYTES = {gb:.3f} GiB, GRAPH_PER_LAYER_BYTES = {gl:.4f} GiB")

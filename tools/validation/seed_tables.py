@@ -41,8 +41,15 @@ def main() -> int:
     print("| configuration | article ITL, B=1 | weight-streaming floor | servesim decode step | article below floor? |")
     print("|---|---:|---:|---:|---|")
     for label, model, gpu, tp, q, ctx, itl in ROWS:
-        sc = blank_scenario([f"model={model}", f"hardware.gpu={gpu}", f"hardware.tensor_parallel_size={tp}",
-                             f"engine.quantization={q}", "frontend.enabled=false"])
+        sc = blank_scenario(
+            [
+                f"model={model}",
+                f"hardware.gpu={gpu}",
+                f"hardware.tensor_parallel_size={tp}",
+                f"engine.quantization={q}",
+                "frontend.enabled=false",
+            ]
+        )
         m, g = load_arch(sc), load_gpu(gpu)
         floor_ms = weight_bytes(m, q, tp) / g.hbm_bandwidth * 1e3
         step_ms = cost_model(sc, m, g, *engine_defaults(g, sc)).step_time(decode_work(1, ctx)) * 1e3

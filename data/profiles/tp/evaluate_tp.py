@@ -134,11 +134,18 @@ def main() -> int:
     print(f"TP{args.tp}, built-in calibration:", fmt(res["builtin"]))
     for ph in ("decode", "prefill"):
         m = (df["phase"] == ph).to_numpy()
-        print(f"  predicted all-reduce share, {ph}: {share0[m].min():.1%} .. {share0[m].max():.1%} "
-              f"(median {np.median(share0[m]):.1%})")
-    res["allreduce_share"] = {ph: [float(share0[(df['phase'] == ph).to_numpy()].min()),
-                                   float(np.median(share0[(df['phase'] == ph).to_numpy()])),
-                                   float(share0[(df['phase'] == ph).to_numpy()].max())] for ph in ("decode", "prefill")}
+        print(
+            f"  predicted all-reduce share, {ph}: {share0[m].min():.1%} .. {share0[m].max():.1%} "
+            f"(median {np.median(share0[m]):.1%})"
+        )
+    res["allreduce_share"] = {
+        ph: [
+            float(share0[(df["phase"] == ph).to_numpy()].min()),
+            float(np.median(share0[(df["phase"] == ph).to_numpy()])),
+            float(share0[(df["phase"] == ph).to_numpy()].max()),
+        ]
+        for ph in ("decode", "prefill")
+    }
 
     fit_mask = split_halves(df)
     fitted = fit_tp_terms(df[fit_mask].reset_index(drop=True), builtin)
@@ -171,16 +178,28 @@ def main() -> int:
         print("TP1 (same machine), built-in calibration:", fmt(res["tp1_reference"]))
         ref["pred_builtin_ms"] = p
 
-    cols = ["gpu", "model", "tp", "layers", "batch", "new_tokens", "context", "ms", "pred_builtin_ms",
-            "allreduce_share", "pred_fitted_ms"]
+    cols = [
+        "gpu",
+        "model",
+        "tp",
+        "layers",
+        "batch",
+        "new_tokens",
+        "context",
+        "ms",
+        "pred_builtin_ms",
+        "allreduce_share",
+        "pred_fitted_ms",
+    ]
     df["fit_half"] = fit_mask
     print()
     print(df[[*cols, "fit_half"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.json:
         res["rows"] = df[[*cols, "allreduce_share_fitted", "fit_half"]].to_dict(orient="records")
         if len(ref):
-            res["tp1_rows"] = ref[["gpu", "model", "tp", "layers", "batch", "new_tokens", "context", "ms",
-                                   "pred_builtin_ms"]].to_dict(orient="records")
+            res["tp1_rows"] = ref[
+                ["gpu", "model", "tp", "layers", "batch", "new_tokens", "context", "ms", "pred_builtin_ms"]
+            ].to_dict(orient="records")
         Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
     return 0
 
