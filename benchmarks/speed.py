@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -51,6 +52,14 @@ SCENARIOS = {
 }
 QUICK = {"trace_1m_requests": ["run.num_requests=100000"]}
 WHOLE = {
+    "servesim run, 10 requests (the fixed cost of a process)": [
+        "--set",
+        "run.num_requests=10",
+        "--set",
+        "run.duration_s=null",
+        "--set",
+        "run.warmup_s=0",
+    ],
     "servesim run (default scenario: collapse c1200, 600 s)": [],
     "servesim run poisson_10k_llama2_7b.yaml": [POISSON],
     "servesim run cluster_8x1200.yaml (8 replicas x 1,200 in flight, 600 s)": [CLUSTER],
@@ -153,20 +162,23 @@ def inside(name: str, path: str, overrides: list[str]) -> dict:
     return r
 
 
-def whole(commands: dict[str, list[str]], repeat: int, one_core: bool) -> dict[str, list[float]]:
-    """Wall time of each command, start to exit, alternating between them ``repeat`` times."""
-    times: dict[str, list[float]] = {k: [] for k in commands}
+def whole(commands: dict[str, list[str]], repeat: int, one_core: bool) -> dict[str, list[tuple[float, float]]]:
+    """Wall and CPU seconds (user + system, the command's own and its children's) of each command,
+    start to exit, alternating between them ``repeat`` times."""
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
     pin = ["taskset", "-c", "0"] if one_core else []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             for name, cmd in commands.items():
                 argv = pin + cmd + (["--out", f"{tmp}/run{i}"] if cmd[:2] == [sys.executable, "-m"] else [])
+                r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t0 = time.perf_counter()
                 out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=_env())
                 dt = time.perf_counter() - t0
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if out.returncode != 0:
                     raise SystemExit(f"{name} failed:\n{out.stderr}")
-                times[name].append(dt)
+                times[name].append((dt, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime))
     return times
 
 
@@ -241,15 +253,19 @@ def main() -> int:
             name, _, cmd = peer.partition("=")
             commands[name] = shlex.split(cmd)
         print(f"\nWhole process, start to exit (median of {args.repeat} alternating runs; min-max):\n")
-        print("| command | all cores s | one core s |")
-        print("|---|---|---|")
+        print("| command | all cores: wall s | CPU s | one core: wall s | CPU s |")
+        print("|---|---|---|---|---|")
         every = whole(commands, args.repeat, one_core=False)
         one = whole(commands, args.repeat, one_core=True)
+
+        def cell(runs: list[float]) -> str:
+            return f"{statistics.median(runs):.2f} ({min(runs):.2f}-{max(runs):.2f})"
+
         for name in commands:
             a, b = every[name], one[name]
             print(
-                f"| {name} | {statistics.median(a):.2f} ({min(a):.2f}-{max(a):.2f}) | "
-                f"{statistics.median(b):.2f} ({min(b):.2f}-{max(b):.2f}) |",
+                f"| {name} | {cell([w for w, _ in a])} | {cell([c for _, c in a])} | "
+                f"{cell([w for w, _ in b])} | {cell([c for _, c in b])} |",
                 flush=True,
             )
     return 0
