@@ -260,6 +260,14 @@ class Cluster:
     def num_steps(self) -> int:
         return sum(r.engine.num_steps for r in self.replicas)
 
+    def spec_counts(self) -> list[int]:
+        """The replicas' speculative-decoding counters, summed (position by position)."""
+        out: list[int] = []
+        for r in self.replicas:
+            c = r.engine.spec_counts()
+            out = [a + b for a, b in zip(out, c)] + c[len(out) :] if out else c
+        return out
+
     @property
     def log(self) -> ClusterLog:
         serving = [r for r in self.replicas if r.role != "prefill"]

@@ -17,6 +17,7 @@ import yaml
 from simulator import fields, yamlio
 from simulator.errors import ConfigError
 from simulator.fields import F, build
+from simulator.rules import SPEC_MAX_TOKENS
 from simulator.textfile import read_text
 from workloads.config import SLOConfig, WorkloadConfig
 
@@ -33,6 +34,55 @@ class HardwareConfig:
         "USD",
         gt=0.0,
     )
+
+
+SPEC_METHODS = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_model")
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    method: Literal["none", "ngram", "eagle", "eagle3", "mtp", "draft_model"] = F(
+        "none",
+        "how drafts are proposed: ngram (prompt lookup on the host), eagle / eagle3 (a one-layer head on the target's hidden states), mtp (the model's own multi-token-prediction layer), draft_model (a smaller model); none: off",
+        vllm="--speculative-config '{\"method\": ...}'",
+    )
+    num_speculative_tokens: int = F(
+        3,
+        "draft tokens proposed per request and step, verified by the target in its next step",
+        "tokens",
+        vllm="num_speculative_tokens",
+        ge=1,
+        le=SPEC_MAX_TOKENS,
+    )
+    acceptance_rate: Any = F(
+        None,
+        "probability that a draft token is accepted, given every draft before it was: one number, or a list with one per position (null: the method's default, simulator/speculative.py says from which measurements)",
+        shape="number in [0, 1] or list of them, one per draft position",
+    )
+    draft_model: Union[str, None] = F(
+        None,
+        "the draft model, built-in name or path to its config.json (method draft_model)",
+        vllm="model",
+        only={"method": ("draft_model",)},
+    )
+
+    def __post_init__(self) -> None:
+        a, k = self.acceptance_rate, self.num_speculative_tokens
+        where = "engine.speculative_config.acceptance_rate"
+        rates = a if isinstance(a, (list, tuple)) else [] if a is None else [a]
+        for r in rates:
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r <= 1.0:
+                raise ConfigError(f"{where} must be a number in [0, 1] or a list of them (got {a!r})")
+        if isinstance(a, (list, tuple)) and len(a) != k:
+            raise ConfigError(
+                f"{where} must list one rate per draft position, {k} (num_speculative_tokens), (got {len(a)})"
+            )
+        if self.method == "draft_model" and not self.draft_model:
+            raise ConfigError("engine.speculative_config.draft_model must name the draft model for method draft_model")
+        if self.method == "draft_model" and a is None:
+            raise ConfigError(
+                f"{where} must be given for method draft_model: it depends on the pair of models (got null)"
+            )
 
 
 @dataclass(frozen=True)
@@ -141,6 +191,9 @@ class EngineConfig:
         "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)",
         "GiB",
         ge=0.0,
+    )
+    speculative_config: SpeculativeConfig = F(
+        SpeculativeConfig(), "speculative decoding (method none: off)", vllm="--speculative-config"
     )
 
 

@@ -48,6 +48,7 @@ class StepWork:
     # sum over the requests that compute one token (a decode) of the tokens already in their KV
     # cache: what a mixed step's flash attention pays extra for (Execution.mixed_decode_rows)
     single_row_context: int = 0
+    num_draft_tokens: int = 0  # speculative tokens verified (each runs the LM head too)
 
     @classmethod
     def of(cls, w, swap_bytes: float = 0.0) -> StepWork:
@@ -63,6 +64,7 @@ class StepWork:
             num_sampled=int(w[rules.W_SAMPLED]),
             swap_bytes=swap_bytes,
             single_row_context=int(w[rules.W_SINGLE]),
+            num_draft_tokens=int(w[rules.W_DRAFTS]),
         )
 
 
@@ -267,6 +269,10 @@ PARAMS = (
     "fe_finish_s",
     "fe_first_pass",
     "mixed_rows",  # extra query rows per one-token request in a step with a prefill chunk
+    "spec_tokens",  # speculative decoding: drafts proposed per request (0: off)
+    "spec_host_seq_s",  # the drafter's host time per request it proposes for (n-gram lookup)
+    "draft_model",  # 1: a draft model (its constants follow at DRAFT) runs the drafter's passes
+    "draft_pass_s",  # the host's time per drafter pass (preparing its inputs, sampling its token)
 )
 (
     P_FIXED,
@@ -314,7 +320,15 @@ PARAMS = (
     P_FE_FINISH,
     P_FE_FIRST,
     P_MIXED_ROWS,
+    P_SPEC_K,
+    P_SPEC_HOST,
+    P_DRAFT_MODEL,
+    P_DRAFT_PASS,
 ) = range(len(PARAMS))
+# A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
+# same order: the drafter's passes are priced by the very functions that price the target's.
+DRAFT = len(PARAMS)
+N_COST = 2 * DRAFT
 
 
 def overhead_s(cp, num_seqs, num_tokens):
@@ -393,7 +407,8 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     attention; with a full graph, as is."""
     if num_tokens > cp[P_GRAPH_MAX]:
         return max(gpu, cp[P_EAGER_FLOOR])
-    if cp[P_FULL_DECODE] == 0.0 or num_tokens != num_seqs:
+    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P_SPEC_K])  # decodes (with their drafts)
+    if cp[P_FULL_DECODE] == 0.0 or not uniform:
         return gpu + cp[P_PIECEWISE_FLOOR]
     return gpu
 
@@ -403,8 +418,11 @@ def cpu_s(cp, num_seqs, num_tokens):
     return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
 
 
-def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context):
-    """Seconds the GPU works on one step (the sum of the terms above, in this order)."""
+def gpu_s(
+    cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context, draft_tokens
+):
+    """Seconds the GPU works on one step (the sum of the terms above, in this order); the LM head
+    runs for every sampled request and every draft token verified."""
     T = padded_tokens(cp, num_tokens)
     t = overhead_s(cp, num_seqs, T)
     if T:
@@ -422,25 +440,61 @@ def gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swa
                 s += allreduce_s(cp, T)
             t += s
     if num_sampled:
-        t += roofline(lm_head_work(cp, num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
+        t += roofline(lm_head_work(cp, num_sampled + draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
     if swap_bytes:
         t += swap_bytes / cp[P_HOST_BW]
     return t
 
 
-def step_time(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context):
-    """Seconds one engine step takes: the GPU's time (no less than its launch floor), plus the
-    engine's CPU work, or the longer of the two when async scheduling overlaps them."""
+def step_time(
+    cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context, draft_tokens
+):
+    """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
+    speculative decoding, the drafter's, plus the engine's CPU work, or the longer of the two when
+    async scheduling overlaps them."""
     g = graphed_s(
         cp,
         num_seqs,
         num_tokens,
-        gpu_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context),
+        gpu_s(
+            cp,
+            num_seqs,
+            num_tokens,
+            context_tokens,
+            attn_pairs,
+            num_sampled,
+            swap_bytes,
+            single_row_context,
+            draft_tokens,
+        ),
     )
+    if cp[P_SPEC_K] != 0.0:
+        g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
     c = cpu_s(cp, num_seqs, num_tokens)
     if cp[P_ASYNC] != 0.0:
         return max(g, c)
     return g + c
+
+
+def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context):
+    """Seconds the drafter takes to propose the next drafts of the ``num_sampled`` requests that
+    sampled: an n-gram lookup costs host time per request; a draft model (an EAGLE head, an MTP
+    layer, a small model) runs one pass over the step's tokens, then one pass of a token per
+    request for each further draft, each launched as its own (graphed) forward, and each costing the
+    host its own preparation and sampling. The further passes' context is the step's (an upper bound
+    where prefill chunks are in it)."""
+    if num_sampled == 0:
+        return 0.0
+    t = cp[P_SPEC_HOST] * num_sampled
+    if cp[P_DRAFT_MODEL] != 0.0:
+        t += cp[P_SPEC_K] * cp[P_DRAFT_PASS]
+        dp = cp[DRAFT:]
+        first = gpu_s(dp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, 0.0, single_row_context, 0)
+        t += graphed_s(dp, num_seqs, num_tokens, first)
+        n = num_sampled
+        one = gpu_s(dp, n, n, context_tokens, float(context_tokens) + n, n, 0.0, context_tokens, 0)
+        t += (cp[P_SPEC_K] - 1.0) * graphed_s(dp, n, n, one)
+    return t
 
 
 # Small kernels a layer adds beyond a plain dense layer's (simulator.models.PLAIN_LAYER_SMALL_KERNELS):
@@ -465,6 +519,18 @@ def small_kernels_per_layer(m: ModelArch) -> float:
 
 
 @dataclass(frozen=True)
+class SpecCost:
+    """What speculative decoding adds to a step's cost (``simulator.speculative`` derives it): the
+    drafts proposed per request, the drafter's host time per request, the draft model whose passes
+    it runs (None: no model, as the n-gram drafter) and the host's time per pass."""
+
+    tokens: int
+    host_seq_s: float = 0.0
+    draft: CostModel | None = None
+    pass_s: float = 0.0  # the host's time per drafter pass
+
+
+@dataclass(frozen=True)
 class OpCost:
     name: str
     flops: float
@@ -476,6 +542,8 @@ class OpCost:
 class CostModel:
     """Roofline step cost for one model on one GPU type with tensor parallelism ``tp``."""
 
+    params: np.ndarray  # the constants step_time reads (PARAMS order; a draft model's from DRAFT on)
+
     def __init__(
         self,
         model: ModelArch,
@@ -486,8 +554,10 @@ class CostModel:
         quantization: str = "none",
         execution: Execution | None = None,
         frontend: FrontendCosts | None = None,
+        spec: SpecCost | None = None,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
+        self.spec = spec
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
         self.execution = x = execution or Execution()
@@ -558,8 +628,14 @@ class CostModel:
             "moe_flops": peak * e.moe_compute,
             "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
             "mixed_rows": x.mixed_decode_rows,
+            "spec_tokens": spec.tokens if spec else 0,
+            "spec_host_seq_s": spec.host_seq_s if spec else 0.0,
+            "draft_model": 1.0 if spec and spec.draft else 0.0,
+            "draft_pass_s": spec.pass_s if spec else 0.0,
         }
-        self.params = np.array([float(p[name]) for name in PARAMS], np.float64)
+        own = np.array([float(p[name]) for name in PARAMS], np.float64)
+        draft = spec.draft.params[:DRAFT] if spec and spec.draft else np.zeros(DRAFT)
+        self.params = np.concatenate([own, draft])
 
     def step_time(self, w: StepWork) -> float:
         """Seconds one engine step takes."""
@@ -572,11 +648,14 @@ class CostModel:
             w.num_sampled,
             w.swap_bytes,
             w.single_row_context,
+            w.num_draft_tokens,
         )
 
     def with_execution(self, x: Execution) -> CostModel:
         """The same model, GPU and factors, run as ``x`` says (no front-end)."""
-        return CostModel(self.model, self.gpu, self.tp, self.eff, self.kv_dtype_bytes, self.quantization, x)
+        return CostModel(
+            self.model, self.gpu, self.tp, self.eff, self.kv_dtype_bytes, self.quantization, x, spec=self.spec
+        )
 
     def ops(self, w: StepWork) -> list[OpCost]:
         """The terms of ``step_time`` one by one: FLOPs, bytes, seconds and bound of each operator class."""
@@ -608,7 +687,7 @@ class CostModel:
                 cp[P_ATTN_BW],
             )
         if w.num_sampled:
-            add("lm_head", lm_head_work(cp, w.num_sampled), cp[P_MM_FLOPS], cp[P_MM_BW])
+            add("lm_head", lm_head_work(cp, w.num_sampled + w.num_draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
         if cp[P_AR_COUNT] and Tp:
             out.append(OpCost("allreduce", 0.0, Tp * cp[P_AR_BYTES], allreduce_s(cp, Tp), "link"))
         if w.swap_bytes:
@@ -618,6 +697,10 @@ class CostModel:
         launched = graphed_s(cp, w.num_seqs, T, gpu)
         if launched > gpu:
             out.append(OpCost("launch", 0.0, 0.0, launched - gpu, "cpu-launch"))
+        if cp[P_SPEC_K]:
+            d = draft_s(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.num_sampled, w.single_row_context)
+            out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
+            launched += d
         if cp[P_CPU_FIXED] or cp[P_CPU_SEQ] or cp[P_CPU_TOKEN]:
             c = cpu_s(cp, w.num_seqs, T)
             hidden = min(c, launched) if cp[P_ASYNC] else 0.0
@@ -651,7 +734,7 @@ class ConstantCost:
             moe_flops=1.0,
             moe_bw=1.0,
         )
-        self.params = np.array([p[name] for name in PARAMS], np.float64)
+        self.params = np.concatenate([np.array([p[name] for name in PARAMS], np.float64), np.zeros(DRAFT)])
 
     def step_time(self, w: StepWork) -> float:
         return step_time(
@@ -663,6 +746,7 @@ class ConstantCost:
             w.num_sampled,
             w.swap_bytes,
             w.single_row_context,
+            w.num_draft_tokens,
         )
 
 
@@ -670,5 +754,5 @@ def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
     """A uniform step: ``batch`` requests each computing ``new_tokens`` after ``context`` cached ones
     (and sampling one)."""
     w = np.zeros(rules.N_WORK, np.int64)
-    rules.add_request(w, new_tokens, context, context + new_tokens)
+    rules.add_request(w, new_tokens, context, context + new_tokens, 0)
     return StepWork.of(w * batch)

@@ -307,6 +307,11 @@ class Engine:
         """(running, waiting, swapped, free blocks) now."""
         raise NotImplementedError
 
+    def spec_counts(self) -> list[int]:
+        """vLLM's speculative-decoding counters so far: verifications with drafts, drafts verified,
+        drafts accepted, then those accepted at each draft position."""
+        raise NotImplementedError
+
     def diagnose(self) -> str:
         running, waiting, swapped, free = self.queues()
         cfg = self.cfg

@@ -134,14 +134,17 @@ def plan_memory(
     reserve_bytes: float | None = None,
     num_gpu_blocks_override: int | None = None,
     runner: str = "v1",
+    extra_weight_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
 ) -> MemoryPlan:
     """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
     from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
-    ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak)."""
-    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
+    ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak;
+    ``extra_weight_bytes``, ``extra_kv_bytes_per_token``: per GPU, what a draft model adds)."""
+    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
-    weights = weight_bytes(model, quantization, tp)
+    weights = weight_bytes(model, quantization, tp) + extra_weight_bytes
     if reserve_bytes is None:
         act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
         other = non_torch_bytes(tp, runner)

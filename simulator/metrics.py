@@ -195,6 +195,8 @@ def summarize(result) -> dict:
             "num_steps": int(result.engine.num_steps),
         }
     )
+    if sc.engine.speculative_config.method != "none":
+        s["spec_decode"] = spec_decode_summary(result.engine.spec_counts())
     if sc.slo is not None:
         ok = fin.copy()
         if sc.slo.p99_ttft_ms is not None:
@@ -214,6 +216,21 @@ def summarize(result) -> dict:
             for r, rr in zip(result.engine.replicas, result.replica_results())
         ]
     return finite(s)
+
+
+def spec_decode_summary(counts: list[int]) -> dict:
+    """vLLM's speculative-decoding counters over the whole run (warm-up included, as a server's
+    counters run from its start) and what they mean: tokens a verification outputs on average (the
+    accepted drafts and one more) and the share of drafts accepted, overall and at each position."""
+    n, drafts, accepted, per_pos = counts[0], counts[1], counts[2], counts[3:]
+    return {
+        "num_drafts": n,
+        "num_draft_tokens": drafts,
+        "num_accepted_tokens": accepted,
+        "mean_acceptance_length": 1.0 + accepted / n if n else float("nan"),
+        "draft_acceptance_rate": accepted / drafts if drafts else float("nan"),
+        "acceptance_rate_per_position": [a / n if n else float("nan") for a in per_pos],
+    }
 
 
 def class_report(result) -> list[dict]:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import simpy
 
-from simulator import versions
+from simulator import speculative, versions
 from simulator.config import Scenario
 from simulator.cost import (
     FA2_ATTN_COMPUTE,
@@ -23,6 +23,7 @@ from simulator.cost import (
     Efficiency,
     Execution,
     FrontendCosts,
+    SpecCost,
 )
 from simulator.engine import Engine
 from simulator.errors import ConfigError
@@ -121,7 +122,21 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
         runner=v.runner(model.is_moe),
+        **draft_memory(sc, model, kv_dtype_bytes),
     )
+
+
+def draft_memory(sc: Scenario, model: ModelArch, kv_dtype_bytes: float) -> dict:
+    """The weights (per GPU) and KV bytes per token (per GPU) the drafter adds to ``sc``'s engine."""
+    spec = sc.engine.speculative_config
+    draft = speculative.draft_arch(spec, model) if speculative.enabled(spec) else None
+    if draft is None:
+        return {}
+    tp = sc.hardware.tensor_parallel_size
+    return {
+        "extra_weight_bytes": speculative.draft_weight_params(spec, model, draft) * draft.dtype_bytes / tp,
+        "extra_kv_bytes_per_token": draft.kv_bytes_per_token(kv_dtype_bytes, tp),
+    }
 
 
 def quantization(sc: Scenario, model: ModelArch) -> str:
@@ -171,16 +186,30 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     and its front-end."""
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, seqs, tokens)
     return CostModel(
         model,
         gpu,
-        sc.hardware.tensor_parallel_size,
-        efficiency(sc, gpu, model),
+        tp,
+        eff,
         kv_dtype_bytes,
         quantization(sc, model),
-        execution(sc, gpu, seqs, tokens),
+        x,
         frontend_costs(sc),
+        spec_cost(sc, model, gpu, tp, eff, kv_dtype_bytes, x),
     )
+
+
+def spec_cost(sc: Scenario, model: ModelArch, gpu: GPU, tp: int, eff, kv_dtype_bytes: float, x) -> SpecCost | None:
+    """What ``sc``'s speculative decoding adds to a step (None: off): the drafter's host time per
+    request, and its draft model's own step constants on the same GPUs, run the same way."""
+    spec = sc.engine.speculative_config
+    if not speculative.enabled(spec):
+        return None
+    draft = speculative.draft_arch(spec, model)
+    host = speculative.NGRAM_HOST_SEQ_S if spec.method == "ngram" else 0.0
+    cm = CostModel(draft, gpu, tp, eff, kv_dtype_bytes, "none", x) if draft is not None else None
+    return SpecCost(spec.num_speculative_tokens, host, cm, speculative.DRAFT_PASS_S if cm else 0.0)
 
 
 def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
@@ -217,7 +246,21 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         block_bytes=block_bytes,  # per GPU: each GPU copies its own shard over its own host link
         on_swap_full=e.on_swap_full,
         cache_finished_content=keeps_finished_content(sc.workload),
+        **spec_settings(sc),
     )
+
+
+def spec_settings(sc: Scenario) -> dict:
+    """The scheduler's speculative-decoding settings for ``sc`` (none when it is off)."""
+    spec = sc.engine.speculative_config
+    if not speculative.enabled(spec):
+        return {}
+    return {
+        "spec_tokens": spec.num_speculative_tokens,
+        "spec_lookahead": speculative.lookahead(spec),
+        "spec_seed": sc.run.seed,
+        "spec_accept_at_least": speculative.accept_at_least(spec),
+    }
 
 
 def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[Engine, dict]:

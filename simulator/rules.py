@@ -34,6 +34,13 @@ class SchedulerConfig:
     block_bytes: float = 0.0  # KV bytes of one block on one GPU (for swap traffic)
     on_swap_full: str = "recompute"  # or "abort"
     cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
+    # Speculative decoding (0: off): draft tokens proposed after each sampled token, KV slots kept
+    # ahead for the drafter's own passes (EAGLE-style drafters), the acceptance draws' seed, and
+    # P(at least i drafts accepted) for i = 1..spec_tokens.
+    spec_tokens: int = 0
+    spec_lookahead: int = 0
+    spec_seed: int = 0
+    spec_accept_at_least: tuple[float, ...] = ()
 
 
 def kv_usage(num_free, num_blocks):
@@ -90,6 +97,53 @@ def admission_blocks(num_tokens, hit_blocks, first_chunk_blocks, block_size, ful
     if full_prompt:
         return cdiv(num_tokens, block_size) - hit_blocks
     return first_chunk_blocks
+
+
+# ---- speculative decoding -------------------------------------------------------------------------
+SPEC_MAX_TOKENS = 16  # most draft tokens a step may propose per request (fixed slots in the state)
+_M32 = 0xFFFFFFFF
+
+
+def _mix32(x):
+    """A 32-bit integer hash (MurmurHash3's finaliser); every product is masked back to 32 bits,
+    so plain Python and the compiled step (wrapping 64-bit integers) give the same value."""
+    x &= _M32
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & _M32
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & _M32
+    x ^= x >> 16
+    return x
+
+
+def spec_uniform(seed, rid, num_out):
+    """The acceptance draw of request ``rid``'s drafts verified after its ``num_out``-th output token:
+    a number in [0, 1) fixed by the run's seed, the request and the position (so both engine steps,
+    and any schedule, draw the same)."""
+    return _mix32(_mix32(_mix32(num_out) ^ rid) ^ seed) / 4294967296.0
+
+
+def spec_accepted(u, drafts, at_least):
+    """Draft tokens accepted of ``drafts`` verified, for draw ``u``: the leading ones whose
+    probability of all being accepted (``at_least[i]``: i + 1 of them) exceeds ``u``. One draw per
+    verification gives each position its conditional acceptance rate, as rejection sampling does."""
+    n = 0
+    while n < drafts and u < at_least[n]:
+        n += 1
+    return n
+
+
+def spec_emitted(accepted, num_out, max_tokens):
+    """Tokens a verifying request outputs: the accepted drafts and the token sampled after them, but
+    none past its length (the engine drops what follows a finished request's last token)."""
+    left = max_tokens - num_out
+    return accepted + 1 if accepted + 1 < left else left
+
+
+def drafts_scheduled(computed_after, num_tokens):
+    """Draft tokens among a request's scheduled ones: those past its real tokens (0 for a prefill)."""
+    d = computed_after - num_tokens
+    return d if d > 0 else 0
 
 
 def recomputed(before, after, high_water):
@@ -156,15 +210,16 @@ def group_blocks_below(group, group_len, upto_tokens, block_size):
 # ---- a step's work, summed over its requests ------------------------------------------------------
 # Slots of the accumulator both steps (and ``cost.decode_work``) add each scheduled request to: the
 # terms of ``cost.step_time`` and of the step log (an int64 array of N_WORK).
-W_SEQS, W_TOKENS, W_DECODE, W_CONTEXT, W_SINGLE, W_TXC, W_TXT1, W_SAMPLED = range(8)
-N_WORK = 8
+# W_DECODE counts decode tokens (a verifying request's drafts with its token), W_DRAFTS the drafts.
+W_SEQS, W_TOKENS, W_DECODE, W_CONTEXT, W_SINGLE, W_TXC, W_TXT1, W_SAMPLED, W_DRAFTS = range(9)
+N_WORK = 9
 
 
-def add_request(w, tokens, before, num_tokens):
-    """Add one scheduled request computing ``tokens`` after ``before`` computed, of its ``num_tokens``:
-    its context (read by attention), its query-key sums (``attn_pairs``), the context of single-token
-    rows (a mixed step's extra), and whether it samples, and does so as a decode (one token, after
-    some context)."""
+def add_request(w, tokens, before, num_tokens, drafts):
+    """Add one scheduled request computing ``tokens`` after ``before`` computed, of its ``num_tokens``
+    real tokens (``drafts`` more being speculative ones to verify): its context (read by attention),
+    its query-key sums (``attn_pairs``), the context of single-token rows (a mixed step's extra),
+    and whether it samples, and does so as a decode (one token and its drafts, after some context)."""
     w[W_SEQS] += 1
     w[W_TOKENS] += tokens
     w[W_CONTEXT] += before
@@ -172,15 +227,16 @@ def add_request(w, tokens, before, num_tokens):
     w[W_TXT1] += tokens * (tokens + 1)
     if tokens == 1:
         w[W_SINGLE] += before
-    if samples(before + tokens, num_tokens):
+    if samples(before + tokens - drafts, num_tokens):
         w[W_SAMPLED] += 1
-        if tokens == 1 and before > 0:
-            w[W_DECODE] += 1
+        w[W_DRAFTS] += drafts
+        if tokens - drafts == 1 and before > 0:
+            w[W_DECODE] += tokens
 
 
 def add_decodes(w, n, context):
     """Add ``n`` requests decoding one token each after ``context`` computed tokens among them all
-    (each more than 0): what ``add_request(w, 1, c, c + 1)`` adds for each, as sums."""
+    (each more than 0): what ``add_request(w, 1, c, c + 1, 0)`` adds for each, as sums."""
     w[W_SEQS] += n
     w[W_TOKENS] += n
     w[W_DECODE] += n

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import rules
-from simulator.cost import CostModel, Efficiency, Execution, StepWork, decode_work
+from simulator import rules, speculative
+from simulator.config import SpeculativeConfig
+from simulator.cost import CostModel, Efficiency, Execution, SpecCost, StepWork, decode_work
 from simulator.hardware import load_gpu
 from simulator.models import load_model
 
@@ -32,13 +33,14 @@ GPUS = ["h100-sxm", "a100-80gb", "l40s", "h100-pcie"]
     eager=st.booleans(),
     mixed_rows=st.sampled_from([0.0, 106.0]),
     cpu=st.booleans(),
+    spec=st.sampled_from([None, "ngram", "eagle3", "mtp"]),
 )
 def test_the_terms_of_a_step_add_up_to_its_time(
-    model, gpu, tp, seqs, extra, context, swap, graphs, async_, eager, mixed_rows, cpu
+    model, gpu, tp, seqs, extra, context, swap, graphs, async_, eager, mixed_rows, cpu, spec
 ):
-    """Whatever the step (decodes, prefill chunks, swap traffic), model (dense, MoE, MLA), GPU, tensor
-    parallelism and execution (CUDA graphs or not, async scheduling, eager, the engine's CPU work),
-    the listed terms sum to the step time."""
+    """Whatever the step (decodes, prefill chunks, swap traffic, drafts verified), model (dense, MoE,
+    MLA), GPU, tensor parallelism, execution (CUDA graphs or not, async scheduling, eager, the engine's
+    CPU work) and drafter, the listed terms sum to the step time."""
     m = load_model(model)
     if m.num_heads % tp:
         return
@@ -53,6 +55,7 @@ def test_the_terms_of_a_step_add_up_to_its_time(
         num_sampled=seqs,
         swap_bytes=swap,
         single_row_context=context // 2 if seqs else 0,
+        num_draft_tokens=min(extra, 3 * seqs) if spec else 0,
     )
     x = Execution(
         max_capture_size=graphs,
@@ -62,7 +65,14 @@ def test_the_terms_of_a_step_add_up_to_its_time(
         enforce_eager=eager,
         mixed_decode_rows=mixed_rows,
     )
-    cm = CostModel(m, load_gpu(gpu), tp, Efficiency(cpu_step_s=1e-3, cpu_per_seq_s=3e-5), execution=x)
+    eff = Efficiency(cpu_step_s=1e-3, cpu_per_seq_s=3e-5)
+    sc = None
+    if spec:
+        draft = speculative.draft_arch(SpeculativeConfig(method=spec), m)
+        sc = SpecCost(
+            3, 5e-6 if spec == "ngram" else 0.0, draft and CostModel(draft, load_gpu(gpu), tp, eff, execution=x)
+        )
+    cm = CostModel(m, load_gpu(gpu), tp, eff, execution=x, spec=sc)
     total = sum(o.seconds for o in cm.ops(w))
     assert total == pytest.approx(cm.step_time(w), rel=1e-12, abs=1e-15)
 
@@ -74,7 +84,7 @@ def test_decodes_summed_at_once_are_the_decodes_added_one_by_one(contexts):
     ``rules.add_request`` adds for each of them, request by request."""
     one, many = np.zeros(rules.N_WORK, np.int64), np.zeros(rules.N_WORK, np.int64)
     for c in contexts:
-        rules.add_request(one, 1, c, c + 1)
+        rules.add_request(one, 1, c, c + 1, 0)
     rules.add_decodes(many, len(contexts), sum(contexts))
     assert one.tolist() == many.tolist()
 
@@ -86,7 +96,7 @@ def test_a_uniform_step_is_its_requests_added_one_by_one(batch, context, new):
     ``batch`` identical requests as both engine steps count it, with the pairs written out by hand."""
     w = np.zeros(rules.N_WORK, np.int64)
     for _ in range(batch):
-        rules.add_request(w, new, context, context + new)
+        rules.add_request(w, new, context, context + new, 0)
     uniform = decode_work(batch, context, new)
     assert uniform == StepWork.of(w)
     assert uniform.attn_pairs == batch * new * (context + (new + 1) / 2)

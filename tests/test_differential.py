@@ -133,6 +133,27 @@ CASES = {
     ),
     # A FlashAttention-2 GPU: the decodes of a step that also carries a prefill chunk cost extra rows.
     "fa2_mixed_steps": (C1200, [*SMALL, "hardware.gpu=a100-80gb"]),
+    # Speculative decoding under preemption (drafts lost, lookahead slots), and with a budget that
+    # cuts drafts; MTP on an MoE model (its draft layer has experts).
+    "spec_eagle3_collapse": (C1200, [*SMALL, "engine.speculative_config={method: eagle3, num_speculative_tokens: 4}"]),
+    "spec_ngram_budget_cuts": (
+        C1200,
+        [
+            *SMALL,
+            "engine.speculative_config={method: ngram, num_speculative_tokens: 5, acceptance_rate: 0.6}",
+            "engine.max_num_batched_tokens=700",
+            "engine.max_num_seqs=512",
+        ],
+    ),
+    "spec_mtp_moe_priority": (
+        "benchmarks/scenarios/poisson_short.yaml",
+        [
+            "model=qwen3-30b-a3b",
+            "run.num_requests=600",
+            "engine.scheduling_policy=priority",
+            "engine.speculative_config={method: mtp, num_speculative_tokens: 2, acceptance_rate: [0.9, 0.7]}",
+        ],
+    ),
 }
 
 
@@ -209,6 +230,7 @@ def _random_scenario(d: dict, kernel: str):
                 "vllm_version": d["version"],
                 "async_scheduling": d["async"],
                 "enforce_eager": d["eager"],
+                "speculative_config": d["spec"],
             },
             "frontend": {
                 "enabled": d["api_servers"] > 0,
@@ -260,6 +282,16 @@ def _random_scenario(d: dict, kernel: str):
             "eager": st.booleans(),
             "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
             "endpoint": st.sampled_from(["completions", "chat"]),
+            "spec": st.sampled_from(
+                [
+                    {},
+                    {},
+                    {"method": "eagle3", "num_speculative_tokens": 3},
+                    {"method": "ngram", "num_speculative_tokens": 5, "acceptance_rate": 0.0},
+                    {"method": "eagle", "num_speculative_tokens": 2, "acceptance_rate": 1.0},
+                    {"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": [0.5]},
+                ]
+            ),
         }
     )
 )

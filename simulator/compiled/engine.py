@@ -85,6 +85,7 @@ class CompiledEngine(Engine):
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         # The compiled step queues the requests submitted since its last call itself (ids from ctl IN_NEXT
         # on, skipping rejected ones); here only the state grows where a request needs it.
+        total += self.cfg.spec_tokens + self.cfg.spec_lookahead  # a verifying request's drafts and lookahead
         if total > self._widest:
             self._widen(total)
         if group >= len(self.st.groups):
@@ -236,6 +237,12 @@ class CompiledEngine(Engine):
         self._sync_tables()
         self.fns.write_back_all(self.st)
         super().finish_run()
+
+    def spec_counts(self) -> list[int]:
+        ctl = self.st.ctl
+        return [int(v) for v in ctl[[L.SPEC_N, L.SPEC_DRAFTS, L.SPEC_ACC]]] + [
+            int(v) for v in ctl[L.SPEC_POS : L.SPEC_POS + self.cfg.spec_tokens]
+        ]
 
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self.st.ctl

@@ -17,9 +17,9 @@ from collections import namedtuple
 import numpy as np
 
 from simulator import events
-from simulator.cost import PARAMS
+from simulator.cost import N_COST
 from simulator.requests import ROW_LAYOUT
-from simulator.rules import ITL_BINS
+from simulator.rules import ITL_BINS, SPEC_MAX_TOKENS
 from simulator.step_log import STAGE_ROWS
 
 State = namedtuple(
@@ -89,8 +89,12 @@ State = namedtuple(
     TRACE_N,  # rows in ``trace``
     STOP_AFTER,  # report ended requests as soon as this many have ended in the call (the run's end; -1: none)
     N_SAMPLED,  # requests the step in flight samples a token for
-    N_CTL,
-) = range(31)
+    SPEC_N,  # speculative decoding: verifications with drafts, drafts verified, drafts accepted
+    SPEC_DRAFTS,
+    SPEC_ACC,
+    SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
+) = range(34)
+N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
 (
@@ -125,12 +129,17 @@ State = namedtuple(
     MAX_STEPS,
     STALL_STEPS,
     TRACE,
+    SPEC_K,  # speculative decoding: drafts proposed per request (0: off), KV slots kept ahead, seed
+    SPEC_LOOK,
+    SPEC_SEED,
     N_CFG,
-) = range(17)
+) = range(20)
 
-# cp: the cost model's parameters, then the KV bytes of one block (swap traffic).
-C_BLOCK_BYTES = len(PARAMS)
-N_CP = len(PARAMS) + 1
+# cp: the cost model's parameters (the target's, then the draft model's: cost.N_COST), the KV bytes
+# of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
+C_BLOCK_BYTES = N_COST
+C_AT_LEAST = N_COST + 1
+N_CP = C_AT_LEAST + SPEC_MAX_TOKENS
 
 # ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
 # Column prefixes name the array: I_ req_i64, F_ req_f64, I32_ req_i32; X_ req_extra, B_ blocks, S_ slots.
@@ -168,8 +177,9 @@ B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
 
 # ---- slots: running slots (the running list in order, with the fields every step touches) -----------
 # S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit); S_ROW: its
-# block table's row. An ended or preempted request's slot is a hole (S_RID -1) until slots close up.
-S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, N_S = range(12)
+# block table's row; S_SPEC: the draft tokens it holds (speculative decoding). An ended or preempted
+# request's slot is a hole (S_RID -1) until slots close up.
+S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, S_SPEC, N_S = range(13)
 
 # ---- stage: one step-log row per column (simulator.step_log.STAGE_ROWS) ----------------------------
 (

@@ -48,6 +48,8 @@ from simulator.compiled.layout import (
     S_NTOK,
     S_RID,
     S_ROW,
+    S_SPEC,
+    SPEC_K,
     T_LAST,
 )
 from simulator.compiled.pool import take_blocks
@@ -121,8 +123,8 @@ def lazify(st, s, g):
     happens to it at the next step."""
     slots, ctl = st.slots, st.ctl
     nc = slots[s, S_NCOMP]
-    if slots[s, S_NTOK] - nc != 1 or slots[s, S_HWM] != nc:
-        return
+    if slots[s, S_NTOK] - nc != 1 or slots[s, S_HWM] != nc or st.cfg[SPEC_K] != 0:
+        return  # (with drafts to verify, a request's steps differ: each outputs what it accepts)
     bs = st.cfg[BS]
     evt = min(g + 1 + slots[s, S_NBLK] * bs - nc, g + slots[s, S_MAXT] - slots[s, S_NOUT])
     if evt <= g + 1:
@@ -203,6 +205,7 @@ def start_slot(st, rid, num_computed, num_blocks, tokens, row):
     slots[s, S_G0] = -1
     slots[s, S_EVT] = -1
     slots[s, S_ROW] = row
+    slots[s, S_SPEC] = 0  # drafts do not outlive a preemption
     st.slot_time[s] = st.req_f64[rid, F_LTOK]
     mark(st.bits, 0, s)
     return s

@@ -64,6 +64,8 @@ from simulator.compiled.layout import (
     S_NTOK,
     S_RID,
     S_ROW,
+    S_SPEC,
+    SPEC_LOOK,
     STAGE_N,
     STALLED,
     STEPS,
@@ -109,6 +111,7 @@ from simulator.rules import (
     SWAPPED,
     W_CONTEXT,
     W_DECODE,
+    W_DRAFTS,
     W_SAMPLED,
     W_SEQS,
     W_SINGLE,
@@ -123,6 +126,7 @@ from simulator.rules import (
     admitted_computed,
     attn_pairs,
     chunk,
+    drafts_scheduled,
     fills_group_blocks,
     hashed_blocks,
     later_victim,
@@ -162,7 +166,7 @@ def _explicit_if_budget_binds(st, cap, budget):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            want += chunk(slots[s, S_NTOK], slots[s, S_NCOMP], cap, budget)
+            want += chunk(slots[s, S_NTOK] + slots[s, S_SPEC], slots[s, S_NCOMP], cap, budget)
     if want > budget:
         for s in range(ctl[END]):
             if slots[s, S_RID] >= 0 and slots[s, S_EVT] >= 0:
@@ -189,8 +193,8 @@ def _schedule_running(st, t, cap, budget):
                     continue
                 materialize(st, j)
             nc = slots[j, S_NCOMP]
-            a = chunk(slots[j, S_NTOK], nc, cap, budget)
-            m = new_blocks(nc, a, slots[j, S_NBLK], bs)
+            a = chunk(slots[j, S_NTOK] + slots[j, S_SPEC], nc, cap, budget)
+            m = new_blocks(nc, a + st.cfg[SPEC_LOOK], slots[j, S_NBLK], bs)
             while m > ctl[FREE]:
                 v = _victim(st)
                 budget += _preempt(st, v, j, t)
@@ -384,14 +388,16 @@ def _apply(st, t):
             before = slots[s, S_NCOMP]
             after = before + a
             slots[s, S_NCOMP] = after
+            d = drafts_scheduled(after, slots[s, S_NTOK])
+            real = after - d  # drafts are not work done until accepted
             h = slots[s, S_HWM]
-            r = recomputed(before, after, h)
+            r = recomputed(before, real, h)
             if r > 0:
                 st.req_i64[slots[s, S_RID], I_RECOMP] += r
                 rec += r
-            if after > h:
-                slots[s, S_HWM] = after
-            add_request(work, a, before, slots[s, S_NTOK])
+            if real > h:
+                slots[s, S_HWM] = real
+            add_request(work, a, before, slots[s, S_NTOK], d)
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
@@ -406,6 +412,7 @@ def _apply(st, t):
         work[W_SAMPLED],
         st.fctl[SWAP_BYTES],
         work[W_SINGLE],
+        work[W_DRAFTS],
     )
     ctl[N_SAMPLED] = work[W_SAMPLED]
     stage, row = st.stage, ctl[STAGE_N]

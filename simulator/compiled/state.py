@@ -7,7 +7,7 @@ import numpy as np
 
 from simulator.compiled import layout as L
 from simulator.requests import RequestTable
-from simulator.rules import N_WORK, SchedulerConfig
+from simulator.rules import N_WORK, SPEC_MAX_TOKENS, SchedulerConfig
 from simulator.step_log import StepLog
 
 
@@ -42,6 +42,11 @@ def new_state(
     conf[L.MAX_STEPS] = max_steps
     conf[L.STALL_STEPS] = stall_steps
     conf[L.TRACE] = trace
+    conf[L.SPEC_K] = cfg.spec_tokens
+    conf[L.SPEC_LOOK] = cfg.spec_lookahead
+    conf[L.SPEC_SEED] = cfg.spec_seed
+    at_least = np.zeros(SPEC_MAX_TOKENS)
+    at_least[: len(cfg.spec_accept_at_least)] = cfg.spec_accept_at_least
     ctl[L.STOP_AFTER] = -1
     blocks = np.full((n, L.N_B), -1, np.int32)
     blocks[:, L.B_REF] = 0
@@ -60,7 +65,7 @@ def new_state(
         ctl=ctl,
         fctl=np.zeros(L.N_FCTL),
         cfg=conf,
-        cp=np.concatenate([cp, [cfg.block_bytes]]),
+        cp=np.concatenate([cp, [cfg.block_bytes], at_least]),
         req_i64=T[np.int64],
         req_f64=T[np.float64],
         req_i32=T[np.int32],
@@ -93,4 +98,4 @@ def new_state(
 
 def example_state() -> L.State:
     """A small state with every array of the types the engine uses (what the compiler is given)."""
-    return new_state(SchedulerConfig(max_num_seqs=4), 8, np.zeros(len(L.PARAMS)), RequestTable(4), StepLog(8), 10, 10)
+    return new_state(SchedulerConfig(max_num_seqs=4), 8, np.zeros(L.N_COST), RequestTable(4), StepLog(8), 10, 10)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from simulator.compiled.layout import (
     AB_N,
     BS,
+    C_AT_LEAST,
     CACHE_FINISHED,
     CACHING,
     END,
@@ -45,6 +46,13 @@ from simulator.compiled.layout import (
     S_NTOK,
     S_RID,
     S_ROW,
+    S_SPEC,
+    SPEC_ACC,
+    SPEC_DRAFTS,
+    SPEC_K,
+    SPEC_N,
+    SPEC_POS,
+    SPEC_SEED,
     STAGE_CAP,
     STAGE_N,
     STALL,
@@ -74,7 +82,18 @@ from simulator.compiled.schedule import schedule
 from simulator.compiled.trace import record
 from simulator.cost import P_FE_FINISH
 from simulator.frontend import delivered
-from simulator.rules import FINISHED, WAITING, finishes, hashed_blocks, itl_bin, samples
+from simulator.rules import (
+    FINISHED,
+    WAITING,
+    drafts_scheduled,
+    finishes,
+    hashed_blocks,
+    itl_bin,
+    samples,
+    spec_accepted,
+    spec_emitted,
+    spec_uniform,
+)
 
 
 def _ended(st, rid):
@@ -92,6 +111,21 @@ def _all_told_later(st, t):
     return True
 
 
+def _verified(st, s):
+    """Slot ``s``'s drafts verified in the step in flight, and how many of them it accepts."""
+    slots = st.slots
+    d = drafts_scheduled(slots[s, S_NCOMP], slots[s, S_NTOK])
+    if d == 0:
+        return 0, 0
+    u = spec_uniform(st.cfg[SPEC_SEED], slots[s, S_RID], slots[s, S_NOUT])
+    return d, spec_accepted(u, d, st.cp[C_AT_LEAST:])
+
+
+def _samples(st, s, d):
+    """Whether slot ``s`` (verifying ``d`` drafts) samples at this update."""
+    return st.slots[s, S_A] != 0 and samples(st.slots[s, S_NCOMP] - d, st.slots[s, S_NTOK])
+
+
 def _finishing(st):
     """Requests that sample their last token at this update (explicit slots: a lazy one finishes
     only at an update that made it explicit)."""
@@ -101,13 +135,21 @@ def _finishing(st):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if (
-                slots[s, S_A] != 0
-                and samples(slots[s, S_NCOMP], slots[s, S_NTOK])
-                and finishes(slots[s, S_NOUT] + 1, slots[s, S_MAXT])
-            ):
-                n += 1
+            d, acc = _verified(st, s)
+            if _samples(st, s, d):
+                o = slots[s, S_NOUT]
+                if finishes(o + spec_emitted(acc, o, slots[s, S_MAXT]), slots[s, S_MAXT]):
+                    n += 1
     return n
+
+
+def _count_verification(ctl, d, acc):
+    """vLLM's spec-decode counters: a verification, its drafts, those accepted, and at which positions."""
+    ctl[SPEC_N] += 1
+    ctl[SPEC_DRAFTS] += d
+    ctl[SPEC_ACC] += acc
+    for i in range(acc):
+        ctl[SPEC_POS + i] += 1
 
 
 # About 80 lines: one pass over the slots, whose steps (sample, count the gap, finish and release,
@@ -136,7 +178,7 @@ def update(st, t):
     ctl[AB_N] = 0
     nfinished = 0
     ngaps = 0
-    nsamp = 0
+    ngen = 0  # tokens output (a verification outputs those it accepts and one more)
     run_gap = -1.0  # a step's gaps come in runs of equal values (requests that also ran the step before)
     run_n = 0
     g = ctl[ROWS] + 1  # this update's number
@@ -144,18 +186,24 @@ def update(st, t):
     if lazy:
         hist[itl_bin(d - st.fctl[T_LAST])] += lazy
         ngaps += lazy
-        nsamp += lazy
+        ngen += lazy
     for w in range(bits.shape[1]):
         x = bits[0, w]
         while x != 0:
             s, x = next_marked(w, x)
-            if slots[s, S_A] == 0 or not samples(slots[s, S_NCOMP], slots[s, S_NTOK]):
+            nd, acc = _verified(st, s)
+            if not _samples(st, s, nd):
                 continue
-            nsamp += 1
-            slots[s, S_NTOK] += 1
-            o = slots[s, S_NOUT] + 1
+            o0 = slots[s, S_NOUT]
+            e = spec_emitted(acc, o0, slots[s, S_MAXT])
+            if nd:
+                _count_verification(ctl, nd, acc)
+                slots[s, S_NCOMP] = slots[s, S_NTOK] + acc  # the rejected drafts' KV is dropped
+            ngen += e
+            slots[s, S_NTOK] += e
+            o = o0 + e
             slots[s, S_NOUT] = o
-            if o > 1:
+            if o0 > 0:
                 gap = d - slot_time[s]
                 ngaps += 1
                 if gap == run_gap:
@@ -186,6 +234,7 @@ def update(st, t):
                 unmark(bits, 0, s)
                 ctl[N_RUN] -= 1
                 continue
+            slots[s, S_SPEC] = cfg[SPEC_K]  # the drafter proposes for the next step
             lazify(st, s, g)
     if run_n:
         hist[itl_bin(run_gap)] += run_n
@@ -193,7 +242,7 @@ def update(st, t):
         close_up(st)
     ctl[ITL_N] += ngaps
     row = ctl[STAGE_N]
-    st.stage[L_GENERATED, row] = nsamp
+    st.stage[L_GENERATED, row] = ngen
     st.stage[L_FINISHED, row] = nfinished
     ctl[STAGE_N] = row + 1
     ctl[ROWS] = g

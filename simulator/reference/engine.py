@@ -92,6 +92,9 @@ class ReferenceEngine(Engine):
     def trace_events(self) -> np.ndarray:
         return np.array(self._events_log, np.float64).reshape(-1, 4)
 
+    def spec_counts(self) -> list[int]:
+        return [*self.sched.spec_counts, *self.sched.spec_accepted_per_pos]
+
     def queues(self) -> tuple[int, int, int, int]:
         s = self.sched
         return len(s.running), s.num_waiting, len(s.swapped), s.pool.num_free

@@ -12,7 +12,10 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/rules.py``:
   admission (nobody jumps ahead); swapped-out requests come back before any new admission;
 - recompute preemption sends the victim to the front of the waiting queue with nothing computed;
   swap preemption copies its blocks to host memory (or, with no host space left, recomputes or
-  aborts it, ``on_swap_full``).
+  aborts it, ``on_swap_full``);
+- with speculative decoding (``simulator/speculative.py``), a running request that sampled brings
+  its drafts to its next step (they count in the budget, which cuts them first); the target
+  verifies them and the request outputs those accepted and one token more.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class StepPlan:
     num_waiting: int
     num_swapped: int
     long_prefill_cap: int  # the long_prefill_token_threshold in force this step (0: none)
+    drafts: tuple[int, ...] = ()  # draft tokens among each scheduled request's (speculative decoding)
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,11 @@ class Scheduler:
         self.swapped_blocks: dict[int, int] = {}  # request -> blocks it holds in host memory
         self.swap_used_blocks = 0
         self.num_preemptions = 0
+        self.drafts: dict[int, int] = {}  # running request -> draft tokens it holds (speculative decoding)
+        # vLLM's spec-decode counters: verifications with drafts, drafts verified, drafts accepted,
+        # and accepted per draft position
+        self.spec_counts = [0, 0, 0]
+        self.spec_accepted_per_pos = [0] * cfg.spec_tokens
 
     @property
     def num_waiting(self) -> int:
@@ -148,8 +157,8 @@ class Scheduler:
         while i < len(self.running) and self._budget > 0:
             rid = self.running[i]
             nc = int(R.num_computed[rid])
-            a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._budget)
-            m = rules.new_blocks(nc, a, int(R.num_blocks[rid]), bs)
+            a = rules.chunk(int(R.num_tokens[rid]) + self.drafts.get(rid, 0), nc, self._cap, self._budget)
+            m = rules.new_blocks(nc, a + cfg.spec_lookahead, int(R.num_blocks[rid]), bs)
             scheduled = True
             while m > self.pool.num_free:
                 victim = self._victim()
@@ -212,6 +221,7 @@ class Scheduler:
         R.preemptions[rid] += 1
         self.num_preemptions += 1
         self._preempted.append(rid)
+        self.drafts.pop(rid, None)
         nblk = int(R.num_blocks[rid])
         held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
         R.num_blocks[rid] = 0
@@ -308,18 +318,23 @@ class Scheduler:
         num_new = tuple(self._scheduled.values())
         w = np.zeros(rules.N_WORK, np.int64)
         rec = 0
+        drafts = []
         for rid, a in zip(rids, num_new):
             nc = before[rid]
             after = nc + a
             R.num_computed[rid] = after
+            ntok = int(R.num_tokens[rid])
+            d = rules.drafts_scheduled(after, ntok)
+            drafts.append(d)
+            real = after - d  # drafts are not work done until accepted
             hwm = int(R.computed_hwm[rid])
-            r = rules.recomputed(nc, after, hwm)
+            r = rules.recomputed(nc, real, hwm)
             if r:
                 R.recomputed[rid] += r
                 rec += r
-            if after > hwm:
-                R.computed_hwm[rid] = after
-            rules.add_request(w, a, nc, int(R.num_tokens[rid]))
+            if real > hwm:
+                R.computed_hwm[rid] = real
+            rules.add_request(w, a, nc, ntok, d)
         work = StepWork.of(w, self._swap_bytes)
         return StepPlan(
             rids=rids,
@@ -337,40 +352,62 @@ class Scheduler:
             num_waiting=len(self.waiting),
             num_swapped=len(self.swapped),
             long_prefill_cap=self._cap,
+            drafts=tuple(drafts),
         )
 
     # ---- after the step ---------------------------------------------------------------------------
     def finishing(self, plan: StepPlan) -> int:
         """Requests that will sample their last token when this step ends."""
         R = self.reqs
-        return sum(
-            1
-            for rid in plan.rids
-            if rules.samples(R.num_computed[rid], R.num_tokens[rid])
-            and rules.finishes(R.num_out[rid] + 1, R.max_tokens[rid])
-        )
+        n = 0
+        for rid, d in zip(plan.rids, plan.drafts or (0,) * len(plan.rids)):
+            if rules.samples(int(R.num_computed[rid]) - d, int(R.num_tokens[rid])):
+                out = int(R.num_out[rid])
+                n += rules.finishes(out + self._emitted(rid, d, out), int(R.max_tokens[rid]))
+        return n
+
+    def _emitted(self, rid: int, drafts: int, num_out: int) -> int:
+        """Tokens ``rid`` outputs at the end of a step in which it verified ``drafts`` drafts."""
+        acc = self._accepted(rid, drafts, num_out)
+        return rules.spec_emitted(acc, num_out, int(self.reqs.max_tokens[rid]))
+
+    def _accepted(self, rid: int, drafts: int, num_out: int) -> int:
+        if not drafts:
+            return 0
+        cfg = self.cfg
+        u = rules.spec_uniform(cfg.spec_seed, rid, num_out)
+        return rules.spec_accepted(u, drafts, cfg.spec_accept_at_least)
 
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
-        """Requests that computed their last pending token sample one; those that reached their
-        length finish and release their blocks (in running order). Token and finish times are
-        ``shown``: when the tokens reach their clients (``now`` without a front-end)."""
+        """Requests that computed their last pending token sample one (and, verifying drafts, output
+        those accepted before it: the rest of their computed tokens are dropped); those that reached
+        their length finish and release their blocks (in running order); with speculative decoding
+        the others get new drafts. Token and finish times are ``shown``: when the tokens reach their
+        clients (``now`` without a front-end)."""
         shown = now if shown is None else shown
-        R = self.reqs
+        R, k = self.reqs, self.cfg.spec_tokens
         generated = 0
         finished: list[int] = []
         gaps: list[float] = []
-        for rid in plan.rids:
-            if not rules.samples(R.num_computed[rid], R.num_tokens[rid]):
+        for rid, d in zip(plan.rids, plan.drafts or (0,) * len(plan.rids)):
+            ntok = int(R.num_tokens[rid])
+            if not rules.samples(int(R.num_computed[rid]) - d, ntok):
                 continue  # a prefill chunk that did not reach the end of the prompt
-            generated += 1
-            R.num_tokens[rid] += 1
-            R.num_out[rid] += 1
-            if R.num_out[rid] > 1:
-                gaps.append(shown - float(R.last_token[rid]))
+            out = int(R.num_out[rid])
+            acc = self._accepted(rid, d, out)
+            g = rules.spec_emitted(acc, out, int(R.max_tokens[rid]))
+            if d:
+                self._count_verification(d, acc)
+                R.num_computed[rid] = ntok + acc
+            generated += g
+            R.num_tokens[rid] += g
+            R.num_out[rid] += g
+            if out > 0:
+                gaps.append(shown - float(R.last_token[rid]))  # one chunk of tokens, one gap
             else:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
-            if rules.finishes(R.num_out[rid], R.max_tokens[rid]):
+            if rules.finishes(int(R.num_out[rid]), int(R.max_tokens[rid])):
                 self.kv.free(
                     rid,
                     int(R.num_computed[rid]),
@@ -382,8 +419,19 @@ class Scheduler:
                 R.status[rid] = FINISHED
                 R.finish[rid] = shown
                 R.num_blocks[rid] = 0
+                self.drafts.pop(rid, None)
                 finished.append(rid)
+            elif k:
+                self.drafts[rid] = k
         if finished:
             done = set(finished)
             self.running = [rid for rid in self.running if rid not in done]
         return StepOutput(generated, tuple(finished), tuple(gaps))
+
+    def _count_verification(self, drafts: int, accepted: int) -> None:
+        c = self.spec_counts
+        c[0] += 1
+        c[1] += drafts
+        c[2] += accepted
+        for i in range(accepted):
+            self.spec_accepted_per_pos[i] += 1
