@@ -131,5 +131,3 @@ def draft_weight_params(spec: SpeculativeConfig, target: ModelArch, draft: Model
     own_head = draft.padded_vocab_size * h if spec.method == "eagle3" else 0
     fc = (3 if spec.method == "eagle3" else 2) * h * h
     return draft.total_params - shared + own_head + fc
-
-
