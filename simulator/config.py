@@ -63,7 +63,6 @@ class SpeculativeConfig:
         None,
         "the draft model, built-in name or path to its config.json (method draft_model)",
         vllm="model",
-        only={"method": ("draft_model",)},
     )
 
     def __post_init__(self) -> None:
@@ -76,6 +75,10 @@ class SpeculativeConfig:
         if isinstance(a, (list, tuple)) and len(a) != k:
             raise ConfigError(
                 f"{where} must list one rate per draft position, {k} (num_speculative_tokens), (got {len(a)})"
+            )
+        if self.draft_model is not None and self.method != "draft_model":
+            raise ConfigError(
+                f"engine.speculative_config.draft_model: only for method 'draft_model' (got method {self.method!r})"
             )
         if self.method == "draft_model" and not self.draft_model:
             raise ConfigError("engine.speculative_config.draft_model must name the draft model for method draft_model")
@@ -545,7 +548,9 @@ def _is_path(key: str, value: Any) -> bool:
         return False
     if key in ("trace", "file"):
         return True
-    return key in ("model", "gpu", "calibration") and ("/" in value or value.endswith((".json", ".yaml", ".yml")))
+    return key in ("model", "draft_model", "gpu", "calibration") and (
+        "/" in value or value.endswith((".json", ".yaml", ".yml"))
+    )
 
 
 def resolve_paths(data: Any, folder: Path, key: str = "") -> Any:
