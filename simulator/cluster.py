@@ -164,6 +164,7 @@ class Cluster:
         client: int = -1,
         client_class: int = -1,
         want_event: bool = False,
+        lora: int = -1,
     ):
         gid = len(self.rep)
         r = self.router.pick(prompt_len, group, group_len, content_key)
@@ -171,7 +172,7 @@ class Cluster:
         if not self.disaggregated:
             # The replica's own completion event is the client's: the cluster's bookkeeping runs first.
             ev = r.engine.submit(
-                prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, True
+                prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, True, lora=lora
             )
             self.rep.append(r.index)
             self.rid.append(r.engine.reqs.n - 1)
@@ -180,13 +181,15 @@ class Cluster:
         done = simpy.Event(self.env) if want_event else None
         req = (prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class)
         # The prefill part: the prompt and one token.
-        ev = r.engine.submit(prompt_len, 1, group, group_len, priority, content_key, client, client_class, True)
+        ev = r.engine.submit(
+            prompt_len, 1, group, group_len, priority, content_key, client, client_class, True, lora=lora
+        )
         self.rep.append(r.index)
         self.rid.append(r.engine.reqs.n - 1)
         self.dec_rep.append(-1)
         self.dec_rid.append(-1)
         self.moved.append([np.nan, np.nan])
-        ev.callbacks.append(lambda e, gid=gid, r=r: self._prefilled(gid, r, req, done))
+        ev.callbacks.append(lambda e, gid=gid, r=r: self._prefilled(gid, r, req, done, lora))
         return done
 
     def _ended(self, gid: int, r: Replica, done) -> None:
@@ -198,7 +201,7 @@ class Cluster:
     def _replica_ended(self, r: Replica, _event) -> None:
         self._ended(-1, r, None)
 
-    def _prefilled(self, gid: int, r: Replica, req: tuple, done) -> None:
+    def _prefilled(self, gid: int, r: Replica, req: tuple, done, lora: int = -1) -> None:
         """The prefill part ended: if it was rejected the request ends; else its KV moves on."""
         r.in_flight -= 1
         rid = self.rid[gid]
@@ -207,9 +210,9 @@ class Cluster:
             if done is not None:
                 done.succeed(gid)
             return
-        self.env.process(self._transfer(gid, r, req, done))
+        self.env.process(self._transfer(gid, r, req, done, lora))
 
-    def _transfer(self, gid: int, r: Replica, req: tuple, done):
+    def _transfer(self, gid: int, r: Replica, req: tuple, done, lora: int = -1):
         link = self.links[r.index]
         with link.request() as slot:
             yield slot
@@ -220,7 +223,7 @@ class Cluster:
             moved[1] = self.env.now
         d = self.decode_router.pick(req[0], req[2], req[3], req[5])
         d.in_flight += 1
-        ev = d.engine.submit(*req, True, external=req[0] - 1)
+        ev = d.engine.submit(*req, True, external=req[0] - 1, lora=lora)
         self.dec_rep[gid], self.dec_rid[gid] = d.index, d.engine.reqs.n - 1
         ev.callbacks.append(lambda e: self._ended(gid, d, done))
 
@@ -259,6 +262,10 @@ class Cluster:
     @property
     def num_steps(self) -> int:
         return sum(r.engine.num_steps for r in self.replicas)
+
+    def lora_counts(self) -> list[int]:
+        """The replicas' LoRA adapter loads, summed."""
+        return [sum(c) for c in zip(*(r.engine.lora_counts() for r in self.replicas))]
 
     def spec_counts(self) -> list[int]:
         """The replicas' speculative-decoding counters, summed (position by position)."""

@@ -21,6 +21,8 @@ from simulator.rules import SPEC_MAX_TOKENS
 from simulator.textfile import read_text
 from workloads.config import SLOConfig, WorkloadConfig
 
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed --max-lora-rank values
+
 
 @dataclass(frozen=True)
 class HardwareConfig:
@@ -198,6 +200,24 @@ class EngineConfig:
     speculative_config: SpeculativeConfig = F(
         SpeculativeConfig(), "speculative decoding (method none: off)", vllm="--speculative-config"
     )
+    enable_lora: bool = F(
+        False, "serve LoRA adapters (workload.lora says which requests ask for which)", vllm="--enable-lora"
+    )
+    max_loras: int = F(1, "adapters one step may serve (GPU slots)", vllm="--max-loras", ge=1)
+    max_lora_rank: int = F(16, "the largest adapter rank (the slots' size)", vllm="--max-lora-rank", among=LORA_RANKS)
+    max_cpu_loras: Union[int, None] = F(
+        None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ConfigError(
+                f"engine.max_cpu_loras must be >= engine.max_loras ({self.max_loras}), as vLLM requires (got {self.max_cpu_loras})"
+            )
+        if self.enable_lora and self.preemption_mode == "swap":
+            raise ConfigError(
+                "engine.preemption_mode: swap is vLLM V0's; LoRA's per-step adapter limit is V1's scheduler: use recompute with engine.enable_lora (got swap)"
+            )
 
 
 @dataclass(frozen=True)
@@ -504,6 +524,10 @@ def _cross_checks(sc: Scenario) -> None:
             "cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
             f".decode; cluster sets only the router (got {sc.cluster.replicas!r})"
         )
+    w = sc.workload
+    asks = w.lora is not None or any(getattr(c, "lora", None) is not None for c in w.class_list())
+    if asks and not sc.engine.enable_lora:
+        raise ConfigError("workload.lora: requests ask for LoRA adapters; set engine.enable_lora: true (got false)")
     run = sc.run
     until = run_duration(sc)
     if until is not None and run.warmup_s >= until:

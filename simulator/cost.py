@@ -49,9 +49,14 @@ class StepWork:
     # cache: what a mixed step's flash attention pays extra for (Execution.mixed_decode_rows)
     single_row_context: int = 0
     num_draft_tokens: int = 0  # speculative tokens verified (each runs the LM head too)
+    num_loras: int = 0  # LoRA adapters the running requests use
+    lora_loads: int = 0  # adapters loaded into a GPU slot before the step
+    lora_disk_loads: int = 0  # of them, read from storage first (not in host memory)
 
     @classmethod
-    def of(cls, w, swap_bytes: float = 0.0) -> StepWork:
+    def of(
+        cls, w, swap_bytes: float = 0.0, num_loras: int = 0, lora_loads: int = 0, lora_disk_loads: int = 0
+    ) -> StepWork:
         """The work summed in a ``rules`` accumulator (``rules.add_request``, ``rules.add_decodes``)."""
         tokens, decode = int(w[rules.W_TOKENS]), int(w[rules.W_DECODE])
         return cls(
@@ -65,6 +70,9 @@ class StepWork:
             swap_bytes=swap_bytes,
             single_row_context=int(w[rules.W_SINGLE]),
             num_draft_tokens=int(w[rules.W_DRAFTS]),
+            num_loras=num_loras,
+            lora_loads=lora_loads,
+            lora_disk_loads=lora_disk_loads,
         )
 
 
@@ -273,6 +281,11 @@ PARAMS = (
     "spec_host_seq_s",  # the drafter's host time per request it proposes for (n-gram lookup)
     "draft_model",  # 1: a draft model (its constants follow at DRAFT) runs the drafter's passes
     "draft_pass_s",  # the host's time per drafter pass (preparing its inputs, sampling its token)
+    "lora_fixed_s",  # multi-LoRA: the LoRA kernels' launch-bound time per step with adapters in use
+    "lora_flops_per_token",  # their FLOPs per token (shrink and expand at max_lora_rank)
+    "lora_bytes_per_adapter",  # the weights of one adapter in use, read each step
+    "lora_load_s",  # an adapter put into a GPU slot
+    "lora_disk_load_s",  # an adapter read from storage into host memory
 )
 (
     P_FIXED,
@@ -324,6 +337,11 @@ PARAMS = (
     P_SPEC_HOST,
     P_DRAFT_MODEL,
     P_DRAFT_PASS,
+    P_LORA_FIXED,
+    P_LORA_FLOPS,
+    P_LORA_BYTES,
+    P_LORA_LOAD,
+    P_LORA_DISK,
 ) = range(len(PARAMS))
 # A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
 # same order: the drafter's passes are priced by the very functions that price the target's.
@@ -418,8 +436,26 @@ def cpu_s(cp, num_seqs, num_tokens):
     return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
 
 
+def lora_s(cp, num_tokens, num_loras):
+    """Seconds of the LoRA kernels (a shrink and an expand per adapted linear layer, every token at
+    max_lora_rank, each adapter in use read once), with adapters in use (none: the kernels are skipped)."""
+    if num_loras == 0:
+        return 0.0
+    work = (num_tokens * cp[P_LORA_FLOPS], num_loras * cp[P_LORA_BYTES])
+    return cp[P_LORA_FIXED] + roofline(work, cp[P_MM_FLOPS], cp[P_MM_BW])
+
+
 def gpu_s(
-    cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context, draft_tokens
+    cp,
+    num_seqs,
+    num_tokens,
+    context_tokens,
+    attn_pairs,
+    num_sampled,
+    swap_bytes,
+    single_row_context,
+    draft_tokens,
+    num_loras,
 ):
     """Seconds the GPU works on one step (the sum of the terms above, in this order); the LM head
     runs for every sampled request and every draft token verified."""
@@ -427,6 +463,8 @@ def gpu_s(
     t = overhead_s(cp, num_seqs, T)
     if T:
         t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        if num_loras:
+            t += lora_s(cp, T, num_loras)
         t += roofline(
             attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
             cp[P_ATTN_FLOPS],
@@ -447,11 +485,22 @@ def gpu_s(
 
 
 def step_time(
-    cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, swap_bytes, single_row_context, draft_tokens
+    cp,
+    num_seqs,
+    num_tokens,
+    context_tokens,
+    attn_pairs,
+    num_sampled,
+    swap_bytes,
+    single_row_context,
+    draft_tokens,
+    num_loras,
+    lora_loads,
+    lora_disk_loads,
 ):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
     speculative decoding, the drafter's, plus the engine's CPU work, or the longer of the two when
-    async scheduling overlaps them."""
+    async scheduling overlaps them; the step first waits for the LoRA adapters it loads."""
     g = graphed_s(
         cp,
         num_seqs,
@@ -466,14 +515,16 @@ def step_time(
             swap_bytes,
             single_row_context,
             draft_tokens,
+            num_loras,
         ),
     )
     if cp[P_SPEC_K] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
     c = cpu_s(cp, num_seqs, num_tokens)
+    load = lora_loads * cp[P_LORA_LOAD] + lora_disk_loads * cp[P_LORA_DISK]
     if cp[P_ASYNC] != 0.0:
-        return max(g, c)
-    return g + c
+        return load + max(g, c)
+    return load + g + c
 
 
 def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context):
@@ -489,10 +540,10 @@ def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, s
     if cp[P_DRAFT_MODEL] != 0.0:
         t += cp[P_SPEC_K] * cp[P_DRAFT_PASS]
         dp = cp[DRAFT:]
-        first = gpu_s(dp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, 0.0, single_row_context, 0)
+        first = gpu_s(dp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, 0.0, single_row_context, 0, 0)
         t += graphed_s(dp, num_seqs, num_tokens, first)
         n = num_sampled
-        one = gpu_s(dp, n, n, context_tokens, float(context_tokens) + n, n, 0.0, context_tokens, 0)
+        one = gpu_s(dp, n, n, context_tokens, float(context_tokens) + n, n, 0.0, context_tokens, 0, 0)
         t += (cp[P_SPEC_K] - 1.0) * graphed_s(dp, n, n, one)
     return t
 
@@ -531,6 +582,19 @@ class SpecCost:
 
 
 @dataclass(frozen=True)
+class LoraCost:
+    """What multi-LoRA adds to a step's cost (``simulator.lora`` derives it): the LoRA kernels'
+    launch-bound time per step, their FLOPs per token and the bytes of one adapter in use, and the
+    time to put an adapter into a GPU slot and to read one from storage."""
+
+    fixed_s: float
+    flops_per_token: float
+    bytes_per_adapter: float
+    load_s: float
+    disk_load_s: float
+
+
+@dataclass(frozen=True)
 class OpCost:
     name: str
     flops: float
@@ -555,9 +619,10 @@ class CostModel:
         execution: Execution | None = None,
         frontend: FrontendCosts | None = None,
         spec: SpecCost | None = None,
+        lora: LoraCost | None = None,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
-        self.spec = spec
+        self.spec, self.lora = spec, lora
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
         self.execution = x = execution or Execution()
@@ -632,6 +697,11 @@ class CostModel:
             "spec_host_seq_s": spec.host_seq_s if spec else 0.0,
             "draft_model": 1.0 if spec and spec.draft else 0.0,
             "draft_pass_s": spec.pass_s if spec else 0.0,
+            "lora_fixed_s": lora.fixed_s if lora else 0.0,
+            "lora_flops_per_token": lora.flops_per_token if lora else 0.0,
+            "lora_bytes_per_adapter": lora.bytes_per_adapter if lora else 0.0,
+            "lora_load_s": lora.load_s if lora else 0.0,
+            "lora_disk_load_s": lora.disk_load_s if lora else 0.0,
         }
         own = np.array([float(p[name]) for name in PARAMS], np.float64)
         draft = spec.draft.params[:DRAFT] if spec and spec.draft else np.zeros(DRAFT)
@@ -649,12 +719,23 @@ class CostModel:
             w.swap_bytes,
             w.single_row_context,
             w.num_draft_tokens,
+            w.num_loras,
+            w.lora_loads,
+            w.lora_disk_loads,
         )
 
     def with_execution(self, x: Execution) -> CostModel:
         """The same model, GPU and factors, run as ``x`` says (no front-end)."""
         return CostModel(
-            self.model, self.gpu, self.tp, self.eff, self.kv_dtype_bytes, self.quantization, x, spec=self.spec
+            self.model,
+            self.gpu,
+            self.tp,
+            self.eff,
+            self.kv_dtype_bytes,
+            self.quantization,
+            x,
+            spec=self.spec,
+            lora=self.lora,
         )
 
     def ops(self, w: StepWork) -> list[OpCost]:
@@ -669,6 +750,10 @@ class CostModel:
 
         if Tp:  # as gpu_s: a step with no tokens runs no layer
             add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
+            if w.num_loras:
+                lw = (Tp * cp[P_LORA_FLOPS], w.num_loras * cp[P_LORA_BYTES])
+                bound = "compute" if lw[0] / cp[P_MM_FLOPS] >= lw[1] / cp[P_MM_BW] else "memory"
+                out.append(OpCost("lora", lw[0], lw[1], lora_s(cp, Tp, w.num_loras), bound))
             if cp[P_MOE_LAYERS]:
                 mw = moe_work(cp, T)
                 out.append(
@@ -705,6 +790,9 @@ class CostModel:
             c = cpu_s(cp, w.num_seqs, T)
             hidden = min(c, launched) if cp[P_ASYNC] else 0.0
             out.append(OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P_ASYNC] else "cpu"))
+        if w.lora_loads or w.lora_disk_loads:
+            load = w.lora_loads * cp[P_LORA_LOAD] + w.lora_disk_loads * cp[P_LORA_DISK]
+            out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))
         return out
 
     def breakdown(self, w: StepWork) -> dict:
@@ -747,6 +835,9 @@ class ConstantCost:
             w.swap_bytes,
             w.single_row_context,
             w.num_draft_tokens,
+            w.num_loras,
+            w.lora_loads,
+            w.lora_disk_loads,
         )
 
 

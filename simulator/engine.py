@@ -102,15 +102,29 @@ class Engine:
         client_class: int = -1,
         want_event: bool = False,
         external: int = 0,
+        lora: int = -1,
     ) -> simpy.Event | None:
         """Submit a request now; with ``want_event``, returns an event that fires when it ends
         (finished, rejected or aborted), with its id as value. It reaches the engine once the
         front-end has taken it in (``simulator.frontend``; at once without one). ``external``:
-        prompt tokens whose KV comes with the request (a disaggregated decode), not computed here."""
+        prompt tokens whose KV comes with the request (a disaggregated decode), not computed here.
+        ``lora``: the LoRA adapter it asks for (-1: the base model)."""
         R, env = self.reqs, self.env
         rid = R.add(
-            env.now, prompt_len, max_tokens, priority, group, group_len, content_key, client, client_class, external
+            env.now,
+            prompt_len,
+            max_tokens,
+            priority,
+            group,
+            group_len,
+            content_key,
+            client,
+            client_class,
+            external,
+            lora,
         )
+        if lora >= 0:
+            self._new_adapter(lora)
         ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
@@ -305,6 +319,14 @@ class Engine:
 
     def queues(self) -> tuple[int, int, int, int]:
         """(running, waiting, swapped, free blocks) now."""
+        raise NotImplementedError
+
+    def _new_adapter(self, adapter: int) -> None:
+        """Room for requests that ask for LoRA adapter ``adapter``."""
+        raise NotImplementedError
+
+    def lora_counts(self) -> list[int]:
+        """Adapters put into GPU slots, and read from storage into host memory, so far."""
         raise NotImplementedError
 
     def spec_counts(self) -> list[int]:

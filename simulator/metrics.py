@@ -195,6 +195,9 @@ def summarize(result) -> dict:
             "num_steps": int(result.engine.num_steps),
         }
     )
+    if sc.engine.enable_lora:
+        loads, disk = result.engine.lora_counts()
+        s["lora"] = {"adapter_loads": loads, "adapter_loads_from_storage": disk}
     if sc.engine.speculative_config.method != "none":
         s["spec_decode"] = spec_decode_summary(result.engine.spec_counts())
     if sc.slo is not None:

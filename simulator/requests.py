@@ -41,6 +41,7 @@ _FIELDS: dict[str, tuple[type, float]] = {
     "client": (np.int64, -1),
     "client_class": (np.int64, -1),
     "external": (np.int64, 0),  # prompt tokens whose KV arrives with the request (disaggregated decode)
+    "lora": (np.int64, -1),  # the LoRA adapter it asks for (-1: the base model)
 }
 
 
@@ -62,6 +63,7 @@ ROW_LAYOUT: dict[type, tuple[str, ...]] = {
         "client",
         "client_class",
         "external",
+        "lora",
     ),
     np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"),
     np.int32: ("preemptions", "priority"),
@@ -82,6 +84,7 @@ _ADDED = (
     "client",
     "client_class",
     "external",
+    "lora",
 )  # the fields ``add`` writes
 
 
@@ -113,6 +116,7 @@ class RequestTable:
     client: np.ndarray
     client_class: np.ndarray
     external: np.ndarray
+    lora: np.ndarray
 
     def __init__(self, capacity: int = 1024) -> None:
         self.n = 0
@@ -132,6 +136,7 @@ class RequestTable:
         client: int = -1,
         client_class: int = -1,
         external: int = 0,
+        lora: int = -1,
     ) -> int:
         if self.n == self._cap:
             self._grow()
@@ -155,6 +160,8 @@ class RequestTable:
             w["client_class"][rid] = client_class
         if external:
             w["external"][rid] = external
+        if lora >= 0:
+            w["lora"][rid] = lora
         return rid
 
     def reserve(self, n: int) -> None:

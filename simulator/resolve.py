@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import simpy
 
-from simulator import speculative, versions
+from simulator import lora, speculative, versions
 from simulator.config import Scenario
 from simulator.cost import (
     FA2_ATTN_COMPUTE,
@@ -122,21 +122,26 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
         runner=v.runner(model.is_moe),
-        **draft_memory(sc, model, kv_dtype_bytes),
+        **extra_memory(sc, model, kv_dtype_bytes),
     )
 
 
-def draft_memory(sc: Scenario, model: ModelArch, kv_dtype_bytes: float) -> dict:
-    """The weights (per GPU) and KV bytes per token (per GPU) the drafter adds to ``sc``'s engine."""
-    spec = sc.engine.speculative_config
+def extra_memory(sc: Scenario, model: ModelArch, kv_dtype_bytes: float) -> dict:
+    """What ``sc``'s engine holds beside the model's weights and KV, per GPU: the drafter's weights and
+    KV bytes per token (speculative decoding), the LoRA slots (counted with the weights, as vLLM
+    allocates them when it loads the model)."""
+    e, tp = sc.engine, sc.hardware.tensor_parallel_size
+    weights, kv = 0.0, 0.0
+    spec = e.speculative_config
     draft = speculative.draft_arch(spec, model) if speculative.enabled(spec) else None
-    if draft is None:
+    if draft is not None:
+        weights += speculative.draft_weight_params(spec, model, draft) * draft.dtype_bytes / tp
+        kv += draft.kv_bytes_per_token(kv_dtype_bytes, tp)
+    if e.enable_lora:
+        weights += e.max_loras * lora.slot_bytes(model, e.max_lora_rank, tp)
+    if not weights and not kv:
         return {}
-    tp = sc.hardware.tensor_parallel_size
-    return {
-        "extra_weight_bytes": speculative.draft_weight_params(spec, model, draft) * draft.dtype_bytes / tp,
-        "extra_kv_bytes_per_token": draft.kv_bytes_per_token(kv_dtype_bytes, tp),
-    }
+    return {"extra_weight_bytes": weights, "extra_kv_bytes_per_token": kv}
 
 
 def quantization(sc: Scenario, model: ModelArch) -> str:
@@ -197,6 +202,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         x,
         frontend_costs(sc),
         spec_cost(sc, model, gpu, tp, eff, kv_dtype_bytes, x),
+        lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
     )
 
 
@@ -247,6 +253,8 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         on_swap_full=e.on_swap_full,
         cache_finished_content=keeps_finished_content(sc.workload),
         **spec_settings(sc),
+        max_loras=e.max_loras if e.enable_lora else 0,
+        max_cpu_loras=(e.max_cpu_loras or e.max_loras) if e.enable_lora else 0,
     )
 
 

@@ -41,6 +41,9 @@ class SchedulerConfig:
     spec_lookahead: int = 0
     spec_seed: int = 0
     spec_accept_at_least: tuple[float, ...] = ()
+    # Multi-LoRA (0: off): adapters a step may serve (GPU slots), and adapters kept in host memory.
+    max_loras: int = 0
+    max_cpu_loras: int = 0
 
 
 def kv_usage(num_free, num_blocks):
@@ -104,14 +107,21 @@ SPEC_MAX_TOKENS = 16  # most draft tokens a step may propose per request (fixed 
 _M32 = 0xFFFFFFFF
 
 
+def _mul32(x, c):
+    """``x * c`` modulo 2**32 for 32-bit ``x`` and ``c``, in 16-bit halves: no product reaches 2**63,
+    so Python, numpy scalars and the compiled step's 64-bit integers all give the same value."""
+    lo = (x & 0xFFFF) * (c & 0xFFFF)
+    mid = ((x >> 16) * (c & 0xFFFF) + (x & 0xFFFF) * (c >> 16)) & 0xFFFF
+    return (lo + (mid << 16)) & _M32
+
+
 def _mix32(x):
-    """A 32-bit integer hash (MurmurHash3's finaliser); every product is masked back to 32 bits,
-    so plain Python and the compiled step (wrapping 64-bit integers) give the same value."""
+    """A 32-bit integer hash (MurmurHash3's finaliser)."""
     x &= _M32
     x ^= x >> 16
-    x = (x * 0x85EBCA6B) & _M32
+    x = _mul32(x, 0x85EBCA6B)
     x ^= x >> 13
-    x = (x * 0xC2B2AE35) & _M32
+    x = _mul32(x, 0xC2B2AE35)
     x ^= x >> 16
     return x
 
@@ -144,6 +154,42 @@ def drafts_scheduled(computed_after, num_tokens):
     """Draft tokens among a request's scheduled ones: those past its real tokens (0 for a prefill)."""
     d = computed_after - num_tokens
     return d if d > 0 else 0
+
+
+# ---- multi-LoRA ------------------------------------------------------------------------------------
+def lora_skipped(adapter, running_with_it, active, max_loras):
+    """Whether a waiting request is passed over this step (vLLM V1: it goes back to the head of the
+    queue, and requests behind it may be admitted): it asks for an adapter that no running request
+    uses (``running_with_it`` 0) while the running requests already use ``max_loras`` adapters."""
+    return adapter >= 0 and running_with_it == 0 and active >= max_loras
+
+
+def lora_cache_use(cache, adapter, serial, running):
+    """Use ``adapter`` from a cache of adapters (``cache``: row 0 the adapters, -1 an empty place;
+    row 1 when each was last put to use), at serial ``serial``: returns 0 if it was there, 1 if it
+    had to be loaded, into an empty place or in place of the least recently used adapter that no
+    running request uses (``running``: running requests per adapter)."""
+    n = cache.shape[1]
+    for i in range(n):
+        if cache[0, i] == adapter:
+            cache[1, i] = serial
+            return 0
+    best = -1
+    for i in range(n):
+        a = cache[0, i]
+        if a < 0:
+            best = i
+            break
+        if running[a] == 0 and (best < 0 or cache[1, i] < cache[1, best]):
+            best = i
+    if best < 0:  # every place holds an adapter in use (more running adapters than places): the oldest
+        best = 0
+        for i in range(1, n):
+            if cache[1, i] < cache[1, best]:
+                best = i
+    cache[0, best] = adapter
+    cache[1, best] = serial
+    return 1
 
 
 def recomputed(before, after, high_water):

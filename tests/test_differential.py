@@ -145,6 +145,28 @@ CASES = {
             "engine.max_num_seqs=512",
         ],
     ),
+    # Multi-LoRA: requests passed over for their adapter (FCFS and priority order kept), adapters loaded
+    # into slots and from storage, under preemption; sessions keep their adapter.
+    "lora_collapse": (
+        C1200,
+        [
+            *SMALL,
+            "engine.enable_lora=true",
+            "engine.max_loras=3",
+            "engine.max_cpu_loras=5",
+            "workload.lora={adapters: 12, dist: zipf, zipf_s: 1.1, fraction: 0.8}",
+        ],
+    ),
+    "lora_priority_sessions": (
+        "scenarios/workload_mixed_classes.yaml",
+        [
+            "run.duration_s=60",
+            "engine.num_gpu_blocks_override=2500",
+            "engine.enable_lora=true",
+            "engine.max_loras=2",
+            "workload.lora={adapters: 6}",
+        ],
+    ),
     "spec_mtp_moe_priority": (
         "benchmarks/scenarios/poisson_short.yaml",
         [
@@ -208,6 +230,8 @@ def _random_scenario(d: dict, kernel: str):
         workload["shared_prefix"] = {"num_groups": d["groups"], "tokens": d["prefix"], "fraction": 0.7}
     if d["turns"] > 1:
         workload["session"] = {"turns": {"dist": "uniform", "min": 1, "max": d["turns"]}, "think_time_s": d["think"]}
+    if d["lora"]:
+        workload["lora"] = d["lora"]
     if d["classes"]:  # two priority classes sharing the arrival stream
         workload["classes"] = {"urgent": {"weight": 1, "priority": 0}, "batch": {"weight": 2, "priority": 3}}
     return scenario_from_dict(
@@ -224,13 +248,16 @@ def _random_scenario(d: dict, kernel: str):
                 "long_prefill_token_threshold": d["thr"],
                 "max_model_len": 4096,
                 "scheduling_policy": d["policy"],
-                "preemption_mode": d["preemption"],
+                "preemption_mode": "recompute" if d["lora"] else d["preemption"],  # LoRA's rule is V1's
                 "swap_space_gb": d["swap_gb"],
                 "on_swap_full": d["on_swap_full"],
                 "vllm_version": d["version"],
                 "async_scheduling": d["async"],
                 "enforce_eager": d["eager"],
                 "speculative_config": d["spec"],
+                "enable_lora": d["lora"] is not None,
+                "max_loras": d["max_loras"],
+                "max_cpu_loras": d["max_loras"] + d["cpu_extra"],
             },
             "frontend": {
                 "enabled": d["api_servers"] > 0,
@@ -282,6 +309,11 @@ def _random_scenario(d: dict, kernel: str):
             "eager": st.booleans(),
             "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
             "endpoint": st.sampled_from(["completions", "chat"]),
+            "lora": st.sampled_from(
+                [None, None, {"adapters": 3}, {"adapters": 20, "dist": "zipf", "zipf_s": 1.2, "fraction": 0.7}]
+            ),
+            "max_loras": st.sampled_from([1, 2, 8]),
+            "cpu_extra": st.sampled_from([0, 1, 30]),
             "spec": st.sampled_from(
                 [
                     {},

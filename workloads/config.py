@@ -118,6 +118,16 @@ class SharedPrefixConfig:
 
 
 @dataclass(frozen=True)
+class LoraConfig:
+    adapters: int = F(1, "distinct LoRA adapters the requests ask for", ge=1)
+    dist: Literal["uniform", "zipf"] = F("uniform", "how often each adapter is asked for")
+    zipf_s: float = F(
+        1.0, "zipf: adapter k (from 1) is asked for in proportion to 1 / k^zipf_s", gt=0.0, only={"dist": ("zipf",)}
+    )
+    fraction: float = F(1.0, "share of requests that ask for an adapter (the rest: the base model)", ge=0.0, le=1.0)
+
+
+@dataclass(frozen=True)
 class SessionConfig:
     turns: LengthConfig = F(
         LengthConfig(dist="fixed", value=4), "turns per session (a length distribution over integers)", units="turns"
@@ -162,6 +172,7 @@ class ClassConfig:
     )
     shared_prefix: Union[SharedPrefixConfig, None] = F(None, "shared-prefix groups (null: the workload's)")
     session: Union[SessionConfig, None] = F(None, "multi-turn sessions (null: the workload's)")
+    lora: Union[LoraConfig, None] = F(None, "LoRA adapters the class's requests ask for (null: the workload's)")
     priority: int = F(0, "request priority (engine.scheduling_policy: priority; lower runs first)")
     slo: Union[SLOConfig, None] = F(None, "latency targets, reported per class")
 
@@ -177,6 +188,9 @@ class WorkloadConfig:
     shared_prefix: Union[SharedPrefixConfig, None] = F(None, "optional shared-prefix groups (prefix caching hits)")
     session: Union[SessionConfig, None] = F(
         None, "optional multi-turn sessions: each turn re-sends the previous turns' prompt and output"
+    )
+    lora: Union[LoraConfig, None] = F(
+        None, "optional LoRA adapters the requests ask for (needs engine.enable_lora; a session keeps one)"
     )
     preset: Union[PresetName, None] = F(
         None, "named length preset: chat, summarisation, code_completion, long_context_rag (docs/workloads.md)"

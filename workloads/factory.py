@@ -28,6 +28,7 @@ from workloads.arrivals import (
 from workloads.config import (
     ArrivalConfig,
     LengthConfig,
+    LoraConfig,
     SessionConfig,
     SharedPrefixConfig,
     SLOConfig,
@@ -56,6 +57,7 @@ class ClassSpec:
     session: SessionConfig | None
     priority: int
     slo: SLOConfig | None
+    lora: LoraConfig | None = None
 
 
 def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
@@ -66,7 +68,7 @@ def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
         wp, wo = w.prompt_tokens, w.output_tokens
     classes = w.class_list()
     if not classes:
-        return [ClassSpec(-1, "", 1.0, None, wp, wo, w.correlation, w.shared_prefix, w.session, 0, None)]
+        return [ClassSpec(-1, "", 1.0, None, wp, wo, w.correlation, w.shared_prefix, w.session, 0, None, w.lora)]
     out = []
     for i, c in enumerate(classes):
         if c.preset is not None:
@@ -86,6 +88,7 @@ def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
                 session=w.session if c.session is None else c.session,
                 priority=c.priority,
                 slo=c.slo,
+                lora=w.lora if c.lora is None else c.lora,
             )
         )
     return out
@@ -163,6 +166,13 @@ class RequestFactory:
         self.turns = LengthSampler(s.turns, r_turns) if s else None
         self.user = LengthSampler(s.user_tokens, r_user) if s and s.user_tokens is not None else None
         self.think_rng = r_think
+        lc = spec.lora
+        # Its own stream, drawn only when adapters are asked for (other runs draw exactly as before).
+        self.lora_rng = np.random.default_rng(ss.spawn(1)[0]) if lc else None
+        self.lora_cum = None
+        if lc is not None and lc.dist == "zipf":
+            w_k = 1.0 / np.arange(1, lc.adapters + 1, dtype=np.float64) ** lc.zipf_s
+            self.lora_cum = np.cumsum(w_k / w_k.sum())
 
     # ---- shapes -------------------------------------------------------------------------------
     def lengths(self) -> tuple[int, int]:
@@ -176,6 +186,17 @@ class RequestFactory:
             g = int(self.prefix_rng.integers(sp.num_groups)) if sp.num_groups > 1 else 0
             return g, sp.tokens
         return -1, 0
+
+    def adapter(self) -> int:
+        """The LoRA adapter a new request (or session) asks for: -1 for the base model."""
+        lc, rng = self.spec.lora, self.lora_rng
+        if lc is None or rng is None:
+            return -1
+        if lc.fraction < 1.0 and rng.random() >= lc.fraction:
+            return -1
+        if self.lora_cum is None:
+            return int(rng.integers(lc.adapters))
+        return min(int(np.searchsorted(self.lora_cum, rng.random(), side="right")), lc.adapters - 1)
 
     def fit(self, p: int, o: int, glen: int) -> tuple[int, int]:
         """Apply ``over_max_model_len`` to a drawn (own prompt, output) pair behind a glen-token prefix."""
@@ -220,7 +241,8 @@ class RequestFactory:
             env.process(self.session(env, submit, budget, -1, None))
         else:
             p, o, g, glen = self()
-            submit(p, o, g, glen, priority=self.spec.priority, client_class=self.spec.index)
+            extra = {"lora": self.adapter()} if self.lora_rng is not None else {}
+            submit(p, o, g, glen, priority=self.spec.priority, client_class=self.spec.index, **extra)
 
     def job(self, env: simpy.Environment, submit: Callable, budget: Budget, client: int, active: Callable[[], bool]):
         """A closed-loop client's next job (its budget already taken): one request, or a whole session."""
@@ -231,8 +253,9 @@ class RequestFactory:
 
     def request(self, submit: Callable, client: int) -> simpy.Event:
         """A closed-loop client's next single request (its budget already taken): its completion event."""
+        extra = {"lora": self.adapter()} if self.lora_rng is not None else {}
         return submit(
-            *self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True
+            *self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True, **extra
         )
 
     def session(self, env, submit, budget, client, active):
@@ -246,6 +269,7 @@ class RequestFactory:
         key = SESSION_KEY_BASE + self.ids.new_session()
         g, glen = self.group()
         n = self.turns()
+        extra = {"lora": self.adapter()} if self.lora_rng is not None else {}  # one adapter a session
         history = 0
         for k in range(n):
             if k == 0:
@@ -269,6 +293,7 @@ class RequestFactory:
                 client=client,
                 client_class=self.spec.index,
                 want_event=True,
+                **extra,
             )
             history += u + o
             if k < n - 1:

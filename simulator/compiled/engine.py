@@ -238,6 +238,16 @@ class CompiledEngine(Engine):
         self.fns.write_back_all(self.st)
         super().finish_run()
 
+    def _new_adapter(self, adapter: int) -> None:
+        run = self.st.lora_running
+        if adapter >= len(run):
+            grown = np.zeros(max(2 * len(run), adapter + 1), np.int64)
+            grown[: len(run)] = run
+            self.st = self.st._replace(lora_running=grown)
+
+    def lora_counts(self) -> list[int]:
+        return [int(self.st.ctl[L.LORA_LOADS]), int(self.st.ctl[L.LORA_DISK_LOADS])]
+
     def spec_counts(self) -> list[int]:
         ctl = self.st.ctl
         return [int(v) for v in ctl[[L.SPEC_N, L.SPEC_DRAFTS, L.SPEC_ACC]]] + [

@@ -54,6 +54,9 @@ State = namedtuple(
         "buf",
         "hits",
         "work",  # scratch: a released table's blocks, a lookup's hits, a step's work (rules.N_WORK)
+        "lora_gpu",
+        "lora_cpu",  # LoRA adapters in GPU slots and in host memory (rows: adapter, last use)
+        "lora_running",  # running requests per LoRA adapter
     ],
 )
 
@@ -92,8 +95,13 @@ State = namedtuple(
     SPEC_N,  # speculative decoding: verifications with drafts, drafts verified, drafts accepted
     SPEC_DRAFTS,
     SPEC_ACC,
+    LORA_ACTIVE,  # multi-LoRA: adapters the running requests use
+    LORA_LOADS,  # adapters put into GPU slots, and read from storage, over the run
+    LORA_DISK_LOADS,
+    LORA_STEP_LOADS,  # the same in the step being scheduled
+    LORA_STEP_DISK,
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(34)
+) = range(39)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -132,8 +140,9 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SPEC_K,  # speculative decoding: drafts proposed per request (0: off), KV slots kept ahead, seed
     SPEC_LOOK,
     SPEC_SEED,
+    MAX_LORAS,  # multi-LoRA: adapters a step may serve (0: off)
     N_CFG,
-) = range(20)
+) = range(21)
 
 # cp: the cost model's parameters (the target's, then the draft model's: cost.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
@@ -144,7 +153,7 @@ N_CP = C_AT_LEAST + SPEC_MAX_TOKENS
 # ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
 # Column prefixes name the array: I_ req_i64, F_ req_f64, I32_ req_i32; X_ req_extra, B_ blocks, S_ slots.
 _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
-I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL = (
+I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL, I_LORA = (
     _I.index(c)
     for c in (
         "num_tokens",
@@ -158,6 +167,7 @@ I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_G
         "group",
         "group_len",
         "external",
+        "lora",
     )
 )
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (

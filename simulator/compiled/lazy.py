@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.compiled.adapters import lora_start
 from simulator.compiled.layout import (
     BS,
     END,
@@ -208,6 +209,7 @@ def start_slot(st, rid, num_computed, num_blocks, tokens, row):
     slots[s, S_SPEC] = 0  # drafts do not outlive a preemption
     st.slot_time[s] = st.req_f64[rid, F_LTOK]
     mark(st.bits, 0, s)
+    lora_start(st, rid)
     return s
 
 

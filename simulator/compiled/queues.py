@@ -42,6 +42,12 @@ def wq_push(st, rid, front):
         else:
             ctl[SEQ_BACK] += 1
             seq = ctl[SEQ_BACK]
+    wq_insert(st, rid, prio, seq, arrival)
+
+
+def wq_insert(st, rid, prio, seq, arrival):
+    """Put ``rid`` into the heap with its key (priority, insertion, arrival)."""
+    ctl = st.ctl
     # Sift up from a new last entry (the free slot at ``n`` holds the new key for comparisons).
     n = ctl[WQ_LEN]
     ctl[WQ_LEN] = n + 1
@@ -93,6 +99,28 @@ def wq_pop(st):
             _swap(st, i, c)
             i = c
     return rid
+
+
+def wq_set_aside(st, k):
+    """Take the first waiting request off the heap and keep it, with its key, as the ``k``-th set
+    aside in this step: at the far end of the heap's arrays, which the heap (only shrinking while
+    requests are admitted, and holding with them no more than the arrays hold) does not reach."""
+    wq, wk, wa = st.wq, st.wk, st.wa
+    rid, prio, seq, arrival = wq[0], wk[0, 0], wk[0, 1], wa[0]
+    wq_pop(st)
+    top = wq.shape[0] - 1 - k
+    wq[top] = rid
+    wk[top, 0] = prio
+    wk[top, 1] = seq
+    wa[top] = arrival
+
+
+def wq_restore(st, n):
+    """Put the ``n`` requests set aside back into the heap with their keys (their places). The last
+    set aside first: the heap grows towards them from below, and reaches only those already back."""
+    for k in range(n - 1, -1, -1):
+        top = st.wq.shape[0] - 1 - k
+        wq_insert(st, st.wq[top], st.wk[top, 0], st.wk[top, 1], st.wa[top])
 
 
 def sw_push(st, rid):

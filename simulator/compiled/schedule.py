@@ -9,6 +9,7 @@ applies the tokens, writes the step's log row and returns the step's duration fr
 
 from __future__ import annotations
 
+from simulator.compiled.adapters import lora_stop, lora_users
 from simulator.compiled.layout import (
     AB_N,
     ABORT_ON_FULL,
@@ -30,6 +31,7 @@ from simulator.compiled.layout import (
     I_EXTERNAL,
     I_GLEN,
     I_GROUP,
+    I_LORA,
     I_NCOMP,
     I_NTOK,
     I_RECOMP,
@@ -46,6 +48,10 @@ from simulator.compiled.layout import (
     L_WAITING,
     LAZY,
     LAZY_SUM,
+    LORA_ACTIVE,
+    LORA_STEP_DISK,
+    LORA_STEP_LOADS,
+    MAX_LORAS,
     MAX_SEQS,
     N_RUN,
     N_SAMPLED,
@@ -102,7 +108,7 @@ from simulator.compiled.pool import (
     take_row,
     touch,
 )
-from simulator.compiled.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push
+from simulator.compiled.queues import sw_peek, sw_pop, sw_push, wq_peek, wq_pop, wq_push, wq_restore, wq_set_aside
 from simulator.compiled.trace import record
 from simulator.cost import step_time
 from simulator.rules import (
@@ -131,6 +137,7 @@ from simulator.rules import (
     hashed_blocks,
     later_victim,
     long_prefill_cap,
+    lora_skipped,
     made_progress,
     new_blocks,
     preemption_kind,
@@ -146,6 +153,8 @@ def schedule(st, t):
     budget = cfg[BUDGET]
     cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
     ctl[PREEMPTED] = 0
+    ctl[LORA_STEP_LOADS] = 0
+    ctl[LORA_STEP_DISK] = 0
     st.fctl[SWAP_BYTES] = 0.0
     _explicit_if_budget_binds(st, cap, budget)
     budget = _schedule_running(st, t, cap, budget)
@@ -266,6 +275,7 @@ def _preempt(st, v, j, t):
     rid = slots[v, S_RID]
     st.req_i32[rid, I32_PREEMPT] += 1
     ctl[PREEMPTED] += 1
+    lora_stop(st, rid)
     nblk = slots[v, S_NBLK]
     row = slots[v, S_ROW]
     nfull = hashed_blocks(slots[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
@@ -337,8 +347,15 @@ def _admit(st, t, cap, budget):
     """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
     ctl, cfg, req_i64, blocks = st.ctl, st.cfg, st.req_i64, st.blocks
     bs = cfg[BS]
+    aside = 0  # passed over for their adapter (multi-LoRA), put back at their places after
     while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
         rid = wq_peek(st)
+        if cfg[MAX_LORAS] != 0 and lora_skipped(
+            req_i64[rid, I_LORA], lora_users(st, rid), ctl[LORA_ACTIVE], cfg[MAX_LORAS]
+        ):
+            wq_set_aside(st, aside)
+            aside += 1
+            continue
         ntok = req_i64[rid, I_NTOK]
         nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
         evictable = 0  # free now, taken by the hit
@@ -367,6 +384,7 @@ def _admit(st, t, cap, budget):
         if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
+    wq_restore(st, aside)
 
 
 def _apply(st, t):
@@ -413,6 +431,9 @@ def _apply(st, t):
         st.fctl[SWAP_BYTES],
         work[W_SINGLE],
         work[W_DRAFTS],
+        ctl[LORA_ACTIVE],
+        ctl[LORA_STEP_LOADS],
+        ctl[LORA_STEP_DISK],
     )
     ctl[N_SAMPLED] = work[W_SAMPLED]
     stage, row = st.stage, ctl[STAGE_N]

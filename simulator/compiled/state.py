@@ -45,6 +45,7 @@ def new_state(
     conf[L.SPEC_K] = cfg.spec_tokens
     conf[L.SPEC_LOOK] = cfg.spec_lookahead
     conf[L.SPEC_SEED] = cfg.spec_seed
+    conf[L.MAX_LORAS] = cfg.max_loras
     at_least = np.zeros(SPEC_MAX_TOKENS)
     at_least[: len(cfg.spec_accept_at_least)] = cfg.spec_accept_at_least
     ctl[L.STOP_AFTER] = -1
@@ -93,6 +94,9 @@ def new_state(
         buf=np.zeros((2, n), np.int64),
         hits=np.zeros(n + 1, np.int64),
         work=np.zeros(N_WORK, np.int64),
+        lora_gpu=np.full((2, max(cfg.max_loras, 1)), -1, np.int64),
+        lora_cpu=np.full((2, max(cfg.max_cpu_loras, 1)), -1, np.int64),
+        lora_running=np.zeros(1, np.int64),
     )
 
 

@@ -9,6 +9,7 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 
 from __future__ import annotations
 
+from simulator.compiled.adapters import lora_stop
 from simulator.compiled.layout import (
     AB_N,
     BS,
@@ -230,6 +231,7 @@ def update(st, t):
                 record(st, t, TR_FINISHED, rid, 0)
                 _ended(st, rid)
                 nfinished += 1
+                lora_stop(st, rid)
                 slots[s, S_RID] = -1
                 unmark(bits, 0, s)
                 ctl[N_RUN] -= 1

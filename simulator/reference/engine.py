@@ -92,6 +92,12 @@ class ReferenceEngine(Engine):
     def trace_events(self) -> np.ndarray:
         return np.array(self._events_log, np.float64).reshape(-1, 4)
 
+    def _new_adapter(self, adapter: int) -> None:
+        self.sched.add_adapter(adapter)
+
+    def lora_counts(self) -> list[int]:
+        return list(self.sched.lora_loads)
+
     def spec_counts(self) -> list[int]:
         return [*self.sched.spec_counts, *self.sched.spec_accepted_per_pos]
 

@@ -106,6 +106,18 @@ class WaitingQueue:
     def pop(self) -> int:
         return heapq.heappop(self._heap).rid if self.priority else self._fifo.popleft()
 
+    def pop_entry(self) -> _Queued | int:
+        """Take the first request off with its place in the queue (``restore`` puts it back there)."""
+        return heapq.heappop(self._heap) if self.priority else self._fifo.popleft()
+
+    def restore(self, entries: list) -> None:
+        """Put back, at the places they had, requests taken off with ``pop_entry`` (in that order)."""
+        if self.priority:
+            for e in entries:
+                heapq.heappush(self._heap, e)
+        else:
+            self._fifo.extendleft(reversed(entries))
+
 
 class Scheduler:
     def __init__(self, cfg: SchedulerConfig, reqs: RequestTable, kv: KVCacheManager) -> None:
@@ -124,6 +136,14 @@ class Scheduler:
         # and accepted per draft position
         self.spec_counts = [0, 0, 0]
         self.spec_accepted_per_pos = [0] * cfg.spec_tokens
+        # Multi-LoRA: the adapters in GPU slots and in host memory (rows: adapter, last use), running
+        # requests per adapter, adapters in use, adapters loaded (into a GPU slot, from storage).
+        self.lora_gpu = np.full((2, max(cfg.max_loras, 1)), -1, np.int64)
+        self.lora_cpu = np.full((2, max(cfg.max_cpu_loras, 1)), -1, np.int64)
+        self.lora_running = np.zeros(0, np.int64)
+        self.lora_active = 0
+        self.lora_loads = [0, 0]
+        self._steps = 0
 
     @property
     def num_waiting(self) -> int:
@@ -150,6 +170,7 @@ class Scheduler:
         self._new: list[int] = []
         self._resumed: list[int] = []
         self._hits: list[tuple[int, int]] = []
+        self._loads = [0, 0]  # adapters loaded in this step: into a GPU slot, from storage
         before = {}
 
         # Running requests, in order.
@@ -222,6 +243,7 @@ class Scheduler:
         self.num_preemptions += 1
         self._preempted.append(rid)
         self.drafts.pop(rid, None)
+        self._lora_stop(rid)
         nblk = int(R.num_blocks[rid])
         held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
         R.num_blocks[rid] = 0
@@ -280,8 +302,15 @@ class Scheduler:
     def _admit(self, now: float, before: dict) -> None:
         """New and preempted requests in queue order; the first that does not fit stops admission."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        skipped: list = []
         while self.waiting and self._budget > 0 and len(self.running) < cfg.max_num_seqs:
             rid = self.waiting.peek()
+            lora = int(R.lora[rid])
+            if cfg.max_loras and rules.lora_skipped(
+                lora, int(self.lora_running[lora]) if lora >= 0 else 0, self.lora_active, cfg.max_loras
+            ):
+                skipped.append(self.waiting.pop_entry())
+                continue
             ntok = int(R.num_tokens[rid])
             hits = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
             nh = len(hits)
@@ -306,10 +335,37 @@ class Scheduler:
             self._start(rid)
             self._run(rid, a, m, nc)
             before[rid] = nc
+        if skipped:
+            self.waiting.restore(skipped)
 
     def _start(self, rid: int) -> None:
         self.reqs.status[rid] = RUNNING
         self.running.append(rid)
+        a = int(self.reqs.lora[rid])
+        if a >= 0 and self.cfg.max_loras:
+            run = self.lora_running
+            if run[a] == 0:
+                self.lora_active += 1
+            run[a] += 1
+            for k, cache in ((1, self.lora_cpu), (0, self.lora_gpu)):  # from storage, then into a slot
+                loaded = rules.lora_cache_use(cache, a, self._steps, run)
+                self._loads[k] += loaded
+                self.lora_loads[k] += loaded
+
+    def _lora_stop(self, rid: int) -> None:
+        """A request stops running (finished or preempted): its adapter has one user fewer."""
+        a = int(self.reqs.lora[rid])
+        if a >= 0 and self.cfg.max_loras:
+            self.lora_running[a] -= 1
+            if self.lora_running[a] == 0:
+                self.lora_active -= 1
+
+    def add_adapter(self, adapter: int) -> None:
+        """Room for requests that ask for ``adapter``."""
+        if adapter >= len(self.lora_running):
+            grown = np.zeros(max(2 * len(self.lora_running), adapter + 1), np.int64)
+            grown[: len(self.lora_running)] = self.lora_running
+            self.lora_running = grown
 
     def _plan(self, before: dict) -> StepPlan:
         """Apply the step's tokens to the requests and sum up its work."""
@@ -335,7 +391,8 @@ class Scheduler:
             if real > hwm:
                 R.computed_hwm[rid] = real
             rules.add_request(w, a, nc, ntok, d)
-        work = StepWork.of(w, self._swap_bytes)
+        self._steps += 1
+        work = StepWork.of(w, self._swap_bytes, self.lora_active, self._loads[0], self._loads[1])
         return StepPlan(
             rids=rids,
             num_new=num_new,
@@ -420,6 +477,7 @@ class Scheduler:
                 R.finish[rid] = shown
                 R.num_blocks[rid] = 0
                 self.drafts.pop(rid, None)
+                self._lora_stop(rid)
                 finished.append(rid)
             elif k:
                 self.drafts[rid] = k
