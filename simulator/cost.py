@@ -709,20 +709,7 @@ class CostModel:
 
     def step_time(self, w: StepWork) -> float:
         """Seconds one engine step takes."""
-        return step_time(
-            self.params,
-            w.num_seqs,
-            w.num_tokens,
-            w.context_tokens,
-            w.attn_pairs,
-            w.num_sampled,
-            w.swap_bytes,
-            w.single_row_context,
-            w.num_draft_tokens,
-            w.num_loras,
-            w.lora_loads,
-            w.lora_disk_loads,
-        )
+        return work_time(self.params, w)
 
     def with_execution(self, x: Execution) -> CostModel:
         """The same model, GPU and factors, run as ``x`` says (no front-end)."""
@@ -825,20 +812,25 @@ class ConstantCost:
         self.params = np.concatenate([np.array([p[name] for name in PARAMS], np.float64), np.zeros(DRAFT)])
 
     def step_time(self, w: StepWork) -> float:
-        return step_time(
-            self.params,
-            w.num_seqs,
-            w.num_tokens,
-            w.context_tokens,
-            w.attn_pairs,
-            w.num_sampled,
-            w.swap_bytes,
-            w.single_row_context,
-            w.num_draft_tokens,
-            w.num_loras,
-            w.lora_loads,
-            w.lora_disk_loads,
-        )
+        return work_time(self.params, w)
+
+
+def work_time(cp, w: StepWork) -> float:
+    """``step_time`` of the step ``w`` describes, with the constants ``cp``."""
+    return step_time(
+        cp,
+        w.num_seqs,
+        w.num_tokens,
+        w.context_tokens,
+        w.attn_pairs,
+        w.num_sampled,
+        w.swap_bytes,
+        w.single_row_context,
+        w.num_draft_tokens,
+        w.num_loras,
+        w.lora_loads,
+        w.lora_disk_loads,
+    )
 
 
 def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
