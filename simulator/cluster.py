@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from itertools import zip_longest
 from typing import Any, cast
 
 import numpy as np
@@ -268,12 +269,9 @@ class Cluster:
         return [sum(c) for c in zip(*(r.engine.lora_counts() for r in self.replicas))]
 
     def spec_counts(self) -> list[int]:
-        """The replicas' speculative-decoding counters, summed (position by position)."""
-        out: list[int] = []
-        for r in self.replicas:
-            c = r.engine.spec_counts()
-            out = [a + b for a, b in zip(out, c)] + c[len(out) :] if out else c
-        return out
+        """The replicas' speculative-decoding counters, summed (position by position: replica groups
+        may propose different numbers of drafts)."""
+        return [sum(c) for c in zip_longest(*(r.engine.spec_counts() for r in self.replicas), fillvalue=0)]
 
     @property
     def log(self) -> ClusterLog:

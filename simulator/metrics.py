@@ -198,7 +198,9 @@ def summarize(result) -> dict:
     if sc.engine.enable_lora:
         loads, disk = result.engine.lora_counts()
         s["lora"] = {"adapter_loads": loads, "adapter_loads_from_storage": disk}
-    if sc.engine.speculative_config.method != "none":
+    from simulator import speculative  # not at the top: the plot-drawing child imports this module
+
+    if speculative.enabled(sc.engine.speculative_config):
         s["spec_decode"] = spec_decode_summary(result.engine.spec_counts())
     if sc.slo is not None:
         ok = fin.copy()
