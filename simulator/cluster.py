@@ -268,6 +268,10 @@ class Cluster:
         """The replicas' LoRA adapter loads, summed."""
         return [sum(c) for c in zip(*(r.engine.lora_counts() for r in self.replicas))]
 
+    def host_counts(self) -> list[int]:
+        """The replicas' KV-offloading loads and writes (blocks), summed."""
+        return [sum(c) for c in zip(*(r.engine.host_counts() for r in self.replicas))]
+
     def spec_counts(self) -> list[int]:
         """The replicas' speculative-decoding counters, summed (position by position: replica groups
         may propose different numbers of drafts)."""

@@ -208,11 +208,26 @@ class EngineConfig:
     max_cpu_loras: Union[int, None] = F(
         None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1
     )
+    kv_offloading_size: float = F(
+        0.0,
+        "host memory holding offloaded KV blocks, all GPUs together: a second tier of the prefix cache, written as blocks are computed, read back over the host link on a hit (0: off)",
+        "GiB",
+        vllm="--kv-offloading-size",
+        ge=0.0,
+    )
 
     def __post_init__(self) -> None:
         if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
             raise ConfigError(
                 f"engine.max_cpu_loras must be >= engine.max_loras ({self.max_loras}), as vLLM requires (got {self.max_cpu_loras})"
+            )
+        if self.kv_offloading_size and not self.enable_prefix_caching:
+            raise ConfigError(
+                f"engine.kv_offloading_size: the host tier extends the prefix cache, so it needs engine.enable_prefix_caching (got {self.kv_offloading_size:g} GiB with caching off)"
+            )
+        if self.kv_offloading_size and self.preemption_mode == "swap":
+            raise ConfigError(
+                f"engine.preemption_mode: swap is vLLM V0's; KV offloading is V1's connector: use recompute with engine.kv_offloading_size (got swap with {self.kv_offloading_size:g} GiB)"
             )
         if self.enable_lora and self.preemption_mode == "swap":
             raise ConfigError(

@@ -329,6 +329,10 @@ class Engine:
         """Adapters put into GPU slots, and read from storage into host memory, so far."""
         raise NotImplementedError
 
+    def host_counts(self) -> list[int]:
+        """KV offloading: blocks loaded from the host tier into the GPU, and written to it, so far."""
+        raise NotImplementedError
+
     def spec_counts(self) -> list[int]:
         """vLLM's speculative-decoding counters so far: verifications with drafts, drafts verified,
         drafts accepted, then those accepted at each draft position."""

@@ -133,6 +133,23 @@ def mean_itl(c: dict[str, np.ndarray]) -> float:
     return float((c["last_token"][m] - c["first_token"][m]).sum()) / n if n else float("nan")
 
 
+def kv_offload_summary(result, c: dict, measured: np.ndarray) -> dict:
+    """KV offloading: the prefix-cache hit rate split by tier (vLLM's ``prefix_cache_hits`` and the
+    connector's ``external_prefix_cache_hits``, over the same prompt tokens), and the blocks moved."""
+    prompt = max(float(c["prompt_len"][measured].sum()), 1.0)
+    host = float(c["host_cached_tokens"][measured].sum())
+    hits = float(np.maximum(c["cached_tokens"][measured], 0).sum())
+    loaded, stored = result.engine.host_counts()
+    gib = result.memory.block_bytes * result.scenario.hardware.tensor_parallel_size / 2**30
+    return {
+        "host_blocks": result.sched_cfg.host_blocks,
+        "gpu_hit_rate": (hits - host) / prompt,
+        "host_hit_rate": host / prompt,
+        "loaded_gib": loaded * gib,
+        "stored_gib": stored * gib,
+    }
+
+
 def summarize(result) -> dict:
     sc = result.scenario
     t0 = sc.run.warmup_s
@@ -198,6 +215,8 @@ def summarize(result) -> dict:
     if sc.engine.enable_lora:
         loads, disk = result.engine.lora_counts()
         s["lora"] = {"adapter_loads": loads, "adapter_loads_from_storage": disk}
+    if sc.engine.kv_offloading_size:
+        s["kv_offload"] = kv_offload_summary(result, c, measured)
     from simulator import speculative  # not at the top: the plot-drawing child imports this module
 
     if speculative.enabled(sc.engine.speculative_config):

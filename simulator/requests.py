@@ -30,6 +30,7 @@ _FIELDS: dict[str, tuple[type, float]] = {
     "computed_hwm": (np.int64, 0),  # most tokens ever computed (for counting recomputation)
     "num_blocks": (np.int64, 0),  # blocks held on the GPU (== ceil(num_computed / block_size))
     "cached_tokens": (np.int64, -1),  # prefix-cache hit tokens at first admission
+    "host_cached_tokens": (np.int64, 0),  # of them, those found in the host tier (KV offloading)
     "preemptions": (np.int32, 0),
     "recomputed": (np.int64, 0),
     "swapped_bytes": (np.float64, 0.0),
@@ -64,6 +65,7 @@ ROW_LAYOUT: dict[type, tuple[str, ...]] = {
         "client_class",
         "external",
         "lora",
+        "host_cached_tokens",
     ),
     np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"),
     np.int32: ("preemptions", "priority"),
@@ -105,6 +107,7 @@ class RequestTable:
     computed_hwm: np.ndarray
     num_blocks: np.ndarray
     cached_tokens: np.ndarray
+    host_cached_tokens: np.ndarray
     preemptions: np.ndarray
     recomputed: np.ndarray
     swapped_bytes: np.ndarray

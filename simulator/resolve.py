@@ -255,6 +255,8 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         **spec_settings(sc),
         max_loras=e.max_loras if e.enable_lora else 0,
         max_cpu_loras=(e.max_cpu_loras or e.max_loras) if e.enable_lora else 0,
+        # vLLM's --kv-offloading-size is all ranks' host memory together; each rank holds its shard.
+        host_blocks=int(e.kv_offloading_size * GIB // (block_bytes * sc.hardware.tensor_parallel_size)),
     )
 
 

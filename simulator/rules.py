@@ -44,6 +44,8 @@ class SchedulerConfig:
     # Multi-LoRA (0: off): adapters a step may serve (GPU slots), and adapters kept in host memory.
     max_loras: int = 0
     max_cpu_loras: int = 0
+    # KV offloading (0: off): KV blocks the host tier of the prefix cache holds (simulator.host_tier).
+    host_blocks: int = 0
 
 
 def kv_usage(num_free, num_blocks):
@@ -246,6 +248,13 @@ def fills_group_blocks(group, group_len, num_computed):
     """Whether scheduling a request's tokens from ``num_computed`` on may fill blocks of its shared
     prefix: those are indexed as soon as they fill (any request of the group may look them up)."""
     return group >= 0 and num_computed < group_len
+
+
+def writes_chunk(num_computed, num_tokens):
+    """Whether a scheduled request writes its full blocks to the host tier (KV offloading) after this
+    step: a prefill chunk does; a decode step does not (its blocks are written when the request
+    releases them, ``simulator.host_tier``)."""
+    return num_computed + 1 < num_tokens
 
 
 def group_blocks_below(group, group_len, upto_tokens, block_size):

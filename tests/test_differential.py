@@ -167,6 +167,28 @@ CASES = {
             "workload.lora={adapters: 6}",
         ],
     ),
+    # KV offloading: sessions whose histories overflow a small GPU pool into a host tier that
+    # holds part of them (writes, evictions, loads), with a shared prefix and preemption.
+    "offload_sessions": (
+        "scenarios/workload_chat_sessions.yaml",
+        [
+            "run.duration_s=40",
+            "engine.num_gpu_blocks_override=1500",
+            "engine.kv_offloading_size=3",
+            "workload.arrival.concurrency=48",
+            "workload.arrival.schedule={20: 160}",
+            "workload.session.think_time_s=1",
+        ],
+    ),
+    "offload_priority_preemption": (
+        C1200,
+        [
+            *SMALL,
+            "engine.kv_offloading_size=0.5",
+            "engine.scheduling_policy=priority",
+            "workload.shared_prefix={num_groups: 2, tokens: 200}",
+        ],
+    ),
     "spec_mtp_moe_priority": (
         "benchmarks/scenarios/poisson_short.yaml",
         [
@@ -234,6 +256,8 @@ def _random_scenario(d: dict, kernel: str):
         workload["lora"] = d["lora"]
     if d["classes"]:  # two priority classes sharing the arrival stream
         workload["classes"] = {"urgent": {"weight": 1, "priority": 0}, "batch": {"weight": 2, "priority": 3}}
+    # LoRA's rule and KV offloading are V1's: recompute preemption with them
+    mode = "recompute" if d["lora"] or d["offload_gb"] else d["preemption"]
     return scenario_from_dict(
         {
             "model": "llama-3.1-8b",
@@ -248,7 +272,7 @@ def _random_scenario(d: dict, kernel: str):
                 "long_prefill_token_threshold": d["thr"],
                 "max_model_len": 4096,
                 "scheduling_policy": d["policy"],
-                "preemption_mode": "recompute" if d["lora"] else d["preemption"],  # LoRA's rule is V1's
+                "preemption_mode": mode,
                 "swap_space_gb": d["swap_gb"],
                 "on_swap_full": d["on_swap_full"],
                 "vllm_version": d["version"],
@@ -258,6 +282,7 @@ def _random_scenario(d: dict, kernel: str):
                 "enable_lora": d["lora"] is not None,
                 "max_loras": d["max_loras"],
                 "max_cpu_loras": d["max_loras"] + d["cpu_extra"],
+                "kv_offloading_size": d["offload_gb"] if d["caching"] and mode == "recompute" else 0.0,
             },
             "frontend": {
                 "enabled": d["api_servers"] > 0,
@@ -314,6 +339,8 @@ def _random_scenario(d: dict, kernel: str):
             ),
             "max_loras": st.sampled_from([1, 2, 8]),
             "cpu_extra": st.sampled_from([0, 1, 30]),
+            # KV offloading's host tier: none, a block or two (bs 16), tens to hundreds of blocks
+            "offload_gb": st.sampled_from([0.0, 0.0, 0.003, 0.05, 1.0]),
             "spec": st.sampled_from(
                 [
                     {},

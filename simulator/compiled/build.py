@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from simulator import cost, frontend, rules
+from simulator import cost, frontend, host_tier, rules
 from simulator.compiled import adapters, layout, lazy, pool, queues, schedule, state, text, trace, update
 
-MODULES = (rules, cost, frontend, trace, pool, queues, adapters, lazy, schedule, update, text)
+MODULES = (rules, cost, frontend, host_tier, trace, pool, queues, adapters, lazy, schedule, update, text)
 SOURCES = (*MODULES, layout, state, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {

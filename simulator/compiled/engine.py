@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 import simpy
 
-from simulator import compiled
+from simulator import compiled, host_tier
 from simulator.compiled import layout as L
 from simulator.compiled.state import new_state
 from simulator.engine import Engine, SimulationStalled
@@ -89,9 +89,8 @@ class CompiledEngine(Engine):
         if total > self._widest:
             self._widen(total)
         if group >= len(self.st.groups):
-            groups = np.full((max(2 * len(self.st.groups), group + 1), 2), -1, np.int64)
-            groups[: len(self.st.groups)] = self.st.groups
-            self.st = self.st._replace(groups=groups)
+            n = max(2 * len(self.st.groups), group + 1)
+            self.st = self.st._replace(groups=_grown(self.st.groups, n), host_grp=_grown(self.st.host_grp, n))
         if content_key >= 0:  # a session's turn: its own content is the session's
             key = self._keys.setdefault(content_key, rid)
             if key != rid:
@@ -111,10 +110,10 @@ class CompiledEngine(Engine):
         """Per-request rows for ``n`` requests (as many as the request tables hold)."""
         req_extra = self.st.req_extra
         if n > len(req_extra):
-            grown = np.full((max(len(self.reqs.status), n), L.N_X), -1, np.int64)
-            grown[:, L.X_SWAPPED] = 0
-            grown[: len(req_extra)] = req_extra
-            self.st = self.st._replace(req_extra=grown)
+            rows = max(len(self.reqs.status), n)
+            grown = _grown(req_extra, rows)
+            grown[len(req_extra) :, L.X_SWAPPED] = 0
+            self.st = self.st._replace(req_extra=grown, host_own=_grown(self.st.host_own, rows))
 
     def _make_room(self, n: int) -> None:
         """Room for the ``n`` requests submitted so far, before the compiled step queues the new ones."""
@@ -248,6 +247,10 @@ class CompiledEngine(Engine):
     def lora_counts(self) -> list[int]:
         return [int(self.st.ctl[L.LORA_LOADS]), int(self.st.ctl[L.LORA_DISK_LOADS])]
 
+    def host_counts(self) -> list[int]:
+        hc = self.st.host_ctl
+        return [int(hc[host_tier.HC_LOADED]), int(hc[host_tier.HC_STORED])]
+
     def spec_counts(self) -> list[int]:
         ctl = self.st.ctl
         return [int(v) for v in ctl[[L.SPEC_N, L.SPEC_DRAFTS, L.SPEC_ACC]]] + [
@@ -264,3 +267,10 @@ class CompiledEngine(Engine):
                 break
             waiting += self.reqs.status[rid] == WAITING and not self._too_long(rid)
         return int(ctl[L.N_RUN]), waiting, int(ctl[L.SW_LEN]), int(ctl[L.FREE])
+
+
+def _grown(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` (int64, -1 for nothing) with ``rows`` rows, the new ones -1."""
+    out = np.full((rows, a.shape[1]), -1, np.int64)
+    out[: len(a)] = a
+    return out

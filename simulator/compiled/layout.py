@@ -57,6 +57,9 @@ State = namedtuple(
         "lora_gpu",
         "lora_cpu",  # LoRA adapters in GPU slots and in host memory (rows: adapter, last use)
         "lora_running",  # running requests per LoRA adapter
+        "host_own",
+        "host_grp",
+        "host_ctl",  # KV offloading's host tier (simulator.host_tier): per own-content key, per group, scalars
     ],
 )
 
@@ -153,7 +156,21 @@ N_CP = C_AT_LEAST + SPEC_MAX_TOKENS
 # ---- the request records' columns (RequestTable.tables, row-major per dtype) -----------------------
 # Column prefixes name the array: I_ req_i64, F_ req_f64, I32_ req_i32; X_ req_extra, B_ blocks, S_ slots.
 _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
-I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_GLEN, I_EXTERNAL, I_LORA = (
+(
+    I_NTOK,
+    I_NCOMP,
+    I_NOUT,
+    I_MAXT,
+    I_HWM,
+    I_NBLK,
+    I_CACHED,
+    I_RECOMP,
+    I_GROUP,
+    I_GLEN,
+    I_EXTERNAL,
+    I_LORA,
+    I_HOST_CACHED,
+) = (
     _I.index(c)
     for c in (
         "num_tokens",
@@ -168,6 +185,7 @@ I_NTOK, I_NCOMP, I_NOUT, I_MAXT, I_HWM, I_NBLK, I_CACHED, I_RECOMP, I_GROUP, I_G
         "group_len",
         "external",
         "lora",
+        "host_cached_tokens",
     )
 )
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (

@@ -35,6 +35,9 @@ from simulator.compiled.layout import (
     X_OHEAD,
     X_OTAIL,
 )
+from simulator.host_tier import HC_CAP, HC_LOADED
+from simulator.host_tier import lookup as host_tier_lookup
+from simulator.host_tier import store as host_tier_store
 from simulator.rules import group_blocks, group_blocks_below, hit_limit
 
 COLD = ("_compact",)  # not inlined (see build.py)
@@ -150,6 +153,38 @@ def lookup(st, rid, num_tokens):
     return nh
 
 
+# ---- the host tier (KV offloading: simulator.host_tier) ---------------------------------------------
+def _host_keys(st, rid):
+    """The host tier's keys of a request's own content and of its group (-1: none)."""
+    g = st.req_i64[rid, I_GROUP]
+    return own_key(st, rid), (-2 - g if g >= 0 else -1)
+
+
+def host_lookup(st, rid, num_tokens, gpu_hits):
+    """Leading blocks of a waiting request found on the host tier after its ``gpu_hits`` GPU hits."""
+    if st.host_ctl[HC_CAP] == 0:
+        return 0
+    own, grp = _host_keys(st, rid)
+    bs = st.cfg[BS]
+    n_group = group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], bs)
+    return host_tier_lookup(
+        st.host_own, st.host_grp, st.host_ctl, own, grp, gpu_hits, n_group, hit_limit(num_tokens, bs)
+    )
+
+
+def host_loaded(st, blocks):
+    st.host_ctl[HC_LOADED] += blocks
+
+
+def host_write(st, rid, full_blocks):
+    """Write a request's first ``full_blocks`` blocks to the host tier (if there is one)."""
+    if st.host_ctl[HC_CAP] == 0:
+        return
+    own, grp = _host_keys(st, rid)
+    n_group = group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], st.cfg[BS])
+    host_tier_store(st.host_own, st.host_grp, st.host_ctl, own, grp, n_group, full_blocks)
+
+
 # ---- the free queue -----------------------------------------------------------------------------------
 def take_row(st):
     """A block-table row for a request that starts running."""
@@ -204,10 +239,12 @@ def _compact(st, front, back):
     ctl[Q_TAIL] = nh + live
 
 
-def release_table(st, row, nblocks, nfull):
-    """Release the ``nblocks`` blocks of the table in ``row``, tail first: those nobody holds any
-    more go to the head of the free queue (the first released first) unless they are full blocks
-    with caching on (below ``nfull``: they carry a hash), which go to the tail. The row is freed."""
+def release_table(st, rid, row, nblocks, nfull):
+    """Release request ``rid``'s ``nblocks`` blocks, of the table in ``row``, tail first: those nobody
+    holds any more go to the head of the free queue (the first released first) unless they are full
+    blocks with caching on (below ``nfull``: they carry a hash), which go to the tail. The row is
+    freed. With KV offloading, its full blocks are written to the host tier."""
+    host_write(st, rid, nfull)
     blocks, buf, queue, ctl = st.blocks, st.buf, st.queue, st.ctl
     caching = st.cfg[CACHING] != 0
     nf = 0

@@ -31,6 +31,7 @@ from simulator.compiled.layout import (
     I_EXTERNAL,
     I_GLEN,
     I_GROUP,
+    I_HOST_CACHED,
     I_LORA,
     I_NCOMP,
     I_NTOK,
@@ -102,6 +103,9 @@ from simulator.compiled.lazy import (
 from simulator.compiled.pool import (
     cache_group_blocks,
     cache_own_blocks,
+    host_loaded,
+    host_lookup,
+    host_write,
     lookup,
     release_table,
     take_blocks,
@@ -142,6 +146,7 @@ from simulator.rules import (
     new_blocks,
     preemption_kind,
     recomputed,
+    writes_chunk,
 )
 
 COLD = ("_unschedule_after", "_victim", "_preempt", "_swap_in")  # not inlined (see build.py)
@@ -282,7 +287,7 @@ def _preempt(st, v, j, t):
     slots[v, S_NBLK] = 0
     kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
     if kind == PRE_SWAPPED_OUT:
-        release_table(st, row, nblk, nfull)
+        release_table(st, rid, row, nblk, nfull)
         ctl[SWAP_USED] += nblk
         st.req_extra[rid, X_SWAPPED] = nblk
         _swap_traffic(st, rid, nblk)
@@ -290,7 +295,7 @@ def _preempt(st, v, j, t):
         sw_push(st, rid)
         record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
     elif kind == PRE_ABORTED:
-        release_table(st, row, nblk, nfull)
+        release_table(st, rid, row, nblk, nfull)
         st.status[rid] = ABORTED
         st.req_f64[rid, F_FIN] = t
         st.ab[ctl[AB_N]] = rid
@@ -298,7 +303,7 @@ def _preempt(st, v, j, t):
         record(st, t, TR_PREEMPTED, rid, PRE_ABORTED)
     else:
         cache_own_blocks(st, rid, row, nfull)
-        release_table(st, row, nblk, nfull)
+        release_table(st, rid, row, nblk, nfull)
         slots[v, S_NCOMP] = 0
         st.status[rid] = WAITING
         wq_push(st, rid, True)
@@ -362,7 +367,8 @@ def _admit(st, t, cap, budget):
         for k in range(nh):
             if blocks[st.hits[k], B_REF] == 0:
                 evictable += 1
-        nc = admitted_computed(nh, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
+        nx = host_lookup(st, rid, ntok, nh)  # loaded into new blocks (KV offloading)
+        nc = admitted_computed(nh + nx, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
         a = chunk(ntok, nc, cap, budget)
         m = new_blocks(nc, a, nh, bs)
         if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
@@ -375,6 +381,7 @@ def _admit(st, t, cap, budget):
         take_blocks(st, row, nh, m)
         if req_i64[rid, I_CACHED] < 0:  # first admission
             req_i64[rid, I_CACHED] = nc
+            req_i64[rid, I_HOST_CACHED] = nx * bs
             st.req_f64[rid, F_FSCHED] = t
             record(st, t, TR_NEW, rid, nc)
         else:
@@ -383,6 +390,11 @@ def _admit(st, t, cap, budget):
         start_slot(st, rid, nc, nh + m, a, row)
         if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
+        if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
+            st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
+            host_loaded(st, nx)
+            if req_i64[rid, I_GROUP] >= 0:
+                cache_group_blocks(st, rid, row, nc)
         budget -= a
     wq_restore(st, aside)
 
@@ -416,6 +428,8 @@ def _apply(st, t):
             if real > h:
                 slots[s, S_HWM] = real
             add_request(work, a, before, slots[s, S_NTOK], d)
+            if writes_chunk(before, slots[s, S_NTOK]):
+                host_write(st, slots[s, S_RID], real // st.cfg[BS])
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator import host_tier
 from simulator.compiled import layout as L
 from simulator.requests import RequestTable
 from simulator.rules import N_WORK, SPEC_MAX_TOKENS, SchedulerConfig
@@ -60,6 +61,9 @@ def new_state(
     ctl[L.ROWS_FREE] = seats
     req_extra = np.full((len(reqs.status), L.N_X), -1, np.int64)
     req_extra[:, L.X_SWAPPED] = 0
+    host_ctl = np.zeros(host_tier.N_HC, np.int64)
+    host_ctl[host_tier.HC_CAP] = cfg.host_blocks
+    host_ctl[host_tier.HC_LRU] = host_ctl[host_tier.HC_MRU] = -1
     T = reqs.tables
     wcap = 2 * seats + 64
     return L.State(
@@ -97,6 +101,9 @@ def new_state(
         lora_gpu=np.full((2, max(cfg.max_loras, 1)), -1, np.int64),
         lora_cpu=np.full((2, max(cfg.max_cpu_loras, 1)), -1, np.int64),
         lora_running=np.zeros(1, np.int64),
+        host_own=np.full((len(reqs.status), host_tier.N_H), -1, np.int64),
+        host_grp=np.full((8, host_tier.N_H), -1, np.int64),
+        host_ctl=host_ctl,
     )
 
 

@@ -223,7 +223,7 @@ def update(st, t):
                 nfull = hashed_blocks(slots[s, S_NCOMP], bs, cfg[CACHING] != 0)
                 if cfg[CACHE_FINISHED] != 0:
                     cache_own_blocks(st, rid, slots[s, S_ROW], nfull)
-                release_table(st, slots[s, S_ROW], slots[s, S_NBLK], nfull)
+                release_table(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
                 slots[s, S_NBLK] = 0
                 write_back(st, s)
                 st.status[rid] = FINISHED

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator import events as E
-from simulator import rules
+from simulator import host_tier, rules
 from simulator.engine import Engine, SimulationStalled
 from simulator.frontend import delivered
 from simulator.reference.block_pool import BlockPool
@@ -21,7 +21,9 @@ from simulator.simtime import TimeoutAt
 class ReferenceEngine(Engine):
     def __init__(self, env, cfg, num_gpu_blocks, cost, reqs, **kw) -> None:
         pool = BlockPool(num_gpu_blocks)
-        self.sched = Scheduler(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching))
+        self.sched = Scheduler(
+            cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks)
+        )
         self._events_log: list[tuple[float, int, int, int]] = []
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
@@ -97,6 +99,10 @@ class ReferenceEngine(Engine):
 
     def lora_counts(self) -> list[int]:
         return list(self.sched.lora_loads)
+
+    def host_counts(self) -> list[int]:
+        h = self.sched.kv.host
+        return [0, 0] if h is None else [int(h.hc[host_tier.HC_LOADED]), int(h.hc[host_tier.HC_STORED])]
 
     def spec_counts(self) -> list[int]:
         return [*self.sched.spec_counts, *self.sched.spec_accepted_per_pos]

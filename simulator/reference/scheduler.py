@@ -13,6 +13,10 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/rules.py``:
 - recompute preemption sends the victim to the front of the waiting queue with nothing computed;
   swap preemption copies its blocks to host memory (or, with no host space left, recomputes or
   aborts it, ``on_swap_full``);
+- with KV offloading (``simulator/host_tier.py``), a waiting request's lookup continues on the host
+  tier where its GPU hits end; the blocks found there are loaded into its new blocks in the step
+  that admits it (host-link traffic), and prefill chunks and released requests write their full
+  blocks to the host;
 - with speculative decoding (``simulator/speculative.py``), a running request that sampled brings
   its drafts to its next step (they count in the budget, which cuts them first); the target
   verifies them and the request outputs those accepted and one token more.
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator import events, rules
+from simulator import events, host_tier, rules
 from simulator.cost import StepWork
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.requests import RequestTable
@@ -312,9 +316,11 @@ class Scheduler:
                 skipped.append(self.waiting.pop_entry())
                 continue
             ntok = int(R.num_tokens[rid])
-            hits = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
+            g, glen, key = int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid])
+            hits = self.kv.lookup(ntok, g, glen, key)
             nh = len(hits)
-            nc = rules.admitted_computed(nh, bs, int(R.external[rid]), R.cached_tokens[rid] < 0)
+            nx = self.kv.host_lookup(ntok, g, glen, key, nh)  # loaded into new blocks (KV offloading)
+            nc = rules.admitted_computed(nh + nx, bs, int(R.external[rid]), R.cached_tokens[rid] < 0)
             a = rules.chunk(ntok, nc, self._cap, self._budget)
             m = rules.new_blocks(nc, a, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
@@ -327,6 +333,7 @@ class Scheduler:
             R.num_computed[rid] = nc
             if R.cached_tokens[rid] < 0:  # first admission
                 R.cached_tokens[rid] = nc
+                R.host_cached_tokens[rid] = nx * bs
                 R.first_scheduled[rid] = now
                 self._new.append(rid)
             else:
@@ -334,9 +341,23 @@ class Scheduler:
             self._hits.append((rid, nc))
             self._start(rid)
             self._run(rid, a, m, nc)
+            if nx:
+                self._host_load(rid, nx, nc)
             before[rid] = nc
         if skipped:
             self.waiting.restore(skipped)
+
+    def _host_load(self, rid: int, blocks: int, computed: int) -> None:
+        """``rid`` was admitted with ``blocks`` blocks found on the host tier: they are copied into
+        its new GPU blocks over the host link in this step, and those of its shared prefix are
+        cached on the GPU again."""
+        R = self.reqs
+        assert self.kv.host is not None  # only a host tier finds blocks
+        self._swap_bytes += blocks * self.cfg.block_bytes
+        self.kv.host.hc[host_tier.HC_LOADED] += blocks
+        g = int(R.group[rid])
+        if g >= 0:
+            self.kv.cache_group_blocks(rid, g, int(R.group_len[rid]), computed)
 
     def _start(self, rid: int) -> None:
         self.reqs.status[rid] = RUNNING
@@ -368,8 +389,9 @@ class Scheduler:
             self.lora_running = grown
 
     def _plan(self, before: dict) -> StepPlan:
-        """Apply the step's tokens to the requests and sum up its work."""
-        R = self.reqs
+        """Apply the step's tokens to the requests and sum up its work (with KV offloading, a prefill
+        chunk's full blocks are written to the host tier)."""
+        R, bs = self.reqs, self.cfg.block_size
         rids = tuple(self._scheduled)
         num_new = tuple(self._scheduled.values())
         w = np.zeros(rules.N_WORK, np.int64)
@@ -391,6 +413,8 @@ class Scheduler:
             if real > hwm:
                 R.computed_hwm[rid] = real
             rules.add_request(w, a, nc, ntok, d)
+            if rules.writes_chunk(nc, ntok):
+                self.kv.host_write(int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), real // bs)
         self._steps += 1
         work = StepWork.of(w, self._swap_bytes, self.lora_active, self._loads[0], self._loads[1])
         return StepPlan(

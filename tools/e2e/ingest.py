@@ -100,7 +100,48 @@ def server_series(rows: list[dict]) -> dict:
     q, h = col("vllm:prefix_cache_queries_total"), col("vllm:prefix_cache_hits_total")
     if q and h and q[-1] > q[0]:
         out["prefix_cache_hit_rate"] = round((h[-1] - h[0]) / (q[-1] - q[0]), 4)
+        # KV offloading: tokens the connector found on the host, over the same prompt tokens
+        x = col("vllm:external_prefix_cache_hits_total")
+        if x:
+            out["host_prefix_cache_hit_rate"] = round((x[-1] - x[0]) / (q[-1] - q[0]), 4)
     return out
+
+
+def engine_flags(flags: dict, facts: dict) -> dict:
+    """servesim's engine settings for a server's flags: the scheduler's caps, KV offloading, and a
+    pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
+    out: dict = {
+        k: int(v)
+        for k, v in (
+            ("max_num_seqs", flags.get("--max-num-seqs")),
+            ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")),
+        )
+        if v is not None
+    }
+    if "--kv-offloading-size" in flags:
+        out["kv_offloading_size"] = float(flags["--kv-offloading-size"])
+    if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):
+        out["num_gpu_blocks_override"] = facts["kv_cache_tokens"] // 16  # vLLM's default block size
+    return out
+
+
+def prefix_groups(rd: Path, run: dict, reqs: list[dict]) -> list[tuple[int, int]]:
+    """Per request of a shared-prefix run (groups.csv beside it): its group and the group's prefix in
+    the server's tokens, estimated as the group's median prompt scaled by prefix words over prompt
+    words (the server counts more tokens than words, the same for every copy of one text); [] for a
+    run without shared prefixes."""
+    path = rd / "groups.csv"
+    if not run.get("prefix") or not path.is_file():
+        return []
+    rows = {(int(g["client"]), int(g["index"])): int(g["group"]) for g in csv.DictReader(path.open())}
+    group = [rows[(int(r["client"]), int(r["index"]))] for r in reqs]
+    words = run["prefix"]["words"]
+    share = words / (words + run["prompt"])
+    by: dict[int, list[int]] = {}
+    for g, r in zip(group, reqs):
+        by.setdefault(g, []).append(int(r["prompt_tokens"]))
+    tokens = {g: round(statistics.median(p) * share) for g, p in by.items()}
+    return [(g, min(tokens[g], int(r["prompt_tokens"]) - 1)) for g, r in zip(group, reqs)]
 
 
 def main() -> int:
@@ -109,6 +150,8 @@ def main() -> int:
     ap.add_argument("--name", required=True, help="folder under data/e2e/ (device and date)")
     ap.add_argument("--gpu", required=True, help="servesim's name of the GPU the runs used")
     ap.add_argument("--plan", action="append", default=[], help="the plans the lanes came from (run order)")
+    ap.add_argument("--lane", action="append", default=[], help="only these lanes (default: all)")
+    ap.add_argument("--index", default="e2e.yaml", help="the index under simulator/data/validation/ (default e2e.yaml)")
     a = ap.parse_args()
     order = {}
     for p in a.plan:
@@ -117,7 +160,7 @@ def main() -> int:
     dest = DATA / a.name
     traces = VALIDATION / "e2e"
     traces.mkdir(parents=True, exist_ok=True)
-    index_path = VALIDATION / "e2e.yaml"
+    index_path = VALIDATION / a.index
     index = yaml.safe_load(index_path.read_text()) if index_path.is_file() else {"runs": []}
     # A run found confounded by hand (``confounded: why``) keeps its note when its recording is read again.
     notes = {r["id"]: r["confounded"] for r in index["runs"] if r.get("confounded")}
@@ -129,7 +172,7 @@ def main() -> int:
             return tar.extractfile(files[name]).read().decode()
 
         for lane_name in sorted({n.split("/")[0] for n in files if "/" in n}):
-            if f"{lane_name}/lane.json" not in files:
+            if f"{lane_name}/lane.json" not in files or (a.lane and lane_name not in a.lane):
                 continue
             lane_meta = json.loads(read(f"{lane_name}/lane.json"))
             lane = lane_meta["lane"]
@@ -152,7 +195,7 @@ def main() -> int:
             for run_name in runs:
                 rd = ld / run_name
                 rd.mkdir(exist_ok=True)
-                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv"):
+                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv", "groups.csv"):
                     if f"{lane_name}/{run_name}/{f}" in files:
                         (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))
                 run = next(r for r in lane["runs"] if r["name"] == run_name)
@@ -161,16 +204,21 @@ def main() -> int:
                 metrics = list(csv.DictReader(io.StringIO((rd / "metrics.csv").read_text())))
                 rid = f"{a.name}_{lane_name}_{run_name}"
                 t0 = min(float(r["start_s"]) for r in reqs)
+                groups = prefix_groups(rd, run, reqs)
                 with (traces / f"{rid}.csv").open("w", newline="") as f:
                     w = csv.writer(f)
-                    w.writerow(["arrival_time_s", "prompt_tokens", "output_tokens"])
-                    for r in reqs:
+                    w.writerow(
+                        ["arrival_time_s", "prompt_tokens", "output_tokens"]
+                        + (["prefix_group", "prefix_tokens"] if groups else [])
+                    )
+                    for i, r in enumerate(reqs):
                         w.writerow(
                             [
                                 f"{float(r['start_s']) - t0:.4f}" if run.get("request_rate") else 0,
                                 r["prompt_tokens"],
                                 r["output_tokens"],
                             ]
+                            + (list(groups[i]) if groups else [])
                         )
                 entry = {
                     "id": rid,
@@ -186,19 +234,13 @@ def main() -> int:
                     "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
                         "commands"
                     ][0],
-                    "engine": {
-                        k: int(v)
-                        for k, v in (
-                            ("max_num_seqs", flags.get("--max-num-seqs")),
-                            ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")),
-                        )
-                        if v is not None
-                    },
+                    "engine": engine_flags(flags, facts),
                     "arrival": (
                         {"max_concurrency": run["max_concurrency"]}
                         if run.get("max_concurrency")
                         else {"request_rate": run["request_rate"]}
                     ),
+                    **({"prefix": run["prefix"]} if run.get("prefix") else {}),
                     "lengths": {
                         "prompt_words": run["prompt"],
                         "output": run["output"],

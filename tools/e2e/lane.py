@@ -54,6 +54,8 @@ GAUGES = (
     "vllm:prefix_cache_hits_total",
     "vllm:request_success_total",
     "vllm:num_requests_swapped",
+    "vllm:external_prefix_cache_queries_total",  # KV offloading's host tier (the connector's hits)
+    "vllm:external_prefix_cache_hits_total",
 )
 HISTOGRAMS = (
     "vllm:iteration_tokens_total",
@@ -133,15 +135,29 @@ def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
     rng = np.random.default_rng(run.get("seed", 0))
     n = run["num_prompts"]
     p, o = lengths(run["prompt"], n, rng), lengths(run["output"], n, rng)
+    # Shared prefixes ({groups: G, words: W}): each prompt starts with one of G prefixes of W words,
+    # drawn uniformly (the rest of the prompt, p[i] words, is its own); groups.csv says which.
+    pre = run.get("prefix")
+    prefixes = (
+        [" ".join(f"t{w}" for w in rng.integers(100, vocab, size=pre["words"])) + " " for _ in range(pre["groups"])]
+        if pre
+        else []
+    )
+    group = rng.integers(0, len(prefixes), size=n) if pre else np.full(n, -1)
     paths = [d / f"dataset{k}.jsonl" for k in range(clients)]
     files = [path.open("w") for path in paths]
     for i in range(n):
         words = rng.integers(100, vocab, size=int(p[i]))
+        head = prefixes[group[i]] if pre else ""
         files[i % clients].write(
-            json.dumps({"prompt": " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n"
+            json.dumps({"prompt": head + " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n"
         )
     for f in files:
         f.close()
+    if pre:
+        (d / "groups.csv").write_text(
+            "client,index,group\n" + "".join(f"{i % clients},{i // clients},{group[i]}\n" for i in range(n))
+        )
     return paths
 
 

@@ -141,7 +141,37 @@ def plans(h200: bool) -> dict[str, dict]:
             ],
         ),
     ]
-    return {"wave1": {"lanes": wave1}, "wave2": {"lanes": wave2}}
+    return {"wave1": {"lanes": wave1}, "wave2": {"lanes": wave2}, "offload": {"lanes": offload_lanes()}}
+
+
+def offload_lanes() -> list[dict]:
+    """KV offloading to host memory (--kv-offloading-size, the native connector): Llama-3.1-8B with a
+    20 GiB GPU KV pool (--kv-cache-memory-bytes, the same pool on any GPU), prompts of a 3,000-word
+    shared prefix (one of 100, or of 40) and 100 words of their own, 32 clients. The 100 prefixes
+    (~300k tokens) overflow the GPU pool (~164k tokens), the 40 fit; off, 16 GiB (less than the GPU
+    pool: with writes as blocks are computed the host holds nothing the GPU does not) and 64 GiB."""
+    runs = [
+        closed(name, 32, 800, {"prompt": 100, "output": 32}, prefix={"groups": g, "words": 3000})
+        for name, g in (("p100", 100), ("p40", 40))
+    ]
+    pool = ["--kv-cache-memory-bytes", str(20 << 30)]
+    return [
+        lane("llama8b_kvoff_none", [0], "llama-3.1-8b", pool, runs),
+        lane(
+            "llama8b_kvoff_64",
+            [1],
+            "llama-3.1-8b",
+            pool + ["--kv-offloading-size", "64", "--kv-offloading-backend", "native"],
+            runs,
+        ),
+        lane(
+            "llama8b_kvoff_16",
+            [0],
+            "llama-3.1-8b",
+            pool + ["--kv-offloading-size", "16", "--kv-offloading-backend", "native"],
+            runs,
+        ),
+    ]
 
 
 def main() -> None:
