@@ -11,104 +11,21 @@
    10 requests/s, 100 requests): output throughput and mean TPOT of the adapter's requests against
    the base model's on the same LoRA-enabled server (GPU not stated: an H100 here).
 
+The sets are simulator/features_validation.py's (``servesim validate --features`` runs them too).
+
 Run: python benchmarks/lora.py [--plot docs/img/lora_max_loras.png]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.config import load_scenario  # noqa: E402
-from simulator.metrics import summarize  # noqa: E402
-from simulator.run import simulate  # noqa: E402
-
-# max_loras -> (mean TTFT ms, mean TPOT ms, output tok/s) over the hour, 128 adapters.
-SWEEP = {
-    8: (78360.08, 20.73, 1428.78),
-    16: (29017.56, 24.43, 1449.33),
-    32: (9354.02, 35.62, 1457.71),
-    64: (175.91, 41.36, 1456.59),
-    128: (183.77, 46.25, 1457.02),
-}
-# PR #48887, vLLM 0.25.1 column: (output tok/s, mean TPOT ms) of base-model and adapter requests.
-PR48887 = {"base": (993.65, 57.91), "lora": (880.72, 65.21)}
-
-
-def run(overrides: list[str]) -> dict:
-    sc, _ = load_scenario(None, overrides)
-    return summarize(simulate(sc))
-
-
-def sweep_set() -> list[dict]:
-    base = [
-        "model=llama-3.1-8b",
-        "hardware.gpu=h100-sxm",
-        "engine.max_num_seqs=2048",
-        "engine.enable_prefix_caching=false",
-        "engine.enable_lora=true",
-        "engine.max_lora_rank=16",
-        "engine.max_cpu_loras=128",
-        "workload.arrival={type: poisson, rate: 7.47}",
-        "workload.prompt_tokens={dist: lognormal, mean: 223, sigma: 1.0, max: 4096}",
-        "workload.output_tokens={dist: lognormal, mean: 196, sigma: 1.0, max: 2048}",
-        "workload.lora={adapters: 128}",
-        "run.duration_s=3600",
-        "run.warmup_s=0",
-    ]
-    rows = []
-    for m, (ttft, tpot, thr) in SWEEP.items():
-        s = run([*base, f"engine.max_loras={m}"])
-        for metric, pub, sim in (
-            ("mean TTFT ms", ttft, s["mean_ttft_ms"]),
-            ("mean TPOT ms", tpot, s["mean_tpot_ms"]),
-            ("output tok/s", thr, s["output_throughput"]),
-        ):
-            rows.append(
-                {
-                    "set": "V1 max_loras sweep",
-                    "load": f"max_loras {m}",
-                    "metric": metric,
-                    "published": pub,
-                    "servesim": sim,
-                }
-            )
-    return rows
-
-
-def kernel_set() -> list[dict]:
-    base = [
-        "model=qwen2.5-7b",
-        "hardware.gpu=h100-sxm",
-        "engine.vllm_version=0.26",
-        "engine.enable_lora=true",
-        "engine.max_lora_rank=8",
-        "engine.enable_prefix_caching=false",
-        "workload.arrival={type: poisson, rate: 10}",
-        "workload.prompt_tokens={dist: fixed, value: 2048}",
-        "workload.output_tokens={dist: fixed, value: 256}",
-        "run.num_requests=100",
-        "run.duration_s=null",
-        "run.warmup_s=0",
-    ]
-    b, lo = run(base), run([*base, "workload.lora={adapters: 1}"])
-    rows = []
-    for metric, key, k in (("throughput ratio", "output_throughput", 0), ("TPOT ratio", "mean_tpot_ms", 1)):
-        rows.append(
-            {
-                "set": "PR #48887 kernels",
-                "load": "10 req/s",
-                "metric": metric,
-                "published": PR48887["lora"][k] / PR48887["base"][k],
-                "servesim": lo[key] / b[key],
-            }
-        )
-    return rows
+from simulator.features_validation import SWEEP, error_lines, kernel_set, sweep_set  # noqa: E402
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -150,10 +67,7 @@ def main() -> int:
             f"| {r['set']} | {r['load']} | {r['metric']} | {r['published']:,.2f} | {r['servesim']:,.2f} | {err:+.0%} |"
         )
     print()
-    for name in dict.fromkeys(r["set"] for r in rows):
-        for metric in dict.fromkeys(r["metric"] for r in rows if r["set"] == name):
-            errs = [abs(r["servesim"] / r["published"] - 1) for r in rows if (r["set"], r["metric"]) == (name, metric)]
-            print(f"{name} (held out), {metric}: median absolute error {statistics.median(errs):.1%} over {len(errs)}")
+    print("\n".join(error_lines(rows)))
     if args.plot:
         plot(rows, args.plot)
         print(f"plot: {args.plot}")

@@ -12,184 +12,21 @@ model as the target; acceptance rates are the published ones where the source gi
    ~2,048 tokens, outputs of ~256): median TPOT and output throughput with and without drafts
    (acceptance not published: servesim's EAGLE-3 default is used).
 
+The sets are simulator/features_validation.py's (``servesim validate --features`` runs them too).
+
 Run: python benchmarks/spec_decode.py [--plot docs/img/spec_decode_speedup.png]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.config import load_scenario  # noqa: E402
-from simulator.metrics import summarize  # noqa: E402
-from simulator.run import simulate  # noqa: E402
-from workloads.presets import PRESETS  # noqa: E402
-
-# SpecDecode-Bench, Llama-3.1-8B-Instruct, ShareGPT, H100, k = 3 (data/spec_decode/public.yaml:
-# specdecode-bench-llama31-8b-sharegpt-vs-batch; acceptance: specdecode-bench-derived-acceptance-llama31-8b,
-# per-position shares of verifications, turned into conditional rates).
-BENCH_BATCHES = (1, 16, 64, 128)
-BENCH_SPEEDUP = {
-    "eagle3": (1.71, 1.68, 1.55, 1.29),
-    "eagle": (1.67, 1.66, 1.53, 1.30),
-    "ngram": (1.27, 1.25, 1.19, 1.11),
-}
-BENCH_ACCEPT = {
-    "eagle3": (0.622, 0.381 / 0.622, 0.252 / 0.381),
-    "ngram": (0.160, 0.128 / 0.160, 0.107 / 0.128),
-    "eagle": None,  # not derived in the source: servesim's default for EAGLE
-}
-# vLLM issue #20780: batch 1, TPOT without drafts 7.07 ms; (k, mean acceptance length, TPOT ms).
-ISSUE_20780 = {
-    "eagle": ((2, 2.10, 4.37), (3, 2.29, 4.29), (4, 2.39, 4.48), (5, 2.43, 4.71), (6, 2.45, 4.94), (7, 2.47, 5.20)),
-    "eagle3": ((2, 2.36, 4.32), (3, 2.79, 4.09), (4, 3.08, 4.05), (5, 3.32, 4.13), (6, 3.46, 4.20), (7, 3.54, 4.29)),
-}
-ISSUE_20780_BASE_TPOT_MS = 7.07
-# llm-d, Qwen3-32B, 2 x H200 TP 2, EAGLE-3 k = 3: rate -> (median TPOT ms, output tok/s) without / with.
-LLMD = {
-    1: ((13.2, 265), (9.7, 244)),
-    2: ((15.1, 525), (11.7, 538)),
-    4: ((24.6, 1006), (21.4, 1032)),
-    8: ((209.7, 1649), (210.1, 1442)),
-}
-
-
-def sharegpt_lengths() -> list[str]:
-    """ShareGPT as SpecDecode-Bench ran it: outputs of 740 tokens on average (its 310 requests; the
-    spread, sigma 0.8, is an assumption); prompts as the ``chat`` preset's (LMSYS-Chat-1M)."""
-    c = PRESETS["chat"][0]
-    return [
-        f"workload.prompt_tokens={{dist: lognormal, mean: {c.mean}, sigma: {c.sigma}, max: {c.max}}}",
-        "workload.output_tokens={dist: lognormal, mean: 740, sigma: 0.8, max: 4096}",
-    ]
-
-
-def run(overrides: list[str]) -> dict:
-    sc, _ = load_scenario(None, overrides)
-    return summarize(simulate(sc))
-
-
-def spec(method: str, k: int, accept) -> list[str]:
-    if method == "none":
-        return []
-    if accept is None:
-        rate = "null"
-    elif isinstance(accept, float):
-        rate = f"{accept:.4f}"
-    else:
-        rate = "[" + ", ".join(f"{a:.4f}" for a in accept) + "]"
-    return [f"engine.speculative_config={{method: {method}, num_speculative_tokens: {k}, acceptance_rate: {rate}}}"]
-
-
-def constant_rate(length: float, k: int) -> float:
-    """The conditional acceptance rate a, the same at every position, with 1 + a + ... + a^k = ``length``."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        a = (lo + hi) / 2
-        lo, hi = (a, hi) if sum(a**i for i in range(k + 1)) < length else (lo, a)
-    return (lo + hi) / 2
-
-
-def bench_set() -> list[dict]:
-    base = [
-        "model=llama-3.1-8b",
-        "hardware.gpu=h100-sxm",
-        "engine.vllm_version=0.10",
-        *sharegpt_lengths(),
-        "run.duration_s=180",
-        "run.warmup_s=30",
-    ]
-    rows = []
-    for i, b in enumerate(BENCH_BATCHES):
-        load = [*base, f"workload.arrival={{type: closed_loop, concurrency: {b}}}"]
-        none = run(load)["output_throughput"]
-        for method, published in BENCH_SPEEDUP.items():
-            s = run(load + spec(method, 3, BENCH_ACCEPT[method]))
-            rows.append(
-                {
-                    "set": "SpecDecode-Bench",
-                    "method": method,
-                    "load": f"batch {b}",
-                    "metric": "throughput speed-up",
-                    "published": published[i],
-                    "servesim": s["output_throughput"] / none,
-                    "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-                }
-            )
-    return rows
-
-
-def issue_set() -> list[dict]:
-    base = [
-        "model=llama-3.1-8b",
-        "hardware.gpu=h100-sxm",
-        "workload.arrival={type: closed_loop, concurrency: 1}",
-        "workload.prompt_tokens={dist: fixed, value: 128}",
-        "workload.output_tokens={dist: fixed, value: 256}",
-        "run.duration_s=60",
-        "run.warmup_s=5",
-    ]
-    none = run(base)["median_tpot_ms"]
-    rows = []
-    for method, points in ISSUE_20780.items():
-        for k, length, tpot in points:
-            s = run(base + spec(method, k, constant_rate(length, k)))
-            rows.append(
-                {
-                    "set": "vLLM #20780",
-                    "method": method,
-                    "load": f"batch 1, k {k}",
-                    "metric": "TPOT speed-up",
-                    "published": ISSUE_20780_BASE_TPOT_MS / tpot,
-                    "servesim": none / s["median_tpot_ms"],
-                    "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-                }
-            )
-    return rows
-
-
-def llmd_set() -> list[dict]:
-    base = [
-        "model=qwen3-32b",
-        "hardware.gpu=h200",
-        "hardware.tensor_parallel_size=2",
-        "workload.prompt_tokens={dist: normal, mean: 2048, std: 1024, min: 10, max: 4096}",
-        "workload.output_tokens={dist: normal, mean: 256, std: 128, min: 10, max: 512}",
-        "run.duration_s=120",
-        "run.warmup_s=20",
-    ]
-    rows = []
-    for rate, (without, with_) in LLMD.items():
-        load = [*base, f"workload.arrival={{type: poisson, rate: {rate}}}"]
-        n, s = run(load), run(load + spec("eagle3", 3, None))
-        rows.append(
-            {
-                "set": "llm-d Qwen3-32B",
-                "method": "eagle3",
-                "load": f"{rate} req/s",
-                "metric": "p50 TPOT speed-up",
-                "published": without[0] / with_[0],
-                "servesim": n["median_tpot_ms"] / s["median_tpot_ms"],
-                "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-            }
-        )
-        rows.append(
-            {
-                "set": "llm-d Qwen3-32B",
-                "method": "eagle3",
-                "load": f"{rate} req/s",
-                "metric": "throughput ratio",
-                "published": with_[1] / without[1],
-                "servesim": s["output_throughput"] / n["output_throughput"],
-                "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-            }
-        )
-    return rows
+from simulator.features_validation import BENCH_BATCHES, bench_set, error_lines, issue_set, llmd_set  # noqa: E402
 
 
 def fit_pass_s() -> float:
@@ -255,18 +92,7 @@ def main() -> int:
             f"{r['servesim']:.2f} | {err:+.0%} | {r['acceptance_length']:.2f} |"
         )
     print()
-    for name, role in (
-        ("SpecDecode-Bench", "held out"),
-        ("vLLM #20780", "calibration"),
-        ("llm-d Qwen3-32B", "held out"),
-    ):
-        for metric in sorted({r["metric"] for r in rows if r["set"] == name}):
-            errs = sorted(
-                abs(r["servesim"] / r["published"] - 1) for r in rows if (r["set"], r["metric"]) == (name, metric)
-            )
-            print(
-                f"{name} ({role}), {metric}: median absolute error {statistics.median(errs):.1%} over {len(errs)} points"
-            )
+    print("\n".join(error_lines(rows, {"vLLM #20780": "calibration"})))
     if args.plot:
         plot(rows, args.plot)
         print(f"plot: {args.plot}")

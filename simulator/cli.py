@@ -192,11 +192,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from simulator.outdir import Writing
     from simulator.validate import main_validate
 
-    every = not (args.kv or args.runs or args.recorded)
+    every = not (args.kv or args.runs or args.recorded or args.features)
     compile_note()
     with Writing(Path(args.out), "--out"):
         return main_validate(
-            args.kv or every, args.runs or every, Path(args.out), args.jobs, args.only, args.recorded or every
+            args.kv or every,
+            args.runs or every,
+            Path(args.out),
+            args.jobs,
+            args.only,
+            args.recorded or every,
+            args.features or every,
         )
 
 
@@ -602,7 +608,7 @@ def parser() -> Parser:
 
     v = sub.add_parser(
         "validate",
-        help="compare with measured vLLM servers: KV-pool log lines, public vllm bench serve runs, recorded servers",
+        help="compare with measured vLLM servers: KV-pool log lines, public vllm bench serve runs, recorded servers, features",
     )
     v.add_argument(
         "--kv", action="store_true", help="the KV-pool check against vLLM's start-up log lines (public and recorded)"
@@ -612,6 +618,11 @@ def parser() -> Parser:
     )
     v.add_argument(
         "--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request"
+    )
+    v.add_argument(
+        "--features",
+        action="store_true",
+        help="speculative decoding, multi-LoRA and KV offloading against public measurements",
     )
     v.add_argument("--only", action="append", metavar="TEXT", help="only runs whose id contains TEXT (repeat for more)")
     v.add_argument(

@@ -278,12 +278,26 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         "Prefix cache queries, in terms of number of queried tokens.",
         _cumulative(c["first_scheduled"][sched], c["prompt_len"][sched], at),
     )
+    host = c["host_cached_tokens"][sched]  # KV offloading: found on the host tier
     fams.counter(
         lv,
         "vllm:prefix_cache_hits",
         "Prefix cache hits, in terms of number of cached tokens.",
-        _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0), at),
+        _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0) - host, at),
     )
+    if res.scenario.engine.kv_offloading_size:
+        fams.counter(
+            lv,
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+            _cumulative(c["first_scheduled"][sched], c["prompt_len"][sched], at),
+        )
+        fams.counter(
+            lv,
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+            _cumulative(c["first_scheduled"][sched], host, at),
+        )
     fams.histogram(
         lv,
         "vllm:time_to_first_token_seconds",

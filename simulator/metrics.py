@@ -134,17 +134,15 @@ def mean_itl(c: dict[str, np.ndarray]) -> float:
 
 
 def kv_offload_summary(result, c: dict, measured: np.ndarray) -> dict:
-    """KV offloading: the prefix-cache hit rate split by tier (vLLM's ``prefix_cache_hits`` and the
-    connector's ``external_prefix_cache_hits``, over the same prompt tokens), and the blocks moved."""
+    """KV offloading: the host tier's share of the prompt tokens (the connector's
+    ``external_prefix_cache_hits`` over the queried tokens; the GPU's is ``prefix_cache_hit_rate``),
+    its size, and the KV moved each way over the run."""
     prompt = max(float(c["prompt_len"][measured].sum()), 1.0)
-    host = float(c["host_cached_tokens"][measured].sum())
-    hits = float(np.maximum(c["cached_tokens"][measured], 0).sum())
     loaded, stored = result.engine.host_counts()
     gib = result.memory.block_bytes * result.scenario.hardware.tensor_parallel_size / 2**30
     return {
         "host_blocks": result.sched_cfg.host_blocks,
-        "gpu_hit_rate": (hits - host) / prompt,
-        "host_hit_rate": host / prompt,
+        "host_hit_rate": float(c["host_cached_tokens"][measured].sum()) / prompt,
         "loaded_gib": loaded * gib,
         "stored_gib": stored * gib,
     }
@@ -191,9 +189,12 @@ def summarize(result) -> dict:
     s.update(_stats("e2el", e2el_s(c)[measured]))
     s.update(
         {
-            # vLLM's prefix-cache hit rate: prompt tokens found cached over prompt tokens looked up
-            # (for the requests measured, at their first scheduling).
-            "prefix_cache_hit_rate": float(np.maximum(c["cached_tokens"][measured], 0).sum())
+            # vLLM's prefix-cache hit rate: prompt tokens found cached on the GPU over prompt tokens
+            # looked up (for the requests measured, at their first scheduling; the host tier's hits
+            # are kv_offload's).
+            "prefix_cache_hit_rate": float(
+                (np.maximum(c["cached_tokens"][measured], 0) - c["host_cached_tokens"][measured]).sum()
+            )
             / max(float(c["prompt_len"][measured].sum()), 1.0),
             "num_preemptions": win.num_preemptions,
             "recomputed_tokens": win.recomputed_tokens,

@@ -371,11 +371,16 @@ def _sweep(
         elif "error" in r:
             row.update(status="failed", error=r["error"])
         else:
-            # A fleet's per-replica summaries stay in the point's own summary.json.
-            row.update(
-                status="ok",
-                **{k: v for k, v in r.items() if k not in ("cached", "wall_time_s", "recomputed", "replicas")},
-            )
+            # A fleet's per-replica summaries stay in the point's own summary.json; a feature's
+            # figures (kv_offload, lora, spec_decode) get a column each: kv_offload.host_hit_rate.
+            row["status"] = "ok"
+            for k, v in r.items():
+                if k in ("cached", "wall_time_s", "recomputed", "replicas"):
+                    continue
+                if isinstance(v, dict):
+                    row.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+                else:
+                    row[k] = v
         rows.append(row)
     df = pd.DataFrame(rows)
     has_slo = base_clean.get("slo") is not None

@@ -28,6 +28,7 @@ DATA = Path(__file__).parent / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
 E2E_FILE = DATA / "e2e.yaml"
+OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
 E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
@@ -270,7 +271,7 @@ E2E_LINE = "0.26"  # the release line of the recorded servers (vLLM 0.26.0)
 
 def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     """The scenario of one recorded run: its model, GPU, tensor parallelism and serve flags on vLLM
-    0.26's release line; its requests exactly as the benchmark sent them (the trace: the server's
+    0.26's release line (and its API servers); its requests exactly as the benchmark sent them (the trace: the server's
     prompt token counts, the output lengths), by ``max_concurrency`` closed-loop clients in the
     trace's order, or at their recorded times; run until all are done."""
     from simulator.config import blank_scenario
@@ -290,6 +291,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         f"engine.vllm_version={E2E_LINE}",
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
+        *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
         f"workload.trace={DATA / run['trace']}",
         *arrival,
@@ -311,7 +313,9 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
         extra = [*host_overrides("completions", E2E_LINE, host), *extra]
     measured = {m: run["measured"].get(m) for m in E2E_METRICS}
     server = run.get("server") or {}
-    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE or bool(run.get("confounded"))
+    # A warm cache (prompts repeated from an earlier run) confounds a run; shared prefixes by design do not.
+    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix")
+    warm = warm or bool(run.get("confounded"))
     try:
         s = summarize(simulate(e2e_scenario(run, extra)))
     except Exception as e:
@@ -324,7 +328,11 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
         "kv_usage_max": s.get("kv_cache_usage_max"),
         "server_kv_usage_max": server.get("kv_usage_max"),
         "prefix_cache_hit_rate": server.get("prefix_cache_hit_rate"),
+        "servesim_prefix_cache_hit_rate": s.get("prefix_cache_hit_rate"),
     }
+    if "host_prefix_cache_hit_rate" in server:  # KV offloading: the host tier's hits too
+        detail["host_prefix_cache_hit_rate"] = server["host_prefix_cache_hit_rate"]
+        detail["servesim_host_prefix_cache_hit_rate"] = (s.get("kv_offload") or {}).get("host_hit_rate", 0.0)
     return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in E2E_METRICS}, "", warm, detail)
 
 
@@ -456,6 +464,8 @@ def write_runs_report(
         f"  {'':10s}" + "".join(f"{LABELS[m]:>{width}s}" for m in metrics),
     ]
     for split in ("calibrate", "heldout", "all"):
+        if not s[(split, metrics[0])]["runs"]:
+            continue
         cells = []
         for m in metrics:
             v = s[(split, m)]
@@ -468,6 +478,20 @@ def write_runs_report(
     failed = [r for r in results if r.error]
     if failed:
         lines.append(f"  not simulated: {len(failed)} (" + "; ".join(f"{r.id}: {r.error}" for r in failed) + ")")
+    return lines
+
+
+def offload_hit_lines(results: list[RunResult]) -> list[str]:
+    """Prefix-cache hits by tier, the server's against servesim's, a line per run."""
+    lines = ["  prefix-cache hits, GPU / host tier (server, servesim):"]
+    for r in results:
+        d = r.detail or {}
+        if r.error or "host_prefix_cache_hit_rate" not in d:
+            continue
+        lines.append(
+            f"    {r.id}: GPU {d['prefix_cache_hit_rate']:.1%}, {d['servesim_prefix_cache_hit_rate']:.1%}; "
+            f"host {d['host_prefix_cache_hit_rate']:.1%}, {d['servesim_host_prefix_cache_hit_rate']:.1%}"
+        )
     return lines
 
 
@@ -560,11 +584,23 @@ def _select(runs: list[dict], only: list[str] | None, path: Path) -> list[dict]:
 
 
 def main_validate(
-    kv: bool, runs_check: bool, out: Path, jobs: int = 1, only: list[str] | None = None, recorded: bool = False
+    kv: bool,
+    runs_check: bool,
+    out: Path,
+    jobs: int = 1,
+    only: list[str] | None = None,
+    recorded: bool = False,
+    features: bool = False,
 ) -> int:
     """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
     public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
-    rec = _select(load(E2E_FILE)["runs"], only, E2E_FILE) if recorded else []
+    if recorded:  # --only picks from both files; it must match a run of one of them
+        both = load(E2E_FILE)["runs"] + load(OFFLOAD_FILE)["runs"]
+        picked = {r["id"] for r in _select(both, only, E2E_FILE)}
+        rec = [r for r in load(E2E_FILE)["runs"] if r["id"] in picked]
+        offload = [r for r in load(OFFLOAD_FILE)["runs"] if r["id"] in picked]
+    else:
+        rec, offload = [], []
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     if kv:
@@ -590,6 +626,22 @@ def main_validate(
         lines.append(
             f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"
         )
+    if offload:
+        results = run_all(offload, jobs=jobs, recorded=True)
+        lines += write_runs_report(
+            offload,
+            results,
+            out,
+            E2E_METRICS,
+            "recorded_kv_offload.csv",
+            "Recorded vLLM 0.26 servers with KV offloading off / 16 / 64 GiB (nothing fitted)",
+        )
+        lines += offload_hit_lines(results)
+    if features:
+        from simulator import features_validation
+
+        rows = features_validation.run_sets(jobs=jobs)
+        lines += features_validation.write_report(rows, out)
     text = "\n".join(lines)
     (out / "report.txt").write_text(text + "\n")
     print(text)

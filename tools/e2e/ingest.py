@@ -107,6 +107,23 @@ def server_series(rows: list[dict]) -> dict:
     return out
 
 
+def combined(benches: list[dict]) -> dict:
+    """One run's figures from its benchmark clients' summaries: counts and throughputs summed, the
+    longest duration, latency figures averaged over the clients weighted by their requests (a
+    median or p99 so averaged is an approximation: the clients' requests are not pooled)."""
+    if len(benches) == 1:
+        return benches[0]
+    n = [b["completed"] for b in benches]
+    out = dict(benches[0])
+    for k in benches[0]:
+        if k in ("completed", "total_input_tokens", "total_output_tokens") or k.endswith("_throughput"):
+            out[k] = sum(b[k] for b in benches)
+        elif k.endswith("_ms"):
+            out[k] = sum(b[k] * c for b, c in zip(benches, n)) / sum(n)
+    out["duration"] = max(b["duration"] for b in benches)
+    return out
+
+
 def engine_flags(flags: dict, facts: dict) -> dict:
     """servesim's engine settings for a server's flags: the scheduler's caps, KV offloading, and a
     pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
@@ -151,6 +168,9 @@ def main() -> int:
     ap.add_argument("--gpu", required=True, help="servesim's name of the GPU the runs used")
     ap.add_argument("--plan", action="append", default=[], help="the plans the lanes came from (run order)")
     ap.add_argument("--lane", action="append", default=[], help="only these lanes (default: all)")
+    ap.add_argument(
+        "--heldout", action="store_true", help="every run held out (a recording made after the constants were fitted)"
+    )
     ap.add_argument("--index", default="e2e.yaml", help="the index under simulator/data/validation/ (default e2e.yaml)")
     a = ap.parse_args()
     order = {}
@@ -199,7 +219,7 @@ def main() -> int:
                     if f"{lane_name}/{run_name}/{f}" in files:
                         (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))
                 run = next(r for r in lane["runs"] if r["name"] == run_name)
-                bench = json.loads((rd / "bench.json").read_text())[0]
+                bench = combined(json.loads((rd / "bench.json").read_text()))
                 reqs = list(csv.DictReader(io.StringIO((rd / "requests.csv").read_text())))
                 metrics = list(csv.DictReader(io.StringIO((rd / "metrics.csv").read_text())))
                 rid = f"{a.name}_{lane_name}_{run_name}"
@@ -225,7 +245,7 @@ def main() -> int:
                     "recording": a.name,
                     "lane": lane_name,
                     "run": run_name,
-                    "split": "calibrate" if planned.index(run_name) % 2 == 0 else "heldout",
+                    "split": "calibrate" if planned.index(run_name) % 2 == 0 and not a.heldout else "heldout",
                     "model": MODELS[lane["model"]],
                     "gpu": a.gpu,
                     "tensor_parallel_size": int(flags.get("--tensor-parallel-size", 1)),
@@ -235,6 +255,11 @@ def main() -> int:
                         "commands"
                     ][0],
                     "engine": engine_flags(flags, facts),
+                    **(
+                        {"frontend": {"api_server_count": int(flags["--api-server-count"])}}
+                        if "--api-server-count" in flags
+                        else {}
+                    ),
                     "arrival": (
                         {"max_concurrency": run["max_concurrency"]}
                         if run.get("max_concurrency")
