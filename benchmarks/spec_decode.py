@@ -1,20 +1,10 @@
 """Speculative decoding against public measurements (data/spec_decode/public.yaml): servesim's
-speed-up (or loss) from each drafter as the load grows, beside what was published.
+speed-up (or loss) from each drafter as the load grows, beside what was published. The three sets
+(SpecDecode-Bench, vLLM issue #20780, llm-d's Qwen3-32B ladder) are described and run by
+simulator/features_validation.py (``servesim validate --features`` runs them too); the drafter's host
+time per pass is the one constant fitted, on #20780 (``--fit``).
 
-Three sets, none used to fit anything (the drafter's cost is the draft model priced by the same cost
-model as the target; acceptance rates are the published ones where the source gives them):
-1. SpecDecode-Bench (arXiv 2601.11580, vLLM 0.10.1, one H100): Llama-3.1-8B-Instruct, ShareGPT, k = 3,
-   generated-token throughput with drafts over without, at 1, 16, 64 and 128 sequences decoded at
-   once, for EAGLE-3, EAGLE and n-gram (ratios read off the paper's figure; acceptance from its data).
-2. vLLM issue #20780 (one GPU, batch 1): Llama-3.1-8B-Instruct, TPOT at k = 2..7 for EAGLE and EAGLE-3
-   against 7.07 ms without, with the mean acceptance length measured at each k.
-3. llm-d's Qwen3-32B EAGLE-3 ladder (two H200s, TP 2, Poisson 1-16 requests/s, random prompts of
-   ~2,048 tokens, outputs of ~256): median TPOT and output throughput with and without drafts
-   (acceptance not published: servesim's EAGLE-3 default is used).
-
-The sets are simulator/features_validation.py's (``servesim validate --features`` runs them too).
-
-Run: python benchmarks/spec_decode.py [--plot docs/img/spec_decode_speedup.png]
+Run: python benchmarks/spec_decode.py [--plot docs/img/spec_decode_speedup.png] [--fit]
 """
 
 from __future__ import annotations

@@ -96,6 +96,12 @@ def admitted_computed(hit_blocks, block_size, external, first_admission):
     return nc
 
 
+def host_loads(host_hit_blocks, gpu_hit_blocks, num_computed, block_size):
+    """Blocks an admitted request loads from the host tier (KV offloading): its host hits, unless
+    its KV arrived with it and covers more (a disaggregated decode's first admission)."""
+    return host_hit_blocks if num_computed == (gpu_hit_blocks + host_hit_blocks) * block_size else 0
+
+
 def admission_blocks(num_tokens, hit_blocks, first_chunk_blocks, block_size, full_prompt):
     """Blocks that must be free (besides evictable hit blocks) to admit a waiting request:
     the whole prompt's (vLLM >= 0.32, ``scheduler_reserve_full_isl``) or its first chunk's (0.10)."""

@@ -139,6 +139,7 @@ from simulator.rules import (
     drafts_scheduled,
     fills_group_blocks,
     hashed_blocks,
+    host_loads,
     later_victim,
     long_prefill_cap,
     lora_skipped,
@@ -369,6 +370,7 @@ def _admit(st, t, cap, budget):
                 evictable += 1
         nx = host_lookup(st, rid, ntok, nh)  # loaded into new blocks (KV offloading)
         nc = admitted_computed(nh + nx, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
+        nx = host_loads(nx, nh, nc, bs)
         a = chunk(ntok, nc, cap, budget)
         m = new_blocks(nc, a, nh, bs)
         if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):

@@ -321,6 +321,7 @@ class Scheduler:
             nh = len(hits)
             nx = self.kv.host_lookup(ntok, g, glen, key, nh)  # loaded into new blocks (KV offloading)
             nc = rules.admitted_computed(nh + nx, bs, int(R.external[rid]), R.cached_tokens[rid] < 0)
+            nx = rules.host_loads(nx, nh, nc, bs)
             a = rules.chunk(ntok, nc, self._cap, self._budget)
             m = rules.new_blocks(nc, a, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
