@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator import events as E
+from simulator import speculative
 from simulator.errors import ConfigError
 from simulator.metrics import e2el_s, tpot_s, ttft_s
 from simulator.rules import FINISHED, REJECTED
@@ -269,6 +270,13 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at),
         {"finished_reason": "length"},
     )
+    if speculative.enabled(res.scenario.engine.speculative_config):  # vLLM's spec_decode counters
+        for name, col, text in (
+            ("vllm:spec_decode_num_drafts", "spec_drafts", "Number of spec decoding drafts."),
+            ("vllm:spec_decode_num_draft_tokens", "spec_draft_tokens", "Number of draft tokens."),
+            ("vllm:spec_decode_num_accepted_tokens", "spec_accepted_tokens", "Number of accepted tokens."),
+        ):
+            fams.counter(lv, name, text, _cumulative(s["end"], s[col], at))
     # The prefix cache is looked up when a request is first scheduled: its prompt queried, what
     # was found cached a hit (vLLM counts nothing with prefix caching off).
     sched = np.isfinite(c["first_scheduled"]) & res.scenario.engine.enable_prefix_caching

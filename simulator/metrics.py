@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
-from simulator.step_log import BinnedStepLog
+from simulator.step_log import SPEC_STEP_COLUMNS, BinnedStepLog
 
 REQUEST_COLUMNS = [
     "id",
@@ -69,9 +69,16 @@ def request_columns(result) -> dict[str, np.ndarray]:
 
 def step_columns(result) -> dict[str, np.ndarray]:
     """steps.csv: one row per engine step, or per time bin when ``run.step_log_bin_s`` is set
-    (then ``start``/``duration`` are the bin's and the counts are sums over its steps)."""
+    (then ``start``/``duration`` are the bin's and the counts are sums over its steps); the
+    speculative-decoding counts only when some replica drafts."""
+    from simulator import speculative  # not at the top: the plot-drawing child imports this module
+
     log = result.engine.log
     cols = log.columns()
+    replicas = getattr(result.engine, "replicas", None)
+    scenarios = [r.scenario for r in replicas] if replicas else [result.scenario]
+    if not any(speculative.enabled(sc.engine.speculative_config) for sc in scenarios):
+        cols = {c: v for c, v in cols.items() if c not in SPEC_STEP_COLUMNS}
     binned = isinstance(log, BinnedStepLog) or getattr(log, "bin_s", None)
     first = (
         ("bin", np.rint(cols["start"] / log.bin_s).astype(np.int64))

@@ -28,7 +28,13 @@ STEP_COLUMNS = (
     "num_preemptions",
     "num_generated",
     "num_finished",
+    # speculative decoding (vLLM's spec_decode counters, per step): verifications with drafts, the
+    # drafts verified, and those accepted (steps.csv carries them only with drafts on)
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
 )
+SPEC_STEP_COLUMNS = STEP_COLUMNS[-3:]
 
 # Stored per step: times as float64, counts as int32 (kv_usage is derived from num_free_blocks). The
 # stage's rows are these columns in this order (the compiled step writes them by these indices).
@@ -82,6 +88,7 @@ class StepLog:
             len(plan.preempted),
             out.num_generated,
             len(out.finished),
+            *out.spec,
         )
         self._ns += 1
         self.n += 1
@@ -186,6 +193,7 @@ _BIN_SUMS = (
     "num_preemptions",
     "num_generated",
     "num_finished",
+    *SPEC_STEP_COLUMNS,
     "num_seqs",
 )
 _BIN_MEANS = ("num_running", "num_waiting", "num_swapped", "kv_usage")  # weighted by step duration

@@ -178,7 +178,7 @@ def test_step_log_keeps_every_row_across_growth_and_reads(sizes):
                 recomputed_tokens=0,
                 preempted=(),
             )
-            log.add(t * 0.5, 0.25, plan, SimpleNamespace(num_generated=1, finished=(), itl_gaps=()))
+            log.add(t * 0.5, 0.25, plan, SimpleNamespace(num_generated=1, finished=(), itl_gaps=(), spec=(0, 0, 0)))
             expect.append((t * 0.5, t % 1000))
         cols = log.columns()
         reads.append((cols, len(expect)))

@@ -179,3 +179,36 @@ def test_the_defaults_have_the_published_acceptance_lengths():
     assert length(SpeculativeConfig(method="eagle3")) == pytest.approx(2.605, abs=0.001)
     assert length(SpeculativeConfig(method="eagle")) == pytest.approx(2.29, abs=0.005)
     assert math.isclose(length(SpeculativeConfig(method="mtp", num_speculative_tokens=1)), 1.81)
+
+
+def test_openmetrics_and_steps_carry_vllms_spec_decode_counters():
+    """vLLM's spec_decode counters over time: the OpenMetrics series end at the summary's totals, and
+    steps.csv's per-step columns add up to them; a run without drafts has neither."""
+    from simulator.export import openmetrics_text
+    from simulator.metrics import step_columns
+
+    def last_values(res) -> dict:
+        out = {}
+        for line in openmetrics_text(res, interval_s=5.0).decode().splitlines():
+            if not line.startswith("#"):
+                name, value, _t = line.rsplit(" ", 2)
+                out[name.split("{")[0]] = float(value)
+        return out
+
+    sc, _ = load_scenario("scenarios/spec_decode_eagle3.yaml", ["run.duration_s=20", "run.warmup_s=0"])
+    res = simulate(sc)
+    spec = summarize(res)["spec_decode"]
+    last, steps = last_values(res), step_columns(res)
+    for series, col, key in (
+        ("vllm:spec_decode_num_drafts_total", "spec_drafts", "num_drafts"),
+        ("vllm:spec_decode_num_draft_tokens_total", "spec_draft_tokens", "num_draft_tokens"),
+        ("vllm:spec_decode_num_accepted_tokens_total", "spec_accepted_tokens", "num_accepted_tokens"),
+    ):
+        assert last[series] == spec[key] == int(steps[col].sum()) > 0
+    off = simulate(
+        load_scenario(
+            "scenarios/spec_decode_eagle3.yaml", ["run.duration_s=5", "run.warmup_s=0", "engine.speculative_config={}"]
+        )[0]
+    )
+    assert "spec_drafts" not in step_columns(off)
+    assert not any(k.startswith("vllm:spec_decode") for k in last_values(off))

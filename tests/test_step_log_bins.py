@@ -39,17 +39,19 @@ def _group(steps: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     for c in ("num_running", "num_waiting", "num_swapped", "kv_usage"):
         s[c + "_w"] = s[c] * s["duration"]
     g = s.groupby("bin")
-    out = g[
-        [
-            "num_seqs",
-            "prefill_tokens",
-            "decode_tokens",
-            "recomputed_tokens",
-            "num_preemptions",
-            "num_generated",
-            "num_finished",
-        ]
-    ].sum()
+    counts = [
+        "num_seqs",
+        "prefill_tokens",
+        "decode_tokens",
+        "recomputed_tokens",
+        "num_preemptions",
+        "num_generated",
+        "num_finished",
+        "spec_drafts",  # steps.csv has these with drafts on
+        "spec_draft_tokens",
+        "spec_accepted_tokens",
+    ]
+    out = g[[c for c in counts if c in steps]].sum()
     out["num_steps"] = g.size()
     out["busy_s"] = g["duration"].sum()
     out["kv_usage_max"] = g["kv_usage"].max()
@@ -122,6 +124,9 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
         "num_preemptions": rng.integers(0, 3, k),
         "num_generated": rng.integers(0, 50, k),
         "num_finished": rng.integers(0, 5, k),
+        "spec_drafts": rng.integers(0, 5, k),
+        "spec_draft_tokens": rng.integers(0, 20, k),
+        "spec_accepted_tokens": rng.integers(0, 10, k),
     }
     full, binned = StepLog(100), BinnedStepLog(100, bin_s, t0)
     binned._STAGE = 7  # flush every few steps, so bins are folded across many flushes
@@ -139,7 +144,12 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
             recomputed_tokens=r["recomputed_tokens"],
             preempted=(0,) * int(r["num_preemptions"]),
         )
-        out = SimpleNamespace(num_generated=r["num_generated"], finished=(0,) * int(r["num_finished"]), itl_gaps=())
+        out = SimpleNamespace(
+            num_generated=r["num_generated"],
+            finished=(0,) * int(r["num_finished"]),
+            itl_gaps=(),
+            spec=(r["spec_drafts"], r["spec_draft_tokens"], r["spec_accepted_tokens"]),
+        )
         for log in (full, binned):
             log.add(float(r["start"]), float(r["duration"]), plan, out)
     steps = pd.DataFrame(full.columns())
@@ -147,7 +157,8 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
     got = pd.DataFrame(binned.columns())
     assert len(got) == len(want)
     assert (got["num_steps"].to_numpy() == want["num_steps"].to_numpy()).all()
-    assert (got["num_generated"].to_numpy() == want["num_generated"].to_numpy()).all()
+    for c in ("num_generated", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens"):
+        assert (got[c].to_numpy() == want[c].to_numpy()).all(), c
     assert np.allclose(got["kv_usage"], want["kv_usage"], rtol=1e-9)
     assert np.allclose(got["kv_usage_max"], want["kv_usage_max"], rtol=0)
     end = float(start[-1] + durations[-1])

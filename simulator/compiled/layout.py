@@ -224,6 +224,9 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
     L_PREEMPTIONS,
     L_GENERATED,
     L_FINISHED,
+    L_SPEC_N,
+    L_SPEC_DRAFTS,
+    L_SPEC_ACC,
 ) = (
     STAGE_ROWS.index(c)
     for c in (
@@ -240,6 +243,9 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
         "num_preemptions",
         "num_generated",
         "num_finished",
+        "spec_drafts",
+        "spec_draft_tokens",
+        "spec_accepted_tokens",
     )
 )
 

@@ -30,6 +30,9 @@ from simulator.compiled.layout import (
     ITL_N,
     L_FINISHED,
     L_GENERATED,
+    L_SPEC_ACC,
+    L_SPEC_DRAFTS,
+    L_SPEC_N,
     LAZY,
     MAX_SEQS,
     MAX_STEPS,
@@ -171,6 +174,7 @@ def update(st, t):
         ctl[N_SAMPLED],
         _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0,
     )
+    spec0, drafts0, acc0 = ctl[SPEC_N], ctl[SPEC_DRAFTS], ctl[SPEC_ACC]
     if ctl[N_SAMPLED] != 0:
         st.fctl[FE_FREE] = d
         st.fctl[FE_BATCH] = d0
@@ -246,6 +250,9 @@ def update(st, t):
     row = ctl[STAGE_N]
     st.stage[L_GENERATED, row] = ngen
     st.stage[L_FINISHED, row] = nfinished
+    st.stage[L_SPEC_N, row] = ctl[SPEC_N] - spec0
+    st.stage[L_SPEC_DRAFTS, row] = ctl[SPEC_DRAFTS] - drafts0
+    st.stage[L_SPEC_ACC, row] = ctl[SPEC_ACC] - acc0
     ctl[STAGE_N] = row + 1
     ctl[ROWS] = g
     ctl[IDLE] = ctl[IDLE] + 1 if ctl[STALLED] else 0

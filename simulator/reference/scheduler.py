@@ -66,6 +66,7 @@ class StepOutput:
     num_generated: int
     finished: tuple[int, ...]
     itl_gaps: tuple[float, ...]  # seconds between consecutive tokens of the same request
+    spec: tuple[int, int, int] = (0, 0, 0)  # verifications with drafts, drafts verified, accepted
 
 
 class _Queued:
@@ -468,6 +469,7 @@ class Scheduler:
         clients (``now`` without a front-end)."""
         shown = now if shown is None else shown
         R, k = self.reqs, self.cfg.spec_tokens
+        before = tuple(self.spec_counts)
         generated = 0
         finished: list[int] = []
         gaps: list[float] = []
@@ -509,7 +511,12 @@ class Scheduler:
         if finished:
             done = set(finished)
             self.running = [rid for rid in self.running if rid not in done]
-        return StepOutput(generated, tuple(finished), tuple(gaps))
+        spec = (
+            self.spec_counts[0] - before[0],
+            self.spec_counts[1] - before[1],
+            self.spec_counts[2] - before[2],
+        )
+        return StepOutput(generated, tuple(finished), tuple(gaps), spec)
 
     def _count_verification(self, drafts: int, accepted: int) -> None:
         c = self.spec_counts
