@@ -33,6 +33,8 @@ steps run, and schedules the request once its blocks have arrived).
 
 from __future__ import annotations
 
+COLD = ("lookup", "store")  # not inlined into the compiled step's many call sites (see compiled/build.py)
+
 # Columns of the per-key arrays (``own``: one row per own-content key; ``grp``: one per group).
 H_LO, H_HI, H_PREV, H_NEXT, N_H = range(5)
 # Slots of ``hc``: blocks the tier holds at most, holds now, the least and most recently used key,
