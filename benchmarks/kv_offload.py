@@ -39,24 +39,25 @@ SIZES = (0, 25, 50, 100, 150, 200, 300)
 
 
 def recorded() -> list[str]:
-    runs = validate.load(validate.DATA / "kv_offload.yaml")["runs"]
+    """The recorded offloading servers as ``servesim validate --recorded`` replays them."""
+    runs = validate.load(validate.OFFLOAD_FILE)["runs"]
     lines = [
         "| offload | prefixes | output tok/s real / sim | mean TTFT ms real / sim | GPU hits real / sim | host hits real / sim |",
         "|---|---|---|---|---|---|",
     ]
-    errs = []
-    for run in sorted(runs, key=lambda r: (r["run"], r["engine"].get("kv_offloading_size", 0))):
-        s = summarize(simulate(validate.e2e_scenario(run)))
-        m, srv = run["measured"], run["server"]
-        host = (s.get("kv_offload") or {}).get("host_hit_rate", 0.0)
+    order = sorted(range(len(runs)), key=lambda i: (runs[i]["run"], runs[i]["engine"].get("kv_offloading_size", 0)))
+    results = validate.run_all(runs, jobs=2, recorded=True)
+    for i in order:
+        run, r = runs[i], results[i]
+        m, s, d = r.measured, r.simulated, r.detail
         gib = run["engine"].get("kv_offloading_size", 0)
-        errs.append(s["output_throughput"] / m["output_throughput"] - 1)
         lines.append(
             f"| {f'{gib:g} GiB' if gib else 'off'} | {run['prefix']['groups']} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} "
-            f"| {m['mean_ttft_ms']:,.0f} / {s['mean_ttft_ms']:,.0f} | {srv['prefix_cache_hit_rate']:.1%} / {s['prefix_cache_hit_rate']:.1%} "
-            f"| {srv.get('host_prefix_cache_hit_rate', 0):.1%} / {host:.1%} |"
+            f"| {m['mean_ttft_ms']:,.0f} / {s['mean_ttft_ms']:,.0f} | {d['prefix_cache_hit_rate']:.1%} / {d['servesim_prefix_cache_hit_rate']:.1%} "
+            f"| {d['host_prefix_cache_hit_rate']:.1%} / {d['servesim_host_prefix_cache_hit_rate']:.1%} |"
         )
-    lines.append(f"\nThroughput: median absolute error {statistics.median(abs(e) for e in errs):.1%}.")
+    errs = [abs(r.rel_error("output_throughput")) for r in results]
+    lines.append(f"\nThroughput: median absolute error {statistics.median(errs):.1%}.")
     return lines
 
 

@@ -106,6 +106,19 @@ def constant_rate(length: float, k: int) -> float:
     return (lo + hi) / 2
 
 
+def _spec_row(name: str, method: str, load: str, metric: str, published: float, servesim: float, s: dict) -> dict:
+    """A speculative-decoding row: with the acceptance length servesim drew (``s``: the run with drafts)."""
+    return {
+        "set": name,
+        "method": method,
+        "load": load,
+        "metric": metric,
+        "published": published,
+        "servesim": servesim,
+        "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
+    }
+
+
 def bench_set() -> list[dict]:
     base = [
         "model=llama-3.1-8b",
@@ -121,16 +134,9 @@ def bench_set() -> list[dict]:
         none = run(load)["output_throughput"]
         for method, published in BENCH_SPEEDUP.items():
             s = run(load + spec(method, 3, BENCH_ACCEPT[method]))
+            speedup = s["output_throughput"] / none
             rows.append(
-                {
-                    "set": "SpecDecode-Bench",
-                    "method": method,
-                    "load": f"batch {b}",
-                    "metric": "throughput speed-up",
-                    "published": published[i],
-                    "servesim": s["output_throughput"] / none,
-                    "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-                }
+                _spec_row("SpecDecode-Bench", method, f"batch {b}", "throughput speed-up", published[i], speedup, s)
             )
     return rows
 
@@ -150,17 +156,8 @@ def issue_set() -> list[dict]:
     for method, points in ISSUE_20780.items():
         for k, length, tpot in points:
             s = run(base + spec(method, k, constant_rate(length, k)))
-            rows.append(
-                {
-                    "set": "vLLM #20780",
-                    "method": method,
-                    "load": f"batch 1, k {k}",
-                    "metric": "TPOT speed-up",
-                    "published": ISSUE_20780_BASE_TPOT_MS / tpot,
-                    "servesim": none / s["median_tpot_ms"],
-                    "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-                }
-            )
+            pub, sim = ISSUE_20780_BASE_TPOT_MS / tpot, none / s["median_tpot_ms"]
+            rows.append(_spec_row("vLLM #20780", method, f"batch 1, k {k}", "TPOT speed-up", pub, sim, s))
     return rows
 
 
@@ -178,28 +175,11 @@ def llmd_set() -> list[dict]:
     for rate, (without, with_) in LLMD.items():
         load = [*base, f"workload.arrival={{type: poisson, rate: {rate}}}"]
         n, s = run(load), run(load + spec("eagle3", 3, None))
-        rows.append(
-            {
-                "set": "llm-d Qwen3-32B",
-                "method": "eagle3",
-                "load": f"{rate} req/s",
-                "metric": "p50 TPOT speed-up",
-                "published": without[0] / with_[0],
-                "servesim": n["median_tpot_ms"] / s["median_tpot_ms"],
-                "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-            }
-        )
-        rows.append(
-            {
-                "set": "llm-d Qwen3-32B",
-                "method": "eagle3",
-                "load": f"{rate} req/s",
-                "metric": "throughput ratio",
-                "published": with_[1] / without[1],
-                "servesim": s["output_throughput"] / n["output_throughput"],
-                "acceptance_length": s["spec_decode"]["mean_acceptance_length"],
-            }
-        )
+        for metric, pub, sim in (
+            ("p50 TPOT speed-up", without[0] / with_[0], n["median_tpot_ms"] / s["median_tpot_ms"]),
+            ("throughput ratio", with_[1] / without[1], s["output_throughput"] / n["output_throughput"]),
+        ):
+            rows.append(_spec_row("llm-d Qwen3-32B", "eagle3", f"{rate} req/s", metric, pub, sim, s))
     return rows
 
 
@@ -332,14 +312,14 @@ def offload_blog_set() -> list[dict]:
 
 
 # ---- all sets --------------------------------------------------------------------------------------
-# name -> (rows, what the set was used for)
+# name -> (the function computing its rows, what the set was used for)
 SETS = {
-    "SpecDecode-Bench": (lambda: bench_set(), "held out"),
-    "vLLM #20780": (lambda: issue_set(), "calibration"),
-    "llm-d Qwen3-32B": (lambda: llmd_set(), "held out"),
-    "V1 max_loras sweep": (lambda: sweep_set(), "held out"),
-    "PR #48887 kernels": (lambda: kernel_set(), "held out"),
-    "vLLM blog KV offloading": (lambda: offload_blog_set(), "held out"),
+    "SpecDecode-Bench": (bench_set, "held out"),
+    "vLLM #20780": (issue_set, "calibration"),
+    "llm-d Qwen3-32B": (llmd_set, "held out"),
+    "V1 max_loras sweep": (sweep_set, "held out"),
+    "PR #48887 kernels": (kernel_set, "held out"),
+    "vLLM blog KV offloading": (offload_blog_set, "held out"),
 }
 
 

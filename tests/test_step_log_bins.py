@@ -33,25 +33,28 @@ def _both(path, overrides, bin_s):
     return full, binned
 
 
+# The per-step counts a bin sums (the speculative-decoding ones are in steps.csv with drafts on).
+COUNTS = (
+    "num_seqs",
+    "prefill_tokens",
+    "decode_tokens",
+    "recomputed_tokens",
+    "num_preemptions",
+    "num_generated",
+    "num_finished",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+)
+
+
 def _group(steps: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     """The per-step log grouped by bin, by pandas: what the binned log must equal."""
     s = steps.assign(bin=np.floor(steps["start"] / bin_s).astype(np.int64))
     for c in ("num_running", "num_waiting", "num_swapped", "kv_usage"):
         s[c + "_w"] = s[c] * s["duration"]
     g = s.groupby("bin")
-    counts = [
-        "num_seqs",
-        "prefill_tokens",
-        "decode_tokens",
-        "recomputed_tokens",
-        "num_preemptions",
-        "num_generated",
-        "num_finished",
-        "spec_drafts",  # steps.csv has these with drafts on
-        "spec_draft_tokens",
-        "spec_accepted_tokens",
-    ]
-    out = g[[c for c in counts if c in steps]].sum()
+    out = g[[c for c in COUNTS if c in steps]].sum()
     out["num_steps"] = g.size()
     out["busy_s"] = g["duration"].sum()
     out["kv_usage_max"] = g["kv_usage"].max()
@@ -69,16 +72,7 @@ def test_bins_are_the_steps_grouped_and_the_summary_is_unchanged(path, overrides
     want = _group(steps, bin_s)
     assert list(bins.index) == list(want.index)  # only bins with steps, in order
     assert np.allclose(bins["start"], want.index * bin_s) and (bins["duration"] == bin_s).all()
-    for c in (
-        "num_steps",
-        "num_seqs",
-        "prefill_tokens",
-        "decode_tokens",
-        "recomputed_tokens",
-        "num_preemptions",
-        "num_generated",
-        "num_finished",
-    ):
+    for c in ("num_steps", *(c for c in COUNTS if c in steps)):
         assert (bins[c].to_numpy() == want[c].to_numpy()).all(), c
     for c in ("busy_s", "kv_usage_max", "num_running", "num_waiting", "num_swapped", "kv_usage"):
         assert np.allclose(bins[c], want[c], rtol=1e-12, atol=1e-12), c
