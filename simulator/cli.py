@@ -1,4 +1,4 @@
-"""Command line: ``servesim run``, ``check``, ``sweep``, ``plan``, ``compare``, ``plot``, ``fields``,
+"""Command line: ``servesim run``, ``check``, ``sweep``, ``plan``, ``compare``, ``plot``, ``report``, ``fields``,
 ``step-time``, ``calibrate``, ``trace``, ``validate``, ``parity``. Bad input ends in one line,
 ``error: ...``, and exit code 2."""
 
@@ -162,6 +162,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
         files = redraw_sweep(d) if is_sweep(d) else redraw(d)
     for f in files:
         print(f"wrote {f}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from simulator.report import write_report
+
+    print(f"wrote {write_report(Path(args.dir), Path(args.output) if args.output else None)}")
     return 0
 
 
@@ -568,6 +575,13 @@ def parser() -> Parser:
     pl = sub.add_parser("plot", help="redraw the plots of a finished run, folder of runs or sweep from its CSV files")
     pl.add_argument("dir", help="results folder (of a run, of several runs, or of a sweep)")
     pl.set_defaults(fn=cmd_plot)
+
+    rp = sub.add_parser(
+        "report", help="one self-contained HTML page of a run, fleet, sweep or plan (opens with no network)"
+    )
+    rp.add_argument("dir", help="results folder (of a run, a fleet, several runs, a sweep or a plan)")
+    rp.add_argument("-o", "--output", help="the page to write (default: DIR/report.html)")
+    rp.set_defaults(fn=cmd_report)
 
     k = sub.add_parser("calibrate", help="fit the cost model to measured step latencies (profile CSVs)")
     k.add_argument("profiles", nargs="+", help="profile CSVs (gpu,model,batch,new_tokens,context,ms)")

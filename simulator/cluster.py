@@ -19,6 +19,7 @@ the keys of a single run plus ``replicas``, one summary per replica.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import zip_longest
@@ -82,6 +83,16 @@ class Replica:
     parts: dict
     in_flight: int = 0  # requests the router sent here that have not ended
     on_end: object = field(default=None, repr=False)  # callback of the requests it serves for the cluster
+    # An autoscaled fleet's replicas come and go (simulator.autoscaler): starting (cold), serving,
+    # draining (finishing its requests, sent no more) or stopped; from ``born`` (when it was asked
+    # for: a GPU is paid from then) until ``gone``.
+    state: str = "serving"
+    born: float = 0.0
+    gone: float = math.inf
+
+    @property
+    def gpus(self) -> int:
+        return self.scenario.hardware.tensor_parallel_size
 
     @property
     def label(self) -> str:
@@ -115,6 +126,14 @@ class Cluster:
             r.on_end = functools.partial(self._replica_ended, r)
             self.replicas.append(r)
         self.disaggregated = sc.disaggregation is not None
+        # Replicas whose steps can reach no other replica run ahead of each other (simtime.horizon):
+        # not when a request's end leads to a submission (a client's next request, a session's next
+        # turn, a disaggregated request's decode part).
+        from workloads.factory import completion_driven
+
+        if not self.disaggregated and not completion_driven(sc.workload):
+            for r in self.replicas:
+                r.engine.independent = True
         cfg = sc.cluster
         both = [r for r in self.replicas if r.role == "both"]
         if self.disaggregated:
@@ -140,6 +159,16 @@ class Cluster:
         self.num_done = 0
         self.all_done = env.event()
         self._progress = None
+        self._trace = trace
+        self.most = len(self.replicas) if cfg is None else cfg.max_replicas
+        self.autoscaler = None
+        if cfg is not None and cfg.autoscaler is not None:
+            from simulator.autoscaler import Autoscaler, cold_start_s
+
+            r0 = self.replicas[0]
+            weights = r0.parts["memory"].weight_bytes * r0.gpus
+            self.autoscaler = Autoscaler(self, cfg.autoscaler, cold_start_s(cfg.autoscaler, weights))
+            self.router.set_replicas(self.serving())
 
     @property
     def progress(self):
@@ -150,8 +179,87 @@ class Cluster:
         """A progress bar (``simulator.progress``) that every replica moves, with the fleet's count."""
         self._progress = bar
         for r in self.replicas:
-            # cast: Engine.progress is inferred None-typed (simulator/engine.py)
-            r.engine.progress = None if bar is None else cast(Any, lambda t, _n: bar(t, self.num_done))
+            self._show_progress(r)
+
+    def _show_progress(self, r: Replica) -> None:
+        bar = self._progress
+        # cast: Engine.progress is inferred None-typed (simulator/engine.py)
+        r.engine.progress = None if bar is None else cast(Any, lambda t, _n: bar(t, self.num_done))
+
+    # ---- an autoscaled fleet's replicas (simulator.autoscaler) -----------------------------------
+    def serving(self) -> list[Replica]:
+        return [r for r in self.replicas if r.state == "serving"]
+
+    def starting(self) -> list[Replica]:
+        return [r for r in self.replicas if r.state == "starting"]
+
+    def draining(self) -> list[Replica]:
+        return [r for r in self.replicas if r.state == "draining"]
+
+    def size(self) -> int:
+        """Replicas as the autoscaler counts them: starting and serving."""
+        return sum(1 for r in self.replicas if r.state in ("starting", "serving"))
+
+    def start_replica(self, cold_s: float) -> Replica:
+        """A new replica (a fresh engine) that serves once ``cold_s`` seconds have passed."""
+        from simulator import resolve
+
+        first = self.replicas[0]
+        engine, parts = resolve.build_engine(self.env, first.scenario, self._trace)
+        engine.independent = first.engine.independent
+        r = Replica(len(self.replicas), first.role, first.scenario, engine, parts, state="starting", born=self.env.now)
+        r.on_end = functools.partial(self._replica_ended, r)
+        self.replicas.append(r)
+        self._show_progress(r)
+        self.env.process(self._warm_up(r, cold_s))
+        return r
+
+    def _warm_up(self, r: Replica, cold_s: float):
+        yield self.env.timeout(cold_s)
+        if r.state == "starting":
+            r.state = "serving"
+            self.router.set_replicas(self.serving())
+
+    def cancel(self, r: Replica) -> None:
+        """Give up a replica still starting."""
+        self._stop(r)
+
+    def drain(self, r: Replica) -> None:
+        """Send ``r`` nothing more; it stops once its requests have ended."""
+        r.state = "draining"
+        self.router.set_replicas(self.serving())
+        if r.in_flight == 0:
+            self._stop(r)
+
+    def _stop(self, r: Replica) -> None:
+        r.state, r.gone = "stopped", self.env.now
+
+    def gpu_hours(self, end: float) -> list[float]:
+        """Per replica: GPU-hours it held until ``end``, from when it was asked for."""
+        return [(min(r.gone, end) - min(r.born, end)) * r.gpus / 3600.0 for r in self.replicas]
+
+    def fleet_summary(self, end: float) -> dict:
+        """GPU-hours and their cost (US dollars: ``hardware.price_per_hour`` or the catalogue's; null
+        where a GPU has no price) until ``end``; an autoscaled fleet's resizing too."""
+        hours = self.gpu_hours(end)
+        prices = [r.scenario.hardware.price_per_hour or r.parts["gpu"].price_per_hour for r in self.replicas]
+        out: dict = {
+            "gpu_hours": sum(hours),
+            "cost_usd": None if None in prices else sum(h * p for h, p in zip(hours, prices)),
+        }
+        a = self.autoscaler
+        if a is not None:
+            serving = np.array([row[1] for row in a.rows], np.float64)
+            out["autoscaler"] = {
+                "cold_start_s": a.cold_s,
+                "scale_ups": a.scale_ups,
+                "scale_downs": a.scale_downs,
+                "replicas_started": len(self.replicas) - len(a.initial),
+                "serving_min": int(serving.min()),
+                "serving_max": int(serving.max()),
+                "serving_mean": float(serving.mean()),
+            }
+        return out
 
     # ---- the engine interface the workload and the run use -------------------------------------
     def submit(
@@ -201,6 +309,8 @@ class Cluster:
 
     def _replica_ended(self, r: Replica, _event) -> None:
         self._ended(-1, r, None)
+        if r.state == "draining" and r.in_flight == 0:
+            self._stop(r)
 
     def _prefilled(self, gid: int, r: Replica, req: tuple, done, lora: int = -1) -> None:
         """The prefill part ended: if it was rejected the request ends; else its KV moves on."""
@@ -281,7 +391,10 @@ class Cluster:
     def log(self) -> ClusterLog:
         serving = [r for r in self.replicas if r.role != "prefill"]
         return ClusterLog(
-            [r.engine.log for r in self.replicas], [r.engine.log for r in serving], [r.index for r in self.replicas]
+            [r.engine.log for r in self.replicas],
+            [r.engine.log for r in serving],
+            [r.index for r in self.replicas],
+            [(r.born, r.gone) for r in self.replicas],
         )
 
     def merged_requests(self) -> MergedRequests:
@@ -289,11 +402,12 @@ class Cluster:
 
 
 class ClusterLog:
-    """The replicas' step logs seen as one: counters summed, KV usage averaged over replicas (peak:
-    the highest), inter-token latency from the serving replicas' histograms together."""
+    """The replicas' step logs seen as one: counters summed, KV usage averaged over replicas (each
+    weighted by how long it lived in the window: equally in a fixed fleet; peak: the highest),
+    inter-token latency from the serving replicas' histograms together."""
 
-    def __init__(self, logs: list, serving: list, indices: list[int]) -> None:
-        self.logs, self.serving, self.indices = logs, serving, indices
+    def __init__(self, logs: list, serving: list, indices: list[int], alive: list[tuple[float, float]]) -> None:
+        self.logs, self.serving, self.indices, self.alive = logs, serving, indices, alive
         self.bin_s = logs[0].bin_s if isinstance(logs[0], BinnedStepLog) else None
 
     def window(self, t0: float, t1: float) -> WindowTotals:
@@ -303,7 +417,7 @@ class ClusterLog:
             num_generated=int(gen),
             num_preemptions=sum(w.num_preemptions for w in ws),
             recomputed_tokens=sum(w.recomputed_tokens for w in ws),
-            kv_usage_mean=float(np.mean([w.kv_usage_mean for w in ws])),
+            kv_usage_mean=_alive_mean([w.kv_usage_mean for w in ws], self.alive, t0, t1),
             kv_usage_max=float(max(w.kv_usage_max for w in ws)),
         )
 
@@ -327,6 +441,15 @@ class ClusterLog:
         for c in parts[0]:
             out[c] = np.concatenate([p[c] for p in parts])
         return out
+
+
+def _alive_mean(values: list[float], alive: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """The mean of the replicas' ``values``, each weighted by how long it lived in [t0, t1] (the plain
+    mean where all lived throughout, or none did)."""
+    w = np.array([max(min(b, t1) - max(a, t0), 0.0) for a, b in alive])
+    if w.sum() <= 0 or np.all(w == w[0]):
+        return float(np.mean(values))
+    return float(np.dot(w, values) / w.sum())
 
 
 class MergedRequests:

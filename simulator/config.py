@@ -354,6 +354,51 @@ class ReplicaGroup:
     engine: Union[dict, None] = F(None, "engine fields that differ from the scenario's (e.g. {max_num_seqs: 512})")
 
 
+# A replica's cold start when ``cluster.autoscaler.cold_start_s`` is null: the engine's own start plus
+# reading the weights. ENGINE_START_S: vLLM 0.26 serving Llama-3.1-8B on an H200 (data/e2e/
+# h200x2_2026-11-27/llama8b_api2/server.log): 52.8 s from the first log line to "Starting vLLM
+# server", of which "init engine (profile, create kv cache, warmup model)" 19.9 s with a warm
+# torch.compile cache; the same engine without that cache took 41-96 s to init in the other logs
+# there. Those servers read dummy weights (1.7-2.5 s); real weights add their bytes over
+# ``weight_load_gbps``.
+ENGINE_START_S = 53.0
+
+
+@dataclass(frozen=True)
+class AutoscalerConfig:
+    metric: Literal["num_requests_running", "num_requests_waiting", "kv_cache_usage", "request_rate"] = F(
+        "num_requests_running",
+        "what the autoscaler scales on, per serving replica: vLLM's gauges (kv_cache_usage a fraction 0-1) "
+        "or arrivals per second",
+    )
+    target: Union[float, None] = F(None, "the metric's target value per replica (required)", gt=0.0)
+    min_replicas: int = F(1, "fewest replicas (starting or serving)", ge=1)
+    max_replicas: Union[int, None] = F(None, "most replicas (starting or serving; null: cluster.replicas)", ge=1)
+    cold_start_s: Union[float, None] = F(
+        None,
+        "seconds from a scale-up until the new replica serves (null: engine start "
+        f"{ENGINE_START_S:g} s, measured, plus the weights over weight_load_gbps)",
+        "s",
+        ge=0.0,
+    )
+    weight_load_gbps: float = F(
+        2.0, "how fast a starting replica reads its weights (local NVMe ~2-7, network volumes less)", "GB/s", gt=0.0
+    )
+    scale_up_delay_s: float = F(
+        0.0, "scale-up stabilisation window: the lowest recommendation over it is used (HPA default 0)", "s", ge=0.0
+    )
+    scale_down_delay_s: float = F(
+        300.0,
+        "scale-down stabilisation window: the highest recommendation over it is used (HPA default 300)",
+        "s",
+        ge=0.0,
+    )
+    interval_s: float = F(15.0, "how often the metric is read and the fleet resized (HPA's sync period)", "s", gt=0.0)
+    tolerance: float = F(
+        0.1, "no change while observed / target is within 1 +- this (HPA's default 0.1)", ge=0.0, lt=1.0
+    )
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     replicas: Any = F(
@@ -378,12 +423,43 @@ class ClusterConfig:
         1.0, "score router: weight of the replica's free share of waiting + running requests", ge=0.0
     )
     score_kv_weight: float = F(1.0, "score router: weight of the replica's free share of KV cache", ge=0.0)
+    autoscaler: Union[AutoscalerConfig, None] = F(
+        None, "resize the fleet on a metric, as Kubernetes' HPA does on vLLM's (null: cluster.replicas, fixed)"
+    )
 
     def groups(self, path: str = "cluster.replicas") -> tuple[ReplicaGroup, ...]:
         return replica_groups(self.replicas, path)
 
     def __post_init__(self) -> None:
-        self.groups()
+        groups = self.groups()
+        a = self.autoscaler
+        if a is None:
+            return
+        if a.target is None:
+            raise ConfigError(f"cluster.autoscaler.target: required, the {a.metric} wanted per replica (got null)")
+        if len(groups) != 1:
+            raise ConfigError(
+                "cluster.autoscaler: needs one replica group (cluster.replicas a count or one group) "
+                f"(got {len(groups)} groups)"
+            )
+        start, most = groups[0].count, self.max_replicas
+        if most < a.min_replicas:
+            raise ConfigError(
+                f"cluster.autoscaler.max_replicas must be >= min_replicas ({a.min_replicas}) (got {most})"
+            )
+        if not a.min_replicas <= start <= most:
+            raise ConfigError(
+                f"cluster.replicas: the replicas serving at the start must be within cluster.autoscaler's "
+                f"min_replicas..max_replicas = {a.min_replicas}..{most} (got {start})"
+            )
+
+    @property
+    def max_replicas(self) -> int:
+        """The most replicas the fleet may have at once."""
+        a = self.autoscaler
+        if a is None or a.max_replicas is None:
+            return self.groups()[0].count if a is not None else sum(g.count for g in self.groups())
+        return a.max_replicas
 
 
 @dataclass(frozen=True)
@@ -538,6 +614,11 @@ def _cross_checks(sc: Scenario) -> None:
         raise ConfigError(
             "cluster.replicas: with disaggregation the replicas are disaggregation.prefill and "
             f".decode; cluster sets only the router (got {sc.cluster.replicas!r})"
+        )
+    if sc.disaggregation is not None and sc.cluster is not None and sc.cluster.autoscaler is not None:
+        raise ConfigError(
+            "cluster.autoscaler: resizes co-located replicas; with disaggregation the pools are fixed "
+            "(got an autoscaler and disaggregation)"
         )
     w = sc.workload
     asks = w.lora is not None or any(getattr(c, "lora", None) is not None for c in w.class_list())

@@ -60,6 +60,10 @@ class Engine:
         # the next step before it is scheduled, as when a client submits between two engine steps
         # (workload.arrival.client_latency_s delays a reaction beyond it).
         self.clients_same_step = True
+        # Whether nothing this engine's steps do can reach another engine before the next event that
+        # is not another engine's step (simulator.simtime.horizon): set for the replicas of a fleet
+        # whose arrivals do not wait on earlier ends; the compiled step then runs ahead to that event.
+        self.independent = False
         self.cfg = cfg
         self.cost = cost
         self._cpl = cost.params.tolist()  # the same constants as Python floats (cheaper to read one at a time)

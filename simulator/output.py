@@ -23,6 +23,9 @@ def run_title(s: dict) -> str:
     on = (f" on {gpu}" + (f" x{tp}" if tp > 1 else "")) if len(gpus) == 1 else ", mixed GPUs"
     pre = sum(r.get("role") == "prefill" for r in reps)
     what = f"{len(reps)} replicas" if not pre else f"{pre} prefill + {len(reps) - pre} decode replicas"
+    a = s.get("autoscaler")
+    if a is not None:
+        what = f"{a['serving_min']}-{a['serving_max']} replicas (autoscaled)"
     return f"{s['model']}, {what}{on}"
 
 
@@ -36,9 +39,31 @@ PLOTTED = (
 )  # steps.csv columns the plots read
 
 
-def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> list[tuple[str, tuple]]:
-    """The two plots of one run, as (``simulator.plots`` function, arguments) jobs. A fleet's steps
-    (with a ``replica`` column) are drawn a line per replica, and the fleet's total throughput."""
+def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path, fleet=None) -> list[tuple[str, tuple]]:
+    """The plots of one run, as (``simulator.plots`` function, arguments) jobs. A fleet's steps
+    (with a ``replica`` column) are drawn a line per replica, and the fleet's total throughput. An
+    autoscaled fleet's replicas come and go: its ``fleet`` (fleet.csv's columns) gives the serving
+    replicas' mean KV usage at each reading, its throughput is the fleet's total, and fleet.png
+    shows its replicas over time."""
+    title = f"{label}, {run_title(summary)}"
+    end = float(summary["simulated_time_s"])
+    if fleet is not None:
+        kv = {"start": np.asarray(fleet["time"]), "kv_usage": np.asarray(fleet["kv_cache_usage"])}
+        total = [(f"{label}: all replicas", fleet_timeline(steps, end))]
+        return [
+            (
+                "plot_kv_usage",
+                (
+                    [("mean of serving replicas, at each autoscaler reading", kv)],
+                    out / "kv_cache_usage.png",
+                    f"KV-cache usage: {title}",
+                    warmup_s,
+                    end,
+                ),
+            ),
+            ("plot_throughput", (total, out / "throughput.png", f"Output throughput: {title}", warmup_s, end)),
+            ("plot_fleet", (fleet, out / "fleet.png", f"Replicas and load: {title}", summary)),
+        ]
     if "replica" in steps:
         rep = np.asarray(steps["replica"])
         labels = {r["replica"]: r["label"] for r in summary.get("replicas", [])}
@@ -54,8 +79,6 @@ def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path) -> l
     else:
         series = [(label, {c: steps[c] for c in PLOTTED if c in steps})]
         served = None
-    title = f"{label}, {run_title(summary)}"
-    end = float(summary["simulated_time_s"])
     return [
         ("plot_kv_usage", (series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warmup_s, end)),
         (
@@ -85,9 +108,14 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
     plots = plots or BackgroundPlots(fork=False)
     summary = summarize(result)
     steps = step_columns(result)
-    plots.draw(run_plots(summary["scenario"], steps, summary, result.scenario.run.warmup_s, out))
-    write_csv(request_columns(result), out / "requests.csv")
+    requests = request_columns(result)
+    scaler = getattr(result.engine, "autoscaler", None)
+    fleet = None if scaler is None else scaler.columns(result.scenario, result.reqs.columns())
+    plots.draw(run_plots(summary["scenario"], steps, summary, result.scenario.run.warmup_s, out, fleet))
+    write_csv(requests, out / "requests.csv")
     write_csv(steps, out / "steps.csv")
+    if fleet is not None:
+        write_csv(fleet, out / "fleet.csv")
     atomic_write_text(out / "scenario.yaml", yaml.safe_dump(raw_scenario, sort_keys=False))
     plots.wait()
     write_json(summary, out / "summary.json")  # written last: its presence means the run is complete
@@ -101,7 +129,12 @@ def redraw(out: Path) -> list[Path]:
     out = Path(out)
     if (out / "summary.json").is_file():
         summary, steps = load_run(out)
-        jobs = run_plots(summary["scenario"], steps, summary, _warmup(summary), out)
+        fleet = None
+        if "autoscaler" in summary:
+            import pandas as pd
+
+            fleet = pd.read_csv(out / "fleet.csv")
+        jobs = run_plots(summary["scenario"], steps, summary, _warmup(summary), out, fleet)
         plots = BackgroundPlots(fork=False)
         plots.draw(jobs)
         plots.wait()

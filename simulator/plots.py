@@ -312,3 +312,74 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
     )
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)
+
+
+def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
+    """An autoscaled fleet over time (fleet.csv): replicas serving, starting and draining, with the
+    arrival rate; below, the share of requests within the SLO (or, without one, the metric the
+    autoscaler reads)."""
+    t = np.asarray(fleet["time"], np.float64)
+    hours = t[-1] > 3 * 3600 if len(t) else False
+    x = t / 3600 if hours else t
+    has_slo = "slo_attainment" in fleet
+    fig, (top, low) = _figure((9, 6.2), rows=2)
+    serving = np.asarray(fleet["serving"], np.float64)
+    starting = np.asarray(fleet["starting"], np.float64)
+    draining = np.asarray(fleet["draining"], np.float64)
+    top.stackplot(
+        x,
+        serving,
+        starting,
+        draining,
+        step="post",
+        colors=["#1f77b4", "#ff7f0e", "#bbbbbb"],
+        labels=["serving", "starting (cold)", "draining"],
+        alpha=0.85,
+    )
+    top.set_ylabel("replicas")
+    top.set_ylim(0, max(float((serving + starting + draining).max()) if len(t) else 1.0, 1.0) * 1.4)
+    rate = top.twinx()
+    arrivals = np.asarray(fleet["arrivals_per_s"], np.float64)
+    k = max(len(arrivals) // 200, 1)  # a day of 15-s readings: averaged over a few minutes, or it is noise
+    if k > 1:
+        m = len(arrivals) // k * k
+        x_rate, arrivals = x[:m].reshape(-1, k).mean(axis=1), np.nanmean(arrivals[:m].reshape(-1, k), axis=1)
+    else:
+        x_rate = x
+    label = "arrivals" + (f" ({k} readings' mean)" if k > 1 else "")
+    rate.plot(x_rate, arrivals, color="black", lw=1.0, label=label)
+    rate.set_ylabel("arrivals (requests/s)")
+    rate.set_ylim(0, max(float(np.nanmax(arrivals)) if len(t) > 1 else 1.0, 1e-9) * 1.4)
+    handles = top.get_legend_handles_labels()
+    more = rate.get_legend_handles_labels()
+    top.legend(handles[0] + more[0], handles[1] + more[1], loc="upper left", fontsize=8, ncol=4, framealpha=0.9)
+    a = summary.get("autoscaler", {})
+    cost = summary.get("cost_usd")
+    top.set_title(
+        _wrap(
+            f"{title}\n{summary.get('gpu_hours', 0):,.1f} GPU-hours"
+            + (f", ${cost:,.0f}" if cost is not None else "")
+            + f"; {a.get('scale_ups', 0)} scale-ups, {a.get('scale_downs', 0)} scale-downs, "
+            f"cold start {a.get('cold_start_s', 0):.0f} s",
+            95,
+        ),
+        fontsize=11,
+    )
+    top.grid(alpha=0.3)
+    if has_slo:
+        share = np.asarray(fleet["slo_attainment"], np.float64) * 100
+        low.plot(x, share, color="#2ca02c", lw=1.2, drawstyle="steps-pre")
+        low.set_ylim(0, 105)
+        low.set_ylabel("requests within SLO (%)")
+        overall = summary.get("slo_attainment")
+        if overall is not None:
+            low.axhline(overall * 100, color="grey", lw=0.8, ls=":", label=f"whole run: {overall:.1%}")
+            low.legend(loc="lower left", fontsize=8)
+    else:
+        low.plot(x, np.asarray(fleet["metric"], np.float64), color="#9467bd", lw=1.2, drawstyle="steps-pre")
+        low.set_ylabel("metric per serving replica")
+        low.set_ylim(bottom=0)
+    low.set_xlabel("simulated time (h)" if hours else "simulated time (s)")
+    low.grid(alpha=0.3)
+    fig.align_ylabels([top, low])
+    _save(fig, path)

@@ -40,8 +40,8 @@ class Router:
         )
         self.rng = np.random.default_rng(seed)
         self.next = 0
-        self.affinity: dict[tuple[int, int], int] = {}  # (kind, key) -> replica position
-        self.seen: list[set] = [set() for _ in replicas]  # keys each replica has served
+        self.affinity: dict[tuple[int, int], int] = {}  # (kind, key) -> the replica's index
+        self.seen: dict[int, set] = {r.index: set() for r in replicas}  # keys each replica has served
         self._snap = None
         if self.staleness > 0 and self.policy in ("least_kv", "score"):
             self._snap = self._scrape()
@@ -55,6 +55,15 @@ class Router:
             running, waiting, swapped, free = r.engine.queues()
             out[i] = (running + waiting + swapped, waiting, kv_usage(free, r.engine.num_blocks))
         return out
+
+    def set_replicas(self, replicas: list) -> None:
+        """The replicas requests may go to from now on (an autoscaled fleet's serving ones); a
+        scraped snapshot is taken again, as a new replica's metrics are scraped once it is up."""
+        self.replicas = replicas
+        for r in replicas:
+            self.seen.setdefault(r.index, set())
+        if self._snap is not None:
+            self._snap = self._scrape()
 
     def _scraper(self):
         while True:
@@ -98,23 +107,30 @@ class Router:
             i = self._best((s[:, 2] + 1e-9 * s[:, 1]).tolist())
         elif p == "prefix_affinity":
             key = _key(group, content_key)
-            i = self.affinity.get(key, -1) if key is not None else -1
+            i = self._position(self.affinity.get(key, -1)) if key is not None else -1
             if i < 0:
                 i = self._best([r.in_flight for r in reps])
                 if key is not None:
-                    self.affinity[key] = i
+                    self.affinity[key] = reps[i].index
         else:  # score
             key = _key(group, content_key)
             s = self._state()
             load = s[:, 0] / max(float(s[:, 0].max()), 1.0)
             share = (group_len if group >= 0 else prompt_len) / max(prompt_len, 1)
-            hit = np.array([share if key is not None and key in seen else 0.0 for seen in self.seen])
+            hit = np.array([share if key is not None and key in self.seen[r.index] else 0.0 for r in reps])
             wp, wq, wk = self.weights
             i = self._best((wp * hit + wq * (1.0 - load) + wk * (1.0 - s[:, 2])).tolist(), lowest=False)
             if key is not None:
-                self.seen[i].add(key)
+                self.seen[reps[i].index].add(key)
         self.next = i + 1
         return reps[i]
+
+    def _position(self, index: int) -> int:
+        """Where the replica numbered ``index`` is among those requests may go to (-1: not there)."""
+        for i, r in enumerate(self.replicas):
+            if r.index == index:
+                return i
+        return -1
 
 
 def _key(group: int, content_key: int):

@@ -36,12 +36,20 @@ def format_table(summaries: list[dict]) -> str:
 
 
 RUN_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png", "throughput.png")
+FLEET_FILES = ("fleet.csv", "fleet.png")  # an autoscaled fleet's, besides
+
+
+def autoscaled(sc) -> bool:
+    return sc.cluster is not None and sc.cluster.autoscaler is not None
+
+
 COMPARISON_FILES = ("kv_cache_usage.png", "throughput.png", "comparison.csv")
 
 
-def run_files(exports: dict, out: Path) -> list[str]:
-    """What a run writes in its folder ``out``, with the exports asked for."""
-    names = list(RUN_FILES)
+def run_files(exports: dict, out: Path, fleet: bool = False) -> list[str]:
+    """What a run writes in its folder ``out``, with the exports asked for (``fleet``: an
+    autoscaled fleet's files too)."""
+    names = list(RUN_FILES) + (list(FLEET_FILES) if fleet else [])
     if exports.get("metrics"):
         names.append("metrics.openmetrics")
     trace = exports.get("trace")
@@ -64,7 +72,8 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
     exports = exports or {}
     try:
         sc, raw = load_scenario(path, overrides)
-        outputs = Outputs(out, run_files(exports, out), "--out")
+        names = run_files(exports, out, autoscaled(sc))
+        outputs = Outputs(out, names, "--out")
         replaced = (out / "summary.json").is_file()
         result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         if exports.get("metrics"):  # a run that lasts until its requests are done: its length is known now
@@ -86,7 +95,7 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
             trace = Path(exports["trace"])
             trace.parent.mkdir(parents=True, exist_ok=True)
             files.append(write_perfetto(result, trace))
-        removed = outputs.done([out / f for f in RUN_FILES] + files)
+        removed = outputs.done([out / f for f in RUN_FILES + (FLEET_FILES if autoscaled(sc) else ())] + files)
         if removed:
             notes.append(
                 f"{sc.name}: removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}"
@@ -175,8 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         exports["trace"] = str(named_output(args.trace, out))
         check_file(Path(exports["trace"]), "--trace")
     check_folder(out, "--out")
-    for p, _ in loaded:
-        Outputs(target[p], run_files(exports, target[p]), "--out")
+    for p, sc in loaded:
+        Outputs(target[p], run_files(exports, target[p], autoscaled(sc)), "--out")
     top = None
     if len(paths) > 1:
         top = Outputs(out, [t.name for t in target.values()] + list(COMPARISON_FILES), "--out", "runs")
@@ -205,9 +214,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if files:
             print("\n" + "\n".join(f"wrote {f}" for f in files))
         elif len(paths) == 1:
-            print(
-                f"\nresults in {ok[0][1]}/ (summary.json, requests.csv, steps.csv, kv_cache_usage.png, throughput.png)"
-            )
+            shown = [f for f in RUN_FILES + FLEET_FILES if f != "scenario.yaml" and (ok[0][1] / f).is_file()]
+            print(f"\nresults in {ok[0][1]}/ ({', '.join(shown)})")
     failed_n = len(results) - len(ok)
     return 2 if failed_n and not ok else (1 if failed_n else 0)
 

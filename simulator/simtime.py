@@ -28,3 +28,25 @@ class TimeoutAt(simpy.Timeout):
         self._delay = t - env.now
         self._ok = True
         heapq.heappush(env._queue, (t, NORMAL, next(env._eid), self))
+
+
+class StepEnd(TimeoutAt):
+    """The end of a run of engine steps: a ``TimeoutAt`` that knows whose steps end (see ``horizon``)."""
+
+    def __init__(self, env: simpy.Environment, t: float, owner: object) -> None:
+        self.owner = owner
+        super().__init__(env, t)
+
+
+def horizon(env: simpy.Environment, owner: object) -> float:
+    """When something outside the engine ``owner`` may next act on it: the time of the first event on
+    SimPy's queue that is not another engine's step end (``env.peek()`` would also stop it there).
+
+    Only valid where no engine's steps can lead to anything reaching another engine: in a fleet whose
+    arrivals do not wait on earlier requests' ends (``workloads.factory.completion_driven``), one
+    replica's steps never touch another's, and each replica may run ahead to the next arrival.
+    """
+    return min(
+        (t for t, _, _, ev in env._queue if not (type(ev) is StepEnd and ev.owner is not owner)),
+        default=float("inf"),
+    )

@@ -104,6 +104,8 @@ def run_size(sc: Scenario) -> RunSize:
                 closed_rate += n / (out * step + a.think_time_s)
         elif a.type == "time_varying":
             rate += max(r for _, r in parse_schedule(a.schedule, "schedule", integer=False))
+        elif a.type == "diurnal":
+            rate += a.rate * 2 * a.peak_to_trough / (a.peak_to_trough + 1)  # its peak
         else:
             rate += a.rate
     if w.trace is not None:

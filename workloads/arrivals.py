@@ -105,6 +105,17 @@ class RateFunction:
         return s + min(x, d)
 
 
+def diurnal_points(mean: float, peak_to_trough: float, peak_hour: float) -> list[tuple[float, float]]:
+    """A day's arrival rate as (t, rate) points every 15 minutes for 48 hours (linear between them):
+    ``mean x (1 + a cos(2 pi (t/3600 - peak_hour) / 24))`` with ``a`` such that the highest rate is
+    ``peak_to_trough`` times the lowest."""
+    a = (peak_to_trough - 1.0) / (peak_to_trough + 1.0)
+    return [
+        (h * 3600.0, mean * (1.0 + a * math.cos(2.0 * math.pi * (h - peak_hour) / 24.0)))
+        for h in (k / 4.0 for k in range(48 * 4 + 1))
+    ]
+
+
 def time_varying_gaps(fn: RateFunction, rng: np.random.Generator) -> Iterator[float]:
     """Non-homogeneous Poisson arrivals by inversion: t_n = Lambda^-1(E_1 + ... + E_n), E_i ~ Exp(1)."""
     S, prev = 0.0, 0.0

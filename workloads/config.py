@@ -22,9 +22,9 @@ PresetName = Literal["chat", "summarisation", "code_completion", "long_context_r
 
 @dataclass(frozen=True)
 class ArrivalConfig:
-    type: Literal["closed_loop", "poisson", "gamma", "constant", "time_varying"] = F(
+    type: Literal["closed_loop", "poisson", "gamma", "constant", "time_varying", "diurnal"] = F(
         "closed_loop",
-        "closed loop (fixed or stepped concurrency), or open loop: Poisson, gamma (bursty), constant rate, time-varying Poisson rate",
+        "closed loop (fixed or stepped concurrency), or open loop: Poisson, gamma (bursty), constant rate, time-varying Poisson rate, a day's Poisson rate (diurnal)",
     )
     concurrency: int = F(
         64,
@@ -61,10 +61,24 @@ class ArrivalConfig:
     )
     rate: float = F(
         1.0,
-        "poisson, gamma, constant: mean arrival rate",
+        "poisson, gamma, constant: mean arrival rate; diurnal: the day's mean",
         "requests/s",
         gt=0.0,
-        only={"type": ("poisson", "gamma", "constant")},
+        only={"type": ("poisson", "gamma", "constant", "diurnal")},
+    )
+    peak_to_trough: float = F(
+        3.0,
+        "diurnal: the day's highest rate over its lowest (a cosine over 24 h)",
+        ge=1.0,
+        only={"type": ("diurnal",)},
+    )
+    peak_hour: float = F(
+        14.0,
+        "diurnal: when the rate is highest (hours after the run's start)",
+        "h",
+        ge=0.0,
+        lt=24.0,
+        only={"type": ("diurnal",)},
     )
     cv: float = F(
         1.0,

@@ -20,6 +20,7 @@ from workloads.arrivals import (
     RateFunction,
     closed_loop,
     constant_gaps,
+    diurnal_points,
     gamma_gaps,
     open_loop,
     poisson_gaps,
@@ -107,6 +108,17 @@ def keeps_finished_content(w: WorkloadConfig) -> bool:
     Pass it to ``SchedulerConfig.cache_finished_content`` so a finished turn's blocks stay findable.
     """
     return _some_request_carries(w, "session", "session")
+
+
+def completion_driven(w: WorkloadConfig) -> bool:
+    """True when some request is submitted because an earlier one ended: closed-loop clients (or a
+    trace replayed closed loop) and multi-turn sessions (a turn follows the previous one's answer).
+    Otherwise every arrival time is fixed before the run, whatever the engines do."""
+    if w.trace is not None:
+        return w.trace_arrivals == "closed_loop"
+    specs = class_specs(w)
+    arrivals = [w.arrival] + [s.arrival for s in specs if s.arrival is not None]
+    return any(a.type == "closed_loop" for a in arrivals) or any(s.session is not None for s in specs)
 
 
 def has_shared_prefixes(w: WorkloadConfig) -> bool:
@@ -372,6 +384,8 @@ def _start_arrival(
         gaps = gamma_gaps(a.rate, a.cv, gap_rng)
     elif a.type == "constant":
         gaps = constant_gaps(a.rate)
+    elif a.type == "diurnal":
+        gaps = time_varying_gaps(RateFunction(diurnal_points(a.rate, a.peak_to_trough, a.peak_hour), "linear"), gap_rng)
     else:
         fn = RateFunction(parse_schedule(a.schedule, f"{where}.schedule", integer=False), a.interpolation)
         gaps = time_varying_gaps(fn, gap_rng)

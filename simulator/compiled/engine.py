@@ -21,7 +21,7 @@ from simulator.compiled.state import new_state
 from simulator.engine import Engine, SimulationStalled
 from simulator.requests import RequestTable
 from simulator.rules import WAITING, SchedulerConfig, cdiv
-from simulator.simtime import TimeoutAt
+from simulator.simtime import StepEnd, TimeoutAt, horizon
 
 
 class CompiledEngine(Engine):
@@ -152,7 +152,10 @@ class CompiledEngine(Engine):
             self._sync_tables()
             st = self.st
             fctl[L.T_NOW] = now
-            fctl[L.T_PEEK] = min(env.peek(), coming[0][0]) if coming else env.peek()
+            # Until something outside may act on the engine: the next event, or in a fleet whose
+            # arrivals are independent of earlier ends, the next event that is not another replica's.
+            peek = horizon(env, self) if self.independent else env.peek()
+            fctl[L.T_PEEK] = min(peek, coming[0][0]) if coming else peek
             # Ended requests are reported at their time when someone waits for them, or when they
             # end the run (it stops once the expected number have ended); otherwise only counted.
             st.cfg[L.WAITERS] = 1 if self._events else 0
@@ -168,14 +171,14 @@ class CompiledEngine(Engine):
             log._ns, log.itl_count = c[L.STAGE_N], c[L.ITL_N]
             if code == L.NOTIFY:
                 if t != now:
-                    yield TimeoutAt(env, t)
+                    yield StepEnd(env, t, self)
                 if self._ended(c[L.FIN_N]) and self.clients_same_step:
                     yield env.timeout(0)
                 continue
             if c[L.FIN_N]:
                 self._ended(c[L.FIN_N])
             if code == L.STEPPED or t != now:
-                yield TimeoutAt(env, t)
+                yield StepEnd(env, t, self)
             if code == L.UNSTAGE:
                 log._unstage()
                 ctl[L.STAGE_N] = log._ns

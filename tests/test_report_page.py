@@ -1,0 +1,101 @@
+"""``servesim report``: one self-contained HTML page, opened in a real headless browser (Debian's
+chromium driven by Selenium through chromium-driver) with the network off."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from simulator.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FLEET = [
+    "--set",
+    "run.duration_s=240",
+    "--set",
+    "run.warmup_s=0",
+    "--set",
+    "workload.arrival={type: time_varying, interpolation: linear, schedule: {0: 4, 100: 50, 240: 50}}",
+    "--set",
+    "cluster={replicas: 1, autoscaler: {target: 16, max_replicas: 4, cold_start_s: 30, interval_s: 10}}",
+    "--set",
+    "slo={p99_ttft_ms: 500}",
+]
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """Pages of an autoscaled fleet's run and of a sweep."""
+    d = tmp_path_factory.mktemp("report")
+    assert main(["run", str(ROOT / "scenarios" / "workload_diurnal_ramp.yaml"), "--out", str(d / "fleet"), *FLEET]) == 0
+    assert main(["report", str(d / "fleet")]) == 0
+    short = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]
+    assert main(["sweep", "--param", "engine.max_num_seqs=256,512", *short, "--out", str(d / "sw"), "--jobs", "1"]) == 0
+    assert main(["report", str(d / "sw"), "-o", str(d / "sweep.html")]) == 0
+    return {"fleet": d / "fleet" / "report.html", "sweep": d / "sweep.html"}
+
+
+def test_pages_hold_everything_they_show(pages):
+    fleet = pages["fleet"].read_text()
+    # Nothing fetched from elsewhere: no script, no stylesheet or image by address.
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", fleet)
+    assert "<script" not in fleet
+    assert fleet.count("data:image/png;base64,") == 3  # fleet.png, kv_cache_usage.png, throughput.png
+    assert fleet.count("<svg") == 1  # the latency distributions
+    assert "GPU-hours" in fleet and "requests within the SLO" in fleet and "scale-ups" in fleet
+    sweep = pages["sweep"].read_text()
+    assert "Recommendation." in sweep and "max_num_seqs" in sweep
+    assert sweep.count("data:image/png;base64,") == 3
+
+
+def test_report_of_a_folder_without_results_says_so(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "holds no run, fleet, sweep or plan" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not (chromium and driver):
+        if os.environ.get("SERVESIM_REQUIRE_BROWSER"):
+            pytest.fail("SERVESIM_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
+        pytest.skip("needs Debian's chromium and chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=webdriver.ChromeService(executable_path=driver), options=opts)
+
+
+@pytest.mark.parametrize("which", ["fleet", "sweep"])
+def test_the_page_loads_offline_without_errors_and_draws_its_charts(pages, which):
+    b = _browser()
+    try:
+        b.execute_cdp_cmd("Network.enable", {})
+        b.execute_cdp_cmd(
+            "Network.emulateNetworkConditions",
+            {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+        )
+        b.get(pages[which].as_uri())
+        images = b.execute_script(
+            "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.getBoundingClientRect().width])"
+        )
+        assert images and all(done and w > 100 and shown > 100 for done, w, shown in images), images
+        if which == "fleet":
+            svg = b.execute_script(
+                "const s = document.querySelector('svg'); const r = s.getBoundingClientRect();"
+                "return [r.width, r.height, s.querySelectorAll('path').length]"
+            )
+            assert svg[0] > 300 and svg[1] > 100 and svg[2] > 10, svg
+        errors = [e for e in b.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors, errors
+        assert b.title.startswith("servesim:")
+    finally:
+        b.quit()
