@@ -141,7 +141,35 @@ def plans(h200: bool) -> dict[str, dict]:
             ],
         ),
     ]
-    return {"wave1": {"lanes": wave1}, "wave2": {"lanes": wave2}, "offload": {"lanes": offload_lanes()}}
+    # Past saturation (wave2's r50, r60: the server's throughput fell as the rate rose): is it the
+    # benchmark client (one process against two), the API server (1 against 4 processes), or the
+    # engine (a closed loop holding as many requests as r60 had running)?
+    wave3 = [
+        lane(
+            "llama8b_overload",
+            [0],
+            "llama-3.1-8b",
+            seqs,
+            [
+                rate("r60", 60, 40, SPREAD),
+                rate("r60_2clients", 60, 40, SPREAD, clients=2),
+                closed("c840", 840, 2520, SPREAD),
+            ],
+        ),
+        lane(
+            "llama8b_overload_api4",
+            [1],
+            "llama-3.1-8b",
+            seqs + ["--api-server-count", "4"],
+            [rate("r60", 60, 40, SPREAD), rate("r60_2clients", 60, 40, SPREAD, clients=2)],
+        ),
+    ]
+    return {
+        "wave1": {"lanes": wave1},
+        "wave2": {"lanes": wave2},
+        "wave3": {"lanes": wave3},
+        "offload": {"lanes": offload_lanes()},
+    }
 
 
 def offload_lanes() -> list[dict]:
