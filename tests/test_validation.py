@@ -103,7 +103,10 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     are written."""
     results = validate.run_all(E2E["runs"], jobs=2, recorded=True)
     assert not [r.id for r in results if r.error]
-    s = validate.error_summary(results, validate.E2E_METRICS)
+    # The third recording (past saturation, recorded after the fit) is a known miss, pinned below:
+    # the guard covers the runs there were when the host costs were fitted.
+    overload = [r for r in results if r.id.startswith("h200x2_overload_")]
+    s = validate.error_summary([r for r in results if r not in overload], validate.E2E_METRICS)
     assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
@@ -111,6 +114,13 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
         m, sim = r.detail["server_preemptions"], r.detail["num_preemptions"]
         if m:
             assert m / 2 <= sim <= 2 * m, r.id
+    # One API server throttles the real engine past saturation and servesim's does not (docs/
+    # validation.md, "Overload"): it predicts 11-50% more throughput. A change that moves this
+    # must move the docs too.
+    assert len(overload) == 5
+    for r in overload:
+        err = r.rel_error("output_throughput")
+        assert 0.05 < err < 0.6, (r.id, err)
     lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
     assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
 
