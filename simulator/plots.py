@@ -147,6 +147,21 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value of the second)."""
     x = f"param:{knobs[0]}"
     group = f"param:{knobs[1]}" if len(knobs) > 1 else None
+    ticks = None
+    values = list(df[x])
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        # Values that are not numbers (mappings, names): one position each, in the order swept.
+        names = list(dict.fromkeys(_flow(v) for v in values))
+        df = df.assign(**{x: [names.index(_flow(v)) for v in values]})
+        ticks = ["\n".join(textwrap.wrap(n, 28)) for n in names]
+        if x in rec.get("best_no_preemption", {}):
+            rec = {
+                **rec,
+                "best_no_preemption": {
+                    **rec["best_no_preemption"],
+                    x: names.index(_flow(rec["best_no_preemption"][x])),
+                },
+            }
     panels = [
         ("output_throughput", "output throughput (tokens/s)"),
         ("p99_ttft_ms", "p99 TTFT (ms)"),
@@ -164,6 +179,8 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
         if x in best:
             ax.axvline(best[x], color="#2ca02c", ls="--", lw=1.2, label="recommended")
         ax.set_xlabel(knobs[0])
+        if ticks is not None:
+            ax.set_xticks(range(len(ticks)), ticks, fontsize=7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         if col == "num_preemptions" or col.endswith("_ms"):
@@ -174,6 +191,13 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     fig.suptitle(_wrap(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", 130), fontsize=10)
     fig.tight_layout()
     _save(fig, path)
+
+
+def _flow(v) -> str:
+    """A swept value as one line of YAML flow style ({replicas: 6} rather than a Python repr)."""
+    import yaml
+
+    return yaml.safe_dump(v, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
 
 
 # ---- capacity plans (servesim plan) ----------------------------------------------------------------

@@ -269,7 +269,30 @@ def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
             f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
             f"{g['slo_attainment']:.0%} of requests meet the SLO"
         )
+        if "cost_usd" in ok and ok["cost_usd"].notna().any():
+            out.update(_cheapest_within_slo(ok))
     return out
+
+
+# A fleet whose share of requests within the SLO is this close to the best point's counts as
+# meeting it as well (sampling noise between points is of this order on a day's run).
+SLO_SLACK = 0.005
+
+
+def _cheapest_within_slo(ok: pd.DataFrame) -> dict:
+    """Fleets (points with a cost): the cheapest whose SLO attainment is within SLO_SLACK of the best."""
+    priced = ok[ok["cost_usd"].notna()]
+    top = priced["slo_attainment"].max()
+    good = priced[priced["slo_attainment"] >= top - SLO_SLACK]
+    c = good.loc[good["cost_usd"].idxmin()]
+    b = priced.loc[priced["slo_attainment"].idxmax()]
+    text = (
+        f"{_point_str(c, '')}: ${c['cost_usd']:,.2f} ({c['gpu_hours']:,.1f} GPU-hours), "
+        f"{c['slo_attainment']:.2%} of requests meet the SLO"
+    )
+    if b.name != c.name and b["cost_usd"] > c["cost_usd"]:
+        text += f"; the best attainment, {b['slo_attainment']:.2%} at {_point_str(b, '')}, costs ${b['cost_usd']:,.2f}"
+    return {"best_cost": {k: _plain(c[k]) for k in _param_cols(ok)}, "text_cost": text}
 
 
 def _plain(v):
@@ -392,6 +415,8 @@ def _sweep(
     print(f"\nrecommended: {rec['text']}")
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
+    if "text_cost" in rec:
+        print(f"cheapest within the SLO: {rec['text_cost']}")
     n_ok = sum(1 for r in results if r is not None and "error" not in r)
     n_fail = sum(1 for r in results if r is not None and "error" in r)
     n_left = sum(1 for r in results if r is None)

@@ -163,3 +163,34 @@ def test_a_diurnal_day_arrives_as_its_rate_says():
     x = math.pi / 12
     assert peak == pytest.approx(2 * (1 + 0.5 * math.sin(x) / x), rel=0.03)
     assert len(arr) / 43200 == pytest.approx(2 * (1 + 0.5 * 2 / math.pi), rel=0.02)
+
+
+def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
+    import pandas as pd
+
+    from simulator.plots import plot_sweep_metrics
+    from simulator.sweep import recommend as recommend_point
+
+    static, scaled, lean = {"replicas": 6}, {"replicas": 2, "autoscaler": {"target": 32}}, {"replicas": 1}
+    df = pd.DataFrame(
+        {
+            "param:cluster": [static, scaled, lean],
+            "status": ["ok"] * 3,
+            "num_preemptions": [0, 0, 0],
+            "output_throughput": [6000.0, 5990.0, 4000.0],
+            "kv_cache_usage_mean": [0.02, 0.04, 0.5],
+            "goodput": [28.0, 27.9, 20.0],
+            # The autoscaled fleet is 0.3 points below the best attainment (within SLO_SLACK) and
+            # cheaper; the lean one is cheaper still but misses the SLO.
+            "slo_attainment": [0.999, 0.996, 0.90],
+            "gpu_hours": [144.0, 98.0, 24.0],
+            "cost_usd": [113.76, 77.22, 19.0],
+            "p99_ttft_ms": [83.0, 85.0, 900.0],
+            "p99_tpot_ms": [25.0, 30.0, 60.0],
+        }
+    )
+    rec = recommend_point(df, "cluster", slo=True)
+    assert rec["best_cost"] == {"param:cluster": scaled}
+    assert "$77.22" in rec["text_cost"] and "costs $113.76" in rec["text_cost"]
+    plot_sweep_metrics(df, ["cluster"], tmp_path / "m.png", "fleets", rec)  # values that are mappings
+    assert (tmp_path / "m.png").stat().st_size > 10_000
