@@ -103,10 +103,12 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     are written."""
     results = validate.run_all(E2E["runs"], jobs=2, recorded=True)
     assert not [r.id for r in results if r.error]
-    # The third recording (past saturation, recorded after the fit) is a known miss, pinned below:
-    # the guard covers the runs there were when the host costs were fitted.
+    # The guard covers the runs there were when the host costs were fitted; the third recording
+    # (past saturation) is a known miss, pinned below, and the fourth (the engine's iteration log)
+    # is reported, not guarded.
     overload = [r for r in results if r.id.startswith("h200x2_overload_")]
-    s = validate.error_summary([r for r in results if r not in overload], validate.E2E_METRICS)
+    later = overload + [r for r in results if r.id.startswith("h200x2_steps_")]
+    s = validate.error_summary([r for r in results if r not in later], validate.E2E_METRICS)
     assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25

@@ -6,7 +6,8 @@ Writes:
 - data/e2e/NAME/LANE/: lane.json (serve command, versions, timings), server.log (the server's lines
   without progress bars), and per run RUN/: bench.json (`vllm bench serve`'s summary), requests.csv
   (a row per request in the order the benchmark sent them: start, server-side prompt tokens, output
-  tokens, TTFT, ITL quantiles), metrics.csv (/metrics once a second), itl_quantiles.csv;
+  tokens, TTFT, ITL quantiles), metrics.csv (/metrics once a second), itl_quantiles.csv, and
+  steps.csv (the engine's iteration log, one API server only: time, requests and tokens per step);
 - simulator/data/validation/e2e/NAME_LANE_RUN.csv: the run's requests as a servesim trace (recorded
   arrival times for Poisson runs; order only for closed loops);
 - simulator/data/validation/e2e.yaml: one entry per run (what ran, the measured figures, the KV pool
@@ -215,7 +216,7 @@ def main() -> int:
             for run_name in runs:
                 rd = ld / run_name
                 rd.mkdir(exist_ok=True)
-                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv", "groups.csv"):
+                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv", "groups.csv", "steps.csv"):
                     if f"{lane_name}/{run_name}/{f}" in files:
                         (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))
                 run = next(r for r in lane["runs"] if r["name"] == run_name)

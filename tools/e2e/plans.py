@@ -164,8 +164,28 @@ def plans(h200: bool) -> dict[str, dict]:
             [rate("r60", 60, 40, SPREAD), rate("r60_2clients", 60, 40, SPREAD, clients=2)],
         ),
     ]
+    # The engine's own step time at large batch, from its iteration log (one API server: vLLM logs
+    # iteration details only then): closed loops of fixed lengths and Poisson rates below the
+    # server's saturation, for calibrating the engine's CPU work per sequence.
+    wave4 = [
+        lane(
+            "llama8b_steps",
+            [0],
+            "llama-3.1-8b",
+            seqs,
+            [closed(f"steps_c{c}", c, 3 * c, FIXED) for c in (128, 384, 768)],
+        ),
+        lane(
+            "llama8b_steps_rate",
+            [1],
+            "llama-3.1-8b",
+            seqs,
+            [rate(f"steps_r{r}", r, 40, SPREAD) for r in (30, 45)],
+        ),
+    ]
     return {
         "wave1": {"lanes": wave1},
+        "wave4": {"lanes": wave4},
         "wave2": {"lanes": wave2},
         "wave3": {"lanes": wave3},
         "offload": {"lanes": offload_lanes()},
