@@ -110,10 +110,27 @@ def latency_svg(requests) -> str:
     return _svg(fig)
 
 
-def _run_section(d: Path) -> tuple[str, str]:
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"report: {path} is not valid JSON ({e.msg}, line {e.lineno}); run it again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"report: {path} must hold a JSON object (got {type(data).__name__})")
+    return data
+
+
+def _csv(path: Path, usecols: list[str] | None = None):
     import pandas as pd
 
-    s = json.loads((d / "summary.json").read_text())
+    try:
+        return pd.read_csv(path, usecols=usecols)
+    except (ValueError, pd.errors.ParserError) as e:  # a missing column, a damaged row
+        raise ConfigError(f"report: {path} cannot be read ({str(e).splitlines()[0]}); run it again") from None
+
+
+def _run_section(d: Path) -> tuple[str, str]:
+    s = _json(d / "summary.json")
     parts = [_table(["figure", "value"], [[label, _fmt(f, s.get(k))] for k, label, f in HEADLINE if k in s])]
     a = s.get("autoscaler")
     if a is not None:
@@ -139,9 +156,7 @@ def _run_section(d: Path) -> tuple[str, str]:
         if (d / name).is_file():
             parts.append(f"<h2>{title}</h2>" + _png(d / name, title))
     if (d / "requests.csv").is_file():
-        req = pd.read_csv(
-            d / "requests.csv", usecols=["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"]
-        )
+        req = _csv(d / "requests.csv", ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"])
         parts.append("<h2>Latency distributions</h2>" + latency_svg(req))
     reps = s.get("replicas")
     if reps:
@@ -152,22 +167,20 @@ def _run_section(d: Path) -> tuple[str, str]:
         if len(reps) > 64:
             parts.append(f"<p>... and {len(reps) - 64} more (summary.json has them all)</p>")
     kind = "fleet" if reps else "run"
-    return f"{kind} {s['scenario']}: {s['model']} on {s['gpu']}", "".join(parts)
+    return f"{kind} {s.get('scenario', d.name)}: {s.get('model', '?')} on {s.get('gpu', '?')}", "".join(parts)
 
 
 def _recommendation(d: Path) -> str:
     f = d / "recommendation.json"
     if not f.is_file():
         return ""
-    rec = json.loads(f.read_text())
+    rec = _json(f)
     text = rec.get("text") or rec.get("summary") or rec.get("reason") or json.dumps(rec, indent=1)[:600]
     return f'<div class="rec"><b>Recommendation.</b> {html.escape(str(text))}</div>'
 
 
 def _csv_section(d: Path, name: str, limit: int = 40) -> str:
-    import pandas as pd
-
-    df = pd.read_csv(d / name)
+    df = _csv(d / name)
     cols = [c for c in df.columns if not c.startswith("_")][:12]
     rows = [[html.escape(_cell(v)) for v in r] for r in df[cols].head(limit).itertuples(index=False)]
     more = f"<p>{len(df) - limit} more rows in {name}</p>" if len(df) > limit else ""
@@ -215,7 +228,12 @@ def write_report(d: Path, out: Path | None = None) -> Path:
     d = Path(d)
     if not d.is_dir():
         raise ConfigError(f"report: RESULTS_DIR must be a results folder (got {str(d)!r}: not a folder)")
-    title, body = build_report(d)
+    try:
+        title, body = build_report(d)
+    except (KeyError, TypeError) as e:  # a summary without a figure the page shows
+        raise ConfigError(
+            f"report: {d} lacks a figure the page needs ({type(e).__name__}: {e}); run it again"
+        ) from None
     out = Path(out) if out is not None else d / "report.html"
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

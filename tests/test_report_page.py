@@ -99,3 +99,14 @@ def test_the_page_loads_offline_without_errors_and_draws_its_charts(pages, which
         assert b.title.startswith("servesim:")
     finally:
         b.quit()
+
+
+def test_a_damaged_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / "summary.json").write_text("{broken")
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: report:") and "summary.json is not valid JSON" in err and "\n" not in err
+    (tmp_path / "summary.json").write_text('{"scenario": "x", "model": "m", "gpu": "g"}')
+    (tmp_path / "requests.csv").write_text("id,status\n0,finished\n")
+    assert main(["report", str(tmp_path)]) == 2
+    assert "requests.csv cannot be read" in capsys.readouterr().err
