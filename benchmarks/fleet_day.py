@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 SCENARIO = ROOT / "scenarios" / "fleet_day_autoscale.yaml"
 TARGET_S = 180.0  # the issue's target for a day of ~1.7 million requests, whole process
 
@@ -89,44 +90,12 @@ def main() -> None:
 
 
 def plot(out: Path, rows: list[dict], path: Path) -> None:
-    import numpy as np
-    import pandas as pd
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """The figure `servesim plan --day` draws (simulator.plots.plot_policies), for the three runs."""
+    from simulator.plots import plot_policies
 
-    fig = Figure(figsize=(9, 4.4))
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    colors = ["#1f77b4", "#d62728", "#7f7f7f"]
-    rate = None
-    for r, color in zip(rows, colors):
-        f = out / r["policy"] / "fleet.csv"
-        label = f"{r['policy']}: {r['gpu_hours']:.0f} GPU-h, ${r['cost_usd']:.0f}, {r['slo_attainment']:.3%} in SLO"
-        if f.is_file():
-            df = pd.read_csv(f)
-            ax.step(df["time"] / 3600, df["serving"] + df["starting"], where="post", color=color, lw=1.4, label=label)
-            if rate is None:
-                k = 20
-                m = len(df) // k * k
-                rate = (
-                    df["time"].to_numpy()[:m].reshape(-1, k).mean(axis=1) / 3600,
-                    np.nanmean(df["arrivals_per_s"].to_numpy()[:m].reshape(-1, k), axis=1),  # row 0: no reading
-                )
-        else:
-            ax.axhline(r["replicas_serving_max"], color=color, lw=1.4, ls="--", label=label)
-    ax.set_xlabel("hour of the day")
-    ax.set_ylabel("replicas (serving + starting)")
-    ax.set_ylim(0, max(r["replicas_serving_max"] for r in rows) * 1.6)
-    ax.grid(alpha=0.3)
-    if rate is not None:
-        twin = ax.twinx()
-        twin.plot(*rate, color="black", lw=0.9, alpha=0.6, label="arrivals (5-min mean)")
-        twin.set_ylabel("arrivals (requests/s)")
-        twin.set_ylim(0, float(np.nanmax(rate[1])) * 1.6)
-        twin.legend(loc="upper right", fontsize=8)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.set_title("A day of chat traffic on Llama-3.1-8B / L40S replicas: three fleet policies", fontsize=11)
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    shown = [{**r, "replicas": str(r["replicas_serving_max"])} for r in rows]
+    fleets = {r["policy"]: out / r["policy"] / "fleet.csv" for r in rows}
+    plot_policies(shown, fleets, path, "a day of chat traffic on Llama-3.1-8B / L40S replicas")
     print(f"wrote {path}")
 
 

@@ -232,6 +232,16 @@ def cmd_parity(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from simulator.plan import run_plan
 
+    if args.day:
+        from simulator.plan_day import run_day_plan
+
+        return run_day_plan(
+            args.scenario, args.set, Path(args.out), args.static, args.jobs, args.executor, args.address
+        )
+    if args.static is not None:
+        raise ConfigError("plan: --static is for --day (the static fleet a policy is weighed against)")
+    if args.rate is None:
+        raise ConfigError("plan: --rate is required (the fleet's target rate), or --day to weigh an autoscaling policy")
     return run_plan(
         args.scenario,
         args.rate,
@@ -488,8 +498,20 @@ def parser() -> Parser:
     pn.add_argument(
         "--rate",
         type=number("--rate", above=0, unit="requests/s"),
-        required=True,
-        help="target arrival rate for the whole fleet (requests/s)",
+        default=None,
+        help="target arrival rate for the whole fleet (requests/s; required without --day)",
+    )
+    pn.add_argument(
+        "--day",
+        action="store_true",
+        help="weigh the scenario's cluster.autoscaler policy over its whole run against a static fleet",
+    )
+    pn.add_argument(
+        "--static",
+        type=number("--static", int, least=1),
+        default=None,
+        metavar="N",
+        help="with --day: the static fleet's replicas (default: the autoscaled fleet's peak)",
     )
     pn.add_argument(
         "--slo",

@@ -407,3 +407,50 @@ def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
     low.grid(alpha=0.3)
     fig.align_ylabels([top, low])
     _save(fig, path)
+
+
+def plot_policies(rows: list[dict], fleets: dict, path: Path, title: str) -> None:
+    """Fleet policies over the same day (``servesim plan --day``, benchmarks/fleet_day.py): each
+    one's replicas (serving + starting) over time from its fleet.csv, a static fleet as a dashed
+    line, the arrival rate behind them; the legend gives each one's GPU-hours, cost and SLO share."""
+    import pandas as pd
+
+    fig, ax = _figure((9, 4.4))
+    rate = None
+    top = 1.0
+    for i, r in enumerate(rows):
+        color = COLORS[(i + 2) % len(COLORS)]
+        cost = "" if r.get("cost_usd") is None else f", {_usd(r['cost_usd'])}"
+        slo = "" if r.get("slo_attainment") is None else f", {r['slo_attainment']:.3%} in SLO"
+        label = f"{r['policy']}: {r['gpu_hours']:,.0f} GPU-h{cost}{slo}"
+        f = fleets.get(r["policy"])
+        if f is not None and Path(f).is_file():
+            df = pd.read_csv(f)
+            held = (df["serving"] + df["starting"]).to_numpy()
+            ax.step(df["time"] / 3600, held, where="post", color=color, lw=1.4, label=label)
+            top = max(top, float(held.max()))
+            if rate is None and len(df) > 1:
+                read = df.iloc[1:]  # the first row is the start: no reading yet
+                k = max(len(read) // 300, 1)  # a few minutes' mean: 15-s readings are noise
+                m = len(read) // k * k
+                rate = (
+                    read["time"].to_numpy()[:m].reshape(-1, k).mean(axis=1) / 3600,
+                    read["arrivals_per_s"].to_numpy()[:m].reshape(-1, k).mean(axis=1),
+                )
+        else:
+            n = float(str(r["replicas"]).split("-")[-1])
+            ax.axhline(n, color=color, lw=1.4, ls="--", label=label)
+            top = max(top, n)
+    ax.set_xlabel("simulated time (h)")
+    ax.set_ylabel("replicas (serving + starting)")
+    ax.set_ylim(0, top * 1.6)
+    ax.grid(alpha=0.3)
+    if rate is not None:
+        twin = ax.twinx()
+        twin.plot(*rate, color="black", lw=0.9, alpha=0.6, label="arrivals")
+        twin.set_ylabel("arrivals (requests/s)")
+        twin.set_ylim(0, max(float(rate[1].max()), 1e-9) * 1.6)
+        twin.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(_wrap(f"Fleet policies over the run: {title}", 95), fontsize=11)
+    _save(fig, path)

@@ -4,6 +4,7 @@ against its rules, GPU-hours, and the diurnal arrival rate."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +195,32 @@ def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
     assert "$77.22" in rec["text_cost"] and "costs $113.76" in rec["text_cost"]
     plot_sweep_metrics(df, ["cluster"], tmp_path / "m.png", "fleets", rec)  # values that are mappings
     assert (tmp_path / "m.png").stat().st_size > 10_000
+
+
+def test_plan_day_weighs_the_policy_against_a_static_fleet(tmp_path, capsys):
+    import csv
+    import json
+
+    from simulator.cli import main
+
+    scen = str(Path(__file__).resolve().parents[1] / "scenarios" / "fleet_day_autoscale.yaml")
+    short = ["--set", "run.duration_s=900", "--set", "workload.arrival.rate=40", "--set", "run.step_log_bin_s=5"]
+    assert main(["plan", scen, "--day", *short, "--out", str(tmp_path / "p"), "--jobs", "1"]) == 0
+    rows = list(csv.DictReader((tmp_path / "p" / "plan_day.csv").read_text().splitlines()))
+    assert rows[0]["policy"] == "autoscaled" and rows[1]["policy"].startswith("static at the peak")
+    peak = int(rows[0]["replicas"].split("-")[1])
+    assert rows[1]["replicas"] == str(peak)
+    # The static fleet holds its peak all run: never fewer GPU-hours than the autoscaled one.
+    assert float(rows[1]["gpu_hours"]) == pytest.approx(peak * 900 / 3600)
+    assert float(rows[0]["gpu_hours"]) <= float(rows[1]["gpu_hours"]) + 1e-9
+    rec = json.loads((tmp_path / "p" / "recommendation.json").read_text())
+    assert rec["best_cost"]["param:policy"] in {r["policy"] for r in rows}
+    assert (tmp_path / "p" / "day.png").stat().st_size > 10_000
+    assert (tmp_path / "p" / "policies" / "autoscaled" / "fleet.csv").is_file()
+    capsys.readouterr()
+    # Bad requests are one line each.
+    assert main(["plan", scen, "--static", "3", "--out", str(tmp_path / "q")]) == 2
+    assert main(["plan", scen, "--out", str(tmp_path / "q")]) == 2
+    assert main(["plan", scen, "--day", "--set", "cluster.autoscaler=null", "--out", str(tmp_path / "q")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "--static is for --day" in err[0] and "--rate is required" in err[1] and "needs cluster.autoscaler" in err[2]
