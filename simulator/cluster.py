@@ -242,10 +242,13 @@ class Cluster:
         """GPU-hours and their cost (US dollars: ``hardware.price_per_hour`` or the catalogue's; null
         where a GPU has no price) until ``end``; an autoscaled fleet's resizing too."""
         hours = self.gpu_hours(end)
-        prices = [r.scenario.hardware.price_per_hour or r.parts["gpu"].price_per_hour for r in self.replicas]
+        from simulator.hardware import hourly_price
+
+        prices = [hourly_price(r.scenario.hardware.price_per_hour, r.parts["gpu"]) for r in self.replicas]
+        priced = [p for p in prices if p is not None]
         out: dict = {
             "gpu_hours": sum(hours),
-            "cost_usd": None if None in prices else sum(h * p for h, p in zip(hours, prices)),
+            "cost_usd": sum(h * p for h, p in zip(hours, priced)) if len(priced) == len(prices) else None,
         }
         a = self.autoscaler
         if a is not None:

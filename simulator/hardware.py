@@ -96,6 +96,12 @@ def _link_group(d: dict, where: str) -> int:
     return int(v)
 
 
+def hourly_price(configured: float | None, gpu: GPU, overrides: dict | None = None) -> float | None:
+    """What one GPU costs per hour: the scenario's ``hardware.price_per_hour``, else a ``--price``
+    override for its key, else the catalogue's (None: no price anywhere)."""
+    return configured or (overrides or {}).get(gpu.key) or gpu.price_per_hour
+
+
 def _price(v, where: str) -> float | None:
     if v is None:
         return None

@@ -181,7 +181,7 @@ def capacity(data: dict, spec: PlanSpec) -> tuple[float, list[dict]]:
 def unit_of(data: dict, spec: PlanSpec) -> tuple[int, float, list[str]]:
     """(GPUs in one unit, its price per hour, its GPU keys) from the candidate's scenario."""
     from simulator.cluster import replica_plan
-    from simulator.hardware import load_gpu
+    from simulator.hardware import hourly_price, load_gpu
 
     sc = scenario_from_dict(data)
     if sc.disaggregation is not None:
@@ -192,7 +192,7 @@ def unit_of(data: dict, spec: PlanSpec) -> tuple[int, float, list[str]]:
     for m in members:
         g = load_gpu(m.hardware.gpu)
         tp = m.hardware.tensor_parallel_size
-        p = m.hardware.price_per_hour or spec.prices.get(g.key) or g.price_per_hour
+        p = hourly_price(m.hardware.price_per_hour, g, spec.prices)
         if p is None:
             raise ConfigError(
                 f"hardware.price_per_hour: no price for GPU '{g.key}' in the catalogue; set "
