@@ -341,5 +341,8 @@ def test_parser_errors_are_one_line():
     code, _, err = _main(["run", "--outt", "x"])
     assert code == 2 and "unrecognized arguments: --outt (see servesim --help)" in _one_line(err)
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
-        parser().parse_args(["plan"])
+        parser().parse_args(["run", "--set"])
+    # plan's target rate is required unless it weighs a policy over a day (--day): said in one line.
+    code, _, err = _main(["plan"])
+    assert code == 2 and "plan: --rate is required" in _one_line(err)
     assert isinstance(parser(), argparse.ArgumentParser)
