@@ -124,7 +124,8 @@ class Autoscaler:
                 cl.cancel(r)
             for r in sorted(serving, key=lambda r: -r.index)[: max(current - want - len(starting), 0)]:
                 cl.drain(r)
-        usage = observe("kv_cache_usage", serving) / len(serving) if serving else float("nan")
+        usage_sum = total if cfg.metric == "kv_cache_usage" else observe("kv_cache_usage", serving)
+        usage = usage_sum / len(serving) if serving else float("nan")
         self._record(total / len(serving) if serving else float("nan"), rate, rec, usage)
 
     def _record(self, metric: float, rate: float, rec: int, usage: float) -> None:

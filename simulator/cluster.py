@@ -32,6 +32,7 @@ from simulator.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenari
 from simulator.engine import Engine
 from simulator.errors import ConfigError
 from simulator.fields import build
+from simulator.hardware import hourly_price
 from simulator.rules import FINISHED
 from simulator.step_log import BinnedStepLog, WindowTotals
 
@@ -242,8 +243,6 @@ class Cluster:
         """GPU-hours and their cost (US dollars: ``hardware.price_per_hour`` or the catalogue's; null
         where a GPU has no price) until ``end``; an autoscaled fleet's resizing too."""
         hours = self.gpu_hours(end)
-        from simulator.hardware import hourly_price
-
         prices = [hourly_price(r.scenario.hardware.price_per_hour, r.parts["gpu"]) for r in self.replicas]
         priced = [p for p in prices if p is not None]
         out: dict = {

@@ -338,6 +338,17 @@ def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most
     _save(fig, path)
 
 
+def _arrival_means(fleet, points: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """fleet.csv's arrival rate as at most ~``points`` means of ``k`` consecutive readings (a day of
+    15-s readings is noise otherwise): (times in s, rates, k). The first row is the start, before
+    any reading, and is left out."""
+    t = np.asarray(fleet["time"], np.float64)[1:]
+    r = np.asarray(fleet["arrivals_per_s"], np.float64)[1:]
+    k = max(len(r) // points, 1)
+    m = len(r) // k * k
+    return t[:m].reshape(-1, k).mean(axis=1), r[:m].reshape(-1, k).mean(axis=1), k
+
+
 def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
     """An autoscaled fleet over time (fleet.csv): replicas serving, starting and draining, with the
     arrival rate; below, the share of requests within the SLO (or, without one, the metric the
@@ -363,17 +374,11 @@ def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
     top.set_ylabel("replicas")
     top.set_ylim(0, max(float((serving + starting + draining).max()) if len(t) else 1.0, 1.0) * 1.4)
     rate = top.twinx()
-    arrivals = np.asarray(fleet["arrivals_per_s"], np.float64)
-    k = max(len(arrivals) // 200, 1)  # a day of 15-s readings: averaged over a few minutes, or it is noise
-    if k > 1:
-        m = len(arrivals) // k * k
-        x_rate, arrivals = x[:m].reshape(-1, k).mean(axis=1), np.nanmean(arrivals[:m].reshape(-1, k), axis=1)
-    else:
-        x_rate = x
+    t_rate, arrivals, k = _arrival_means(fleet, 200)
     label = "arrivals" + (f" ({k} readings' mean)" if k > 1 else "")
-    rate.plot(x_rate, arrivals, color="black", lw=1.0, label=label)
+    rate.plot(t_rate / 3600 if hours else t_rate, arrivals, color="black", lw=1.0, label=label)
     rate.set_ylabel("arrivals (requests/s)")
-    rate.set_ylim(0, max(float(np.nanmax(arrivals)) if len(t) > 1 else 1.0, 1e-9) * 1.4)
+    rate.set_ylim(0, max(float(arrivals.max()) if len(arrivals) else 1.0, 1e-9) * 1.4)
     handles = top.get_legend_handles_labels()
     more = rate.get_legend_handles_labels()
     top.legend(handles[0] + more[0], handles[1] + more[1], loc="upper left", fontsize=8, ncol=4, framealpha=0.9)
@@ -430,13 +435,8 @@ def plot_policies(rows: list[dict], fleets: dict, path: Path, title: str) -> Non
             ax.step(df["time"] / 3600, held, where="post", color=color, lw=1.4, label=label)
             top = max(top, float(held.max()))
             if rate is None and len(df) > 1:
-                read = df.iloc[1:]  # the first row is the start: no reading yet
-                k = max(len(read) // 300, 1)  # a few minutes' mean: 15-s readings are noise
-                m = len(read) // k * k
-                rate = (
-                    read["time"].to_numpy()[:m].reshape(-1, k).mean(axis=1) / 3600,
-                    read["arrivals_per_s"].to_numpy()[:m].reshape(-1, k).mean(axis=1),
-                )
+                t_rate, arrivals, _ = _arrival_means(df, 300)
+                rate = (t_rate / 3600, arrivals)
         else:
             n = float(str(r["replicas"]).split("-")[-1])
             ax.axhline(n, color=color, lw=1.4, ls="--", label=label)
