@@ -287,6 +287,10 @@ class FrontendConfig:
         ge=0.0,
         le=1.0,
     )
+    paces_engine: Union[bool, None] = F(
+        None,
+        "the engine starts no step while the outputs of the step before it still wait for the API server, so a busy API server slows the engine itself, as the recorded vLLM 0.26 servers behaved (false: the engine runs ahead and its outputs queue; null: the version's default, true from 0.26)",
+    )
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,9 @@ class FrontendCosts:
     ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
     process hops), occupying nothing. ``finish_s``: per request that ends (its last chunks, the
     response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
-    done before it first yields the event loop (``simulator.frontend``; 1: all at once)."""
+    done before it first yields the event loop (``simulator.frontend``; 1: all at once).
+    ``paces_engine``: the engine starts no step while the outputs of the step before it still wait
+    for the front-end (``frontend.step_start``)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -149,6 +151,7 @@ class FrontendCosts:
     latency_s: float = 0.0
     finish_s: float = 0.0
     first_pass: float = 1.0
+    paces_engine: bool = True
 
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
@@ -162,6 +165,7 @@ def frontend_params(fe: FrontendCosts | None) -> dict:
             "fe_latency_s": 0.0,
             "fe_finish_s": 0.0,
             "fe_first_pass": 1.0,
+            "fe_pace": 0.0,
         }
     k = float(fe.servers)
     return {
@@ -173,6 +177,7 @@ def frontend_params(fe: FrontendCosts | None) -> dict:
         "fe_latency_s": fe.latency_s,
         "fe_finish_s": fe.finish_s / k,
         "fe_first_pass": fe.first_pass,
+        "fe_pace": 1.0 if fe.paces_engine else 0.0,
     }
 
 
@@ -286,6 +291,7 @@ PARAMS = (
     "lora_bytes_per_adapter",  # the weights of one adapter in use, read each step
     "lora_load_s",  # an adapter put into a GPU slot
     "lora_disk_load_s",  # an adapter read from storage into host memory
+    "fe_pace",  # 1: the engine waits for its front-end (simulator.frontend.step_start)
 )
 (
     P_FIXED,
@@ -342,6 +348,7 @@ PARAMS = (
     P_LORA_BYTES,
     P_LORA_LOAD,
     P_LORA_DISK,
+    P_FE_PACE,
 ) = range(len(PARAMS))
 # A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
 # same order: the drafter's passes are priced by the very functions that price the target's.

@@ -4,10 +4,14 @@ its client.
 vLLM's OpenAI server runs one asyncio event loop per API-server process. On it, each request is a
 task that takes itself in (HTTP parsing, validation, the chat template, tokenization, the request
 to the engine), and after each engine step the step's outputs are processed (detokenizing every new
-token, building and writing the stream's chunks). The engine runs in its own process and never
-waits for the front-end; a busy front-end delays requests on their way in and tokens on their way
-out. Modelled as one server whose costs the ``api_server_count`` processes share
-(``cost.FrontendCosts``, already divided by them):
+token, building and writing the stream's chunks). The engine runs in its own process; a busy
+front-end delays requests on their way in and tokens on their way out, and, from vLLM 0.26 on
+(``paces_engine``), the engine itself: it starts no step while the outputs of the step before it
+still wait for the front-end (``step_start``). A recorded 0.26 engine generated 9.6k tokens/s
+behind one API server and 13.1k behind four at the same 60 requests/s, and the rule fits the
+recorded servers better than an engine that runs ahead (docs/validation.md, "Overload"); the
+public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server whose costs the
+``api_server_count`` processes share (``cost.FrontendCosts``, already divided by them):
 
 * intake is a first-come-first-served queue of work, one piece at a time. A request's intake
   comes in two passes (``intake_passes``): the share done before its task first yields the loop
@@ -43,6 +47,7 @@ from simulator.cost import (
     P_FE_FIRST,
     P_FE_LATENCY,
     P_FE_ON,
+    P_FE_PACE,
     P_FE_PROMPT_TOKEN,
     P_FE_REQUEST,
     P_FE_STEP,
@@ -86,6 +91,18 @@ def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
         return t_end, t_end
     start = max(t_end, busy_until(free_at, intake_busy))
     return start, start + cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished
+
+
+def step_start(cp, now, batch_start):
+    """When the engine may start its next step: at once, unless the front-end paces it
+    (``paces_engine``): then not before the front-end starts on the outputs of the step before
+    (``batch_start``, the start of the last batch queued). The engine is thus at most one step of
+    outputs ahead of its API server: while the API server keeps up, the GPU's step and the API
+    server's processing of the step before overlap; once it does not, the engine steps at its pace.
+    Without a front-end, ``now``."""
+    if cp[P_FE_PACE] == 0.0 or batch_start <= now:
+        return now
+    return batch_start
 
 
 def intake_start(now, intake_busy, free_at, batch_start):

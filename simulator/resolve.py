@@ -172,7 +172,8 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
     f = sc.frontend
     if not f.enabled:
         return None
-    h = versions.version(sc.engine.vllm_version).host
+    v = versions.version(sc.engine.vllm_version)
+    h = v.host
     chat = f.endpoint == "chat"
     return FrontendCosts(
         request_s=(h.chat_request_s if chat else h.request_s) if f.request_ms is None else f.request_ms / 1e3,
@@ -183,6 +184,7 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
         latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
         finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
         first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
+        paces_engine=v.paces_engine if f.paces_engine is None else f.paces_engine,
     )
 
 

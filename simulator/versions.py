@@ -98,6 +98,9 @@ class VllmVersion:
     graphs_in_budget_v2: bool  # the V2 runner does
     host_set: str  # which fitted host costs (HOST_SETS) apply
     host: HostCosts
+    # The API server paces the engine (simulator.frontend.step_start): what the recorded 0.26 servers
+    # did; the public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
+    paces_engine: bool = False
 
     @property
     def engine_per_seq_s(self) -> float:
@@ -157,6 +160,7 @@ VERSIONS = {
         False,
         "recorded",
         _RECORDED,
+        paces_engine=True,
     ),
     "0.32": VllmVersion(
         "0.32",
@@ -172,6 +176,7 @@ VERSIONS = {
         True,
         "recorded",
         _RECORDED,
+        paces_engine=True,
     ),
 }
 LATEST = "0.32"

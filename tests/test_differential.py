@@ -287,6 +287,7 @@ def _random_scenario(d: dict, kernel: str):
             "frontend": {
                 "enabled": d["api_servers"] > 0,
                 "api_server_count": max(d["api_servers"], 1),
+                "paces_engine": d["paces"],
                 "endpoint": d["endpoint"],
             },
             "workload": workload,
@@ -333,6 +334,7 @@ def _random_scenario(d: dict, kernel: str):
             "async": st.sampled_from([None, False, True]),
             "eager": st.booleans(),
             "api_servers": st.sampled_from([0, 1, 2]),  # 0: no front-end modelled
+            "paces": st.sampled_from([None, True, False]),  # whether the API server paces the engine
             "endpoint": st.sampled_from(["completions", "chat"]),
             "lora": st.sampled_from(
                 [None, None, {"adapters": 3}, {"adapters": 20, "dist": "zipf", "zipf_s": 1.2, "fraction": 0.7}]

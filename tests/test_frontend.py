@@ -13,13 +13,22 @@ from simulator.cost import (
     P_FE_FIRST,
     P_FE_LATENCY,
     P_FE_ON,
+    P_FE_PACE,
     P_FE_PROMPT_TOKEN,
     P_FE_REQUEST,
     P_FE_STEP,
     P_FE_TOKEN,
     ConstantCost,
 )
-from simulator.frontend import after_intake, delivered, intake_passes, intake_start, queued_end, reaches_engine
+from simulator.frontend import (
+    after_intake,
+    delivered,
+    intake_passes,
+    intake_start,
+    queued_end,
+    reaches_engine,
+    step_start,
+)
 from simulator.run import simulate
 
 BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0", "run.duration_s=null"]
@@ -86,12 +95,56 @@ def test_intake_waits_for_one_batch_of_outputs_not_a_backlog():
     assert after_intake(1.0, 0.9, 1.2, 0.01) == (1.0, 0.9)  # no output queued after it: nothing moves
 
 
+def test_step_start_by_hand():
+    """A paced engine starts its next step when the front-end starts on the last step's outputs, and
+    at once if it already has; without pacing, or without a front-end, at once."""
+    cp = frontend_params()
+    cp[P_FE_PACE] = 1.0
+    assert step_start(cp, 1.0, 1.25) == 1.25
+    assert step_start(cp, 1.0, 0.5) == 1.0
+    cp[P_FE_PACE] = 0.0
+    assert step_start(cp, 1.0, 1.25) == 1.0
+
+
+def _overloaded(paces):
+    """Poisson arrivals past what a front-end streaming each token at 0.2 ms (5,000 tokens/s) can
+    serve, on an engine that could generate several times that."""
+    sc = blank_scenario(
+        [
+            *BASE,
+            "workload.arrival={type: poisson, rate: 80}",
+            "run.num_requests=1200",
+            "workload.prompt_tokens={dist: fixed, value: 128}",
+            "workload.output_tokens={dist: fixed, value: 200}",
+            "frontend.output_token_us=200",
+            "frontend.request_ms=1",
+            f"frontend.paces_engine={str(paces).lower()}",
+        ]
+    )
+    res = simulate(sc)
+    steps, c = res.engine.log.columns(), res.reqs.columns()
+    engine_rate = c["num_out"].sum() / float(steps["start"][-1] + steps["duration"][-1] - steps["start"][0])
+    client_rate = c["num_out"].sum() / float(c["finish"].max() - c["arrival"].min())
+    return engine_rate, client_rate
+
+
+def test_a_paced_engine_generates_no_faster_than_its_front_end_streams():
+    """Past the front-end's capacity, a paced engine (``frontend.paces_engine``, the default from vLLM
+    0.26 on) steps at the front-end's pace: it generates tokens no faster than they are streamed,
+    while an unpaced one runs ahead and leaves its outputs queued. The clients see the front-end's
+    rate either way."""
+    paced_engine, paced_clients = _overloaded(True)
+    free_engine, free_clients = _overloaded(False)
+    assert paced_engine <= 5000 * 1.02 and paced_clients <= 5000
+    assert free_engine > 2 * 5000 and free_clients <= 5000
+
+
 def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
     """400 clients whose tokens cost the front-end 0.2 ms each: the front-end streams at most 5,000
     tokens a second, and the clients, who send their next request only once the last one has reached
-    them, keep the engine's batch to what it can stream; yet a request sent reaches the engine within
-    a few steps (the intake does not wait behind queued outputs), as the recorded vLLM servers show
-    at 1,000-3,000 clients (simulator.frontend)."""
+    them, keep the engine's batch to what it can stream; an engine that is not paced by its front-end
+    then takes a request sent in within a few steps (the intake does not wait behind queued outputs;
+    simulator.frontend)."""
     sc = blank_scenario(
         [
             *BASE,
@@ -102,6 +155,7 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
             "frontend.output_token_us=200",
             "frontend.request_ms=1",
             "frontend.latency_ms=0",
+            "frontend.paces_engine=false",
         ]
     )
     res = simulate(sc)

@@ -99,30 +99,36 @@ def test_recorded_kv_pools_match_the_servers_logs():
 def test_recorded_runs_replay_within_their_errors(tmp_path):
     """Replaying the recorded runs request for request, the held-out medians stay where they were
     when the host costs were fitted (a regression guard: throughput and p50 TPOT within 6%, p50
-    TTFT within 25%), preemptions within 2x wherever the server preempted, and the report and plot
+    TTFT within 27%), every run of the API-server recording (one, two and four API servers) within
+    10% in throughput, preemptions within 2x wherever the server preempted, and the report and plot
     are written."""
     results = validate.run_all(E2E["runs"], jobs=2, recorded=True)
     assert not [r.id for r in results if r.error]
-    # The guard covers the runs there were when the host costs were fitted; the third recording
-    # (past saturation) is a known miss, pinned below, and the fourth (the engine's iteration log)
-    # is reported, not guarded.
+    # The guard covers the runs there were when the host costs were first fitted; the third
+    # recording (past saturation) is a known miss, pinned below, the fourth (the engine's iteration
+    # log) is reported, not guarded, and the fifth (API servers) is held to the issue's target.
     overload = [r for r in results if r.id.startswith("h200x2_overload_")]
-    later = overload + [r for r in results if r.id.startswith("h200x2_steps_")]
+    pace = [r for r in results if r.id.startswith("h200x2_pace_")]
+    later = overload + pace + [r for r in results if r.id.startswith("h200x2_steps_")]
     s = validate.error_summary([r for r in results if r not in later], validate.E2E_METRICS)
     assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
-    assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
+    assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.27
+    assert len(pace) == 7
+    assert all(abs(r.rel_error("output_throughput")) < 0.10 for r in pace), [
+        (r.id, r.rel_error("output_throughput")) for r in pace
+    ]
     for r in results:
         m, sim = r.detail["server_preemptions"], r.detail["num_preemptions"]
         if m:
             assert m / 2 <= sim <= 2 * m, r.id
-    # One API server throttles the real engine past saturation and servesim's does not (docs/
-    # validation.md, "Overload"): it predicts 11-50% more throughput. A change that moves this
-    # must move the docs too.
+    # Past saturation this recording's servers gave less than servesim's paced engine (docs/
+    # validation.md, "Overload"): it predicts 11-35% more throughput (one of its runs, repeated on
+    # another machine, gave 36% more). A change that moves this must move the docs too.
     assert len(overload) == 5
     for r in overload:
         err = r.rel_error("output_throughput")
-        assert 0.05 < err < 0.6, (r.id, err)
+        assert 0.05 < err < 0.45, (r.id, err)
     lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
     assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
 
@@ -130,13 +136,15 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
 def test_release_lines_follow_what_vllm_did():
     """0.19 and before: gpu_memory_utilization 0.9, the V1 model runner, graphs outside the KV
     budget; 0.26: 0.92, the V2 runner for dense models (graphs outside the budget) and V1 for MoE
-    (graphs inside); 0.32: the V2 runner for every model, graphs inside."""
+    (graphs inside); 0.32: the V2 runner for every model, graphs inside. From 0.26 the API server
+    paces the engine, as the recorded servers showed."""
     old, rec, new = versions.version("0.19"), versions.version("0.26"), versions.version("0.32")
     assert (old.gpu_memory_utilization, old.runner(False), old.graphs_in_budget(False)) == (0.9, "v1", False)
     assert (rec.gpu_memory_utilization, rec.runner(False), rec.graphs_in_budget(False)) == (0.92, "v2", False)
     assert (rec.runner(True), rec.graphs_in_budget(True)) == ("v1", True)
     assert (new.runner(True), new.graphs_in_budget(False)) == ("v2", True)
     assert rec.host_set == new.host_set == "recorded" and old.host_set == "public"
+    assert rec.paces_engine and new.paces_engine and not old.paces_engine
 
 
 def test_validate_features_reports_every_set(tmp_path, capsys):

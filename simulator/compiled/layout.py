@@ -270,5 +270,6 @@ UNSTAGE = 3  # the step-log stage is full: move it out, call again
 UNTRACE = 4  # the trace has no room for another step: drain it, call again
 MAX_STEPS_HIT = 5
 STALL = 6
+PACED = 7  # the next step waits for the front-end until fctl[T_RET]: report what ended (ctl[FIN_N]), yield, call again
 
 HIST_LEN = ITL_BINS + 2

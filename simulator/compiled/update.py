@@ -40,6 +40,7 @@ from simulator.compiled.layout import (
     N_RUN,
     N_SAMPLED,
     NOTIFY,
+    PACED,
     PENDING,
     ROWS,
     S_A,
@@ -85,7 +86,7 @@ from simulator.compiled.queues import wq_push
 from simulator.compiled.schedule import schedule
 from simulator.compiled.trace import record
 from simulator.cost import P_FE_FINISH
-from simulator.frontend import delivered
+from simulator.frontend import delivered, step_start
 from simulator.rules import (
     FINISHED,
     WAITING,
@@ -298,6 +299,12 @@ def advance(st):
             return UNSTAGE
         if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
             return UNTRACE
+        t0 = step_start(st.cp, t, fctl[FE_BATCH])
+        if t0 > t:  # the front-end has not yet taken the last step's outputs
+            if not t0 < peek:  # something outside may act first
+                fctl[T_RET] = t0
+                return PACED
+            t = t0
         t_end = t + schedule(st, t)
         if report or not t_end < peek:
             fctl[T_RET] = t_end

@@ -10,7 +10,7 @@ import numpy as np
 from simulator import events as E
 from simulator import host_tier, rules
 from simulator.engine import Engine, SimulationStalled
-from simulator.frontend import delivered
+from simulator.frontend import delivered, step_start
 from simulator.reference.block_pool import BlockPool
 from simulator.reference.kv_cache import KVCacheManager
 from simulator.reference.scheduler import Scheduler
@@ -41,7 +41,10 @@ class ReferenceEngine(Engine):
                 continue
             if self.num_steps >= self.max_steps:
                 raise self.max_steps_reached()
-            start = env.now
+            start = step_start(cost.params, env.now, self._fe_batch)
+            if start > env.now:  # the front-end has not yet taken the last step's outputs
+                yield TimeoutAt(env, start)
+                continue
             plan = sched.schedule(start)
             if self.trace_level:
                 self._record_schedule(start, plan)

@@ -183,8 +183,30 @@ def plans(h200: bool) -> dict[str, dict]:
             [rate(f"steps_r{r}", r, 40, SPREAD) for r in (30, 45)],
         ),
     ]
+    # Whether the API server paces the engine (servesim's frontend.paces_engine): the closed loops
+    # whose one API server held the engine's steps to its own pace (steps_c768, c840), with two and
+    # four API-server processes; the engine's step from /metrics (tokens per second per running).
+    wave5 = [
+        lane(
+            f"llama8b_pace_api{k}",
+            [i],
+            "llama-3.1-8b",
+            seqs + ["--api-server-count", str(k)],
+            [closed("c768", 768, 3 * 768, FIXED), closed("c840", 840, 2520, SPREAD)],
+        )
+        for i, k in ((0, 4), (1, 2), (0, 1))
+    ] + [
+        lane(
+            "llama8b_overload_api2",
+            [1],
+            "llama-3.1-8b",
+            seqs + ["--api-server-count", "2"],
+            [rate("r60", 60, 40, SPREAD)],
+        )
+    ]
     return {
         "wave1": {"lanes": wave1},
+        "wave5": {"lanes": wave5},
         "wave4": {"lanes": wave4},
         "wave2": {"lanes": wave2},
         "wave3": {"lanes": wave3},
