@@ -9,7 +9,10 @@ lognormal lengths: not) in servesim exactly as `servesim validate --recorded` do
   length shapes (the server's /metrics once a second; servesim's steps);
 - recorded_sweep.png: output throughput, p50 TPOT and preemptions against the clients in flight.
 
-It prints the sweep as a markdown table (docs/validation.md quotes it).
+It prints the sweep as a markdown table (docs/validation.md quotes it). With ``--collapse`` it draws
+instead the README's collapse case as recorded on an H100 (`h100x2_collapse_2026-11-27`: 512, 1,028
+and 1,200 clients, two API servers): recorded_collapse_h100.png, KV-cache usage over time, server
+against servesim, and prints its table.
 """
 
 from __future__ import annotations
@@ -46,11 +49,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recording", default="h200_2026-11-27")
     ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
+    ap.add_argument("--collapse", action="store_true", help="the README's collapse case on an H100")
     a = ap.parse_args()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    if a.collapse:
+        return collapse(Path(a.out), plt)
 
     runs = [
         r
@@ -145,6 +152,61 @@ def main() -> int:
             f"{100 * r['kv'][0]:.0f}% / {100 * r['kv'][1]:.0f}% |"
         )
     print(f"wrote {out / 'recorded_kv_waves.png'}, {out / 'recorded_sweep.png'}", file=sys.stderr)
+    return 0
+
+
+def collapse(out: Path, plt) -> int:
+    """The collapse case (scenarios/collapse_c*.yaml) as an H100 server ran it, against servesim."""
+    runs = sorted(
+        (r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h100x2_collapse_2026-11-27"),
+        key=lambda r: r["arrival"]["max_concurrency"],
+    )
+    fig, axes = plt.subplots(1, len(runs), figsize=(15, 4.0), sharey=True)
+    print(
+        "| clients | output tok/s server / servesim | p50 TPOT ms | preemptions | peak KV usage | mean KV usage, busy |"
+    )
+    print("|---|---|---|---|---|---|")
+    for ax, run in zip(axes, runs):
+        res = simulate(validate.e2e_scenario(run))
+        s, m, srv = summarize(res), run["measured"], run["server"]
+        t, kv = server_series(run)
+        ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
+        st = step_columns(res)
+        start = np.asarray(st["start"])
+        ax.plot(
+            start - start[0],
+            100 * np.asarray(st["kv_usage"]),
+            color="#d62728",
+            lw=1.0,
+            alpha=0.85,
+            label="servesim (every step)",
+        )
+        c = run["arrival"]["max_concurrency"]
+        ax.set_title(
+            f"{c:,} clients: {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} tok/s, "
+            f"{srv['num_preemptions']:,} / {s['num_preemptions']:,} preemptions",
+            fontsize=9,
+        )
+        ax.set_xlabel("seconds since the first request")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+        print(
+            f"| {c:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
+            f"{m['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | {srv['num_preemptions']:,} / {s['num_preemptions']:,} | "
+            f"{100 * srv['kv_usage_max']:.0f}% / {100 * s['kv_cache_usage_max']:.0f}% | "
+            f"{100 * srv['kv_usage_mean_busy']:.0f}% / {100 * s['kv_cache_usage_mean']:.0f}% |"
+        )
+    axes[0].set_ylabel("KV-cache usage (%)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(
+        "The collapse case on an H100 (Llama-3.1-8B, vLLM 0.26, two API servers, lognormal outputs): "
+        "server / servesim, same requests",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    fig.savefig(out / "recorded_collapse_h100.png", dpi=110)
+    plt.close(fig)
+    print(f"wrote {out / 'recorded_collapse_h100.png'}", file=sys.stderr)
     return 0
 
 

@@ -126,8 +126,8 @@ def combined(benches: list[dict]) -> dict:
 
 
 def engine_flags(flags: dict, facts: dict) -> dict:
-    """servesim's engine settings for a server's flags: the scheduler's caps, KV offloading, and a
-    pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
+    """servesim's engine settings for a server's flags: the scheduler's caps, the memory share, KV
+    offloading, and a pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
     out: dict = {
         k: int(v)
         for k, v in (
@@ -136,6 +136,8 @@ def engine_flags(flags: dict, facts: dict) -> dict:
         )
         if v is not None
     }
+    if "--gpu-memory-utilization" in flags:
+        out["gpu_memory_utilization"] = float(flags["--gpu-memory-utilization"])
     if "--kv-offloading-size" in flags:
         out["kv_offloading_size"] = float(flags["--kv-offloading-size"])
     if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):

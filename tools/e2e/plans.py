@@ -204,7 +204,30 @@ def plans(h200: bool) -> dict[str, dict]:
             [rate("r60", 60, 40, SPREAD)],
         )
     ]
+    # The README's collapse case as scenarios/collapse_c*.yaml set it (on an H100: the pool, the
+    # memory share, two API servers), each concurrency run for about four rounds of its clients.
+    collapse_args = [
+        "--max-num-seqs",
+        "2048",
+        "--max-num-batched-tokens",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--api-server-count",
+        "2",
+    ]
+    collapse = [
+        lane("llama8b_collapse_c1200", [0], "llama-3.1-8b", collapse_args, [closed("c1200", 1200, 4800, SPREAD)]),
+        lane(
+            "llama8b_collapse_c512_c1028",
+            [1],
+            "llama-3.1-8b",
+            collapse_args,
+            [closed("c512", 512, 2048, SPREAD), closed("c1028", 1028, 4112, SPREAD)],
+        ),
+    ]
     return {
+        "collapse": {"lanes": collapse},
         "wave1": {"lanes": wave1},
         "wave5": {"lanes": wave5},
         "wave4": {"lanes": wave4},
