@@ -45,6 +45,22 @@ def server_series(run: dict) -> tuple[np.ndarray, np.ndarray]:
     return t[first:] - t[first], kv[first:]
 
 
+def kv_panel(ax, run: dict, res, color: str) -> None:
+    """KV-cache usage over time on ``ax``: the recorded server's /metrics against servesim's replay ``res``."""
+    t, kv = server_series(run)
+    ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
+    st = step_columns(res)
+    start = np.asarray(st["start"])
+    ax.plot(
+        start - start[0],
+        100 * np.asarray(st["kv_usage"]),
+        color=color,
+        lw=1.0,
+        alpha=0.85,
+        label="servesim (every step)",
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recording", default="h200_2026-11-27")
@@ -91,18 +107,7 @@ def main() -> int:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
     for ax, lane in zip(axes, LANES):
         run = next(r for r in runs if r["lane"] == lane and r["arrival"]["max_concurrency"] == 2000)
-        t, kv = server_series(run)
-        ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
-        st = step_columns(sims[run["id"]])
-        start = np.asarray(st["start"])
-        ax.plot(
-            start - start[0],
-            100 * np.asarray(st["kv_usage"]),
-            color=COLORS[lane],
-            lw=1.0,
-            alpha=0.85,
-            label="servesim (every step)",
-        )
+        kv_panel(ax, run, sims[run["id"]], COLORS[lane])
         ax.set_title(f"Llama-3.1-8B on an H200, 2,000 clients, {LANES[lane]}", fontsize=10)
         ax.set_xlabel("seconds since the first request")
         ax.grid(alpha=0.3)
@@ -169,18 +174,7 @@ def collapse(out: Path, plt) -> int:
     for ax, run in zip(axes, runs):
         res = simulate(validate.e2e_scenario(run))
         s, m, srv = summarize(res), run["measured"], run["server"]
-        t, kv = server_series(run)
-        ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
-        st = step_columns(res)
-        start = np.asarray(st["start"])
-        ax.plot(
-            start - start[0],
-            100 * np.asarray(st["kv_usage"]),
-            color="#d62728",
-            lw=1.0,
-            alpha=0.85,
-            label="servesim (every step)",
-        )
+        kv_panel(ax, run, res, "#d62728")
         c = run["arrival"]["max_concurrency"]
         ax.set_title(
             f"{c:,} clients: {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} tok/s, "
