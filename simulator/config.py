@@ -287,6 +287,11 @@ class FrontendConfig:
         ge=0.0,
         le=1.0,
     )
+    intake_rounds: Union[float, None] = F(
+        None,
+        "times a request's task waits, on its way into the API server, for the loop to go once round the requests streaming from it (each round: one step's outputs); at 1,000 running requests behind one API server, 9 rounds are about half a second of TTFT (null: the version's default: 9.17 from 0.26, measured on the recorded servers; 0 before)",
+        ge=0.0,
+    )
     paces_engine: Union[bool, None] = F(
         None,
         "the engine starts no step while the outputs of the step before it still wait for the API server, so a busy API server slows the engine itself, as the recorded vLLM 0.26 servers behaved (false: the engine runs ahead and its outputs queue; null: the version's default, true from 0.26)",

@@ -141,7 +141,9 @@ class FrontendCosts:
     response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
     done before it first yields the event loop (``simulator.frontend``; 1: all at once).
     ``paces_engine``: the engine starts no step while the outputs of the step before it still wait
-    for the front-end (``frontend.step_start``)."""
+    for the front-end (``frontend.step_start``). ``rounds``: how many times a request's task waits on
+    its way in for its API server's loop to go once round the streams it serves
+    (``frontend.reaches_engine``)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -152,6 +154,7 @@ class FrontendCosts:
     finish_s: float = 0.0
     first_pass: float = 1.0
     paces_engine: bool = True
+    rounds: float = 0.0
 
 
 def frontend_params(fe: FrontendCosts | None) -> dict:
@@ -166,6 +169,7 @@ def frontend_params(fe: FrontendCosts | None) -> dict:
             "fe_finish_s": 0.0,
             "fe_first_pass": 1.0,
             "fe_pace": 0.0,
+            "fe_rounds": 0.0,
         }
     k = float(fe.servers)
     return {
@@ -178,6 +182,7 @@ def frontend_params(fe: FrontendCosts | None) -> dict:
         "fe_finish_s": fe.finish_s / k,
         "fe_first_pass": fe.first_pass,
         "fe_pace": 1.0 if fe.paces_engine else 0.0,
+        "fe_rounds": fe.rounds,
     }
 
 
@@ -292,6 +297,7 @@ PARAMS = (
     "lora_load_s",  # an adapter put into a GPU slot
     "lora_disk_load_s",  # an adapter read from storage into host memory
     "fe_pace",  # 1: the engine waits for its front-end (simulator.frontend.step_start)
+    "fe_rounds",  # rounds of its API server's streams a request waits for on its way in (frontend.reaches_engine)
 )
 (
     P_FIXED,
@@ -349,6 +355,7 @@ PARAMS = (
     P_LORA_LOAD,
     P_LORA_DISK,
     P_FE_PACE,
+    P_FE_ROUNDS,
 ) = range(len(PARAMS))
 # A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
 # same order: the drafter's passes are priced by the very functions that price the target's.

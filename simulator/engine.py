@@ -18,7 +18,7 @@ import numpy as np
 import simpy
 
 from simulator.cost import ConstantCost, CostModel
-from simulator.frontend import after_intake, intake_passes, intake_start, reaches_engine
+from simulator.frontend import after_intake, intake_passes, intake_start, reaches_engine, turnaround
 from simulator.requests import RequestTable
 from simulator.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
 from simulator.simtime import TimeoutAt
@@ -91,6 +91,7 @@ class Engine:
         self._intake_waits = False  # an event will start the next piece of intake
         self._intake_end = 0.0  # when the piece of intake in progress ends (see _intake_busy)
         self._intake_first: tuple[int, float] = (-1, 0.0)  # the request in its first pass, and its second's work
+        self._client_end: dict[int, float] = {}  # client -> when its last request ended (frontend.turnaround)
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -112,10 +113,42 @@ class Engine:
         (finished, rejected or aborted), with its id as value. It reaches the engine once the
         front-end has taken it in (``simulator.frontend``; at once without one). ``external``:
         prompt tokens whose KV comes with the request (a disaggregated decode), not computed here.
-        ``lora``: the LoRA adapter it asks for (-1: the base model)."""
+        ``lora``: the LoRA adapter it asks for (-1: the base model).
+
+        A client whose previous request ended moments ago has this one taken in only after the
+        front-end's turnaround (``frontend.turnaround``): it gets its id then (requests reach the
+        engine in id order), its arrival stays the time it was sent."""
+        env = self.env
+        ev = simpy.Event(env) if want_event else None
+        args = (prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, external, lora)
+        previous = self._client_end.get(client) if client >= 0 else None
+        start = -1.0 if previous is None else turnaround(self._cpl, previous, self._open())
+        if start > env.now:
+            sent = env.now
+            TimeoutAt(env, start).callbacks.append(cast(_Callback, lambda _e: self._add(sent, ev, *args)))
+        else:
+            self._add(env.now, ev, *args)
+        return ev
+
+    def _add(
+        self,
+        sent: float,
+        ev: simpy.Event | None,
+        prompt_len: int,
+        max_tokens: int,
+        group: int,
+        group_len: int,
+        priority: int,
+        content_key: int,
+        client: int,
+        client_class: int,
+        external: int,
+        lora: int,
+    ) -> None:
+        """The front-end takes in a request its client sent at ``sent`` (``submit``)."""
         R, env = self.reqs, self.env
         rid = R.add(
-            env.now,
+            sent,
             prompt_len,
             max_tokens,
             priority,
@@ -129,17 +162,15 @@ class Engine:
         )
         if lora >= 0:
             self._new_adapter(lora)
-        ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
         first, rest = intake_passes(self._cpl, prompt_len)
         if first == rest == 0.0:  # no front-end (or no work for it)
             self._reach(rid, reaches_engine(self._cpl, env.now))
-            return ev
+            return
         self._intake_queue.append((rid, first, rest))
         if not self._intake_waits:
             self._intake_next()
-        return ev
 
     # The front-end's intake (simulator.frontend): one piece of work at a time, first come first
     # served, each started once the batch of outputs in progress is done.
@@ -271,7 +302,7 @@ class Engine:
         """Requests that ended (finished or aborted): wake whoever waits for them, count them, each
         at its finish time (when its last token reaches the client: later than now behind a busy
         front-end). Returns whether anybody was woken now."""
-        events, env, finish = self._events, self.env, self.reqs.finish
+        events, env, finish, client = self._events, self.env, self.reqs.finish, self.reqs.client
         woke = False
         now_done = 0
         later: dict[float, list] = {}
@@ -284,6 +315,9 @@ class Engine:
             if ev is not None:
                 ev.succeed(rid)
                 woke = True
+            c = int(client[rid])
+            if c >= 0:
+                self._client_end[c] = t
             now_done += 1
         for t, group in later.items():
             TimeoutAt(env, t).callbacks.append(cast(_Callback, lambda _e, group=group: self._notify(group)))
@@ -324,6 +358,10 @@ class Engine:
     def queues(self) -> tuple[int, int, int, int]:
         """(running, waiting, swapped, free blocks) now."""
         raise NotImplementedError
+
+    def _open(self) -> int:
+        """The requests in flight now (submitted, not ended): the streams the API servers serve."""
+        return self.reqs.n - self.num_done
 
     def _new_adapter(self, adapter: int) -> None:
         """Room for requests that ask for LoRA adapter ``adapter``."""

@@ -19,6 +19,14 @@ public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server w
   (the tokenizer's result, the hand-off to the engine), queued when the first pass ends, behind
   everything queued meanwhile. It reaches the engine when its second pass ends, plus a fixed
   latency (network, process hops) that occupies nothing;
+* a client that sends its next request as its last one ends (a closed loop) has it taken in only
+  ``rounds`` rounds of its API server's streams later (``turnaround``; a round: one step's outputs
+  for every request in flight, shared by the API servers). The recorded 0.26 servers' own TTFT (stamped when rendering starts)
+  was shorter than their closed-loop clients' by 7-17 such rounds at 256-3,200 clients (median 10
+  on the calibration runs, tools/validation/intake_rounds.py), and by 0.5-1.3 for Poisson
+  arrivals at the same loads; the benchmark client's own loop is a tenth of it
+  (data/e2e/client_loop_2026-11-27). Which of the API server's steps makes the wait is not known;
+  it occupies nothing the model counts as work;
 * a step's outputs are one batch of work, processed after the step ends, after the batches before
   them and the piece of intake in progress (``intake_busy``), ahead of the intake still queued: the
   loop streams tokens while a burst is still being taken in;
@@ -50,6 +58,7 @@ from simulator.cost import (
     P_FE_PACE,
     P_FE_PROMPT_TOKEN,
     P_FE_REQUEST,
+    P_FE_ROUNDS,
     P_FE_STEP,
     P_FE_TOKEN,
 )
@@ -79,6 +88,13 @@ def queued_end(free_at, now, work):
 def reaches_engine(cp, intake_done):
     """When a request taken in at ``intake_done`` reaches the engine (after the fixed latency)."""
     return intake_done + cp[P_FE_LATENCY]
+
+
+def turnaround(cp, previous_end, streams):
+    """When the API server starts taking in a request whose client's previous request ended at
+    ``previous_end``: ``rounds`` rounds of its loop later, each the work of one step's outputs for
+    ``streams`` requests in flight (shared by the API servers)."""
+    return previous_end + cp[P_FE_ROUNDS] * (cp[P_FE_STEP] + cp[P_FE_TOKEN] * streams)
 
 
 def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):

@@ -185,6 +185,7 @@ def frontend_costs(sc: Scenario) -> FrontendCosts | None:
         finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
         first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
         paces_engine=v.paces_engine if f.paces_engine is None else f.paces_engine,
+        rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
     )
 
 

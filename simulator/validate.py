@@ -234,6 +234,7 @@ def host_overrides(endpoint: str, line: str, host) -> list[str]:
         f"frontend.latency_ms={host.latency_s * 1e3!r}",
         f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
         f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
+        f"frontend.intake_rounds={host.intake_rounds!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
         f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, line) * 1e6!r}",
     ]

@@ -65,6 +65,10 @@ class HostCosts:
     # 0.19) and a half (chat, 0.11) of the way to the p99.
     first_pass: float = 0.25
     chat_first_pass: float = 0.5
+    # Rounds of its API server's streams a request waits for on its way in (simulator.frontend):
+    # measured, not fitted, from the recorded servers' own TTFT against their clients'
+    # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, so 0 there.
+    intake_rounds: float = 0.0
 
 
 HOST_COSTS_FILE = Path(__file__).parent / "data" / "host_costs.yaml"

@@ -16,6 +16,7 @@ from simulator.cost import (
     P_FE_PACE,
     P_FE_PROMPT_TOKEN,
     P_FE_REQUEST,
+    P_FE_ROUNDS,
     P_FE_STEP,
     P_FE_TOKEN,
     ConstantCost,
@@ -28,6 +29,7 @@ from simulator.frontend import (
     queued_end,
     reaches_engine,
     step_start,
+    turnaround,
 )
 from simulator.run import simulate
 
@@ -106,6 +108,49 @@ def test_step_start_by_hand():
     assert step_start(cp, 1.0, 1.25) == 1.0
 
 
+def test_turnaround_by_hand():
+    """A closed-loop client's next request is taken in ``rounds`` rounds of the API server's streams
+    after its last one ended: each round one step's outputs (2 ms, plus 1 ms per running request);
+    with no rounds, at once."""
+    cp = frontend_params()
+    cp[P_FE_ROUNDS] = 10.0
+    assert turnaround(cp, 1.0, 0) == pytest.approx(1.02)
+    assert turnaround(cp, 1.0, 100) == pytest.approx(1.0 + 10 * (0.002 + 0.1))
+    cp[P_FE_ROUNDS] = 0.0
+    assert turnaround(cp, 1.0, 100) == 1.0
+
+
+def _ttft(arrival, rounds, n=2000):
+    """The median TTFT of a run's requests after its first 200."""
+    sc = blank_scenario(
+        [
+            *BASE,
+            f"workload.arrival={arrival}",
+            f"run.num_requests={n}",
+            "workload.prompt_tokens={dist: fixed, value: 128}",
+            "workload.output_tokens={dist: lognormal, mean: 64, sigma: 0.5}",
+            f"frontend.intake_rounds={rounds}",
+            "frontend.output_token_us=50",
+            "frontend.step_us=200",
+        ]
+    )
+    c = simulate(sc).reqs.columns()
+    return float(np.median((c["first_token"] - c["arrival"])[200:]))
+
+
+def test_a_closed_loop_waits_rounds_of_streams_and_poisson_arrivals_do_not():
+    """With 10 rounds and 200 clients (about 200 in flight), each request after a client's first waits
+    about 10 x (0.2 ms + 50 us x 200) = 100 ms before the API server takes it in (a little of it
+    given back: it then finds the engine less busy); Poisson arrivals (no client whose last request
+    just ended) and clients who think longer than the rounds take wait nothing more."""
+    loop = "{type: closed_loop, concurrency: 200}"
+    assert 0.05 < _ttft(loop, 10) - _ttft(loop, 0) < 0.1
+    poisson = "{type: poisson, rate: 50}"
+    assert _ttft(poisson, 10) == _ttft(poisson, 0)
+    thinking = "{type: closed_loop, concurrency: 200, think_time_s: 1.0}"
+    assert _ttft(thinking, 10) == _ttft(thinking, 0)
+
+
 def _overloaded(paces):
     """Poisson arrivals past what a front-end streaming each token at 0.2 ms (5,000 tokens/s) can
     serve, on an engine that could generate several times that."""
@@ -156,6 +201,7 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
             "frontend.request_ms=1",
             "frontend.latency_ms=0",
             "frontend.paces_engine=false",
+            "frontend.intake_rounds=0",  # the intake's own queue, not the turnaround of a kept-alive client
         ]
     )
     res = simulate(sc)
