@@ -99,7 +99,7 @@ def test_recorded_kv_pools_match_the_servers_logs():
 def test_recorded_runs_replay_within_their_errors(tmp_path):
     """Replaying the recorded runs request for request, the held-out medians stay where they were
     when the host costs were fitted (a regression guard: throughput and p50 TPOT within 6%, p50
-    TTFT within 27%), every run of the API-server recording (one, two and four API servers) within
+    TTFT within 27%), p50 TTFT within 25% at the median over every held-out run, every run of the API-server recording (one, two and four API servers) within
     10% in throughput, preemptions within 2x wherever the server preempted, and the report and plot
     are written."""
     results = validate.run_all(E2E["runs"], jobs=2, recorded=True)
@@ -116,6 +116,10 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.27
+    # Every held-out run: p50 TTFT within the issue's 25% at the median (20.8% with the closed loop's
+    # turnaround, simulator/frontend.py; 33.1% without it).
+    every = validate.error_summary(results, validate.E2E_METRICS)
+    assert every[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
     assert len(pace) == 7
     assert all(abs(r.rel_error("output_throughput")) < 0.10 for r in pace), [
         (r.id, r.rel_error("output_throughput")) for r in pace
