@@ -289,7 +289,7 @@ class FrontendConfig:
     )
     intake_rounds: Union[float, None] = F(
         None,
-        "times a request's task waits, on its way into the API server, for the loop to go once round the requests streaming from it (each round: one step's outputs); at 1,000 running requests behind one API server, 9 rounds are about half a second of TTFT (null: the version's default: 9.17 from 0.26, measured on the recorded servers; 0 before)",
+        "rounds of the API server's streams that a closed-loop client's next request waits, after its last one ended, before the API server takes it in (each round: one step's outputs for every request in flight); at 1,000 requests in flight behind one API server, 9 rounds are about half a second of TTFT; open-loop arrivals and clients that think longer wait nothing (null: the version's default: 9.17 from 0.26, measured on the recorded servers; 0 before)",
         ge=0.0,
     )
     paces_engine: Union[bool, None] = F(
