@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from simulator.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenario
-from simulator.engine import Engine
+from simulator.engine import Engine, with_turnaround
 from simulator.errors import ConfigError
 from simulator.fields import build
 from simulator.hardware import hourly_price
@@ -153,6 +153,7 @@ class Cluster:
         # Per client request (by its id here): where it went.
         self.rep: list[int] = []  # the replica (prefill replica) of each
         self.rid: list[int] = []  # its id there
+        self._served_by: dict[int, Replica] = {}  # client -> the replica of its last request (take_in_at)
         self.dec_rep: list[int] = []  # disaggregated: its decode replica and id there, -1 until then
         self.dec_rid: list[int] = []
         self.moved: list[list[float]] = []  # disaggregated: its transfer's start and end
@@ -276,14 +277,27 @@ class Cluster:
         client_class: int = -1,
         want_event: bool = False,
         lora: int = -1,
+        sent: float | None = None,
     ):
         gid = len(self.rep)
         r = self.router.pick(prompt_len, group, group_len, content_key)
         r.in_flight += 1
+        if client >= 0:
+            self._served_by[client] = r
         if not self.disaggregated:
             # The replica's own completion event is the client's: the cluster's bookkeeping runs first.
             ev = r.engine.submit(
-                prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, True, lora=lora
+                prompt_len,
+                max_tokens,
+                group,
+                group_len,
+                priority,
+                content_key,
+                client,
+                client_class,
+                True,
+                lora=lora,
+                sent=sent,
             )
             self.rep.append(r.index)
             self.rid.append(r.engine.reqs.n - 1)
@@ -293,7 +307,7 @@ class Cluster:
         req = (prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class)
         # The prefill part: the prompt and one token.
         ev = r.engine.submit(
-            prompt_len, 1, group, group_len, priority, content_key, client, client_class, True, lora=lora
+            prompt_len, 1, group, group_len, priority, content_key, client, client_class, True, lora=lora, sent=sent
         )
         self.rep.append(r.index)
         self.rid.append(r.engine.reqs.n - 1)
@@ -302,6 +316,12 @@ class Cluster:
         self.moved.append([np.nan, np.nan])
         ev.callbacks.append(lambda e, gid=gid, r=r: self._prefilled(gid, r, req, done, lora))
         return done
+
+    def take_in_at(self, client: int) -> float:
+        """When the replica that served ``client``'s previous request takes its next one in
+        (``Engine.take_in_at``; the fleet's router then picks where it goes)."""
+        r = self._served_by.get(client)
+        return -1.0 if r is None else r.engine.take_in_at(client)
 
     def _ended(self, gid: int, r: Replica, done) -> None:
         r.in_flight -= 1
@@ -526,7 +546,13 @@ def build_cluster(sc: Scenario, trace: int, size):
     r0 = cl.replicas[0]
     ids = Ids()
     cl.expected = start_workload(
-        env, cl.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=cl.max_model_len, ids=ids
+        env,
+        with_turnaround(env, cl.submit, cl.take_in_at),
+        sc.workload,
+        sc.run.seed,
+        sc.run.num_requests,
+        max_model_len=cl.max_model_len,
+        ids=ids,
     )
     parts = {
         "model": r0.parts["model"],

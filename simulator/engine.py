@@ -31,6 +31,31 @@ REJECT_LIVELOCK = 100_000
 _Callback = Callable[[Any], None]  # what an event calls with itself when it fires (its return value is ignored)
 
 
+def with_turnaround(env: simpy.Environment, submit: Callable, take_in_at: Callable[[int], float]) -> Callable:
+    """``submit`` (an engine's or a fleet's) as the clients call it: a client whose previous request
+    ended moments ago has its next one submitted only when the front-end takes it in
+    (``take_in_at``; ``frontend.turnaround``), with the time it was sent as its arrival, so the
+    wait counts in its TTFT. Submitted then, it gets its id then: requests reach an engine in id
+    order. The event returned fires when the request ends, with the value the engine gives it."""
+
+    def submit_turned(*args, client: int = -1, want_event: bool = False, **kw):
+        t = take_in_at(client)
+        if t <= env.now:
+            return submit(*args, client=client, want_event=want_event, **kw)
+        sent = env.now
+        ended = simpy.Event(env) if want_event else None
+
+        def take_in(_event) -> None:
+            ev = submit(*args, client=client, want_event=want_event, sent=sent, **kw)
+            if ended is not None:
+                ev.callbacks.append(lambda e: ended.succeed(e.value))
+
+        TimeoutAt(env, t).callbacks.append(take_in)
+        return ended
+
+    return submit_turned
+
+
 class SimulationStalled(RuntimeError):
     """The engine has work but can schedule none of it: a diagnostic, never a silent hang."""
 
@@ -108,47 +133,17 @@ class Engine:
         want_event: bool = False,
         external: int = 0,
         lora: int = -1,
+        sent: float | None = None,
     ) -> simpy.Event | None:
         """Submit a request now; with ``want_event``, returns an event that fires when it ends
         (finished, rejected or aborted), with its id as value. It reaches the engine once the
         front-end has taken it in (``simulator.frontend``; at once without one). ``external``:
         prompt tokens whose KV comes with the request (a disaggregated decode), not computed here.
-        ``lora``: the LoRA adapter it asks for (-1: the base model).
-
-        A client whose previous request ended moments ago has this one taken in only after the
-        front-end's turnaround (``frontend.turnaround``): it gets its id then (requests reach the
-        engine in id order), its arrival stays the time it was sent."""
-        env = self.env
-        ev = simpy.Event(env) if want_event else None
-        args = (prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class, external, lora)
-        previous = self._client_end.get(client) if client >= 0 else None
-        start = -1.0 if previous is None else turnaround(self._cpl, previous, self._open())
-        if start > env.now:
-            sent = env.now
-            TimeoutAt(env, start).callbacks.append(cast(_Callback, lambda _e: self._add(sent, ev, *args)))
-        else:
-            self._add(env.now, ev, *args)
-        return ev
-
-    def _add(
-        self,
-        sent: float,
-        ev: simpy.Event | None,
-        prompt_len: int,
-        max_tokens: int,
-        group: int,
-        group_len: int,
-        priority: int,
-        content_key: int,
-        client: int,
-        client_class: int,
-        external: int,
-        lora: int,
-    ) -> None:
-        """The front-end takes in a request its client sent at ``sent`` (``submit``)."""
+        ``lora``: the LoRA adapter it asks for (-1: the base model). ``sent``: when its client sent
+        it, if earlier than now (its arrival; ``with_turnaround``)."""
         R, env = self.reqs, self.env
         rid = R.add(
-            sent,
+            env.now if sent is None else sent,
             prompt_len,
             max_tokens,
             priority,
@@ -162,15 +157,23 @@ class Engine:
         )
         if lora >= 0:
             self._new_adapter(lora)
+        ev = simpy.Event(env) if want_event else None
         if ev is not None:
             self._events[rid] = ev
         first, rest = intake_passes(self._cpl, prompt_len)
         if first == rest == 0.0:  # no front-end (or no work for it)
             self._reach(rid, reaches_engine(self._cpl, env.now))
-            return
+            return ev
         self._intake_queue.append((rid, first, rest))
         if not self._intake_waits:
             self._intake_next()
+        return ev
+
+    def take_in_at(self, client: int) -> float:
+        """When the front-end takes in the next request of ``client`` (``frontend.turnaround``): -1
+        for a client it has not served, or none (-1)."""
+        previous = self._client_end.get(client) if client >= 0 else None
+        return -1.0 if previous is None else turnaround(self._cpl, previous, self._open())
 
     # The front-end's intake (simulator.frontend): one piece of work at a time, first come first
     # served, each started once the batch of outputs in progress is done.

@@ -11,7 +11,7 @@ import simpy
 
 from simulator import resolve
 from simulator.config import Scenario, run_duration
-from simulator.engine import Engine
+from simulator.engine import Engine, with_turnaround
 from simulator.hardware import GPU
 from simulator.memory import MemoryPlan
 from simulator.models import ModelArch
@@ -70,7 +70,13 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     engine, parts = resolve.build_engine(env, sc, trace)
     ids = Ids()
     engine.expected = start_workload(
-        env, engine.submit, sc.workload, sc.run.seed, sc.run.num_requests, max_model_len=engine.max_model_len, ids=ids
+        env,
+        with_turnaround(env, engine.submit, engine.take_in_at),
+        sc.workload,
+        sc.run.seed,
+        sc.run.num_requests,
+        max_model_len=engine.max_model_len,
+        ids=ids,
     )
     if engine.expected is not None and run_duration(sc) is None:
         parts["reqs"].reserve(engine.expected)  # every one of them will arrive: allocate the records once

@@ -35,6 +35,20 @@ def test_one_replica_behind_a_router_is_the_single_engine():
         np.testing.assert_array_equal(alone[c], fleet[c], err_msg=c)
 
 
+def test_one_replica_serves_a_closed_loop_as_the_engine_alone_turnaround_included():
+    """The same with closed-loop clients, whose next requests wait for the API server's turnaround
+    (simulator.frontend.turnaround): the fleet's bookkeeping follows each request to its replica
+    record although the record is made only when the request is taken in."""
+    common = ["workload.arrival={type: closed_loop, concurrency: 64}", *CHAT, "run.duration_s=60"]
+    alone = run(*common).reqs.columns()
+    fleet = run(*common, "cluster.replicas=1").reqs.columns()
+    assert len(alone["arrival"]) > 500
+    for c in ("arrival", "first_token", "finish", "num_out", "status", "prompt_len"):
+        np.testing.assert_array_equal(alone[c], fleet[c], err_msg=c)
+    waited = alone["first_scheduled"] - alone["arrival"]
+    assert np.nanmedian(waited) > 0.005  # the turnaround counts in the requests' TTFT
+
+
 def test_random_routing_splits_poisson_arrivals_into_poisson_streams():
     """Each replica of a randomly routed Poisson stream of rate L sees a Poisson stream of rate L/N
     (exponential gaps: mean N/L, coefficient of variation 1), and serves what one replica alone
