@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from simulator.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenario
-from simulator.engine import Engine, with_turnaround
+from simulator.engine import Engine, start_clients
 from simulator.errors import ConfigError
 from simulator.fields import build
 from simulator.hardware import hourly_price
@@ -539,21 +539,13 @@ def _gather(cols: list[dict], rep: np.ndarray, rid: np.ndarray) -> dict[str, np.
 def build_cluster(sc: Scenario, trace: int, size):
     """(env, cluster, parts) for ``run.simulate``, the workload started; ``size``: the fleet's
     ``run.RunSize``, estimated (and checked against memory) before this builds anything."""
-    from workloads.factory import Ids, start_workload
+    from workloads.factory import Ids
 
     env = simpy.Environment()
     cl = Cluster(env, sc, trace)
     r0 = cl.replicas[0]
     ids = Ids()
-    cl.expected = start_workload(
-        env,
-        with_turnaround(env, cl.submit, cl.take_in_at),
-        sc.workload,
-        sc.run.seed,
-        sc.run.num_requests,
-        max_model_len=cl.max_model_len,
-        ids=ids,
-    )
+    cl.expected = start_clients(env, cl, sc, ids)
     parts = {
         "model": r0.parts["model"],
         "gpu": r0.parts["gpu"],

@@ -56,6 +56,17 @@ def with_turnaround(env: simpy.Environment, submit: Callable, take_in_at: Callab
     return submit_turned
 
 
+def start_clients(env: simpy.Environment, target: Any, sc: Any, ids: Any) -> int | None:
+    """Start scenario ``sc``'s workload against ``target`` (an engine or a fleet: its ``submit``,
+    ``take_in_at`` and ``max_model_len``), its clients' requests through the front-end's turnaround
+    (``with_turnaround``). Returns how many requests will be submitted (None: unbounded)."""
+    from workloads.factory import start_workload
+
+    submit = with_turnaround(env, target.submit, target.take_in_at)
+    w, run = sc.workload, sc.run
+    return start_workload(env, submit, w, run.seed, run.num_requests, max_model_len=target.max_model_len, ids=ids)
+
+
 class SimulationStalled(RuntimeError):
     """The engine has work but can schedule none of it: a diagnostic, never a silent hang."""
 

@@ -11,14 +11,14 @@ import simpy
 
 from simulator import resolve
 from simulator.config import Scenario, run_duration
-from simulator.engine import Engine, with_turnaround
+from simulator.engine import Engine, start_clients
 from simulator.hardware import GPU
 from simulator.memory import MemoryPlan
 from simulator.models import ModelArch
 from simulator.requests import RequestTable
 from simulator.rules import SchedulerConfig
 from simulator.size import RunSize, check_size, run_size
-from workloads.factory import Ids, start_workload
+from workloads.factory import Ids
 
 if TYPE_CHECKING:
     from simulator.progress import RunProgress
@@ -69,15 +69,7 @@ def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict
     env = simpy.Environment()
     engine, parts = resolve.build_engine(env, sc, trace)
     ids = Ids()
-    engine.expected = start_workload(
-        env,
-        with_turnaround(env, engine.submit, engine.take_in_at),
-        sc.workload,
-        sc.run.seed,
-        sc.run.num_requests,
-        max_model_len=engine.max_model_len,
-        ids=ids,
-    )
+    engine.expected = start_clients(env, engine, sc, ids)
     if engine.expected is not None and run_duration(sc) is None:
         parts["reqs"].reserve(engine.expected)  # every one of them will arrive: allocate the records once
     return env, engine, {**parts, "workload_counts": ids, "size": size}
