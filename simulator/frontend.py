@@ -21,12 +21,13 @@ public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server w
   latency (network, process hops) that occupies nothing;
 * a client that sends its next request as its last one ends (a closed loop) has it taken in only
   ``rounds`` rounds of its API server's streams later (``turnaround``; a round: one step's outputs
-  for every request in flight, shared by the API servers). The recorded 0.26 servers' own TTFT (stamped when rendering starts)
-  was shorter than their closed-loop clients' by 7-17 such rounds at 256-3,200 clients (median 10
-  on the calibration runs, tools/validation/intake_rounds.py), and by 0.5-1.3 for Poisson
+  for every request in flight, shared by the API servers). The recorded 0.26 servers' own TTFT
+  (stamped when rendering starts) was shorter than their closed-loop clients' by 7.9-10.4 such
+  rounds on the calibration runs of 256-3,200 clients (median 9.17,
+  tools/validation/intake_rounds.py; 6.8-22.5 on the held-out ones), and by 0.5-1.3 for Poisson
   arrivals at the same loads; the benchmark client's own loop is a tenth of it
   (data/e2e/client_loop_2026-11-27). Which of the API server's steps makes the wait is not known;
-  it occupies nothing the model counts as work;
+  it occupies nothing the model counts as work (``engine.with_turnaround`` applies it);
 * a step's outputs are one batch of work, processed after the step ends, after the batches before
   them and the piece of intake in progress (``intake_busy``), ahead of the intake still queued: the
   loop streams tokens while a burst is still being taken in;
