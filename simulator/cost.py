@@ -141,9 +141,8 @@ class FrontendCosts:
     response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
     done before it first yields the event loop (``simulator.frontend``; 1: all at once).
     ``paces_engine``: the engine starts no step while the outputs of the step before it still wait
-    for the front-end (``frontend.step_start``). ``rounds``: how many times a request's task waits on
-    its way in for its API server's loop to go once round the streams it serves
-    (``frontend.reaches_engine``)."""
+    for the front-end (``frontend.step_start``). ``rounds``: how many rounds of its API server's
+    streams a closed-loop client's next request waits before it is taken in (``frontend.turnaround``)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -297,7 +296,7 @@ PARAMS = (
     "lora_load_s",  # an adapter put into a GPU slot
     "lora_disk_load_s",  # an adapter read from storage into host memory
     "fe_pace",  # 1: the engine waits for its front-end (simulator.frontend.step_start)
-    "fe_rounds",  # rounds of its API server's streams a request waits for on its way in (frontend.reaches_engine)
+    "fe_rounds",  # rounds of its API server's streams a closed-loop request waits (frontend.turnaround)
 )
 (
     P_FIXED,
