@@ -1,0 +1,200 @@
+"""How fast a host's CPU runs the kind of Python a vLLM server spends its CPU time on.
+
+A vLLM engine core and its API server do, for every running request and every step, a few dozen
+attribute reads and writes, dict and list operations, a small object or dict made, a JSON chunk
+encoded and an asyncio hand-off. This script runs a fixed, deterministic mix of those (``kernel``)
+and reports microseconds per request-step:
+
+- alone, one process (the median of ``--repeat`` timings);
+- with 1, 2, 4, ... copies running at once, one process each (what a busy host leaves per process);
+- two copies pinned to one core's two hardware threads, and to two separate cores, where the
+  machine's topology says which CPUs share a core.
+
+It also records what the machine says of itself (lscpu, /proc/cpuinfo, load). Nothing but the
+standard library; run it with the Python the server uses:
+
+    python3 tools/e2e/host_probe.py --out host.json
+
+The numbers compare hosts with each other; they are not vLLM's costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from multiprocessing import get_context
+
+N_REQ = 512  # requests in flight in the kernel's batch
+STEPS = 150  # steps per timing
+
+
+class _Req:
+    __slots__ = ("rid", "tokens", "computed", "blocks", "finished", "text")
+
+    def __init__(self, rid: int):
+        self.rid = f"cmpl-{rid:08x}"
+        self.tokens = [rid & 0xFFFF] * 32
+        self.computed = 32
+        self.blocks = [rid * 4 + i for i in range(2)]
+        self.finished = False
+        self.text = ""
+
+
+def _step(reqs: list[_Req], free: list[int], chunks: list[str]) -> None:
+    """One engine step and its streaming, for every request: schedule, append a token, make the
+    output, encode the chunk."""
+    scheduled: dict[str, int] = {}
+    for r in reqs:  # schedule: one new token each, a block when the last one is full
+        if r.computed % 16 == 0:
+            r.blocks.append(free.pop() if free else 0)
+        scheduled[r.rid] = 1
+    outputs = []
+    for r in reqs:  # update from the model's output
+        r.computed += scheduled[r.rid]
+        tok = (r.computed * 2654435761 + len(r.blocks)) & 0xFFFF
+        r.tokens.append(tok)
+        r.finished = len(r.tokens) > 10_000
+        outputs.append((r.rid, tok, r.finished))
+    for rid, tok, fin in outputs:  # the API server: detokenize (a stand-in) and stream
+        piece = "w" + str(tok)
+        chunks.append(
+            "data: "
+            + json.dumps(
+                {
+                    "id": rid,
+                    "object": "text_completion",
+                    "choices": [{"index": 0, "text": " " + piece, "finish_reason": "length" if fin else None}],
+                }
+            )
+            + "\n\n"
+        )
+
+
+async def _handoff(n: int) -> int:
+    """The asyncio side: each request's output put on its queue and taken by its handler."""
+    queues = [asyncio.Queue() for _ in range(64)]
+    got = 0
+
+    async def consumer(q: asyncio.Queue) -> None:
+        nonlocal got
+        while True:
+            item = await q.get()
+            if item is None:
+                return
+            got += 1
+
+    tasks = [asyncio.ensure_future(consumer(q)) for q in queues]
+    for i in range(n):
+        queues[i % 64].put_nowait(i)
+        if i % 256 == 255:
+            await asyncio.sleep(0)
+    for q in queues:
+        q.put_nowait(None)
+    await asyncio.gather(*tasks)
+    return got
+
+
+def kernel() -> float:
+    """Microseconds per request-step of the mix (one timing)."""
+    reqs = [_Req(i) for i in range(N_REQ)]
+    free = list(range(100_000))
+    chunks: list[str] = []
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        _step(reqs, free, chunks)
+        chunks.clear()
+    asyncio.run(_handoff(N_REQ * STEPS))
+    return (time.perf_counter() - t0) / (N_REQ * STEPS) * 1e6
+
+
+def _timed(repeat: int, cpu: int | None = None) -> list[float]:
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+    kernel()  # warm
+    return [kernel() for _ in range(repeat)]
+
+
+def _parallel(copies: int, repeat: int, cpus: list[int | None]) -> list[float]:
+    ctx = get_context("fork")
+    with ctx.Pool(copies) as pool:
+        res = pool.starmap(_timed, [(repeat, cpus[i] if i < len(cpus) else None) for i in range(copies)])
+    return [statistics.median(r) for r in res]
+
+
+def _siblings(cpu: int) -> list[int]:
+    path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+    try:
+        text = open(path).read().strip()
+    except OSError:
+        return [cpu]
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+def _sh(cmd: str) -> str:
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout
+    except Exception as e:  # noqa: BLE001 - a description, whatever fails
+        return f"({e})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--label", default="", help="what this host is (free text, kept in the file)")
+    args = ap.parse_args()
+
+    n = os.cpu_count() or 1
+    report: dict = {
+        "label": args.label,
+        "python": sys.version,
+        "platform": platform.platform(),
+        "cpu_count": n,
+        "lscpu": _sh("lscpu"),
+        "model_name": _sh("grep -m1 'model name' /proc/cpuinfo"),
+        "mhz": _sh("grep MHz /proc/cpuinfo | head -4"),
+        "loadavg_before": _sh("cat /proc/loadavg"),
+        "kernel": {"requests": N_REQ, "steps": STEPS},
+    }
+    alone = _timed(args.repeat)
+    report["alone_us"] = alone
+    report["alone_us_median"] = statistics.median(alone)
+    print(f"alone: {report['alone_us_median']:.3f} us per request-step  (min {min(alone):.3f})", flush=True)
+    scaling = {}
+    k = 1
+    while k <= n:
+        per = _parallel(k, max(3, args.repeat // 2), [None] * k)
+        scaling[k] = {"median_us": statistics.median(per), "max_us": max(per)}
+        print(f"{k:3d} copies: median {scaling[k]['median_us']:.3f}, slowest {scaling[k]['max_us']:.3f} us", flush=True)
+        k = k * 2 if k * 2 <= n or k == n else n
+    report["parallel"] = scaling
+    sib = _siblings(0)
+    report["cpu0_siblings"] = sib
+    if len(sib) > 1:
+        far = next((c for c in range(1, n) if c not in sib), None)
+        pair_same = _parallel(2, args.repeat, [sib[0], sib[1]])
+        report["pinned_same_core_us"] = pair_same
+        print(f"two copies on one core's threads {sib[:2]}: {pair_same}", flush=True)
+        if far is not None:
+            pair_apart = _parallel(2, args.repeat, [0, far])
+            report["pinned_two_cores_us"] = pair_apart
+            print(f"two copies on cores 0 and {far}: {pair_apart}", flush=True)
+    report["loadavg_after"] = _sh("cat /proc/loadavg")
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
