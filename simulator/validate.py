@@ -18,7 +18,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,10 +114,14 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
     return rows
 
 
+# The recording whose Llama-3.1-8B servers' KV pools the V2 runner's sampler constant was read off.
+KV_CALIBRATION_RECORDING = "h200_2026-11-27"
+
+
 def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
     """The KV pool each recorded server logged against servesim's, one row per server (lane). The V2
-    runner's sampler constant (simulator.memory) was read off the Llama-3.1-8B servers: those are
-    the calibration rows, the others held out."""
+    runner's sampler constant (simulator.memory) was read off the Llama-3.1-8B servers of the first
+    recording: those are the calibration rows, the others held out."""
     from simulator.hardware import load_gpu
     from simulator.resolve import engine_defaults, load_arch, memory_plan
 
@@ -132,7 +138,9 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
         rows.append(
             {
                 "id": f"{run['recording']}_{run['lane']}",
-                "split": "calibrate" if run["model"] == "llama-3.1-8b" else "heldout",
+                "split": "calibrate"
+                if run["model"] == "llama-3.1-8b" and run["recording"] == KV_CALIBRATION_RECORDING
+                else "heldout",
                 "model": run["model"],
                 "tp": run["tensor_parallel_size"],
                 "quantization": "none",
@@ -513,6 +521,73 @@ def preemption_lines(results: list[RunResult]) -> list[str]:
     ]
 
 
+# Within 10% of every recording of one run is possible only while their spread (largest over
+# smallest) is at most 1.1 / 0.9.
+WITHIN_10_SPREAD = 1.1 / 0.9
+
+
+def replicate_key(run: dict) -> str:
+    """What makes two recorded runs the same run: the model, GPU and parallelism, the engine's flags,
+    the API servers, the arrivals, the lengths and shared prefixes, and the benchmark's seed (so its
+    prompts)."""
+    front = {"api_server_count": 1, **(run.get("frontend") or {})}
+    seed = re.search(r"--seed (\d+)", run.get("bench_command", ""))
+    return json.dumps(
+        [
+            run["model"],
+            run["gpu"],
+            run["tensor_parallel_size"],
+            run.get("engine") or {},
+            front,
+            run["arrival"],
+            run["lengths"],
+            run.get("prefix"),
+            seed.group(1) if seed else run["id"],
+        ],
+        sort_keys=True,
+    )
+
+
+def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """The runs recorded more than once, on different machines of one kind: how far the recordings
+    of one run differ, and servesim's figure beside them. Where they differ by more than
+    ``WITHIN_10_SPREAD``, no figure can be within 10% of each."""
+    by_id = {r.id: r for r in results if not r.error}
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["id"] in by_id:
+            groups.setdefault(replicate_key(run), []).append(run)
+    groups = {k: g for k, g in groups.items() if len({r["recording"] for r in g}) > 1}
+    if not groups:
+        return []
+    lines = [f"  the same run recorded on different machines of one kind ({len(groups)} runs):"]
+    wide = {"output_throughput": 0, "median_tpot_ms": 0}
+    for g in sorted(groups.values(), key=lambda g: g[0]["id"]):
+        parts = []
+        for metric, unit, fmt in (
+            ("output_throughput", "output tok/s", "{:,.0f}"),
+            ("median_tpot_ms", "p50 TPOT ms", "{:.1f}"),
+        ):
+            measured = [by_id[r["id"]].measured[metric] for r in g]
+            sim = [by_id[r["id"]].simulated[metric] for r in g]
+            spread = max(measured) / min(measured)
+            wide[metric] += spread > WITHIN_10_SPREAD
+            shown = list(dict.fromkeys(fmt.format(x) for x in sim))  # one figure where the replays agree
+            parts.append(
+                f"{unit} "
+                + " / ".join(fmt.format(x) for x in measured)
+                + f" (x{spread:.2f}), servesim "
+                + " / ".join(shown)
+            )
+        where = ", ".join(r["recording"] for r in g)
+        lines.append(f"    {g[0]['lane']}/{g[0]['run']} ({where}): " + "; ".join(parts))
+    lines.append(
+        f"  recordings of one run more than x{WITHIN_10_SPREAD:.3f} apart (no figure within 10% of each): "
+        f"output throughput {wide['output_throughput']} of {len(groups)}, p50 TPOT {wide['median_tpot_ms']} of {len(groups)}"
+    )
+    return lines
+
+
 def plot_runs(
     runs: list[dict],
     results: list[RunResult],
@@ -623,6 +698,7 @@ def main_validate(
             "recorded.csv",
             "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)",
         )
+        lines += replicate_lines(rec, results)
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
         lines.append(
             f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"

@@ -10,9 +10,10 @@ lognormal lengths: not) in servesim exactly as `servesim validate --recorded` do
 - recorded_sweep.png: output throughput, p50 TPOT and preemptions against the clients in flight.
 
 It prints the sweep as a markdown table (docs/validation.md quotes it). With ``--collapse`` it draws
-instead the README's collapse case as recorded on an H100 (`h100x2_collapse_2026-11-27`: 512, 1,028
-and 1,200 clients, two API servers): recorded_collapse_h100.png, KV-cache usage over time, server
-against servesim, and prints its table.
+instead the README's collapse case as recorded on two H100 machines (512, 1,028 and 1,200 clients,
+two API servers; `h100x2_alone_2026-11-28`, each lane alone on its host, and
+`h100x2_collapse_2026-11-27`, two lanes side by side): recorded_collapse_h100.png, KV-cache usage over
+time, the servers against servesim, and prints its table.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ def server_series(run: dict) -> tuple[np.ndarray, np.ndarray]:
     return t[first:] - t[first], kv[first:]
 
 
-def kv_panel(ax, run: dict, res, color: str) -> None:
+def kv_panel(ax, run: dict, res, color: str, label: str = "vLLM 0.26 server (/metrics, once a second)") -> None:
     """KV-cache usage over time on ``ax``: the recorded server's /metrics against servesim's replay ``res``."""
     t, kv = server_series(run)
-    ax.plot(t, 100 * kv, color="black", lw=1.6, label="vLLM 0.26 server (/metrics, once a second)")
+    ax.plot(t, 100 * kv, color="black", lw=1.6, label=label)
     st = step_columns(res)
     start = np.asarray(st["start"])
     ax.plot(
@@ -160,21 +161,31 @@ def main() -> int:
     return 0
 
 
+# The collapse case was recorded on two lent machines of the same kind (one H100 of a 2 x H100 host):
+# first with a second server beside it on the host's other GPU, then again, lane by lane, alone.
+COLLAPSE_RECORDINGS = ("h100x2_alone_2026-11-28", "h100x2_collapse_2026-11-27")
+
+
 def collapse(out: Path, plt) -> int:
-    """The collapse case (scenarios/collapse_c*.yaml) as an H100 server ran it, against servesim."""
-    runs = sorted(
-        (r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h100x2_collapse_2026-11-27"),
-        key=lambda r: r["arrival"]["max_concurrency"],
+    """The collapse case (scenarios/collapse_c*.yaml) as two H100 servers ran it, against servesim."""
+    every = validate.load(validate.E2E_FILE)["runs"]
+    alone, first = (
+        sorted((r for r in every if r["recording"] == name), key=lambda r: r["arrival"]["max_concurrency"])
+        for name in COLLAPSE_RECORDINGS
     )
-    fig, axes = plt.subplots(1, len(runs), figsize=(15, 4.0), sharey=True)
+    fig, axes = plt.subplots(1, len(alone), figsize=(15, 4.0), sharey=True)
     print(
-        "| clients | output tok/s server / servesim | p50 TPOT ms | preemptions | peak KV usage | mean KV usage, busy |"
+        "| clients | output tok/s: server alone / first server / servesim | p50 TPOT ms | preemptions "
+        "| peak KV usage | mean KV usage, busy |"
     )
     print("|---|---|---|---|---|---|")
-    for ax, run in zip(axes, runs):
-        res = simulate(validate.e2e_scenario(run))
+    for ax, run, other in zip(axes, alone, first):
+        res = simulate(validate.e2e_scenario(run))  # the same requests as ``other``'s: the same replay
         s, m, srv = summarize(res), run["measured"], run["server"]
-        kv_panel(ax, run, res, "#d62728")
+        m1, srv1 = other["measured"], other["server"]
+        t, kv = server_series(other)
+        ax.plot(t, 100 * kv, color="0.6", lw=1.0, label="vLLM 0.26, first machine (a second server beside it)")
+        kv_panel(ax, run, res, "#d62728", "vLLM 0.26, second machine (alone; /metrics once a second)")
         c = run["arrival"]["max_concurrency"]
         ax.set_title(
             f"{c:,} clients: {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} tok/s, "
@@ -185,16 +196,18 @@ def collapse(out: Path, plt) -> int:
         ax.set_ylim(0, 105)
         ax.grid(alpha=0.3)
         print(
-            f"| {c:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
-            f"{m['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | {srv['num_preemptions']:,} / {s['num_preemptions']:,} | "
-            f"{100 * srv['kv_usage_max']:.0f}% / {100 * s['kv_cache_usage_max']:.0f}% | "
-            f"{100 * srv['kv_usage_mean_busy']:.0f}% / {100 * s['kv_cache_usage_mean']:.0f}% |"
+            f"| {c:,} | {m['output_throughput']:,.0f} / {m1['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
+            f"{m['median_tpot_ms']:.1f} / {m1['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | "
+            f"{srv['num_preemptions']:,} / {srv1['num_preemptions']:,} / {s['num_preemptions']:,} | "
+            f"{100 * srv['kv_usage_max']:.0f}% / {100 * srv1['kv_usage_max']:.0f}% / {100 * s['kv_cache_usage_max']:.0f}% | "
+            f"{100 * srv['kv_usage_mean_busy']:.0f}% / {100 * srv1['kv_usage_mean_busy']:.0f}% / "
+            f"{100 * s['kv_cache_usage_mean']:.0f}% |"
         )
     axes[0].set_ylabel("KV-cache usage (%)")
-    axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=8, loc="upper right")
     fig.suptitle(
         "The collapse case on an H100 (Llama-3.1-8B, vLLM 0.26, two API servers, lognormal outputs): "
-        "server / servesim, same requests",
+        "server alone on its host / servesim, same requests",
         fontsize=11,
     )
     fig.tight_layout()

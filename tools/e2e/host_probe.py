@@ -36,7 +36,7 @@ STEPS = 150  # steps per timing
 
 
 class _Req:
-    __slots__ = ("rid", "tokens", "computed", "blocks", "finished", "text")
+    __slots__ = ("blocks", "computed", "finished", "rid", "text", "tokens")
 
     def __init__(self, rid: int):
         self.rid = f"cmpl-{rid:08x}"
@@ -131,7 +131,8 @@ def _parallel(copies: int, repeat: int, cpus: list[int | None]) -> list[float]:
 def _siblings(cpu: int) -> list[int]:
     path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
     try:
-        text = open(path).read().strip()
+        with open(path) as f:
+            text = f.read().strip()
     except OSError:
         return [cpu]
     out: list[int] = []
@@ -144,7 +145,7 @@ def _siblings(cpu: int) -> list[int]:
 def _sh(cmd: str) -> str:
     try:
         return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=20).stdout
-    except Exception as e:  # noqa: BLE001 - a description, whatever fails
+    except Exception as e:  # a description of the machine, whatever fails
         return f"({e})"
 
 
