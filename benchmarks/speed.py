@@ -66,6 +66,18 @@ WHOLE = {
 }
 
 
+# What no `servesim run` that draws its PNGs can go below: the interpreter, numpy and the part of
+# matplotlib the plots use (its Figure and Agg canvas), imported and nothing else.
+FLOOR = {
+    "floor: python, numpy and matplotlib's Figure and Agg canvas, imported only": [
+        sys.executable,
+        "-c",
+        "import numpy; from matplotlib.figure import Figure; from matplotlib.backends.backend_agg import FigureCanvasAgg",
+    ],
+    "python and numpy, imported only": [sys.executable, "-c", "import numpy"],
+}
+
+
 def write_trace_1m(path: Path, n: int = 1_000_000, rate: float = 30.0, seed: int = 0) -> None:
     """The 1M-request trace: Poisson arrivals at ``rate``/s, prompts uniform 32-256 tokens, outputs
     uniform 8-64 (written once, then reused; the same seed always gives the same file)."""
@@ -249,6 +261,7 @@ def main() -> int:
             )
     if not args.inside_only:
         commands = {name: [sys.executable, "-m", "simulator", "run", *extra] for name, extra in WHOLE.items()}
+        commands.update(FLOOR)
         for peer in args.peer:
             name, _, cmd = peer.partition("=")
             commands[name] = shlex.split(cmd)
