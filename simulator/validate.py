@@ -551,8 +551,8 @@ def replicate_key(run: dict) -> str:
 def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     """The runs recorded more than once, on different machines of one kind: how far the recordings
     of one run differ, and servesim's figure beside them. Where they differ by more than
-    ``WITHIN_10_SPREAD``, no figure can be within 10% of each."""
-    by_id = {r.id: r for r in results if not r.error}
+    ``WITHIN_10_SPREAD``, no figure can be within 10% of each. Confounded runs are left out."""
+    by_id = {r.id: r for r in results if not r.error and not r.confounded}
     groups: dict[str, list[dict]] = {}
     for run in runs:
         if run["id"] in by_id:
