@@ -134,7 +134,7 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
         if m:
             assert m / 2 <= sim <= 2 * m, r.id
     # Past saturation this recording's servers gave less than servesim's paced engine (docs/
-    # validation.md, "Overload"): it predicts 11-45% more throughput; the same lane alone on another
+    # validation.md, "Overload"): it predicts 11-35% more throughput; the same lane alone on another
     # machine gave 17-29% more than here. A change that moves this must move the docs too.
     assert len(overload) == 5
     for r in overload:
