@@ -564,17 +564,14 @@ def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     wide = {"output_throughput": 0, "median_tpot_ms": 0}
     for g in sorted(groups.values(), key=lambda g: g[0]["id"]):
         parts = []
-        for metric, unit, fmt in (
-            ("output_throughput", "output tok/s", "{:,.0f}"),
-            ("median_tpot_ms", "p50 TPOT ms", "{:.1f}"),
-        ):
+        for metric, fmt in (("output_throughput", "{:,.0f}"), ("median_tpot_ms", "{:.1f}")):
             measured = [by_id[r["id"]].measured[metric] for r in g]
             sim = [by_id[r["id"]].simulated[metric] for r in g]
             spread = max(measured) / min(measured)
             wide[metric] += spread > WITHIN_10_SPREAD
             shown = list(dict.fromkeys(fmt.format(x) for x in sim))  # one figure where the replays agree
             parts.append(
-                f"{unit} "
+                f"{LABELS[metric]} "
                 + " / ".join(fmt.format(x) for x in measured)
                 + f" (x{spread:.2f}), servesim "
                 + " / ".join(shown)
