@@ -294,7 +294,7 @@ class FrontendConfig:
     )
     paces_engine: Union[bool, None] = F(
         None,
-        "the engine starts no step while the outputs of the step before it still wait for the API server, so a busy API server slows the engine itself, as the recorded vLLM 0.26 servers behaved (false: the engine runs ahead and its outputs queue; null: the version's default, true from 0.26)",
+        "the engine starts no step while the outputs of the step before it still wait for the API server, so a busy API server slows the engine itself: a stand-in that fits the recorded vLLM 0.26 servers best with one set of host costs, though a profile shows their engine runs ahead (docs/validation.md) (false: the engine runs ahead and its outputs queue; null: the version's default, true from 0.26)",
     )
 
 

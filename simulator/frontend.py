@@ -9,8 +9,11 @@ front-end delays requests on their way in and tokens on their way out, and, from
 (``paces_engine``), the engine itself: it starts no step while the outputs of the step before it
 still wait for the front-end (``step_start``). A recorded 0.26 engine generated 9.6k tokens/s
 behind one API server and 13.1k behind four at the same 60 requests/s, and the rule fits the
-recorded servers better than an engine that runs ahead (docs/validation.md, "Overload"); the
-public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server whose costs the
+recorded servers better than an engine that runs ahead (docs/validation.md, "Overload"), with one
+set of host costs for every machine. It is a stand-in: profiled past saturation, the server's
+engine never waited for its API server; it took every request in and ran ahead, and with that
+machine's own host costs an engine that runs ahead matches it (docs/validation.md, "Where the time
+goes, profiled"). The public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server whose costs the
 ``api_server_count`` processes share (``cost.FrontendCosts``, already divided by them):
 
 * intake is a first-come-first-served queue of work, one piece at a time. A request's intake

@@ -103,8 +103,9 @@ class VllmVersion:
     graphs_in_budget_v2: bool  # the V2 runner does
     host_set: str  # which fitted host costs (HOST_SETS) apply
     host: HostCosts
-    # The API server paces the engine (simulator.frontend.step_start): what the recorded 0.26 servers
-    # did; the public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
+    # The API server paces the engine (simulator.frontend.step_start): a stand-in that fits the
+    # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
+    # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
     paces_engine: bool = False
 
     @property

@@ -109,14 +109,16 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     # log) is reported, not guarded, the fifth (API servers) is held to the target, the
     # sixth (the collapse case on an H100 host beside a second server) is a known miss, pinned
     # below, and the recordings of 2026-11-28 (the sixth and the third again, each lane alone on a
-    # fresh machine of the same kind) are held to the target in throughput.
+    # fresh machine of the same kind) are held to the target in throughput; the profiled
+    # runs (tools/e2e/stack_sampler.py) are reported, one of them pinned below.
     overload = [r for r in results if r.id.startswith("h200x2_overload_2026-11-27_")]
     overload_again = [r for r in results if r.id.startswith("h200x2_overload_2026-11-28_")]
     pace = [r for r in results if r.id.startswith("h200x2_pace_")]
     collapse = [r for r in results if r.id.startswith("h100x2_collapse_")]
     alone = [r for r in results if r.id.startswith("h100x2_alone_")]
     steps = [r for r in results if r.id.startswith("h200x2_steps_")]
-    later = overload + overload_again + pace + collapse + alone + steps
+    profiled = [r for r in results if "_profile_2026-11-28_" in r.id]
+    later = overload + overload_again + pace + collapse + alone + steps + profiled
     s = validate.error_summary([r for r in results if r not in later], validate.E2E_METRICS)
     assert s[("heldout", "output_throughput")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
@@ -129,10 +131,16 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     assert all(abs(r.rel_error("output_throughput")) < 0.10 for r in pace + overload_again), [
         (r.id, r.rel_error("output_throughput")) for r in pace + overload_again
     ]
+    profiled_r60 = "h100_profile_2026-11-28_llama8b_profile_light_r60"
     for r in results:
         m, sim = r.detail["server_preemptions"], r.detail["num_preemptions"]
-        if m:
+        if m and r.id != profiled_r60:
             assert m / 2 <= sim <= 2 * m, r.id
+    # Past saturation on the profiled H100 machine the server took in up to 1,274 requests, filled
+    # its KV cache (99%) and preempted 77; servesim's paced engine holds fewer and preempts none
+    # (docs/validation.md, "Where the time goes"). A change that moves this must move the docs too.
+    (r60,) = [r for r in profiled if r.id == profiled_r60]
+    assert r60.detail["server_preemptions"] == 77 and r60.detail["num_preemptions"] < 77 / 2
     # Past saturation this recording's servers gave less than servesim's paced engine (docs/
     # validation.md, "Overload"): it predicts 11-35% more throughput; the same lane alone on another
     # machine gave 17-29% more than here. A change that moves this must move the docs too.

@@ -7,6 +7,8 @@
 #   check            import vLLM's server, engine and benchmark; print versions and the GPUs
 #   lanes PLAN L...  start lanes L of PLAN (each on its GPUs, in the background) and return
 #   wait SECONDS     wait until every started lane is done, or SECONDS have passed
+#   sampler          install stack_sampler.py as the site's sitecustomize: every Python process of a
+#                    lane started with SERVESIM_SAMPLE_DIR set records where its threads spend time
 #   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
 set -uo pipefail
 E2E=${E2E:-/root/e2e}
@@ -34,9 +36,11 @@ while [ $# -gt 0 ]; do
       python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, vllm.benchmarks.serve; print('imports ok')" 2>&1 | tail -3
       nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
       nproc; free -g | head -2 ;;
+    sampler)
+      cp -f tools/e2e/stack_sampler.py $SITE/sitecustomize.py && echo "sampler installed in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|lanes|wait|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|sampler|lanes|wait|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &

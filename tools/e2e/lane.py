@@ -349,7 +349,13 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
     summarise(d, clients, mono0)
     for path in ds:
         path.unlink()
-    info = {"name": run["name"], "rc": rcs, "wall_s": t1 - t0, "commands": [shlex.join(c) for c in cmds]}
+    info = {
+        "name": run["name"],
+        "rc": rcs,
+        "wall_s": t1 - t0,
+        "start_epoch": t0,  # to place stack samples (stack_sampler.py) in their run
+        "commands": [shlex.join(c) for c in cmds],
+    }
     log(f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s")
     return info
 
