@@ -421,7 +421,11 @@ def _load_text(run: dict) -> str:
             f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s"
         )
     a = run["arrival"]
-    return f"max_concurrency {a['max_concurrency']}" if a.get("max_concurrency") else f"{a['request_rate']} req/s"
+    if a.get("max_concurrency"):
+        return f"max_concurrency {a['max_concurrency']}"
+    if a.get("request_rate") in (None, "inf"):  # every request sent at once
+        return f"burst of {run['measured']['completed']}"
+    return f"{a['request_rate']} req/s"
 
 
 def write_runs_report(

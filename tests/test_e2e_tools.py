@@ -120,3 +120,22 @@ def test_profile_report_splits_time_by_activity_within_the_run(tmp_path):
     assert "MainThread 80%" in out  # 16 CPU seconds over 20 s
     assert "75.0%  API: stream chunks (build, write)" in out
     assert "25.0%  API: process outputs (detokenize, collect)" in out
+
+
+def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
+    """A lane's --max-model-len reaches the run's engine settings, and a run sent all at once is
+    labelled a burst (not 'inf req/s')."""
+    import importlib.util
+
+    from simulator import validate
+
+    spec = importlib.util.spec_from_file_location("e2e_ingest", E2E / "ingest.py")
+    ingest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ingest)
+    flags = {"--max-model-len": "8192", "--max-num-seqs": "4096"}
+    assert ingest.engine_flags(flags, {}) == {"max_num_seqs": 4096, "max_model_len": 8192}
+    burst = {"arrival": {"request_rate": "inf"}, "measured": {"completed": 40}}
+    assert validate._load_text(burst) == "burst of 40"
+    assert validate._load_text({"arrival": {"request_rate": 60}}) == "60 req/s"
+    (run,) = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h100_long_2026-11-28"]
+    assert run["engine"] == {"max_model_len": 8192} and validate._load_text(run) == "burst of 40"

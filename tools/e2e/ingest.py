@@ -126,13 +126,14 @@ def combined(benches: list[dict]) -> dict:
 
 
 def engine_flags(flags: dict, facts: dict) -> dict:
-    """servesim's engine settings for a server's flags: the scheduler's caps, the memory share, KV
+    """servesim's engine settings for a server's flags: the scheduler's caps, the longest request, the memory share, KV
     offloading, and a pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
     out: dict = {
         k: int(v)
         for k, v in (
             ("max_num_seqs", flags.get("--max-num-seqs")),
             ("max_num_batched_tokens", flags.get("--max-num-batched-tokens")),
+            ("max_model_len", flags.get("--max-model-len")),
         )
         if v is not None
     }
@@ -266,7 +267,7 @@ def main() -> int:
                     "arrival": (
                         {"max_concurrency": run["max_concurrency"]}
                         if run.get("max_concurrency")
-                        else {"request_rate": run["request_rate"]}
+                        else {"request_rate": run.get("request_rate", "inf")}  # inf: a burst, all sent at once
                     ),
                     **({"prefix": run["prefix"]} if run.get("prefix") else {}),
                     "lengths": {
