@@ -1,7 +1,8 @@
-"""What a reader of a run's table should not miss, as one-line notes: requests rejected, cut or
-aborted; a run that ended before its requests did; traffic the server could not keep up with; a
-run in which nothing was measured or nothing reached the engine, and why; a huge per-step log; and
-settings that follow an older vLLM than the release line named (swap preemption)."""
+"""What a reader of a run's table should not miss, as one-line notes: a server vLLM would not start
+(its KV pool cannot hold one request of max_model_len); requests rejected, cut or aborted; a run that
+ended before its requests did; traffic the server could not keep up with; a run in which nothing was
+measured or nothing reached the engine, and why; a huge per-step log; and settings that follow an
+older vLLM than the release line named (swap preemption)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from simulator.rules import REJECTED
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
 OVERLOAD_WAITING = 0.1  # of the requests submitted, the share still waiting that calls a run overloaded
+# servesim's KV pool against the pools real vLLM servers logged: within 2% (docs/validation.md), so a
+# pool this close to one request of max_model_len may be one that vLLM refuses.
+KV_POOL_ERROR = 0.02
 
 
 def scenario_notes(sc: Scenario) -> list[str]:
@@ -33,7 +37,7 @@ def scenario_notes(sc: Scenario) -> list[str]:
 def run_notes(summary: dict, result) -> list[str]:
     """Notes on a finished run (see the module docstring)."""
     sc, name = result.scenario, summary["scenario"]
-    notes = scenario_notes(sc)
+    notes = scenario_notes(sc) + _startup_notes(result.engine, name)
     n_sub = summary["num_submitted"]
     if summary["num_rejected"]:
         first = next(iter(result.engine.reject_reasons.values()), "")
@@ -60,6 +64,28 @@ def run_notes(summary: dict, result) -> list[str]:
             "--set run.step_log_bin_s=1 keeps one row per simulated second instead"
         )
     return notes
+
+
+def _startup_notes(engine, name: str) -> list[str]:
+    """vLLM starts only if its KV pool holds one request of max_model_len (and says so at start-up,
+    with the longest it could hold); servesim runs such a server anyway, rejecting what cannot fit."""
+    engines = [r.engine for r in engine.replicas] if hasattr(engine, "replicas") else [engine]
+    short = min(engines, key=lambda e: e.kv_cache_tokens / e.max_model_len)
+    pool, max_len = short.kv_cache_tokens, short.max_model_len
+    if pool < max_len:
+        return [
+            f"{name}: vLLM would not start this server: its KV pool ({pool:,} tokens) holds less than one "
+            f"request of engine.max_model_len ({max_len:,}); set engine.max_model_len <= {pool:,} or give the "
+            "cache more memory"
+        ]
+    if pool < max_len * (1.0 + KV_POOL_ERROR):
+        return [
+            f"{name}: vLLM may not start this server: its KV pool ({pool:,} tokens) holds one request of "
+            f"engine.max_model_len ({max_len:,}) with {pool / max_len - 1.0:.1%} to spare, within servesim's "
+            f"{KV_POOL_ERROR:.0%} error on the pool (Qwen3-32B on one H100: 0.9% to spare here, refused by vLLM 0.26); set "
+            "engine.max_model_len lower"
+        ]
+    return []
 
 
 def _load_notes(summary: dict, result) -> list[str]:

@@ -315,6 +315,25 @@ def test_swap_preemption_is_noted_as_vllm_v0_behaviour(tmp_path):
     assert "swap" not in out
 
 
+def test_a_pool_that_cannot_hold_one_max_length_request_is_noted(tmp_path):
+    """vLLM refuses to start when its KV pool cannot hold one request of max_model_len (and did for
+    Qwen3-32B on one H100, whose pool servesim puts 0.9% above it): servesim runs, and says so."""
+    code, out, _ = _main(["run", "--out", str(tmp_path / "a"), *SHORT, "--set", "engine.num_gpu_blocks_override=1000"])
+    assert code == 0 and "vLLM would not start this server: its KV pool (15,984 tokens)" in out
+    assert "set engine.max_model_len <= 15,984" in out
+    trace = tmp_path / "burst.csv"
+    trace.write_text("arrival_time_s,prompt_tokens,output_tokens\n" + "0,4000,20\n" * 4)
+    q32 = tmp_path / "q32.yaml"  # the recorded server's settings (data/e2e/h100_long_2026-11-28), vLLM's defaults
+    q32.write_text(
+        "model: qwen3-32b\nhardware: {gpu: h100-sxm}\nengine: {vllm_version: '0.26'}\n"
+        f"workload: {{trace: {trace}}}\nrun: {{duration_s: null, warmup_s: 0}}\n"
+    )
+    code, out, _ = _main(["run", str(q32), "--out", str(tmp_path / "b")])
+    assert code == 0 and "vLLM may not start this server: its KV pool (41,328 tokens)" in out
+    code, out, _ = _main(["run", "--out", str(tmp_path / "c"), *SHORT])
+    assert "start this server" not in out
+
+
 def test_errors_in_one_of_several_scenario_files_name_the_file(tmp_path):
     """check and run with several files: each error names its file (a field error, an error found
     when building, malformed YAML); the good files still run."""
