@@ -13,8 +13,9 @@ recorded servers better than an engine that runs ahead (docs/validation.md, "Ove
 set of host costs for every machine. It is a stand-in: profiled past saturation, the server's
 engine never waited for its API server; it took every request in and ran ahead, and with that
 machine's own host costs an engine that runs ahead matches it (docs/validation.md, "Where the time
-goes, profiled"). The public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one server whose costs the
-``api_server_count`` processes share (``cost.FrontendCosts``, already divided by them):
+goes, profiled"). The public runs of 0.10-0.19 fit an engine that runs ahead. Modelled as one
+server whose costs the ``api_server_count`` processes share (``cost.FrontendCosts``, already
+divided by them):
 
 * intake is a first-come-first-served queue of work, one piece at a time. A request's intake
   comes in two passes (``intake_passes``): the share done before its task first yields the loop

@@ -412,19 +412,13 @@ def write_kv_report(
 
 
 def _load_text(run: dict) -> str:
-    """How a run loads its server: a concurrency, a burst or a rate."""
-    if "bench" in run:
-        b = run["bench"]
-        if b.get("max_concurrency"):
-            return f"max_concurrency {b['max_concurrency']}"
-        return (
-            f"burst of {b['num_prompts']}" if b.get("request_rate") in (None, "inf") else f"{b['request_rate']} req/s"
-        )
-    a = run["arrival"]
+    """How a run loads its server: a concurrency, a burst (every request sent at once) or a rate. A
+    public run says it in its bench settings, a recorded one in its arrivals."""
+    a = run["bench"] if "bench" in run else run["arrival"]
     if a.get("max_concurrency"):
         return f"max_concurrency {a['max_concurrency']}"
-    if a.get("request_rate") in (None, "inf"):  # every request sent at once
-        return f"burst of {run['measured']['completed']}"
+    if a.get("request_rate") in (None, "inf"):
+        return f"burst of {a['num_prompts'] if 'bench' in run else run['measured']['completed']}"
     return f"{a['request_rate']} req/s"
 
 

@@ -17,6 +17,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+IDLE = "idle or in native code (the event loop, sockets)"
 # (activity, any of these frames in the stack), first match wins. Stacks are innermost frame first.
 ACTIVITIES = [
     # the engine core's busy loop
@@ -50,7 +51,7 @@ ACTIVITIES = [
     ),
     ("API: receive outputs (decode)", ("core_client.py:process_outputs_socket",)),
     ("API: metrics endpoint", ("exposition.py", "process_collector.py")),
-    ("idle or in native code (the event loop, sockets)", ("selectors.py:select",)),
+    (IDLE, ("selectors.py:select",)),
 ]
 
 
@@ -73,7 +74,7 @@ def activity(stack: str) -> str:
             return name
     inner = stack.split("|", 1)[0]
     if inner.startswith("runners.py:run"):  # uvloop runs the loop in native code
-        return "idle or in native code (the event loop, sockets)"
+        return IDLE
     return "other: " + inner
 
 
