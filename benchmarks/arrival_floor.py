@@ -22,8 +22,8 @@ from pathlib import Path
 
 import simpy
 
-from simulator.config import load_scenario
-from simulator.requests import RequestTable
+from simulator.engine.requests import RequestTable
+from simulator.scenario.config import load_scenario
 from workloads.factory import start_workload
 
 ROOT = Path(__file__).resolve().parents[1]

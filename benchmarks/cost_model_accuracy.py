@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.calibrate import fit, predict, read_profile, read_streaming, streaming_efficiency
-from simulator.cost import Efficiency
+from simulator.engine.cost import Efficiency
+from simulator.validation.calibrate import fit, predict, read_profile, read_streaming, streaming_efficiency
 
 ROOT = Path(__file__).resolve().parents[1]
 

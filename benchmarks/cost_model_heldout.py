@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibrate import builtin, predict, read_profile
+from simulator.engine.calibration import builtin
+from simulator.validation.calibrate import predict, read_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -90,8 +90,8 @@ def main() -> None:
 
 
 def plot(out: Path, rows: list[dict], path: Path) -> None:
-    """The figure `servesim plan --day` draws (simulator.plots.plot_policies), for the three runs."""
-    from simulator.plots import plot_policies
+    """The figure `servesim plan --day` draws (simulator.outputs.plots.plot_policies), for the three runs."""
+    from simulator.outputs.plots import plot_policies
 
     shown = [{**r, "replicas": str(r["replicas_serving_max"])} for r in rows]
     fleets = {r["policy"]: out / r["policy"] / "fleet.csv" for r in rows}

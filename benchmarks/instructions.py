@@ -32,9 +32,9 @@ CASES = {
     "poisson_llama2_7b": ("benchmarks/scenarios/poisson_10k_llama2_7b.yaml", "run.num_requests", 300, 900, []),
 }
 CHILD = (
-    "import sys, simulator.calibrate\n"  # imported before: not part of what is compared
-    "from simulator import compiled\n"
-    "from simulator.config import load_scenario\n"
+    "import sys, simulator.validation.calibrate\n"  # imported before: not part of what is compared
+    "from simulator.engine import compiled\n"
+    "from simulator.scenario.config import load_scenario\n"
     "from simulator.run import simulate\n"
     "compiled.load()\n"
     "simulate(load_scenario(sys.argv[1], sys.argv[2:])[0])\n"
@@ -47,7 +47,7 @@ GENERIC = {"SERVESIM_TARGET_CPU": "generic"}
 def build(code_dir: Path) -> None:
     """Build the checkout's compiled step (cached by its sources' hash), outside callgrind."""
     subprocess.run(
-        [sys.executable, "-c", "from simulator import compiled; compiled.load()"],
+        [sys.executable, "-c", "from simulator.engine import compiled; compiled.load()"],
         cwd=code_dir,
         check=True,
         env={**os.environ, "PYTHONPATH": str(code_dir), **GENERIC},

@@ -29,11 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator import validate  # noqa: E402
-from simulator.config import load_scenario  # noqa: E402
-from simulator.features_validation import OFFLOAD_BLOG, single_request  # noqa: E402
 from simulator.metrics import summarize  # noqa: E402
 from simulator.run import simulate  # noqa: E402
+from simulator.scenario.config import load_scenario  # noqa: E402
+from simulator.validation import validate  # noqa: E402
+from simulator.validation.features import OFFLOAD_BLOG, single_request  # noqa: E402
 
 SIZES = (0, 25, 50, 100, 150, 200, 300)
 

@@ -11,7 +11,7 @@
    10 requests/s, 100 requests): output throughput and mean TPOT of the adapter's requests against
    the base model's on the same LoRA-enabled server (GPU not stated: an H100 here).
 
-The sets are simulator/features_validation.py's (``servesim validate --features`` runs them too).
+The sets are simulator/validation/features.py's (``servesim validate --features`` runs them too).
 
 Run: python benchmarks/lora.py [--plot docs/img/lora_max_loras.png]
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.features_validation import SWEEP, error_lines, kernel_set, sweep_set  # noqa: E402
+from simulator.validation.features import SWEEP, error_lines, kernel_set, sweep_set  # noqa: E402
 
 
 def plot(rows: list[dict], path: Path) -> None:

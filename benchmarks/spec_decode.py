@@ -1,7 +1,7 @@
 """Speculative decoding against public measurements (data/spec_decode/public.yaml): servesim's
 speed-up (or loss) from each drafter as the load grows, beside what was published. The three sets
 (SpecDecode-Bench, vLLM issue #20780, llm-d's Qwen3-32B ladder) are described and run by
-simulator/features_validation.py (``servesim validate --features`` runs them too); the drafter's host
+simulator/validation/features.py (``servesim validate --features`` runs them too); the drafter's host
 time per pass is the one constant fitted, on #20780 (``--fit``).
 
 Run: python benchmarks/spec_decode.py [--plot docs/img/spec_decode_speedup.png] [--fit]
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.features_validation import BENCH_BATCHES, bench_set, error_lines, issue_set, llmd_set  # noqa: E402
+from simulator.validation.features import BENCH_BATCHES, bench_set, error_lines, issue_set, llmd_set  # noqa: E402
 
 
 def fit_pass_s() -> float:
@@ -24,7 +24,7 @@ def fit_pass_s() -> float:
     speed-ups), over a grid of 0 to 2 ms in steps of 10 us."""
     import math
 
-    from simulator import speculative
+    from simulator.engine import speculative
 
     best = (math.inf, 0.0)
     for us in range(0, 2001, 10):

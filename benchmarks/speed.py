@@ -101,7 +101,7 @@ CHILD = r"""
 import json, os, resource, sys, time
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
-from simulator.config import load_scenario
+from simulator.scenario.config import load_scenario
 from simulator.run import simulate
 twice = sys.argv[1] == "1"
 sc, _ = load_scenario(sys.argv[2], sys.argv[3:])
@@ -128,7 +128,7 @@ print(json.dumps({
 
 PROFILE_CHILD = r"""
 import cProfile, pstats, sys
-from simulator.config import load_scenario
+from simulator.scenario.config import load_scenario
 from simulator.run import simulate
 sc, _ = load_scenario(sys.argv[1], sys.argv[2:])
 simulate(sc)  # the compiled step loaded
@@ -237,7 +237,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
     args = ap.parse_args()
     # Build the compiled step once, outside every timing.
-    subprocess.run([sys.executable, "-c", "from simulator import compiled; compiled.load()"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-c", "from simulator.engine import compiled; compiled.load()"], cwd=ROOT, check=True)
     if args.profile:
         # Without --only, profiling skips the 1M-request trace (minutes even unprofiled).
         for name, path, over in _selected(args, skip_trace=not args.only):

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from simulator.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
-from simulator.step_log import SPEC_STEP_COLUMNS, BinnedStepLog
+from simulator.engine.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
+from simulator.engine.step_log import SPEC_STEP_COLUMNS, BinnedStepLog
 
 REQUEST_COLUMNS = [
     "id",
@@ -71,7 +71,7 @@ def step_columns(result) -> dict[str, np.ndarray]:
     """steps.csv: one row per engine step, or per time bin when ``run.step_log_bin_s`` is set
     (then ``start``/``duration`` are the bin's and the counts are sums over its steps); the
     speculative-decoding counts only when some replica drafts."""
-    from simulator import speculative  # not at the top: the plot-drawing child imports this module
+    from simulator.engine import speculative  # not at the top: the plot-drawing child imports this module
 
     log = result.engine.log
     cols = log.columns()
@@ -234,7 +234,7 @@ def summarize(result) -> dict:
         s["lora"] = {"adapter_loads": loads, "adapter_loads_from_storage": disk}
     if sc.engine.kv_offloading_size:
         s["kv_offload"] = kv_offload_summary(result, c, measured)
-    from simulator import speculative  # not at the top: the plot-drawing child imports this module
+    from simulator.engine import speculative  # not at the top: the plot-drawing child imports this module
 
     if speculative.enabled(sc.engine.speculative_config):
         s["spec_decode"] = spec_decode_summary(result.engine.spec_counts())

@@ -2,19 +2,20 @@
 
 Every caller that needs an engine's settings takes them from here: ``servesim run`` and every
 replica of a fleet (``build_engine``), the size guard, ``check``, ``validate`` and the parity
-replays (``scheduler_config``). The release line's defaults come from ``simulator.versions``, the
-KV pool from ``simulator.memory``, the step cost from ``simulator.cost``.
+replays (``scheduler_config``). The release line's defaults come from ``simulator.scenario.versions``, the
+KV pool from ``simulator.scenario.memory``, the step cost from ``simulator.engine.cost``.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import simpy
 
-from simulator import lora, speculative, versions
-from simulator.config import Scenario
-from simulator.cost import (
+from simulator.engine import lora, speculative
+from simulator.engine.core import Engine, with_turnaround
+from simulator.engine.cost import (
     FA2_ATTN_COMPUTE,
     FA2_MIXED_DECODE_ROWS,
     FA3_ATTN_COMPUTE,
@@ -25,15 +26,16 @@ from simulator.cost import (
     FrontendCosts,
     SpecCost,
 )
-from simulator.engine import Engine
+from simulator.engine.requests import RequestTable
+from simulator.engine.rules import SchedulerConfig
+from simulator.engine.step_log import BinnedStepLog, StepLog
 from simulator.errors import ConfigError
-from simulator.hardware import GPU, load_gpu
-from simulator.memory import GIB, MemoryPlan, plan_memory
-from simulator.models import ModelArch, load_model
-from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
-from simulator.step_log import BinnedStepLog, StepLog
-from workloads.factory import keeps_finished_content
+from simulator.scenario import versions
+from simulator.scenario.config import Scenario
+from simulator.scenario.hardware import GPU, load_gpu
+from simulator.scenario.memory import GIB, MemoryPlan, plan_memory
+from simulator.scenario.models import ModelArch, load_model
+from workloads.factory import keeps_finished_content, start_workload
 
 
 def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
@@ -65,10 +67,10 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
     runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published), then
     any per-field overrides."""
-    from simulator import calibrate
+    from simulator.engine import calibration
 
     c = sc.cost
-    base = calibrate.resolve(c.calibration, gpu.key)
+    base = calibration.resolve(c.calibration, gpu.key)
     v = versions.version(sc.engine.vllm_version)
     over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
     kernel = versions.attention_kernel(gpu.compute_capability)
@@ -94,10 +96,10 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
 def engine_class(sc: Scenario) -> type[Engine]:
     """The compiled production step, or the readable reference (``run.kernel: reference``)."""
     if sc.run.kernel == "reference":
-        from simulator.reference.engine import ReferenceEngine
+        from simulator.engine.reference.engine import ReferenceEngine
 
         return ReferenceEngine
-    from simulator.compiled.engine import CompiledEngine
+    from simulator.engine.compiled.engine import CompiledEngine
 
     return CompiledEngine
 
@@ -306,3 +308,12 @@ def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[
     )
     parts = {"model": model, "gpu": gpu, "memory": mem, "sched_cfg": scfg, "reqs": reqs}
     return engine, parts
+
+
+def start_clients(env: simpy.Environment, target: Any, sc: Scenario, ids: Any) -> int | None:
+    """Start scenario ``sc``'s workload against ``target`` (an engine or a fleet: its ``submit``,
+    ``take_in_at`` and ``max_model_len``), its clients' requests through the front-end's turnaround
+    (``with_turnaround``). Returns how many requests will be submitted (None: unbounded)."""
+    submit = with_turnaround(env, target.submit, target.take_in_at)
+    w, run = sc.workload, sc.run
+    return start_workload(env, submit, w, run.seed, run.num_requests, max_model_len=target.max_model_len, ids=ids)

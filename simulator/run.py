@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, cast
 import simpy
 
 from simulator import resolve
-from simulator.config import Scenario, run_duration
-from simulator.engine import Engine, start_clients
-from simulator.hardware import GPU
-from simulator.memory import MemoryPlan
-from simulator.models import ModelArch
-from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
+from simulator.engine.core import Engine
+from simulator.engine.requests import RequestTable
+from simulator.engine.rules import SchedulerConfig
+from simulator.scenario.config import Scenario, run_duration
+from simulator.scenario.hardware import GPU
+from simulator.scenario.memory import MemoryPlan
+from simulator.scenario.models import ModelArch
 from simulator.size import RunSize, check_size, run_size
 from workloads.factory import Ids
 
@@ -59,17 +59,17 @@ class Result:
 def build(sc: Scenario, trace: int = 0) -> tuple[simpy.Environment, Engine, dict]:
     """The simulation of ``sc``, ready to run (``trace``: the request events the engine records). A
     scenario with ``cluster`` or ``disaggregation`` builds its replicas and router
-    (``simulator.cluster``), which stand in for the engine."""
+    (``simulator.fleet.cluster``), which stand in for the engine."""
     size = run_size(sc)  # before anything is built: a fleet too large for memory is never built
     check_size(sc, size)
     if sc.cluster is not None or sc.disaggregation is not None:
-        from simulator.cluster import build_cluster
+        from simulator.fleet.cluster import build_cluster
 
         return build_cluster(sc, trace, size)
     env = simpy.Environment()
     engine, parts = resolve.build_engine(env, sc, trace)
     ids = Ids()
-    engine.expected = start_clients(env, engine, sc, ids)
+    engine.expected = resolve.start_clients(env, engine, sc, ids)
     if engine.expected is not None and run_duration(sc) is None:
         parts["reqs"].reserve(engine.expected)  # every one of them will arrive: allocate the records once
     return env, engine, {**parts, "workload_counts": ids, "size": size}

@@ -10,11 +10,11 @@ from typing import cast
 
 import numpy as np
 
-from simulator.config import ClusterConfig, Scenario, check_model, run_duration
-from simulator.cost import CostModel, StepWork, decode_work
+from simulator.engine.cost import CostModel, StepWork, decode_work
 from simulator.errors import ConfigError
-from simulator.hardware import load_gpu
 from simulator.resolve import check_vllm_rules, cost_model, engine_defaults, load_arch, memory_plan
+from simulator.scenario.config import ClusterConfig, Scenario, check_model, run_duration
+from simulator.scenario.hardware import load_gpu
 from workloads.config import parse_schedule
 
 # What a run holds in memory, measured on the collapse and Poisson workloads: a closed-loop client's
@@ -50,7 +50,7 @@ class RunSize:
 def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel, int]], int]:
     """Each distinct replica group of ``sc`` (one for a single engine) as (scenario, count, step
     cost, max_num_seqs), and the bytes its engines hold empty; from the scenario alone, nothing built."""
-    from simulator.cluster import replica_groups_of
+    from simulator.fleet.cluster import replica_groups_of
 
     groups = [(sc, 1, "")] if sc.cluster is None and sc.disaggregation is None else replica_groups_of(sc)
     out, engine_bytes = [], 0

@@ -11,13 +11,13 @@ import pytest
 import simpy
 from hypothesis import settings
 
-from simulator.compiled import layout as L
-from simulator.compiled.engine import CompiledEngine
-from simulator.cost import ConstantCost
-from simulator.events import step_records
-from simulator.reference.engine import ReferenceEngine
-from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
+from simulator.engine.compiled import layout as L
+from simulator.engine.compiled.engine import CompiledEngine
+from simulator.engine.cost import ConstantCost
+from simulator.engine.events import step_records
+from simulator.engine.reference.engine import ReferenceEngine
+from simulator.engine.requests import RequestTable
+from simulator.engine.rules import SchedulerConfig
 
 # CI explores the same examples every run (reproducible results); locally Hypothesis keeps exploring.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -37,7 +37,7 @@ class Sim:
     """A simulation driven by an explicit request list: (arrival_s, prompt_len, max_tokens[, group, group_len
     [, priority]]) on one engine step, every step costing ``step_s`` (plus swap traffic at ``swap_bw`` bytes/s).
 
-    ``steps``: one ``simulator.events.StepRecord`` per step (what it scheduled, preempted, admitted...).
+    ``steps``: one ``simulator.engine.events.StepRecord`` per step (what it scheduled, preempted, admitted...).
     """
 
     def __init__(

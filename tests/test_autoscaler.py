@@ -1,4 +1,4 @@
-"""Autoscaled fleets (simulator.autoscaler): HPA's arithmetic by hand, the fleet's life over a run
+"""Autoscaled fleets (simulator.fleet.autoscaler): HPA's arithmetic by hand, the fleet's life over a run
 against its rules, GPU-hours, and the diurnal arrival rate."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import workloads.factory
-from simulator.autoscaler import recommend
-from simulator.config import blank_scenario
+from simulator.engine.rules import FINISHED
 from simulator.errors import ConfigError
+from simulator.fleet.autoscaler import recommend
 from simulator.metrics import summarize
-from simulator.rules import FINISHED
 from simulator.run import simulate
+from simulator.scenario.config import blank_scenario
 from workloads.arrivals import RateFunction, diurnal_points
 
 BASE = [
@@ -169,8 +169,8 @@ def test_a_diurnal_day_arrives_as_its_rate_says():
 def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
     import pandas as pd
 
-    from simulator.plots import plot_sweep_metrics
-    from simulator.sweep import recommend as recommend_point
+    from simulator.outputs.plots import plot_sweep_metrics
+    from simulator.planning.sweep import recommend as recommend_point
 
     static, scaled, lean = {"replicas": 6}, {"replicas": 2, "autoscaler": {"target": 32}}, {"replicas": 1}
     df = pd.DataFrame(

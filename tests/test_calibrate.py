@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.calibrate import fit, is_streaming, mape, predict, streaming_efficiency
-from simulator.cost import CostModel, Efficiency, Execution, StepWork, decode_work
-from simulator.hardware import load_gpu
-from simulator.models import load_model
+from simulator.engine.cost import CostModel, Efficiency, Execution, StepWork, decode_work
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.models import load_model
+from simulator.validation.calibrate import fit, is_streaming, mape, predict, streaming_efficiency
 
 GRID = [(b, 1, c) for b in (1, 4, 16, 64, 256) for c in (128, 1024, 4096)] + [
     (b, n, c) for b in (1, 4) for n in (64, 512, 2048) for c in (0, 1024)
@@ -110,8 +110,8 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     chunk pays FA2_MIXED_DECODE_ROWS more query rows over its context, by hand: the extra FLOPs
     are rows x its context x the model's attention FLOPs per pair. A step of decodes alone, a
     prefill alone, and any step on an FA3 GPU (Hopper) pay nothing extra."""
-    from simulator.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP
-    from simulator.versions import attention_kernel
+    from simulator.engine.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP
+    from simulator.scenario.versions import attention_kernel
 
     assert (
         attention_kernel(load_gpu("a100-80gb").compute_capability),
@@ -148,8 +148,8 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     for w in (StepWork(**dec), StepWork(num_seqs=1, num_tokens=2048, attn_pairs=2048 * 2049 / 2, num_sampled=1)):
         assert fa2.step_time(w) == plain.step_time(w)
     # The same on the GPU as a scenario runs it: A100 FA2, H100 FA3.
-    from simulator.config import blank_scenario
     from simulator.resolve import execution
+    from simulator.scenario.config import blank_scenario
 
     sc = blank_scenario(["model=qwen3-14b"])
     assert execution(sc, g, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
@@ -160,10 +160,10 @@ def test_hopper_attention_runs_at_vllm_fa3_rates():
     """On Hopper vLLM runs FlashAttention-3, whose measured rates replace the calibration's
     (PyTorch's FA2); on compute capability 8.x FlashAttention-2 at its published A100 rate; an MLA
     model (FlashMLA) keeps the calibration's, and a scenario's own cost.attn_* override wins."""
-    from simulator.calibrate import builtin
-    from simulator.config import blank_scenario
-    from simulator.cost import FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY
+    from simulator.engine.calibration import builtin
+    from simulator.engine.cost import FA3_ATTN_COMPUTE, FA3_ATTN_MEMORY
     from simulator.resolve import efficiency
+    from simulator.scenario.config import blank_scenario
 
     h100, a100 = load_gpu("h100-sxm"), load_gpu("a100-80gb")
     sc = blank_scenario(["model=qwen3-14b"])
@@ -179,7 +179,7 @@ def test_hopper_attention_runs_at_vllm_fa3_rates():
         builtin("a100-80gb").matmul_compute,
     )
     assert builtin("a100-40gb") == builtin("a100-80gb")
-    from simulator.cost import FA2_ATTN_COMPUTE
+    from simulator.engine.cost import FA2_ATTN_COMPUTE
 
     l40s = efficiency(sc, load_gpu("l40s"), load_model("qwen3-14b"))  # FA2, no calibration of its own
     assert l40s.attn_compute == FA2_ATTN_COMPUTE and l40s.matmul_compute == Efficiency().matmul_compute
@@ -193,7 +193,7 @@ def test_moe_cost_follows_vllms_fused_moe_kernel():
     64 tokens and more): within 8% on average, where the max of compute and streaming at the rates
     once taken from PyTorch's grouped GEMMs (0.30 / 0.70) was 15% off, and no point is off by more
     than a quarter."""
-    from simulator.cost import (
+    from simulator.engine.cost import (
         P_EXPERT_PARAMS,
         P_EXPERTS,
         P_MOE_BW,
@@ -234,9 +234,9 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     no compilation), at vllm_eager_launch_s a kernel: a decode step of Llama-3.1-8B at batch 8 on an
     H100 is bound by that floor (32 layers x 10 kernels x 30 us = 9.6 ms, above the GPU's ~6.5 ms),
     where a compiled step too big for a graph keeps the plain-PyTorch rate (eager_launch_s)."""
-    from simulator.config import blank_scenario
-    from simulator.cost import GEMMS_PER_LAYER, P_EAGER_FLOOR, small_kernels_per_layer
+    from simulator.engine.cost import GEMMS_PER_LAYER, P_EAGER_FLOOR, small_kernels_per_layer
     from simulator.resolve import cost_model
+    from simulator.scenario.config import blank_scenario
 
     m, g = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
     per_step = m.num_layers * (small_kernels_per_layer(m) + GEMMS_PER_LAYER)

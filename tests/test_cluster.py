@@ -1,5 +1,5 @@
-"""Fleets of replicas behind a router, and prefill/decode disaggregation (simulator.cluster,
-simulator.router): against queueing theory, by hand, and invariants."""
+"""Fleets of replicas behind a router, and prefill/decode disaggregation (simulator.fleet.cluster,
+simulator.fleet.router): against queueing theory, by hand, and invariants."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from simulator.cluster import transfer_s
-from simulator.config import blank_scenario
+from simulator.engine.rules import FINISHED, REJECTED
+from simulator.fleet.cluster import transfer_s
 from simulator.metrics import summarize
-from simulator.rules import FINISHED, REJECTED
 from simulator.run import simulate
+from simulator.scenario.config import blank_scenario
 
 BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0"]
 CHAT = [
@@ -37,7 +37,7 @@ def test_one_replica_behind_a_router_is_the_single_engine():
 
 def test_one_replica_serves_a_closed_loop_as_the_engine_alone_turnaround_included():
     """The same with closed-loop clients, whose next requests wait for the API server's turnaround
-    (simulator.frontend.turnaround): the fleet's bookkeeping follows each request to its replica
+    (simulator.engine.frontend.turnaround): the fleet's bookkeeping follows each request to its replica
     record although the record is made only when the request is taken in."""
     common = ["workload.arrival={type: closed_loop, concurrency: 64}", *CHAT, "run.duration_s=60"]
     alone = run(*common).reqs.columns()
@@ -281,7 +281,7 @@ def test_perfetto_trace_of_a_fleet_has_each_replica_and_the_transfers(tmp_path):
     its end."""
     import json
 
-    from simulator.export import write_perfetto
+    from simulator.outputs.export import write_perfetto
 
     sc = blank_scenario(
         [
@@ -334,7 +334,7 @@ def test_fleets_are_identical_on_the_reference_and_the_compiled_step(over):
 def test_openmetrics_of_a_fleet_has_each_replicas_own_series():
     """Every replica is an engine of its own in the exported metrics (label engine), its gauge the
     value of its own step log at each scrape, as a fleet of vLLM servers reports them."""
-    from simulator.export import _last_before, openmetrics_text
+    from simulator.outputs.export import _last_before, openmetrics_text
 
     res = run("workload.arrival={type: poisson, rate: 30}", *CHAT, "run.duration_s=20", "cluster.replicas=3")
     text = openmetrics_text(res, interval_s=1.0).decode()

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.config import field_reference, load_scenario, scenario_from_dict
 from simulator.errors import ConfigError
 from simulator.run import build
+from simulator.scenario.config import field_reference, load_scenario, scenario_from_dict
 
 
 def err(data: dict) -> str:
@@ -146,8 +146,8 @@ def test_the_json_schema_accepts_every_shipped_scenario_and_catches_field_mistak
 
     import jsonschema
 
-    from simulator import yamlio
     from simulator.cli import main
+    from simulator.scenario import yamlio
 
     assert main(["fields", "--json-schema"]) == 0
     schema = json.loads(capsys.readouterr().out)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import rules, speculative
-from simulator.config import SpeculativeConfig
-from simulator.cost import CostModel, Efficiency, Execution, SpecCost, StepWork, decode_work
-from simulator.hardware import load_gpu
-from simulator.models import load_model
+from simulator.engine import rules, speculative
+from simulator.engine.cost import CostModel, Efficiency, Execution, SpecCost, StepWork, decode_work
+from simulator.scenario.config import SpeculativeConfig
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.models import load_model
 
 MODELS = ["llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "llama-3.1-70b"]
 GPUS = ["h100-sxm", "a100-80gb", "l40s", "h100-pcie"]

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.compiled.engine import CompiledEngine
-from simulator.config import load_scenario, scenario_from_dict
-from simulator.engine import SimulationStalled
+from simulator.engine.compiled.engine import CompiledEngine
+from simulator.engine.core import SimulationStalled
 from simulator.metrics import request_frame, step_frame, summarize
 from simulator.run import build, simulate
+from simulator.scenario.config import load_scenario, scenario_from_dict
 
 
 def _csv(df) -> str:
@@ -375,7 +375,7 @@ def test_auto_runs_the_compiled_step_for_every_feature():
 
 def test_compiled_watchdog_raises_the_diagnostic():
     """The compiled step's stall counter reaches the engine's watchdog (forced here with a zero allowance)."""
-    from simulator.compiled import layout as L
+    from simulator.engine.compiled import layout as L
 
     sc, _ = load_scenario("scenarios/collapse_c512.yaml", ["run.duration_s=5", "run.warmup_s=0"])
     env, engine, _ = build(sc)
@@ -392,8 +392,8 @@ def test_the_step_runs_as_plain_python_with_the_same_results(tmp_path):
     debugger) and gives the same results as the compiled module and the reference."""
     script = (
         "import json, sys\n"
-        "from simulator import compiled\n"
-        "from simulator.config import load_scenario\n"
+        "from simulator.engine import compiled\n"
+        "from simulator.scenario.config import load_scenario\n"
         "from simulator.metrics import request_frame, step_frame\n"
         "from simulator.run import simulate\n"
         "sc, _ = load_scenario('scenarios/workload_mixed_classes.yaml', ['run.duration_s=15', 'run.warmup_s=0',"

@@ -127,7 +127,7 @@ def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
     labelled a burst (not 'inf req/s')."""
     import importlib.util
 
-    from simulator import validate
+    from simulator.validation import validate
 
     spec = importlib.util.spec_from_file_location("e2e_ingest", E2E / "ingest.py")
     ingest = importlib.util.module_from_spec(spec)

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from simulator.cli import main
-from simulator.config import load_scenario
-from simulator.export import DEFAULT_START_EPOCH, openmetrics_text, trace_events
+from simulator.outputs.export import DEFAULT_START_EPOCH, openmetrics_text, trace_events
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
 
 ARGS = ["run.duration_s=60", "run.warmup_s=10", "engine.num_gpu_blocks_override=6000"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.config import load_scenario
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]

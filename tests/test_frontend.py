@@ -1,4 +1,4 @@
-"""The API server in front of the engine (simulator.frontend), by hand and through whole runs."""
+"""The API server in front of the engine (simulator.engine.frontend), by hand and through whole runs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.config import blank_scenario
-from simulator.cost import (
+from simulator.engine.cost import (
     P_FE_FINISH,
     P_FE_FIRST,
     P_FE_LATENCY,
@@ -21,7 +20,7 @@ from simulator.cost import (
     P_FE_TOKEN,
     ConstantCost,
 )
-from simulator.frontend import (
+from simulator.engine.frontend import (
     after_intake,
     delivered,
     intake_passes,
@@ -32,6 +31,7 @@ from simulator.frontend import (
     turnaround,
 )
 from simulator.run import simulate
+from simulator.scenario.config import blank_scenario
 
 BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0", "run.duration_s=null"]
 
@@ -189,7 +189,7 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
     tokens a second, and the clients, who send their next request only once the last one has reached
     them, keep the engine's batch to what it can stream; an engine that is not paced by its front-end
     then takes a request sent in within a few steps (the intake does not wait behind queued outputs;
-    simulator.frontend)."""
+    simulator.engine.frontend)."""
     sc = blank_scenario(
         [
             *BASE,

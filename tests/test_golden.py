@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import Sim
 
-from simulator.rules import ABORTED, FINISHED, REJECTED
+from simulator.engine.rules import ABORTED, FINISHED, REJECTED
 
 
 def test_two_requests_chunked_prefill_exact_timeline(engine):

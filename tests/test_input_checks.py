@@ -18,9 +18,9 @@ from simulator import resolve as resolve_module
 from simulator import run as run_module
 from simulator import size as size_module
 from simulator.cli import main, parser
-from simulator.config import load_scenario
 from simulator.errors import ConfigError
-from simulator.sweep import parse_param
+from simulator.planning.sweep import parse_param
+from simulator.scenario.config import load_scenario
 from workloads.lengths import _load_lengths
 from workloads.trace import _csv_fast, read_trace
 

@@ -7,7 +7,7 @@ from conftest import Sim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.rules import ABORTED, FINISHED, REJECTED
+from simulator.engine.rules import ABORTED, FINISHED, REJECTED
 
 request = st.tuples(
     st.floats(0, 20, allow_nan=False),
@@ -159,7 +159,7 @@ def test_step_log_keeps_every_row_across_growth_and_reads(sizes):
     (earlier reads stay valid), come back exactly, in order."""
     from types import SimpleNamespace
 
-    from simulator.step_log import StepLog
+    from simulator.engine.step_log import StepLog
 
     log = StepLog(num_blocks=1000)
     expect: list[tuple[float, int]] = []

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import host_tier as H
-from simulator import validate
-from simulator.config import load_scenario
+from simulator.engine import host_tier as H
 from simulator.errors import ConfigError
 from simulator.metrics import summarize
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
+from simulator.validation import validate
 from tests.conftest import Sim
 
 
@@ -161,7 +161,7 @@ def test_sessions_overflowing_the_gpu_gain_from_a_host_tier():
 def test_openmetrics_carry_the_connectors_hits():
     """With offloading on, the metrics split the hits as vLLM does: ``prefix_cache_hits`` the GPU's,
     ``external_prefix_cache_hits`` the host tier's, over the same queried tokens."""
-    from simulator.export import openmetrics_text
+    from simulator.outputs.export import openmetrics_text
 
     sc, _ = load_scenario("scenarios/kv_offload_sessions.yaml", ["run.duration_s=200"])
     res = simulate(sc)
@@ -184,7 +184,7 @@ def test_recorded_offloading_servers_replay_within_their_errors():
     to them. The GPU hit rates within 0.03 of the server's, the host tier's within 0.04 (16 GiB: none
     on the host, as vLLM writes blocks as they are computed and the GPU keeps the newest; 64 GiB with
     the 100 prefixes: 48.3% against 44.9%, 46.7% before the closed-loop clients' turnaround,
-    simulator/frontend.py, moved their arrivals), throughput within 12% (with 40 prefixes and a host
+    simulator/engine/frontend.py, moved their arrivals), throughput within 12% (with 40 prefixes and a host
     tier it was 13-20% high before the turnaround), and the 64 GiB tier's gain on the overflowing
     prefixes (2.2x measured) within 15%."""
     runs = validate.load(validate.DATA / "kv_offload.yaml")["runs"]

@@ -17,7 +17,24 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LEAVES = {"simulator.errors", "simulator.fields", "simulator.simtime", "simulator.textfile"}
+# The package's layers, top to bottom: a module may import from its own unit and the layers below
+# it, never from a layer above or from a sibling in its own layer (docs/design.md, "The modules").
+LAYERS = (
+    ("simulator.__main__",),
+    ("simulator.cli",),
+    ("simulator.commands",),
+    ("simulator.planning", "simulator.validation"),
+    ("simulator.outputs",),
+    ("simulator.run",),
+    ("simulator.size",),
+    ("simulator.fleet",),
+    ("simulator.resolve",),
+    ("simulator.metrics", "simulator.progress"),
+    ("simulator.engine",),
+    ("simulator.scenario",),
+    ("simulator.errors", "simulator"),
+)
+LEAVES = {"simulator.errors", "simulator.scenario.fields", "simulator.engine.simtime", "simulator.scenario.textfile"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -72,6 +89,36 @@ def test_no_import_cycles():
             visit(m, [])
 
 
+def _unit(module: str) -> str | None:
+    """The layer unit a module belongs to (its subpackage, or itself at the top)."""
+    for layer in LAYERS:
+        for unit in layer:
+            if module == unit or module.startswith(unit + ".") and unit != "simulator":
+                return unit
+    return "simulator" if module == "simulator" else None
+
+
+def test_layers_point_down():
+    """Every import of a simulator module goes to its own unit or a layer below it: the layer
+    contract, checked on the whole package (imports inside functions included)."""
+    depth = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    graph = _module_graph()
+    units = {_unit(m) for m in graph if m.startswith("simulator")}
+    assert None not in units, "a module of simulator/ belongs to no layer: add its unit to LAYERS"
+    wrong = []
+    for m, targets in sorted(graph.items()):
+        src = _unit(m)
+        if src is None or not m.startswith("simulator"):
+            continue
+        for t in sorted(targets):
+            dst = _unit(t)
+            if dst is None or dst == src:
+                continue
+            if depth[dst] <= depth[src]:
+                wrong.append(f"{m} ({src}) imports {t} ({dst})")
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
 def test_workloads_import_only_the_simulator_leaf_modules():
     for path in sorted((ROOT / "workloads").glob("*.py")):
         above = {
@@ -110,8 +157,8 @@ def test_package_imports_nothing_of_tools():
 
 def test_simulating_loads_no_profiler_module():
     """Importing the calibration and the run entry point loads no tools.profiler module (nor torch)."""
-    loaded = _loaded_after("import simulator.calibrate, simulator.run")
-    assert "simulator.calibrate" in loaded
+    loaded = _loaded_after("import simulator.validation.calibrate, simulator.run")
+    assert "simulator.validation.calibrate" in loaded
     assert not {m for m in loaded if m == "tools" or m.startswith(("tools.", "torch"))}
 
 

@@ -1,4 +1,4 @@
-"""Multi-LoRA (simulator/lora.py and the rules both engine steps share): the per-step adapter limit
+"""Multi-LoRA (simulator/engine/lora.py and the rules both engine steps share): the per-step adapter limit
 computed by hand, adapter loads and their cost, the slots' memory against vLLM's own start-up logs,
 the workload's adapter draws, and the checks."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator import rules
-from simulator.config import load_scenario
+from simulator.engine import rules
+from simulator.engine.lora import slot_bytes
 from simulator.errors import ConfigError
-from simulator.hardware import load_gpu
-from simulator.lora import slot_bytes
-from simulator.memory import GIB
 from simulator.metrics import summarize
-from simulator.models import load_model
 from simulator.resolve import load_arch, memory_plan
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.memory import GIB
+from simulator.scenario.models import load_model
 from tests.conftest import Sim
 
 

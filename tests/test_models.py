@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.config import load_scenario
-from simulator.cost import CostModel, Efficiency, decode_work
-from simulator.hardware import builtin_gpus, load_gpu
-from simulator.models import builtin_models, load_model
+from simulator.engine.cost import CostModel, Efficiency, decode_work
 from simulator.run import build
+from simulator.scenario.config import load_scenario
+from simulator.scenario.hardware import builtin_gpus, load_gpu
+from simulator.scenario.models import builtin_models, load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -205,7 +205,7 @@ def test_a_checkpoints_quantization_config_sizes_its_weights(tmp_path):
     import json
 
     from simulator.errors import ConfigError
-    from simulator.models import checkpoint_quantization
+    from simulator.scenario.models import checkpoint_quantization
 
     cfg = json.loads((ROOT / "simulator" / "data" / "models" / "qwen3-32b.json").read_text())
     folder = tmp_path / "Qwen3-32B-FP8"
@@ -240,8 +240,8 @@ def test_tensor_parallel_beyond_the_nvlink_group_all_reduces_over_pcie():
     with NCCL's latency; an L40S (no NVLink) all-reduces over PCIe from TP 2; an SXM board's eight GPUs
     are all NVLink-joined; a custom GPU without link_group gets 8 when its interconnect beats its
     host link and 1 otherwise."""
-    from simulator.cost import P_AR_LAT, P_ICB, PCIE_ALLREDUCE_LATENCY_S
-    from simulator.hardware import gpu_from_dict
+    from simulator.engine.cost import P_AR_LAT, P_ICB, PCIE_ALLREDUCE_LATENCY_S
+    from simulator.scenario.hardware import gpu_from_dict
 
     m = load_model("llama-3.1-70b")
     pcie, sxm, l40s = load_gpu("h100-pcie"), load_gpu("h100-sxm"), load_gpu("l40s")

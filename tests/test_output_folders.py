@@ -16,9 +16,9 @@ from pathlib import Path
 
 from simulator import resolve as resolve_module
 from simulator import run as run_module
-from simulator import tracegen  # noqa: F401 - bound to the real simulate before a test replaces it
 from simulator.cli import main
-from simulator.outdir import LOCK, folder_name
+from simulator.commands import trace as tracegen  # noqa: F401 - bound to the real simulate before a test replaces it
+from simulator.outputs.outdir import LOCK, folder_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = ["--set", "run.duration_s=5", "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=32"]
@@ -178,7 +178,7 @@ def test_files_servesim_did_not_write_are_never_overwritten(tmp_path, monkeypatc
 def _hold_lock(folder: Path) -> subprocess.Popen:
     """Another process writing ``folder`` (it holds the lock until killed)."""
     code = (
-        "import sys, time\nfrom pathlib import Path\nfrom simulator.outdir import Writing\n"
+        "import sys, time\nfrom pathlib import Path\nfrom simulator.outputs.outdir import Writing\n"
         "Writing(Path(sys.argv[1]), '--out').__enter__()\nprint('ready', flush=True)\ntime.sleep(120)\n"
     )
     p = subprocess.Popen(

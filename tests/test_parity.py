@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from simulator.parity import ENGINES, check, main_parity
-from simulator.parity import FIXTURES as FIXTURE_DIR
-from simulator.reference.block_pool import BlockPool
-from simulator.reference.kv_cache import KVCacheManager
+from simulator.engine.reference.block_pool import BlockPool
+from simulator.engine.reference.kv_cache import KVCacheManager
+from simulator.validation.parity import ENGINES, check, main_parity
+from simulator.validation.parity import FIXTURES as FIXTURE_DIR
 
 FIXTURES = sorted(FIXTURE_DIR.glob("*.csv"))
 
 # Fixtures servesim cannot match for a precisely known reason: name -> reason (xfail, strict).
-# Keep in step with the list of unmodelled engine features in simulator/parity.py. None at present.
+# Keep in step with the list of unmodelled engine features in simulator/validation/parity.py. None at present.
 KNOWN_DIVERGENT: dict[str, str] = {}
 
 

@@ -1,4 +1,4 @@
-"""Capacity planning (simulator.plan): the search by hand, the cost arithmetic, resuming, failing
+"""Capacity planning (simulator.planning.plan): the search by hand, the cost arithmetic, resuming, failing
 candidates, and the same plan on a local Ray cluster."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from simulator import plan as P
 from simulator.errors import ConfigError
+from simulator.planning import plan as P
 
 SCEN = """
 name: tiny
@@ -163,7 +163,7 @@ def test_bad_plan_inputs_are_one_line_errors(tmp_path):
     args["search"] = ["engine.max_num_seq=64,128"]
     with pytest.raises(ConfigError, match=r"--search engine.max_num_seq: .*did you mean 'max_num_seqs'"):
         P.run_plan(**args)
-    from simulator.sweep import run_sweep
+    from simulator.planning.sweep import run_sweep
 
     with pytest.raises(ConfigError, match=r"--param engine.max_num_seq: .*did you mean 'max_num_seqs'"):
         run_sweep(args["path"], ["engine.max_num_seq=64,128"], [], tmp_path / "s", 1)

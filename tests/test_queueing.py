@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from conftest import Sim
 
-from simulator.config import load_scenario
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
 
 
 def test_single_server_matches_md1_waiting_time(engine):

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from simulator.cli import main, parser
-from simulator.config import load_scenario
-from simulator.export import openmetrics_text, trace_events
 from simulator.metrics import step_columns, throughput_series
-from simulator.output import fleet_timeline, load_run
+from simulator.outputs.export import openmetrics_text, trace_events
+from simulator.outputs.results import fleet_timeline, load_run
+from simulator.planning.sweep import recommend
 from simulator.run import simulate
-from simulator.sweep import recommend
+from simulator.scenario.config import load_scenario
 
 
 def _main(args: list[str]) -> tuple[int, str, str]:
@@ -142,7 +142,7 @@ def test_fleet_timeline_sums_throughput_and_averages_kv_over_replicas():
 def test_overlays_of_fleet_runs_draw_the_fleet(tmp_path, monkeypatch):
     """compare on two fleet runs: the throughput drawn for each is the fleet's, its mean over the
     measured window within a few percent of the summary's output throughput."""
-    from simulator import plots
+    from simulator.outputs import plots
 
     dirs = []
     for router in ("round_robin", "least_requests"):
@@ -260,7 +260,7 @@ def test_fields_name_types_and_units_as_users_write_them():
 
 def test_long_plot_titles_stay_inside_the_figure(tmp_path, monkeypatch):
     """A fleet's long title is wrapped so that it fits the figure's width."""
-    from simulator import plots
+    from simulator.outputs import plots
 
     figs = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig))

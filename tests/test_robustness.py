@@ -13,10 +13,10 @@ import pytest
 from conftest import Sim
 
 from simulator.cli import main
-from simulator.config import load_scenario
-from simulator.engine import SimulationStalled
+from simulator.engine.core import SimulationStalled
 from simulator.metrics import summarize
 from simulator.run import simulate
+from simulator.scenario.config import load_scenario
 
 
 def _run(*overrides):
@@ -37,7 +37,7 @@ def test_single_request_runs_to_completion():
     """One request, alone: it completes with exactly its output length; its TTFT is the front-end's
     intake, one prefill step and the front-end's delivery of one token, by hand; without a
     front-end, one prefill step."""
-    from simulator.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
+    from simulator.engine.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
     one = (
         "workload.arrival={type: poisson, rate: 100}",
@@ -117,7 +117,7 @@ def test_sweep_recomputes_damaged_and_stale_points_and_says_why(tmp_path, capsys
     """A cached point is reused only if it is complete and was computed from the same scenario, code
     and input files: a truncated summary.json, a missing requests.csv, a changed trace file or a
     changed simulator are recomputed, each with the reason in the progress line."""
-    from simulator import sweep
+    from simulator.planning import sweep
 
     trace = tmp_path / "t.csv"
     trace.write_text(

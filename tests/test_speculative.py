@@ -1,4 +1,4 @@
-"""Speculative decoding (simulator/speculative.py and the rules both engine steps share): timelines
+"""Speculative decoding (simulator/engine/speculative.py and the rules both engine steps share): timelines
 computed by hand, the budget and length cutting drafts, lookahead blocks, the acceptance draws
 (deterministic, with the rates asked for), the memory and cost a drafter adds, and its checks."""
 
@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import rules, speculative
-from simulator.config import SpeculativeConfig, load_scenario
+from simulator.engine import rules, speculative
 from simulator.errors import ConfigError
 from simulator.metrics import summarize
 from simulator.resolve import load_arch, memory_plan
 from simulator.run import simulate
+from simulator.scenario.config import SpeculativeConfig, load_scenario
 from tests.conftest import Sim
 
 
@@ -148,7 +148,7 @@ def test_the_drafter_costs_memory_and_time():
 
 
 def _gpu(sc):
-    from simulator.hardware import load_gpu
+    from simulator.scenario.hardware import load_gpu
 
     return load_gpu(sc.hardware.gpu)
 
@@ -184,8 +184,8 @@ def test_the_defaults_have_the_published_acceptance_lengths():
 def test_openmetrics_and_steps_carry_vllms_spec_decode_counters():
     """vLLM's spec_decode counters over time: the OpenMetrics series end at the summary's totals, and
     steps.csv's per-step columns add up to them; a run without drafts has neither."""
-    from simulator.export import openmetrics_text
     from simulator.metrics import step_columns
+    from simulator.outputs.export import openmetrics_text
 
     def last_values(res) -> dict:
         out = {}

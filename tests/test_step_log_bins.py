@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
-from simulator.config import load_scenario
+from simulator.engine.step_log import BinnedStepLog
 from simulator.errors import ConfigError
 from simulator.metrics import step_frame, summarize
 from simulator.run import simulate
-from simulator.step_log import BinnedStepLog
+from simulator.scenario.config import load_scenario
 
 SCENARIOS = [
     # the collapse case, short: preemptions, full cache, warm-up inside the run
@@ -99,7 +99,7 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
     the window totals equal the per-step log's, whatever the bin width and warm-up."""
     from types import SimpleNamespace
 
-    from simulator.step_log import StepLog
+    from simulator.engine.step_log import StepLog
 
     rng = np.random.default_rng(seed)
     k = len(durations)
@@ -196,7 +196,7 @@ def test_bin_width_must_be_positive(value):
 
 def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch, capsys):
     """A run with more steps than the threshold is told how to get a row per second instead."""
-    import simulator.notes as notes
+    import simulator.outputs.notes as notes
 
     monkeypatch.setattr(notes, "STEP_ROWS_HINT", 100)
     assert main(["run", "--set", "run.duration_s=20", "--set", "run.warmup_s=0", "--out", str(tmp_path / "a")]) == 0
@@ -223,7 +223,7 @@ def test_long_per_step_logs_get_a_hint_binned_ones_do_not(tmp_path, monkeypatch,
 
 def test_binned_usage_is_plotted_at_bin_centres():
     """A bin's usage is its mean over the bin, so the plot places it mid-bin (a step's at its start)."""
-    from simulator.plots import _usage_series
+    from simulator.outputs.plots import _usage_series
 
     bins = pd.DataFrame({"bin": [0, 3], "start": [0.0, 6.0], "duration": [2.0, 2.0], "kv_usage": [0.5, 0.25]})
     t, u = _usage_series(bins)

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
-from simulator.compiled.engine import CompiledEngine
-from simulator.config import Scenario, build, load_scenario
-from simulator.cost import ConstantCost
+from simulator.commands.trace import generate_trace
+from simulator.engine.compiled.engine import CompiledEngine
+from simulator.engine.cost import ConstantCost
+from simulator.engine.requests import RequestTable
+from simulator.engine.rules import SchedulerConfig
 from simulator.errors import ConfigError
 from simulator.metrics import request_frame
-from simulator.requests import RequestTable
-from simulator.rules import SchedulerConfig
 from simulator.run import simulate
-from simulator.tracegen import generate_trace
+from simulator.scenario.config import Scenario, build, load_scenario
 from workloads.arrivals import RateFunction
 from workloads.config import LengthConfig, WorkloadConfig
 from workloads.factory import RequestFactory, keeps_finished_content, start_workload

@@ -1,6 +1,6 @@
 """The ``workload:`` section of a scenario: typed and documented like the rest of the config.
 
-The generic loader (``simulator.config.build``) checks types and bounds field by field. What it cannot
+The generic loader (``simulator.scenario.config.build``) checks types and bounds field by field. What it cannot
 check (schedules of (time, value) points, client classes, files on disk, combinations of fields) is
 checked here, in ``WorkloadConfig.__post_init__``, with the same one-line ``ConfigError`` style naming
 the field path, the rule and the value. See docs/workloads.md.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union, cast
 
 from simulator.errors import ConfigError
-from simulator.fields import F, build
+from simulator.scenario.fields import F, build
 
 PresetName = Literal["chat", "summarisation", "code_completion", "long_context_rag"]
 

@@ -18,7 +18,7 @@ from typing import cast
 import numpy as np
 
 from simulator.errors import ConfigError
-from simulator.textfile import ENCODING, utf8_error
+from simulator.scenario.textfile import ENCODING, utf8_error
 
 _BATCH = 4096
 _erfc = np.frompyfunc(math.erfc, 1, 1)

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import simpy
 
+from simulator.engine.simtime import TimeoutAt
 from simulator.errors import ConfigError
-from simulator.simtime import TimeoutAt
-from simulator.textfile import ENCODING, utf8_error
+from simulator.scenario.textfile import ENCODING, utf8_error
 from workloads.arrivals import closed_loop
 
 # Content keys of multi-turn sessions: far above any request id (request ids are the default keys).

@@ -30,9 +30,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, dict]]:
-    from simulator.config import load_scenario
     from simulator.metrics import summarize
     from simulator.run import simulate
+    from simulator.scenario.config import load_scenario
 
     out = []
     for p in paths:
@@ -98,7 +98,7 @@ def block_field() -> str:
         cells = []
         for gate in ("first_chunk", "full_prompt"):
             ((_, s),) = _summaries([path], [f"engine.admission={gate}"])
-            from simulator.config import load_scenario
+            from simulator.scenario.config import load_scenario
 
             gpus = load_scenario(str(ROOT / path), [])[0].hardware.tensor_parallel_size
             pre = f"{s['num_preemptions']:,} preemptions" if s["num_preemptions"] else "no preemption"
@@ -114,7 +114,7 @@ def block_field() -> str:
 
 
 def block_validation() -> str:
-    from simulator import validate
+    from simulator.validation import validate
 
     kv = validate.kv_rows()
     kv_rec = validate.kv_rows_recorded()
@@ -165,7 +165,7 @@ def block_validation() -> str:
 
 
 def _run_rows(runs: list[dict], results, metrics: tuple[str, ...]) -> list[str]:
-    from simulator import validate
+    from simulator.validation import validate
 
     by_id = {r["id"]: r for r in runs}
     head = "| run | split | GPU | model | load | " + " | ".join(
@@ -187,7 +187,7 @@ def _run_rows(runs: list[dict], results, metrics: tuple[str, ...]) -> list[str]:
 
 
 def block_recorded_runs() -> str:
-    from simulator import validate
+    from simulator.validation import validate
 
     runs = validate.load(validate.E2E_FILE)["runs"]
     results = validate.run_all(runs, jobs=2, recorded=True)
@@ -195,7 +195,7 @@ def block_recorded_runs() -> str:
 
 
 def block_public_runs() -> str:
-    from simulator import validate
+    from simulator.validation import validate
 
     runs = validate.load(validate.RUNS_FILE)["runs"]
     return "\n".join(_run_rows(runs, validate.run_all(runs, jobs=2), validate.METRICS))
@@ -204,7 +204,7 @@ def block_public_runs() -> str:
 def block_validation_report() -> str:
     import shutil
 
-    from simulator.validate import main_validate
+    from simulator.validation.validate import main_validate
 
     buf = io.StringIO()
     out = Path("results") / "validation"
@@ -230,9 +230,9 @@ def _sweep_table(
     scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: list[str] = ()
 ) -> str:
     """One row per value of ``param``: (header, summary key, format) columns."""
-    from simulator.config import load_scenario
     from simulator.metrics import summarize
     from simulator.run import simulate
+    from simulator.scenario.config import load_scenario
 
     head = "| " + param.split(".")[-1] + " | " + " | ".join(c[0] for c in columns) + " |"
     rows = [head, "|" + "---|" * (len(columns) + 1)]

@@ -28,9 +28,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from simulator import validate  # noqa: E402
 from simulator.metrics import step_columns, summarize  # noqa: E402
 from simulator.run import simulate  # noqa: E402
+from simulator.validation import validate  # noqa: E402
 
 LANES = {"llama8b_fixed": "fixed lengths (all clients in step)", "llama8b_spread": "lognormal output lengths"}
 COLORS = {"llama8b_fixed": "#1f77b4", "llama8b_spread": "#d62728"}

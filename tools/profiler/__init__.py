@@ -45,7 +45,7 @@ call reads its weights from HBM) and reports the time per call; a chain of tiny
 elementwise kernels gives the per-kernel floor. Columns:
 ``gpu,op,out_features,in_features,batch,bytes,copies,ms``. The slope of time
 over bytes is the achievable weight-streaming bandwidth, which pins the cost
-model's ``matmul_memory`` efficiency during calibration (``simulator/calibrate.py``).
+model's ``matmul_memory`` efficiency during calibration (``simulator/validation/calibrate.py``).
 
 ``--mode`` adds nine measurements of what vLLM-style serving adds on top (each writes a CSV
 and a ``<out>.meta.json`` with versions, device, method and per-point spread; see
@@ -104,7 +104,7 @@ and a ``<out>.meta.json`` with versions, device, method and per-point spread; se
         --gpu-name h100-sxm --out data/profiles/compiled/h100-sxm_llama-3.1-8b.csv
 
 Run it from the repository root. Beyond torch it needs numpy, PyYAML and the package's own
-:mod:`simulator.calibrate` (for the CSV headers that calibration reads). torch is imported only
+:mod:`simulator.validation.calibrate` (for the CSV headers that calibration reads). torch is imported only
 once a mode runs, so ``--help`` and every module's import work without it.
 
 One module per mode or family of modes: ``steps`` (the default mode and ``--streaming``),

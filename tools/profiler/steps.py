@@ -1,6 +1,6 @@
 """The default mode, step latencies of ``--model`` over a grid of batch shapes, and ``--streaming``,
 how fast the GPU streams weights through matrix-vector products (and the per-kernel floor), with
-no model. Their CSV headers are the ones :mod:`simulator.calibrate` reads."""
+no model. Their CSV headers are the ones :mod:`simulator.validation.calibrate` reads."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibrate import PROFILE_COLUMNS, STREAMING_COLUMNS
+from simulator.validation.calibrate import PROFILE_COLUMNS, STREAMING_COLUMNS
 from tools.profiler.common import (
     capture,
     csv_out,

@@ -3,7 +3,7 @@ request's last tokens in its context, read out of vLLM's own source file (not co
 compiled with numba as vLLM compiles it.
 
 Run: python tools/spec_decode/time_ngram.py --source PATH/TO/vllm/v1/spec_decode/ngram_proposer.py
-(servesim's NGRAM_HOST_SEQ_S in simulator/speculative.py quotes what it printed; data/spec_decode/README.md)
+(servesim's NGRAM_HOST_SEQ_S in simulator/engine/speculative.py quotes what it printed; data/spec_decode/README.md)
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ profiles of (the A100: no A100 was lent to measure on).
 
     python tools/validation/fit_gpu.py [--gpu a100-80gb] [--jobs 2]
 
-The attention rate is the published FlashAttention-2 figure (``simulator.cost.FA2_ATTN_COMPUTE``:
+The attention rate is the published FlashAttention-2 figure (``simulator.engine.cost.FA2_ATTN_COMPUTE``:
 Dao 2023, arXiv 2307.08691, 50-73% of the A100's peak in the forward pass; 0.60, the middle),
-and every other factor keeps the generic default (simulator/cost.py Efficiency). The matmul rate
+and every other factor keeps the generic default (simulator/engine/cost.py Efficiency). The matmul rate
 is searched on a grid (0.50 to 0.95 of peak) for the least sum of |log(simulated / measured)| over
 output throughput, mean TTFT and mean TPOT of the ``split: calibrate`` runs on that GPU in
 simulator/data/validation/runs.yaml (confounded runs left out; the held-out runs are never
@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fit_host
 
-from simulator import calibrate, validate
-from simulator.cost import FA2_ATTN_COMPUTE, Efficiency
+from simulator.engine.calibration import CALIBRATION_DIR
+from simulator.engine.cost import FA2_ATTN_COMPUTE, Efficiency
+from simulator.validation import validate
 
 GRID = [round(0.50 + 0.05 * i, 2) for i in range(10)]
 
@@ -53,7 +54,7 @@ def main() -> int:
         print(f"matmul_compute {mm:.2f}: loss {got:.3f}", flush=True)
     best, mm = min(scores)
     eff = replace(Efficiency(), matmul_compute=mm, attn_compute=attn)
-    out = calibrate.CALIBRATION_DIR / f"{args.gpu}.yaml"
+    out = CALIBRATION_DIR / f"{args.gpu}.yaml"
     lines = [
         "# Written by tools/validation/fit_gpu.py. No profiles of this GPU: matmul_compute fitted on the",
         "# public calibration runs below, attn_compute from the FlashAttention-2 paper's A100 figures",

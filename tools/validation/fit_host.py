@@ -1,4 +1,4 @@
-"""Fit a set of host costs (simulator/versions.py HostCosts) on the calibration half of its runs.
+"""Fit a set of host costs (simulator/scenario/versions.py HostCosts) on the calibration half of its runs.
 
     python tools/validation/fit_host.py [--source public|recorded] [--jobs 2] [--rounds 4]
 
@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator import validate, versions
+from simulator.scenario import versions
+from simulator.validation import validate
 
 FITTED = {
     "public": (

@@ -1,4 +1,4 @@
-"""Fit the constants of simulator/memory.py on the calibration half of the KV-pool log lines.
+"""Fit the constants of simulator/scenario/memory.py on the calibration half of the KV-pool log lines.
 
     python tools/validation/fit_memory.py
 
@@ -20,9 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator import yamlio
-from simulator.memory import FORWARD_HIDDEN_COPIES
-from simulator.models import load_model
+from simulator.scenario import yamlio
+from simulator.scenario.memory import FORWARD_HIDDEN_COPIES
+from simulator.scenario.models import load_model
 
 GIB = float(1 << 30)
 DATA = Path(__file__).resolve().parents[2] / "simulator" / "data" / "validation" / "kv_cache_lines.yaml"

@@ -1,4 +1,4 @@
-"""Measure the API server's intake rounds (``HostCosts.intake_rounds``, simulator/frontend.py) from
+"""Measure the API server's intake rounds (``HostCosts.intake_rounds``, simulator/engine/frontend.py) from
 the calibration half of the recorded servers, and write them into the recorded host-cost set.
 
     python tools/validation/intake_rounds.py [--dry-run]
@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator import validate, versions
+from simulator.scenario import versions
+from simulator.validation import validate
 from tools.validation.fit_host import section, write_set
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator.config import blank_scenario
-from simulator.cost import decode_work
-from simulator.hardware import load_gpu
-from simulator.memory import weight_bytes
+from simulator.engine.cost import decode_work
 from simulator.resolve import cost_model, engine_defaults, load_arch
+from simulator.scenario.config import blank_scenario
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.memory import weight_bytes
 
 # (label, model, gpu, tp, quantization, context at the first decode step, article's ITL at B=1 in ms)
 ROWS = [

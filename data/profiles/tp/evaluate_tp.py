@@ -32,10 +32,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from simulator import calibrate  # noqa: E402
 from simulator.cost import CostModel, Efficiency, Execution, decode_work  # noqa: E402
 from simulator.hardware import load_gpu  # noqa: E402
 from simulator.models import load_model  # noqa: E402
+
+from simulator import calibrate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FIT = ("allreduce_latency_s", "allreduce_bandwidth")

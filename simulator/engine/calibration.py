@@ -1,0 +1,68 @@
+"""The efficiency factors a GPU's calibration file gives the cost model (``cost.calibration``): the
+built-in one for a GPU we have measurements of (``simulator/data/calibration/``), none, or a
+user's file (``servesim calibrate`` writes them; ``simulator.validation.calibrate`` fits them)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from simulator.engine.cost import Efficiency
+from simulator.errors import ConfigError
+from simulator.scenario.config import load_yaml_text
+from simulator.scenario.textfile import read_text
+
+CALIBRATION_DIR = Path(__file__).resolve().parents[1] / "data" / "calibration"
+
+
+# What a GPU's step profiles determine (the rest of Efficiency is about the host, the engine's CPU
+# work and kernels the profiles do not run, and keeps its defaults).
+GPU_FIELDS = (
+    "matmul_compute",
+    "matmul_memory",
+    "attn_compute",
+    "attn_memory",
+    "step_overhead_s",
+    "per_seq_overhead_s",
+    "per_layer_overhead_s",
+    "per_token_overhead_s",
+    "allreduce_latency_s",
+)
+
+
+def load(path: str | Path) -> Efficiency:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"cost.calibration: file not found: {path}")
+    doc = load_yaml_text(read_text(p), f"cost.calibration: {path}")
+    eff = doc.get("efficiency")
+    if not isinstance(eff, dict):
+        raise ConfigError(f"cost.calibration: {path} has no 'efficiency' mapping")
+    known = {f.name for f in fields(Efficiency)}
+    unknown = set(eff) - known
+    if unknown:
+        raise ConfigError(f"cost.calibration: {path}: unknown efficiency key(s) {', '.join(sorted(unknown))}")
+    bad = {k: v for k, v in eff.items() if isinstance(v, bool) or not isinstance(v, (int, float))}
+    if bad:
+        k, v = next(iter(bad.items()))
+        raise ConfigError(f"cost.calibration: {path}: efficiency.{k} must be a number (got {v!r})")
+    return Efficiency(**{k: float(v) for k, v in eff.items()})
+
+
+def resolve(spec: str, gpu_key: str) -> Efficiency:
+    """A calibration setting: 'auto' (the GPU's built-in file, else the defaults), 'none', or a file."""
+    if spec == "auto":
+        return builtin(gpu_key) or Efficiency()
+    if spec == "none":
+        return Efficiency()
+    return load(spec)
+
+
+# GPUs that share a calibration: the same chip at the same clocks, with a smaller memory.
+SAME_CHIP = {"a100-40gb": "a100-80gb"}
+
+
+def builtin(gpu_key: str) -> Efficiency | None:
+    """The shipped calibration for a built-in GPU, if we have measurements for it."""
+    p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
+    return load(p) if p.is_file() else None

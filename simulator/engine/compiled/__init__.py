@@ -1,0 +1,112 @@
+"""The production engine step, compiled: the scheduler, block pool, prefix cache, cost model,
+step-log row and ITL histogram of ``simulator/engine/reference/``, on arrays, many steps per call.
+
+``layout.py`` the state; ``pool.py`` the free queue and prefix index; ``queues.py`` the waiting and
+swapped queues; ``lazy.py`` the running slots (and decode slots kept lazily); ``schedule.py`` one
+step's scheduling; ``update.py`` its end and the call loop; ``build.py`` compiles them;
+``engine.py`` is the SimPy process that calls them. ``load()`` gives the two entry points.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.machinery
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+_loaded = None
+
+
+def pure_python() -> bool:
+    """``NUMBA_DISABLE_JIT=1``: run the step as plain Python (to debug it; very slow)."""
+    return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+
+def extension_path() -> Path:
+    from simulator.engine.compiled import build
+
+    return build.cache_dir() / f"servesim_step_{build.source_hash()}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
+
+
+def first_compile_note() -> str:
+    """A line to print before a run that will compile the step first; "" when it is ready."""
+    if pure_python() or _loaded is not None or extension_path().exists():
+        return ""
+    return "compiling the engine step (once after installing or upgrading; about a minute)..."
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    """Only one process compiles at a time (the others then find its result)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks: processes may compile side by side; the rename is atomic
+        yield
+        return
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def load():
+    """The entry points (``build.ENTRY_POINTS``: ``advance(state)``, ``write_back_all(state)``,
+    ``format_rows(...)``): from the compiled extension module (built on first use into the cache
+    directory, keyed by the sources it is built from), else compiled just in time, or plain Python
+    under ``NUMBA_DISABLE_JIT=1``. ``kind`` says which."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    from simulator.engine.compiled import build
+
+    if pure_python():
+        _loaded = SimpleNamespace(kind="python", **build.ENTRY_POINTS)
+        return _loaded
+    path = extension_path()
+    if os.environ.get("SERVESIM_JIT"):  # skip the extension module (to exercise the fallback)
+        _loaded = SimpleNamespace(kind="jit", **vars(build.jit_functions()))
+        return _loaded
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _lock(path.parent / "build.lock"):
+            if not path.exists():
+                _build(path)
+    try:
+        mod = build.load_extension(path)
+        _loaded = SimpleNamespace(kind="aot", **{name: getattr(mod, name) for name in build.ENTRY_POINTS})
+    except (ImportError, OSError):
+        _loaded = SimpleNamespace(kind="jit", **vars(build.jit_functions()))
+    return _loaded
+
+
+def _prune(cache: Path, keep: int = 4) -> None:
+    """Remove all but the ``keep`` most recent builds (other versions of the sources)."""
+    builds = sorted(cache.glob("servesim_step_*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[keep:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+def _build(path: Path) -> None:
+    """Build the extension into a temporary name and move it into place; on failure (no C
+    compiler, say) leave none, and ``load`` compiles just in time instead."""
+    from simulator.engine.compiled import build
+    from simulator.engine.compiled.state import example_state
+
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")
+    try:
+        build.build_extension(tmp, build.module_name(path), example_state())
+        os.replace(tmp, path)
+        _prune(path.parent)
+    except Exception as e:
+        print(
+            f"note: could not build the compiled step ({type(e).__name__}: {e}); compiling it in-process",
+            file=sys.stderr,
+        )
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -1,0 +1,479 @@
+"""One step's scheduling in the compiled step (reference: ``reference/scheduler.py``, whose
+docstring states the rules; the arithmetic of each is in ``simulator/engine/rules.py``).
+
+``schedule`` gives each running slot its tokens for the step (``S_A``; a lazy slot takes one),
+preempting as the rules say, brings swapped requests back and admits waiting ones into new slots,
+applies the tokens, writes the step's log row and returns the step's duration from
+``simulator.engine.cost.step_time``.
+"""
+
+from __future__ import annotations
+
+from simulator.engine.compiled.adapters import lora_stop, lora_users
+from simulator.engine.compiled.layout import (
+    AB_N,
+    ABORT_ON_FULL,
+    B_REF,
+    BS,
+    BUDGET,
+    C_BLOCK_BYTES,
+    CACHING,
+    END,
+    F_ARR,
+    F_FIN,
+    F_FSCHED,
+    F_SWAPPED,
+    FREE,
+    FULL_PROMPT,
+    I32_PREEMPT,
+    I32_PRIO,
+    I_CACHED,
+    I_EXTERNAL,
+    I_GLEN,
+    I_GROUP,
+    I_HOST_CACHED,
+    I_LORA,
+    I_NCOMP,
+    I_NTOK,
+    I_RECOMP,
+    L_DECODE,
+    L_DURATION,
+    L_FREE,
+    L_PREEMPTIONS,
+    L_PREFILL,
+    L_RECOMPUTED,
+    L_RUNNING,
+    L_SEQS,
+    L_START,
+    L_SWAPPED,
+    L_WAITING,
+    LAZY,
+    LAZY_SUM,
+    LORA_ACTIVE,
+    LORA_STEP_DISK,
+    LORA_STEP_LOADS,
+    MAX_LORAS,
+    MAX_SEQS,
+    N_RUN,
+    N_SAMPLED,
+    PENDING,
+    PRE_ABORTED,
+    PRE_RECOMPUTED,
+    PRE_SWAPPED_OUT,
+    PREEMPTED,
+    PRIORITY,
+    ROWS,
+    S_A,
+    S_EVT,
+    S_HWM,
+    S_NBLK,
+    S_NCOMP,
+    S_NTOK,
+    S_RID,
+    S_ROW,
+    S_SPEC,
+    SPEC_LOOK,
+    STAGE_N,
+    STALLED,
+    STEPS,
+    SW_LEN,
+    SWAP,
+    SWAP_BYTES,
+    SWAP_SPACE,
+    SWAP_USED,
+    THR,
+    TR_NEW,
+    TR_PREEMPTED,
+    TR_RESUMED,
+    TR_SCHEDULED,
+    TRACE,
+    WQ_LEN,
+    X_SWAPPED,
+)
+from simulator.engine.compiled.lazy import (
+    bucket,
+    grow_lazy,
+    materialize,
+    next_marked,
+    start_slot,
+    tail,
+    unmark,
+    write_back,
+)
+from simulator.engine.compiled.pool import (
+    cache_group_blocks,
+    cache_own_blocks,
+    host_loaded,
+    host_lookup,
+    host_write,
+    lookup,
+    release_table,
+    take_blocks,
+    take_row,
+    touch,
+)
+from simulator.engine.compiled.queues import (
+    sw_peek,
+    sw_pop,
+    sw_push,
+    wq_peek,
+    wq_pop,
+    wq_push,
+    wq_restore,
+    wq_set_aside,
+)
+from simulator.engine.compiled.trace import record
+from simulator.engine.cost import step_time
+from simulator.engine.rules import (
+    ABORTED,
+    RUNNING,
+    SWAPPED,
+    W_CONTEXT,
+    W_DECODE,
+    W_DRAFTS,
+    W_SAMPLED,
+    W_SEQS,
+    W_SINGLE,
+    W_TOKENS,
+    W_TXC,
+    W_TXT1,
+    WAITING,
+    add_decodes,
+    add_request,
+    admission_blocks,
+    admits,
+    admitted_computed,
+    attn_pairs,
+    chunk,
+    drafts_scheduled,
+    fills_group_blocks,
+    hashed_blocks,
+    host_loads,
+    later_victim,
+    long_prefill_cap,
+    lora_skipped,
+    made_progress,
+    new_blocks,
+    preemption_kind,
+    recomputed,
+    writes_chunk,
+)
+
+COLD = ("_unschedule_after", "_victim", "_preempt", "_swap_in")  # not inlined (see build.py)
+
+
+def schedule(st, t):
+    """Schedule the step starting at ``t``; returns its duration."""
+    ctl, cfg = st.ctl, st.cfg
+    budget = cfg[BUDGET]
+    cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
+    ctl[PREEMPTED] = 0
+    ctl[LORA_STEP_LOADS] = 0
+    ctl[LORA_STEP_DISK] = 0
+    st.fctl[SWAP_BYTES] = 0.0
+    _explicit_if_budget_binds(st, cap, budget)
+    budget = _schedule_running(st, t, cap, budget)
+    budget -= ctl[LAZY]  # the lazy slots' one token each
+    if ctl[PREEMPTED] == 0:
+        budget = _swap_in(st, t, cap, budget)
+        if ctl[SW_LEN] == 0:
+            _admit(st, t, cap, budget)
+    return _apply(st, t)
+
+
+def _explicit_if_budget_binds(st, cap, budget):
+    """If the running requests may want more than the budget, it is shared out in running order one
+    request at a time: make every slot explicit for that."""
+    ctl, slots, bits = st.ctl, st.slots, st.bits
+    want = ctl[LAZY]
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            want += chunk(slots[s, S_NTOK] + slots[s, S_SPEC], slots[s, S_NCOMP], cap, budget)
+    if want > budget:
+        for s in range(ctl[END]):
+            if slots[s, S_RID] >= 0 and slots[s, S_EVT] >= 0:
+                materialize(st, s)
+
+
+def _schedule_running(st, t, cap, budget):
+    """The running requests in order (lazy ones take one token each and need nothing: only those due
+    now are visited); one that cannot get its blocks preempts. Returns the budget left."""
+    ctl, slots, bits = st.ctl, st.slots, st.bits
+    bs = st.cfg[BS]
+    step = ctl[ROWS] + 1
+    due = bucket(st, step)
+    for w in range(bits.shape[1]):
+        x = bits[0, w] | bits[due, w]
+        while x != 0:
+            j, x = next_marked(w, x)
+            if j >= ctl[END]:
+                return budget
+            if slots[j, S_RID] < 0:  # preempted earlier in this step (priority scheduling)
+                continue
+            if slots[j, S_EVT] >= 0:
+                if grow_lazy(st, j, step):
+                    continue
+                materialize(st, j)
+            nc = slots[j, S_NCOMP]
+            a = chunk(slots[j, S_NTOK] + slots[j, S_SPEC], nc, cap, budget)
+            m = new_blocks(nc, a + st.cfg[SPEC_LOOK], slots[j, S_NBLK], bs)
+            while m > ctl[FREE]:
+                v = _victim(st)
+                budget += _preempt(st, v, j, t)
+                if v == j:
+                    _unschedule_after(st, j)
+                    return budget
+            slots[j, S_A] = a
+            if a == 0:
+                continue
+            if m > 0:
+                take_blocks(st, slots[j, S_ROW], slots[j, S_NBLK], m)
+                slots[j, S_NBLK] += m
+            rid = slots[j, S_RID]
+            if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+                cache_group_blocks(st, rid, slots[j, S_ROW], nc + a)
+            budget -= a
+    return budget
+
+
+def _unschedule_after(st, j):
+    """The running pass ends at slot ``j`` (it preempted itself): the slots after it run nothing this
+    step. Under FCFS none is left (the victim was the tail); under priority scheduling the lazy ones
+    among them, implied to take a token, are made explicit with none."""
+    slots = st.slots
+    for s in range(j + 1, st.ctl[END]):
+        if slots[s, S_RID] >= 0:
+            if slots[s, S_EVT] >= 0:
+                materialize(st, s)
+            slots[s, S_A] = 0
+
+
+def _victim(st):
+    """The running slot to preempt: the last admitted, or under priority scheduling the one
+    ``rules.later_victim`` puts last."""
+    ctl, slots = st.ctl, st.slots
+    e = tail(st, ctl[END])
+    if st.cfg[PRIORITY] == 0:
+        return e
+    req_i32, req_f64 = st.req_i32, st.req_f64
+    best = e
+    b = slots[e, S_RID]
+    for s in range(ctl[END]):
+        r = slots[s, S_RID]
+        if (
+            r >= 0
+            and s != e
+            and later_victim(req_i32[r, I32_PRIO], req_f64[r, F_ARR], r, req_i32[b, I32_PRIO], req_f64[b, F_ARR], b)
+        ):
+            best = s
+            b = r
+    return best
+
+
+def _preempt(st, v, j, t):
+    """Preempt running slot ``v`` while slot ``j`` is being scheduled; returns the tokens it had been
+    given earlier in this step, which go back to the budget (only under priority scheduling can the
+    victim come before ``j``). Its slot becomes a hole."""
+    ctl, cfg, slots = st.ctl, st.cfg, st.slots
+    was_lazy = slots[v, S_EVT] >= 0
+    if was_lazy:
+        materialize(st, v)
+    undone = 0  # tokens it was scheduled earlier in this step: their full blocks are cached
+    given_back = 0
+    if v < j:
+        if was_lazy:
+            undone = 1  # its implied token (dropping it from the lazy count gave it back)
+        else:
+            undone = given_back = slots[v, S_A]
+    rid = slots[v, S_RID]
+    st.req_i32[rid, I32_PREEMPT] += 1
+    ctl[PREEMPTED] += 1
+    lora_stop(st, rid)
+    nblk = slots[v, S_NBLK]
+    row = slots[v, S_ROW]
+    nfull = hashed_blocks(slots[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
+    slots[v, S_NBLK] = 0
+    kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
+    if kind == PRE_SWAPPED_OUT:
+        release_table(st, rid, row, nblk, nfull)
+        ctl[SWAP_USED] += nblk
+        st.req_extra[rid, X_SWAPPED] = nblk
+        _swap_traffic(st, rid, nblk)
+        st.status[rid] = SWAPPED
+        sw_push(st, rid)
+        record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
+    elif kind == PRE_ABORTED:
+        release_table(st, rid, row, nblk, nfull)
+        st.status[rid] = ABORTED
+        st.req_f64[rid, F_FIN] = t
+        st.ab[ctl[AB_N]] = rid
+        ctl[AB_N] += 1
+        record(st, t, TR_PREEMPTED, rid, PRE_ABORTED)
+    else:
+        cache_own_blocks(st, rid, row, nfull)
+        release_table(st, rid, row, nblk, nfull)
+        slots[v, S_NCOMP] = 0
+        st.status[rid] = WAITING
+        wq_push(st, rid, True)
+        record(st, t, TR_PREEMPTED, rid, PRE_RECOMPUTED)
+    write_back(st, v)
+    slots[v, S_RID] = -1
+    unmark(st.bits, 0, v)
+    ctl[N_RUN] -= 1
+    while ctl[END] > 0 and slots[ctl[END] - 1, S_RID] < 0:
+        ctl[END] -= 1
+    return given_back
+
+
+def _swap_traffic(st, rid, nblk):
+    nbytes = nblk * st.cp[C_BLOCK_BYTES]
+    st.fctl[SWAP_BYTES] += nbytes
+    st.req_f64[rid, F_SWAPPED] += nbytes
+
+
+def _swap_in(st, t, cap, budget):
+    """Swapped requests back in, in the order they went out, while their blocks fit."""
+    ctl, cfg = st.ctl, st.cfg
+    while ctl[SW_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+        rid = sw_peek(st)
+        nc = st.req_i64[rid, I_NCOMP]
+        a = chunk(st.req_i64[rid, I_NTOK], nc, cap, budget)
+        m = new_blocks(nc, a, 0, cfg[BS])
+        if m > ctl[FREE]:
+            break
+        sw_pop(st)
+        nblk = st.req_extra[rid, X_SWAPPED]
+        ctl[SWAP_USED] -= nblk
+        _swap_traffic(st, rid, nblk)
+        row = take_row(st)
+        take_blocks(st, row, 0, m)
+        st.status[rid] = RUNNING
+        start_slot(st, rid, nc, m, a, row)
+        record(st, t, TR_RESUMED, rid, nc)
+        if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+            cache_group_blocks(st, rid, row, nc + a)
+        budget -= a
+    return budget
+
+
+def _admit(st, t, cap, budget):
+    """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
+    ctl, cfg, req_i64, blocks = st.ctl, st.cfg, st.req_i64, st.blocks
+    bs = cfg[BS]
+    aside = 0  # passed over for their adapter (multi-LoRA), put back at their places after
+    while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+        rid = wq_peek(st)
+        if cfg[MAX_LORAS] != 0 and lora_skipped(
+            req_i64[rid, I_LORA], lora_users(st, rid), ctl[LORA_ACTIVE], cfg[MAX_LORAS]
+        ):
+            wq_set_aside(st, aside)
+            aside += 1
+            continue
+        ntok = req_i64[rid, I_NTOK]
+        nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
+        evictable = 0  # free now, taken by the hit
+        for k in range(nh):
+            if blocks[st.hits[k], B_REF] == 0:
+                evictable += 1
+        nx = host_lookup(st, rid, ntok, nh)  # loaded into new blocks (KV offloading)
+        nc = admitted_computed(nh + nx, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
+        nx = host_loads(nx, nh, nc, bs)
+        a = chunk(ntok, nc, cap, budget)
+        m = new_blocks(nc, a, nh, bs)
+        if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
+            break
+        wq_pop(st)
+        row = take_row(st)
+        for k in range(nh):
+            touch(st, st.hits[k])
+            st.tables[row, k] = st.hits[k]
+        take_blocks(st, row, nh, m)
+        if req_i64[rid, I_CACHED] < 0:  # first admission
+            req_i64[rid, I_CACHED] = nc
+            req_i64[rid, I_HOST_CACHED] = nx * bs
+            st.req_f64[rid, F_FSCHED] = t
+            record(st, t, TR_NEW, rid, nc)
+        else:
+            record(st, t, TR_RESUMED, rid, nc)
+        st.status[rid] = RUNNING
+        start_slot(st, rid, nc, nh + m, a, row)
+        if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
+            cache_group_blocks(st, rid, row, nc + a)
+        if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
+            st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
+            host_loaded(st, nx)
+            if req_i64[rid, I_GROUP] >= 0:
+                cache_group_blocks(st, rid, row, nc)
+        budget -= a
+    wq_restore(st, aside)
+
+
+def _apply(st, t):
+    """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
+    each) as a sum; write the step's log row; return its duration."""
+    ctl, slots, bits = st.ctl, st.slots, st.bits
+    work = st.work
+    work[:] = 0
+    lazy = ctl[LAZY]
+    add_decodes(work, lazy, ctl[LAZY_SUM] + lazy * ctl[ROWS])  # the lazy requests compute one token each
+    rec = 0
+    for w in range(bits.shape[1]):
+        x = bits[0, w]
+        while x != 0:
+            s, x = next_marked(w, x)
+            a = slots[s, S_A]
+            if a == 0:
+                continue
+            before = slots[s, S_NCOMP]
+            after = before + a
+            slots[s, S_NCOMP] = after
+            d = drafts_scheduled(after, slots[s, S_NTOK])
+            real = after - d  # drafts are not work done until accepted
+            h = slots[s, S_HWM]
+            r = recomputed(before, real, h)
+            if r > 0:
+                st.req_i64[slots[s, S_RID], I_RECOMP] += r
+                rec += r
+            if real > h:
+                slots[s, S_HWM] = real
+            add_request(work, a, before, slots[s, S_NTOK], d)
+            if writes_chunk(before, slots[s, S_NTOK]):
+                host_write(st, slots[s, S_RID], real // st.cfg[BS])
+    if st.cfg[TRACE] >= 2:
+        for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
+            if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
+                record(st, t, TR_SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
+    total, decode = work[W_TOKENS], work[W_DECODE]
+    dt = step_time(
+        st.cp,
+        work[W_SEQS],
+        total,
+        work[W_CONTEXT],
+        attn_pairs(work[W_TXC], work[W_TXT1]),
+        work[W_SAMPLED],
+        st.fctl[SWAP_BYTES],
+        work[W_SINGLE],
+        work[W_DRAFTS],
+        ctl[LORA_ACTIVE],
+        ctl[LORA_STEP_LOADS],
+        ctl[LORA_STEP_DISK],
+    )
+    ctl[N_SAMPLED] = work[W_SAMPLED]
+    stage, row = st.stage, ctl[STAGE_N]
+    stage[L_START, row] = t
+    stage[L_DURATION, row] = dt
+    stage[L_RUNNING, row] = ctl[N_RUN]
+    stage[L_WAITING, row] = ctl[WQ_LEN]
+    stage[L_SWAPPED, row] = ctl[SW_LEN]
+    stage[L_FREE, row] = ctl[FREE]
+    stage[L_SEQS, row] = work[W_SEQS]
+    stage[L_PREFILL, row] = total - decode
+    stage[L_DECODE, row] = decode
+    stage[L_RECOMPUTED, row] = rec
+    stage[L_PREEMPTIONS, row] = ctl[PREEMPTED]
+    ctl[STALLED] = 0 if made_progress(total, rec) else 1
+    ctl[STEPS] += 1
+    ctl[PENDING] = 1
+    return dt

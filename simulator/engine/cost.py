@@ -1,0 +1,854 @@
+"""Step latency from a roofline over the operators of one engine step.
+
+Each operator class costs the longer of its compute and its memory traffic, max(FLOPs / (peak x
+efficiency), bytes / (bandwidth x efficiency)) (``roofline``), except the experts of a mixture-of-
+experts layer: vLLM's fused-MoE kernel is bound by neither alone, so its two times blend as
+(tc^p + tm^p)^(1/p) (``moe_s``, ``MOE_BLEND``). The GPU's part of a step costs the sum plus a fixed
+time (the small kernels of every layer) and a small per-sequence time. Weights are read once per step whatever the batch; attention reads each
+scheduled request's KV cache once. The scheduler hands over a ``StepWork`` summary, so a step
+costs O(1) here whatever the batch size.
+
+How vLLM runs the step changes it (``Execution``): the step's token count is padded up to the next
+CUDA-graph capture size; a step with no graph (above the largest capture size, or
+``enforce_eager``) cannot be faster than launching every layer's kernels from the CPU, and a
+piecewise-graph step (mixed prefill and decode, or vLLM 0.10) than launching each layer's
+attention between the graphed pieces. The engine's own CPU work per step (scheduling, preparing
+inputs, bookkeeping of sampled tokens) adds to the GPU time, or overlaps it with async scheduling
+(vLLM >= 0.14 by default): the step then takes the longer of the two.
+
+The formula is written once, as the module-level functions below over a flat parameter vector
+(``CostModel.params``, slots ``P_*``): ``step_time`` is what both engine steps price a step with
+(the compiled step compiles these very functions), and ``CostModel.ops`` lists the same terms one
+by one for ``servesim step-time --json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from simulator.engine import rules
+from simulator.scenario.hardware import GPU
+from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one engine step asks of the GPU, summed over its scheduled requests."""
+
+    num_seqs: int = 0
+    num_tokens: int = 0
+    num_prefill_tokens: int = 0
+    num_decode_tokens: int = 0
+    context_tokens: int = 0  # sum over requests of tokens already in the KV cache (read by attention)
+    attn_pairs: float = 0.0  # sum over requests of query-key pairs (causal within the chunk)
+    num_sampled: int = 0  # requests that produce a token (run the LM head)
+    swap_bytes: float = 0.0  # KV bytes copied between GPU and host memory in this step
+    # sum over the requests that compute one token (a decode) of the tokens already in their KV
+    # cache: what a mixed step's flash attention pays extra for (Execution.mixed_decode_rows)
+    single_row_context: int = 0
+    num_draft_tokens: int = 0  # speculative tokens verified (each runs the LM head too)
+    num_loras: int = 0  # LoRA adapters the running requests use
+    lora_loads: int = 0  # adapters loaded into a GPU slot before the step
+    lora_disk_loads: int = 0  # of them, read from storage first (not in host memory)
+
+    @classmethod
+    def of(
+        cls, w, swap_bytes: float = 0.0, num_loras: int = 0, lora_loads: int = 0, lora_disk_loads: int = 0
+    ) -> StepWork:
+        """The work summed in a ``rules`` accumulator (``rules.add_request``, ``rules.add_decodes``)."""
+        tokens, decode = int(w[rules.W_TOKENS]), int(w[rules.W_DECODE])
+        return cls(
+            num_seqs=int(w[rules.W_SEQS]),
+            num_tokens=tokens,
+            num_prefill_tokens=tokens - decode,
+            num_decode_tokens=decode,
+            context_tokens=int(w[rules.W_CONTEXT]),
+            attn_pairs=rules.attn_pairs(w[rules.W_TXC], w[rules.W_TXT1]),
+            num_sampled=int(w[rules.W_SAMPLED]),
+            swap_bytes=swap_bytes,
+            single_row_context=int(w[rules.W_SINGLE]),
+            num_draft_tokens=int(w[rules.W_DRAFTS]),
+            num_loras=num_loras,
+            lora_loads=lora_loads,
+            lora_disk_loads=lora_disk_loads,
+        )
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak reached per operator class, and fixed overheads. Fitted by calibration."""
+
+    # Defaults: round numbers read off H100 measurements of two dense models (see
+    # benchmarks/RESULTS.md); a GPU with its own calibration file uses that instead.
+    matmul_compute: float = 0.60
+    matmul_memory: float = 0.85
+    # vLLM's fused-MoE kernel (Triton; grouped GEMMs over the experts a step's tokens are routed
+    # to), as fractions of the same peaks, combined by moe_s: fitted on that kernel run as vLLM
+    # runs it on an H100 (data/profiles/moe/vllm_moe_h100-sxm.csv: the routed experts of
+    # Qwen3-235B-A22B at TP8, GLM-4.5-Air at TP4, Qwen3-30B-A3B, a TP8 slice of DeepSeek-V3, 64 to
+    # 8,192 tokens replayed from a CUDA graph; mean error 5.6% from 64 tokens up and 5.9% from 8,
+    # against 14.7% and 14.0% for the max of the two at the rates once taken from PyTorch's grouped
+    # GEMMs, 0.30 / 0.70; at 1-4 tokens the five kernels' own latency adds ~20 us, not modelled).
+    moe_compute: float = 0.33
+    moe_memory: float = 0.81
+    attn_compute: float = 0.30
+    attn_memory: float = 0.80
+    step_overhead_s: float = 0.0
+    per_seq_overhead_s: float = 7.0e-6
+    # Small kernels (norms, rotary, cache write, attention launch, activation) per layer per step,
+    # for a layer with vLLM's six such kernels; a layer with more (Qwen3's q/k norms) scales it.
+    per_layer_overhead_s: float = 3.5e-5
+    per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
+    allreduce_latency_s: float = 1.0e-5
+    # Share of the datasheet link bandwidth an all-reduce reaches: 302 of 450 GB/s on two NVLink-4
+    # GPUs at 256 MiB (NCCL in a CUDA graph, data/profiles/allreduce/h200-x2.csv, whose 16 KiB
+    # all-reduce takes 13 us; vLLM's own all-reduce for small messages is faster, hence 10 us above).
+    allreduce_bandwidth: float = 0.67
+    # An all-reduce's latency grows with the GPUs it joins (a ring has one more hop each): per GPU
+    # beyond two, from NCCL in a CUDA graph on one 4-GPU NVLink-4 host (data/profiles/allreduce/
+    # h200-x4.csv and h200-x2_4gpu-host.csv): 16-256 KiB take 10.9-13.9 us on 2 GPUs and
+    # 16.4-18.8 us on 4, (16.5 - 11.0) / 2 = 2.75 us a GPU.
+    allreduce_hop_s: float = 2.75e-6
+    # The engine core's CPU work per step (scheduler, input preparation, output bookkeeping).
+    cpu_step_s: float = 0.0
+    cpu_per_seq_s: float = 0.0
+    cpu_per_token_s: float = 0.0
+    # A step without CUDA graphs is no faster than launching its kernels one by one from the host:
+    # 20 us a kernel (median of the eager steps at batch <= 32 in data/profiles/compiled/, H100
+    # host). A piecewise-graph step (attention launched between graphed pieces) adds 13.5 us a
+    # layer over a full graph (graph_pieces against graph there, all batch sizes).
+    eager_launch_s: float = 20e-6
+    piecewise_layer_s: float = 13.5e-6
+    # With enforce_eager vLLM neither compiles nor graphs: every kernel is launched through its
+    # Python modules, slower than the plain PyTorch ops measured above. vLLM PR #10058 (V1, Llama-3.1-8B,
+    # batch 8, 32 tokens in, 128 out; `benchmark_latency.py`) took 1.26 s a batch without graphs and
+    # compilation against 1.04 s with them: 9.8 ms a step against 8.1, on a GPU that streams the
+    # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
+    # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
+    vllm_eager_launch_s: float = 30e-6
+
+
+@dataclass(frozen=True)
+class FrontendCosts:
+    """CPU seconds of the API server(s) in front of the engine (``simulator.engine.frontend``): per request
+    taken in (HTTP, validation, chat template, request to the engine), per prompt token
+    (tokenization), per engine step with outputs and per output token streamed (detokenizing,
+    building and writing the stream's chunks); ``servers`` API-server processes share the work.
+    ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
+    process hops), occupying nothing. ``finish_s``: per request that ends (its last chunks, the
+    response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
+    done before it first yields the event loop (``simulator.engine.frontend``; 1: all at once).
+    ``paces_engine``: the engine starts no step while the outputs of the step before it still wait
+    for the front-end (``frontend.step_start``). ``rounds``: how many rounds of its API server's
+    streams a closed-loop client's next request waits before it is taken in (``frontend.turnaround``)."""
+
+    request_s: float = 0.0
+    prompt_token_s: float = 0.0
+    step_s: float = 0.0
+    token_s: float = 0.0
+    servers: int = 1
+    latency_s: float = 0.0
+    finish_s: float = 0.0
+    first_pass: float = 1.0
+    paces_engine: bool = True
+    rounds: float = 0.0
+
+
+def frontend_params(fe: FrontendCosts | None) -> dict:
+    if fe is None:
+        return {
+            "fe_on": 0.0,
+            "fe_request_s": 0.0,
+            "fe_prompt_token_s": 0.0,
+            "fe_step_s": 0.0,
+            "fe_token_s": 0.0,
+            "fe_latency_s": 0.0,
+            "fe_finish_s": 0.0,
+            "fe_first_pass": 1.0,
+            "fe_pace": 0.0,
+            "fe_rounds": 0.0,
+        }
+    k = float(fe.servers)
+    return {
+        "fe_on": 1.0,
+        "fe_request_s": fe.request_s / k,
+        "fe_prompt_token_s": fe.prompt_token_s / k,
+        "fe_step_s": fe.step_s / k,
+        "fe_token_s": fe.token_s / k,
+        "fe_latency_s": fe.latency_s,
+        "fe_finish_s": fe.finish_s / k,
+        "fe_first_pass": fe.first_pass,
+        "fe_pace": 1.0 if fe.paces_engine else 0.0,
+        "fe_rounds": fe.rounds,
+    }
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the engine runs a step: CUDA graphs (the largest captured step in tokens, 0 for none;
+    capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``; full graphs for
+    pure-decode steps or piecewise graphs only) and whether the engine's CPU work overlaps the GPU's.
+    The default is the GPU alone, as the profiles measure it: every shape graphed, nothing padded,
+    no CPU time (``cpu_share`` 0)."""
+
+    max_capture_size: int = 1 << 30
+    capture_by16_from: int = 1 << 30
+    full_decode_graphs: bool = True
+    pad: bool = False
+    async_scheduling: bool = False
+    cpu_share: float = 0.0  # 1: count the engine's CPU work per step
+    enforce_eager: bool = False  # no graphs and no compilation: kernels launched at vllm_eager_launch_s
+    # In a step that also carries a prefill chunk, the extra query rows each one-token request's
+    # attention costs (FA2_MIXED_DECODE_ROWS where vLLM runs FlashAttention-2; 0: none).
+    mixed_decode_rows: float = 0.0
+
+
+# A tensor-parallel group larger than the GPUs the fast interconnect joins (GPU.link_group) all-reduces
+# over PCIe with NCCL: vLLM disables its custom all-reduce on more than two GPUs without NVLink
+# (custom_all_reduce.py, "not supported on more than two PCIe-only GPUs"; vllm-project/vllm#56128),
+# and NCCL's all-reduce of 4-32 KB inside a CUDA graph takes 19-24 us on four PCIe-switched GPUs
+# (github.com/haohervchb/sglang-V100 pull 2, measured table).
+PCIE_ALLREDUCE_LATENCY_S = 20e-6
+
+
+# FlashAttention-2's variable-length kernel, given one-token requests and a prefill chunk in one
+# call (vLLM's mixed step), computes each one-token request's query row as part of a whole tile of
+# rows: measured on an H100 with PyTorch's FlashAttention-2 (data/profiles/attention/
+# h100-sxm_mixed.csv, 15 calls, heads 40/8, 32/8 and 24/2), the extra over the decodes and the chunk
+# run apart is what 106 more query rows per decode cost at the attention rate (least squares, MAPE
+# 13%). A step of decodes alone packs a KV group's query heads into the tile instead. FA2's tile is
+# 128 rows on Ampere and Hopper alike; vLLM runs FA2 on compute capability 8.x and FlashAttention-3
+# (which packs the query heads of a KV group into the tile in mixed calls too) on Hopper.
+FA2_MIXED_DECODE_ROWS = 106.0
+# vLLM's FlashAttention-3 (Hopper), called as vLLM calls it (paged KV of 16-token blocks), on an
+# H100 (data/profiles/attention/vllm_attention_h100-sxm.csv, `python -m tools.profiler --mode vllm_attention`):
+# decodes read the KV cache at 2.91 TB/s (median of 15 calls of 0.36-0.38 ms, 0.87 of the
+# datasheet), prefill chunks reach 626 TFLOP/s (median of 9 calls, 0.63 of peak), and decodes
+# batched with a chunk cost no more than apart (mixed / apart 0.95-1.07, median 0.98, over the 15
+# calls of 0.4 ms or more): FA3 packs a KV group's query heads into the tile in mixed calls too. The step profiles' attention is
+# PyTorch's FlashAttention-2 (0.32 / 0.75 in the H100 calibration); where vLLM runs FA3, these
+# rates replace it.
+FA3_ATTN_COMPUTE = 0.63
+FA3_ATTN_MEMORY = 0.87
+# FlashAttention-2 on the GPUs it was written for (compute capability 8.x): its paper (Dao 2023,
+# arXiv 2307.08691) reports 50-73% of the A100's peak in the forward pass; 0.60, the middle. No
+# 8.x GPU was lent to measure on; the H100 measurements above run FA2 on a GPU it was not tuned
+# for (0.32).
+FA2_ATTN_COMPUTE = 0.60
+
+
+# ---- the parameter vector: one slot per constant of the formula ------------------------------------
+PARAMS = (
+    "fixed_s",  # per step: step overhead + per-layer small kernels
+    "per_seq_s",
+    "per_token_s",
+    "lin_params",  # dense linear-layer parameters per GPU (every token passes through them)
+    "matmul_flops",
+    "weight_bytes",
+    "act_bytes_per_token",
+    "matmul_bw",
+    "attn_flops_per_pair",
+    "attn_flops",
+    "kv_bytes_per_token",
+    "attn_bw",
+    "lm_flops",
+    "lm_bytes",
+    "moe_layers",
+    "experts_per_token",
+    "num_experts",
+    "expert_params",
+    "shared_params",
+    "allreduce_count",
+    "allreduce_bytes_per_token",
+    "interconnect_bw",
+    "allreduce_latency_s",
+    "host_bw",
+    "graph_max",
+    "graph_by16",
+    "full_decode_graphs",
+    "pad",  # CUDA graphs (Execution)
+    "eager_floor_s",
+    "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
+    "cpu_fixed_s",
+    "cpu_per_seq_s",
+    "cpu_per_token_s",
+    "async_scheduling",
+    "fe_on",
+    "fe_request_s",
+    "fe_prompt_token_s",
+    "fe_step_s",
+    "fe_token_s",
+    "fe_latency_s",  # API server (simulator.engine.frontend)
+    "moe_flops",
+    "moe_bw",  # rates the fused-MoE kernels reach
+    "fe_finish_s",
+    "fe_first_pass",
+    "mixed_rows",  # extra query rows per one-token request in a step with a prefill chunk
+    "spec_tokens",  # speculative decoding: drafts proposed per request (0: off)
+    "spec_host_seq_s",  # the drafter's host time per request it proposes for (n-gram lookup)
+    "draft_model",  # 1: a draft model (its constants follow at DRAFT) runs the drafter's passes
+    "draft_pass_s",  # the host's time per drafter pass (preparing its inputs, sampling its token)
+    "lora_fixed_s",  # multi-LoRA: the LoRA kernels' launch-bound time per step with adapters in use
+    "lora_flops_per_token",  # their FLOPs per token (shrink and expand at max_lora_rank)
+    "lora_bytes_per_adapter",  # the weights of one adapter in use, read each step
+    "lora_load_s",  # an adapter put into a GPU slot
+    "lora_disk_load_s",  # an adapter read from storage into host memory
+    "fe_pace",  # 1: the engine waits for its front-end (simulator.engine.frontend.step_start)
+    "fe_rounds",  # rounds of its API server's streams a closed-loop request waits (frontend.turnaround)
+)
+(
+    P_FIXED,
+    P_PER_SEQ,
+    P_PER_TOKEN,
+    P_LIN,
+    P_MM_FLOPS,
+    P_WBYTES,
+    P_ACT,
+    P_MM_BW,
+    P_ATTN_FPP,
+    P_ATTN_FLOPS,
+    P_KVB,
+    P_ATTN_BW,
+    P_LM_FLOPS,
+    P_LM_BYTES,
+    P_MOE_LAYERS,
+    P_TOPK,
+    P_EXPERTS,
+    P_EXPERT_PARAMS,
+    P_SHARED_PARAMS,
+    P_AR_COUNT,
+    P_AR_BYTES,
+    P_ICB,
+    P_AR_LAT,
+    P_HOST_BW,
+    P_GRAPH_MAX,
+    P_GRAPH_BY16,
+    P_FULL_DECODE,
+    P_PAD,
+    P_EAGER_FLOOR,
+    P_PIECEWISE_FLOOR,
+    P_CPU_FIXED,
+    P_CPU_SEQ,
+    P_CPU_TOKEN,
+    P_ASYNC,
+    P_FE_ON,
+    P_FE_REQUEST,
+    P_FE_PROMPT_TOKEN,
+    P_FE_STEP,
+    P_FE_TOKEN,
+    P_FE_LATENCY,
+    P_MOE_FLOPS,
+    P_MOE_BW,
+    P_FE_FINISH,
+    P_FE_FIRST,
+    P_MIXED_ROWS,
+    P_SPEC_K,
+    P_SPEC_HOST,
+    P_DRAFT_MODEL,
+    P_DRAFT_PASS,
+    P_LORA_FIXED,
+    P_LORA_FLOPS,
+    P_LORA_BYTES,
+    P_LORA_LOAD,
+    P_LORA_DISK,
+    P_FE_PACE,
+    P_FE_ROUNDS,
+) = range(len(PARAMS))
+# A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
+# same order: the drafter's passes are priced by the very functions that price the target's.
+DRAFT = len(PARAMS)
+N_COST = 2 * DRAFT
+
+
+def overhead_s(cp, num_seqs, num_tokens):
+    return cp[P_FIXED] + cp[P_PER_SEQ] * num_seqs + cp[P_PER_TOKEN] * num_tokens
+
+
+def linear_work(cp, num_tokens):
+    """FLOPs and bytes of the dense linear layers (weights once, activations per token)."""
+    return 2.0 * num_tokens * cp[P_LIN], cp[P_LIN] * cp[P_WBYTES] + num_tokens * cp[P_ACT]
+
+
+def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context):
+    """FLOPs (query-key pairs) and bytes (each scheduled request's KV once) of attention; in a step
+    with a prefill chunk (more tokens than requests), each one-token request's keys are paired with
+    ``mixed_rows`` more query rows (``FA2_MIXED_DECODE_ROWS``)."""
+    if num_tokens > num_seqs:
+        attn_pairs += cp[P_MIXED_ROWS] * single_row_context
+    return attn_pairs * cp[P_ATTN_FPP], (context_tokens + num_tokens) * cp[P_KVB]
+
+
+def moe_work(cp, num_tokens):
+    """FLOPs and bytes of the routed and shared experts: the bytes of the distinct experts the
+    step's tokens touch (expected number under uniform routing)."""
+    flops = 2.0 * num_tokens * cp[P_MOE_LAYERS] * (cp[P_TOPK] * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS])
+    p_miss = (1.0 - cp[P_TOPK] / cp[P_EXPERTS]) ** float(num_tokens)
+    touched = cp[P_EXPERTS] * (1.0 - p_miss)
+    nbytes = cp[P_MOE_LAYERS] * (touched * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS]) * cp[P_WBYTES]
+    return flops, nbytes
+
+
+# How the fused-MoE kernel's compute and weight streaming combine: (tc^p + tm^p)^(1/p), between their
+# sum (p = 1) and the roofline's max (p -> inf). Between a few hundred and a few thousand tokens the
+# kernel is bound by neither alone (tiles padded per expert, weights re-read per tile); p = 1.5
+# fits vLLM's kernel on an H100 best (p 1.5: 6.4% mean error; 2: 7.4%; 3: 9.5%; the max: 12.7% at
+# its own best rates), each with its best pair of rates (see Efficiency.moe_compute).
+MOE_BLEND = 1.5
+
+
+def moe_s(cp, num_tokens):
+    """Seconds of the routed and shared experts (moe_work at the fused-MoE rates, MOE_BLEND)."""
+    flops, nbytes = moe_work(cp, num_tokens)
+    tc, tm = flops / cp[P_MOE_FLOPS], nbytes / cp[P_MOE_BW]
+    return (tc**MOE_BLEND + tm**MOE_BLEND) ** (1.0 / MOE_BLEND)
+
+
+def allreduce_s(cp, num_tokens):
+    """Tensor-parallel all-reduces: bytes over the interconnect plus a latency per all-reduce."""
+    return num_tokens * cp[P_AR_BYTES] / cp[P_ICB] + cp[P_AR_COUNT] * cp[P_AR_LAT]
+
+
+def lm_head_work(cp, num_sampled):
+    return num_sampled * cp[P_LM_FLOPS], cp[P_LM_BYTES]
+
+
+def roofline(work, flops_per_s, bytes_per_s):
+    """Seconds of one operator class: the slower of its compute and its memory traffic."""
+    return max(work[0] / flops_per_s, work[1] / bytes_per_s)
+
+
+def padded_tokens(cp, num_tokens):
+    """The step's token count as the GPU runs it: padded up to the next CUDA-graph capture size
+    (1, 2, 4, then multiples of 8, and of 16 from ``graph_by16`` on), unless above the largest."""
+    T = num_tokens
+    if cp[P_PAD] == 0.0 or cp[P_GRAPH_MAX] < T or T <= 2:
+        return T
+    if T <= 4:
+        return 4
+    step = 16 if cp[P_GRAPH_BY16] < T else 8
+    return min(((T + step - 1) // step) * step, int(cp[P_GRAPH_MAX]))
+
+
+def graphed_s(cp, num_seqs, num_tokens, gpu):
+    """The GPU's time ``gpu`` as the step is launched: without a graph (above the largest capture
+    size, or eager), no less than launching every kernel from the host; with piecewise graphs (a
+    mixed step, or no full decode graphs), plus the gaps around each layer's eagerly launched
+    attention; with a full graph, as is."""
+    if num_tokens > cp[P_GRAPH_MAX]:
+        return max(gpu, cp[P_EAGER_FLOOR])
+    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P_SPEC_K])  # decodes (with their drafts)
+    if cp[P_FULL_DECODE] == 0.0 or not uniform:
+        return gpu + cp[P_PIECEWISE_FLOOR]
+    return gpu
+
+
+def cpu_s(cp, num_seqs, num_tokens):
+    """The engine core's CPU work for one step (scheduling, input preparation, output bookkeeping)."""
+    return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
+
+
+def lora_s(cp, num_tokens, num_loras):
+    """Seconds of the LoRA kernels (a shrink and an expand per adapted linear layer, every token at
+    max_lora_rank, each adapter in use read once), with adapters in use (none: the kernels are skipped)."""
+    if num_loras == 0:
+        return 0.0
+    work = (num_tokens * cp[P_LORA_FLOPS], num_loras * cp[P_LORA_BYTES])
+    return cp[P_LORA_FIXED] + roofline(work, cp[P_MM_FLOPS], cp[P_MM_BW])
+
+
+def gpu_s(
+    cp,
+    num_seqs,
+    num_tokens,
+    context_tokens,
+    attn_pairs,
+    num_sampled,
+    swap_bytes,
+    single_row_context,
+    draft_tokens,
+    num_loras,
+):
+    """Seconds the GPU works on one step (the sum of the terms above, in this order); the LM head
+    runs for every sampled request and every draft token verified."""
+    T = padded_tokens(cp, num_tokens)
+    t = overhead_s(cp, num_seqs, T)
+    if T:
+        t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        if num_loras:
+            t += lora_s(cp, T, num_loras)
+        t += roofline(
+            attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
+            cp[P_ATTN_FLOPS],
+            cp[P_ATTN_BW],
+        )
+        if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
+            s = 0.0
+            if cp[P_MOE_LAYERS] != 0.0:
+                s += moe_s(cp, num_tokens)
+            if cp[P_AR_COUNT] != 0.0:
+                s += allreduce_s(cp, T)
+            t += s
+    if num_sampled:
+        t += roofline(lm_head_work(cp, num_sampled + draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
+    if swap_bytes:
+        t += swap_bytes / cp[P_HOST_BW]
+    return t
+
+
+def step_time(
+    cp,
+    num_seqs,
+    num_tokens,
+    context_tokens,
+    attn_pairs,
+    num_sampled,
+    swap_bytes,
+    single_row_context,
+    draft_tokens,
+    num_loras,
+    lora_loads,
+    lora_disk_loads,
+):
+    """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
+    speculative decoding, the drafter's, plus the engine's CPU work, or the longer of the two when
+    async scheduling overlaps them; the step first waits for the LoRA adapters it loads."""
+    g = graphed_s(
+        cp,
+        num_seqs,
+        num_tokens,
+        gpu_s(
+            cp,
+            num_seqs,
+            num_tokens,
+            context_tokens,
+            attn_pairs,
+            num_sampled,
+            swap_bytes,
+            single_row_context,
+            draft_tokens,
+            num_loras,
+        ),
+    )
+    if cp[P_SPEC_K] != 0.0:
+        g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
+    c = cpu_s(cp, num_seqs, num_tokens)
+    load = lora_loads * cp[P_LORA_LOAD] + lora_disk_loads * cp[P_LORA_DISK]
+    if cp[P_ASYNC] != 0.0:
+        return load + max(g, c)
+    return load + g + c
+
+
+def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context):
+    """Seconds the drafter takes to propose the next drafts of the ``num_sampled`` requests that
+    sampled: an n-gram lookup costs host time per request; a draft model (an EAGLE head, an MTP
+    layer, a small model) runs one pass over the step's tokens, then one pass of a token per
+    request for each further draft, each launched as its own (graphed) forward, and each costing the
+    host its own preparation and sampling. The further passes' context is the step's (an upper bound
+    where prefill chunks are in it)."""
+    if num_sampled == 0:
+        return 0.0
+    t = cp[P_SPEC_HOST] * num_sampled
+    if cp[P_DRAFT_MODEL] != 0.0:
+        t += cp[P_SPEC_K] * cp[P_DRAFT_PASS]
+        dp = cp[DRAFT:]
+        first = gpu_s(dp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, 0.0, single_row_context, 0, 0)
+        t += graphed_s(dp, num_seqs, num_tokens, first)
+        n = num_sampled
+        one = gpu_s(dp, n, n, context_tokens, float(context_tokens) + n, n, 0.0, context_tokens, 0, 0)
+        t += (cp[P_SPEC_K] - 1.0) * graphed_s(dp, n, n, one)
+    return t
+
+
+# Small kernels a layer adds beyond a plain dense layer's (simulator.scenario.models.PLAIN_LAYER_SMALL_KERNELS):
+# a mixture-of-experts layer's router, top-k, token sorting and expert-output reduction, less the
+# dense MLP's activation it does without; multi-head latent attention's extra norms, rotary split
+# and latent up-projections. The MoE count is fitted on the recorded vLLM 0.26 Qwen3-30B-A3B
+# calibration runs at 1-80 requests in flight (data/e2e/, H200): with 4, their TPOT came out 11-24%
+# slow; with 1, 2-5% (the held-out runs at 45-64 in flight: 4-8%).
+MOE_LAYER_KERNELS = 1
+MLA_LAYER_KERNELS = 4
+GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
+
+
+def small_kernels_per_layer(m: ModelArch) -> float:
+    """Small (non-matmul) kernels per layer, averaged over the layers."""
+    k = float(m.small_kernels_per_layer)
+    if m.is_moe:
+        k += MOE_LAYER_KERNELS * m.num_moe_layers / m.num_layers
+    if m.is_mla:
+        k += MLA_LAYER_KERNELS
+    return k
+
+
+@dataclass(frozen=True)
+class SpecCost:
+    """What speculative decoding adds to a step's cost (``simulator.engine.speculative`` derives it): the
+    drafts proposed per request, the drafter's host time per request, the draft model whose passes
+    it runs (None: no model, as the n-gram drafter) and the host's time per pass."""
+
+    tokens: int
+    host_seq_s: float = 0.0
+    draft: CostModel | None = None
+    pass_s: float = 0.0  # the host's time per drafter pass
+
+
+@dataclass(frozen=True)
+class LoraCost:
+    """What multi-LoRA adds to a step's cost (``simulator.engine.lora`` derives it): the LoRA kernels'
+    launch-bound time per step, their FLOPs per token and the bytes of one adapter in use, and the
+    time to put an adapter into a GPU slot and to read one from storage."""
+
+    fixed_s: float
+    flops_per_token: float
+    bytes_per_adapter: float
+    load_s: float
+    disk_load_s: float
+
+
+@dataclass(frozen=True)
+class OpCost:
+    name: str
+    flops: float
+    bytes: float
+    seconds: float
+    bound: str
+
+
+class CostModel:
+    """Roofline step cost for one model on one GPU type with tensor parallelism ``tp``."""
+
+    params: np.ndarray  # the constants step_time reads (PARAMS order; a draft model's from DRAFT on)
+
+    def __init__(
+        self,
+        model: ModelArch,
+        gpu: GPU,
+        tp: int = 1,
+        eff: Efficiency | None = None,
+        kv_dtype_bytes: float | None = None,
+        quantization: str = "none",
+        execution: Execution | None = None,
+        frontend: FrontendCosts | None = None,
+        spec: SpecCost | None = None,
+        lora: LoraCost | None = None,
+    ) -> None:
+        self.model, self.gpu, self.tp = model, gpu, tp
+        self.spec, self.lora = spec, lora
+        self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
+        self.eff = e = eff or Efficiency()
+        self.execution = x = execution or Execution()
+        self.frontend = fe = frontend
+        m = model
+        # Quantized formats store the linear layers' weights narrower (fp8, int8 also multiply at
+        # their own tensor-core rate; int4 is dequantized to 16 bits); activations, embeddings and
+        # the LM head keep the model's dtype.
+        wbytes = {"none": m.dtype_bytes, "fp8": 1.0, "int8": 1.0, "int4": 0.5}[quantization]
+        peak = gpu.flops(m.dtype if quantization in ("none", "int4") else quantization)
+        L = m.num_layers
+        kernels = small_kernels_per_layer(m)
+        # Linear layers that every token passes through (per GPU after the TP split).
+        dense_mlp_layers = L - m.num_moe_layers
+        inner = m.num_heads * m.head_dim + 2 * m.num_kv_heads * m.head_dim
+        if m.is_mla:
+            qk = m.kv_lora_rank + m.qk_rope_head_dim  # absorbed MLA attends in the latent space
+            attn_fpp = 2 * L * m.num_heads / tp * (qk + m.kv_lora_rank)
+        else:
+            attn_fpp = 4 * L * m.num_heads / tp * m.head_dim
+        p = {
+            "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
+            "per_seq_s": e.per_seq_overhead_s,
+            "per_token_s": e.per_token_overhead_s,
+            "lin_params": (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp,
+            "matmul_flops": peak * e.matmul_compute,
+            "weight_bytes": wbytes,
+            # Activations read and written per token per layer (inputs/outputs of the matmuls).
+            "act_bytes_per_token": L
+            * m.dtype_bytes
+            * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
+            "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
+            "attn_flops_per_pair": attn_fpp,
+            "attn_flops": peak * e.attn_compute,
+            "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype_bytes, tp),
+            "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
+            "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
+            "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
+            "moe_layers": m.num_moe_layers,
+            "experts_per_token": m.experts_per_token,
+            "num_experts": m.num_experts,
+            "expert_params": m.expert_params / tp,
+            "shared_params": m.num_shared_experts * m.expert_params / tp,
+            # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
+            "allreduce_count": 2 * L if tp > 1 else 0,
+            "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
+            "interconnect_bw": (gpu.interconnect_bandwidth if tp <= gpu.link_group else gpu.host_link_bandwidth)
+            * e.allreduce_bandwidth,
+            "allreduce_latency_s": (
+                e.allreduce_latency_s + e.allreduce_hop_s * max(tp - 2, 0)
+                if tp <= max(gpu.link_group, 2)
+                else PCIE_ALLREDUCE_LATENCY_S
+            ),
+            "host_bw": gpu.host_link_bandwidth,
+            "graph_max": x.max_capture_size,
+            "graph_by16": x.capture_by16_from,
+            "full_decode_graphs": x.full_decode_graphs,
+            "pad": x.pad,
+            "eager_floor_s": (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s)
+            * L
+            * (kernels + GEMMS_PER_LAYER),
+            "piecewise_floor_s": e.piecewise_layer_s * L,
+            "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
+            "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
+            "cpu_per_token_s": e.cpu_per_token_s * x.cpu_share,
+            "async_scheduling": x.async_scheduling,
+            **frontend_params(fe),
+            "moe_flops": peak * e.moe_compute,
+            "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
+            "mixed_rows": x.mixed_decode_rows,
+            "spec_tokens": spec.tokens if spec else 0,
+            "spec_host_seq_s": spec.host_seq_s if spec else 0.0,
+            "draft_model": 1.0 if spec and spec.draft else 0.0,
+            "draft_pass_s": spec.pass_s if spec else 0.0,
+            "lora_fixed_s": lora.fixed_s if lora else 0.0,
+            "lora_flops_per_token": lora.flops_per_token if lora else 0.0,
+            "lora_bytes_per_adapter": lora.bytes_per_adapter if lora else 0.0,
+            "lora_load_s": lora.load_s if lora else 0.0,
+            "lora_disk_load_s": lora.disk_load_s if lora else 0.0,
+        }
+        own = np.array([float(p[name]) for name in PARAMS], np.float64)
+        draft = spec.draft.params[:DRAFT] if spec and spec.draft else np.zeros(DRAFT)
+        self.params = np.concatenate([own, draft])
+
+    def step_time(self, w: StepWork) -> float:
+        """Seconds one engine step takes."""
+        return work_time(self.params, w)
+
+    def with_execution(self, x: Execution) -> CostModel:
+        """The same model, GPU and factors, run as ``x`` says (no front-end)."""
+        return CostModel(
+            self.model,
+            self.gpu,
+            self.tp,
+            self.eff,
+            self.kv_dtype_bytes,
+            self.quantization,
+            x,
+            spec=self.spec,
+            lora=self.lora,
+        )
+
+    def ops(self, w: StepWork) -> list[OpCost]:
+        """The terms of ``step_time`` one by one: FLOPs, bytes, seconds and bound of each operator class."""
+        cp, T = self.params, w.num_tokens
+        Tp = padded_tokens(cp, T)
+        out: list[OpCost] = []
+
+        def add(name: str, work: tuple[float, float], c: float, mb: float) -> None:
+            tc, tm = work[0] / c, work[1] / mb
+            out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
+
+        if Tp:  # as gpu_s: a step with no tokens runs no layer
+            add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
+            if w.num_loras:
+                lw = (Tp * cp[P_LORA_FLOPS], w.num_loras * cp[P_LORA_BYTES])
+                bound = "compute" if lw[0] / cp[P_MM_FLOPS] >= lw[1] / cp[P_MM_BW] else "memory"
+                out.append(OpCost("lora", lw[0], lw[1], lora_s(cp, Tp, w.num_loras), bound))
+            if cp[P_MOE_LAYERS]:
+                mw = moe_work(cp, T)
+                out.append(
+                    OpCost(
+                        "moe",
+                        mw[0],
+                        mw[1],
+                        moe_s(cp, T),
+                        "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory",
+                    )
+                )
+            add(
+                "attention",
+                attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
+                cp[P_ATTN_FLOPS],
+                cp[P_ATTN_BW],
+            )
+        if w.num_sampled:
+            add("lm_head", lm_head_work(cp, w.num_sampled + w.num_draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
+        if cp[P_AR_COUNT] and Tp:
+            out.append(OpCost("allreduce", 0.0, Tp * cp[P_AR_BYTES], allreduce_s(cp, Tp), "link"))
+        if w.swap_bytes:
+            out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))
+        out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
+        gpu = sum(o.seconds for o in out)
+        launched = graphed_s(cp, w.num_seqs, T, gpu)
+        if launched > gpu:
+            out.append(OpCost("launch", 0.0, 0.0, launched - gpu, "cpu-launch"))
+        if cp[P_SPEC_K]:
+            d = draft_s(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.num_sampled, w.single_row_context)
+            out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
+            launched += d
+        if cp[P_CPU_FIXED] or cp[P_CPU_SEQ] or cp[P_CPU_TOKEN]:
+            c = cpu_s(cp, w.num_seqs, T)
+            hidden = min(c, launched) if cp[P_ASYNC] else 0.0
+            out.append(OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P_ASYNC] else "cpu"))
+        if w.lora_loads or w.lora_disk_loads:
+            load = w.lora_loads * cp[P_LORA_LOAD] + w.lora_disk_loads * cp[P_LORA_DISK]
+            out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))
+        return out
+
+    def breakdown(self, w: StepWork) -> dict:
+        ops = self.ops(w)
+        return {
+            "step_ms": self.step_time(w) * 1e3,
+            "work": asdict(w),
+            "ops": [{**asdict(o), "ms": o.seconds * 1e3} for o in ops],
+        }
+
+
+class ConstantCost:
+    """Every step costs ``step_s``, plus swap traffic at ``host_bw`` bytes/s: the same ``step_time``
+    over parameters that zero every other term (hand-computed tests, step-by-step replays)."""
+
+    def __init__(self, step_s: float = 1.0, host_bw: float = 1000.0) -> None:
+        p = dict.fromkeys(PARAMS, 0.0)
+        p.update(
+            fixed_s=step_s,
+            matmul_flops=1.0,
+            matmul_bw=1.0,
+            attn_flops=1.0,
+            attn_bw=1.0,
+            num_experts=1.0,
+            interconnect_bw=1.0,
+            host_bw=host_bw,
+            moe_flops=1.0,
+            moe_bw=1.0,
+        )
+        self.params = np.concatenate([np.array([p[name] for name in PARAMS], np.float64), np.zeros(DRAFT)])
+
+    def step_time(self, w: StepWork) -> float:
+        return work_time(self.params, w)
+
+
+def work_time(cp, w: StepWork) -> float:
+    """``step_time`` of the step ``w`` describes, with the constants ``cp``."""
+    return step_time(
+        cp,
+        w.num_seqs,
+        w.num_tokens,
+        w.context_tokens,
+        w.attn_pairs,
+        w.num_sampled,
+        w.swap_bytes,
+        w.single_row_context,
+        w.num_draft_tokens,
+        w.num_loras,
+        w.lora_loads,
+        w.lora_disk_loads,
+    )
+
+
+def decode_work(batch: int, context: int, new_tokens: int = 1) -> StepWork:
+    """A uniform step: ``batch`` requests each computing ``new_tokens`` after ``context`` cached ones
+    (and sampling one)."""
+    w = np.zeros(rules.N_WORK, np.int64)
+    rules.add_request(w, new_tokens, context, context + new_tokens, 0)
+    return StepWork.of(w * batch)

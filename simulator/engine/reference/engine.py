@@ -1,0 +1,115 @@
+"""The reference engine: one SimPy timeout per step.
+
+plan = scheduler.schedule(now); yield timeout(cost.step_time(plan.work)); scheduler.update(plan, now)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engine import events as E
+from simulator.engine import host_tier, rules
+from simulator.engine.core import Engine, SimulationStalled
+from simulator.engine.frontend import delivered, step_start
+from simulator.engine.reference.block_pool import BlockPool
+from simulator.engine.reference.kv_cache import KVCacheManager
+from simulator.engine.reference.scheduler import Scheduler
+from simulator.engine.rules import SWAPPED
+from simulator.engine.simtime import TimeoutAt
+
+
+class ReferenceEngine(Engine):
+    def __init__(self, env, cfg, num_gpu_blocks, cost, reqs, **kw) -> None:
+        pool = BlockPool(num_gpu_blocks)
+        self.sched = Scheduler(
+            cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks)
+        )
+        self._events_log: list[tuple[float, int, int, int]] = []
+        super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
+
+    def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
+        self.sched.add_request(rid)
+
+    def _loop(self):
+        env, sched, cost, log = self.env, self.sched, self.cost, self.log
+        idle_steps = 0
+        while True:
+            if not sched.has_work():
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            if self.num_steps >= self.max_steps:
+                raise self.max_steps_reached()
+            start = step_start(cost.params, env.now, self._fe_batch)
+            if start > env.now:  # the front-end has not yet taken the last step's outputs
+                yield TimeoutAt(env, start)
+                continue
+            plan = sched.schedule(start)
+            if self.trace_level:
+                self._record_schedule(start, plan)
+            dt = cost.step_time(plan.work)
+            yield TimeoutAt(env, start + dt)
+            # When the step's tokens reach their clients, through the front-end.
+            begun, shown = delivered(
+                cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled, sched.finishing(plan)
+            )
+            if plan.work.num_sampled:
+                self._fe_free, self._fe_batch = shown, begun
+            out = sched.update(plan, env.now, shown)
+            if self.progress is not None:
+                self.progress(env.now, self.num_done)
+            if self.trace_level:
+                self._record_update(env.now, shown, plan, out)
+            self.num_steps += 1
+            log.add(start, dt, plan, out)
+            woke = self._notify(plan.aborted) if plan.aborted else False
+            if out.finished:
+                woke = self._notify(out.finished) or woke
+            if woke and self.clients_same_step:
+                yield env.timeout(0)
+            if not rules.made_progress(plan.work.num_tokens, plan.recomputed_tokens):
+                idle_steps += 1
+                if idle_steps >= self.stall_steps:
+                    raise SimulationStalled(self.diagnose())
+            else:
+                idle_steps = 0
+
+    def _record_schedule(self, t: float, plan) -> None:
+        R, rec = self.reqs, self._events_log
+        for rid in plan.preempted:
+            kind = E.ABORTED if rid in plan.aborted else E.SWAPPED_OUT if R.status[rid] == SWAPPED else E.RECOMPUTED
+            rec.append((t, E.PREEMPTED, rid, kind))
+        for rid, hit in plan.prefix_hits:
+            rec.append((t, E.NEW if rid in plan.new else E.RESUMED, rid, hit))
+        if self.trace_level >= 2:
+            rec.extend((t, E.SCHEDULED, rid, a) for rid, a in zip(plan.rids, plan.num_new))
+
+    def _record_update(self, t: float, shown: float, plan, out) -> None:
+        R, rec = self.reqs, self._events_log
+        finished = set(out.finished)
+        for rid in plan.rids:
+            if R.first_token[rid] == shown and R.num_out[rid] == 1:
+                rec.append((t, E.FIRST_TOKEN, rid, 0))
+            if rid in finished:
+                rec.append((t, E.FINISHED, rid, 0))
+
+    def trace_events(self) -> np.ndarray:
+        return np.array(self._events_log, np.float64).reshape(-1, 4)
+
+    def _new_adapter(self, adapter: int) -> None:
+        self.sched.add_adapter(adapter)
+
+    def lora_counts(self) -> list[int]:
+        return list(self.sched.lora_loads)
+
+    def host_counts(self) -> list[int]:
+        h = self.sched.kv.host
+        return [0, 0] if h is None else [int(h.hc[host_tier.HC_LOADED]), int(h.hc[host_tier.HC_STORED])]
+
+    def spec_counts(self) -> list[int]:
+        return [*self.sched.spec_counts, *self.sched.spec_accepted_per_pos]
+
+    def queues(self) -> tuple[int, int, int, int]:
+        s = self.sched
+        return len(s.running), s.num_waiting, len(s.swapped), s.pool.num_free

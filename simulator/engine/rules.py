@@ -1,0 +1,359 @@
+"""The scheduling rules both engine steps follow, each written once.
+
+The readable reference (``simulator/engine/reference/``) calls these functions as plain Python; the
+compiled production step (``simulator/engine/compiled/``) compiles the very same functions with numba. A
+rule changed here changes both, and the differential tests then compare them byte for byte.
+Everything here is plain integer/float arithmetic (the subset numba compiles).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.engine import events
+
+# ---- request status codes (the ``status`` column of the request records) ------------------------
+WAITING, RUNNING, SWAPPED, FINISHED, REJECTED, ABORTED = range(6)
+STATUS_NAMES = ("waiting", "running", "swapped", "finished", "rejected", "aborted")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The engine knobs the step reads (resolved from the scenario by ``simulator.run``)."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+    long_prefill_token_threshold: int = 0
+    admission: str = "first_chunk"  # or "full_prompt" (vLLM's scheduler_reserve_full_isl)
+    policy: str = "fcfs"  # or "priority"
+    preemption_mode: str = "recompute"  # or "swap"
+    swap_space_blocks: int = 0
+    block_bytes: float = 0.0  # KV bytes of one block on one GPU (for swap traffic)
+    on_swap_full: str = "recompute"  # or "abort"
+    cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
+    # Speculative decoding (0: off): draft tokens proposed after each sampled token, KV slots kept
+    # ahead for the drafter's own passes (EAGLE-style drafters), the acceptance draws' seed, and
+    # P(at least i drafts accepted) for i = 1..spec_tokens.
+    spec_tokens: int = 0
+    spec_lookahead: int = 0
+    spec_seed: int = 0
+    spec_accept_at_least: tuple[float, ...] = ()
+    # Multi-LoRA (0: off): adapters a step may serve (GPU slots), and adapters kept in host memory.
+    max_loras: int = 0
+    max_cpu_loras: int = 0
+    # KV offloading (0: off): KV blocks the host tier of the prefix cache holds (simulator.engine.host_tier).
+    host_blocks: int = 0
+
+
+def kv_usage(num_free, num_blocks):
+    """vLLM's ``kv_cache_usage``: the share of the usable (non-null) blocks that are not free; cached
+    but free blocks count as free."""
+    return 1.0 - num_free / num_blocks
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def long_prefill_cap(threshold, num_requests):
+    """The per-request chunk cap in force this step: vLLM drops it when at most one request is in
+    the engine (running, waiting or swapped) at the step's start, as nobody else could use the budget."""
+    return 0 if num_requests <= 1 else threshold
+
+
+def chunk(num_tokens, num_computed, cap, budget):
+    """Tokens a request runs this step: what it has left to compute (chunked prefill), capped by
+    the long-prefill cap (0: none) and by what is left of the step's token budget."""
+    need = num_tokens - num_computed
+    if cap > 0 and need > cap:
+        need = cap
+    return need if need < budget else budget
+
+
+def new_blocks(num_computed, tokens, blocks_held, block_size):
+    """Blocks a request must be given to hold ``num_computed + tokens`` tokens' KV."""
+    if num_computed + tokens <= blocks_held * block_size:
+        return 0
+    return cdiv(num_computed + tokens, block_size) - blocks_held
+
+
+def hit_limit(num_tokens, block_size):
+    """Most leading blocks a prefix-cache lookup may return: at most num_tokens - 1 tokens, so the
+    last token is always computed (it produces the next token's logits)."""
+    return (num_tokens - 1) // block_size
+
+
+def admitted_computed(hit_blocks, block_size, external, first_admission):
+    """Tokens a request has computed when admitted: its prefix-cache hits, or, at its first
+    admission, the prompt tokens whose KV arrived with it (a disaggregated decode), if more; their
+    blocks beyond the hits are allocated like a chunk's. Preempted, it has lost them."""
+    nc = hit_blocks * block_size
+    if first_admission and external > nc:
+        return external
+    return nc
+
+
+def host_loads(host_hit_blocks, gpu_hit_blocks, num_computed, block_size):
+    """Blocks an admitted request loads from the host tier (KV offloading): its host hits, unless
+    its KV arrived with it and covers more (a disaggregated decode's first admission)."""
+    return host_hit_blocks if num_computed == (gpu_hit_blocks + host_hit_blocks) * block_size else 0
+
+
+def admission_blocks(num_tokens, hit_blocks, first_chunk_blocks, block_size, full_prompt):
+    """Blocks that must be free (besides evictable hit blocks) to admit a waiting request:
+    the whole prompt's (vLLM >= 0.32, ``scheduler_reserve_full_isl``) or its first chunk's (0.10)."""
+    if full_prompt:
+        return cdiv(num_tokens, block_size) - hit_blocks
+    return first_chunk_blocks
+
+
+# ---- speculative decoding -------------------------------------------------------------------------
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x, c):
+    """``x * c`` modulo 2**32 for 32-bit ``x`` and ``c``, in 16-bit halves: no product reaches 2**63,
+    so Python, numpy scalars and the compiled step's 64-bit integers all give the same value."""
+    lo = (x & 0xFFFF) * (c & 0xFFFF)
+    mid = ((x >> 16) * (c & 0xFFFF) + (x & 0xFFFF) * (c >> 16)) & 0xFFFF
+    return (lo + (mid << 16)) & _M32
+
+
+def _mix32(x):
+    """A 32-bit integer hash (MurmurHash3's finaliser)."""
+    x &= _M32
+    x ^= x >> 16
+    x = _mul32(x, 0x85EBCA6B)
+    x ^= x >> 13
+    x = _mul32(x, 0xC2B2AE35)
+    x ^= x >> 16
+    return x
+
+
+def spec_uniform(seed, rid, num_out):
+    """The acceptance draw of request ``rid``'s drafts verified after its ``num_out``-th output token:
+    a number in [0, 1) fixed by the run's seed, the request and the position (so both engine steps,
+    and any schedule, draw the same)."""
+    return _mix32(_mix32(_mix32(num_out) ^ rid) ^ seed) / 4294967296.0
+
+
+def spec_accepted(u, drafts, at_least):
+    """Draft tokens accepted of ``drafts`` verified, for draw ``u``: the leading ones whose
+    probability of all being accepted (``at_least[i]``: i + 1 of them) exceeds ``u``. One draw per
+    verification gives each position its conditional acceptance rate, as rejection sampling does."""
+    n = 0
+    while n < drafts and u < at_least[n]:
+        n += 1
+    return n
+
+
+def spec_emitted(accepted, num_out, max_tokens):
+    """Tokens a verifying request outputs: the accepted drafts and the token sampled after them, but
+    none past its length (the engine drops what follows a finished request's last token)."""
+    left = max_tokens - num_out
+    return accepted + 1 if accepted + 1 < left else left
+
+
+def drafts_scheduled(computed_after, num_tokens):
+    """Draft tokens among a request's scheduled ones: those past its real tokens (0 for a prefill)."""
+    d = computed_after - num_tokens
+    return d if d > 0 else 0
+
+
+# ---- multi-LoRA ------------------------------------------------------------------------------------
+def lora_skipped(adapter, running_with_it, active, max_loras):
+    """Whether a waiting request is passed over this step (vLLM V1: it goes back to the head of the
+    queue, and requests behind it may be admitted): it asks for an adapter that no running request
+    uses (``running_with_it`` 0) while the running requests already use ``max_loras`` adapters."""
+    return adapter >= 0 and running_with_it == 0 and active >= max_loras
+
+
+def lora_cache_use(cache, adapter, serial, running):
+    """Use ``adapter`` from a cache of adapters (``cache``: row 0 the adapters, -1 an empty place;
+    row 1 when each was last put to use), at serial ``serial``: returns 0 if it was there, 1 if it
+    had to be loaded, into an empty place or in place of the least recently used adapter that no
+    running request uses (``running``: running requests per adapter)."""
+    n = cache.shape[1]
+    for i in range(n):
+        if cache[0, i] == adapter:
+            cache[1, i] = serial
+            return 0
+    best = -1
+    for i in range(n):
+        a = cache[0, i]
+        if a < 0:
+            best = i
+            break
+        if running[a] == 0 and (best < 0 or cache[1, i] < cache[1, best]):
+            best = i
+    if best < 0:  # every place holds an adapter in use (more running adapters than places): the oldest
+        best = 0
+        for i in range(1, n):
+            if cache[1, i] < cache[1, best]:
+                best = i
+    cache[0, best] = adapter
+    cache[1, best] = serial
+    return 1
+
+
+def recomputed(before, after, high_water):
+    """Of the tokens computed in a step (``before`` to ``after``), those computed once already
+    (below the request's high-water mark): work lost to preemption."""
+    r = (after if after < high_water else high_water) - before
+    return r if r > 0 else 0
+
+
+def attn_pairs(sum_tokens_x_context, sum_tokens_x_tokens_plus_1):
+    """Query-key pairs of a step from two integer sums over its requests: tokens x context before
+    the step, and tokens x (tokens + 1) (causal attention within each chunk)."""
+    return float(sum_tokens_x_context) + 0.5 * float(sum_tokens_x_tokens_plus_1)
+
+
+def admits(blocks_needed, evictable_hits, num_free):
+    """Whether a waiting request's blocks fit: those it needs (``admission_blocks``), plus its hit
+    blocks that are free now (evictable: taking them as hits removes them from the free queue)."""
+    return blocks_needed + evictable_hits <= num_free
+
+
+def samples(num_computed, num_tokens):
+    """Whether a scheduled request samples a token when the step ends: it has computed every token
+    it has (a prefill chunk short of the prompt's end samples nothing)."""
+    return num_computed == num_tokens
+
+
+def finishes(num_out, max_tokens):
+    """Whether a request that has just sampled its ``num_out``-th token is done (``--ignore-eos``:
+    its length is its ``max_tokens``)."""
+    return num_out >= max_tokens
+
+
+def made_progress(num_tokens, recomputed_tokens):
+    """Whether a step computed a token never computed before; steps that only redo preempted work
+    (or do nothing) for the engine's ``stall_steps`` in a row are a livelock."""
+    return num_tokens - recomputed_tokens > 0
+
+
+# ---- blocks of a request's content --------------------------------------------------------------
+def hashed_blocks(num_computed, block_size, caching):
+    """Blocks of a released table that carry a hash (full, with caching on): they go to the tail of
+    the free queue and keep their content; the partial last block does not."""
+    return num_computed // block_size if caching else 0
+
+
+def group_blocks(group, group_len, block_size):
+    """The full blocks of a request's shared prefix (0 outside a group): its content that other
+    requests of the group may hold; its own content starts after them."""
+    return group_len // block_size if group >= 0 else 0
+
+
+def fills_group_blocks(group, group_len, num_computed):
+    """Whether scheduling a request's tokens from ``num_computed`` on may fill blocks of its shared
+    prefix: those are indexed as soon as they fill (any request of the group may look them up)."""
+    return group >= 0 and num_computed < group_len
+
+
+def writes_chunk(num_computed, num_tokens):
+    """Whether a scheduled request writes its full blocks to the host tier (KV offloading) after this
+    step: a prefill chunk does; a decode step does not (its blocks are written when the request
+    releases them, ``simulator.engine.host_tier``)."""
+    return num_computed + 1 < num_tokens
+
+
+def group_blocks_below(group, group_len, upto_tokens, block_size):
+    """The full shared-prefix blocks of a request below token ``upto_tokens``."""
+    return group_blocks(group, group_len if group_len < upto_tokens else upto_tokens, block_size)
+
+
+# ---- a step's work, summed over its requests ------------------------------------------------------
+# Slots of the accumulator both steps (and ``cost.decode_work``) add each scheduled request to: the
+# terms of ``cost.step_time`` and of the step log (an int64 array of N_WORK).
+# W_DECODE counts decode tokens (a verifying request's drafts with its token), W_DRAFTS the drafts.
+W_SEQS, W_TOKENS, W_DECODE, W_CONTEXT, W_SINGLE, W_TXC, W_TXT1, W_SAMPLED, W_DRAFTS = range(9)
+N_WORK = 9
+
+
+def add_request(w, tokens, before, num_tokens, drafts):
+    """Add one scheduled request computing ``tokens`` after ``before`` computed, of its ``num_tokens``
+    real tokens (``drafts`` more being speculative ones to verify): its context (read by attention),
+    its query-key sums (``attn_pairs``), the context of single-token rows (a mixed step's extra),
+    and whether it samples, and does so as a decode (one token and its drafts, after some context)."""
+    w[W_SEQS] += 1
+    w[W_TOKENS] += tokens
+    w[W_CONTEXT] += before
+    w[W_TXC] += tokens * before
+    w[W_TXT1] += tokens * (tokens + 1)
+    if tokens == 1:
+        w[W_SINGLE] += before
+    if samples(before + tokens - drafts, num_tokens):
+        w[W_SAMPLED] += 1
+        w[W_DRAFTS] += drafts
+        if tokens - drafts == 1 and before > 0:
+            w[W_DECODE] += tokens
+
+
+def add_decodes(w, n, context):
+    """Add ``n`` requests decoding one token each after ``context`` computed tokens among them all
+    (each more than 0): what ``add_request(w, 1, c, c + 1, 0)`` adds for each, as sums."""
+    w[W_SEQS] += n
+    w[W_TOKENS] += n
+    w[W_DECODE] += n
+    w[W_CONTEXT] += context
+    w[W_SINGLE] += context
+    w[W_TXC] += context
+    w[W_TXT1] += 2 * n
+    w[W_SAMPLED] += n
+
+
+def preemption_kind(swap_mode, abort_on_full, swap_used, blocks, swap_space):
+    """What preempting a request that holds ``blocks`` blocks does (an ``events`` preemption kind):
+    with swap preemption, swap it out if the swap space takes its blocks, else abort it
+    (``on_swap_full: abort``) or fall back to recomputation; with recompute preemption, recompute."""
+    if swap_mode:
+        if swap_used + blocks <= swap_space:
+            return events.SWAPPED_OUT
+        if abort_on_full:
+            return events.ABORTED
+    return events.RECOMPUTED
+
+
+def queued_before(prio_a, arrival_a, seq_a, prio_b, arrival_b, seq_b):
+    """Whether waiting request a is admitted before b: vLLM's priority queue order (lower priority
+    value, then earlier arrival, then earlier insertion). Under FCFS both steps queue with priority
+    and arrival 0 and count insertions up at the back and down at the front (a preempted request)."""
+    if prio_a != prio_b:
+        return prio_a < prio_b
+    if arrival_a != arrival_b:
+        return arrival_a < arrival_b
+    return seq_a < seq_b
+
+
+def later_victim(prio_a, arrival_a, id_a, prio_b, arrival_b, id_b):
+    """Whether request a is preempted before request b under priority scheduling: higher priority
+    value (less urgent) first, then later arrival, then (exact arrival ties, a simulator's, not a
+    clock's) the later submitted; letting ties fall to list order lets two equal requests preempt
+    each other forever."""
+    if prio_a != prio_b:
+        return prio_a > prio_b
+    if arrival_a != arrival_b:
+        return arrival_a > arrival_b
+    return id_a > id_b
+
+
+# ---- inter-token-latency histogram: log-spaced bins from 1 us to ~1e4 s, 200 per decade ---------
+ITL_LO, ITL_PER_DECADE, ITL_DECADES = -6.0, 200, 10
+ITL_BINS = ITL_PER_DECADE * ITL_DECADES  # bins 1..ITL_BINS; 0 and ITL_BINS + 1 catch what falls outside
+
+
+def itl_bin(gap):
+    """The histogram bin of one inter-token gap (seconds)."""
+    b = (math.log10(max(gap, 1e-12)) - ITL_LO) * ITL_PER_DECADE
+    i = int(math.floor(b)) + 1
+    return min(max(i, 0), ITL_BINS + 1)
+
+
+def itl_bin_value(k):
+    """A bin's representative gap (its geometric centre), seconds."""
+    return 10.0 ** (ITL_LO + (k - 0.5) / ITL_PER_DECADE)

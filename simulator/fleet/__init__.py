@@ -1,0 +1,1 @@
+"""Fleets of replicas: the cluster, its router and its autoscaler."""

@@ -1,0 +1,1 @@
+"""What a run leaves behind: metrics, result files, plots, exports and the HTML report."""

@@ -1,0 +1,148 @@
+"""What a reader of a run's table should not miss, as one-line notes: a server vLLM would not start
+(its KV pool cannot hold one request of max_model_len); requests rejected, cut or aborted; a run that
+ended before its requests did; traffic the server could not keep up with; a run in which nothing was
+measured or nothing reached the engine, and why; a huge per-step log; and settings that follow an
+older vLLM than the release line named (swap preemption)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engine.rules import REJECTED
+from simulator.scenario.config import Scenario
+
+STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
+OVERLOAD_WAITING = 0.1  # of the requests submitted, the share still waiting that calls a run overloaded
+# servesim's KV pool against the pools real vLLM servers logged: within 2% (docs/validation.md), so a
+# pool this close to one request of max_model_len may be one that vLLM refuses.
+KV_POOL_ERROR = 0.02
+
+
+def scenario_notes(sc: Scenario) -> list[str]:
+    """Notes on the scenario itself, before it runs (``servesim check`` prints them too)."""
+    from simulator.fleet.cluster import replica_groups_of
+
+    groups = [sc] if sc.cluster is None and sc.disaggregation is None else [g for g, _, _ in replica_groups_of(sc)]
+    notes = []
+    swapping = sorted({g.engine.vllm_version for g in groups if g.engine.preemption_mode == "swap"})
+    if swapping:
+        notes.append(
+            f"{sc.name}: engine.preemption_mode 'swap': vLLM {', '.join(swapping)} (V1, as every release "
+            "line servesim follows) has no swap preemption, only recompute; this run swaps as vLLM V0 did "
+            "with --swap-space"
+        )
+    return notes
+
+
+def run_notes(summary: dict, result) -> list[str]:
+    """Notes on a finished run (see the module docstring)."""
+    sc, name = result.scenario, summary["scenario"]
+    notes = scenario_notes(sc) + _startup_notes(result.engine, name)
+    n_sub = summary["num_submitted"]
+    if summary["num_rejected"]:
+        first = next(iter(result.engine.reject_reasons.values()), "")
+        notes.append(f"{name}: {summary['num_rejected']:,} of {n_sub:,} requests rejected (the first: {first})")
+    if summary["num_truncated"]:
+        notes.append(
+            f"{name}: {summary['num_truncated']:,} requests cut to fit max_model_len "
+            "(workload.over_max_model_len: truncate; 'resample' draws them again, 'reject' submits them as drawn)"
+        )
+    if summary["num_aborted"]:
+        notes.append(
+            f"{name}: {summary['num_aborted']:,} requests aborted: swap space full (engine.on_swap_full: abort)"
+        )
+    want = sc.run.num_requests
+    if want is not None and summary["stopped_by"] == "duration" and n_sub < want:
+        notes.append(
+            f"{name}: stopped at run.duration_s ({summary['simulated_time_s']:g} s) after submitting {n_sub:,} of "
+            f"run.num_requests {want:,} (without run.duration_s the run goes on until all are done)"
+        )
+    notes += _load_notes(summary, result)
+    if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
+        notes.append(
+            f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
+            "--set run.step_log_bin_s=1 keeps one row per simulated second instead"
+        )
+    return notes
+
+
+def _startup_notes(engine, name: str) -> list[str]:
+    """vLLM starts only if its KV pool holds one request of max_model_len (and says so at start-up,
+    with the longest it could hold); servesim runs such a server anyway, rejecting what cannot fit."""
+    engines = [r.engine for r in engine.replicas] if hasattr(engine, "replicas") else [engine]
+    short = min(engines, key=lambda e: e.kv_cache_tokens / e.max_model_len)
+    pool, max_len = short.kv_cache_tokens, short.max_model_len
+    if pool < max_len:
+        return [
+            f"{name}: vLLM would not start this server: its KV pool ({pool:,} tokens) holds less than one "
+            f"request of engine.max_model_len ({max_len:,}); set engine.max_model_len <= {pool:,} or give the "
+            "cache more memory"
+        ]
+    if pool < max_len * (1.0 + KV_POOL_ERROR):
+        return [
+            f"{name}: vLLM may not start this server: its KV pool ({pool:,} tokens) holds one request of "
+            f"engine.max_model_len ({max_len:,}) with {pool / max_len - 1.0:.1%} to spare, within servesim's "
+            f"{KV_POOL_ERROR:.0%} error on the pool (Qwen3-32B on one H100: 0.9% to spare here, refused by vLLM 0.26); set "
+            "engine.max_model_len lower"
+        ]
+    return []
+
+
+def _load_notes(summary: dict, result) -> list[str]:
+    """Whether the run measured anything, and whether the server kept up with open-loop traffic."""
+    sc, name = result.scenario, summary["scenario"]
+    c = result.reqs.columns()
+    arrival, status = c["arrival"], c["status"]
+    n_sub, warm = summary["num_submitted"], sc.run.warmup_s
+    if n_sub == 0:
+        return [f"{name}: no request arrived in the run's {summary['simulated_time_s']:g} s: nothing to measure"]
+    if summary["num_steps"] == 0 and summary["num_rejected"] < n_sub:
+        why = ""
+        if sc.frontend.enabled:
+            why = (
+                " (the API server takes requests in one at a time: raise frontend.api_server_count, lower the "
+                "load or run longer)"
+            )
+        return [
+            f"{name}: no engine step ran: none of the {n_sub:,} requests submitted reached the engine within the "
+            f"run's {summary['simulated_time_s']:g} s{why}"
+        ]
+    notes = []
+    if warm > 0 and not (arrival >= warm).any():
+        notes.append(
+            f"{name}: every request arrived during the warm-up (the last at {float(arrival.max()):.1f} s, "
+            f"run.warmup_s {warm:g}): nothing was measured; lower run.warmup_s, or raise run.num_requests or "
+            "the rate"
+        )
+    elif summary["num_completed"] == 0 and summary["output_throughput"] > 0:
+        notes.append(
+            f"{name}: no request that arrived after the warm-up finished before the run ended "
+            f"({summary['num_in_flight_at_end']:,} in flight): latencies are empty; run longer"
+        )
+    open_loop = sc.workload.trace is not None or sc.workload.arrival.type != "closed_loop"
+    if not open_loop:
+        return notes
+    if summary["stopped_by"] == "duration":
+        waiting = summary["num_waiting_at_end"]
+        if waiting > max(10, OVERLOAD_WAITING * n_sub):
+            notes.append(
+                f"{name}: overloaded: {waiting:,} requests still waiting at the end ({waiting / n_sub:.0%} of "
+                "those submitted): arrivals outpace the server, so latencies grow with the run's length"
+            )
+        return notes
+    # A run that ends when its requests are done drains its queue after the last arrival: overloaded
+    # if, when the last request arrived, a good share had not been scheduled yet (the queue grew for
+    # as long as requests came in).
+    last = float(arrival.max())
+    waiting = int(np.count_nonzero((status != REJECTED) & ~(c["first_scheduled"] <= last)))
+    if waiting > max(10, OVERLOAD_WAITING * n_sub):
+        span = last - float(arrival.min())
+        rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
+        ttft = summary.get("median_ttft_ms")
+        ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
+        notes.append(
+            f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
+            f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
+            "with run.num_requests"
+        )
+    return notes

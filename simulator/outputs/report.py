@@ -1,0 +1,244 @@
+"""``servesim report RESULTS_DIR``: one self-contained HTML page of a run, a fleet, a sweep or a plan.
+
+The page needs nothing but itself to open (no network, no script): the folder's plots are embedded
+as PNG data, a run's latency distributions are drawn here as inline SVG (matplotlib's SVG canvas),
+and its tables come from summary.json, sweep.csv, plan.csv and recommendation.json.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from simulator.errors import ConfigError
+from simulator.outputs.writers import atomic_write_text
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:980px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.sub{color:#666;margin-top:0} table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0}
+td,th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right} th{background:#f6f6f6}
+td:first-child,th:first-child{text-align:left} figure{margin:1rem 0} figure img,figure svg{max-width:100%;height:auto}
+.rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:.6rem 1rem}
+"""
+
+# Summary figures shown first, as (key, label, format).
+HEADLINE = [
+    ("output_throughput", "output throughput (tokens/s)", "{:,.0f}"),
+    ("request_throughput", "requests/s finished", "{:,.2f}"),
+    ("median_ttft_ms", "TTFT p50 (ms)", "{:,.0f}"),
+    ("p99_ttft_ms", "TTFT p99 (ms)", "{:,.0f}"),
+    ("median_tpot_ms", "TPOT p50 (ms)", "{:,.1f}"),
+    ("p99_tpot_ms", "TPOT p99 (ms)", "{:,.1f}"),
+    ("kv_cache_usage_mean", "KV-cache usage, mean", "{:.1%}"),
+    ("kv_cache_usage_max", "KV-cache usage, peak", "{:.1%}"),
+    ("num_preemptions", "preemptions", "{:,}"),
+    ("num_completed", "requests finished", "{:,}"),
+    ("slo_attainment", "requests within the SLO", "{:.2%}"),
+    ("gpu_hours", "GPU-hours", "{:,.1f}"),
+    ("cost_usd", "cost (US dollars)", "${:,.2f}"),
+    ("simulated_time_s", "simulated time (s)", "{:,.0f}"),
+]
+
+
+def _fmt(fmt: str, v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    try:
+        return fmt.format(v)
+    except (TypeError, ValueError):
+        return html.escape(str(v))
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _png(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"></figure>'
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    return "<figure>" + text[text.index("<svg") :] + "</figure>"
+
+
+def latency_svg(requests) -> str:
+    """TTFT and TPOT distributions (empirical CDFs, log scale) of the finished requests, as SVG."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    from simulator.metrics import tpot_s, ttft_s
+
+    done = np.asarray(requests["status"]) == "finished"
+    c = {
+        "arrival": np.asarray(requests["arrival_s"], np.float64),
+        "first_token": np.asarray(requests["first_token_s"], np.float64),
+        "finish": np.asarray(requests["finish_s"], np.float64),
+        "num_out": np.asarray(requests["output_tokens"], np.int64),
+    }
+    fig = Figure(figsize=(9, 3.4))
+    FigureCanvasSVG(fig)
+    axes = fig.subplots(1, 2)
+    for ax, values, name in zip(axes, (ttft_s(c), tpot_s(c)), ("TTFT", "TPOT")):
+        v = np.sort(values[done] * 1e3)
+        v = v[np.isfinite(v) & (v > 0)]
+        if len(v):
+            step = max(len(v) // 2000, 1)  # at most ~2,000 points: the page stays small
+            ax.plot(v[::step], np.arange(1, len(v) + 1)[::step] / len(v) * 100, color="#1f77b4", lw=1.4)
+            ax.set_xscale("log")
+            for q, ls in ((50, "--"), (99, ":")):
+                ax.axvline(np.percentile(v, q), color="grey", lw=0.8, ls=ls, label=f"p{q} {np.percentile(v, q):,.1f}")
+            ax.legend(loc="lower right", fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no finished request", transform=ax.transAxes, ha="center", color="#555")
+        ax.set_xlabel(f"{name} (ms)")
+        ax.set_ylabel("requests (%)")
+        ax.set_ylim(0, 100)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{name} distribution, {int(done.sum()):,} finished requests", fontsize=10)
+    return _svg(fig)
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"report: {path} is not valid JSON ({e.msg}, line {e.lineno}); run it again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"report: {path} must hold a JSON object (got {type(data).__name__})")
+    return data
+
+
+def _csv(path: Path, usecols: list[str] | None = None):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path, usecols=usecols)
+    except (ValueError, pd.errors.ParserError) as e:  # a missing column, a damaged row
+        raise ConfigError(f"report: {path} cannot be read ({str(e).splitlines()[0]}); run it again") from None
+
+
+def _run_section(d: Path) -> tuple[str, str]:
+    s = _json(d / "summary.json")
+    parts = [_table(["figure", "value"], [[label, _fmt(f, s.get(k))] for k, label, f in HEADLINE if k in s])]
+    a = s.get("autoscaler")
+    if a is not None:
+        parts.append("<h2>Replicas over time</h2>")
+        parts.append(
+            _table(
+                ["cold start (s)", "scale-ups", "scale-downs", "replicas serving (min / mean / max)"],
+                [
+                    [
+                        f"{a['cold_start_s']:.0f}",
+                        str(a["scale_ups"]),
+                        str(a["scale_downs"]),
+                        f"{a['serving_min']} / {a['serving_mean']:.1f} / {a['serving_max']}",
+                    ]
+                ],
+            )
+        )
+    for name, title in (
+        ("fleet.png", "Replicas and load"),
+        ("kv_cache_usage.png", "KV-cache usage over time"),
+        ("throughput.png", "Output throughput over time"),
+    ):
+        if (d / name).is_file():
+            parts.append(f"<h2>{title}</h2>" + _png(d / name, title))
+    if (d / "requests.csv").is_file():
+        req = _csv(d / "requests.csv", ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"])
+        parts.append("<h2>Latency distributions</h2>" + latency_svg(req))
+    reps = s.get("replicas")
+    if reps:
+        parts.append("<h2>Replicas</h2>")
+        keys = [("output_throughput", "{:,.0f}"), ("median_ttft_ms", "{:,.0f}"), ("kv_cache_usage_mean", "{:.1%}")]
+        rows = [[html.escape(r["label"])] + [_fmt(f, r.get(k)) for k, f in keys] for r in reps[:64]]
+        parts.append(_table(["replica", "out tok/s", "TTFT p50 ms", "KV mean"], rows))
+        if len(reps) > 64:
+            parts.append(f"<p>... and {len(reps) - 64} more (summary.json has them all)</p>")
+    kind = "fleet" if reps else "run"
+    return f"{kind} {s.get('scenario', d.name)}: {s.get('model', '?')} on {s.get('gpu', '?')}", "".join(parts)
+
+
+def _recommendation(d: Path) -> str:
+    f = d / "recommendation.json"
+    if not f.is_file():
+        return ""
+    rec = _json(f)
+    text = rec.get("text") or rec.get("summary") or rec.get("reason") or json.dumps(rec, indent=1)[:600]
+    return f'<div class="rec"><b>Recommendation.</b> {html.escape(str(text))}</div>'
+
+
+def _csv_section(d: Path, name: str, limit: int = 40) -> str:
+    df = _csv(d / name)
+    cols = [c for c in df.columns if not c.startswith("_")][:12]
+    rows = [[html.escape(_cell(v)) for v in r] for r in df[cols].head(limit).itertuples(index=False)]
+    more = f"<p>{len(df) - limit} more rows in {name}</p>" if len(df) > limit else ""
+    return _table(cols, rows) + more
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return "-" if not np.isfinite(v) else f"{v:,.4g}"
+    return str(v)
+
+
+def _pngs(d: Path, names: tuple[str, ...]) -> str:
+    return "".join(_png(d / n, n) for n in names if (d / n).is_file())
+
+
+def build_report(d: Path) -> tuple[str, str]:
+    """(title, body) of the page for results folder ``d``."""
+    if (d / "summary.json").is_file():
+        return _run_section(d)
+    if (d / "sweep.csv").is_file():
+        body = _recommendation(d) + "<h2>Sweep points</h2>" + _csv_section(d, "sweep.csv")
+        body += "<h2>Plots</h2>" + _pngs(d, ("metrics_vs_knob.png", "kv_cache_usage.png", "throughput.png"))
+        return f"sweep {d.name}", body
+    if (d / "plan.csv").is_file():
+        body = _recommendation(d) + "<h2>Candidates</h2>" + _csv_section(d, "plan.csv")
+        body += "<h2>Plots</h2>" + _pngs(d, ("plan_cost.png", "latency_vs_rate.png"))
+        return f"plan {d.name}", body
+    runs = sorted(p for p in d.iterdir() if (p / "summary.json").is_file()) if d.is_dir() else []
+    if runs:
+        body = _pngs(d, ("kv_cache_usage.png", "throughput.png"))
+        if (d / "comparison.csv").is_file():
+            body = "<h2>Comparison</h2>" + _csv_section(d, "comparison.csv") + body
+        for r in runs:
+            title, section = _run_section(r)
+            body += f"<h2>{html.escape(title)}</h2>{section}"
+        return f"runs in {d.name}", body
+    raise ConfigError(
+        f"report: {d} holds no run, fleet, sweep or plan (no summary.json, sweep.csv or plan.csv, "
+        "no sub-folders with a summary.json)"
+    )
+
+
+def write_report(d: Path, out: Path | None = None) -> Path:
+    d = Path(d)
+    if not d.is_dir():
+        raise ConfigError(f"report: RESULTS_DIR must be a results folder (got {str(d)!r}: not a folder)")
+    try:
+        title, body = build_report(d)
+    except (KeyError, TypeError) as e:  # a summary without a figure the page shows
+        raise ConfigError(
+            f"report: {d} lacks a figure the page needs ({type(e).__name__}: {e}); run it again"
+        ) from None
+    out = Path(out) if out is not None else d / "report.html"
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>servesim: {html.escape(title)}</title><style>{STYLE}</style></head><body>"
+        f'<h1>servesim: {html.escape(title)}</h1><p class="sub">{html.escape(str(d))}</p>{body}</body></html>\n'
+    )
+    atomic_write_text(out, page)
+    return out

@@ -1,0 +1,1 @@
+"""Many runs: sweeps, capacity plans and where their points run."""

@@ -1,0 +1,134 @@
+"""Where the points of a sweep or a plan run: local processes (the default) or a Ray cluster.
+
+``run_tasks(fn, items, ...)`` calls ``fn(item)`` for every item and yields ``(index, result)`` as
+each finishes, in completion order. ``fn`` must be a top-level function that never raises (it
+returns ``{"error": ...}`` for a failing item), so one bad point never stops the others; a worker
+that dies is reported the same way. Both executors run the same function on the same inputs, and
+every run is deterministic, so where a point ran never changes its result.
+
+- ``local``: a pool of ``jobs`` processes on this machine (all cores by default).
+- ``ray``: tasks on a Ray cluster (``pip install -e ".[ray]"``): ``address=None`` starts a private
+  local one with ``jobs`` worker processes; ``address="auto"`` or ``"ray://head:10001"`` joins an
+  existing cluster, where every node must have servesim installed at the same version.
+
+``Progress`` is the bar a person follows on long work: points done, failures, time left (tqdm),
+shown when the output is a terminal (or ``SERVESIM_PROGRESS=1``); the per-point lines go above it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import TypeVar
+
+from simulator.errors import ConfigError
+from simulator.outputs.background import cores
+
+EXECUTORS = ("local", "ray")
+_T = TypeVar("_T")  # an item given to a task
+__all__ = ["EXECUTORS", "Progress", "cores", "run_tasks"]
+
+
+def run_tasks(
+    fn: Callable[[_T], dict], items: list[_T], jobs: int = 0, executor: str = "local", address: str | None = None
+) -> Generator[tuple[int, dict], None, None]:
+    """``(i, fn(items[i]))`` for every item, as they finish (see the module docstring). Closing the
+    generator early (an interrupt) cancels what has not started."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
+    if not items:
+        return
+    if executor == "ray":
+        yield from _ray_tasks(fn, items, jobs, address)
+        return
+    ex = ProcessPoolExecutor(max_workers=max(1, min(jobs or cores(), len(items))))
+    try:
+        futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
+        pending = set(futs)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                try:
+                    r = f.result()
+                except Exception as e:  # the worker process itself died
+                    r = {"error": f"{type(e).__name__}: {e}"}
+                yield futs[f], r
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)
+
+
+def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tuple[int, dict]]:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError('--executor ray: Ray is not installed; pip install -e ".[ray]"') from None
+    started = not ray.is_initialized()
+    if started:
+        kw = {"address": address} if address else {"num_cpus": jobs or cores(), "include_dashboard": False}
+        # The workers import servesim as this process does (same interpreter, same checkout).
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+        try:
+            ray.init(log_to_driver=False, runtime_env=env, **kw)
+        except Exception as e:  # an address that does not answer, a client package missing, ...
+            where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+            raise ConfigError(f"--executor ray: cannot start or join {where}: {_first_line(e)}") from None
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        refs = {remote.remote(item): i for i, item in enumerate(items)}
+        pending = list(refs)
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1)
+            for ref in finished:
+                try:
+                    r = ray.get(ref)
+                except Exception as e:  # the task's worker died
+                    r = {"error": f"{type(e).__name__}: {e}"}
+                yield refs[ref], r
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+class Progress:
+    """A bar of points done with failures and time left, under the per-point lines."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.failed = 0
+        self.bar = None
+        if sys.stderr.isatty() or os.environ.get("SERVESIM_PROGRESS"):
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total,
+                desc=label,
+                unit=" points",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total}{unit}{postfix} [{elapsed}<{remaining}]",
+            )
+
+    def line(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stdout)
+            sys.stdout.flush()
+        else:
+            print(text, flush=True)
+
+    def done(self, failed: bool) -> None:
+        self.failed += failed
+        if self.bar is not None:
+            if failed:
+                self.bar.set_postfix_str(f"{self.failed} failed", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,468 @@
+"""Sweeps: a grid over any scenario fields, points in parallel, resumable, with a recommendation.
+
+Each point is an ordinary run written to ``OUT/points/<slug>/``; a point whose directory already
+holds a ``summary.json`` for the same resolved scenario is reused, so an interrupted sweep resumes
+where it stopped. A point that fails is reported and recorded; the others finish.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from simulator.errors import ConfigError
+from simulator.outputs.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
+from simulator.outputs.writers import atomic_write_text, write_csv
+from simulator.planning.executor import Progress, cores, run_tasks
+from simulator.scenario import yamlio
+from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
+
+
+def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
+    """``engine.max_num_seqs=128,256`` -> ("engine.max_num_seqs", [128, 256]). Values are YAML, split
+    at the commas outside brackets, braces and quotes, so a value may be a list or a mapping
+    (``workload.arrival={type: poisson, rate: 5},{type: poisson, rate: 10}``)."""
+    if "=" not in text:
+        raise ConfigError(f"{flag} must look like section.key=v1,v2,... (got {text!r})")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"{flag} must look like section.key=v1,v2,... (got {text!r})")
+    parts = _split_values(raw, f"{flag} {key}")
+    if not any(v.strip() for v in parts):
+        raise ConfigError(f"{flag} {key}: give at least one value (got {raw!r})")
+    values = []
+    for v in parts:
+        if not v.strip():
+            raise ConfigError(f"{flag} {key}: an empty value between commas; write null for the default (got {raw!r})")
+        try:
+            values.append(yamlio.load(v))
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"{flag} {key}: {v.strip()!r} is not a YAML value ({problem})") from None
+    return key, values
+
+
+def _split_values(raw: str, where: str) -> list[str]:
+    """``raw`` split at its commas outside brackets, braces and quotes."""
+    cur: list[str]
+    parts, cur, depth, quote = [], [], 0, ""
+    for ch in raw:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                raise ConfigError(f"{where}: {ch!r} closes nothing (got {raw!r})")
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if depth or quote:
+        what = f"a quote {quote}" if quote else "a bracket or brace"
+        raise ConfigError(
+            f"{where}: {what} left open; values are split at the commas outside brackets, braces and "
+            f"quotes (got {raw!r})"
+        )
+    return parts + ["".join(cur)]
+
+
+def parse_grid(params: list[str], overrides: list[str], flag: str, block: dict | None = None) -> dict[str, list]:
+    """The swept fields and their values: the scenario's ``sweep:`` block (``block``), then ``params``
+    (``--param``/``--search``). A field given twice, or also set by ``--set``, is an error rather
+    than one silently winning; a field of the block given again on the command line replaces it."""
+    from simulator.scenario.config import parse_override
+
+    space: dict[str, list] = {}
+    for k, v in (block or {}).items():
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"sweep.{k} must be a non-empty list of values (got {v!r})")
+        space[k] = v
+    given: set[str] = set()
+    for text in params:
+        k, vals = parse_param(text, flag)
+        if k in given:
+            raise ConfigError(f"{flag} {k} given twice; give all its values in one {flag} {k}=v1,v2,...")
+        if k in space:
+            print(f"sweep: {flag} {k} replaces the scenario's sweep.{k} values", file=sys.stderr)
+        given.add(k)
+        space[k] = vals
+    for text in overrides:
+        k, _ = parse_override(text)
+        if k in space:
+            raise ConfigError(f"--set {k}: the field is also swept ({flag} or sweep:); give it one way (got {text!r})")
+    return space
+
+
+def grid(params: dict[str, list]) -> list[dict]:
+    keys = list(params)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(params[k] for k in keys))]
+
+
+def check_fields(base: dict, space: dict[str, list], flag: str) -> None:
+    """Every varied field must be one the scenario has: otherwise every point would fail alike, so
+    say it once, before any work."""
+    for k, vals in space.items():
+        try:
+            scenario_from_dict(apply_overrides(base, [f"{k}={json.dumps(vals[0])}"]))
+        except ConfigError as e:
+            if "unknown key" in str(e):
+                raise ConfigError(f"{flag} {k}: {e}") from None
+
+
+def slug(point: dict) -> str:
+    """A point's name, and its folder's: ``max_num_seqs=256__router=score`` (one folder name, made
+    safe; a long one cut, with a hash of the whole keeping it unique)."""
+    parts = []
+    for k, v in point.items():
+        short = k.split(".")[-1]
+        parts.append(f"{short}={v}")
+    name = folder_name("__".join(parts).replace("/", "_").replace(" ", ""))
+    if len(name) >= NAME_MAX:
+        name = name[: NAME_MAX - 10] + "_" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name
+
+
+def _point_data(base: dict, point: dict) -> dict:
+    data = apply_overrides(base, [f"{k}={json.dumps(v)}" for k, v in point.items()])
+    data.pop("sweep", None)
+    data["name"] = slug(point)
+    return data
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """A hash of the simulator's code and built-in data (every file of the two packages)."""
+    h = hashlib.sha256()
+    for pkg in ("simulator", "workloads"):
+        root = Path(__file__).resolve().parents[2] / pkg
+        for f in sorted(root.rglob("*")):
+            if f.is_file() and f.suffix in (".py", ".yaml", ".json") and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def point_key(data: dict) -> str:
+    """What decides a point's result: the scenario as run, the simulator's code, and the content of
+    every file the scenario names (a trace, a model's config.json, a calibration, a length file)."""
+    h = hashlib.sha256(yaml.safe_dump(data, sort_keys=True).encode())
+    h.update(code_hash().encode())
+
+    def files(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                yield from files(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from files(x)
+        elif isinstance(v, str) and len(v) < 4096 and Path(v).is_file():
+            yield Path(v)
+
+    for f in sorted(set(files(data))):
+        h.update(str(f).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
+POINT_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png", "throughput.png")
+
+
+def _cached(out_dir: Path, key: str) -> tuple[dict | None, str]:
+    """A finished point's summary if its directory holds a complete result for ``key`` (None
+    otherwise), and why it cannot be reused ("" for a point never run)."""
+    scen = out_dir / "scenario.yaml"
+    if not scen.is_file():
+        return None, ""
+    if scen.read_text().splitlines()[:1] != [f"# servesim point {key}"]:
+        return None, "computed from another scenario, code or input file"
+    missing = [f for f in POINT_FILES if not (out_dir / f).is_file() or (out_dir / f).stat().st_size == 0]
+    if missing:
+        return None, f"damaged: {', '.join(missing)} missing or empty"
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None, "damaged: summary.json unreadable"
+    for f in ("requests.csv", "steps.csv"):
+        with open(out_dir / f, "rb") as fh:
+            fh.seek(-1, 2)
+            if fh.read(1) != b"\n":
+                return None, f"damaged: {f} truncated"
+    if not isinstance(summary, dict) or "num_steps" not in summary:
+        return None, "damaged: summary.json incomplete"
+    return summary, ""
+
+
+def run_point(task: tuple[dict, str]) -> dict:
+    """Run one point (in a worker process), or reuse it when its directory holds a complete result
+    of the same key (``point_key``). Never raises: errors come back as {'error': ...}."""
+    from simulator.outputs.results import write_run
+    from simulator.run import simulate
+
+    data, out = task
+    out_dir = Path(out)
+    key = point_key(data)
+    summary, why = _cached(out_dir, key)
+    if summary is not None:
+        return {**summary, "cached": True}
+    try:
+        sc = scenario_from_dict(data)
+        result = simulate(sc)
+        (out_dir / "scenario.yaml").unlink(missing_ok=True)  # no stale key beside a half-written point
+        summary = write_run(result, data, out_dir)
+        atomic_write_text(
+            out_dir / "scenario.yaml", f"# servesim point {key}\n" + yaml.safe_dump(data, sort_keys=False)
+        )
+        return {**summary, "cached": False, "wall_time_s": result.wall_s, "recomputed": why}
+    except ConfigError as e:
+        return {"error": str(e)}
+    except Exception as e:  # a broken point must not kill the sweep; report it in full
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
+    """Best setting: most output throughput with no preemption; with SLOs, most goodput."""
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return {"text": "no point finished: nothing to recommend"}
+    calm = ok[ok["num_preemptions"] == 0]
+    out: dict = {}
+    if calm.empty:
+        best = ok.loc[ok["output_throughput"].idxmax()]
+        text = f"every point preempts; the highest throughput is at {_point_str(best, knob)}"
+    else:
+        best = calm.loc[calm["output_throughput"].idxmax()]
+        text = (
+            f"{_point_str(best, knob)}: {best['kv_cache_usage_mean']:.0%} KV, 0 preemptions, "
+            f"{best['output_throughput']:,.0f} tok/s"
+        )
+        worse = ok[ok["num_preemptions"] > 0]
+        if not worse.empty:
+            w = worse.loc[worse["num_preemptions"].idxmax()]
+            loss = 1 - w["output_throughput"] / best["output_throughput"]
+            if loss >= 0.005:
+                verb = f"loses {loss:.0%} of throughput"
+            elif loss <= -0.005:
+                verb = f"has {-loss:.0%} more throughput"
+            else:  # a rounded "-0%" would read as a change
+                verb = "has the same throughput (within 0.5%)"
+            text += f"; {_point_str(w, knob)} preempts {int(w['num_preemptions']):,} times and {verb}"
+    out["best_no_preemption"] = {k: _plain(best[k]) for k in _param_cols(df)}
+    out["text"] = text
+    if slo and "goodput" in ok:
+        g = ok.loc[ok["goodput"].idxmax()]
+        out["best_goodput"] = {k: _plain(g[k]) for k in _param_cols(df)}
+        out["text_goodput"] = (
+            f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
+            f"{g['slo_attainment']:.0%} of requests meet the SLO"
+        )
+        if "cost_usd" in ok and ok["cost_usd"].notna().any():
+            out.update(_cheapest_within_slo(ok))
+    return out
+
+
+# A fleet whose share of requests within the SLO is this close to the best point's counts as
+# meeting it as well (sampling noise between points is of this order on a day's run).
+SLO_SLACK = 0.005
+
+
+def _cheapest_within_slo(ok: pd.DataFrame) -> dict:
+    """Fleets (points with a cost): the cheapest whose SLO attainment is within SLO_SLACK of the best."""
+    priced = ok[ok["cost_usd"].notna()]
+    top = priced["slo_attainment"].max()
+    good = priced[priced["slo_attainment"] >= top - SLO_SLACK]
+    c = good.loc[good["cost_usd"].idxmin()]
+    b = priced.loc[priced["slo_attainment"].idxmax()]
+    text = (
+        f"{_point_str(c, '')}: ${c['cost_usd']:,.2f} ({c['gpu_hours']:,.1f} GPU-hours), "
+        f"{c['slo_attainment']:.2%} of requests meet the SLO"
+    )
+    if b.name != c.name and b["cost_usd"] > c["cost_usd"]:
+        text += f"; the best attainment, {b['slo_attainment']:.2%} at {_point_str(b, '')}, costs ${b['cost_usd']:,.2f}"
+    return {"best_cost": {k: _plain(c[k]) for k in _param_cols(ok)}, "text_cost": text}
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _param_cols(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith("param:")]
+
+
+def _point_str(row, knob: str) -> str:
+    return ", ".join(f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:"))
+
+
+def run_sweep(
+    path: str | None,
+    params: list[str],
+    overrides: list[str],
+    out: Path,
+    jobs: int,
+    executor: str = "local",
+    address: str | None = None,
+) -> int:
+    base = load_scenario_data(path, overrides)
+    if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
+        raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")
+    grid_spec = parse_grid(params, overrides, "--param", base.get("sweep"))
+    if not grid_spec:
+        raise ConfigError("sweep: nothing to sweep; give --param field=v1,v2,... or a sweep: block in the scenario")
+    base_clean = {k: v for k, v in base.items() if k != "sweep"}
+    try:
+        scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
+    except ConfigError as e:
+        raise in_file(path, e) from None
+    check_fields(base_clean, grid_spec, "--param")
+    points = grid(grid_spec)
+    check_folder(out, "--out")
+    outputs = Outputs(out, [*SWEEP_FILES, "points"], "--out", "sweep")
+    with Writing(out, "--out"):
+        return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address)
+
+
+SWEEP_FILES = ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png")
+
+
+def _sweep(
+    points: list[dict],
+    grid_spec: dict,
+    base_clean: dict,
+    out: Path,
+    outputs,
+    jobs: int,
+    executor: str,
+    address: str | None,
+) -> int:
+    """Run (or reuse) every point and write the sweep's files; ``out`` is locked and checked."""
+    datas = [_point_data(base_clean, pt) for pt in points]
+    dirs = [out / "points" / slug(pt) for pt in points]
+    results: list[dict | None] = [None] * len(points)
+    t0 = time.perf_counter()
+    n_workers = max(1, min(jobs or cores(), len(points)))
+    where = f"on {n_workers} processes" if executor == "local" else f"on Ray ({address or 'a local cluster'})"
+    print(f"sweep: {len(points)} points over {', '.join(grid_spec)} {where} -> {out}", flush=True)
+    interrupted = False
+    bar = Progress(len(points), "sweep")
+    tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
+    r: dict | None  # a point's result (None: not run)
+    try:
+        for done_n, (i, r) in enumerate(tasks, 1):
+            results[i] = r
+            if "error" in r:
+                state = "FAILED: " + r["error"]
+            elif r.get("cached"):
+                state = "cached"
+            else:
+                state = f"{r['wall_time_s']:.1f} s" + (
+                    f" (recomputed, {r['recomputed']})" if r.get("recomputed") else ""
+                )
+            bar.line(f"[{done_n}/{len(points)}] {slug(points[i])}: {state}")
+            bar.done("error" in r)
+    except KeyboardInterrupt:
+        interrupted = True
+        tasks.close()
+        print("interrupted: keeping the finished points; run the same command again to resume", file=sys.stderr)
+    finally:
+        bar.close()
+
+    if interrupted:  # points finished by an earlier run and not reached by this one are kept too
+        for i, r in enumerate(results):
+            if r is None:
+                kept, _ = _cached(dirs[i], point_key(datas[i]))
+                if kept is not None:
+                    results[i] = {**kept, "cached": True}
+    rows = []
+    for pt, r in zip(points, results):
+        row = {f"param:{k}": v for k, v in pt.items()}
+        if r is None:
+            row["status"] = "not run"
+        elif "error" in r:
+            row.update(status="failed", error=r["error"])
+        else:
+            # A fleet's per-replica summaries stay in the point's own summary.json; a feature's
+            # figures (kv_offload, lora, spec_decode) get a column each: kv_offload.host_hit_rate.
+            row["status"] = "ok"
+            for k, v in r.items():
+                if k in ("cached", "wall_time_s", "recomputed", "replicas"):
+                    continue
+                if isinstance(v, dict):
+                    row.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+                else:
+                    row[k] = v
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    has_slo = base_clean.get("slo") is not None
+    rec = recommend(df, next(iter(grid_spec)), has_slo)
+    written = write_sweep_outputs(out, df, list(grid_spec), rec)
+    removed = outputs.done([*written, out / "points"])
+    if removed:
+        print(f"removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}")
+    print(f"\nrecommended: {rec['text']}")
+    if "text_goodput" in rec:
+        print(f"with the SLO: {rec['text_goodput']}")
+    if "text_cost" in rec:
+        print(f"cheapest within the SLO: {rec['text_cost']}")
+    n_ok = sum(1 for r in results if r is not None and "error" not in r)
+    n_fail = sum(1 for r in results if r is not None and "error" in r)
+    n_left = sum(1 for r in results if r is None)
+    left = f", {n_left} not run" if n_left else ""
+    print(
+        f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
+        f"wrote {out}/{', '.join(f.name for f in written)}"
+    )
+    if interrupted:
+        return 130
+    return 1 if n_fail else 0
+
+
+def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
+    """sweep.csv, recommendation.json and, when some point finished, the overlaid and per-knob
+    plots (from the points' own folders); returns the files written."""
+    from simulator.outputs.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
+    from simulator.outputs.results import load_run, overlay_series, run_title
+
+    write_csv(df, out / "sweep.csv")
+    atomic_write_text(out / "recommendation.json", json.dumps(rec, indent=2) + "\n")
+    written = [out / "sweep.csv", out / "recommendation.json"]
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return written
+    points = [{k: _plain(row[f"param:{k}"]) for k in knobs} for _, row in ok.iterrows()]
+    runs = [load_run(out / "points" / slug(pt)) for pt in points]
+    series = [(slug(pt), overlay_series(st, float(s["simulated_time_s"]))) for pt, (s, st) in zip(points, runs)]
+    s0 = runs[0][0]
+    title = run_title(s0)
+    warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
+    end = max(float(s["simulated_time_s"]) for s, _ in runs)
+    plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm, end)
+    plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm, end)
+    plot_sweep_metrics(ok, knobs, out / "metrics_vs_knob.png", title, rec)
+    return written + [out / "kv_cache_usage.png", out / "throughput.png", out / "metrics_vs_knob.png"]
+
+
+def is_sweep(out: Path) -> bool:
+    """Whether ``out`` holds a finished sweep (its table and recommendation)."""
+    return (out / "sweep.csv").is_file() and (out / "recommendation.json").is_file()
+
+
+def redraw_sweep(out: Path) -> list[Path]:
+    """Redraw a finished sweep's plots from sweep.csv, recommendation.json and its points."""
+    df = pd.read_csv(out / "sweep.csv")
+    knobs = [c[len("param:") :] for c in df.columns if c.startswith("param:")]
+    rec = json.loads((out / "recommendation.json").read_text())
+    return [f for f in write_sweep_outputs(out, df, knobs, rec) if f.suffix == ".png"]

@@ -1,0 +1,182 @@
+"""How many KV blocks fit, as vLLM (V1) sizes its KV cache at start-up.
+
+vLLM asks for ``gpu_memory_utilization`` x the GPU's total memory, loads the weights, runs one
+profiling forward pass at the full token budget (``max_num_batched_tokens`` tokens spread over
+``min(max_num_batched_tokens, max_num_seqs)`` requests) plus a sampler pass, and gives the KV cache
+what is left after the weights, the activation peak of that pass and the memory that appeared
+outside PyTorch (NCCL, cuBLAS workspaces); from vLLM 0.21 it also sets aside its estimate of the
+CUDA graphs' memory (before, graphs were captured later, in the headroom above the utilisation).
+Blocks are ``floor(available / block bytes)``, the same on every tensor-parallel GPU.
+
+The activation peak, the non-PyTorch memory and the CUDA-graph memory are estimated by formulas
+whose constants were fitted on start-up logs: vLLM 0.19's V1 model runner (H100 80GB) and vLLM 0.26's
+V2 model runner (H200, recorded with tools/e2e). Which runner serves a model depends on the release
+(``versions.VllmVersion.runner``): V2's profiling pass samples with its Gumbel kernels from one copy
+of the logits in the model's dtype, where V1 keeps several float32 copies. ``servesim validate
+--kv`` checks the result against the logs (simulator/data/validation/kv_cache_lines.yaml), part of
+them held out of the fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.errors import ConfigError
+from simulator.scenario.hardware import GPU
+from simulator.scenario.models import ModelArch
+
+GIB = float(1 << 30)
+
+# Fitted on the calibration half of kv_cache_lines.yaml (tools/validation/fit_memory.py):
+SAMPLER_COPIES = 3.223  # fp32 [requests x vocab] tensors alive at the sampler's peak
+SAMPLER_BASE_BYTES = 0.346 * GIB
+FORWARD_HIDDEN_COPIES = 4  # [tokens x hidden] activations alive at the forward pass's peak (residual, norms)
+# Memory that appears outside PyTorch during profiling (NCCL and custom all-reduce buffers), tp == 1
+# and tp >= 2, per model runner: V1 fitted as above; V2 as vLLM 0.26 logged it (0.22-0.23 GiB at TP1
+# for Llama-3.1-8B and Qwen3-32B, 0.07 GiB at TP2 for Qwen3-32B: its all-reduce buffers are
+# allocated before the profile).
+NON_TORCH_BYTES = {"v1": {1: 0.25 * GIB, 2: 2.085 * GIB}, "v2": {1: 0.23 * GIB, 2: 0.07 * GIB}}
+GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.364 * GIB, 0.0164 * GIB  # CUDA graphs of the default capture sizes
+# The V2 runner's sampler peak beyond one copy of the logits: Llama-3.1-8B with 4,096 sequences
+# logged a 1.11 GiB peak against 0.98 GiB of bf16 logits (data/e2e/h200_2026-11-27/llama8b_fixed).
+SAMPLER_V2_BASE_BYTES = 0.13 * GIB
+
+QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory budget of one replica (bytes)."""
+
+    hbm_bytes: float
+    usable_bytes: float  # gpu_memory_utilization x hbm_bytes
+    weight_bytes: float
+    activation_bytes: float  # peak of the profiling pass
+    non_torch_bytes: float
+    graph_bytes: float  # CUDA-graph memory counted inside the budget (vLLM >= 0.21)
+    kv_bytes: float
+    kv_bytes_per_token: float  # per GPU (after the tensor-parallel split of KV heads)
+    block_bytes: float
+    num_gpu_blocks: int  # including vLLM's null block
+
+    @property
+    def reserve_bytes(self) -> float:
+        """Everything but weights and KV inside the budget."""
+        return self.activation_bytes + self.non_torch_bytes + self.graph_bytes
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.num_gpu_blocks - 1
+
+    def describe(self) -> str:
+        g = GIB
+        graphs = f" + CUDA graphs {self.graph_bytes / g:.2f}" if self.graph_bytes else ""
+        return (
+            f"{self.usable_bytes / g:.1f} GiB usable = weights {self.weight_bytes / g:.2f} GiB"
+            f" + activations {self.activation_bytes / g:.2f} + non-torch {self.non_torch_bytes / g:.2f}{graphs}"
+            f" + KV {self.kv_bytes / g:.2f} GiB ({self.num_usable_blocks:,} blocks of {self.block_bytes / 1024:.0f} KiB)"
+        )
+
+
+def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> float:
+    """Bytes of weights on one GPU of a ``tp``-way replica, as vLLM reports loading them
+    (``ModelArch.weight_bytes_per_gpu``): quantized formats store the linear layers (attention, MLP,
+    experts) in their width and keep embeddings, LM head and norms in the model's dtype."""
+    per_gpu = model.weight_bytes_per_gpu(tp)
+    if quantization == "none":
+        return per_gpu
+    linear = (model.total_params - model.embedding_params - model.lm_head_params) / tp
+    return per_gpu - linear * (model.dtype_bytes - QUANT_BYTES[quantization])
+
+
+def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int, runner: str = "v1") -> float:
+    """Peak PyTorch memory of vLLM's profiling pass: the larger of the forward pass's (gate/up and
+    down-projection inputs of the dense MLP, hidden-sized buffers) and the sampler's (for
+    ``min(tokens, seqs)`` requests over the whole vocabulary on every GPU: V1, fp32 logits and their
+    derivatives; V2, the logits in the model's dtype); MoE layers add the fused-MoE intermediate
+    buffers."""
+    m, T = model, max_batched_tokens
+    forward = T * m.dtype_bytes * (3 * m.intermediate_size / tp + FORWARD_HIDDEN_COPIES * m.hidden_size)
+    if m.is_moe and m.num_layers == m.num_moe_layers:
+        forward = T * m.dtype_bytes * FORWARD_HIDDEN_COPIES * m.hidden_size
+    rows = min(T, max_num_seqs)
+    if runner == "v2":
+        sampler = SAMPLER_V2_BASE_BYTES + rows * m.vocab_size * m.dtype_bytes
+    else:
+        sampler = SAMPLER_BASE_BYTES + SAMPLER_COPIES * rows * m.vocab_size * 4.0
+    peak = max(forward, sampler)
+    if m.is_moe:
+        peak += T * m.experts_per_token * (2 * m.moe_intermediate_size / tp + m.hidden_size) * m.dtype_bytes
+    return peak
+
+
+def non_torch_bytes(tp: int, runner: str = "v1") -> float:
+    return NON_TORCH_BYTES[runner][1 if tp == 1 else 2]
+
+
+def graph_bytes(model: ModelArch) -> float:
+    """vLLM's estimate of the CUDA graphs' memory (default capture sizes)."""
+    return GRAPH_BASE_BYTES + GRAPH_PER_LAYER_BYTES * model.num_layers
+
+
+def plan_memory(
+    model: ModelArch,
+    gpu: GPU,
+    *,
+    tp: int,
+    gpu_memory_utilization: float,
+    block_size: int,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+    kv_dtype_bytes: float | None = None,
+    quantization: str = "none",
+    graphs_in_budget: bool = False,
+    reserve_bytes: float | None = None,
+    num_gpu_blocks_override: int | None = None,
+    runner: str = "v1",
+    extra_weight_bytes: float = 0.0,
+    extra_kv_bytes_per_token: float = 0.0,
+) -> MemoryPlan:
+    """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
+    from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
+    ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak;
+    ``extra_weight_bytes``, ``extra_kv_bytes_per_token``: per GPU, what a draft model adds)."""
+    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
+    block_bytes = kv_tok * block_size
+    usable = gpu_memory_utilization * gpu.hbm_bytes
+    weights = weight_bytes(model, quantization, tp) + extra_weight_bytes
+    if reserve_bytes is None:
+        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
+        other = non_torch_bytes(tp, runner)
+        graphs = graph_bytes(model) if graphs_in_budget else 0.0
+    else:
+        act, other, graphs = reserve_bytes, 0.0, 0.0
+    reserve = act + other + graphs
+    kv = usable - weights - reserve
+    plan = dict(
+        hbm_bytes=gpu.hbm_bytes,
+        usable_bytes=usable,
+        weight_bytes=weights,
+        activation_bytes=act,
+        non_torch_bytes=other,
+        graph_bytes=graphs,
+        kv_bytes_per_token=kv_tok,
+        block_bytes=block_bytes,
+    )
+    if num_gpu_blocks_override is not None:
+        n = int(num_gpu_blocks_override)
+        return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)
+    if kv <= 0:
+        hint = "raise hardware.tensor_parallel_size, engine.gpu_memory_utilization, or use a larger GPU"
+        raise ConfigError(
+            f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp}: weights "
+            f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB > {usable / GIB:.1f} GiB usable "
+            f"({gpu_memory_utilization} x {gpu.hbm_bytes / GIB:.1f} GiB), short by {-kv / GIB:.1f} GiB; {hint}"
+        )
+    n = int(kv // block_bytes)
+    if n < 2:
+        raise ConfigError(
+            f"engine: no KV blocks left on {gpu.key}: {kv / GIB:.3f} GiB after weights and runtime holds "
+            f"{n} block(s) of {block_bytes / 1024:.0f} KiB; raise engine.gpu_memory_utilization or hardware.tensor_parallel_size"
+        )
+    return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)

@@ -1,0 +1,398 @@
+"""Model architectures: read a Hugging Face ``config.json`` and derive what serving cost depends on.
+
+Everything the cost model and the KV-cache sizing need comes from here: parameter counts (total and
+active), weight bytes, KV bytes per token, and the per-layer shapes of the matmuls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from simulator.errors import ConfigError
+from simulator.scenario.textfile import read_text
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
+
+DTYPE_BYTES = {
+    "float32": 4.0,
+    "float16": 2.0,
+    "bfloat16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+}
+
+
+# Small (non-matmul) kernels vLLM runs in a Llama-style layer; see ModelArch.small_kernels_per_layer.
+PLAIN_LAYER_SMALL_KERNELS = 6
+
+# vLLM pads the vocabulary of the embedding and of the LM head to a multiple of this before splitting
+# it across tensor-parallel GPUs (VocabParallelEmbedding, DEFAULT_VOCAB_PADDING_SIZE); the padding rows
+# are allocated like the others.
+VOCAB_PADDING = 64
+
+# vLLM (0.19, CUDA) imports every candidate MLA attention backend while it builds an MLA model; the
+# FlashInfer-MLA module allocates a 128 MiB workspace on the GPU at import
+# (v1/attention/backends/mla/flashinfer_mla.py), inside the "Model loading took" measurement, on every GPU.
+MLA_LOAD_WORKSPACE_BYTES = 128 * 2**20
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """The architecture fields of one model, plus derived sizes. Immutable."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    dtype: str
+    max_position_embeddings: int
+    # Mixture of experts (0 experts means dense).
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    first_dense_layers: int = 0
+    # Multi-head latent attention (kv_lora_rank > 0 means MLA).
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    qk_norm: bool = False  # RMSNorm on each query and key head (Qwen3)
+    qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2, Qwen2-MoE, GLM-4.5)
+    shared_expert_gate: bool = False  # sigmoid gate (hidden -> 1) on the shared expert (Qwen2-MoE)
+    partial_rotary_factor: float = 1.0  # share of each head's dimensions that RoPE rotates (GLM-4.5: 0.5)
+    rope_positions: int = 0  # rows of vLLM's rotary cos/sin cache (0: max_position_embeddings)
+    vision_params: int = 0  # vision encoder and projector loaded with the language model (Pixtral)
+    published_params: float = 0.0
+    # The checkpoint's weight format, from its config.json's quantization_config (as vLLM detects it):
+    # "none", "fp8", "int8" or "int4".
+    quantization: str = "none"
+
+    # ---- per-layer shapes -------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attn_params_per_layer(self) -> int:
+        h = self.hidden_size
+        if self.is_mla:
+            qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.q_lora_rank:
+                q = h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk_head
+            else:
+                q = h * self.num_heads * qk_head
+            kv_down = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+            kv_up = self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            o = self.num_heads * self.v_head_dim * h
+            return q + kv_down + kv_up + o
+        q = h * self.num_heads * self.head_dim
+        kv = 2 * h * self.num_kv_heads * self.head_dim
+        o = self.num_heads * self.head_dim * h
+        return q + kv + o
+
+    @property
+    def attn_bias_params_per_layer(self) -> int:
+        """q, k and v projection biases (``qkv_bias``); the output projection has none."""
+        return (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        """RMSNorm weights of one layer: the two around attention and MLP, Qwen3's per-head query and
+        key norms, and MLA's norms on the compressed query and KV latents."""
+        mla = (self.q_lora_rank + self.kv_lora_rank) if self.is_mla else 0
+        return 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0) + mla
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def expert_params(self) -> int:
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def router_params_per_moe_layer(self) -> int:
+        """The router (hidden -> experts) and Qwen2-MoE's shared-expert gate (hidden -> 1)."""
+        return self.hidden_size * (self.num_experts + (1 if self.shared_expert_gate else 0))
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Embedding and LM-head rows as vLLM allocates them (vocabulary padded to VOCAB_PADDING)."""
+        return -(-self.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+
+    @property
+    def embedding_params(self) -> int:
+        return self.padded_vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.padded_vocab_size * self.hidden_size
+
+    @property
+    def small_kernels_per_layer(self) -> int:
+        """GPU kernels per layer besides the matrix products, as vLLM runs a dense layer: two fused
+        residual-add RMSNorms, rotary embedding, KV-cache write, attention, SiLU-and-mul; Qwen3's
+        query and key RMSNorms add two. The cost model scales its per-layer overhead by this."""
+        return PLAIN_LAYER_SMALL_KERNELS + (2 if self.qk_norm else 0)
+
+    @property
+    def total_params(self) -> int:
+        """Parameters of the whole model as vLLM holds them: norm weights, attention biases, routers,
+        the padded vocabulary and a vision encoder included."""
+        dense_layers = self.num_layers - self.num_moe_layers
+        mlp = dense_layers * self.dense_mlp_params
+        if self.is_moe:
+            experts = (self.num_experts + self.num_shared_experts) * self.expert_params
+            mlp += self.num_moe_layers * (experts + self.router_params_per_moe_layer)
+        norms = self.num_layers * self.norm_params_per_layer + self.hidden_size
+        attn = self.num_layers * (self.attn_params_per_layer + self.attn_bias_params_per_layer)
+        return attn + mlp + norms + self.embedding_params + self.lm_head_params + self.vision_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token touches (only routed experts it is sent to count; a vision encoder
+        does not run for text)."""
+        unused = self.num_experts - self.experts_per_token if self.is_moe else 0
+        return self.total_params - self.vision_params - self.num_moe_layers * unused * self.expert_params
+
+    @property
+    def replicated_params(self) -> int:
+        """Parameters every tensor-parallel GPU holds whole: norms, routers, MLA's down-projections
+        to the query and KV latents (replicated linears in vLLM) and the vision encoder (vLLM loads
+        Mistral-format Pixtral checkpoints with plain, unsplit linears)."""
+        mla_down = self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 0
+        routers = self.num_moe_layers * self.router_params_per_moe_layer
+        norms = self.num_layers * self.norm_params_per_layer + self.hidden_size
+        return norms + routers + self.num_layers * self.hidden_size * mla_down + self.vision_params
+
+    def kv_proj_params_per_gpu(self, tp: int = 1) -> int:
+        """K and V projection weights and biases one GPU holds (all layers): the KV heads are split,
+        and replicated once ``tp`` exceeds them (see kv_heads_per_gpu); MLA has none (its KV
+        up-projection splits by query head)."""
+        if self.is_mla:
+            return 0
+        per_head = 2 * (self.hidden_size + (1 if self.qkv_bias else 0)) * self.head_dim
+        return self.num_layers * per_head * self.kv_heads_per_gpu(tp)
+
+    @property
+    def rope_cache_bytes(self) -> float:
+        """vLLM's rotary cos/sin cache: one [positions x rotary dims] tensor in the model dtype,
+        shared by all layers and held whole on every GPU (positions: max_position_embeddings, or
+        original x factor for YaRN scaling)."""
+        rot = self.qk_rope_head_dim if self.is_mla else int(self.head_dim * self.partial_rotary_factor)
+        return (self.rope_positions or self.max_position_embeddings) * rot * self.dtype_bytes
+
+    @property
+    def dtype_bytes(self) -> float:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all parameters (the whole replica)."""
+        return self.total_params * self.dtype_bytes
+
+    def weight_bytes_per_gpu(self, tp: int = 1) -> float:
+        """What vLLM reports as "Model loading took X GiB" on each GPU of a ``tp``-way replica: its
+        share of the split parameters plus the replicated ones, the rotary cache, and for MLA the
+        backend workspace allocated during loading. Not modelled: the CUDA caching allocator rounds
+        some weight tensors up to 2 MiB blocks (up to 1 MiB each; 0.1 GiB on phi-4 at TP2)."""
+        kv_total = self.kv_proj_params_per_gpu(1)
+        split = self.total_params - self.replicated_params - kv_total
+        params = split / tp + self.replicated_params + self.kv_proj_params_per_gpu(tp)
+        workspace = MLA_LOAD_WORKSPACE_BYTES if self.is_mla else 0
+        return params * self.dtype_bytes + self.rope_cache_bytes + workspace
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
+        """KV-cache bytes one token occupies on one GPU of a ``tp``-way tensor-parallel replica, all
+        layers (MHA/GQA: K and V of the GPU's KV heads; MLA: the latent, kept whole on every GPU).
+
+        As vLLM splits them: each GPU keeps ``max(1, num_kv_heads // tp)`` KV heads, so once ``tp``
+        exceeds the KV-head count the heads are replicated (every GPU holds at least one)."""
+        b = self.dtype_bytes if kv_dtype_bytes is None else kv_dtype_bytes
+        if self.is_mla:
+            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
+        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
+
+    def kv_heads_per_gpu(self, tp: int = 1) -> int:
+        return 1 if self.is_mla else max(1, self.num_kv_heads // tp)
+
+
+def _get(cfg: dict, *names: str, default=None):
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    return default
+
+
+def _pixtral_vision_params(cfg: dict, text_hidden: int) -> int:
+    """Parameters of a Pixtral vision encoder and its projector (Mistral3 / Pixtral checkpoints): a
+    patch convolution, an RMSNorm, ``num_hidden_layers`` blocks of q/k/v/o and a gated MLP without
+    biases plus two norms, then the projector's norm, the patch merger (spatial_merge_size^2 patches
+    -> one) and a two-layer adapter to the language model's hidden size."""
+    v = cfg["vision_config"]
+    h, inter, layers = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    patch = int(v.get("num_channels", 3)) * int(v["patch_size"]) ** 2 * h + h
+    block = 4 * h * h + 3 * h * inter + 2 * h
+    merge = int(cfg.get("spatial_merge_size", 1)) ** 2 * h * h
+    bias = 2 * text_hidden if cfg.get("multimodal_projector_bias") else 0
+    adapter = h + merge + h * text_hidden + text_hidden * text_hidden + bias
+    return patch + layers * block + adapter
+
+
+def checkpoint_quantization(cfg: dict, name: str) -> str:
+    """The weight format a config.json's ``quantization_config`` declares, as servesim names it: FP8
+    checkpoints (``quant_method: fp8``, or compressed-tensors with 8-bit float weights), 8-bit integer
+    ones (compressed-tensors, bitsandbytes 8-bit) and 4-bit ones (AWQ, GPTQ, compressed-tensors,
+    bitsandbytes 4-bit); "none" without one. An unknown method is an error rather than a silent bf16."""
+    q = cfg.get("quantization_config")
+    if not q:
+        return "none"
+    if not isinstance(q, dict):
+        raise ConfigError(f"model {name}: quantization_config must be a mapping (got {q!r})")
+    method = str(q.get("quant_method", "")).lower()
+    if method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
+        return "fp8"
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        bits = int(cast(Any, q.get("bits", q.get("w_bit", 4))))  # a JSON number (mypy reads dict.get here as "| None")
+        return "int4" if bits == 4 else "int8"
+    if method == "bitsandbytes":
+        return "int4" if q.get("load_in_4bit") else "int8"
+    if method == "compressed-tensors":
+        for group in (q.get("config_groups") or {}).values():
+            w = (group or {}).get("weights") or {}
+            bits, kind = int(w.get("num_bits", 16)), str(w.get("type", "int"))
+            if bits == 8:
+                return "fp8" if kind == "float" else "int8"
+            if bits == 4:
+                return "int4"
+        return "none"
+    raise ConfigError(
+        f"model {name}: quantization_config.quant_method {method!r} is not one servesim sizes "
+        f"(fp8, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
+        f"weights are stored"
+    )
+
+
+# Architectures whose layers are state-space (Mamba-like) rather than attention with a paged KV cache.
+SSM_MARKERS = ("mamba", "jamba", "zamba", "falconh1", "nemotronh", "granitemoehybrid", "rwkv", "ssm")
+
+
+def from_hf_config(cfg: dict, name: str) -> ModelArch:
+    """Build a ModelArch from the fields of a Hugging Face config.json."""
+    names = [str(cfg.get("model_type") or "")] + [str(a) for a in cfg.get("architectures") or []]
+    ssm = next((n for n in names if any(k in n.lower().replace("_", "").replace("-", "") for k in SSM_MARKERS)), None)
+    if ssm is not None:
+        raise ConfigError(
+            f"model {name}: architecture {ssm!r} (config.json) is not supported: servesim models "
+            "attention layers and their paged KV cache, not Mamba or other state-space layers"
+        )
+    for required in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        if required not in cfg:
+            raise ConfigError(f"model {name}: config.json has no field '{required}'")
+    h = int(cfg["hidden_size"])
+    heads = int(cfg["num_attention_heads"])
+    dtype = str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    if dtype not in DTYPE_BYTES:
+        raise ConfigError(f"model {name}: torch_dtype must be one of {sorted(DTYPE_BYTES)} (got {dtype})")
+    num_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0))
+    moe_inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size", default=0)) if num_experts else 0
+    model_type = cfg.get("model_type")
+    # Qwen2-MoE gives its shared expert as an intermediate size; count it in experts of moe_intermediate_size.
+    shared_inter = int(_get(cfg, "shared_expert_intermediate_size", default=0)) if num_experts else 0
+    if shared_inter and shared_inter % moe_inter:
+        raise ConfigError(
+            f"model {name}: shared_expert_intermediate_size ({shared_inter}) must be a multiple of "
+            f"moe_intermediate_size ({moe_inter})"
+        )
+    num_shared = int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0))
+    if shared_inter:
+        num_shared = shared_inter // moe_inter
+    rope = _get(cfg, "rope_scaling", "rope_parameters", default={})
+    rope = rope if isinstance(rope, dict) else {}
+    rope_type = rope.get("rope_type", rope.get("type"))
+    yarn = rope_type in ("yarn", "deepseek_yarn") and "original_max_position_embeddings" in rope and "factor" in rope
+    vision = cfg.get("vision_config") or {}
+    return ModelArch(
+        name=name,
+        hidden_size=h,
+        num_layers=int(cfg["num_hidden_layers"]),
+        num_heads=heads,
+        num_kv_heads=int(_get(cfg, "num_key_value_heads", default=heads)),
+        head_dim=int(_get(cfg, "head_dim", default=h // heads)),
+        intermediate_size=int(_get(cfg, "intermediate_size", default=4 * h)),
+        vocab_size=int(cfg["vocab_size"]),
+        tie_word_embeddings=bool(_get(cfg, "tie_word_embeddings", default=False)),
+        dtype=dtype,
+        max_position_embeddings=int(_get(cfg, "max_position_embeddings", default=4096)),
+        num_experts=num_experts,
+        experts_per_token=int(_get(cfg, "num_experts_per_tok", default=0)),
+        moe_intermediate_size=moe_inter,
+        num_shared_experts=num_shared,
+        first_dense_layers=int(_get(cfg, "first_k_dense_replace", default=0)),
+        kv_lora_rank=int(_get(cfg, "kv_lora_rank", default=0)),
+        q_lora_rank=int(_get(cfg, "q_lora_rank", default=0)),
+        qk_rope_head_dim=int(_get(cfg, "qk_rope_head_dim", default=0)),
+        qk_nope_head_dim=int(_get(cfg, "qk_nope_head_dim", default=0)),
+        v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
+        # Qwen configs give a window they do not use (use_sliding_window: false).
+        sliding_window=int(_get(cfg, "sliding_window", default=0) or 0) if cfg.get("use_sliding_window", True) else 0,
+        qk_norm=bool(_get(cfg, "qk_norm", "use_qk_norm", default=model_type in ("qwen3", "qwen3_moe"))),
+        qkv_bias=bool(_get(cfg, "attention_bias", "qkv_bias", default=model_type in ("qwen2", "qwen2_moe"))),
+        shared_expert_gate=shared_inter > 0,
+        partial_rotary_factor=float(_get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0))),
+        rope_positions=int(rope["original_max_position_embeddings"] * rope["factor"]) if yarn else 0,
+        vision_params=_pixtral_vision_params(cfg, h) if vision.get("model_type") == "pixtral" else 0,
+        published_params=float(_get(cfg, "_published_params", default=0.0)),
+        quantization=checkpoint_quantization(cfg, name),
+    )
+
+
+def builtin_models() -> list[str]:
+    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+
+
+def load_model(spec: str) -> ModelArch:
+    """A built-in model name (``llama-3.1-8b``) or a path to a config.json."""
+    path = Path(spec)
+    if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model folder
+        path = path / "config.json"
+        spec = str(path)
+    if spec.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise ConfigError(f"model: file not found (got {spec})")
+        name = path.parent.name if path.name == "config.json" else path.stem
+    else:
+        path = MODELS_DIR / f"{spec}.json"
+        if not path.is_file():
+            raise ConfigError(
+                f"model: unknown model '{spec}'; built-in models are {', '.join(builtin_models())}"
+                " (or give a path to a Hugging Face config.json)"
+            )
+        name = spec
+    try:
+        cfg = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"model: {path} is not valid JSON (line {e.lineno}, column {e.colno})") from None
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = {**cfg, **cfg["text_config"]}
+    return from_hf_config(cfg, name)

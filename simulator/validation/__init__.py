@@ -1,0 +1,1 @@
+"""Against real servers: recorded and public runs, parity fixtures, calibration."""

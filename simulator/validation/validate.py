@@ -1,0 +1,720 @@
+"""How close servesim comes to real vLLM servers, on public measurements it ships with.
+
+``servesim validate`` runs two checks and writes a table and a plot of each:
+
+- ``--kv``: the KV pool vLLM sized at start-up ("GPU KV cache size: N tokens") for the model, GPU,
+  tensor parallelism and memory settings of each logged run (``data/validation/kv_cache_lines.yaml``),
+  against what ``simulator.scenario.memory`` computes for the same settings;
+- ``--runs``: public ``vllm bench serve`` runs (``data/validation/runs.yaml``: each with its URL, the
+  quoted serve and bench commands, vLLM version, GPU and printed results), each turned into a
+  scenario (``run_scenario``) and simulated; measured against simulated output throughput, mean
+  TTFT and mean TPOT, with median absolute errors over the runs the constants were fitted on
+  (``split: calibrate``) and over the rest (``split: heldout``), reported apart;
+- ``--recorded``: real vLLM servers recorded with tools/e2e (``data/validation/e2e.yaml``: each run
+  with its serve and bench commands, the requests as the benchmark sent them, `vllm bench serve`'s
+  figures and the server's own metrics), replayed request for request (``e2e_scenario``): output
+  throughput, median and mean TTFT and TPOT, the preemptions and the KV pool, with the same split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.scenario import yamlio
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
+KV_FILE = DATA / "kv_cache_lines.yaml"
+RUNS_FILE = DATA / "runs.yaml"
+E2E_FILE = DATA / "e2e.yaml"
+OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
+METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
+# The recorded runs have every request's figures: medians as well as means.
+E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
+LABELS = {
+    "output_throughput": "output tok/s",
+    "mean_ttft_ms": "mean TTFT ms",
+    "mean_tpot_ms": "mean TPOT ms",
+    "median_ttft_ms": "p50 TTFT ms",
+    "median_tpot_ms": "p50 TPOT ms",
+}
+# A recorded run whose prompts were partly in the server's prefix cache from the lane's earlier runs
+# (the 2026-11-27 recording drew every run's prompts from one seed, so a run repeated the prompts of
+# the run before it) had cheaper prefills than the replay, which starts cold: it is reported but
+# not counted (confounded). The prefills are up to a fifth of the work of a wave of 32B requests.
+E2E_WARM_CACHE = 0.05
+
+
+def load(path: Path) -> dict:
+    return yamlio.load(Path(path).read_text())
+
+
+def median(xs: list[float]) -> float:
+    xs = sorted(x for x in xs if not math.isnan(x))
+    if not xs:
+        return float("nan")
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else 0.5 * (xs[k - 1] + xs[k])
+
+
+# ---- the KV pool ----------------------------------------------------------------------------------
+
+
+def kv_scenario(e: dict):
+    """The scenario of one logged start-up (engine alone: only its memory plan is used)."""
+    from simulator.scenario.config import blank_scenario
+
+    over = [
+        f"model={e['model']}",
+        f"hardware.gpu={e['gpu']}",
+        f"hardware.tensor_parallel_size={e['tensor_parallel_size']}",
+        f"engine.vllm_version={e.get('servesim_version', '0.19')}",
+        f"engine.dtype={e['dtype']}",
+        f"engine.quantization={e['quantization']}",
+        f"engine.kv_cache_dtype={'fp8' if e['kv_cache_dtype'] == 'fp8' else 'auto'}",
+        f"engine.gpu_memory_utilization={e['gpu_memory_utilization']}",
+        f"engine.max_model_len={e['max_model_len']}",
+        f"engine.max_num_seqs={e['max_num_seqs']}",
+        f"engine.max_num_batched_tokens={e['max_num_batched_tokens']}",
+        f"engine.block_size={e['block_size']}",
+    ]
+    return blank_scenario(over)
+
+
+def kv_rows(path: Path = KV_FILE) -> list[dict]:
+    """Printed against computed KV-pool tokens, one row per logged start-up."""
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
+    from simulator.scenario.hardware import load_gpu
+
+    rows = []
+    for e in load(path)["lines"]:
+        sc = kv_scenario(e)
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
+        got = mem.num_gpu_blocks * sc.engine.block_size
+        want = int(e["printed"]["kv_cache_tokens"])
+        rows.append(
+            {
+                "id": e["id"],
+                "split": e["split"],
+                "model": e["model"],
+                "tp": e["tensor_parallel_size"],
+                "quantization": e["quantization"],
+                "kv_dtype": e["kv_cache_dtype"],
+                "printed_tokens": want,
+                "servesim_tokens": got,
+                "error": got / want - 1.0,
+                "printed_kv_gib": e["printed"].get("available_kv_gib"),
+                "servesim_kv_gib": mem.kv_bytes / 2**30,
+            }
+        )
+    return rows
+
+
+# The recording whose Llama-3.1-8B servers' KV pools the V2 runner's sampler constant was read off.
+KV_CALIBRATION_RECORDING = "h200_2026-11-27"
+
+
+def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
+    """The KV pool each recorded server logged against servesim's, one row per server (lane). The V2
+    runner's sampler constant (simulator.scenario.memory) was read off the Llama-3.1-8B servers of the first
+    recording: those are the calibration rows, the others held out."""
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
+    from simulator.scenario.hardware import load_gpu
+
+    rows, seen = [], set()
+    for run in load(path)["runs"]:
+        key = (run["recording"], run["lane"])
+        if key in seen or not (run.get("server") or {}).get("kv_cache_tokens"):
+            continue
+        seen.add(key)
+        sc = e2e_scenario(run)
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
+        got, want = mem.num_gpu_blocks * sc.engine.block_size, int(run["server"]["kv_cache_tokens"])
+        rows.append(
+            {
+                "id": f"{run['recording']}_{run['lane']}",
+                "split": "calibrate"
+                if run["model"] == "llama-3.1-8b" and run["recording"] == KV_CALIBRATION_RECORDING
+                else "heldout",
+                "model": run["model"],
+                "tp": run["tensor_parallel_size"],
+                "quantization": "none",
+                "kv_dtype": "auto",
+                "printed_tokens": want,
+                "servesim_tokens": got,
+                "error": got / want - 1.0,
+                "printed_kv_gib": run["server"].get("available_kv_gib"),
+                "servesim_kv_gib": mem.kv_bytes / 2**30,
+            }
+        )
+    return rows
+
+
+# ---- end-to-end runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunResult:
+    id: str
+    split: str
+    measured: dict
+    simulated: dict
+    error: str = ""
+    confounded: bool = False
+    detail: dict | None = None  # what the simulation saw: preemptions, KV usage, front-end share
+
+    def rel_error(self, metric: str) -> float:
+        m, s = self.measured.get(metric), self.simulated.get(metric)
+        if m is None or s is None or not m:
+            return float("nan")
+        return s / m - 1.0
+
+
+# ShareGPT as `vllm bench serve` samples it (prompts of 4 to 1024 tokens, prompt + output <= 2048):
+# lognormal lengths with the run's printed means; the spreads are assumptions (not printed).
+SHAREGPT_PROMPT_SIGMA, SHAREGPT_OUTPUT_SIGMA = 1.0, 0.9
+
+
+def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
+    """The scenario of one public run: its model, GPU, tensor parallelism, vLLM release line and
+    engine flags; its endpoint; its requests (the printed mean lengths, fixed for the random
+    dataset, lognormal for ShareGPT); sent as the benchmark sends them (all at once, by
+    ``--max-concurrency`` clients, or as a Poisson stream at ``--request-rate``), run until done."""
+    from simulator.scenario.config import blank_scenario
+
+    b = run["bench"]
+    n = int(b["num_prompts"])
+    p, o = float(b["mean_prompt_tokens"]), float(b["mean_output_tokens"])
+    if b["dataset"] == "sharegpt":
+        lengths = [
+            f"workload.prompt_tokens={{dist: lognormal, mean: {p}, sigma: {SHAREGPT_PROMPT_SIGMA}, min: 4, max: 1024}}",
+            f"workload.output_tokens={{dist: lognormal, mean: {o}, sigma: {SHAREGPT_OUTPUT_SIGMA}, min: 4, max: 1024}}",
+        ]
+    else:
+        lengths = [
+            f"workload.prompt_tokens={{dist: fixed, value: {max(1, round(p))}}}",
+            f"workload.output_tokens={{dist: fixed, value: {max(1, round(o))}}}",
+        ]
+    rate, conc = b.get("request_rate"), b.get("max_concurrency")
+    if rate in (None, "inf", float("inf")) or conc:
+        # With a cap, requests beyond it wait in the client (not timed): the cap's clients send back
+        # to back whenever the rate offers more than they take (true of every such run here).
+        arrival = f"workload.arrival={{type: closed_loop, concurrency: {int(conc) if conc else n}}}"
+    else:
+        arrival = f"workload.arrival={{type: poisson, rate: {float(rate)}}}"
+    over = [
+        f"name={run['id']}",
+        f"model={run['model']}",
+        f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
+        f"engine.vllm_version={run['servesim_version']}",
+        f"engine.quantization={run.get('quantization', 'none')}",
+        f"frontend.endpoint={b['endpoint']}",
+        *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
+        *lengths,
+        arrival,
+        "workload.over_max_model_len=truncate",
+        f"run.num_requests={n}",
+        "run.duration_s=null",
+        "run.warmup_s=0",
+        f"run.seed={int(b.get('seed') or 0)}",
+        *extra,
+    ]
+    return blank_scenario(over)
+
+
+def host_overrides(endpoint: str, line: str, host) -> list[str]:
+    """Scenario overrides that give a run through ``endpoint`` on release line ``line`` the host
+    costs ``host`` (a ``versions.HostCosts``)."""
+    from simulator.scenario.versions import engine_per_seq_s
+
+    chat = endpoint == "chat"
+    return [
+        f"frontend.request_ms={(host.chat_request_s if chat else host.request_s) * 1e3!r}",
+        f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
+        f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}",
+        f"frontend.step_us={host.step_s * 1e6!r}",
+        f"frontend.latency_ms={host.latency_s * 1e3!r}",
+        f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
+        f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
+        f"frontend.intake_rounds={host.intake_rounds!r}",
+        f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
+        f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, line) * 1e6!r}",
+    ]
+
+
+def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
+    """Simulate one public run (``host``: other host costs than the built-in ones); a run that
+    cannot be simulated keeps its error, never stops the rest."""
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    if host is not None:
+        extra = [*host_overrides(run["bench"]["endpoint"], run["servesim_version"], host), *extra]
+    measured = {
+        m: run["results"].get(k)
+        for m, k in (
+            ("output_throughput", "output_token_throughput"),
+            ("mean_ttft_ms", "mean_ttft_ms"),
+            ("mean_tpot_ms", "mean_tpot_ms"),
+        )
+    }
+    confounded = bool(run.get("confounded"))
+    try:
+        s = summarize(simulate(run_scenario(run, extra)))
+    except Exception as e:
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", confounded)
+    detail = {k: s.get(k) for k in ("num_preemptions", "kv_usage_mean", "num_steps", "kv_cache_tokens")}
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", confounded, detail)
+
+
+# ---- recorded runs (tools/e2e) ------------------------------------------------------------------
+
+E2E_LINE = "0.26"  # the release line of the recorded servers (vLLM 0.26.0)
+
+
+def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
+    """The scenario of one recorded run: its model, GPU, tensor parallelism and serve flags on vLLM
+    0.26's release line (and its API servers); its requests exactly as the benchmark sent them (the trace: the server's
+    prompt token counts, the output lengths), by ``max_concurrency`` closed-loop clients in the
+    trace's order, or at their recorded times; run until all are done."""
+    from simulator.scenario.config import blank_scenario
+
+    a = run["arrival"]
+    if a.get("max_concurrency"):
+        arrival = [
+            f"workload.arrival={{type: closed_loop, concurrency: {int(a['max_concurrency'])}}}",
+            "workload.trace_arrivals=closed_loop",
+        ]
+    else:
+        arrival = []
+    over = [
+        f"name={run['id']}",
+        f"model={run['model']}",
+        f"hardware.gpu={run['gpu']}",
+        f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
+        f"engine.vllm_version={E2E_LINE}",
+        *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
+        *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
+        "frontend.endpoint=completions",
+        f"workload.trace={DATA / run['trace']}",
+        *arrival,
+        "run.duration_s=null",
+        "run.warmup_s=0",
+        "run.seed=0",
+        *extra,
+    ]
+    return blank_scenario(over)
+
+
+def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
+    """Simulate one recorded run (``host``: other host costs than the built-in ones); a run that
+    cannot be simulated keeps its error."""
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+
+    if host is not None:
+        extra = [*host_overrides("completions", E2E_LINE, host), *extra]
+    measured = {m: run["measured"].get(m) for m in E2E_METRICS}
+    server = run.get("server") or {}
+    # A warm cache (prompts repeated from an earlier run) confounds a run; shared prefixes by design do not.
+    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix")
+    warm = warm or bool(run.get("confounded"))
+    try:
+        s = summarize(simulate(e2e_scenario(run, extra)))
+    except Exception as e:
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", warm)
+    detail = {
+        "num_preemptions": s.get("num_preemptions"),
+        "server_preemptions": server.get("num_preemptions"),
+        "kv_cache_tokens": s.get("kv_cache_tokens"),
+        "server_kv_cache_tokens": server.get("kv_cache_tokens"),
+        "kv_usage_max": s.get("kv_cache_usage_max"),
+        "server_kv_usage_max": server.get("kv_usage_max"),
+        "prefix_cache_hit_rate": server.get("prefix_cache_hit_rate"),
+        "servesim_prefix_cache_hit_rate": s.get("prefix_cache_hit_rate"),
+    }
+    if "host_prefix_cache_hit_rate" in server:  # KV offloading: the host tier's hits too
+        detail["host_prefix_cache_hit_rate"] = server["host_prefix_cache_hit_rate"]
+        detail["servesim_host_prefix_cache_hit_rate"] = (s.get("kv_offload") or {}).get("host_hit_rate", 0.0)
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in E2E_METRICS}, "", warm, detail)
+
+
+def run_all(
+    runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None, recorded: bool = False
+) -> list[RunResult]:
+    """Simulate public runs (or, with ``recorded``, recorded ones), in ``jobs`` processes."""
+    fn = simulate_e2e if recorded else simulate_run
+    if jobs <= 1:
+        return [fn(r, extra, host) for r in runs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as ex:
+        return list(ex.map(fn, runs, [extra] * len(runs), [host] * len(runs)))
+
+
+def error_summary(results: list[RunResult], metrics: tuple[str, ...] = METRICS) -> dict:
+    """Per split and metric: median absolute relative error, runs off by more than 2x, runs counted
+    (confounded runs and metrics not counted left out)."""
+    out = {}
+    for split in ("calibrate", "heldout", "all"):
+        rs = [r for r in results if (split == "all" or r.split == split) and not r.error and not r.confounded]
+        for m in metrics:
+            errs = [r.rel_error(m) for r in rs]
+            errs = [e for e in errs if not math.isnan(e)]
+            out[(split, m)] = {
+                "median_abs_error": median([abs(e) for e in errs]),
+                "off_by_2x": sum(1 for e in errs if e > 1.0 or e < -0.5),
+                "runs": len(errs),
+            }
+    return out
+
+
+# ---- report ---------------------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{100 * x:+.0f}%"
+
+
+def write_kv_report(
+    rows: list[dict], out: Path, name: str = "kv_cache_check.csv", what: str = "vLLM's 'GPU KV cache size' log lines"
+) -> list[str]:
+    import csv
+
+    path = out / name
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"KV pool vs {what} ({len(rows)} start-ups; {path}):"]
+    for split in ("calibrate", "heldout"):
+        errs = [abs(r["error"]) for r in rows if r["split"] == split]
+        if errs:
+            lines.append(
+                f"  {split:9s} {len(errs):3d} lines: median error {100 * median(errs):.2f}%, "
+                f"worst {100 * max(errs):.2f}%, within 2%: {sum(e <= 0.02 for e in errs)}/{len(errs)}"
+            )
+    worst = sorted(rows, key=lambda r: -abs(r["error"]))[:3]
+    lines.append(
+        "  largest misses: "
+        + "; ".join(
+            f"{r['model']} TP{r['tp']} {r['printed_tokens']:,} vs {r['servesim_tokens']:,} ({100 * r['error']:+.1f}%)"
+            for r in worst
+        )
+    )
+    return lines
+
+
+def _load_text(run: dict) -> str:
+    """How a run loads its server: a concurrency, a burst (every request sent at once) or a rate. A
+    public run says it in its bench settings, a recorded one in its arrivals."""
+    a = run["bench"] if "bench" in run else run["arrival"]
+    if a.get("max_concurrency"):
+        return f"max_concurrency {a['max_concurrency']}"
+    if a.get("request_rate") in (None, "inf"):
+        return f"burst of {a['num_prompts'] if 'bench' in run else run['measured']['completed']}"
+    return f"{a['request_rate']} req/s"
+
+
+def write_runs_report(
+    runs: list[dict],
+    results: list[RunResult],
+    out: Path,
+    metrics: tuple[str, ...] = METRICS,
+    name: str = "runs.csv",
+    what: str = "End-to-end runs vs `vllm bench serve`",
+) -> list[str]:
+    """A row per run (measured, simulated, error per metric; for recorded runs also the preemptions
+    and the KV pool) and the error summary per split."""
+    import csv
+
+    path = out / name
+    by_id = {r["id"]: r for r in runs}
+    fields = ["id", "split", "confounded", "source", "gpu", "tp", "model", "load"]
+    for m in metrics:
+        fields += [f"{m}_measured", f"{m}_servesim", f"{m}_error"]
+    details = sorted({k for r in results for k in (r.detail or {})}) if metrics is E2E_METRICS else []
+    fields += details + ["error"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        for r in results:
+            run = by_id[r.id]
+            row = {
+                "id": r.id,
+                "split": r.split,
+                "confounded": r.confounded,
+                "source": run.get("source", run.get("recording")),
+                "gpu": run["gpu"],
+                "tp": run["tensor_parallel_size"],
+                "model": run["model"],
+                "load": _load_text(run),
+                "error": r.error,
+            }
+            for m in metrics:
+                row[f"{m}_measured"] = r.measured.get(m)
+                row[f"{m}_servesim"] = r.simulated.get(m)
+                row[f"{m}_error"] = r.rel_error(m)
+            row.update({k: (r.detail or {}).get(k) for k in details})
+            w.writerow(row)
+    s = error_summary(results, metrics)
+    counted = [r for r in results if not r.confounded and not r.error]
+    width = 24
+    lines = [
+        f"{what} ({len(counted)} counted of {len(results)}; {path}):",
+        f"  {'':10s}" + "".join(f"{LABELS[m]:>{width}s}" for m in metrics),
+    ]
+    for split in ("calibrate", "heldout", "all"):
+        if not s[(split, metrics[0])]["runs"]:
+            continue
+        cells = []
+        for m in metrics:
+            v = s[(split, m)]
+            cells.append(f"{100 * v['median_abs_error']:5.1f}%, {v['off_by_2x']} > 2x")
+        lines.append(
+            f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)"
+        )
+    if metrics is E2E_METRICS:
+        lines += preemption_lines(results)
+    failed = [r for r in results if r.error]
+    if failed:
+        lines.append(f"  not simulated: {len(failed)} (" + "; ".join(f"{r.id}: {r.error}" for r in failed) + ")")
+    return lines
+
+
+def offload_hit_lines(results: list[RunResult]) -> list[str]:
+    """Prefix-cache hits by tier, the server's against servesim's, a line per run."""
+    lines = ["  prefix-cache hits, GPU / host tier (server, servesim):"]
+    for r in results:
+        d = r.detail or {}
+        if r.error or "host_prefix_cache_hit_rate" not in d:
+            continue
+        lines.append(
+            f"    {r.id}: GPU {d['prefix_cache_hit_rate']:.1%}, {d['servesim_prefix_cache_hit_rate']:.1%}; "
+            f"host {d['host_prefix_cache_hit_rate']:.1%}, {d['servesim_host_prefix_cache_hit_rate']:.1%}"
+        )
+    return lines
+
+
+def preemption_lines(results: list[RunResult]) -> list[str]:
+    """The recorded runs whose server preempted: simulated against logged preemptions."""
+    pre = [
+        (r, r.detail["server_preemptions"], r.detail["num_preemptions"])
+        for r in results
+        if not r.error and r.detail and r.detail.get("server_preemptions")
+    ]
+    if not pre:
+        return []
+    within = sum(1 for _, m, s in pre if m / 2 <= s <= 2 * m)
+    return [
+        f"  preemptions, runs where the server preempted: {within} of {len(pre)} within 2x ("
+        + "; ".join(f"{r.id}: {m:,} vs {s:,}" for r, m, s in pre)
+        + ")"
+    ]
+
+
+# Within 10% of every recording of one run is possible only while their spread (largest over
+# smallest) is at most 1.1 / 0.9.
+WITHIN_10_SPREAD = 1.1 / 0.9
+
+
+def replicate_key(run: dict) -> str:
+    """What makes two recorded runs the same run: the model, GPU and parallelism, the engine's flags,
+    the API servers, the arrivals, the lengths and shared prefixes, and the benchmark's seed (so its
+    prompts)."""
+    front = {"api_server_count": 1, **(run.get("frontend") or {})}
+    seed = re.search(r"--seed (\d+)", run.get("bench_command", ""))
+    return json.dumps(
+        [
+            run["model"],
+            run["gpu"],
+            run["tensor_parallel_size"],
+            run.get("engine") or {},
+            front,
+            run["arrival"],
+            run["lengths"],
+            run.get("prefix"),
+            seed.group(1) if seed else run["id"],
+        ],
+        sort_keys=True,
+    )
+
+
+def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """The runs recorded more than once, on different machines of one kind: how far the recordings
+    of one run differ, and servesim's figure beside them. Where they differ by more than
+    ``WITHIN_10_SPREAD``, no figure can be within 10% of each. Confounded runs are left out."""
+    by_id = {r.id: r for r in results if not r.error and not r.confounded}
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        if run["id"] in by_id:
+            groups.setdefault(replicate_key(run), []).append(run)
+    groups = {k: g for k, g in groups.items() if len({r["recording"] for r in g}) > 1}
+    if not groups:
+        return []
+    lines = [f"  the same run recorded on different machines of one kind ({len(groups)} runs):"]
+    wide = {"output_throughput": 0, "median_tpot_ms": 0}
+    for g in sorted(groups.values(), key=lambda g: g[0]["id"]):
+        parts = []
+        for metric, fmt in (("output_throughput", "{:,.0f}"), ("median_tpot_ms", "{:.1f}")):
+            measured = [by_id[r["id"]].measured[metric] for r in g]
+            sim = [by_id[r["id"]].simulated[metric] for r in g]
+            spread = max(measured) / min(measured)
+            wide[metric] += spread > WITHIN_10_SPREAD
+            shown = list(dict.fromkeys(fmt.format(x) for x in sim))  # one figure where the replays agree
+            parts.append(
+                f"{LABELS[metric]} "
+                + " / ".join(fmt.format(x) for x in measured)
+                + f" (x{spread:.2f}), servesim "
+                + " / ".join(shown)
+            )
+        where = ", ".join(r["recording"] for r in g)
+        lines.append(f"    {g[0]['lane']}/{g[0]['run']} ({where}): " + "; ".join(parts))
+    lines.append(
+        f"  recordings of one run more than x{WITHIN_10_SPREAD:.3f} apart (no figure within 10% of each): "
+        f"output throughput {wide['output_throughput']} of {len(groups)}, p50 TPOT {wide['median_tpot_ms']} of {len(groups)}"
+    )
+    return lines
+
+
+def plot_runs(
+    runs: list[dict],
+    results: list[RunResult],
+    path: Path,
+    metrics: tuple[str, ...] = METRICS,
+    title: str = "public vLLM benchmark runs (simulator/data/validation/runs.yaml)",
+) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 5))
+    styles = {"calibrate": ("o", "#1f77b4", "calibration runs"), "heldout": ("s", "#d62728", "held-out runs")}
+    s = error_summary(results, metrics)
+    for ax, m in zip(axes, metrics):
+        got = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
+        pts = [(a, b, r) for a, b, r in got if a and b]
+        lo = min(min(a, b) for a, b, _ in pts) / 1.5
+        hi = max(max(a, b) for a, b, _ in pts) * 1.5
+        ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.92", label="within 2x")
+        ax.plot([lo, hi], [lo, hi], color="0.4", lw=1)
+        for split, (mk, col, lab) in styles.items():
+            for conf in (False, True):
+                xs = [a for a, b, r in pts if r.split == split and r.confounded == conf]
+                ys = [b for a, b, r in pts if r.split == split and r.confounded == conf]
+                if xs:
+                    ax.scatter(
+                        xs,
+                        ys,
+                        marker=mk,
+                        s=36,
+                        facecolors="none" if conf else col,
+                        edgecolors=col,
+                        label=f"{lab}, confounded (not counted)" if conf else lab,
+                    )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"measured {LABELS[m]} (vllm bench serve)")
+        ax.set_ylabel(f"servesim {LABELS[m]}")
+        ax.set_title(
+            f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration,\n"
+            f"{100 * s[('heldout', m)]['median_abs_error']:.0f}% held out",
+            fontsize=10,
+        )
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"servesim vs {len(results)} {title}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _select(runs: list[dict], only: list[str] | None, path: Path) -> list[dict]:
+    """The runs whose id contains one of ``only`` (all without it); none is a one-line error."""
+    from simulator.errors import ConfigError
+
+    if not only:
+        return runs
+    picked = [r for r in runs if any(o in r["id"] for o in only)]
+    if not picked:
+        raise ConfigError(
+            f"--only: no run of {path.name} has an id containing {' or '.join(map(repr, only))} "
+            f"(ids look like {runs[0]['id']!r})"
+        )
+    return picked
+
+
+def main_validate(
+    kv: bool,
+    runs_check: bool,
+    out: Path,
+    jobs: int = 1,
+    only: list[str] | None = None,
+    recorded: bool = False,
+    features: bool = False,
+) -> int:
+    """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
+    public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
+    if recorded:  # --only picks from both files; it must match a run of one of them
+        both = load(E2E_FILE)["runs"] + load(OFFLOAD_FILE)["runs"]
+        picked = {r["id"] for r in _select(both, only, E2E_FILE)}
+        rec = [r for r in load(E2E_FILE)["runs"] if r["id"] in picked]
+        offload = [r for r in load(OFFLOAD_FILE)["runs"] if r["id"] in picked]
+    else:
+        rec, offload = [], []
+    out.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    if kv:
+        lines += write_kv_report(kv_rows(), out)
+        lines += write_kv_report(
+            kv_rows_recorded(), out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
+        )
+    if public:
+        results = run_all(public, jobs=jobs)
+        lines += write_runs_report(public, results, out)
+        lines.append(f"  plot: {plot_runs(public, results, out / 'validation.png')}")
+    if rec:
+        results = run_all(rec, jobs=jobs, recorded=True)
+        lines += write_runs_report(
+            rec,
+            results,
+            out,
+            E2E_METRICS,
+            "recorded.csv",
+            "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)",
+        )
+        lines += replicate_lines(rec, results)
+        shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
+        lines.append(
+            f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"
+        )
+    if offload:
+        results = run_all(offload, jobs=jobs, recorded=True)
+        lines += write_runs_report(
+            offload,
+            results,
+            out,
+            E2E_METRICS,
+            "recorded_kv_offload.csv",
+            "Recorded vLLM 0.26 servers with KV offloading off / 16 / 64 GiB (nothing fitted)",
+        )
+        lines += offload_hit_lines(results)
+    if features:
+        from simulator.validation import features as features_validation
+
+        rows = features_validation.run_sets(jobs=jobs)
+        lines += features_validation.write_report(rows, out)
+    text = "\n".join(lines)
+    (out / "report.txt").write_text(text + "\n")
+    print(text)
+    return 0
