@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from simulator.engine.rules import ABORTED, FINISHED, REJECTED, STATUS_NAMES, WAITING
+from simulator.engine.rules import STATUS_NAMES, RequestStatus
 from simulator.engine.step_log import SPEC_STEP_COLUMNS, BinnedStepLog
 
 REQUEST_COLUMNS = [
@@ -157,7 +157,7 @@ def kv_offload_summary(result, c: dict, measured: np.ndarray) -> dict:
 
 def meets_slo(c: dict[str, np.ndarray], slo) -> np.ndarray:
     """Per request: finished with its own TTFT and TPOT within ``slo``'s targets (what goodput counts)."""
-    ok = c["status"] == FINISHED
+    ok = c["status"] == RequestStatus.FINISHED
     if slo.p99_ttft_ms is not None:
         ok &= ttft_s(c) * 1e3 <= slo.p99_ttft_ms
     if slo.p99_tpot_ms is not None:
@@ -172,7 +172,7 @@ def summarize(result) -> dict:
     window = max(t1 - t0, 1e-12)
     c = result.reqs.columns()
     status = c["status"]
-    fin = status == FINISHED
+    fin = status == RequestStatus.FINISHED
     in_win = fin & (c["finish"] >= t0)
     measured = fin & (c["arrival"] >= t0)
     win = result.engine.log.window(t0, t1)
@@ -217,11 +217,11 @@ def summarize(result) -> dict:
             "kv_cache_usage_mean": win.kv_usage_mean,
             "kv_cache_usage_max": win.kv_usage_max,
             "num_completed": int(measured.sum()),
-            "num_rejected": int(np.count_nonzero(status == REJECTED)),
-            "num_aborted": int(np.count_nonzero(status == ABORTED)),
+            "num_rejected": int(np.count_nonzero(status == RequestStatus.REJECTED)),
+            "num_aborted": int(np.count_nonzero(status == RequestStatus.ABORTED)),
             "num_submitted": int(len(status)),
-            "num_in_flight_at_end": int(np.count_nonzero(status < FINISHED)),
-            "num_waiting_at_end": int(np.count_nonzero(status == WAITING)),
+            "num_in_flight_at_end": int(np.count_nonzero(status < RequestStatus.FINISHED)),
+            "num_waiting_at_end": int(np.count_nonzero(status == RequestStatus.WAITING)),
             "num_truncated": result.workload_counts.truncated,
             "num_resampled": result.workload_counts.resampled,
             "stopped_by": result.stopped_by,
@@ -281,7 +281,7 @@ def class_report(result) -> list[dict]:
 
     sc = result.scenario
     c = result.reqs.columns()
-    ok = (c["status"] == FINISHED) & (c["arrival"] >= sc.run.warmup_s)
+    ok = (c["status"] == RequestStatus.FINISHED) & (c["arrival"] >= sc.run.warmup_s)
     rows = []
     ttft_all, tpot_all = ttft_s(c), tpot_s(c)
     for s in class_specs(sc.workload):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import workloads.factory
-from simulator.engine.rules import FINISHED
+from simulator.engine.rules import RequestStatus
 from simulator.errors import ConfigError
 from simulator.fleet.autoscaler import recommend
 from simulator.metrics import summarize
@@ -74,7 +74,7 @@ def test_the_fleet_follows_hpa_rules_over_a_ramp():
             assert c["arrival"][mine].min() >= r.born + 40.0 - 1e-9
         if r.state == "stopped" and mine.any():
             assert np.all(c["finish"][mine] <= r.gone + 1e-9)
-            assert np.all(c["status"][mine] == FINISHED)
+            assert np.all(c["status"][mine] == RequestStatus.FINISHED)
 
 
 def test_gpu_hours_are_the_replicas_lifetimes():

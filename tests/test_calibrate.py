@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from simulator.engine.cost import CostModel, Efficiency, Execution, StepWork, decode_work
+from simulator.engine.params import P
 from simulator.scenario.hardware import load_gpu
 from simulator.scenario.models import load_model
 from simulator.validation.calibrate import fit, is_streaming, mape, predict, streaming_efficiency
@@ -110,7 +111,7 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     chunk pays FA2_MIXED_DECODE_ROWS more query rows over its context, by hand: the extra FLOPs
     are rows x its context x the model's attention FLOPs per pair. A step of decodes alone, a
     prefill alone, and any step on an FA3 GPU (Hopper) pay nothing extra."""
-    from simulator.engine.cost import FA2_MIXED_DECODE_ROWS, P_ATTN_FLOPS, P_ATTN_FPP
+    from simulator.engine.cost import FA2_MIXED_DECODE_ROWS
     from simulator.scenario.versions import attention_kernel
 
     assert (
@@ -142,7 +143,7 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
         num_sampled=64,
         single_row_context=64 * 4096,
     )
-    extra = FA2_MIXED_DECODE_ROWS * 64 * 4096 * fa2.params[P_ATTN_FPP] / fa2.params[P_ATTN_FLOPS]
+    extra = FA2_MIXED_DECODE_ROWS * 64 * 4096 * fa2.params[P.ATTN_FLOPS_PER_PAIR] / fa2.params[P.ATTN_FLOPS]
     assert fa2.step_time(mixed) - plain.step_time(mixed) == pytest.approx(extra, rel=1e-9)
     assert extra > 0.02  # 106 rows x 64 x 4,096 keys x 40 layers: tens of ms on an A100
     for w in (StepWork(**dec), StepWork(num_seqs=1, num_tokens=2048, attn_pairs=2048 * 2049 / 2, num_sampled=1)):
@@ -193,17 +194,8 @@ def test_moe_cost_follows_vllms_fused_moe_kernel():
     64 tokens and more): within 8% on average, where the max of compute and streaming at the rates
     once taken from PyTorch's grouped GEMMs (0.30 / 0.70) was 15% off, and no point is off by more
     than a quarter."""
-    from simulator.engine.cost import (
-        P_EXPERT_PARAMS,
-        P_EXPERTS,
-        P_MOE_BW,
-        P_MOE_FLOPS,
-        P_MOE_LAYERS,
-        P_TOPK,
-        P_WBYTES,
-        PARAMS,
-        moe_s,
-    )
+    from simulator.engine.cost import moe_s
+    from simulator.engine.params import PARAMS
 
     rows = pd.read_csv("data/profiles/moe/vllm_moe_h100-sxm.csv")
     rows = rows[rows["tokens"] >= 64]
@@ -214,14 +206,14 @@ def test_moe_cost_follows_vllms_fused_moe_kernel():
         out = []
         for r in rows.itertuples():
             cp = np.zeros(len(PARAMS))
-            cp[[P_MOE_LAYERS, P_TOPK, P_EXPERTS, P_EXPERT_PARAMS, P_WBYTES]] = (
+            cp[[P.MOE_LAYERS, P.EXPERTS_PER_TOKEN, P.NUM_EXPERTS, P.EXPERT_PARAMS, P.WEIGHT_BYTES]] = (
                 1,
                 r.top_k,
                 r.experts,
                 3 * r.intermediate * r.hidden,
                 2,
             )
-            cp[P_MOE_FLOPS], cp[P_MOE_BW] = g.flops("bf16") * compute, g.hbm_bandwidth * memory
+            cp[P.MOE_FLOPS], cp[P.MOE_BW] = g.flops("bf16") * compute, g.hbm_bandwidth * memory
             out.append(moe_s(cp, r.tokens))
         return np.array(out)
 
@@ -234,7 +226,7 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     no compilation), at vllm_eager_launch_s a kernel: a decode step of Llama-3.1-8B at batch 8 on an
     H100 is bound by that floor (32 layers x 10 kernels x 30 us = 9.6 ms, above the GPU's ~6.5 ms),
     where a compiled step too big for a graph keeps the plain-PyTorch rate (eager_launch_s)."""
-    from simulator.engine.cost import GEMMS_PER_LAYER, P_EAGER_FLOOR, small_kernels_per_layer
+    from simulator.engine.cost import GEMMS_PER_LAYER, small_kernels_per_layer
     from simulator.resolve import cost_model
     from simulator.scenario.config import blank_scenario
 
@@ -244,7 +236,7 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     for eager, rate in ((True, e.vllm_eager_launch_s), (False, e.eager_launch_s)):
         sc = blank_scenario(["model=llama-3.1-8b", f"engine.enforce_eager={str(eager).lower()}"])
         cm = cost_model(sc, m, g, 256, 8192)
-        assert cm.params[P_EAGER_FLOOR] == pytest.approx(rate * per_step)
+        assert cm.params[P.EAGER_FLOOR_S] == pytest.approx(rate * per_step)
     sc = blank_scenario(["model=llama-3.1-8b", "engine.enforce_eager=true", "engine.vllm_version='0.10'"])
     cm = cost_model(sc, m, g, 256, 8192)
     step = cm.step_time(decode_work(8, 96))

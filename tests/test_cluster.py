@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from simulator.engine.rules import FINISHED, REJECTED
+from simulator.engine.rules import RequestStatus
 from simulator.fleet.cluster import transfer_s
 from simulator.metrics import summarize
 from simulator.run import simulate
@@ -97,7 +97,7 @@ def test_join_the_shortest_queue_waits_less_than_round_robin():
     ttft = {}
     for router in ("least_requests", "round_robin", "random"):
         c = run(*common, f"cluster.router={router}").reqs.columns()
-        ok = c["status"] == FINISHED
+        ok = c["status"] == RequestStatus.FINISHED
         ttft[router] = float(np.mean((c["first_token"] - c["arrival"])[ok]))
     assert ttft["least_requests"] < 0.8 * ttft["round_robin"] < ttft["random"], ttft
 
@@ -115,7 +115,7 @@ def test_requests_and_blocks_are_conserved_across_replicas():
     )
     cl = res.engine
     c = res.reqs.columns()
-    assert len(c["status"]) == 600 and (c["status"] == FINISHED).all()
+    assert len(c["status"]) == 600 and (c["status"] == RequestStatus.FINISHED).all()
     assert sum(r.engine.reqs.n for r in cl.replicas) == 600
     for i, r in enumerate(cl.replicas):
         assert r.engine.reqs.n == int((c["replica"] == i).sum())
@@ -136,7 +136,7 @@ def test_disaggregated_requests_are_conserved_through_the_transfer():
     )
     cl = res.engine
     c = res.reqs.columns()
-    assert (c["status"] == FINISHED).all()
+    assert (c["status"] == RequestStatus.FINISHED).all()
     assert set(c["prefill_replica"].tolist()) <= {0, 1} and set(c["decode_replica"].tolist()) <= {2, 3}
     pre = sum(r.engine.reqs.n for r in cl.replicas if r.role == "prefill")
     dec = sum(r.engine.reqs.n for r in cl.replicas if r.role == "decode")
@@ -172,7 +172,7 @@ def test_kv_transfer_by_hand():
     # The transfer starts when the prefill replica has delivered its token, and TTFT counts it.
     assert c["transfer_start"][0] == pytest.approx(pre["finish"][0])
     assert c["first_token"][0] > c["transfer_end"][0]
-    assert c["num_out"][0] == 8 and c["status"][0] == FINISHED
+    assert c["num_out"][0] == 8 and c["status"][0] == RequestStatus.FINISHED
     # The decode replica computed only the last prompt token: its KV came with the request.
     dec = res.engine.replicas[1].engine.reqs.columns()
     assert dec["recomputed"][0] == 0 and dec["num_out"][0] == 8
@@ -211,7 +211,7 @@ def test_decode_pool_capacity_limits_transferred_requests():
     c = res.reqs.columns()
     fits = c["prompt_len"] + 4 <= 100 * 16
     assert fits.any() and (~fits).any()
-    assert (c["status"][fits] == FINISHED).all() and (c["status"][~fits] == REJECTED).all()
+    assert (c["status"][fits] == RequestStatus.FINISHED).all() and (c["status"][~fits] == RequestStatus.REJECTED).all()
 
 
 def test_a_mixed_fleet_runs_each_group_on_its_own_hardware_and_engine():

@@ -8,16 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.engine.cost import (
-    P_FE_FINISH,
-    P_FE_FIRST,
-    P_FE_LATENCY,
-    P_FE_ON,
-    P_FE_PACE,
-    P_FE_PROMPT_TOKEN,
-    P_FE_REQUEST,
-    P_FE_ROUNDS,
-    P_FE_STEP,
-    P_FE_TOKEN,
     ConstantCost,
 )
 from simulator.engine.frontend import (
@@ -30,6 +20,7 @@ from simulator.engine.frontend import (
     step_start,
     turnaround,
 )
+from simulator.engine.params import P
 from simulator.run import simulate
 from simulator.scenario.config import blank_scenario
 
@@ -38,7 +29,7 @@ BASE = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "run.warmup_s=0", "run.du
 
 def frontend_params(request=0.01, prompt_token=1e-5, step=0.002, token=0.001, latency=0.05, finish=0.003):
     cp = ConstantCost(1.0).params.copy()
-    cp[[P_FE_REQUEST, P_FE_PROMPT_TOKEN, P_FE_STEP, P_FE_TOKEN, P_FE_LATENCY, P_FE_FINISH]] = [
+    cp[[P.FE_REQUEST_S, P.FE_PROMPT_TOKEN_S, P.FE_STEP_S, P.FE_TOKEN_S, P.FE_LATENCY_S, P.FE_FINISH_S]] = [
         request,
         prompt_token,
         step,
@@ -47,7 +38,7 @@ def frontend_params(request=0.01, prompt_token=1e-5, step=0.002, token=0.001, la
         finish,
     ]
 
-    cp[P_FE_ON] = 1.0
+    cp[P.FE_ON] = 1.0
     return cp
 
 
@@ -57,7 +48,7 @@ def test_intake_and_delivery_by_hand():
     6.5 ms, then the second passes in order; a step's tokens wait for the outputs before them and
     the piece of intake in progress; an idle front-end delivers at once plus its own work."""
     cp = frontend_params()
-    cp[P_FE_FIRST] = 0.5
+    cp[P.FE_FIRST_PASS] = 0.5
     passes = [intake_passes(cp, prompt) for prompt in (100, 200, 300)]
     assert passes == [pytest.approx((0.0055, 0.0055)), pytest.approx((0.006, 0.006)), pytest.approx((0.0065, 0.0065))]
     free, firsts = 0.0, []
@@ -101,10 +92,10 @@ def test_step_start_by_hand():
     """A paced engine starts its next step when the front-end starts on the last step's outputs, and
     at once if it already has; without pacing, or without a front-end, at once."""
     cp = frontend_params()
-    cp[P_FE_PACE] = 1.0
+    cp[P.FE_PACE] = 1.0
     assert step_start(cp, 1.0, 1.25) == 1.25
     assert step_start(cp, 1.0, 0.5) == 1.0
-    cp[P_FE_PACE] = 0.0
+    cp[P.FE_PACE] = 0.0
     assert step_start(cp, 1.0, 1.25) == 1.0
 
 
@@ -113,10 +104,10 @@ def test_turnaround_by_hand():
     after its last one ended: each round one step's outputs (2 ms, plus 1 ms per running request);
     with no rounds, at once."""
     cp = frontend_params()
-    cp[P_FE_ROUNDS] = 10.0
+    cp[P.FE_ROUNDS] = 10.0
     assert turnaround(cp, 1.0, 0) == pytest.approx(1.02)
     assert turnaround(cp, 1.0, 100) == pytest.approx(1.0 + 10 * (0.002 + 0.1))
-    cp[P_FE_ROUNDS] = 0.0
+    cp[P.FE_ROUNDS] = 0.0
     assert turnaround(cp, 1.0, 100) == 1.0
 
 
@@ -259,7 +250,7 @@ def test_intake_keeps_arrival_order_and_never_gets_ahead_of_its_work(arrivals, s
     have finished (the server never idles with work queued)."""
     arrivals = sorted(arrivals)
     cp = frontend_params(latency=0.0)
-    cp[P_FE_FIRST] = share
+    cp[P.FE_FIRST_PASS] = share
     free, pending, reach = 0.0, [], []
     events = [(t, 0, i) for i, (t, _) in enumerate(arrivals)]
     while events or pending:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import Sim
 
-from simulator.engine.rules import ABORTED, FINISHED, REJECTED
+from simulator.engine.rules import RequestStatus
 
 
 def test_two_requests_chunked_prefill_exact_timeline(engine):
@@ -83,7 +83,7 @@ def test_swap_space_full_falls_back_to_recompute_or_aborts(engine):
         engine, preemption_mode="swap", swap_space_blocks=1, block_bytes=1000.0, on_swap_full="abort"
     )
     assert sim.steps[5].aborted == (1,)
-    assert sim.reqs.status[1] == ABORTED and sim.reqs.finish[1] == 5.0
+    assert sim.reqs.status[1] == RequestStatus.ABORTED and sim.reqs.finish[1] == 5.0
     assert sim.engine.num_done == 2
 
 
@@ -128,7 +128,7 @@ def test_priority_preempts_the_least_urgent_even_ahead_of_the_scheduled(engine):
     assert s[5].preempted == (0,) and s[5].scheduled == {}
     assert s[6].scheduled == {1: 1}  # R0 waits: its 2 cached blocks + 1 new do not fit in the 2 free
     R = sim.reqs
-    assert R.status[0] == R.status[1] == FINISHED
+    assert R.status[0] == R.status[1] == RequestStatus.FINISHED
     assert R.finish[1] < R.finish[0] and R.preemptions[0] == 1 and R.preemptions[1] == 0
 
 
@@ -145,9 +145,9 @@ def test_shared_prefix_hits_blocks_of_a_running_request(engine):
 def test_request_larger_than_pool_is_rejected_not_looping(engine):
     """A request that needs more blocks than the whole pool is rejected at arrival with a reason."""
     sim = Sim([(0.0, 40, 10), (0.0, 4, 2)], num_gpu_blocks=5, engine=engine).run()
-    assert sim.reqs.status[0] == REJECTED
+    assert sim.reqs.status[0] == RequestStatus.REJECTED
     assert "more than the whole pool" in sim.engine.reject_reasons[0]
-    assert sim.reqs.status[1] == FINISHED
+    assert sim.reqs.status[1] == RequestStatus.FINISHED
 
 
 def test_null_block_is_not_usable(engine):

@@ -7,7 +7,7 @@ from conftest import Sim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.engine.rules import ABORTED, FINISHED, REJECTED
+from simulator.engine.rules import RequestStatus
 
 request = st.tuples(
     st.floats(0, 20, allow_nan=False),
@@ -66,10 +66,12 @@ def test_every_request_accounted_and_pool_conserved(raw, eng, engine):
     n = len(reqs)
     assert R.n == n
     status = R.status[:n]
-    assert np.all((status == FINISHED) | (status == REJECTED) | (status == ABORTED)), status
+    assert np.all(
+        (status == RequestStatus.FINISHED) | (status == RequestStatus.REJECTED) | (status == RequestStatus.ABORTED)
+    ), status
     if eng["on_swap_full"] != "abort" or eng["preemption_mode"] != "swap":
-        assert not np.any(status == ABORTED)
-    fin = status == FINISHED
+        assert not np.any(status == RequestStatus.ABORTED)
+    fin = status == RequestStatus.FINISHED
     assert np.array_equal(R.num_out[:n][fin], R.max_tokens[:n][fin])
     assert sim.engine.num_done == n
     assert sim.free_blocks() == sim.engine.num_blocks
@@ -149,7 +151,7 @@ def test_priority_ties_do_not_livelock(engine):
     assert sim.engine.cfg.on_swap_full == "recompute"
     sim.engine.max_steps = 5000
     sim.run(until=1e6)
-    assert np.all((sim.reqs.status[:5] == FINISHED) | (sim.reqs.status[:5] == REJECTED))
+    assert np.all((sim.reqs.status[:5] == RequestStatus.FINISHED) | (sim.reqs.status[:5] == RequestStatus.REJECTED))
 
 
 @settings(max_examples=40, deadline=None)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator.engine.cost import CostModel, Efficiency, decode_work
+from simulator.engine.params import P
 from simulator.run import build
 from simulator.scenario.config import load_scenario
 from simulator.scenario.hardware import builtin_gpus, load_gpu
@@ -240,7 +241,7 @@ def test_tensor_parallel_beyond_the_nvlink_group_all_reduces_over_pcie():
     with NCCL's latency; an L40S (no NVLink) all-reduces over PCIe from TP 2; an SXM board's eight GPUs
     are all NVLink-joined; a custom GPU without link_group gets 8 when its interconnect beats its
     host link and 1 otherwise."""
-    from simulator.engine.cost import P_AR_LAT, P_ICB, PCIE_ALLREDUCE_LATENCY_S
+    from simulator.engine.cost import PCIE_ALLREDUCE_LATENCY_S
     from simulator.scenario.hardware import gpu_from_dict
 
     m = load_model("llama-3.1-70b")
@@ -248,13 +249,19 @@ def test_tensor_parallel_beyond_the_nvlink_group_all_reduces_over_pcie():
     eff = Efficiency()
     assert (pcie.link_group, sxm.link_group, l40s.link_group) == (2, 8, 1)
     tp2, tp4 = CostModel(m, pcie, 2).params, CostModel(m, pcie, 4).params
-    assert tp2[P_ICB] == pytest.approx(pcie.interconnect_bandwidth * eff.allreduce_bandwidth)
-    assert tp4[P_ICB] == pytest.approx(pcie.host_link_bandwidth * eff.allreduce_bandwidth)
-    assert tp4[P_AR_LAT] == PCIE_ALLREDUCE_LATENCY_S and tp2[P_AR_LAT] == eff.allreduce_latency_s
-    assert CostModel(m, sxm, 4).params[P_ICB] == pytest.approx(sxm.interconnect_bandwidth * eff.allreduce_bandwidth)
+    assert tp2[P.INTERCONNECT_BW] == pytest.approx(pcie.interconnect_bandwidth * eff.allreduce_bandwidth)
+    assert tp4[P.INTERCONNECT_BW] == pytest.approx(pcie.host_link_bandwidth * eff.allreduce_bandwidth)
+    assert (
+        tp4[P.ALLREDUCE_LATENCY_S] == PCIE_ALLREDUCE_LATENCY_S and tp2[P.ALLREDUCE_LATENCY_S] == eff.allreduce_latency_s
+    )
+    assert CostModel(m, sxm, 4).params[P.INTERCONNECT_BW] == pytest.approx(
+        sxm.interconnect_bandwidth * eff.allreduce_bandwidth
+    )
     w = decode_work(64, 1024)
     assert CostModel(m, pcie, 4).step_time(w) > CostModel(m, sxm, 4).step_time(w)
-    assert CostModel(m, l40s, 2).params[P_ICB] == pytest.approx(l40s.host_link_bandwidth * eff.allreduce_bandwidth)
+    assert CostModel(m, l40s, 2).params[P.INTERCONNECT_BW] == pytest.approx(
+        l40s.host_link_bandwidth * eff.allreduce_bandwidth
+    )
     base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}, "host_link_bandwidth": 6.4e10}
     assert gpu_from_dict("x", {**base, "interconnect_bandwidth": 4.5e11}).link_group == 8
     assert gpu_from_dict("y", {**base, "interconnect_bandwidth": 3.2e10}).link_group == 1

@@ -14,6 +14,7 @@ from conftest import Sim
 
 from simulator.cli import main
 from simulator.engine.core import SimulationStalled
+from simulator.engine.params import P
 from simulator.metrics import summarize
 from simulator.run import simulate
 from simulator.scenario.config import load_scenario
@@ -37,7 +38,6 @@ def test_single_request_runs_to_completion():
     """One request, alone: it completes with exactly its output length; its TTFT is the front-end's
     intake, one prefill step and the front-end's delivery of one token, by hand; without a
     front-end, one prefill step."""
-    from simulator.engine.cost import P_FE_FINISH, P_FE_LATENCY, P_FE_PROMPT_TOKEN, P_FE_REQUEST, P_FE_STEP, P_FE_TOKEN
 
     one = (
         "workload.arrival={type: poisson, rate: 100}",
@@ -51,14 +51,16 @@ def test_single_request_runs_to_completion():
         R, cp = res.reqs, res.engine.cost.params
         assert R.n == 1 and R.num_out[0] == 7 and res.engine.num_steps == 7
         log = res.engine.log.columns()
-        intake = cp[P_FE_REQUEST] + 100 * cp[P_FE_PROMPT_TOKEN]
-        deliver = cp[P_FE_STEP] + cp[P_FE_TOKEN]
+        intake = cp[P.FE_REQUEST_S] + 100 * cp[P.FE_PROMPT_TOKEN_S]
+        deliver = cp[P.FE_STEP_S] + cp[P.FE_TOKEN_S]
         assert (intake > 0 and deliver > 0) == frontend
-        assert log["start"][0] == pytest.approx(R.arrival[0] + intake + cp[P_FE_LATENCY], abs=1e-12)
+        assert log["start"][0] == pytest.approx(R.arrival[0] + intake + cp[P.FE_LATENCY_S], abs=1e-12)
         assert R.first_token[0] - R.arrival[0] == pytest.approx(
-            intake + cp[P_FE_LATENCY] + log["duration"][0] + deliver, abs=1e-12
+            intake + cp[P.FE_LATENCY_S] + log["duration"][0] + deliver, abs=1e-12
         )
-        assert R.finish[0] == pytest.approx(log["start"][6] + log["duration"][6] + deliver + cp[P_FE_FINISH], abs=1e-12)
+        assert R.finish[0] == pytest.approx(
+            log["start"][6] + log["duration"][6] + deliver + cp[P.FE_FINISH_S], abs=1e-12
+        )
 
 
 def test_enormous_concurrency_is_admitted_as_memory_allows():

@@ -81,7 +81,7 @@ def test_requests_preempted_while_speculating_finish_with_exactly_their_tokens(e
     sim.run()
     assert int(sim.reqs.preemptions.sum()) >= 1
     assert list(sim.reqs.num_out[:2]) == [12, 12]
-    assert list(sim.reqs.status[:2]) == [rules.FINISHED, rules.FINISHED]
+    assert list(sim.reqs.status[:2]) == [rules.RequestStatus.FINISHED, rules.RequestStatus.FINISHED]
     if engine == "reference":
         assert sim.engine.sched.drafts == {}
 

@@ -20,7 +20,7 @@ import simpy
 from simulator.engine.cost import ConstantCost, CostModel
 from simulator.engine.frontend import after_intake, intake_passes, intake_start, reaches_engine, turnaround
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import ABORTED, FINISHED, REJECTED, RUNNING, SchedulerConfig, cdiv
+from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
 from simulator.engine.step_log import StepLog
 
@@ -239,7 +239,7 @@ class Engine:
     def _reject(self, rid: int) -> None:
         """Reject request ``rid`` now (it can never fit) and tell whoever waits for it."""
         R, env = self.reqs, self.env
-        R.status[rid] = REJECTED
+        R.status[rid] = RequestStatus.REJECTED
         R.finish[rid] = env.now
         self.reject_reasons[rid] = reason = self._reject_reason(int(R.prompt_len[rid]), int(R.max_tokens[rid]))
         t, k = self._rejected_now
@@ -346,9 +346,9 @@ class Engine:
         stopped (behind a busy front-end) are still in flight: running, finish unset."""
         R, now = self.reqs, self.env.now
         n = R.n
-        late = (R.status[:n] == FINISHED) & (R.finish[:n] > now)
+        late = (R.status[:n] == RequestStatus.FINISHED) & (R.finish[:n] > now)
         if late.any():
-            R.status[:n][late] = RUNNING
+            R.status[:n][late] = RequestStatus.RUNNING
             R.finish[:n][late] = np.nan
 
     def trace_events(self) -> np.ndarray:
@@ -408,8 +408,8 @@ class Engine:
 
     @property
     def num_finished(self) -> int:
-        return self.count(FINISHED)
+        return self.count(RequestStatus.FINISHED)
 
     @property
     def num_aborted(self) -> int:
-        return self.count(ABORTED)
+        return self.count(RequestStatus.ABORTED)

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simulator.engine import rules
+from simulator.engine.params import DRAFT, PARAMS, P
 from simulator.scenario.hardware import GPU
 from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
 
@@ -239,136 +240,15 @@ FA3_ATTN_MEMORY = 0.87
 FA2_ATTN_COMPUTE = 0.60
 
 
-# ---- the parameter vector: one slot per constant of the formula ------------------------------------
-PARAMS = (
-    "fixed_s",  # per step: step overhead + per-layer small kernels
-    "per_seq_s",
-    "per_token_s",
-    "lin_params",  # dense linear-layer parameters per GPU (every token passes through them)
-    "matmul_flops",
-    "weight_bytes",
-    "act_bytes_per_token",
-    "matmul_bw",
-    "attn_flops_per_pair",
-    "attn_flops",
-    "kv_bytes_per_token",
-    "attn_bw",
-    "lm_flops",
-    "lm_bytes",
-    "moe_layers",
-    "experts_per_token",
-    "num_experts",
-    "expert_params",
-    "shared_params",
-    "allreduce_count",
-    "allreduce_bytes_per_token",
-    "interconnect_bw",
-    "allreduce_latency_s",
-    "host_bw",
-    "graph_max",
-    "graph_by16",
-    "full_decode_graphs",
-    "pad",  # CUDA graphs (Execution)
-    "eager_floor_s",
-    "piecewise_floor_s",  # launch floors of a step without graphs, with piecewise graphs
-    "cpu_fixed_s",
-    "cpu_per_seq_s",
-    "cpu_per_token_s",
-    "async_scheduling",
-    "fe_on",
-    "fe_request_s",
-    "fe_prompt_token_s",
-    "fe_step_s",
-    "fe_token_s",
-    "fe_latency_s",  # API server (simulator.engine.frontend)
-    "moe_flops",
-    "moe_bw",  # rates the fused-MoE kernels reach
-    "fe_finish_s",
-    "fe_first_pass",
-    "mixed_rows",  # extra query rows per one-token request in a step with a prefill chunk
-    "spec_tokens",  # speculative decoding: drafts proposed per request (0: off)
-    "spec_host_seq_s",  # the drafter's host time per request it proposes for (n-gram lookup)
-    "draft_model",  # 1: a draft model (its constants follow at DRAFT) runs the drafter's passes
-    "draft_pass_s",  # the host's time per drafter pass (preparing its inputs, sampling its token)
-    "lora_fixed_s",  # multi-LoRA: the LoRA kernels' launch-bound time per step with adapters in use
-    "lora_flops_per_token",  # their FLOPs per token (shrink and expand at max_lora_rank)
-    "lora_bytes_per_adapter",  # the weights of one adapter in use, read each step
-    "lora_load_s",  # an adapter put into a GPU slot
-    "lora_disk_load_s",  # an adapter read from storage into host memory
-    "fe_pace",  # 1: the engine waits for its front-end (simulator.engine.frontend.step_start)
-    "fe_rounds",  # rounds of its API server's streams a closed-loop request waits (frontend.turnaround)
-)
-(
-    P_FIXED,
-    P_PER_SEQ,
-    P_PER_TOKEN,
-    P_LIN,
-    P_MM_FLOPS,
-    P_WBYTES,
-    P_ACT,
-    P_MM_BW,
-    P_ATTN_FPP,
-    P_ATTN_FLOPS,
-    P_KVB,
-    P_ATTN_BW,
-    P_LM_FLOPS,
-    P_LM_BYTES,
-    P_MOE_LAYERS,
-    P_TOPK,
-    P_EXPERTS,
-    P_EXPERT_PARAMS,
-    P_SHARED_PARAMS,
-    P_AR_COUNT,
-    P_AR_BYTES,
-    P_ICB,
-    P_AR_LAT,
-    P_HOST_BW,
-    P_GRAPH_MAX,
-    P_GRAPH_BY16,
-    P_FULL_DECODE,
-    P_PAD,
-    P_EAGER_FLOOR,
-    P_PIECEWISE_FLOOR,
-    P_CPU_FIXED,
-    P_CPU_SEQ,
-    P_CPU_TOKEN,
-    P_ASYNC,
-    P_FE_ON,
-    P_FE_REQUEST,
-    P_FE_PROMPT_TOKEN,
-    P_FE_STEP,
-    P_FE_TOKEN,
-    P_FE_LATENCY,
-    P_MOE_FLOPS,
-    P_MOE_BW,
-    P_FE_FINISH,
-    P_FE_FIRST,
-    P_MIXED_ROWS,
-    P_SPEC_K,
-    P_SPEC_HOST,
-    P_DRAFT_MODEL,
-    P_DRAFT_PASS,
-    P_LORA_FIXED,
-    P_LORA_FLOPS,
-    P_LORA_BYTES,
-    P_LORA_LOAD,
-    P_LORA_DISK,
-    P_FE_PACE,
-    P_FE_ROUNDS,
-) = range(len(PARAMS))
-# A cost vector holds the target model's constants, then (from DRAFT on) the draft model's, in the
-# same order: the drafter's passes are priced by the very functions that price the target's.
-DRAFT = len(PARAMS)
-N_COST = 2 * DRAFT
-
-
 def overhead_s(cp, num_seqs, num_tokens):
-    return cp[P_FIXED] + cp[P_PER_SEQ] * num_seqs + cp[P_PER_TOKEN] * num_tokens
+    return cp[P.FIXED_S] + cp[P.PER_SEQ_S] * num_seqs + cp[P.PER_TOKEN_S] * num_tokens
 
 
 def linear_work(cp, num_tokens):
     """FLOPs and bytes of the dense linear layers (weights once, activations per token)."""
-    return 2.0 * num_tokens * cp[P_LIN], cp[P_LIN] * cp[P_WBYTES] + num_tokens * cp[P_ACT]
+    return 2.0 * num_tokens * cp[P.LIN_PARAMS], cp[P.LIN_PARAMS] * cp[P.WEIGHT_BYTES] + num_tokens * cp[
+        P.ACT_BYTES_PER_TOKEN
+    ]
 
 
 def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context):
@@ -376,17 +256,17 @@ def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_
     with a prefill chunk (more tokens than requests), each one-token request's keys are paired with
     ``mixed_rows`` more query rows (``FA2_MIXED_DECODE_ROWS``)."""
     if num_tokens > num_seqs:
-        attn_pairs += cp[P_MIXED_ROWS] * single_row_context
-    return attn_pairs * cp[P_ATTN_FPP], (context_tokens + num_tokens) * cp[P_KVB]
+        attn_pairs += cp[P.MIXED_ROWS] * single_row_context
+    return attn_pairs * cp[P.ATTN_FLOPS_PER_PAIR], (context_tokens + num_tokens) * cp[P.KV_BYTES_PER_TOKEN]
 
 
 def moe_work(cp, num_tokens):
     """FLOPs and bytes of the routed and shared experts: the bytes of the distinct experts the
     step's tokens touch (expected number under uniform routing)."""
-    flops = 2.0 * num_tokens * cp[P_MOE_LAYERS] * (cp[P_TOPK] * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS])
-    p_miss = (1.0 - cp[P_TOPK] / cp[P_EXPERTS]) ** float(num_tokens)
-    touched = cp[P_EXPERTS] * (1.0 - p_miss)
-    nbytes = cp[P_MOE_LAYERS] * (touched * cp[P_EXPERT_PARAMS] + cp[P_SHARED_PARAMS]) * cp[P_WBYTES]
+    flops = 2.0 * num_tokens * cp[P.MOE_LAYERS] * (cp[P.EXPERTS_PER_TOKEN] * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS])
+    p_miss = (1.0 - cp[P.EXPERTS_PER_TOKEN] / cp[P.NUM_EXPERTS]) ** float(num_tokens)
+    touched = cp[P.NUM_EXPERTS] * (1.0 - p_miss)
+    nbytes = cp[P.MOE_LAYERS] * (touched * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS]) * cp[P.WEIGHT_BYTES]
     return flops, nbytes
 
 
@@ -401,17 +281,20 @@ MOE_BLEND = 1.5
 def moe_s(cp, num_tokens):
     """Seconds of the routed and shared experts (moe_work at the fused-MoE rates, MOE_BLEND)."""
     flops, nbytes = moe_work(cp, num_tokens)
-    tc, tm = flops / cp[P_MOE_FLOPS], nbytes / cp[P_MOE_BW]
+    tc, tm = flops / cp[P.MOE_FLOPS], nbytes / cp[P.MOE_BW]
     return (tc**MOE_BLEND + tm**MOE_BLEND) ** (1.0 / MOE_BLEND)
 
 
 def allreduce_s(cp, num_tokens):
     """Tensor-parallel all-reduces: bytes over the interconnect plus a latency per all-reduce."""
-    return num_tokens * cp[P_AR_BYTES] / cp[P_ICB] + cp[P_AR_COUNT] * cp[P_AR_LAT]
+    return (
+        num_tokens * cp[P.ALLREDUCE_BYTES_PER_TOKEN] / cp[P.INTERCONNECT_BW]
+        + cp[P.ALLREDUCE_COUNT] * cp[P.ALLREDUCE_LATENCY_S]
+    )
 
 
 def lm_head_work(cp, num_sampled):
-    return num_sampled * cp[P_LM_FLOPS], cp[P_LM_BYTES]
+    return num_sampled * cp[P.LM_FLOPS], cp[P.LM_BYTES]
 
 
 def roofline(work, flops_per_s, bytes_per_s):
@@ -423,12 +306,12 @@ def padded_tokens(cp, num_tokens):
     """The step's token count as the GPU runs it: padded up to the next CUDA-graph capture size
     (1, 2, 4, then multiples of 8, and of 16 from ``graph_by16`` on), unless above the largest."""
     T = num_tokens
-    if cp[P_PAD] == 0.0 or cp[P_GRAPH_MAX] < T or T <= 2:
+    if cp[P.PAD] == 0.0 or cp[P.GRAPH_MAX] < T or T <= 2:
         return T
     if T <= 4:
         return 4
-    step = 16 if cp[P_GRAPH_BY16] < T else 8
-    return min(((T + step - 1) // step) * step, int(cp[P_GRAPH_MAX]))
+    step = 16 if cp[P.GRAPH_BY16] < T else 8
+    return min(((T + step - 1) // step) * step, int(cp[P.GRAPH_MAX]))
 
 
 def graphed_s(cp, num_seqs, num_tokens, gpu):
@@ -436,17 +319,19 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     size, or eager), no less than launching every kernel from the host; with piecewise graphs (a
     mixed step, or no full decode graphs), plus the gaps around each layer's eagerly launched
     attention; with a full graph, as is."""
-    if num_tokens > cp[P_GRAPH_MAX]:
-        return max(gpu, cp[P_EAGER_FLOOR])
-    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P_SPEC_K])  # decodes (with their drafts)
-    if cp[P_FULL_DECODE] == 0.0 or not uniform:
-        return gpu + cp[P_PIECEWISE_FLOOR]
+    if num_tokens > cp[P.GRAPH_MAX]:
+        return max(gpu, cp[P.EAGER_FLOOR_S])
+    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (
+        1.0 + cp[P.SPEC_TOKENS]
+    )  # decodes (with their drafts)
+    if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform:
+        return gpu + cp[P.PIECEWISE_FLOOR_S]
     return gpu
 
 
 def cpu_s(cp, num_seqs, num_tokens):
     """The engine core's CPU work for one step (scheduling, input preparation, output bookkeeping)."""
-    return cp[P_CPU_FIXED] + cp[P_CPU_SEQ] * num_seqs + cp[P_CPU_TOKEN] * num_tokens
+    return cp[P.ENGINE_STEP_S] + cp[P.ENGINE_PER_SEQ_S] * num_seqs + cp[P.ENGINE_PER_TOKEN_S] * num_tokens
 
 
 def lora_s(cp, num_tokens, num_loras):
@@ -454,8 +339,8 @@ def lora_s(cp, num_tokens, num_loras):
     max_lora_rank, each adapter in use read once), with adapters in use (none: the kernels are skipped)."""
     if num_loras == 0:
         return 0.0
-    work = (num_tokens * cp[P_LORA_FLOPS], num_loras * cp[P_LORA_BYTES])
-    return cp[P_LORA_FIXED] + roofline(work, cp[P_MM_FLOPS], cp[P_MM_BW])
+    work = (num_tokens * cp[P.LORA_FLOPS_PER_TOKEN], num_loras * cp[P.LORA_BYTES_PER_ADAPTER])
+    return cp[P.LORA_FIXED_S] + roofline(work, cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
 
 
 def gpu_s(
@@ -475,25 +360,25 @@ def gpu_s(
     T = padded_tokens(cp, num_tokens)
     t = overhead_s(cp, num_seqs, T)
     if T:
-        t += roofline(linear_work(cp, T), cp[P_MM_FLOPS], cp[P_MM_BW])
+        t += roofline(linear_work(cp, T), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
         if num_loras:
             t += lora_s(cp, T, num_loras)
         t += roofline(
             attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
-            cp[P_ATTN_FLOPS],
-            cp[P_ATTN_BW],
+            cp[P.ATTN_FLOPS],
+            cp[P.ATTN_BW],
         )
-        if cp[P_MOE_LAYERS] != 0.0 or cp[P_AR_COUNT] != 0.0:
+        if cp[P.MOE_LAYERS] != 0.0 or cp[P.ALLREDUCE_COUNT] != 0.0:
             s = 0.0
-            if cp[P_MOE_LAYERS] != 0.0:
+            if cp[P.MOE_LAYERS] != 0.0:
                 s += moe_s(cp, num_tokens)
-            if cp[P_AR_COUNT] != 0.0:
+            if cp[P.ALLREDUCE_COUNT] != 0.0:
                 s += allreduce_s(cp, T)
             t += s
     if num_sampled:
-        t += roofline(lm_head_work(cp, num_sampled + draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
+        t += roofline(lm_head_work(cp, num_sampled + draft_tokens), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
     if swap_bytes:
-        t += swap_bytes / cp[P_HOST_BW]
+        t += swap_bytes / cp[P.HOST_BW]
     return t
 
 
@@ -531,11 +416,11 @@ def step_time(
             num_loras,
         ),
     )
-    if cp[P_SPEC_K] != 0.0:
+    if cp[P.SPEC_TOKENS] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
     c = cpu_s(cp, num_seqs, num_tokens)
-    load = lora_loads * cp[P_LORA_LOAD] + lora_disk_loads * cp[P_LORA_DISK]
-    if cp[P_ASYNC] != 0.0:
+    load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
+    if cp[P.ASYNC_SCHEDULING] != 0.0:
         return load + max(g, c)
     return load + g + c
 
@@ -549,15 +434,15 @@ def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, s
     where prefill chunks are in it)."""
     if num_sampled == 0:
         return 0.0
-    t = cp[P_SPEC_HOST] * num_sampled
-    if cp[P_DRAFT_MODEL] != 0.0:
-        t += cp[P_SPEC_K] * cp[P_DRAFT_PASS]
+    t = cp[P.SPEC_HOST_SEQ_S] * num_sampled
+    if cp[P.DRAFT_MODEL] != 0.0:
+        t += cp[P.SPEC_TOKENS] * cp[P.DRAFT_PASS_S]
         dp = cp[DRAFT:]
         first = gpu_s(dp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, 0.0, single_row_context, 0, 0)
         t += graphed_s(dp, num_seqs, num_tokens, first)
         n = num_sampled
         one = gpu_s(dp, n, n, context_tokens, float(context_tokens) + n, n, 0.0, context_tokens, 0, 0)
-        t += (cp[P_SPEC_K] - 1.0) * graphed_s(dp, n, n, one)
+        t += (cp[P.SPEC_TOKENS] - 1.0) * graphed_s(dp, n, n, one)
     return t
 
 
@@ -698,9 +583,9 @@ class CostModel:
             * L
             * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
-            "cpu_fixed_s": e.cpu_step_s * x.cpu_share,
-            "cpu_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
-            "cpu_per_token_s": e.cpu_per_token_s * x.cpu_share,
+            "engine_step_s": e.cpu_step_s * x.cpu_share,
+            "engine_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
+            "engine_per_token_s": e.cpu_per_token_s * x.cpu_share,
             "async_scheduling": x.async_scheduling,
             **frontend_params(fe),
             "moe_flops": peak * e.moe_compute,
@@ -749,12 +634,12 @@ class CostModel:
             out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
 
         if Tp:  # as gpu_s: a step with no tokens runs no layer
-            add("linear", linear_work(cp, Tp), cp[P_MM_FLOPS], cp[P_MM_BW])
+            add("linear", linear_work(cp, Tp), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
             if w.num_loras:
-                lw = (Tp * cp[P_LORA_FLOPS], w.num_loras * cp[P_LORA_BYTES])
-                bound = "compute" if lw[0] / cp[P_MM_FLOPS] >= lw[1] / cp[P_MM_BW] else "memory"
+                lw = (Tp * cp[P.LORA_FLOPS_PER_TOKEN], w.num_loras * cp[P.LORA_BYTES_PER_ADAPTER])
+                bound = "compute" if lw[0] / cp[P.MATMUL_FLOPS] >= lw[1] / cp[P.MATMUL_BW] else "memory"
                 out.append(OpCost("lora", lw[0], lw[1], lora_s(cp, Tp, w.num_loras), bound))
-            if cp[P_MOE_LAYERS]:
+            if cp[P.MOE_LAYERS]:
                 mw = moe_work(cp, T)
                 out.append(
                     OpCost(
@@ -762,36 +647,38 @@ class CostModel:
                         mw[0],
                         mw[1],
                         moe_s(cp, T),
-                        "compute" if mw[0] / cp[P_MOE_FLOPS] >= mw[1] / cp[P_MOE_BW] else "memory",
+                        "compute" if mw[0] / cp[P.MOE_FLOPS] >= mw[1] / cp[P.MOE_BW] else "memory",
                     )
                 )
             add(
                 "attention",
                 attention_work(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.single_row_context),
-                cp[P_ATTN_FLOPS],
-                cp[P_ATTN_BW],
+                cp[P.ATTN_FLOPS],
+                cp[P.ATTN_BW],
             )
         if w.num_sampled:
-            add("lm_head", lm_head_work(cp, w.num_sampled + w.num_draft_tokens), cp[P_MM_FLOPS], cp[P_MM_BW])
-        if cp[P_AR_COUNT] and Tp:
-            out.append(OpCost("allreduce", 0.0, Tp * cp[P_AR_BYTES], allreduce_s(cp, Tp), "link"))
+            add("lm_head", lm_head_work(cp, w.num_sampled + w.num_draft_tokens), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
+        if cp[P.ALLREDUCE_COUNT] and Tp:
+            out.append(OpCost("allreduce", 0.0, Tp * cp[P.ALLREDUCE_BYTES_PER_TOKEN], allreduce_s(cp, Tp), "link"))
         if w.swap_bytes:
-            out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P_HOST_BW], "host-link"))
+            out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P.HOST_BW], "host-link"))
         out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
         gpu = sum(o.seconds for o in out)
         launched = graphed_s(cp, w.num_seqs, T, gpu)
         if launched > gpu:
             out.append(OpCost("launch", 0.0, 0.0, launched - gpu, "cpu-launch"))
-        if cp[P_SPEC_K]:
+        if cp[P.SPEC_TOKENS]:
             d = draft_s(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.num_sampled, w.single_row_context)
             out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
             launched += d
-        if cp[P_CPU_FIXED] or cp[P_CPU_SEQ] or cp[P_CPU_TOKEN]:
+        if cp[P.ENGINE_STEP_S] or cp[P.ENGINE_PER_SEQ_S] or cp[P.ENGINE_PER_TOKEN_S]:
             c = cpu_s(cp, w.num_seqs, T)
-            hidden = min(c, launched) if cp[P_ASYNC] else 0.0
-            out.append(OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P_ASYNC] else "cpu"))
+            hidden = min(c, launched) if cp[P.ASYNC_SCHEDULING] else 0.0
+            out.append(
+                OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu")
+            )
         if w.lora_loads or w.lora_disk_loads:
-            load = w.lora_loads * cp[P_LORA_LOAD] + w.lora_disk_loads * cp[P_LORA_DISK]
+            load = w.lora_loads * cp[P.LORA_LOAD_S] + w.lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
             out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))
         return out
 

@@ -13,15 +13,33 @@ with vLLM's own traces and what the hand-computed tests read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
-SCHEDULED, NEW, RESUMED, PREEMPTED, FIRST_TOKEN, FINISHED = range(6)
-KINDS = ("scheduled", "new", "resumed", "preempted", "first_token", "finished")
-# What a preemption did with its victim (the value of a PREEMPTED event).
-RECOMPUTED, SWAPPED_OUT, ABORTED = range(3)
-PREEMPTION_KINDS = ("preempted", "swapped out", "aborted")
-_AT_END = (FIRST_TOKEN, FINISHED)  # recorded at the step's end
+
+class EventKind(IntEnum):
+    """What a request event records (the ``kind`` of a row)."""
+
+    SCHEDULED = 0
+    NEW = 1
+    RESUMED = 2
+    PREEMPTED = 3
+    FIRST_TOKEN = 4
+    FINISHED = 5
+
+
+class PreemptionKind(IntEnum):
+    """What a preemption did with its victim (the value of a ``PREEMPTED`` event)."""
+
+    RECOMPUTED = 0
+    SWAPPED_OUT = 1
+    ABORTED = 2
+
+
+KINDS = tuple(k.name.lower() for k in EventKind)
+PREEMPTION_KINDS = ("preempted", "swapped out", "aborted")  # labels, by PreemptionKind
+_AT_END = (EventKind.FIRST_TOKEN, EventKind.FINISHED)  # recorded at the step's end
 
 
 @dataclass(frozen=True)
@@ -67,14 +85,14 @@ def step_records(events: np.ndarray, log: dict[str, np.ndarray]) -> list[StepRec
             StepRecord(
                 start=starts[k],
                 duration=durations[k],
-                scheduled={r: v for c, r, v in evs if c == SCHEDULED},
-                new=of(NEW),
-                resumed=of(RESUMED),
-                preempted=of(PREEMPTED),
-                swapped_out=tuple(r for c, r, v in evs if c == PREEMPTED and v == SWAPPED_OUT),
-                aborted=tuple(r for c, r, v in evs if c == PREEMPTED and v == ABORTED),
-                prefix_hits=tuple((r, v) for c, r, v in evs if c in (NEW, RESUMED)),
-                finished=of(FINISHED),
+                scheduled={r: v for c, r, v in evs if c == EventKind.SCHEDULED},
+                new=of(EventKind.NEW),
+                resumed=of(EventKind.RESUMED),
+                preempted=of(EventKind.PREEMPTED),
+                swapped_out=tuple(r for c, r, v in evs if c == EventKind.PREEMPTED and v == PreemptionKind.SWAPPED_OUT),
+                aborted=tuple(r for c, r, v in evs if c == EventKind.PREEMPTED and v == PreemptionKind.ABORTED),
+                prefix_hits=tuple((r, v) for c, r, v in evs if c in (EventKind.NEW, EventKind.RESUMED)),
+                finished=of(EventKind.FINISHED),
                 num_running=int(log["num_running"][k]),
                 num_waiting=int(log["num_waiting"][k]),
                 num_swapped=int(log["num_swapped"][k]),

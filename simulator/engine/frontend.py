@@ -55,27 +55,16 @@ compiled into the production step with the rest of it (``simulator.engine.compil
 
 from __future__ import annotations
 
-from simulator.engine.cost import (
-    P_FE_FINISH,
-    P_FE_FIRST,
-    P_FE_LATENCY,
-    P_FE_ON,
-    P_FE_PACE,
-    P_FE_PROMPT_TOKEN,
-    P_FE_REQUEST,
-    P_FE_ROUNDS,
-    P_FE_STEP,
-    P_FE_TOKEN,
-)
+from simulator.engine.params import P
 
 
 def intake_passes(cp, prompt_tokens):
     """Seconds of front-end work to take in a request of ``prompt_tokens``: (first pass, second
     pass); (0, 0) without a front-end."""
-    if cp[P_FE_ON] == 0.0:
+    if cp[P.FE_ON] == 0.0:
         return 0.0, 0.0
-    work = cp[P_FE_REQUEST] + cp[P_FE_PROMPT_TOKEN] * prompt_tokens
-    first = cp[P_FE_FIRST] * work
+    work = cp[P.FE_REQUEST_S] + cp[P.FE_PROMPT_TOKEN_S] * prompt_tokens
+    first = cp[P.FE_FIRST_PASS] * work
     return first, work - first
 
 
@@ -92,14 +81,14 @@ def queued_end(free_at, now, work):
 
 def reaches_engine(cp, intake_done):
     """When a request taken in at ``intake_done`` reaches the engine (after the fixed latency)."""
-    return intake_done + cp[P_FE_LATENCY]
+    return intake_done + cp[P.FE_LATENCY_S]
 
 
 def turnaround(cp, previous_end, streams):
     """When the API server starts taking in a request whose client's previous request ended at
     ``previous_end``: ``rounds`` rounds of its loop later, each the work of one step's outputs for
     ``streams`` requests in flight (shared by the API servers)."""
-    return previous_end + cp[P_FE_ROUNDS] * (cp[P_FE_STEP] + cp[P_FE_TOKEN] * streams)
+    return previous_end + cp[P.FE_ROUNDS] * (cp[P.FE_STEP_S] + cp[P.FE_TOKEN_S] * streams)
 
 
 def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
@@ -108,10 +97,10 @@ def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
     it starts after the batches before it (done at ``free_at``) and the piece of intake in progress
     (done at ``intake_busy``). The front-end's outputs are then busy until its end, if it processed
     any. Without a front-end (or tokens), both are ``t_end``."""
-    if cp[P_FE_ON] == 0.0 or num_tokens == 0:
+    if cp[P.FE_ON] == 0.0 or num_tokens == 0:
         return t_end, t_end
     start = max(t_end, busy_until(free_at, intake_busy))
-    return start, start + cp[P_FE_STEP] + cp[P_FE_TOKEN] * num_tokens + cp[P_FE_FINISH] * num_finished
+    return start, start + cp[P.FE_STEP_S] + cp[P.FE_TOKEN_S] * num_tokens + cp[P.FE_FINISH_S] * num_finished
 
 
 def step_start(cp, now, batch_start):
@@ -121,7 +110,7 @@ def step_start(cp, now, batch_start):
     outputs ahead of its API server: while the API server keeps up, the GPU's step and the API
     server's processing of the step before overlap; once it does not, the engine steps at its pace.
     Without a front-end, ``now``."""
-    if cp[P_FE_PACE] == 0.0 or batch_start <= now:
+    if cp[P.FE_PACE] == 0.0 or batch_start <= now:
         return now
     return batch_start
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.engine.rules import WAITING
+from simulator.engine.rules import RequestStatus
 
 # name -> (dtype, initial value)
 _FIELDS: dict[str, tuple[type, float]] = {
@@ -34,7 +34,7 @@ _FIELDS: dict[str, tuple[type, float]] = {
     "preemptions": (np.int32, 0),
     "recomputed": (np.int64, 0),
     "swapped_bytes": (np.float64, 0.0),
-    "status": (np.int8, WAITING),
+    "status": (np.int8, RequestStatus.WAITING),
     "priority": (np.int32, 0),
     "group": (np.int64, -1),
     "group_len": (np.int64, 0),

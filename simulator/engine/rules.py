@@ -10,12 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import IntEnum
 
-from simulator.engine import events
+from simulator.engine.events import PreemptionKind
 
-# ---- request status codes (the ``status`` column of the request records) ------------------------
-WAITING, RUNNING, SWAPPED, FINISHED, REJECTED, ABORTED = range(6)
-STATUS_NAMES = ("waiting", "running", "swapped", "finished", "rejected", "aborted")
+
+class RequestStatus(IntEnum):
+    """Where a request stands (the ``status`` column of the request records), as vLLM's
+    ``RequestStatus`` names them; both engine steps, the metrics and the exports use these."""
+
+    WAITING = 0
+    RUNNING = 1
+    SWAPPED = 2  # preempted to host memory (swap preemption)
+    FINISHED = 3
+    REJECTED = 4  # refused at arrival: it could never fit
+    ABORTED = 5  # a swap victim dropped when swap space is full (on_swap_full: abort)
+
+
+STATUS_NAMES = tuple(s.name.lower() for s in RequestStatus)
 
 
 @dataclass(frozen=True)
@@ -313,10 +325,10 @@ def preemption_kind(swap_mode, abort_on_full, swap_used, blocks, swap_space):
     (``on_swap_full: abort``) or fall back to recomputation; with recompute preemption, recompute."""
     if swap_mode:
         if swap_used + blocks <= swap_space:
-            return events.SWAPPED_OUT
+            return PreemptionKind.SWAPPED_OUT
         if abort_on_full:
-            return events.ABORTED
-    return events.RECOMPUTED
+            return PreemptionKind.ABORTED
+    return PreemptionKind.RECOMPUTED
 
 
 def queued_before(prio_a, arrival_a, seq_a, prio_b, arrival_b, seq_b):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simulator.engine.rules import FINISHED, kv_usage
+from simulator.engine.rules import RequestStatus, kv_usage
 
 if TYPE_CHECKING:  # (the cluster is not imported: it imports this module)
     from simulator.scenario.config import AutoscalerConfig, Scenario
@@ -144,7 +144,9 @@ class Autoscaler:
         if requests is not None and sc.slo is not None:
             from simulator.metrics import meets_slo
 
-            done = requests["status"] == FINISHED  # as the summary's slo_attainment: of those that finished
+            done = (
+                requests["status"] == RequestStatus.FINISHED
+            )  # as the summary's slo_attainment: of those that finished
             ok = meets_slo(requests, sc.slo)[done]
             t = out["time"]
             bins = np.searchsorted(t, requests["arrival"][done], side="left")  # row k covers (t[k-1], t[k]]

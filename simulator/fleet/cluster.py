@@ -30,7 +30,7 @@ import simpy
 
 from simulator import resolve
 from simulator.engine.core import Engine
-from simulator.engine.rules import FINISHED
+from simulator.engine.rules import RequestStatus
 from simulator.engine.step_log import BinnedStepLog, WindowTotals
 from simulator.errors import ConfigError
 from simulator.scenario.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenario
@@ -337,7 +337,7 @@ class Cluster:
         """The prefill part ended: if it was rejected the request ends; else its KV moves on."""
         r.in_flight -= 1
         rid = self.rid[gid]
-        if r.engine.reqs.status[rid] != FINISHED:
+        if r.engine.reqs.status[rid] != RequestStatus.FINISHED:
             self._count_done(1)
             if done is not None:
                 done.succeed(gid)
@@ -509,7 +509,7 @@ class MergedRequests:
                 out[c] = out[c].copy()
                 out[c][has] += dec[c]
         # Prefilled, not yet (or never) on a decode replica: in flight unless it was rejected.
-        waiting = ~has & (first["status"] == FINISHED)
+        waiting = ~has & (first["status"] == RequestStatus.FINISHED)
         for c in ("first_token", "last_token", "finish"):
             out[c] = out[c].copy()
             out[c][waiting] = np.nan

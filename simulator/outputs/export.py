@@ -26,7 +26,7 @@ import numpy as np
 
 from simulator.engine import events as E
 from simulator.engine import speculative
-from simulator.engine.rules import FINISHED, REJECTED
+from simulator.engine.rules import RequestStatus
 from simulator.errors import ConfigError
 from simulator.metrics import e2el_s, tpot_s, ttft_s
 from simulator.outputs.writers import atomic_write_bytes
@@ -218,7 +218,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
     at = fams.at
     s = _step_series(res)
     c = res.reqs.columns()
-    fin = c["status"] == FINISHED
+    fin = c["status"] == RequestStatus.FINISHED
     fams.gauge(
         lv,
         "vllm:num_requests_running",
@@ -530,21 +530,21 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
         if rid not in queued:  # its wait from arrival to its first admission
             queued.add(rid)
             phase[rid] = ("queued", float(c["arrival"][rid]))
-        if kind == E.NEW:
+        if kind == E.EventKind.NEW:
             open_(rid, "prefill", t)
-        elif kind == E.RESUMED:
+        elif kind == E.EventKind.RESUMED:
             open_(
                 rid,
                 "resumed (recomputing, then decoding)" if rid in phase and phase[rid][0] == "preempted" else "resumed",
                 t,
             )
-        elif kind == E.PREEMPTED:
+        elif kind == E.EventKind.PREEMPTED:
             open_(rid, E.PREEMPTION_KINDS[int(value)], t)
-            if int(value) == E.ABORTED:
+            if int(value) == E.PreemptionKind.ABORTED:
                 close(rid, t)
-        elif kind == E.FIRST_TOKEN:
+        elif kind == E.EventKind.FIRST_TOKEN:
             open_(rid, "decode", t)
-        elif kind == E.FINISHED and rid in phase:
+        elif kind == E.EventKind.FINISHED and rid in phase:
             shown = float(c["finish"][rid])  # its last token reaches the client (through the front-end)
             if not np.isfinite(shown):  # still on its way out when the run ended
                 shown = end
@@ -552,7 +552,7 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
                 open_(rid, "streaming out (front-end)", t)
             close(rid, max(shown, t))
     for rid in range(len(c["arrival"])):
-        if c["status"][rid] == REJECTED:
+        if c["status"][rid] == RequestStatus.REJECTED:
             out.append(
                 {"ph": "i", "s": "p", "pid": req_pid, "name": f"rejected {rid}", "ts": float(c["arrival"][rid]) * us}
             )

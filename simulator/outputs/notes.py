@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engine.rules import REJECTED
+from simulator.engine.rules import RequestStatus
 from simulator.scenario.config import Scenario
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
@@ -134,7 +134,7 @@ def _load_notes(summary: dict, result) -> list[str]:
     # if, when the last request arrived, a good share had not been scheduled yet (the queue grew for
     # as long as requests came in).
     last = float(arrival.max())
-    waiting = int(np.count_nonzero((status != REJECTED) & ~(c["first_scheduled"] <= last)))
+    waiting = int(np.count_nonzero((status != RequestStatus.REJECTED) & ~(c["first_scheduled"] <= last)))
     if waiting > max(10, OVERLOAD_WAITING * n_sub):
         span = last - float(arrival.min())
         rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "

@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from simulator.engine import cost, frontend, host_tier, rules
+from simulator.engine import cost, frontend, host_tier, params, rules
 from simulator.engine.compiled import adapters, layout, lazy, pool, queues, schedule, state, text, trace, update
 from simulator.scenario import limits
 
 MODULES = (rules, cost, frontend, host_tier, trace, pool, queues, adapters, lazy, schedule, update, text)
-SOURCES = (*MODULES, layout, state, limits, sys.modules[__name__])  # state: the array types it is compiled for
+SOURCES = (*MODULES, params, layout, state, limits, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {
     "advance": update.advance,

@@ -20,7 +20,7 @@ from simulator.engine.compiled import layout as L
 from simulator.engine.compiled.state import new_state
 from simulator.engine.core import Engine, SimulationStalled
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import WAITING, SchedulerConfig, cdiv
+from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import StepEnd, TimeoutAt, horizon
 
 
@@ -62,7 +62,7 @@ class CompiledEngine(Engine):
             TimeoutAt(self.env, at).callbacks.append(self._wake_up)
 
     def _reject_due(self, rid: int) -> None:
-        if self.reqs.status[rid] == WAITING:
+        if self.reqs.status[rid] == RequestStatus.WAITING:
             self._reject(rid)
 
     def _wake_up(self, _event) -> None:
@@ -75,7 +75,7 @@ class CompiledEngine(Engine):
         while coming and coming[0][0] <= now:
             rid = coming.popleft()[1]
             self.num_arrived += 1
-            if status[rid] == WAITING:  # else rejected already, by its event
+            if status[rid] == RequestStatus.WAITING:  # else rejected already, by its event
                 if self._too_long(rid):
                     self._reject(rid)
                 else:
@@ -263,12 +263,12 @@ class CompiledEngine(Engine):
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self.st.ctl
         new = self.reqs.status[int(ctl[L.IN_NEXT]) : self.num_arrived]  # not those still in the front-end
-        waiting = int(ctl[L.WQ_LEN]) + int(np.count_nonzero(new == WAITING))
+        waiting = int(ctl[L.WQ_LEN]) + int(np.count_nonzero(new == RequestStatus.WAITING))
         now = self.env.now
         for at, rid in self._coming:  # their time has come, the loop has not yet taken them in
             if at > now:
                 break
-            waiting += self.reqs.status[rid] == WAITING and not self._too_long(rid)
+            waiting += self.reqs.status[rid] == RequestStatus.WAITING and not self._too_long(rid)
         return int(ctl[L.N_RUN]), waiting, int(ctl[L.SW_LEN]), int(ctl[L.FREE])
 
 

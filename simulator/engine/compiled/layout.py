@@ -3,7 +3,7 @@
 Everything the step reads or writes is one ``State`` (a named tuple of arrays, so the compiled
 functions take one argument and name what they touch: ``st.blocks[b, B_REF]``). Scalars live in
 ``st.ctl`` (int64) and ``st.fctl`` (float64) at the slots below; the scheduler's knobs in
-``st.cfg``, the cost model's constants in ``st.cp`` (``simulator.engine.cost.PARAMS`` order). Column
+``st.cfg``, the cost model's constants in ``st.cp`` (``simulator.engine.params.P`` order). Column
 indices into the request records are derived from ``simulator.engine.requests.ROW_LAYOUT`` and the
 step-log stage rows from ``simulator.engine.step_log``, so the layouts are stated once.
 
@@ -16,8 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from simulator.engine import events
-from simulator.engine.cost import N_COST
+from simulator.engine.params import N_COST
 from simulator.engine.requests import ROW_LAYOUT
 from simulator.engine.rules import ITL_BINS
 from simulator.engine.step_log import STAGE_ROWS
@@ -148,7 +147,7 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     N_CFG,
 ) = range(21)
 
-# cp: the cost model's parameters (the target's, then the draft model's: cost.N_COST), the KV bytes
+# cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
 C_BLOCK_BYTES = N_COST
 C_AT_LEAST = N_COST + 1
@@ -249,17 +248,6 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
         "spec_accepted_tokens",
     )
 )
-
-# ---- trace rows: (time, kind, request, value), the kinds of ``simulator.engine.events`` ------------------------
-TR_SCHEDULED, TR_NEW, TR_RESUMED, TR_PREEMPTED, TR_FIRST_TOKEN, TR_FINISHED = (
-    events.SCHEDULED,
-    events.NEW,
-    events.RESUMED,
-    events.PREEMPTED,
-    events.FIRST_TOKEN,
-    events.FINISHED,
-)
-PRE_RECOMPUTED, PRE_SWAPPED_OUT, PRE_ABORTED = events.RECOMPUTED, events.SWAPPED_OUT, events.ABORTED
 
 # ---- what ``advance`` returns --------------------------------------------------------------------------
 STEPPED = (

@@ -57,9 +57,6 @@ from simulator.engine.compiled.layout import (
     N_RUN,
     N_SAMPLED,
     PENDING,
-    PRE_ABORTED,
-    PRE_RECOMPUTED,
-    PRE_SWAPPED_OUT,
     PREEMPTED,
     PRIORITY,
     ROWS,
@@ -82,10 +79,6 @@ from simulator.engine.compiled.layout import (
     SWAP_SPACE,
     SWAP_USED,
     THR,
-    TR_NEW,
-    TR_PREEMPTED,
-    TR_RESUMED,
-    TR_SCHEDULED,
     TRACE,
     WQ_LEN,
     X_SWAPPED,
@@ -124,10 +117,8 @@ from simulator.engine.compiled.queues import (
 )
 from simulator.engine.compiled.trace import record
 from simulator.engine.cost import step_time
+from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
-    ABORTED,
-    RUNNING,
-    SWAPPED,
     W_CONTEXT,
     W_DECODE,
     W_DRAFTS,
@@ -137,7 +128,7 @@ from simulator.engine.rules import (
     W_TOKENS,
     W_TXC,
     W_TXT1,
-    WAITING,
+    RequestStatus,
     add_decodes,
     add_request,
     admission_blocks,
@@ -296,28 +287,28 @@ def _preempt(st, v, j, t):
     nfull = hashed_blocks(slots[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
     slots[v, S_NBLK] = 0
     kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
-    if kind == PRE_SWAPPED_OUT:
+    if kind == PreemptionKind.SWAPPED_OUT:
         release_table(st, rid, row, nblk, nfull)
         ctl[SWAP_USED] += nblk
         st.req_extra[rid, X_SWAPPED] = nblk
         _swap_traffic(st, rid, nblk)
-        st.status[rid] = SWAPPED
+        st.status[rid] = RequestStatus.SWAPPED
         sw_push(st, rid)
-        record(st, t, TR_PREEMPTED, rid, PRE_SWAPPED_OUT)
-    elif kind == PRE_ABORTED:
+        record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.SWAPPED_OUT)
+    elif kind == PreemptionKind.ABORTED:
         release_table(st, rid, row, nblk, nfull)
-        st.status[rid] = ABORTED
+        st.status[rid] = RequestStatus.ABORTED
         st.req_f64[rid, F_FIN] = t
         st.ab[ctl[AB_N]] = rid
         ctl[AB_N] += 1
-        record(st, t, TR_PREEMPTED, rid, PRE_ABORTED)
+        record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
     else:
         cache_own_blocks(st, rid, row, nfull)
         release_table(st, rid, row, nblk, nfull)
         slots[v, S_NCOMP] = 0
-        st.status[rid] = WAITING
+        st.status[rid] = RequestStatus.WAITING
         wq_push(st, rid, True)
-        record(st, t, TR_PREEMPTED, rid, PRE_RECOMPUTED)
+        record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
     write_back(st, v)
     slots[v, S_RID] = -1
     unmark(st.bits, 0, v)
@@ -349,9 +340,9 @@ def _swap_in(st, t, cap, budget):
         _swap_traffic(st, rid, nblk)
         row = take_row(st)
         take_blocks(st, row, 0, m)
-        st.status[rid] = RUNNING
+        st.status[rid] = RequestStatus.RUNNING
         start_slot(st, rid, nc, m, a, row)
-        record(st, t, TR_RESUMED, rid, nc)
+        record(st, t, EventKind.RESUMED, rid, nc)
         if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
         budget -= a
@@ -394,10 +385,10 @@ def _admit(st, t, cap, budget):
             req_i64[rid, I_CACHED] = nc
             req_i64[rid, I_HOST_CACHED] = nx * bs
             st.req_f64[rid, F_FSCHED] = t
-            record(st, t, TR_NEW, rid, nc)
+            record(st, t, EventKind.NEW, rid, nc)
         else:
-            record(st, t, TR_RESUMED, rid, nc)
-        st.status[rid] = RUNNING
+            record(st, t, EventKind.RESUMED, rid, nc)
+        st.status[rid] = RequestStatus.RUNNING
         start_slot(st, rid, nc, nh + m, a, row)
         if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
@@ -444,7 +435,7 @@ def _apply(st, t):
     if st.cfg[TRACE] >= 2:
         for s in range(ctl[END]):  # every scheduled request in order (a lazy one takes a token)
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
-                record(st, t, TR_SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
+                record(st, t, EventKind.SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
     dt = step_time(
         st.cp,

@@ -71,8 +71,6 @@ from simulator.engine.compiled.layout import (
     T_NOW,
     T_PEEK,
     T_RET,
-    TR_FINISHED,
-    TR_FIRST_TOKEN,
     TRACE,
     TRACE_N,
     UNSTAGE,
@@ -85,11 +83,11 @@ from simulator.engine.compiled.pool import cache_own_blocks, release_table
 from simulator.engine.compiled.queues import wq_push
 from simulator.engine.compiled.schedule import schedule
 from simulator.engine.compiled.trace import record
-from simulator.engine.cost import P_FE_FINISH
+from simulator.engine.events import EventKind
 from simulator.engine.frontend import delivered, step_start
+from simulator.engine.params import P
 from simulator.engine.rules import (
-    FINISHED,
-    WAITING,
+    RequestStatus,
     drafts_scheduled,
     finishes,
     hashed_blocks,
@@ -173,7 +171,7 @@ def update(st, t):
         st.fctl[FE_INTAKE],
         t,
         ctl[N_SAMPLED],
-        _finishing(st) if st.cp[P_FE_FINISH] != 0.0 else 0,
+        _finishing(st) if st.cp[P.FE_FINISH_S] != 0.0 else 0,
     )
     spec0, drafts0, acc0 = ctl[SPEC_N], ctl[SPEC_DRAFTS], ctl[SPEC_ACC]
     if ctl[N_SAMPLED] != 0:
@@ -221,7 +219,7 @@ def update(st, t):
                     run_n = 1
             else:
                 st.req_f64[slots[s, S_RID], F_FTOK] = d
-                record(st, t, TR_FIRST_TOKEN, slots[s, S_RID], 0)
+                record(st, t, EventKind.FIRST_TOKEN, slots[s, S_RID], 0)
             slot_time[s] = d
             if finishes(o, slots[s, S_MAXT]):
                 rid = slots[s, S_RID]
@@ -231,9 +229,9 @@ def update(st, t):
                 release_table(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
                 slots[s, S_NBLK] = 0
                 write_back(st, s)
-                st.status[rid] = FINISHED
+                st.status[rid] = RequestStatus.FINISHED
                 st.req_f64[rid, F_FIN] = d
-                record(st, t, TR_FINISHED, rid, 0)
+                record(st, t, EventKind.FINISHED, rid, 0)
                 _ended(st, rid)
                 nfinished += 1
                 lora_stop(st, rid)
@@ -273,7 +271,7 @@ def advance(st):
     peek = fctl[T_PEEK]
     ctl[FIN_N] = 0
     for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
-        if st.status[rid] == WAITING:
+        if st.status[rid] == RequestStatus.WAITING:
             wq_push(st, rid, False)
     ctl[IN_NEXT] = ctl[IN_END]
     if ctl[PENDING]:

@@ -14,7 +14,7 @@ from simulator.engine.frontend import delivered, step_start
 from simulator.engine.reference.block_pool import BlockPool
 from simulator.engine.reference.kv_cache import KVCacheManager
 from simulator.engine.reference.scheduler import Scheduler
-from simulator.engine.rules import SWAPPED
+from simulator.engine.rules import RequestStatus
 from simulator.engine.simtime import TimeoutAt
 
 
@@ -78,21 +78,27 @@ class ReferenceEngine(Engine):
     def _record_schedule(self, t: float, plan) -> None:
         R, rec = self.reqs, self._events_log
         for rid in plan.preempted:
-            kind = E.ABORTED if rid in plan.aborted else E.SWAPPED_OUT if R.status[rid] == SWAPPED else E.RECOMPUTED
-            rec.append((t, E.PREEMPTED, rid, kind))
+            kind = (
+                E.PreemptionKind.ABORTED
+                if rid in plan.aborted
+                else E.PreemptionKind.SWAPPED_OUT
+                if R.status[rid] == RequestStatus.SWAPPED
+                else E.PreemptionKind.RECOMPUTED
+            )
+            rec.append((t, E.EventKind.PREEMPTED, rid, kind))
         for rid, hit in plan.prefix_hits:
-            rec.append((t, E.NEW if rid in plan.new else E.RESUMED, rid, hit))
+            rec.append((t, E.EventKind.NEW if rid in plan.new else E.EventKind.RESUMED, rid, hit))
         if self.trace_level >= 2:
-            rec.extend((t, E.SCHEDULED, rid, a) for rid, a in zip(plan.rids, plan.num_new))
+            rec.extend((t, E.EventKind.SCHEDULED, rid, a) for rid, a in zip(plan.rids, plan.num_new))
 
     def _record_update(self, t: float, shown: float, plan, out) -> None:
         R, rec = self.reqs, self._events_log
         finished = set(out.finished)
         for rid in plan.rids:
             if R.first_token[rid] == shown and R.num_out[rid] == 1:
-                rec.append((t, E.FIRST_TOKEN, rid, 0))
+                rec.append((t, E.EventKind.FIRST_TOKEN, rid, 0))
             if rid in finished:
-                rec.append((t, E.FINISHED, rid, 0))
+                rec.append((t, E.EventKind.FINISHED, rid, 0))
 
     def trace_events(self) -> np.ndarray:
         return np.array(self._events_log, np.float64).reshape(-1, 4)

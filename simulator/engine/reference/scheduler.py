@@ -34,7 +34,7 @@ from simulator.engine import events, host_tier, rules
 from simulator.engine.cost import StepWork
 from simulator.engine.reference.kv_cache import KVCacheManager
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import ABORTED, FINISHED, RUNNING, SWAPPED, WAITING, SchedulerConfig
+from simulator.engine.rules import RequestStatus, SchedulerConfig
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class Scheduler:
         return bool(self.running or self.waiting or self.swapped)
 
     def add_request(self, rid: int) -> None:
-        self.reqs.status[rid] = WAITING
+        self.reqs.status[rid] = RequestStatus.WAITING
         self.waiting.push(rid)
 
     # ---- one step -------------------------------------------------------------------------------
@@ -259,23 +259,23 @@ class Scheduler:
             nblk,
             cfg.swap_space_blocks,
         )
-        if kind == events.SWAPPED_OUT:
+        if kind == events.PreemptionKind.SWAPPED_OUT:
             self.kv.free(rid, *held, cache_own=False)
             self.swap_used_blocks += nblk
             self.swapped_blocks[rid] = nblk
             self._swap_traffic(rid, nblk)
-            R.status[rid] = SWAPPED
+            R.status[rid] = RequestStatus.SWAPPED
             self.swapped.append(rid)
             return
-        if kind == events.ABORTED:
+        if kind == events.PreemptionKind.ABORTED:
             self.kv.free(rid, *held, cache_own=False)
-            R.status[rid] = ABORTED
+            R.status[rid] = RequestStatus.ABORTED
             R.finish[rid] = now
             self._aborted.append(rid)
             return
         self.kv.free(rid, *held, cache_own=True)
         R.num_computed[rid] = 0
-        R.status[rid] = WAITING
+        R.status[rid] = RequestStatus.WAITING
         self.waiting.push(rid, front=True)
 
     def _swap_traffic(self, rid: int, nblk: int) -> None:
@@ -362,7 +362,7 @@ class Scheduler:
             self.kv.cache_group_blocks(rid, g, int(R.group_len[rid]), computed)
 
     def _start(self, rid: int) -> None:
-        self.reqs.status[rid] = RUNNING
+        self.reqs.status[rid] = RequestStatus.RUNNING
         self.running.append(rid)
         a = int(self.reqs.lora[rid])
         if a >= 0 and self.cfg.max_loras:
@@ -500,7 +500,7 @@ class Scheduler:
                     int(R.content_key[rid]),
                     cache_own=self.cfg.cache_finished_content,
                 )
-                R.status[rid] = FINISHED
+                R.status[rid] = RequestStatus.FINISHED
                 R.finish[rid] = shown
                 R.num_blocks[rid] = 0
                 self.drafts.pop(rid, None)

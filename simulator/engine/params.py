@@ -1,0 +1,78 @@
+"""The cost vector: one slot per constant of the step's formula (``simulator.engine.cost``) and of
+the host's CPU work (``simulator.engine.host``), each slot named once, here, by its position.
+
+A vector holds the target model's constants, then (from ``DRAFT`` on) the draft model's, in the same
+order: the drafter's passes are priced by the very functions that price the target's. The compiled
+step reads it as ``st.cp`` (``simulator.engine.compiled.layout`` appends its own slots after
+``N_COST``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class P(IntEnum):
+    """Slots of the cost vector, in order (a member's value is its position)."""
+
+    FIXED_S = 0  # per step: step overhead + per-layer small kernels
+    PER_SEQ_S = 1
+    PER_TOKEN_S = 2
+    LIN_PARAMS = 3  # dense linear-layer parameters per GPU (every token passes through them)
+    MATMUL_FLOPS = 4
+    WEIGHT_BYTES = 5
+    ACT_BYTES_PER_TOKEN = 6
+    MATMUL_BW = 7
+    ATTN_FLOPS_PER_PAIR = 8
+    ATTN_FLOPS = 9
+    KV_BYTES_PER_TOKEN = 10
+    ATTN_BW = 11
+    LM_FLOPS = 12
+    LM_BYTES = 13
+    MOE_LAYERS = 14
+    EXPERTS_PER_TOKEN = 15
+    NUM_EXPERTS = 16
+    EXPERT_PARAMS = 17
+    SHARED_PARAMS = 18
+    ALLREDUCE_COUNT = 19
+    ALLREDUCE_BYTES_PER_TOKEN = 20
+    INTERCONNECT_BW = 21
+    ALLREDUCE_LATENCY_S = 22
+    HOST_BW = 23
+    GRAPH_MAX = 24
+    GRAPH_BY16 = 25
+    FULL_DECODE_GRAPHS = 26
+    PAD = 27  # CUDA graphs (Execution)
+    EAGER_FLOOR_S = 28
+    PIECEWISE_FLOOR_S = 29  # launch floors of a step without graphs, with piecewise graphs
+    ENGINE_STEP_S = 30
+    ENGINE_PER_SEQ_S = 31
+    ENGINE_PER_TOKEN_S = 32
+    ASYNC_SCHEDULING = 33
+    FE_ON = 34
+    FE_REQUEST_S = 35
+    FE_PROMPT_TOKEN_S = 36
+    FE_STEP_S = 37
+    FE_TOKEN_S = 38
+    FE_LATENCY_S = 39  # API server (simulator.engine.frontend)
+    MOE_FLOPS = 40
+    MOE_BW = 41  # rates the fused-MoE kernels reach
+    FE_FINISH_S = 42
+    FE_FIRST_PASS = 43
+    MIXED_ROWS = 44  # extra query rows per one-token request in a step with a prefill chunk
+    SPEC_TOKENS = 45  # speculative decoding: drafts proposed per request (0: off)
+    SPEC_HOST_SEQ_S = 46  # the drafter's host time per request it proposes for (n-gram lookup)
+    DRAFT_MODEL = 47  # 1: a draft model (its constants follow at DRAFT) runs the drafter's passes
+    DRAFT_PASS_S = 48  # the host's time per drafter pass (preparing its inputs, sampling its token)
+    LORA_FIXED_S = 49  # multi-LoRA: the LoRA kernels' launch-bound time per step with adapters in use
+    LORA_FLOPS_PER_TOKEN = 50  # their FLOPs per token (shrink and expand at max_lora_rank)
+    LORA_BYTES_PER_ADAPTER = 51  # the weights of one adapter in use, read each step
+    LORA_LOAD_S = 52  # an adapter put into a GPU slot
+    LORA_DISK_LOAD_S = 53  # an adapter read from storage into host memory
+    FE_PACE = 54  # 1: the engine waits for its front-end (simulator.engine.frontend.step_start)
+    FE_ROUNDS = 55  # rounds of its API server's streams a closed-loop request waits (frontend.turnaround)
+
+
+PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)
+DRAFT = len(P)  # where the draft model's constants start
+N_COST = 2 * DRAFT
