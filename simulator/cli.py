@@ -17,6 +17,7 @@ from simulator.commands import (
     parity,
     plan,
     plot,
+    probe_host,
     report,
     run,
     step_time,
@@ -27,7 +28,22 @@ from simulator.commands import (
 from simulator.errors import ConfigError
 
 # In the order `servesim --help` lists them.
-COMMANDS = (run, check, fields, step_time, sweep, plan, compare, plot, report, calibrate, trace, validate, parity)
+COMMANDS = (
+    run,
+    check,
+    fields,
+    step_time,
+    sweep,
+    plan,
+    compare,
+    plot,
+    report,
+    calibrate,
+    trace,
+    validate,
+    parity,
+    probe_host,
+)
 
 
 class Parser(argparse.ArgumentParser):

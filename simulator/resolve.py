@@ -14,7 +14,7 @@ from typing import Any
 import simpy
 
 from simulator.engine import lora, speculative
-from simulator.engine.core import Engine, with_turnaround
+from simulator.engine.core import Engine
 from simulator.engine.cost import (
     FA2_ATTN_COMPUTE,
     FA2_MIXED_DECODE_ROWS,
@@ -23,16 +23,18 @@ from simulator.engine.cost import (
     CostModel,
     Efficiency,
     Execution,
-    FrontendCosts,
     SpecCost,
 )
+from simulator.engine.host import ApiServer, EngineCpu, HostModel
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import SchedulerConfig
 from simulator.engine.step_log import BinnedStepLog, StepLog
+from simulator.engine.submission import Target
 from simulator.errors import ConfigError
 from simulator.scenario import versions
 from simulator.scenario.config import Scenario
 from simulator.scenario.hardware import GPU, load_gpu
+from simulator.scenario.hosts import load_host
 from simulator.scenario.memory import GIB, MemoryPlan, plan_memory
 from simulator.scenario.models import ModelArch, load_model
 from workloads.factory import keeps_finished_content, start_workload
@@ -45,8 +47,8 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
 
 
 def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
-    """How the engine runs its steps (CUDA graphs, async scheduling, the attention kernel's extra
-    cost in mixed steps), from the version's defaults and the GPU."""
+    """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
+    mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
     v = versions.version(e.vllm_version)
     return Execution(
@@ -56,8 +58,6 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
         capture_by16_from=v.capture_by16_from,
         full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
         pad=not e.enforce_eager,
-        async_scheduling=v.async_scheduling if e.async_scheduling is None else e.async_scheduling,
-        cpu_share=1.0,
         enforce_eager=e.enforce_eager,
         mixed_decode_rows=FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0,
     )
@@ -71,8 +71,7 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
 
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
-    v = versions.version(sc.engine.vllm_version)
-    over = {"cpu_step_s": v.host.engine_step_s, "cpu_per_seq_s": v.engine_per_seq_s}
+    over: dict[str, float] = {}
     kernel = versions.attention_kernel(gpu.compute_capability)
     if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
         over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
@@ -86,10 +85,6 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
         over["step_overhead_s"] = c.step_overhead_ms / 1e3
     if c.per_seq_overhead_us is not None:
         over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
-    if c.engine_cpu_ms is not None:
-        over["cpu_step_s"] = c.engine_cpu_ms / 1e3
-    if c.engine_cpu_per_seq_us is not None:
-        over["cpu_per_seq_s"] = c.engine_cpu_per_seq_us / 1e6
     return replace(base, **over)
 
 
@@ -169,31 +164,43 @@ def load_arch(sc: Scenario) -> ModelArch:
     return model
 
 
-def frontend_costs(sc: Scenario) -> FrontendCosts | None:
-    """The API server's costs: the version's defaults, then the scenario's values."""
-    f = sc.frontend
-    if not f.enabled:
-        return None
-    v = versions.version(sc.engine.vllm_version)
-    h = v.host
-    chat = f.endpoint == "chat"
-    return FrontendCosts(
-        request_s=(h.chat_request_s if chat else h.request_s) if f.request_ms is None else f.request_ms / 1e3,
-        prompt_token_s=h.prompt_token_s if f.prompt_token_us is None else f.prompt_token_us / 1e6,
-        step_s=h.step_s if f.step_us is None else f.step_us / 1e6,
-        token_s=(h.chat_token_s if chat else h.token_s) if f.output_token_us is None else f.output_token_us / 1e6,
-        servers=f.api_server_count,
-        latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
-        finish_s=(h.chat_finish_s if chat else h.finish_s) if f.finish_ms is None else f.finish_ms / 1e3,
-        first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
-        paces_engine=v.paces_engine if f.paces_engine is None else f.paces_engine,
-        rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
+def host_model(sc: Scenario) -> HostModel:
+    """The CPU side of ``sc``'s engine (``simulator.engine.host``): the release line's fitted costs
+    on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
+    the scenario's own values, taken as they are (measured on that host)."""
+    e, f, c = sc.engine, sc.frontend, sc.cost
+    v = versions.version(e.vllm_version)
+    h, scale = v.host, load_host(sc.hardware.host).scale
+    engine = EngineCpu(
+        step_s=h.engine_step_s * scale if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
+        per_seq_s=v.engine_per_seq_s * scale if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
     )
+    api = None
+    if f.enabled:
+        chat = f.endpoint == "chat"
+
+        def cost(default: float, given: float | None, unit: float) -> float:
+            return default * scale if given is None else given / unit
+
+        api = ApiServer(
+            request_s=cost(h.chat_request_s if chat else h.request_s, f.request_ms, 1e3),
+            prompt_token_s=cost(h.prompt_token_s, f.prompt_token_us, 1e6),
+            step_s=cost(h.step_s, f.step_us, 1e6),
+            token_s=cost(h.chat_token_s if chat else h.token_s, f.output_token_us, 1e6),
+            servers=f.api_server_count,
+            latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
+            finish_s=cost(h.chat_finish_s if chat else h.finish_s, f.finish_ms, 1e3),
+            first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
+            paces_engine=v.paces_engine if f.paces_engine is None else f.paces_engine,
+            rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
+        )
+    overlap = v.async_scheduling if e.async_scheduling is None else e.async_scheduling
+    return HostModel(engine, api, overlap)
 
 
 def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> CostModel:
     """The step cost of ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token budget)
-    and its front-end."""
+    and its host's CPU side."""
     e = sc.engine
     kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
     tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, seqs, tokens)
@@ -205,7 +212,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         kv_dtype_bytes,
         quantization(sc, model),
         x,
-        frontend_costs(sc),
+        host_model(sc),
         spec_cost(sc, model, gpu, tp, eff, kv_dtype_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
     )
@@ -310,10 +317,10 @@ def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[
     return engine, parts
 
 
-def start_clients(env: simpy.Environment, target: Any, sc: Scenario, ids: Any) -> int | None:
-    """Start scenario ``sc``'s workload against ``target`` (an engine or a fleet: its ``submit``,
-    ``take_in_at`` and ``max_model_len``), its clients' requests through the front-end's turnaround
-    (``with_turnaround``). Returns how many requests will be submitted (None: unbounded)."""
-    submit = with_turnaround(env, target.submit, target.take_in_at)
+def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any) -> int | None:
+    """Start scenario ``sc``'s workload against ``target`` (an engine or a fleet). Returns how many
+    requests will be submitted (None: unbounded)."""
     w, run = sc.workload, sc.run
-    return start_workload(env, submit, w, run.seed, run.num_requests, max_model_len=target.max_model_len, ids=ids)
+    return start_workload(
+        env, target.submit, w, run.seed, run.num_requests, max_model_len=target.max_model_len, ids=ids
+    )

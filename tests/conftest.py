@@ -18,6 +18,7 @@ from simulator.engine.events import step_records
 from simulator.engine.reference.engine import ReferenceEngine
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import SchedulerConfig
+from simulator.engine.submission import Submission
 
 # CI explores the same examples every run (reproducible results); locally Hypothesis keeps exploring.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -81,7 +82,7 @@ class Sim:
             extra = {"group": r[3], "group_len": r[4]} if len(r) > 3 else {}
             if len(r) > 5:
                 extra["priority"] = r[5]
-            self.engine.submit(r[1], r[2], **extra)
+            self.engine.submit(Submission(r[1], r[2], **extra))
 
     def run(self, until=None):
         self.env.run(until=until)

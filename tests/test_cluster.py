@@ -37,7 +37,7 @@ def test_one_replica_behind_a_router_is_the_single_engine():
 
 def test_one_replica_serves_a_closed_loop_as_the_engine_alone_turnaround_included():
     """The same with closed-loop clients, whose next requests wait for the API server's turnaround
-    (simulator.engine.frontend.turnaround): the fleet's bookkeeping follows each request to its replica
+    (simulator.engine.host.turnaround): the fleet's bookkeeping follows each request to its replica
     record although the record is made only when the request is taken in."""
     common = ["workload.arrival={type: closed_loop, concurrency: 64}", *CHAT, "run.duration_s=60"]
     alone = run(*common).reqs.columns()

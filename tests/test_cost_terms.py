@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.engine import rules, speculative
 from simulator.engine.cost import CostModel, Efficiency, Execution, SpecCost, StepWork, decode_work
+from simulator.engine.host import EngineCpu, HostModel
 from simulator.scenario.config import SpeculativeConfig
 from simulator.scenario.hardware import load_gpu
 from simulator.scenario.models import load_model
@@ -57,22 +58,16 @@ def test_the_terms_of_a_step_add_up_to_its_time(
         single_row_context=context // 2 if seqs else 0,
         num_draft_tokens=min(extra, 3 * seqs) if spec else 0,
     )
-    x = Execution(
-        max_capture_size=graphs,
-        pad=graphs > 0,
-        async_scheduling=async_,
-        cpu_share=1.0 if cpu else 0.0,
-        enforce_eager=eager,
-        mixed_decode_rows=mixed_rows,
-    )
-    eff = Efficiency(cpu_step_s=1e-3, cpu_per_seq_s=3e-5)
+    x = Execution(max_capture_size=graphs, pad=graphs > 0, enforce_eager=eager, mixed_decode_rows=mixed_rows)
+    host = HostModel(EngineCpu(step_s=1e-3, per_seq_s=3e-5), async_scheduling=async_) if cpu else None
+    eff = Efficiency()
     sc = None
     if spec:
         draft = speculative.draft_arch(SpeculativeConfig(method=spec), m)
         sc = SpecCost(
             3, 5e-6 if spec == "ngram" else 0.0, draft and CostModel(draft, load_gpu(gpu), tp, eff, execution=x)
         )
-    cm = CostModel(m, load_gpu(gpu), tp, eff, execution=x, spec=sc)
+    cm = CostModel(m, load_gpu(gpu), tp, eff, execution=x, host=host, spec=sc)
     total = sum(o.seconds for o in cm.ops(w))
     assert total == pytest.approx(cm.step_time(w), rel=1e-12, abs=1e-15)
 

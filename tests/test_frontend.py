@@ -1,4 +1,5 @@
-"""The API server in front of the engine (simulator.engine.frontend), by hand and through whole runs."""
+"""The API server in front of the engine (simulator.engine.host, its reference form
+simulator.engine.reference.api_server), by hand and through whole runs."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from hypothesis import strategies as st
 from simulator.engine.cost import (
     ConstantCost,
 )
-from simulator.engine.frontend import (
+from simulator.engine.host import (
     after_intake,
     delivered,
     intake_passes,
     intake_start,
-    queued_end,
     reaches_engine,
     step_start,
     turnaround,
 )
 from simulator.engine.params import P
+from simulator.engine.reference.api_server import ApiServer
 from simulator.run import simulate
 from simulator.scenario.config import blank_scenario
 
@@ -43,35 +44,36 @@ def frontend_params(request=0.01, prompt_token=1e-5, step=0.002, token=0.001, la
 
 
 def test_intake_and_delivery_by_hand():
-    """Three requests at once, each a first pass (half its work) queued at arrival and a second
-    pass queued when the first ends, behind what came meanwhile: the first passes take 5.5 + 6 +
+    """Three requests at once, each a first pass (half its work) ready when sent and a second pass
+    ready when the first ends, behind what became ready meanwhile: the first passes take 5.5 + 6 +
     6.5 ms, then the second passes in order; a step's tokens wait for the outputs before them and
-    the piece of intake in progress; an idle front-end delivers at once plus its own work."""
+    the piece of intake in progress; an idle API server delivers at once plus its own work."""
     cp = frontend_params()
     cp[P.FE_FIRST_PASS] = 0.5
     passes = [intake_passes(cp, prompt) for prompt in (100, 200, 300)]
     assert passes == [pytest.approx((0.0055, 0.0055)), pytest.approx((0.006, 0.006)), pytest.approx((0.0065, 0.0065))]
-    free, firsts = 0.0, []
-    for first, _ in passes:
-        free = queued_end(free, 0.0, first)
-        firsts.append(free)
-    assert firsts == pytest.approx([0.0055, 0.0115, 0.018])
-    ends = []
-    for t1, (_, rest) in zip(firsts, passes, strict=True):  # each queued at its first pass's end
-        free = queued_end(free, t1, rest)
-        ends.append(free)
-    assert ends == pytest.approx([0.0235, 0.0295, 0.036])  # the whole work, 36 ms, as one pass would
-    assert reaches_engine(cp, ends[0]) == pytest.approx(0.0735)
+    api = ApiServer(cp.tolist())
+    for rid, prompt in enumerate((100, 200, 300)):
+        api.send(rid, 0.0, prompt)
+    assert api.next_event() == 0.0  # the first piece starts at once
+    api.run_until(0.02)  # the three first passes (to 0.018), then the first one's second pass
+    assert api.intake_busy == pytest.approx(0.0235)
+    assert api.reached(0.07) == []  # ... it ends at 0.0235 and reaches the engine 50 ms later
+    api.run_until(1.0)
+    assert api.intake_busy == pytest.approx(0.036)  # the whole work, 36 ms, as one pass would
+    assert api.next_event() == pytest.approx(0.0735)
+    assert api.reached(0.0736) == [0] and api.reached(0.0866) == [1, 2]
+    assert reaches_engine(cp, 0.0235) == pytest.approx(0.0735)
     # A step ending at 0.02, during the second pass that ends at 0.0235, delivers its 5 tokens
     # after that pass and ahead of the intake still queued; one after outputs busy until 0.03, after those.
     assert delivered(cp, 0.0, 0.0235, 0.02, 5, 0) == pytest.approx((0.0235, 0.0235 + 0.002 + 0.005))
     assert delivered(cp, 0.03, 0.0235, 0.02, 5, 0) == pytest.approx((0.03, 0.03 + 0.002 + 0.005))
-    # Later, with the front-end idle, right away plus its own work (two of the five end: 3 ms
+    # Later, with the API server idle, right away plus its own work (two of the five end: 3 ms
     # each); a step without tokens at once.
-    assert delivered(cp, 0.0, free, 1.0, 5, 0) == pytest.approx((1.0, 1.007))
-    assert delivered(cp, 0.0, free, 1.0, 5, 2) == pytest.approx((1.0, 1.013))
-    assert delivered(cp, 0.0, free, 1.0, 0, 0) == (1.0, 1.0)
-    assert intake_passes(ConstantCost(1.0).params, 1000) == (0.0, 0.0)  # no front-end
+    assert api.stream(1.0, 5, 0) == pytest.approx(1.007) and api.batch_start == 1.0
+    assert api.stream(2.0, 5, 2) == pytest.approx(2.013)
+    assert api.stream(3.0, 0, 0) == 3.0 and api.outputs_free == pytest.approx(2.013)
+    assert intake_passes(ConstantCost(1.0).params, 1000) == (0.0, 0.0)  # no API server
 
 
 def test_intake_waits_for_one_batch_of_outputs_not_a_backlog():
@@ -180,7 +182,7 @@ def test_a_saturated_front_end_caps_throughput_but_still_takes_requests_in():
     tokens a second, and the clients, who send their next request only once the last one has reached
     them, keep the engine's batch to what it can stream; an engine that is not paced by its front-end
     then takes a request sent in within a few steps (the intake does not wait behind queued outputs;
-    simulator.engine.frontend)."""
+    simulator.engine.host)."""
     sc = blank_scenario(
         [
             *BASE,
@@ -245,26 +247,24 @@ def test_a_burst_reaches_the_engine_from_its_first_passes_on(share):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 5), st.integers(1, 3000)), min_size=1, max_size=30), st.floats(0.0, 1.0))
 def test_intake_keeps_arrival_order_and_never_gets_ahead_of_its_work(arrivals, share):
-    """Whatever the share of the first pass, requests reach the engine in arrival order, never
-    before arrival plus their own intake work, and the last when first come first served would
-    have finished (the server never idles with work queued)."""
+    """Whatever the share of the first pass, and whether the intake runs in one stride or event by
+    event, requests reach the engine in the order they were sent, never before they were sent plus
+    their own intake work, and the last when first come first served would have finished (the
+    server never idles with work queued)."""
     arrivals = sorted(arrivals)
     cp = frontend_params(latency=0.0)
     cp[P.FE_FIRST_PASS] = share
-    free, pending, reach = 0.0, [], []
-    events = [(t, 0, i) for i, (t, _) in enumerate(arrivals)]
-    while events or pending:
-        events.sort()
-        t, kind, i = events.pop(0)
-        first, rest = intake_passes(cp, arrivals[i][1])
-        if kind == 0:
-            free = queued_end(free, t, first)
-            events.append((free, 1, i))
-        else:
-            free = queued_end(free, t, rest)
-            reach.append((i, free))
-        pending = []
+    strides, events = ApiServer(cp.tolist()), ApiServer(cp.tolist())
+    for rid, (t, prompt) in enumerate(arrivals):
+        strides.send(rid, t, prompt)
+        events.send(rid, t, prompt)
+    strides.run_until(1e9)
+    reach = []
+    while (t := events.next_event()) < float("inf"):  # one move at a time, as an idle engine sees it
+        events.run_until(t)
+        reach += [(rid, t) for rid in events.reached(t)]
     assert [i for i, _ in reach] == list(range(len(arrivals)))
+    assert strides.reached(1e9) == [i for i, _ in reach] and strides.intake_busy == events.intake_busy
     fifo = 0.0
     for (_, r), (a, prompt) in zip(reach, arrivals, strict=True):
         work = sum(intake_passes(cp, prompt))

@@ -34,7 +34,13 @@ LAYERS = (
     ("simulator.scenario",),
     ("simulator.errors", "simulator"),
 )
-LEAVES = {"simulator.errors", "simulator.scenario.fields", "simulator.engine.simtime", "simulator.scenario.textfile"}
+LEAVES = {
+    "simulator.errors",
+    "simulator.scenario.fields",
+    "simulator.engine.simtime",
+    "simulator.scenario.textfile",
+    "simulator.engine.submission",
+}
 
 
 def _imports(path: Path) -> set[str]:

@@ -9,6 +9,7 @@ import pytest
 
 from simulator.engine import rules
 from simulator.engine.lora import slot_bytes
+from simulator.engine.submission import Submission
 from simulator.errors import ConfigError
 from simulator.metrics import summarize
 from simulator.resolve import load_arch, memory_plan
@@ -29,7 +30,7 @@ def lora_sim(requests, adapters, engine, max_loras=1, max_cpu_loras=None, **kw):
         for (t, p, o), a in zip(requests, adapters):
             if t > env.now:
                 yield env.timeout(t - env.now)
-            eng.submit(p, o, lora=a)
+            eng.submit(Submission(p, o, lora=a))
 
     env.process(arrivals())
     return sim

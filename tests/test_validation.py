@@ -125,7 +125,7 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     assert s[("heldout", "median_tpot_ms")]["median_abs_error"] < 0.06
     assert s[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.27
     # Every held-out run: p50 TTFT within the 25% at the median (20.8% with the closed loop's
-    # turnaround, simulator/engine/frontend.py; 33.1% without it).
+    # turnaround, simulator/engine/host.py; 33.1% without it).
     every = validate.error_summary(results, validate.E2E_METRICS)
     assert every[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
     assert len(pace) == 7 and len(overload_again) == 3

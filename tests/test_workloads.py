@@ -42,8 +42,20 @@ def record(
     env = simpy.Environment()
     rows = []
 
-    def submit(p, o, group=-1, group_len=0, priority=0, content_key=-1, client=-1, client_class=-1, want_event=False):
-        rows.append((env.now, p, o, group, group_len, priority, content_key, client, client_class))
+    def submit(s, want_event=False):
+        rows.append(
+            (
+                env.now,
+                s.prompt_len,
+                s.max_tokens,
+                s.group,
+                s.group_len,
+                s.priority,
+                s.content_key,
+                s.client,
+                s.client_class,
+            )
+        )
         if want_event:
             ev = env.event()
             ev.succeed()

@@ -16,6 +16,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -149,7 +150,7 @@ def poisson(
     budget: Budget,
 ):
     """Open loop: exponential inter-arrival times with mean 1/rate (``factory()`` gives each request's shape)."""
-    return open_loop(env, poisson_gaps(rate, rng), lambda: submit(*factory()), budget)
+    return open_loop(env, poisson_gaps(rate, rng), lambda: submit(factory()), budget)
 
 
 # ---- closed loop --------------------------------------------------------------------------------
@@ -221,7 +222,7 @@ def closed_loop(
     if job is None and request is None:
 
         def request(client):
-            return submit(*cast(Callable, factory)(), client=client, want_event=True)
+            return submit(replace(cast(Callable, factory)(), client=client), True)
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
         assert request is not None  # given, or defined above when job is None

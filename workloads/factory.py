@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 import simpy
 
+from simulator.engine.submission import Submission
 from workloads.arrivals import (
     Budget,
     RateFunction,
@@ -253,8 +254,7 @@ class RequestFactory:
             env.process(self.session(env, submit, budget, -1, None))
         else:
             p, o, g, glen = self()
-            extra = {"lora": self.adapter()} if self.lora_rng is not None else {}
-            submit(p, o, g, glen, priority=self.spec.priority, client_class=self.spec.index, **extra)
+            submit(Submission(p, o, g, glen, self.spec.priority, client_class=self.spec.index, lora=self.adapter()))
 
     def job(self, env: simpy.Environment, submit: Callable, budget: Budget, client: int, active: Callable[[], bool]):
         """A closed-loop client's next job (its budget already taken): one request, or a whole session."""
@@ -265,10 +265,8 @@ class RequestFactory:
 
     def request(self, submit: Callable, client: int) -> simpy.Event:
         """A closed-loop client's next single request (its budget already taken): its completion event."""
-        extra = {"lora": self.adapter()} if self.lora_rng is not None else {}
-        return submit(
-            *self(), priority=self.spec.priority, client=client, client_class=self.spec.index, want_event=True, **extra
-        )
+        s = Submission(*self(), self.spec.priority, client=client, client_class=self.spec.index, lora=self.adapter())
+        return submit(s, True)
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -281,7 +279,7 @@ class RequestFactory:
         key = SESSION_KEY_BASE + self.ids.new_session()
         g, glen = self.group()
         n = self.turns()
-        extra = {"lora": self.adapter()} if self.lora_rng is not None else {}  # one adapter a session
+        lora = self.adapter()  # one adapter a session
         history = 0
         for k in range(n):
             if k == 0:
@@ -295,18 +293,18 @@ class RequestFactory:
                     return
                 if not budget.take():
                     return
-            yield submit(
+            turn = Submission(
                 glen + history + u,
                 o,
                 g,
                 glen,
-                priority=self.spec.priority,
+                self.spec.priority,
                 content_key=key,
                 client=client,
                 client_class=self.spec.index,
-                want_event=True,
-                **extra,
+                lora=lora,
             )
+            yield submit(turn, True)
             history += u + o
             if k < n - 1:
                 t = self.pause(s.think_time_s, s.think_time_dist)

@@ -32,6 +32,7 @@ import numpy as np
 import simpy
 
 from simulator.engine.simtime import TimeoutAt
+from simulator.engine.submission import Submission
 from simulator.errors import ConfigError
 from simulator.scenario.textfile import ENCODING, utf8_error
 from workloads.arrivals import closed_loop
@@ -321,14 +322,16 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
         if t > env.now:
             yield TimeoutAt(env, t)
         submit(
-            int(tr.prompt[i]),
-            int(tr.output[i]),
-            int(tr.group[i]),
-            int(tr.group_len[i]),
-            priority=int(tr.priority[i]),
-            content_key=_session_key(int(tr.session[i])),
-            client=int(tr.client[i]),
-            client_class=int(tr.client_class[i]),
+            Submission(
+                int(tr.prompt[i]),
+                int(tr.output[i]),
+                int(tr.group[i]),
+                int(tr.group_len[i]),
+                int(tr.priority[i]),
+                _session_key(int(tr.session[i])),
+                int(tr.client[i]),
+                int(tr.client_class[i]),
+            )
         )
 
 
@@ -341,17 +344,17 @@ def replay_closed_loop(
 
     def request(client: int):
         i = next(rows)
-        return submit(
+        s = Submission(
             int(tr.prompt[i]),
             int(tr.output[i]),
             int(tr.group[i]),
             int(tr.group_len[i]),
-            priority=int(tr.priority[i]),
-            content_key=_session_key(int(tr.session[i])),
-            client=client,
-            client_class=int(tr.client_class[i]),
-            want_event=True,
+            int(tr.priority[i]),
+            _session_key(int(tr.session[i])),
+            client,
+            int(tr.client_class[i]),
         )
+        return submit(s, True)
 
     budget.left = tr.n if budget.left is None else min(budget.left, tr.n)
     closed_loop(

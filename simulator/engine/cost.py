@@ -12,12 +12,11 @@ How vLLM runs the step changes it (``Execution``): the step's token count is pad
 CUDA-graph capture size; a step with no graph (above the largest capture size, or
 ``enforce_eager``) cannot be faster than launching every layer's kernels from the CPU, and a
 piecewise-graph step (mixed prefill and decode, or vLLM 0.10) than launching each layer's
-attention between the graphed pieces. The engine's own CPU work per step (scheduling, preparing
-inputs, bookkeeping of sampled tokens) adds to the GPU time, or overlaps it with async scheduling
-(vLLM >= 0.14 by default): the step then takes the longer of the two.
+attention between the graphed pieces. The engine core's own CPU work per step adds to the GPU
+time, or overlaps it with async scheduling: ``simulator.engine.host`` owns that side.
 
 The formula is written once, as the module-level functions below over a flat parameter vector
-(``CostModel.params``, slots ``P_*``): ``step_time`` is what both engine steps price a step with
+(``CostModel.params``, slots ``simulator.engine.params.P``): ``step_time`` is what both engine steps price a step with
 (the compiled step compiles these very functions), and ``CostModel.ops`` lists the same terms one
 by one for ``servesim step-time --json``.
 """
@@ -29,6 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from simulator.engine import rules
+from simulator.engine.host import HostModel, engine_cpu_s, step_wall_s
 from simulator.engine.params import DRAFT, PARAMS, P
 from simulator.scenario.hardware import GPU
 from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
@@ -112,10 +112,6 @@ class Efficiency:
     # h200-x4.csv and h200-x2_4gpu-host.csv): 16-256 KiB take 10.9-13.9 us on 2 GPUs and
     # 16.4-18.8 us on 4, (16.5 - 11.0) / 2 = 2.75 us a GPU.
     allreduce_hop_s: float = 2.75e-6
-    # The engine core's CPU work per step (scheduler, input preparation, output bookkeeping).
-    cpu_step_s: float = 0.0
-    cpu_per_seq_s: float = 0.0
-    cpu_per_token_s: float = 0.0
     # A step without CUDA graphs is no faster than launching its kernels one by one from the host:
     # 20 us a kernel (median of the eager steps at batch <= 32 in data/profiles/compiled/, H100
     # host). A piecewise-graph step (attention launched between graphed pieces) adds 13.5 us a
@@ -132,74 +128,16 @@ class Efficiency:
 
 
 @dataclass(frozen=True)
-class FrontendCosts:
-    """CPU seconds of the API server(s) in front of the engine (``simulator.engine.frontend``): per request
-    taken in (HTTP, validation, chat template, request to the engine), per prompt token
-    (tokenization), per engine step with outputs and per output token streamed (detokenizing,
-    building and writing the stream's chunks); ``servers`` API-server processes share the work.
-    ``latency_s``: a fixed delay every request spends outside any queue (network round trip,
-    process hops), occupying nothing. ``finish_s``: per request that ends (its last chunks, the
-    response's end, the client's bookkeeping). ``first_pass``: the share of a request's intake
-    done before it first yields the event loop (``simulator.engine.frontend``; 1: all at once).
-    ``paces_engine``: the engine starts no step while the outputs of the step before it still wait
-    for the front-end (``frontend.step_start``). ``rounds``: how many rounds of its API server's
-    streams a closed-loop client's next request waits before it is taken in (``frontend.turnaround``)."""
-
-    request_s: float = 0.0
-    prompt_token_s: float = 0.0
-    step_s: float = 0.0
-    token_s: float = 0.0
-    servers: int = 1
-    latency_s: float = 0.0
-    finish_s: float = 0.0
-    first_pass: float = 1.0
-    paces_engine: bool = True
-    rounds: float = 0.0
-
-
-def frontend_params(fe: FrontendCosts | None) -> dict:
-    if fe is None:
-        return {
-            "fe_on": 0.0,
-            "fe_request_s": 0.0,
-            "fe_prompt_token_s": 0.0,
-            "fe_step_s": 0.0,
-            "fe_token_s": 0.0,
-            "fe_latency_s": 0.0,
-            "fe_finish_s": 0.0,
-            "fe_first_pass": 1.0,
-            "fe_pace": 0.0,
-            "fe_rounds": 0.0,
-        }
-    k = float(fe.servers)
-    return {
-        "fe_on": 1.0,
-        "fe_request_s": fe.request_s / k,
-        "fe_prompt_token_s": fe.prompt_token_s / k,
-        "fe_step_s": fe.step_s / k,
-        "fe_token_s": fe.token_s / k,
-        "fe_latency_s": fe.latency_s,
-        "fe_finish_s": fe.finish_s / k,
-        "fe_first_pass": fe.first_pass,
-        "fe_pace": 1.0 if fe.paces_engine else 0.0,
-        "fe_rounds": fe.rounds,
-    }
-
-
-@dataclass(frozen=True)
 class Execution:
-    """How the engine runs a step: CUDA graphs (the largest captured step in tokens, 0 for none;
-    capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``; full graphs for
-    pure-decode steps or piecewise graphs only) and whether the engine's CPU work overlaps the GPU's.
-    The default is the GPU alone, as the profiles measure it: every shape graphed, nothing padded,
-    no CPU time (``cpu_share`` 0)."""
+    """How the engine runs a step on the GPU: CUDA graphs (the largest captured step in tokens, 0
+    for none; capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``; full graphs
+    for pure-decode steps or piecewise graphs only). The default is the GPU alone, as the profiles
+    measure it: every shape graphed, nothing padded."""
 
     max_capture_size: int = 1 << 30
     capture_by16_from: int = 1 << 30
     full_decode_graphs: bool = True
     pad: bool = False
-    async_scheduling: bool = False
-    cpu_share: float = 0.0  # 1: count the engine's CPU work per step
     enforce_eager: bool = False  # no graphs and no compilation: kernels launched at vllm_eager_launch_s
     # In a step that also carries a prefill chunk, the extra query rows each one-token request's
     # attention costs (FA2_MIXED_DECODE_ROWS where vLLM runs FlashAttention-2; 0: none).
@@ -329,11 +267,6 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     return gpu
 
 
-def cpu_s(cp, num_seqs, num_tokens):
-    """The engine core's CPU work for one step (scheduling, input preparation, output bookkeeping)."""
-    return cp[P.ENGINE_STEP_S] + cp[P.ENGINE_PER_SEQ_S] * num_seqs + cp[P.ENGINE_PER_TOKEN_S] * num_tokens
-
-
 def lora_s(cp, num_tokens, num_loras):
     """Seconds of the LoRA kernels (a shrink and an expand per adapted linear layer, every token at
     max_lora_rank, each adapter in use read once), with adapters in use (none: the kernels are skipped)."""
@@ -397,8 +330,8 @@ def step_time(
     lora_disk_loads,
 ):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
-    speculative decoding, the drafter's, plus the engine's CPU work, or the longer of the two when
-    async scheduling overlaps them; the step first waits for the LoRA adapters it loads."""
+    speculative decoding, the drafter's, and the engine core's CPU work as they meet
+    (``host.step_wall_s``); the step first waits for the LoRA adapters it loads."""
     g = graphed_s(
         cp,
         num_seqs,
@@ -418,11 +351,8 @@ def step_time(
     )
     if cp[P.SPEC_TOKENS] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
-    c = cpu_s(cp, num_seqs, num_tokens)
     load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
-    if cp[P.ASYNC_SCHEDULING] != 0.0:
-        return load + max(g, c)
-    return load + g + c
+    return load + step_wall_s(cp, g, engine_cpu_s(cp, num_seqs, num_tokens))
 
 
 def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context):
@@ -515,7 +445,7 @@ class CostModel:
         kv_dtype_bytes: float | None = None,
         quantization: str = "none",
         execution: Execution | None = None,
-        frontend: FrontendCosts | None = None,
+        host: HostModel | None = None,
         spec: SpecCost | None = None,
         lora: LoraCost | None = None,
     ) -> None:
@@ -524,7 +454,7 @@ class CostModel:
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
         self.execution = x = execution or Execution()
-        self.frontend = fe = frontend
+        self.host = host
         m = model
         # Quantized formats store the linear layers' weights narrower (fp8, int8 also multiply at
         # their own tensor-core rate; int4 is dequantized to 16 bits); activations, embeddings and
@@ -583,11 +513,7 @@ class CostModel:
             * L
             * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
-            "engine_step_s": e.cpu_step_s * x.cpu_share,
-            "engine_per_seq_s": e.cpu_per_seq_s * x.cpu_share,
-            "engine_per_token_s": e.cpu_per_token_s * x.cpu_share,
-            "async_scheduling": x.async_scheduling,
-            **frontend_params(fe),
+            **(host or HostModel()).params(),
             "moe_flops": peak * e.moe_compute,
             "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
             "mixed_rows": x.mixed_decode_rows,
@@ -610,7 +536,7 @@ class CostModel:
         return work_time(self.params, w)
 
     def with_execution(self, x: Execution) -> CostModel:
-        """The same model, GPU and factors, run as ``x`` says (no front-end)."""
+        """The same model, GPU and factors, run as ``x`` says, on the GPU alone (no host)."""
         return CostModel(
             self.model,
             self.gpu,
@@ -672,7 +598,7 @@ class CostModel:
             out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
             launched += d
         if cp[P.ENGINE_STEP_S] or cp[P.ENGINE_PER_SEQ_S] or cp[P.ENGINE_PER_TOKEN_S]:
-            c = cpu_s(cp, w.num_seqs, T)
+            c = engine_cpu_s(cp, w.num_seqs, T)
             hidden = min(c, launched) if cp[P.ASYNC_SCHEDULING] else 0.0
             out.append(
                 OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu")

@@ -54,7 +54,7 @@ class P(IntEnum):
     FE_PROMPT_TOKEN_S = 36
     FE_STEP_S = 37
     FE_TOKEN_S = 38
-    FE_LATENCY_S = 39  # API server (simulator.engine.frontend)
+    FE_LATENCY_S = 39  # API server (simulator.engine.host)
     MOE_FLOPS = 40
     MOE_BW = 41  # rates the fused-MoE kernels reach
     FE_FINISH_S = 42
@@ -69,8 +69,8 @@ class P(IntEnum):
     LORA_BYTES_PER_ADAPTER = 51  # the weights of one adapter in use, read each step
     LORA_LOAD_S = 52  # an adapter put into a GPU slot
     LORA_DISK_LOAD_S = 53  # an adapter read from storage into host memory
-    FE_PACE = 54  # 1: the engine waits for its front-end (simulator.engine.frontend.step_start)
-    FE_ROUNDS = 55  # rounds of its API server's streams a closed-loop request waits (frontend.turnaround)
+    FE_PACE = 54  # 1: the engine waits for its front-end (simulator.engine.host.step_start)
+    FE_ROUNDS = 55  # rounds of its API server's streams a closed-loop request waits (host.turnaround)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

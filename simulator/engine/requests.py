@@ -18,6 +18,9 @@ from simulator.engine.rules import RequestStatus
 # name -> (dtype, initial value)
 _FIELDS: dict[str, tuple[type, float]] = {
     "arrival": (np.float64, np.nan),
+    # when the API server may take it in: its arrival, or later for a closed loop's next request
+    # (``host.turnaround``)
+    "ready": (np.float64, np.nan),
     "first_scheduled": (np.float64, np.nan),
     "first_token": (np.float64, np.nan),
     "last_token": (np.float64, np.nan),
@@ -67,7 +70,7 @@ ROW_LAYOUT: dict[type, tuple[str, ...]] = {
         "lora",
         "host_cached_tokens",
     ),
-    np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes"),
+    np.float64: ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes", "ready"),
     np.int32: ("preemptions", "priority"),
     np.int8: ("status",),
 }
@@ -76,6 +79,7 @@ assert sorted(n for names in ROW_LAYOUT.values() for n in names) == sorted(_FIEL
 
 _ADDED = (
     "arrival",
+    "ready",
     "prompt_len",
     "num_tokens",
     "max_tokens",
@@ -95,6 +99,7 @@ class RequestTable:
 
     # The columns, set by ``_grow`` (one line per name of ``_FIELDS``; a test checks they agree).
     arrival: np.ndarray
+    ready: np.ndarray
     first_scheduled: np.ndarray
     first_token: np.ndarray
     last_token: np.ndarray
@@ -140,6 +145,7 @@ class RequestTable:
         client_class: int = -1,
         external: int = 0,
         lora: int = -1,
+        ready: float | None = None,
     ) -> int:
         if self.n == self._cap:
             self._grow()
@@ -147,6 +153,7 @@ class RequestTable:
         self.n += 1
         w = self._writers  # memoryviews of the columns: a scalar store costs less than numpy's
         w["arrival"][rid] = arrival
+        w["ready"][rid] = arrival if ready is None else ready
         w["prompt_len"][rid] = prompt_len
         w["num_tokens"][rid] = prompt_len
         w["max_tokens"][rid] = max_tokens

@@ -32,6 +32,7 @@ from simulator import resolve
 from simulator.engine.core import Engine
 from simulator.engine.rules import RequestStatus
 from simulator.engine.step_log import BinnedStepLog, WindowTotals
+from simulator.engine.submission import Submission
 from simulator.errors import ConfigError
 from simulator.scenario.config import EngineConfig, HardwareConfig, ReplicaGroup, Scenario
 from simulator.scenario.fields import build
@@ -153,7 +154,7 @@ class Cluster:
         # Per client request (by its id here): where it went.
         self.rep: list[int] = []  # the replica (prefill replica) of each
         self.rid: list[int] = []  # its id there
-        self._served_by: dict[int, Replica] = {}  # client -> the replica of its last request (take_in_at)
+        self._client_end: dict[int, float] = {}  # client -> when its last request ended (host.turnaround)
         self.dec_rep: list[int] = []  # disaggregated: its decode replica and id there, -1 until then
         self.dec_rid: list[int] = []
         self.moved: list[list[float]] = []  # disaggregated: its transfer's start and end
@@ -264,100 +265,76 @@ class Cluster:
         return out
 
     # ---- the engine interface the workload and the run use -------------------------------------
-    def submit(
-        self,
-        prompt_len: int,
-        max_tokens: int,
-        group: int = -1,
-        group_len: int = 0,
-        priority: int = 0,
-        content_key: int = -1,
-        client: int = -1,
-        client_class: int = -1,
-        want_event: bool = False,
-        lora: int = -1,
-        sent: float | None = None,
-    ):
+    def submit(self, s: Submission, want_event: bool = False):
+        """A client's request, routed to a replica now (disaggregated: its prefill part; the decode
+        part follows once its KV has moved). The replica takes it in after the turnaround of the
+        client's previous request, wherever that ran (``host.turnaround``)."""
         gid = len(self.rep)
-        r = self.router.pick(prompt_len, group, group_len, content_key)
+        r = self.router.pick(s.prompt_len, s.group, s.group_len, s.content_key)
         r.in_flight += 1
-        if client >= 0:
-            self._served_by[client] = r
+        previous_end = self._client_end.get(s.client) if s.client >= 0 else None
         if not self.disaggregated:
             # The replica's own completion event is the client's: the cluster's bookkeeping runs first.
-            ev = r.engine.submit(
-                prompt_len,
-                max_tokens,
-                group,
-                group_len,
-                priority,
-                content_key,
-                client,
-                client_class,
-                True,
-                lora=lora,
-                sent=sent,
-            )
+            ev = r.engine.submit(s, True, previous_end)
             self.rep.append(r.index)
             self.rid.append(r.engine.reqs.n - 1)
             ev.callbacks.append(r.on_end)
             return ev
         done = simpy.Event(self.env) if want_event else None
-        req = (prompt_len, max_tokens, group, group_len, priority, content_key, client, client_class)
         # The prefill part: the prompt and one token.
-        ev = r.engine.submit(
-            prompt_len, 1, group, group_len, priority, content_key, client, client_class, True, lora=lora, sent=sent
-        )
+        ev = r.engine.submit(replace(s, max_tokens=1), True, previous_end)
         self.rep.append(r.index)
         self.rid.append(r.engine.reqs.n - 1)
         self.dec_rep.append(-1)
         self.dec_rid.append(-1)
         self.moved.append([np.nan, np.nan])
-        ev.callbacks.append(lambda e, gid=gid, r=r: self._prefilled(gid, r, req, done, lora))
+        ev.callbacks.append(lambda e, gid=gid, r=r: self._prefilled(gid, r, s, done))
         return done
 
-    def take_in_at(self, client: int) -> float:
-        """When the replica that served ``client``'s previous request takes its next one in
-        (``Engine.take_in_at``; the fleet's router then picks where it goes)."""
-        r = self._served_by.get(client)
-        return -1.0 if r is None else r.engine.take_in_at(client)
+    def _client_ended(self, client: int) -> None:
+        if client >= 0:
+            self._client_end[client] = self.env.now
 
-    def _ended(self, gid: int, r: Replica, done) -> None:
+    def _ended(self, gid: int, r: Replica, done, client: int = -1) -> None:
         r.in_flight -= 1
+        self._client_ended(client)
         self._count_done(1)
         if done is not None:
             done.succeed(gid)
 
-    def _replica_ended(self, r: Replica, _event) -> None:
-        self._ended(-1, r, None)
+    def _replica_ended(self, r: Replica, event) -> None:
+        self._ended(-1, r, None, int(r.engine.reqs.client[event.value]))
         if r.state == "draining" and r.in_flight == 0:
             self._stop(r)
 
-    def _prefilled(self, gid: int, r: Replica, req: tuple, done, lora: int = -1) -> None:
+    def _prefilled(self, gid: int, r: Replica, s: Submission, done) -> None:
         """The prefill part ended: if it was rejected the request ends; else its KV moves on."""
         r.in_flight -= 1
         rid = self.rid[gid]
         if r.engine.reqs.status[rid] != RequestStatus.FINISHED:
+            self._client_ended(s.client)
             self._count_done(1)
             if done is not None:
                 done.succeed(gid)
             return
-        self.env.process(self._transfer(gid, r, req, done, lora))
+        self.env.process(self._transfer(gid, r, s, done))
 
-    def _transfer(self, gid: int, r: Replica, req: tuple, done, lora: int = -1):
+    def _transfer(self, gid: int, r: Replica, s: Submission, done):
         link = self.links[r.index]
         with link.request() as slot:
             yield slot
             moved = self.moved[gid]
             moved[0] = self.env.now
             bw, lat = self._kv_link
-            yield self.env.timeout(transfer_s(r.parts["memory"].kv_bytes_per_token, req[0], bw, lat))
+            yield self.env.timeout(transfer_s(r.parts["memory"].kv_bytes_per_token, s.prompt_len, bw, lat))
             moved[1] = self.env.now
-        d = self.decode_router.pick(req[0], req[2], req[3], req[5])
+        d = self.decode_router.pick(s.prompt_len, s.group, s.group_len, s.content_key)
         d.in_flight += 1
-        ev = d.engine.submit(*req, True, external=req[0] - 1, lora=lora)
+        # The decode part: its prompt's KV came with it; the fleet hands it on, so no client's
+        # turnaround delays it (a previous end infinitely long ago).
+        ev = d.engine.submit(replace(s, external=s.prompt_len - 1, sent=None), True, -math.inf)
         self.dec_rep[gid], self.dec_rid[gid] = d.index, d.engine.reqs.n - 1
-        ev.callbacks.append(lambda e: self._ended(gid, d, done))
+        ev.callbacks.append(lambda e: self._ended(gid, d, done, s.client))
 
     # the fleet counts what ended as one engine does
     _count_done = cast("Callable[[Cluster, int], None]", Engine._count_done)

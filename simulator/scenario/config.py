@@ -36,6 +36,12 @@ class HardwareConfig:
         "USD",
         gt=0.0,
     )
+    host: Union[str, dict, None] = F(
+        None,
+        "the machine's CPU, which paces the engine core and the API server: a host of the catalog "
+        "(simulator/data/hosts.yaml), or {probe_us: X}, the reading of `servesim probe-host` on your server "
+        "(null: the catalog's median host, and results carry the band between its slowest and fastest hosts)",
+    )
 
 
 SPEC_METHODS = ("none", "ngram", "eagle", "eagle3", "mtp", "draft_model")

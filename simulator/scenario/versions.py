@@ -31,61 +31,8 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-
-@dataclass(frozen=True)
-class HostCosts:
-    """Seconds spent outside the GPU, fitted on the calibration half of measured end-to-end runs
-    (``tools/validation/fit_host.py`` writes a set of them, HOST_SETS, to simulator/data/host_costs.yaml;
-    ``servesim validate`` reports them with the held-out half): the engine core's CPU work per step, and the API
-    server's (``cost.FrontendCosts``), per endpoint: a request taken in and a token streamed cost
-    more through /v1/chat/completions (chat template, larger chunks) than through /v1/completions.
-    They include the benchmark client's own work, which runs on the same host in the measurements."""
-
-    engine_step_s: float = 1.0e-3
-    # Per scheduled sequence: up to 0.11 (synchronous scheduling, model runner V1), and from 0.19
-    # (async scheduling, input preparation moved to the GPU). Both start the fit from ~21 us, V1's
-    # decode-to-decode gap of "about 5-6ms" at batch 256 (https://github.com/vllm-project/vllm/issues/10634).
-    engine_per_seq_s: float = 2.1e-5
-    engine_per_seq_s_019: float = 2.1e-5
-    latency_s: float = 0.02
-    # ~1 us per token: "DGX H100's CPU can do about only about 1k tokens/ms" (tokenizer, one
-    # thread; https://github.com/vllm-project/vllm/issues/19012).
-    prompt_token_s: float = 1.0e-6
-    step_s: float = 2.0e-4
-    request_s: float = 2.0e-3
-    token_s: float = 1.5e-5
-    chat_request_s: float = 4.0e-3
-    chat_token_s: float = 3.0e-5
-    finish_s: float = 2.0e-3
-    chat_finish_s: float = 1.6e-2
-    # The share of a request's intake before its task first yields the loop (simulator.engine.frontend),
-    # started from the public bursts' TTFT spread: evenly from about a fifth (completions, vLLM
-    # 0.19) and a half (chat, 0.11) of the way to the p99.
-    first_pass: float = 0.25
-    chat_first_pass: float = 0.5
-    # Rounds of its API server's streams a request waits for on its way in (simulator.engine.frontend):
-    # measured, not fitted, from the recorded servers' own TTFT against their clients'
-    # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, and the recorded
-    # value raises their calibration loss (8.44 to 8.51), so 0 there.
-    intake_rounds: float = 0.0
-
-
-HOST_COSTS_FILE = Path(__file__).resolve().parents[1] / "data" / "host_costs.yaml"
-# Host costs come in sets, each fitted on its own measurements (tools/validation/fit_host.py): the
-# public runs (vLLM 0.10-0.19, mixed hosts and clients) and the servers recorded with tools/e2e
-# (vLLM 0.26, `vllm bench serve` on the same host over loopback).
-HOST_SETS = ("public", "recorded")
-
-
-def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:
-    if not path.is_file():
-        return HostCosts()
-    from simulator.scenario import yamlio
-
-    data = yamlio.load(path.read_text()) or {}
-    return HostCosts(**(data.get(which) or {}).get("host_costs", {}))
+from simulator.scenario.hosts import HostCosts, load_host_costs
 
 
 @dataclass(frozen=True)
@@ -101,16 +48,16 @@ class VllmVersion:
     model_runner: str  # "v1" | "v2_dense" (V2 unless the model has MoE layers) | "v2"
     graphs_in_budget_v1: bool  # the V1 runner subtracts its CUDA-graph estimate from the KV budget
     graphs_in_budget_v2: bool  # the V2 runner does
-    host_set: str  # which fitted host costs (HOST_SETS) apply
+    host_set: str  # which fitted host costs (hosts.HOST_SETS) apply
     host: HostCosts
-    # The API server paces the engine (simulator.engine.frontend.step_start): a stand-in that fits the
+    # The API server paces the engine (simulator.engine.host.step_start): a stand-in that fits the
     # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
     paces_engine: bool = False
 
     @property
     def engine_per_seq_s(self) -> float:
-        return engine_per_seq_s(self.host, self.name)
+        return self.host.engine_per_seq(self.name)
 
     def runner(self, is_moe: bool) -> str:
         """The model runner that serves a model: "v1" or "v2"."""
@@ -123,65 +70,84 @@ class VllmVersion:
         return self.graphs_in_budget_v2 if self.runner(is_moe) == "v2" else self.graphs_in_budget_v1
 
 
-def engine_per_seq_s(host: HostCosts, line: str) -> float:
-    """The engine's CPU work per scheduled sequence on release line ``line``."""
-    return host.engine_per_seq_s if line in ("0.10", "0.11") else host.engine_per_seq_s_019
-
-
 _PUBLIC, _RECORDED = load_host_costs("public"), load_host_costs("recorded")
 # 0.32 (vLLM 0.33) keeps the host costs of the newest release measured here (0.26).
 VERSIONS = {
     "0.10": VllmVersion(
-        "0.10", "first_chunk", False, "piecewise", 1 << 30, False, True, 0.9, "v1", False, False, "public", _PUBLIC
+        name="0.10",
+        admission="first_chunk",
+        async_scheduling=False,
+        cudagraph_mode="piecewise",
+        capture_by16_from=1 << 30,
+        capture_cap_by_budget=False,
+        a100_small_defaults=True,
+        gpu_memory_utilization=0.9,
+        model_runner="v1",
+        graphs_in_budget_v1=False,
+        graphs_in_budget_v2=False,
+        host_set="public",
+        host=_PUBLIC,
     ),
     "0.11": VllmVersion(
-        "0.11",
-        "first_chunk",
-        False,
-        "full_and_piecewise",
-        1 << 30,
-        False,
-        True,
-        0.9,
-        "v1",
-        False,
-        False,
-        "public",
-        _PUBLIC,
+        name="0.11",
+        admission="first_chunk",
+        async_scheduling=False,
+        cudagraph_mode="full_and_piecewise",
+        capture_by16_from=1 << 30,
+        capture_cap_by_budget=False,
+        a100_small_defaults=True,
+        gpu_memory_utilization=0.9,
+        model_runner="v1",
+        graphs_in_budget_v1=False,
+        graphs_in_budget_v2=False,
+        host_set="public",
+        host=_PUBLIC,
     ),
     "0.19": VllmVersion(
-        "0.19", "full_prompt", True, "full_and_piecewise", 256, True, True, 0.9, "v1", False, False, "public", _PUBLIC
+        name="0.19",
+        admission="full_prompt",
+        async_scheduling=True,
+        cudagraph_mode="full_and_piecewise",
+        capture_by16_from=256,
+        capture_cap_by_budget=True,
+        a100_small_defaults=True,
+        gpu_memory_utilization=0.9,
+        model_runner="v1",
+        graphs_in_budget_v1=False,
+        graphs_in_budget_v2=False,
+        host_set="public",
+        host=_PUBLIC,
     ),
     "0.26": VllmVersion(
-        "0.26",
-        "full_prompt",
-        True,
-        "full_and_piecewise",
-        256,
-        True,
-        True,
-        0.92,
-        "v2_dense",
-        True,
-        False,
-        "recorded",
-        _RECORDED,
+        name="0.26",
+        admission="full_prompt",
+        async_scheduling=True,
+        cudagraph_mode="full_and_piecewise",
+        capture_by16_from=256,
+        capture_cap_by_budget=True,
+        a100_small_defaults=True,
+        gpu_memory_utilization=0.92,
+        model_runner="v2_dense",
+        graphs_in_budget_v1=True,
+        graphs_in_budget_v2=False,
+        host_set="recorded",
+        host=_RECORDED,
         paces_engine=True,
     ),
     "0.32": VllmVersion(
-        "0.32",
-        "full_prompt",
-        True,
-        "full_and_piecewise",
-        256,
-        True,
-        True,
-        0.92,
-        "v2",
-        True,
-        True,
-        "recorded",
-        _RECORDED,
+        name="0.32",
+        admission="full_prompt",
+        async_scheduling=True,
+        cudagraph_mode="full_and_piecewise",
+        capture_by16_from=256,
+        capture_cap_by_budget=True,
+        a100_small_defaults=True,
+        gpu_memory_utilization=0.92,
+        model_runner="v2",
+        graphs_in_budget_v1=True,
+        graphs_in_budget_v2=True,
+        host_set="recorded",
+        host=_RECORDED,
         paces_engine=True,
     ),
 }

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from simulator.engine.cost import ConstantCost
 from simulator.engine.events import step_records
 from simulator.engine.requests import RequestTable
+from simulator.engine.submission import Submission
 from simulator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -110,11 +111,7 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
         g = r.get("prefix_group")
         gid = groups.setdefault(g, len(groups)) if g is not None else -1
         ev = eng.submit(
-            int(r["prompt_len"]),
-            int(r["output_len"]),
-            group=gid,
-            group_len=int(r.get("prefix_len") or 0),
-            want_event=True,
+            Submission(int(r["prompt_len"]), int(r["output_len"]), gid, int(r.get("prefix_len") or 0)), True
         )
         assert eng.reqs.n - 1 == int(r["id"]), "fixture ids must count from 0 in list order"
         if w["mode"] == "closed_loop":

@@ -230,8 +230,7 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
 
 def host_overrides(endpoint: str, line: str, host) -> list[str]:
     """Scenario overrides that give a run through ``endpoint`` on release line ``line`` the host
-    costs ``host`` (a ``versions.HostCosts``)."""
-    from simulator.scenario.versions import engine_per_seq_s
+    costs ``host`` (a ``hosts.HostCosts``)."""
 
     chat = endpoint == "chat"
     return [
@@ -244,7 +243,7 @@ def host_overrides(endpoint: str, line: str, host) -> list[str]:
         f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
         f"frontend.intake_rounds={host.intake_rounds!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
-        f"cost.engine_cpu_per_seq_us={engine_per_seq_s(host, line) * 1e6!r}",
+        f"cost.engine_cpu_per_seq_us={host.engine_per_seq(line) * 1e6!r}",
     ]
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator.scenario import versions
+from simulator.scenario import hosts
 from simulator.validation import validate
 
 FITTED = {
@@ -89,7 +89,7 @@ def section(name: str, values: dict) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--source", choices=versions.HOST_SETS, default="public")
+    ap.add_argument("--source", choices=hosts.HOST_SETS, default="public")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
@@ -97,7 +97,7 @@ def main() -> int:
     path = validate.E2E_FILE if recorded else validate.RUNS_FILE
     runs = [r for r in validate.load(path)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
     metrics = validate.E2E_METRICS if recorded else validate.METRICS
-    host = versions.load_host_costs(args.source)
+    host = hosts.load_host_costs(args.source)
 
     def evaluate(h) -> float:
         return loss(validate.run_all(runs, jobs=args.jobs, host=h, recorded=recorded), metrics)
@@ -123,13 +123,13 @@ def main() -> int:
         args.source,
         [f"fitted_on: {len(runs)} runs ({', '.join(sources)})", *stamp(best), *section("host_costs", asdict(host))],
     )
-    print(f"wrote the {args.source} set to {versions.HOST_COSTS_FILE}")
+    print(f"wrote the {args.source} set to {hosts.HOST_COSTS_FILE}")
     return 0
 
 
 def write_set(name: str, lines: list[str]) -> None:
     """Replace set ``name`` of simulator/data/host_costs.yaml (the other sets stay as they are)."""
-    out = versions.HOST_COSTS_FILE
+    out = hosts.HOST_COSTS_FILE
     text = out.read_text().splitlines() if out.is_file() else []
     head = [t for t in text if t.startswith("#")]
     sets: dict[str, list[str]] = {}
@@ -141,7 +141,7 @@ def write_set(name: str, lines: list[str]) -> None:
         elif current is not None and t.startswith(" "):
             sets[current].append(t)
     sets[name] = ["  " + t for t in lines]
-    body = [f"{k}:\n" + "\n".join(v) for k, v in sorted(sets.items(), key=lambda kv: versions.HOST_SETS.index(kv[0]))]
+    body = [f"{k}:\n" + "\n".join(v) for k, v in sorted(sets.items(), key=lambda kv: hosts.HOST_SETS.index(kv[0]))]
     out.write_text("\n".join(head) + "\n" + "\n".join(body) + "\n")
 
 

@@ -1,4 +1,4 @@
-"""Measure the API server's intake rounds (``HostCosts.intake_rounds``, simulator/engine/frontend.py) from
+"""Measure the API server's intake rounds (``HostCosts.intake_rounds``, simulator/engine/host.py) from
 the calibration half of the recorded servers, and write them into the recorded host-cost set.
 
     python tools/validation/intake_rounds.py [--dry-run]
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator.scenario import versions
+from simulator.scenario import hosts
 from simulator.validation import validate
 from tools.validation.fit_host import section, write_set
 
@@ -97,7 +97,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="print, write nothing")
     args = ap.parse_args()
-    host = versions.load_host_costs("recorded")
+    host = hosts.load_host_costs("recorded")
     share = client_share()
     got: dict[str, list[float]] = {"calibrate": [], "heldout": []}
     for run in validate.load(validate.E2E_FILE)["runs"]:
@@ -116,7 +116,7 @@ def main() -> int:
     if args.dry_run:
         return 0
     host = replace(host, intake_rounds=round(cal, 2))
-    text = versions.HOST_COSTS_FILE.read_text().splitlines()
+    text = hosts.HOST_COSTS_FILE.read_text().splitlines()
     start = text.index("recorded:")
     head = []
     for t in text[start + 1 :]:
@@ -124,7 +124,7 @@ def main() -> int:
             break
         head.append(t[2:])
     write_set("recorded", [*head, *section("host_costs", asdict(host))])
-    print(f"wrote intake_rounds: {host.intake_rounds} into the recorded set of {versions.HOST_COSTS_FILE}")
+    print(f"wrote intake_rounds: {host.intake_rounds} into the recorded set of {hosts.HOST_COSTS_FILE}")
     return 0
 
 

@@ -25,11 +25,23 @@ from typing import Any
 
 import numpy as np
 
-from simulator.engine import cost, frontend, host_tier, params, rules
-from simulator.engine.compiled import adapters, layout, lazy, pool, queues, schedule, state, text, trace, update
+from simulator.engine import cost, host, host_tier, params, rules
+from simulator.engine.compiled import (
+    adapters,
+    intake,
+    layout,
+    lazy,
+    pool,
+    queues,
+    schedule,
+    state,
+    text,
+    trace,
+    update,
+)
 from simulator.scenario import limits
 
-MODULES = (rules, cost, frontend, host_tier, trace, pool, queues, adapters, lazy, schedule, update, text)
+MODULES = (rules, host, cost, host_tier, trace, pool, queues, adapters, lazy, intake, schedule, update, text)
 SOURCES = (*MODULES, params, layout, state, limits, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {

@@ -8,10 +8,6 @@ arrays that this class builds and grows (more requests, longer requests, more pr
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from typing import cast
-
 import numpy as np
 import simpy
 
@@ -20,7 +16,7 @@ from simulator.engine.compiled import layout as L
 from simulator.engine.compiled.state import new_state
 from simulator.engine.core import Engine, SimulationStalled
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
+from simulator.engine.rules import SchedulerConfig, cdiv
 from simulator.engine.simtime import StepEnd, TimeoutAt, horizon
 
 
@@ -37,54 +33,18 @@ class CompiledEngine(Engine):
     ) -> None:
         self.fns = compiled.load()
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
-        self.st = new_state(cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps, trace)
+        self.st = new_state(
+            cfg, self.num_blocks, cost.params, reqs, self.log, self.max_steps, self.stall_steps, trace, self._longest
+        )
         self._trace: list[np.ndarray] = []
         self._cap = reqs._cap
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
         self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
-        self._coming: deque[tuple[float, int]] = deque()  # (time, id) of requests on their way in
-
-    # ---- arrivals through the front-end ---------------------------------------------------------
-    # The front-end is first come first served: requests reach the engine in id order, so those on
-    # their way in are a queue that the loop takes in when their time has come (instead of one SimPy
-    # event each); the steps a call runs stop at the next one's time, as at any other event.
-    def _reach(self, rid: int, at: float) -> None:
-        coming = self._coming
-        if at == self.env.now and not coming:
-            self._arrive(rid)
-            return
-        if self._too_long(rid):  # its client learns of the rejection at its time: by an event
-            TimeoutAt(self.env, at).callbacks.append(
-                cast("Callable[[simpy.Event], None]", lambda _e, rid=rid: self._reject_due(rid))
-            )
-        coming.append((at, rid))
-        if self._wake is not None and len(coming) == 1:  # idle: wake when it comes
-            TimeoutAt(self.env, at).callbacks.append(self._wake_up)
-
-    def _reject_due(self, rid: int) -> None:
-        if self.reqs.status[rid] == RequestStatus.WAITING:
-            self._reject(rid)
-
-    def _wake_up(self, _event) -> None:
-        if self._wake is not None and not self._wake.triggered:
-            self._wake.succeed()
-
-    def _take_arrivals(self, now: float) -> None:
-        """Those on their way in whose time has come reach the engine, in order."""
-        coming, status = self._coming, self.reqs.status
-        while coming and coming[0][0] <= now:
-            rid = coming.popleft()[1]
-            self.num_arrived += 1
-            if status[rid] == RequestStatus.WAITING:  # else rejected already, by its event
-                if self._too_long(rid):
-                    self._reject(rid)
-                else:
-                    self._accept(rid)
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
-        # The compiled step queues the requests submitted since its last call itself (ids from ctl IN_NEXT
-        # on, skipping rejected ones); here only the state grows where a request needs it.
+        # The compiled step starts the intake of the requests sent since its last call itself (ids
+        # from ctl IN_NEXT on); here only the state grows where a request needs it.
         total += self.cfg.spec_tokens + self.cfg.spec_lookahead  # a verifying request's drafts and lookahead
         if total > self._widest:
             self._widen(total)
@@ -116,46 +76,55 @@ class CompiledEngine(Engine):
             self.st = self.st._replace(req_extra=grown, host_own=_grown(self.st.host_own, rows))
 
     def _make_room(self, n: int) -> None:
-        """Room for the ``n`` requests submitted so far, before the compiled step queues the new ones."""
+        """Room for the ``n`` requests sent so far, before the compiled step takes the new ones in:
+        each is in the API server's intake, on its way to the engine, or in the engine's queues."""
         self._grow_requests(n)
         st = self.st
         ctl = st.ctl
-        need = int(ctl[L.WQ_LEN]) + n - int(ctl[L.IN_NEXT]) + self.cfg.max_num_seqs + 1  # all running may come back
+        new = n - int(ctl[L.IN_NEXT])
+        in_intake = int(ctl[L.IQ_N]) + new
+        on_way = int(ctl[L.RQ_LEN]) + in_intake
+        need = int(ctl[L.WQ_LEN]) + on_way + self.cfg.max_num_seqs + 1  # all running may come back
         if need > len(st.wq):
             k = max(2 * len(st.wq), need)
             wq, wk, wa = np.zeros(k, np.int64), np.zeros((k, 2), np.int64), np.zeros(k)
             wq[: len(st.wq)], wk[: len(st.wq)], wa[: len(st.wq)] = st.wq, st.wk, st.wa
-            self.st = st._replace(wq=wq, wk=wk, wa=wa)
+            st = self.st = st._replace(wq=wq, wk=wk, wa=wa)
+        if in_intake > len(st.iqr):
+            k = max(2 * len(st.iqr), in_intake)
+            iq, iqr = np.zeros((k, 3)), np.zeros(k, np.int64)
+            iq[: len(st.iqr)], iqr[: len(st.iqr)] = st.iq, st.iqr
+            st = self.st = st._replace(iq=iq, iqr=iqr)
+        fin = 2 * (self.cfg.max_num_seqs + 1) + on_way  # two steps' ends, and every request on its way rejected
+        if fin > len(st.fin):
+            st = self.st = st._replace(fin=np.zeros(max(2 * len(st.fin), fin), np.int64))
+        if on_way > len(st.rqr):  # the ring, unrolled from its head
+            k, old = max(2 * len(st.rqr), on_way), len(st.rqr)
+            order = (int(ctl[L.RQ_HEAD]) + np.arange(int(ctl[L.RQ_LEN]))) % old
+            rq, rqr = np.zeros(k), np.zeros(k, np.int64)
+            rq[: len(order)], rqr[: len(order)] = st.rq[order], st.rqr[order]
+            ctl[L.RQ_HEAD] = 0
+            self.st = st._replace(rq=rq, rqr=rqr)
 
     # ---- the loop -----------------------------------------------------------------------------
     def _loop(self):
-        env, log = self.env, self.log
+        env, log, reqs = self.env, self.log, self.reqs
         advance = self.fns.advance
-        coming = self._coming
         while True:
             now = env.now
-            if coming:
-                self._take_arrivals(now)
             st = self.st
             ctl, fctl = st.ctl, st.fctl
-            n = self.num_arrived
+            n = reqs.n
             if n > ctl[L.IN_NEXT]:
                 self._make_room(n)
-                ctl[L.IN_END] = n
-            elif not ctl[L.PENDING] and not ctl[L.N_RUN] and not ctl[L.WQ_LEN] and not ctl[L.SW_LEN]:
-                self._wake = env.event()
-                if coming:
-                    TimeoutAt(env, coming[0][0]).callbacks.append(self._wake_up)
-                yield self._wake
-                self._wake = None
-                continue
+                self.st.ctl[L.IN_END] = n
             self._sync_tables()
             st = self.st
+            ctl, fctl = st.ctl, st.fctl
             fctl[L.T_NOW] = now
             # Until something outside may act on the engine: the next event, or in a fleet whose
             # arrivals are independent of earlier ends, the next event that is not another replica's.
-            peek = horizon(env, self) if self.independent else env.peek()
-            fctl[L.T_PEEK] = min(peek, coming[0][0]) if coming else peek
+            fctl[L.T_PEEK] = horizon(env, self) if self.independent else env.peek()
             # Ended requests are reported at their time when someone waits for them, or when they
             # end the run (it stops once the expected number have ended); otherwise only counted.
             st.cfg[L.WAITERS] = 1 if self._events else 0
@@ -169,6 +138,18 @@ class CompiledEngine(Engine):
             # (if the run stops during the step in flight, that step is not counted).
             self.num_steps = log.n = c[L.ROWS]
             log._ns, log.itl_count = c[L.STAGE_N], c[L.ITL_N]
+            if code == L.IDLE_NOW:  # until a request is sent, or the API server's intake moves on
+                if c[L.FIN_N]:
+                    self._ended(c[L.FIN_N])
+                if t != now:
+                    yield StepEnd(env, t, self)
+                self._wake = env.event()
+                wake = float(fctl[L.T_WAKE])
+                if wake < float("inf"):
+                    TimeoutAt(env, wake).callbacks.append(self._wake_up)
+                yield self._wake
+                self._wake = None
+                continue
             if code == L.NOTIFY:
                 if t != now:
                     yield StepEnd(env, t, self)
@@ -189,6 +170,10 @@ class CompiledEngine(Engine):
             elif code == L.STALL:
                 raise SimulationStalled(self.diagnose())
 
+    def _wake_up(self, _event) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
     def _drain_trace(self) -> None:
         n = int(self.st.ctl[L.TRACE_N])
         if n:
@@ -206,26 +191,6 @@ class CompiledEngine(Engine):
             return self._notify(self.st.fin[:k].tolist())
         self._count_done_at(k, float(self.st.fctl[L.T_LAST]))
         return False
-
-    @property
-    def _fe_free(self) -> float:
-        return float(self.st.fctl[L.FE_FREE])
-
-    @_fe_free.setter
-    def _fe_free(self, t: float) -> None:
-        self.st.fctl[L.FE_FREE] = t
-
-    @property
-    def _fe_batch(self) -> float:
-        return float(self.st.fctl[L.FE_BATCH])
-
-    @_fe_batch.setter
-    def _fe_batch(self, t: float) -> None:
-        self.st.fctl[L.FE_BATCH] = t
-
-    @Engine._intake_busy.setter  # type: ignore[attr-defined]  # mypy: no .setter on an inherited property
-    def _intake_busy(self, t: float) -> None:
-        self._intake_end = self.st.fctl[L.FE_INTAKE] = t
 
     def _sync_tables(self) -> None:
         """Point the state at the request tables, if they were re-allocated (they grow by doubling)."""
@@ -262,14 +227,7 @@ class CompiledEngine(Engine):
 
     def queues(self) -> tuple[int, int, int, int]:
         ctl = self.st.ctl
-        new = self.reqs.status[int(ctl[L.IN_NEXT]) : self.num_arrived]  # not those still in the front-end
-        waiting = int(ctl[L.WQ_LEN]) + int(np.count_nonzero(new == RequestStatus.WAITING))
-        now = self.env.now
-        for at, rid in self._coming:  # their time has come, the loop has not yet taken them in
-            if at > now:
-                break
-            waiting += self.reqs.status[rid] == RequestStatus.WAITING and not self._too_long(rid)
-        return int(ctl[L.N_RUN]), waiting, int(ctl[L.SW_LEN]), int(ctl[L.FREE])
+        return int(ctl[L.N_RUN]), int(ctl[L.WQ_LEN]), int(ctl[L.SW_LEN]), int(ctl[L.FREE])
 
 
 def _grown(a: np.ndarray, rows: int) -> np.ndarray:

@@ -60,6 +60,10 @@ State = namedtuple(
         "host_own",
         "host_grp",
         "host_ctl",  # KV offloading's host tier (simulator.engine.host_tier): per own-content key, per group, scalars
+        "iq",
+        "iqr",  # the API server's intake (intake.py): pieces waiting, a heap of (ready, work, rest) and their requests
+        "rq",
+        "rqr",  # requests on their way to the engine: a ring of (time they reach it, request), in that order
     ],
 )
 
@@ -84,7 +88,7 @@ State = namedtuple(
     LAZY,  # lazy running slots (see lazy.py)
     LAZY_SUM,  # their tokens computed at S_G0, minus S_G0, summed
     IN_NEXT,
-    IN_END,  # requests from IN_NEXT to IN_END (set by the caller) are new: queue those still waiting
+    IN_END,  # requests from IN_NEXT to IN_END (set by the caller) are new: their intake starts
     WQ_LEN,  # waiting requests (heap entries)
     SEQ_BACK,
     SEQ_FRONT,  # heap insertion counters (FCFS: back pushes count up, front pushes down)
@@ -103,8 +107,12 @@ State = namedtuple(
     LORA_DISK_LOADS,
     LORA_STEP_LOADS,  # the same in the step being scheduled
     LORA_STEP_DISK,
+    IQ_N,  # pieces of intake waiting (heap entries of iq)
+    RQ_HEAD,
+    RQ_LEN,  # requests on their way to the engine (ring rq)
+    ARRIVED,  # requests that reached the engine
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(39)
+) = range(43)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -114,11 +122,13 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     T_RET,  # the time the call's return code refers to
     T_LAST,  # when the latest update's tokens reached their clients (its time, without a front-end)
     SWAP_BYTES,  # swap traffic of the step being scheduled
-    FE_FREE,  # the front-end's outputs (simulator.engine.frontend) are busy until this time
-    FE_INTAKE,  # the piece of intake in progress ends at this time (outputs wait for it)
+    FE_FREE,  # the API server's outputs (simulator.engine.host) are busy until this time
+    FE_INTAKE,  # the latest piece of intake ends at this time (outputs wait for it)
     FE_BATCH,  # the last batch of outputs queued starts at this time (intake waits for the batch in progress)
+    T_WAKE,  # an idle engine's next look: when the API server's intake next moves (inf: nothing in it)
+    FE_TURN,  # the API server, waiting for its outputs, turns to its intake again at this time
     N_FCTL,
-) = range(9)
+) = range(11)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
@@ -144,8 +154,9 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SPEC_LOOK,
     SPEC_SEED,
     MAX_LORAS,  # multi-LoRA: adapters a step may serve (0: off)
+    LONGEST,  # the longest prompt + max_tokens accepted: a longer request is rejected when it reaches the engine
     N_CFG,
-) = range(21)
+) = range(22)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
@@ -170,6 +181,7 @@ _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
     I_EXTERNAL,
     I_LORA,
     I_HOST_CACHED,
+    I_PROMPT,
 ) = (
     _I.index(c)
     for c in (
@@ -186,10 +198,11 @@ _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
         "external",
         "lora",
         "host_cached_tokens",
+        "prompt_len",
     )
 )
-F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED = (
-    _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes")
+F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED, F_READY = (
+    _F.index(c) for c in ("first_scheduled", "first_token", "last_token", "finish", "arrival", "swapped_bytes", "ready")
 )
 I32_PREEMPT, I32_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
 
@@ -253,7 +266,7 @@ S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, 
 STEPPED = (
     0  # a step is under way until fctl[T_RET]: report what ended before it (ctl[FIN_N]), yield until then, call again
 )
-IDLE_NOW = 1  # nothing to run: wait for a submission
+IDLE_NOW = 1  # nothing to run from fctl[T_RET] on: wait for a submission, or until fctl[T_WAKE]
 NOTIFY = 2  # requests ended at fctl[T_RET] (``fin``): report them, then call again to schedule on
 UNSTAGE = 3  # the step-log stage is full: move it out, call again
 UNTRACE = 4  # the trace has no room for another step: drain it, call again

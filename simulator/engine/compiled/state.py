@@ -22,6 +22,7 @@ def new_state(
     max_steps: int,
     stall_steps: int,
     trace: int = 0,
+    longest: int = 1 << 62,
 ) -> L.State:
     """The state of an engine with ``num_blocks`` usable blocks and nothing submitted yet
     (``trace``: the ``cfg[TRACE]`` level of request events to record)."""
@@ -48,6 +49,7 @@ def new_state(
     conf[L.SPEC_LOOK] = cfg.spec_lookahead
     conf[L.SPEC_SEED] = cfg.spec_seed
     conf[L.MAX_LORAS] = cfg.max_loras
+    conf[L.LONGEST] = longest
     at_least = np.zeros(SPEC_MAX_TOKENS)
     at_least[: len(cfg.spec_accept_at_least)] = cfg.spec_accept_at_least
     ctl[L.STOP_AFTER] = -1
@@ -105,6 +107,10 @@ def new_state(
         host_own=np.full((len(reqs.status), host_tier.N_H), -1, np.int64),
         host_grp=np.full((8, host_tier.N_H), -1, np.int64),
         host_ctl=host_ctl,
+        iq=np.zeros((64, 3)),
+        iqr=np.zeros(64, np.int64),
+        rq=np.zeros(64),
+        rqr=np.zeros(64, np.int64),
     )
 
 

@@ -10,8 +10,10 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 from __future__ import annotations
 
 from simulator.engine.compiled.adapters import lora_stop
+from simulator.engine.compiled.intake import intake_run, intake_submit, next_intake_event, reached_by, take_reached
 from simulator.engine.compiled.layout import (
     AB_N,
+    ARRIVED,
     BS,
     C_AT_LEAST,
     CACHE_FINISHED,
@@ -23,6 +25,8 @@ from simulator.engine.compiled.layout import (
     FE_FREE,
     FE_INTAKE,
     FIN_N,
+    I_MAXT,
+    I_PROMPT,
     IDLE,
     IDLE_NOW,
     IN_END,
@@ -34,6 +38,7 @@ from simulator.engine.compiled.layout import (
     L_SPEC_DRAFTS,
     L_SPEC_N,
     LAZY,
+    LONGEST,
     MAX_SEQS,
     MAX_STEPS,
     MAX_STEPS_HIT,
@@ -71,6 +76,7 @@ from simulator.engine.compiled.layout import (
     T_NOW,
     T_PEEK,
     T_RET,
+    T_WAKE,
     TRACE,
     TRACE_N,
     UNSTAGE,
@@ -84,7 +90,7 @@ from simulator.engine.compiled.queues import wq_push
 from simulator.engine.compiled.schedule import schedule
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind
-from simulator.engine.frontend import delivered, step_start
+from simulator.engine.host import delivered, step_start
 from simulator.engine.params import P
 from simulator.engine.rules import (
     RequestStatus,
@@ -162,7 +168,7 @@ def update(st, t):
     computed their last pending token sample one (every lazy slot does); finished ones release their
     blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
     them; the others that decode turn lazy. Requests it aborted end with it, before those that finish.
-    Token and finish times are when the tokens reach their clients (``frontend.delivered``)."""
+    Token and finish times are when the tokens reach their clients (``host.delivered``)."""
     ctl, cfg, slots, slot_time, bits, hist = st.ctl, st.cfg, st.slots, st.slot_time, st.bits, st.hist
     bs = cfg[BS]
     d0, d = delivered(
@@ -259,22 +265,39 @@ def update(st, t):
     st.fctl[T_LAST] = d
 
 
+def _take_in(st, t):
+    """The engine takes in, at ``t`` (between steps), the requests that reached it by then, in the
+    order they came: queued, or, one that can never fit, rejected then (``fin`` has room for every
+    request on its way besides a step's ends: ``CompiledEngine._make_room``)."""
+    while reached_by(st, t):
+        rid, _at = take_reached(st)
+        st.ctl[ARRIVED] += 1
+        if st.req_i64[rid, I_PROMPT] + st.req_i64[rid, I_MAXT] > st.cfg[LONGEST]:
+            st.status[rid] = RequestStatus.REJECTED
+            st.req_f64[rid, F_FIN] = t
+            _ended(st, rid)
+        else:
+            wq_push(st, rid, False)
+
+
 def advance(st):
     """Finish the step in flight at ``fctl[T_NOW]``, then run steps while nothing outside the engine
     can intervene: each later step must start before ``fctl[T_PEEK]`` (the next SimPy event), and
     with ``cfg[WAITERS]`` (or once ``ctl[STOP_AFTER]`` requests have ended) the call returns at the end
     of a step that ended requests, before the next step is scheduled (the caller reports them, then
-    calls again), or, when their clients learn of it only later (behind a front-end), once the next
-    step is scheduled (STEPPED with ``ctl[FIN_N]`` of them in ``fin``)."""
+    calls again), or, when their clients learn of it only later (behind an API server), once the
+    next step is scheduled (STEPPED with ``ctl[FIN_N]`` of them in ``fin``). The API server's intake
+    runs up to each step's start and end (``intake.intake_run``); an idle engine waits for the next
+    request to reach it."""
     ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
     ctl[FIN_N] = 0
-    for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # submitted since the last call, in order
-        if st.status[rid] == RequestStatus.WAITING:
-            wq_push(st, rid, False)
+    for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # sent since the last call, in order
+        intake_submit(st, rid)
     ctl[IN_NEXT] = ctl[IN_END]
     if ctl[PENDING]:
+        intake_run(st, t)  # the step's outputs wait for the piece of intake in progress
         update(st, t)
     trace_room = 5 * (cfg[MAX_SEQS] + 1) + 8  # trace rows one step can add
     report = False  # ended requests to report once the next step is scheduled
@@ -283,29 +306,43 @@ def advance(st):
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
         if ctl[FIN_N] > 0 and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
-            # Their clients can react only when they are told: if that is after now (behind a
-            # front-end), nothing they do can reach this step, so it is scheduled first and they are
+            # Their clients can react only when they are told: if that is after now (behind an API
+            # server), nothing they do can reach this step, so it is scheduled first and they are
             # reported with it; else the caller reports them now and calls again.
             if 0 <= ctl[STOP_AFTER] <= ctl[FIN_N] or not _all_told_later(st, t):
                 return NOTIFY
             report = True
-        if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
-            return IDLE_NOW
         if ctl[STEPS] >= cfg[MAX_STEPS]:
             return MAX_STEPS_HIT
         if ctl[STAGE_N] == cfg[STAGE_CAP]:
             return UNSTAGE
         if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
             return UNTRACE
+        intake_run(st, t)
         t0 = step_start(st.cp, t, fctl[FE_BATCH])
-        if t0 > t:  # the front-end has not yet taken the last step's outputs
-            if not t0 < peek:  # something outside may act first
-                fctl[T_RET] = t0
+        while t0 > t:  # the API server has not yet taken the last step's outputs (pieces of intake
+            if not t0 < peek:  # may push them back meanwhile: look again then)
+                fctl[T_RET] = t0  # something outside may act first
                 return PACED
             t = t0
+            intake_run(st, t)
+            t0 = step_start(st.cp, t, fctl[FE_BATCH])
+        fctl[T_RET] = t
+        rejected = ctl[FIN_N]
+        _take_in(st, t)
+        if ctl[FIN_N] > rejected and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
+            return NOTIFY  # rejected requests' clients learn of it now
+        if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
+            t_next = next_intake_event(st)  # an idle engine waits for the next request to reach it
+            if t_next < peek and not report:  # (ended requests to report first: their clients may act)
+                t = t_next
+                continue
+            fctl[T_WAKE] = t_next
+            return IDLE_NOW
         t_end = t + schedule(st, t)
         if report or not t_end < peek:
             fctl[T_RET] = t_end
             return STEPPED
+        intake_run(st, t_end)
         update(st, t_end)
         t = t_end

@@ -1,6 +1,9 @@
 """The reference engine: one SimPy timeout per step.
 
 plan = scheduler.schedule(now); yield timeout(cost.step_time(plan.work)); scheduler.update(plan, now)
+
+Between steps it takes in the requests its API server (``api_server.ApiServer``) has handed over;
+idle, it waits for the next one to reach it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import numpy as np
 from simulator.engine import events as E
 from simulator.engine import host_tier, rules
 from simulator.engine.core import Engine, SimulationStalled
-from simulator.engine.frontend import delivered, step_start
+from simulator.engine.host import step_start
+from simulator.engine.reference.api_server import ApiServer
 from simulator.engine.reference.block_pool import BlockPool
 from simulator.engine.reference.kv_cache import KVCacheManager
 from simulator.engine.reference.scheduler import Scheduler
@@ -25,37 +29,58 @@ class ReferenceEngine(Engine):
             cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks)
         )
         self._events_log: list[tuple[float, int, int, int]] = []
+        self.api = ApiServer(cost.params.tolist())
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
-        self.sched.add_request(rid)
+        R = self.reqs
+        self.api.send(rid, float(R.ready[rid]), int(R.prompt_len[rid]))
+
+    def _take_in(self, now: float) -> list[int]:
+        """Requests that reached the engine by ``now``: queued, or rejected now if they can never
+        fit; returns the rejected."""
+        R, rejected = self.reqs, []
+        self.api.run_until(now)
+        for rid in self.api.reached(now):
+            if int(R.prompt_len[rid]) + int(R.max_tokens[rid]) > self._longest:
+                R.status[rid] = RequestStatus.REJECTED
+                R.finish[rid] = now
+                rejected.append(rid)
+            else:
+                self.sched.add_request(rid)
+        return rejected
 
     def _loop(self):
         env, sched, cost, log = self.env, self.sched, self.cost, self.log
         idle_steps = 0
         while True:
-            if not sched.has_work():
-                self._wake = env.event()
-                yield self._wake
-                self._wake = None
-                continue
             if self.num_steps >= self.max_steps:
                 raise self.max_steps_reached()
-            start = step_start(cost.params, env.now, self._fe_batch)
-            if start > env.now:  # the front-end has not yet taken the last step's outputs
-                yield TimeoutAt(env, start)
+            self.api.run_until(env.now)
+            start = step_start(cost.params, env.now, self.api.batch_start)
+            if start > env.now:  # the API server has not yet taken the last step's outputs (pieces
+                yield TimeoutAt(env, start)  # of intake may push them back meanwhile: look again then)
+                continue
+            rejected = self._take_in(start)
+            if rejected and self._notify(rejected) and self.clients_same_step:
+                yield env.timeout(0)
+                continue
+            if not sched.has_work():  # until a request is sent, or the API server's intake moves on
+                self._wake = env.event()
+                t = self.api.next_event()
+                if t < float("inf"):
+                    TimeoutAt(env, t).callbacks.append(self._wake_up)
+                yield self._wake
+                self._wake = None
                 continue
             plan = sched.schedule(start)
             if self.trace_level:
                 self._record_schedule(start, plan)
             dt = cost.step_time(plan.work)
             yield TimeoutAt(env, start + dt)
-            # When the step's tokens reach their clients, through the front-end.
-            begun, shown = delivered(
-                cost.params, self._fe_free, self._intake_busy, env.now, plan.work.num_sampled, sched.finishing(plan)
-            )
-            if plan.work.num_sampled:
-                self._fe_free, self._fe_batch = shown, begun
+            # When the step's tokens reach their clients, through the API server.
+            self.api.run_until(env.now)
+            shown = self.api.stream(env.now, plan.work.num_sampled, sched.finishing(plan))
             out = sched.update(plan, env.now, shown)
             if self.progress is not None:
                 self.progress(env.now, self.num_done)
@@ -74,6 +99,10 @@ class ReferenceEngine(Engine):
                     raise SimulationStalled(self.diagnose())
             else:
                 idle_steps = 0
+
+    def _wake_up(self, _event) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
 
     def _record_schedule(self, t: float, plan) -> None:
         R, rec = self.reqs, self._events_log

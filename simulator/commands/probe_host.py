@@ -1,0 +1,210 @@
+"""``servesim probe-host``: how fast this machine's CPU runs the kind of Python a vLLM server spends
+its CPU time on, as one number a scenario can carry (``hardware.host: {probe_us: X}``).
+
+A vLLM engine core and its API server do, for every running request and every step, a few dozen
+attribute reads and writes, dict and list operations, a small object made, a JSON chunk encoded and
+an asyncio hand-off. ``kernel`` runs a fixed, deterministic mix of those and times it in microseconds
+per request-step; the reading is the median of ``--repeat`` timings after one to warm up. Every host
+servesim was measured on carries the same reading (``simulator/data/hosts.yaml``; the recorder takes
+it before and after every lane, ``tools/e2e/host_probe.py``), so a user's reading and theirs compare
+directly.
+
+Nothing here imports anything beyond the standard library, so on a GPU server without servesim
+installed, this one file runs on its own: ``python3 probe_host.py`` (add ``--json`` for the
+machine's own description). Run it on the idle server, with the Python that serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+N_REQ = 512  # requests in flight in the kernel's batch
+STEPS = 150  # steps per timing
+REPEAT = 15
+
+
+class _Req:
+    __slots__ = ("blocks", "computed", "finished", "rid", "text", "tokens")
+
+    def __init__(self, rid: int):
+        self.rid = f"cmpl-{rid:08x}"
+        self.tokens = [rid & 0xFFFF] * 32
+        self.computed = 32
+        self.blocks = [rid * 4 + i for i in range(2)]
+        self.finished = False
+        self.text = ""
+
+
+def _step(reqs: list[_Req], free: list[int], chunks: list[str]) -> None:
+    """One engine step and its streaming, for every request: schedule, append a token, make the
+    output, encode the chunk."""
+    scheduled: dict[str, int] = {}
+    for r in reqs:  # schedule: one new token each, a block when the last one is full
+        if r.computed % 16 == 0:
+            r.blocks.append(free.pop() if free else 0)
+        scheduled[r.rid] = 1
+    outputs = []
+    for r in reqs:  # update from the model's output
+        r.computed += scheduled[r.rid]
+        tok = (r.computed * 2654435761 + len(r.blocks)) & 0xFFFF
+        r.tokens.append(tok)
+        r.finished = len(r.tokens) > 10_000
+        outputs.append((r.rid, tok, r.finished))
+    for rid, tok, fin in outputs:  # the API server: detokenize (a stand-in) and stream
+        piece = "w" + str(tok)
+        chunks.append(
+            "data: "
+            + json.dumps(
+                {
+                    "id": rid,
+                    "object": "text_completion",
+                    "choices": [{"index": 0, "text": " " + piece, "finish_reason": "length" if fin else None}],
+                }
+            )
+            + "\n\n"
+        )
+
+
+async def _handoff(n: int) -> int:
+    """The asyncio side: each request's output put on its queue and taken by its handler."""
+    queues: list[asyncio.Queue] = [asyncio.Queue() for _ in range(64)]
+    got = 0
+
+    async def consumer(q: asyncio.Queue) -> None:
+        nonlocal got
+        while True:
+            item = await q.get()
+            if item is None:
+                return
+            got += 1
+
+    tasks = [asyncio.ensure_future(consumer(q)) for q in queues]
+    for i in range(n):
+        queues[i % 64].put_nowait(i)
+        if i % 256 == 255:
+            await asyncio.sleep(0)
+    for q in queues:
+        q.put_nowait(None)
+    await asyncio.gather(*tasks)
+    return got
+
+
+def kernel() -> float:
+    """Microseconds per request-step of the mix (one timing)."""
+    reqs = [_Req(i) for i in range(N_REQ)]
+    free = list(range(100_000))
+    chunks: list[str] = []
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        _step(reqs, free, chunks)
+        chunks.clear()
+    asyncio.run(_handoff(N_REQ * STEPS))
+    return (time.perf_counter() - t0) / (N_REQ * STEPS) * 1e6
+
+
+def timings(repeat: int = REPEAT) -> list[float]:
+    """``repeat`` timings of the kernel, after one to warm up."""
+    kernel()
+    return [kernel() for _ in range(repeat)]
+
+
+def reading(repeat: int = REPEAT) -> float:
+    """The probe's reading: the median of ``repeat`` timings (microseconds per request-step)."""
+    return statistics.median(timings(repeat))
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(values: list[float]) -> dict:
+    """The reading and what the machine says of itself."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = (float("nan"),) * 3
+    return {
+        "probe_us": round(statistics.median(values), 4),
+        "timings_us": [round(v, 4) for v in values],
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "loadavg": [round(x, 2) for x in load],
+    }
+
+
+def _context(probe_us: float) -> str:
+    """Where the reading falls among the catalog's hosts (when servesim is installed)."""
+    try:
+        from simulator.scenario.hosts import catalog
+    except ImportError:  # this file run on its own
+        return ""
+    cat = catalog()
+    hosts = cat.by_speed()
+    return (
+        f"; CPU costs x{cat.scale(probe_us):.2f} against servesim's reference host (catalog: "
+        f"{hosts[0].probe_us:.2f}-{hosts[-1].probe_us:.2f} us)"
+    )
+
+
+def add_parser(sub) -> None:
+    from simulator.commands.args import number  # servesim's own checked type (this file alone: a plain int)
+
+    p = sub.add_parser(
+        "probe-host",
+        help="read this machine's CPU speed for serving (give it as hardware.host: {probe_us: X})",
+    )
+    _options(p, number("--repeat", int, least=1))
+    p.set_defaults(fn=main)
+
+
+def _options(p: argparse.ArgumentParser, repeat_type=int) -> None:
+    p.add_argument("--json", action="store_true", help="the reading and what the machine says of itself, as JSON")
+    p.add_argument(
+        "--repeat",
+        type=repeat_type,
+        default=REPEAT,
+        help=f"timings of the kernel, the median is the reading (default {REPEAT})",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        print(f"error: --repeat must be >= 1 (got {args.repeat})", file=sys.stderr)
+        return 2
+    report = describe(timings(args.repeat))
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    p = report["probe_us"]
+    spread = max(report["timings_us"]) / min(report["timings_us"])
+    print(
+        f"probe_us {p:.2f} (median of {args.repeat} timings, spread x{spread:.2f}{_context(p)}): "
+        f"set hardware.host: {{probe_us: {p:.2f}}}"
+    )
+    busy = report["loadavg"][0] > 0.5 * (report["cpu_count"] or 1)
+    if busy or spread > 1.3:
+        why = f"load {report['loadavg'][0]:.1f} on {report['cpu_count']} cores" if busy else f"spread x{spread:.2f}"
+        print(f"note: the machine was busy while probed ({why}); read it again on the idle server")
+    return 0
+
+
+if __name__ == "__main__":  # run on its own: python3 probe_host.py [--json]
+    ap = argparse.ArgumentParser(prog="probe_host.py", description=__doc__.split("\n\n")[0])
+    _options(ap)
+    raise SystemExit(main(ap.parse_args()))

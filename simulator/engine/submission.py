@@ -1,0 +1,44 @@
+"""What a client sends: one request, as the workloads hand it to an engine or a fleet.
+
+A leaf module (it imports nothing of the project), so the workloads layer builds submissions
+without importing the engine. ``Target`` is what the workloads send them to: an engine
+(``simulator.engine.core.Engine``) or a fleet (``simulator.fleet.cluster.Cluster``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One request: its prompt and output lengths (``max_tokens``: the output it will produce),
+    the shared-prefix group its prompt starts with (-1: none) and that prefix's length, its
+    priority (lower first, with priority scheduling), its own content's key for the prefix cache
+    (-1: the request's id; a session's turns share the session's), the closed-loop client that sent
+    it and its client class (-1: none), the prompt tokens whose KV arrives with it (a disaggregated
+    decode), the LoRA adapter it asks for (-1: the base model), and when it was sent if earlier than
+    the moment it is handed over (None: now)."""
+
+    prompt_len: int
+    max_tokens: int
+    group: int = -1
+    group_len: int = 0
+    priority: int = 0
+    content_key: int = -1
+    client: int = -1
+    client_class: int = -1
+    external: int = 0
+    lora: int = -1
+    sent: float | None = None
+
+
+class Target(Protocol):
+    """Where the workloads send requests: an engine or a fleet."""
+
+    max_model_len: int
+
+    def submit(self, s: Submission, want_event: bool = False) -> Any:
+        """Hand over ``s`` now; with ``want_event``, an event that fires when the request ends."""
+        ...

@@ -1,0 +1,180 @@
+"""The host a scenario runs on: its CPU, which paces the engine core and the API server.
+
+Two machines of the same GPU kind can differ by 1.2-1.5x in how fast their CPU runs the Python a
+vLLM server spends its CPU time on (docs/validation.md, "Hosts"). A scenario names its host
+(``hardware.host``): a machine of the catalog (``simulator/data/hosts.yaml``: every lent machine
+servesim was measured on, with its probe reading), or ``{probe_us: X}``, the reading of
+``servesim probe-host`` on the user's own server. Every host cost is the fitted cost on the
+reference host times the host's ``scale``, ``(probe_us / reference_probe_us) ** exponent``, a rule
+fitted across the hosts measured (``tools/validation/fit_host.py``). A scenario that names no host
+runs on the catalog's median host, and its results carry the band between the slowest and the
+fastest catalog host (``host_band``).
+
+The fitted costs themselves come in sets (``HostCosts``), one per kind of measurement
+(``HOST_SETS``): the public runs (vLLM 0.10-0.19, mixed hosts and clients) and the servers recorded
+with tools/e2e (vLLM 0.26); ``simulator.scenario.versions`` says which release line uses which.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.errors import ConfigError
+from simulator.scenario import yamlio
+from simulator.scenario.textfile import read_text
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+HOST_COSTS_FILE = DATA / "host_costs.yaml"
+HOSTS_FILE = DATA / "hosts.yaml"
+HOST_SETS = ("public", "recorded")
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """Seconds spent outside the GPU on the reference host, fitted on the calibration half of
+    measured end-to-end runs (``tools/validation/fit_host.py`` writes a set of them to
+    simulator/data/host_costs.yaml; ``servesim validate`` reports them with the held-out half): the
+    engine core's CPU work per step and per scheduled request, and the API server's
+    (``simulator.engine.host.ApiServer``), per endpoint: a request taken in and a token streamed
+    cost more through /v1/chat/completions (chat template, larger chunks) than through
+    /v1/completions. They include the benchmark client's own work, which runs on the same host in
+    the measurements."""
+
+    engine_step_s: float = 1.0e-3
+    # Per scheduled sequence: up to 0.11 (synchronous scheduling, model runner V1), and from 0.19
+    # (async scheduling, input preparation moved to the GPU). Both start the fit from ~21 us, V1's
+    # decode-to-decode gap of "about 5-6ms" at batch 256 (https://github.com/vllm-project/vllm/issues/10634).
+    engine_per_seq_s: float = 2.1e-5
+    engine_per_seq_s_019: float = 2.1e-5
+    latency_s: float = 0.02
+    # ~1 us per token: "DGX H100's CPU can do about only about 1k tokens/ms" (tokenizer, one
+    # thread; https://github.com/vllm-project/vllm/issues/19012).
+    prompt_token_s: float = 1.0e-6
+    step_s: float = 2.0e-4
+    request_s: float = 2.0e-3
+    token_s: float = 1.5e-5
+    chat_request_s: float = 4.0e-3
+    chat_token_s: float = 3.0e-5
+    finish_s: float = 2.0e-3
+    chat_finish_s: float = 1.6e-2
+    # The share of a request's intake before its task first yields the loop (simulator.engine.host),
+    # started from the public bursts' TTFT spread: evenly from about a fifth (completions, vLLM
+    # 0.19) and a half (chat, 0.11) of the way to the p99.
+    first_pass: float = 0.25
+    chat_first_pass: float = 0.5
+    # Rounds of its API server's streams a request waits for on its way in (simulator.engine.host):
+    # measured, not fitted, from the recorded servers' own TTFT against their clients'
+    # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, and the recorded
+    # value raises their calibration loss (8.44 to 8.51), so 0 there.
+    intake_rounds: float = 0.0
+
+    def engine_per_seq(self, line: str) -> float:
+        """The engine's CPU work per scheduled sequence on release line ``line``."""
+        return self.engine_per_seq_s if line in ("0.10", "0.11") else self.engine_per_seq_s_019
+
+
+def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:
+    if not path.is_file():
+        return HostCosts()
+    data = yamlio.load(path.read_text()) or {}
+    return HostCosts(**(data.get(which) or {}).get("host_costs", {}))
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine whose CPU runs the engine core and the API server: its name, its probe reading
+    (``servesim probe-host``: microseconds per request-step of the probe's kernel) and the factor
+    its CPU costs take against the reference host."""
+
+    name: str
+    probe_us: float
+    scale: float
+    cpu: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class HostCatalog:
+    reference_probe_us: float  # the probe reading the fitted host costs refer to
+    exponent: float  # scale = (probe_us / reference_probe_us) ** exponent
+    hosts: dict[str, dict]  # name -> what the catalog says of it
+
+    def scale(self, probe_us: float) -> float:
+        return (probe_us / self.reference_probe_us) ** self.exponent
+
+    def host(self, name: str) -> Host:
+        h = self.hosts[name]
+        return Host(
+            name, float(h["probe_us"]), self.scale(float(h["probe_us"])), h.get("cpu", ""), h.get("machine", "")
+        )
+
+    def by_speed(self) -> list[Host]:
+        """Every catalog host, fastest first (ties by name)."""
+        return sorted((self.host(n) for n in self.hosts), key=lambda h: (h.probe_us, h.name))
+
+    def median(self) -> Host:
+        """The catalog's median host (the lower middle one of an even count): a scenario's default."""
+        hosts = self.by_speed()
+        return hosts[(len(hosts) - 1) // 2]
+
+
+@functools.lru_cache(maxsize=1)
+def catalog(path: Path = HOSTS_FILE) -> HostCatalog:
+    data = yamlio.load(read_text(path)) or {}
+    return HostCatalog(float(data["reference_probe_us"]), float(data["exponent"]), dict(data["hosts"]))
+
+
+def load_host(spec: str | dict | None) -> Host:
+    """``hardware.host``: a catalog name, ``{probe_us: X}`` (a reading of ``servesim probe-host``),
+    or None (the catalog's median host)."""
+    cat = catalog()
+    if spec is None:
+        return cat.median()
+    if isinstance(spec, str):
+        if spec not in cat.hosts:
+            raise ConfigError(
+                f"hardware.host: unknown host '{spec}'; the catalog's hosts are {', '.join(sorted(cat.hosts))} "
+                f"(or give your own reading: {{probe_us: X}} from `servesim probe-host`)"
+            )
+        return cat.host(spec)
+    if not isinstance(spec, dict):
+        raise ConfigError(f"hardware.host must be a host name or a mapping {{probe_us: X}} (got {type(spec).__name__})")
+    unknown = set(spec) - {"probe_us", "name"}
+    if unknown:
+        raise ConfigError(f"hardware.host.{sorted(unknown)[0]}: unknown key; a host is {{probe_us: X, name: ...}}")
+    if "probe_us" not in spec:
+        raise ConfigError("hardware.host.probe_us is required: the reading of `servesim probe-host` on the host")
+    v = spec["probe_us"]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0.2 <= v <= 200.0:
+        raise ConfigError(
+            f"hardware.host.probe_us must be a number from 0.2 to 200 microseconds, as `servesim probe-host` "
+            f"prints it (got {v!r})"
+        )
+    name = str(spec.get("name", f"probe {float(v):g} us"))
+    return Host(name, float(v), cat.scale(float(v)))
+
+
+def band_hosts() -> tuple[Host, Host]:
+    """The slowest and the fastest catalog host: where a scenario that names no host reports its band."""
+    hosts = catalog().by_speed()
+    return hosts[-1], hosts[0]
+
+
+def spread() -> float:
+    """How far apart the catalog's hosts are: the slowest's scale over the fastest's."""
+    hosts = catalog().by_speed()
+    return hosts[-1].scale / hosts[0].scale if hosts else 1.0
+
+
+def describe() -> list[str]:
+    """A line per catalog host (fastest first), for `servesim probe-host --catalog` and the docs."""
+    cat = catalog()
+    med = cat.median().name
+    return [
+        f"{h.name}: probe {h.probe_us:.2f} us, CPU costs x{h.scale:.2f}{' (default: the median)' if h.name == med else ''}"
+        for h in cat.by_speed()
+    ] + [f"({len(cat.hosts)} hosts; median probe {statistics.median(h.probe_us for h in cat.by_speed()):.2f} us)"]
