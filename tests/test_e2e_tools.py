@@ -1,5 +1,7 @@
-"""The recorder's profiling tools (tools/e2e/stack_sampler.py, tools/e2e/profile_report.py): the
-sampler sees where a process's threads are, and the report reads it back run by run."""
+"""The end-to-end recorder's tools: the profiling tools (tools/e2e/stack_sampler.py,
+tools/e2e/profile_report.py: the sampler sees where a process's threads are, and the report reads it
+back run by run), and the recorder's prompts and their check (lane.py, checks.py, bench_tokens.py,
+ingest.py: every prompt exactly its planned tokens, no prefix shared unless planned)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 E2E = ROOT / "tools" / "e2e"
@@ -139,3 +143,494 @@ def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
     assert validate._load_text({"arrival": {"request_rate": 60}}) == "60 req/s"
     (run,) = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h100_long_2026-11-28"]
     assert run["engine"] == {"max_model_len": 8192} and validate._load_text(run) == "burst of 40"
+
+
+# The recorder's prompts and its check (tools/e2e/lane.py, checks.py, bench_tokens.py, ingest.py)
+
+
+def _load(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"e2e_{name}", E2E / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _vocab(model: str) -> int:
+    return int(json.loads((E2E / "models" / f"{model}.json").read_text())["vocab_size"])
+
+
+def test_prompts_have_exactly_the_planned_tokens_and_share_only_the_planned_prefixes():
+    lane = _load("lane")
+    vocab = _vocab("llama-3.1-8b")
+    spread = {
+        "name": "s",
+        "seed": 11,
+        "num_prompts": 400,
+        "prompt": {"mean": 200, "sigma": 0.8, "max": 3000},
+        "output": 5,
+    }
+    ids, _out, group = lane.prompts(spread, vocab)
+    rng = lane.np.random.default_rng(11)
+    assert [len(x) for x in ids] == lane.lengths(spread["prompt"], 400, rng).tolist()  # the lengths drawn, exactly
+    assert all(lane.FIRST_ID <= t < vocab for x in ids for t in x)  # never a special token
+    assert list(group) == [-1] * 400
+    other, _, _ = lane.prompts({**spread, "seed": 12}, vocab)
+    heads = [tuple(x[:16]) for x in ids + other if len(x) >= 16]
+    assert len(set(heads)) == len(heads)  # no 16-token block (the prefix cache's unit) in common
+    shared = {
+        "name": "p",
+        "seed": 5,
+        "num_prompts": 60,
+        "prompt": 20,
+        "output": 4,
+        "prefix": {"groups": 3, "words": 48},
+    }
+    ids, _, group = lane.prompts(shared, vocab)
+    assert {len(x) for x in ids} == {68}
+    for i in range(60):
+        for j in range(i):
+            common = next(k for k in range(68) if ids[i][k] != ids[j][k])
+            assert common == (48 if group[i] == group[j] else 0)  # the planned prefix, nothing more
+
+
+def test_vocabulary_words_cannot_contain_a_special_token():
+    """transformers finds special tokens anywhere in a text: with "t0" and "t1" special, "t123" was
+    "t1" + an unknown "23", and 128-word prompts reached the server as about 167 tokens."""
+    lane = _load("lane")
+    for model in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b"):
+        words = lane.vocabulary(_vocab(model))
+        assert sorted(words.values()) == list(range(_vocab(model)))
+        assert [w for w, i in words.items() if i < len(lane.SPECIAL)] == list(lane.SPECIAL)
+        assert not any(s in w for w, i in words.items() if i >= len(lane.SPECIAL) for s in lane.SPECIAL)
+        assert all(" " not in w for w in words)
+
+
+def test_the_tokenizer_is_what_the_tokenizers_library_writes_and_counts_every_word_as_one_token():
+    tokenizers = pytest.importorskip("tokenizers")
+    lane = _load("lane")
+    vocab = _vocab("qwen3-32b")
+    lib = tokenizers.Tokenizer(tokenizers.models.WordLevel(lane.vocabulary(vocab), unk_token=lane.SPECIAL[0]))
+    lib.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    lib.add_special_tokens(list(lane.SPECIAL))
+    assert json.loads(lib.to_str()) == lane.tokenizer_json(vocab)
+    tok = tokenizers.Tokenizer.from_str(json.dumps(lane.tokenizer_json(vocab)))
+    run = {"name": "t", "seed": 3, "num_prompts": 50, "prompt": {"mean": 300, "sigma": 1.0}, "output": 1}
+    for ids in lane.prompts(run, vocab)[0]:
+        text = " ".join(lane.word(i) for i in ids)
+        assert tok.encode(text).ids == ids and tok.decode(ids) == text
+
+
+def test_transformers_loads_the_tokenizer_folder_as_it_is(tmp_path):
+    """The tokenizer's folder has no config.json: transformers loads tokenizer.json as it is, whatever
+    the model (a Qwen2 config.json beside it made transformers 5 build Qwen2's own class)."""
+    transformers = pytest.importorskip("transformers")
+    lane = _load("lane")
+    _mdir, tdir = lane.model_dir(tmp_path, "qwen3-32b")
+    assert sorted(p.name for p in tdir.iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+    tok = transformers.AutoTokenizer.from_pretrained(str(tdir), truncation_side="left")  # as vLLM loads it
+    for ids in lane.prompts(
+        {"name": "t", "seed": 4, "num_prompts": 20, "prompt": 500, "output": 1}, _vocab("qwen3-32b")
+    )[0]:
+        assert tok(" ".join(lane.word(i) for i in ids)).input_ids == ids
+
+
+def _rows(text: str) -> list[dict]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+PLANNED = "client,index,prompt_tokens,output_tokens,group\n0,0,1024,256,-1\n0,1,1024,256,-1\n1,0,1024,256,-1\n"
+RECORDED = "client,index,start_s,prompt_tokens,output_tokens,ttft_s,error\n0,0,0.1,1024,256,0.2,\n0,1,0.5,1024,256,0.2,\n1,0,0.1,1024,256,0.3,\n"
+COUNTERS = {
+    "before": {
+        "vllm:prompt_tokens_total": 500,
+        "vllm:prefix_cache_hits_total": 7,
+        "vllm:prefix_cache_queries_total": 500,
+    },
+    "after": {
+        "vllm:prompt_tokens_total": 3572,
+        "vllm:prefix_cache_hits_total": 7,
+        "vllm:prefix_cache_queries_total": 3572,
+    },
+}
+
+
+def test_the_check_passes_when_the_server_counted_the_plan_and_fails_loudly_otherwise():
+    checks = _load("checks")
+    ok = checks.check_run(_rows(PLANNED), _rows(RECORDED), COUNTERS)
+    assert ok["ok"] and ok["server_prompt_tokens"] == ok["planned_prompt_tokens"] == 3072
+    longer = checks.check_run(_rows(PLANNED), _rows(RECORDED.replace("0,1,0.5,1024", "0,1,0.5,1337")), COUNTERS)
+    assert not longer["ok"]
+    assert longer["problems"] == [
+        "1 requests with a prompt length other than planned (client 0 #1: 1024 planned, 1337 recorded)"
+    ]
+    more = {**COUNTERS, "after": {**COUNTERS["after"], "vllm:prompt_tokens_total": 3600}}
+    assert checks.check_run(_rows(PLANNED), _rows(RECORDED), more)["problems"] == [
+        "the server counted 3100 prompt tokens (vllm:prompt_tokens_total), the plan 3072"
+    ]
+    hits = {**COUNTERS, "after": {**COUNTERS["after"], "vllm:prefix_cache_hits_total": 3015}}
+    (why,) = checks.check_run(_rows(PLANNED), _rows(RECORDED), hits)["problems"]
+    assert why.startswith("the server's prefix cache found 3008 prompt tokens (vllm:prefix_cache_hits_total, 97.9% of")
+    assert checks.check_run(_rows(PLANNED), _rows(RECORDED), hits, shares_prefix=True)["ok"]
+    failed = RECORDED.replace("1,0,0.1,1024,256,0.3,", "1,0,0.1,1024,0,,Timeout")
+    assert checks.check_run(_rows(PLANNED), _rows(failed), COUNTERS)["problems"][0].startswith("1 requests failed")
+    assert "not recorded" in checks.check_run(_rows(PLANNED), _rows(RECORDED)[:2], COUNTERS)["problems"][0]
+    assert not checks.check_run(_rows(PLANNED), _rows(RECORDED), None)["ok"]  # unread counters: not checked
+
+
+def _lane_archive(tmp_path, name: str, recorded: str) -> Path:
+    """A hand-made results.tar.xz: one lane of one run, as device.sh collect packs it."""
+    import tarfile
+
+    src = tmp_path / f"src_{name}"
+    run = {"name": "kv", "max_concurrency": 2, "num_prompts": 3, "prompt": 1024, "output": 256, "seed": 1, "clients": 2}
+    lane = {
+        "name": name,
+        "gpus": [0],
+        "port": 8100,
+        "model": "llama-3.1-8b",
+        "serve_args": ["--max-num-seqs", "128"],
+        "runs": [run],
+    }
+    probe = {"alone_us_median": 4.2, "model_name": "Intel(R) Xeon(R) Platinum 8480+"}
+    meta = {
+        "lane": lane,
+        "versions": {"vllm": "0.26.0"},
+        "prompt_format": "token_ids",
+        "host_probe": {"repeat": 15, "before": probe, "after": {**probe, "alone_us_median": 4.4}},
+        "runs": [{"name": "kv", "rc": [0, 0], "commands": ["bench"], "counters": COUNTERS}],
+    }
+    files = {
+        "lane.json": json.dumps(meta),
+        "server_lines.log": "INFO GPU KV cache size: 919,744 tokens\n",
+        "kv/bench.json": json.dumps(
+            [
+                {"completed": 2, "duration": 10.0, "output_throughput": 51.2},
+                {"completed": 1, "duration": 9.0, "output_throughput": 28.4},
+            ]
+        ),
+        "kv/planned.csv": PLANNED,
+        "kv/requests.csv": recorded,
+        "kv/metrics.csv": "t,vllm:prompt_tokens_total\n0,500\n10,3572\n",
+    }
+    for f, text in files.items():
+        (src / name / f).parent.mkdir(parents=True, exist_ok=True)
+        (src / name / f).write_text(text)
+    path = tmp_path / f"{name}.tar.xz"
+    with tarfile.open(path, "w:xz") as tar:
+        tar.add(src, arcname=".")
+    return path
+
+
+def test_ingest_checks_every_run_and_writes_nothing_when_one_fails(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    ingest = _load("ingest")
+    monkeypatch.setattr(ingest, "ROOT", tmp_path)
+    monkeypatch.setattr(ingest, "DATA", tmp_path / "data")
+    monkeypatch.setattr(ingest, "VALIDATION", tmp_path / "validation")
+
+    def run(archive, *flags):
+        monkeypatch.setattr(sys, "argv", ["ingest", str(archive), "--name", "rec", "--gpu", "h200", *flags])
+        return ingest.main()
+
+    bad = _lane_archive(tmp_path, "bad", RECORDED.replace("1,0,0.1,1024", "1,0,0.1,1301"))
+    assert run(bad) == 2
+    assert "CHECK FAILED rec/bad/kv: 1 requests with a prompt length other than planned" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists() and not (tmp_path / "validation" / "e2e.yaml").exists()
+    assert run(_lane_archive(tmp_path, "good", RECORDED)) == 0
+    (entry,) = yaml.safe_load((tmp_path / "validation" / "e2e.yaml").read_text())["runs"]
+    assert entry["check"] == {
+        "ok": True,
+        "planned_prompt_tokens": 3072,
+        "server_prompt_tokens": 3072,
+        "server_prefix_cache_hits": 0,
+    }
+    assert entry["host"] == {
+        "probe_us": 4.3,
+        "probe_us_before": 4.2,
+        "probe_us_after": 4.4,
+        "cpu": "Intel(R) Xeon(R) Platinum 8480+",
+    }
+    assert entry["lengths"]["prompt"] == 1024 and "confounded" not in entry
+    assert (tmp_path / "data" / "rec" / "good" / "kv" / "planned.csv").read_text() == PLANNED
+    assert run(bad, "--keep-failed") == 0  # written, marked
+    (entry,) = [
+        r for r in yaml.safe_load((tmp_path / "validation" / "e2e.yaml").read_text())["runs"] if r["lane"] == "bad"
+    ]
+    assert entry["confounded"].startswith("check failed: 1 requests with a prompt length other than planned")
+
+
+def test_ingest_draws_the_plan_again_for_a_run_recorded_without_planned_csv():
+    """The recordings made before planned.csv: their requests drawn again from the run's seed (here
+    the 2026-11-27 steps lane, whose 128-word prompts the server counted as about 167 tokens)."""
+    import csv
+
+    ingest = _load("ingest")
+    lane_dir = ROOT / "data" / "e2e" / "h200x2_steps_2026-11-27" / "llama8b_steps"
+    meta = json.loads((lane_dir / "lane.json").read_text())
+    run = next(r for r in meta["lane"]["runs"] if r["name"] == "steps_c128")
+    planned = ingest.planned_rows(run, "llama-3.1-8b", 1)
+    assert len(planned) == 384 and {r["prompt_tokens"] for r in planned} == {128}
+    files = {f"llama8b_steps/steps_c128/{f}": None for f in ("requests.csv", "metrics.csv")}
+    result = ingest.check(
+        lambda name: (ROOT / "data" / "e2e" / "h200x2_steps_2026-11-27" / name).read_text(), files, meta, "steps_c128"
+    )
+    recorded = [int(r["prompt_tokens"]) for r in csv.DictReader((lane_dir / "steps_c128" / "requests.csv").open())]
+    assert not result["ok"] and result["server_prompt_tokens"] == sum(recorded) == 64447
+    assert result["problems"][0].startswith("384 requests with a prompt length other than planned")
+
+
+BENCH_DATASETS = """
+import json
+from dataclasses import dataclass
+
+
+@dataclass
+class SampleRequest:
+    prompt: object
+    prompt_len: int
+    expected_output_len: int = 0
+    request_id: object = None
+
+
+class CustomDataset:
+    def __init__(self, dataset_path=None, random_seed=0, disable_shuffle=False, **kw):
+        self.dataset_path, self.random_seed, self.disable_shuffle, self.data = dataset_path, random_seed, disable_shuffle, None
+        self.load_data()
+
+    def load_data(self):  # vLLM 0.26's needs a text prompt
+        self.data = [json.loads(x) for x in open(self.dataset_path)]
+        if "prompt" not in self.data[0]:
+            raise ValueError("JSONL file must contain a 'prompt' column.")
+
+    def sample(self, tokenizer, num_requests, request_id_prefix="", **kw):
+        return [SampleRequest(r["prompt"], len(r["prompt"].split()), int(r["output_tokens"]), f"{request_id_prefix}{i}")
+                for i, r in enumerate(self.data[:num_requests])]
+"""
+
+
+def test_bench_tokens_sends_each_row_of_token_ids_once_in_file_order(tmp_path, monkeypatch):
+    import types
+
+    bench_tokens = _load("bench_tokens")
+    mod = types.ModuleType("vllm_datasets_standin")
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    exec(BENCH_DATASETS, mod.__dict__)
+    bench_tokens.patch(mod)
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        "".join(json.dumps({"prompt_token_ids": [100 + i] * (i + 1), "output_tokens": 7 + i}) + "\n" for i in range(4))
+    )
+    reqs = mod.CustomDataset(dataset_path=str(path), disable_shuffle=True).sample(None, 4, request_id_prefix="c1-")
+    assert [(r.prompt, r.prompt_len, r.expected_output_len, r.request_id) for r in reqs] == [
+        ([100 + i] * (i + 1), i + 1, 7 + i, f"c1-{i}") for i in range(4)
+    ]
+    with pytest.raises(SystemExit, match="none is repeated"):
+        mod.CustomDataset(dataset_path=str(path), disable_shuffle=True).sample(None, 5)
+    with pytest.raises(SystemExit, match="--disable-shuffle"):
+        mod.CustomDataset(dataset_path=str(path))
+    text = tmp_path / "t.jsonl"
+    text.write_text(json.dumps({"prompt": "t5 t6 t7", "output_tokens": 3}) + "\n")  # left to vLLM
+    (req,) = mod.CustomDataset(dataset_path=str(text), disable_shuffle=True).sample(None, 1)
+    assert (req.prompt, req.prompt_len) == ("t5 t6 t7", 3)
+
+
+STANDIN_SERVER = '''
+"""A stand-in for `vllm serve`: /health, /metrics (the counters checks.py reads), /v1/completions
+streaming `max_tokens` chunks then the usage. SERVESIM_STANDIN_EXTRA tokens are added to every prompt
+it counts; a prompt whose first 16 tokens it saw before counts 16 prefix-cache hits."""
+import json, os, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+EXTRA = int(os.environ.get("SERVESIM_STANDIN_EXTRA", "0"))
+lock, seen = threading.Lock(), set()
+count = dict.fromkeys(["vllm:prompt_tokens_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"], 0)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        with lock:
+            body = "".join(f'{k}{{engine="0"}} {float(v)}\\n' for k, v in count.items()).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ids = req["prompt"] if isinstance(req["prompt"], list) else req["prompt"].split()
+        n = len(ids) + EXTRA
+        with lock:
+            hit = 16 if len(ids) > 16 and tuple(ids[:16]) in seen else 0
+            seen.add(tuple(ids[:16]))
+            count["vllm:prompt_tokens_total"] += n
+            count["vllm:prefix_cache_queries_total"] += n
+            count["vllm:prefix_cache_hits_total"] += hit
+        chunks = [{"choices": [{"index": 0, "text": f" t{i}"}]} for i in range(req["max_tokens"])]
+        chunks.append({"choices": [], "usage": {"prompt_tokens": n, "completion_tokens": req["max_tokens"]}})
+        body = "".join(f"data: {json.dumps(c)}\\n\\n" for c in chunks).encode() + b"data: [DONE]\\n\\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+ThreadingHTTPServer.request_queue_size = 256
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+'''
+
+STANDIN_BENCH = '''
+"""`vllm bench serve` as far as lane.py reads it: the dataset's requests sent to /v1/completions at
+--max-concurrency, the detailed result (each request's prompt length from the server's usage)."""
+import argparse, json, sys, time, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from vllm.benchmarks.datasets.datasets import CustomDataset
+
+
+def main():
+    assert sys.argv[1:3] == ["bench", "serve"], sys.argv
+    ap = argparse.ArgumentParser()
+    for flag in ("--base-url", "--endpoint", "--dataset-path", "--result-dir", "--result-filename", "--request-id-prefix"):
+        ap.add_argument(flag)
+    ap.add_argument("--num-prompts", type=int)
+    ap.add_argument("--max-concurrency", type=int, default=16)
+    ap.add_argument("--disable-shuffle", action="store_true")
+    a, _ = ap.parse_known_args(sys.argv[3:])
+    reqs = CustomDataset(dataset_path=a.dataset_path, disable_shuffle=a.disable_shuffle).sample(
+        None, a.num_prompts, request_id_prefix=a.request_id_prefix
+    )
+
+    def send(r):
+        body = json.dumps({"prompt": r.prompt, "max_tokens": r.expected_output_len, "stream": True}).encode()
+        out = {"start": time.perf_counter(), "prompt_len": r.prompt_len, "output": 0, "ttft": 0.0, "itl": [], "error": ""}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(a.base_url + a.endpoint, body)) as resp:
+                for line in resp.read().decode().splitlines():
+                    if line.startswith("data: {"):
+                        d = json.loads(line[6:])
+                        if d.get("usage"):
+                            out["output"], out["prompt_len"] = d["usage"]["completion_tokens"], d["usage"]["prompt_tokens"]
+                        elif out["ttft"]:
+                            out["itl"].append(0.001)
+                        else:
+                            out["ttft"] = time.perf_counter() - out["start"]
+        except Exception as e:
+            out["error"] = repr(e)
+        return out
+
+    with ThreadPoolExecutor(a.max_concurrency) as ex:
+        outs = list(ex.map(send, reqs))
+    keys = {"input_lens": "prompt_len", "output_lens": "output", "ttfts": "ttft", "itls": "itl", "start_times": "start", "errors": "error"}
+    res = {"completed": sum(not o["error"] for o in outs), "duration": 1.0, **{k: [o[v] for o in outs] for k, v in keys.items()}}
+    with open(f"{a.result_dir}/{a.result_filename}", "w") as f:
+        json.dump(res, f)
+'''
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_check(tmp_path):
+    """lane.py end to end against a stand-in server and a stand-in `vllm bench serve` (no GPU, no
+    vLLM): token-id prompts, the host probe around the lane, the server's counters, the check."""
+    fake = tmp_path / "fake"
+    for pkg in ("vllm", "vllm/benchmarks", "vllm/benchmarks/datasets", "vllm/entrypoints", "vllm/entrypoints/cli"):
+        (fake / pkg).mkdir(parents=True)
+        (fake / pkg / "__init__.py").write_text("")
+    (fake / "vllm/benchmarks/datasets/datasets.py").write_text(BENCH_DATASETS)
+    (fake / "vllm/entrypoints/cli/main.py").write_text(STANDIN_BENCH)
+    (tmp_path / "server.py").write_text(STANDIN_SERVER)
+
+    def lane(name, runs, **kw):
+        port = _free_port()
+        server = ["python", str(tmp_path / "server.py"), str(port)]
+        return {
+            "name": name,
+            "gpus": [0],
+            "port": port,
+            "model": "llama-3.1-8b",
+            "server_cmd": server,
+            "runs": runs,
+            **kw,
+        }
+
+    runs = [
+        {"name": "c4", "max_concurrency": 4, "num_prompts": 13, "prompt": 1024, "output": 8, "seed": 1},
+        {
+            "name": "two",
+            "max_concurrency": 4,
+            "num_prompts": 9,
+            "prompt": {"mean": 64, "sigma": 0.5},
+            "output": 3,
+            "seed": 2,
+            "clients": 2,
+        },
+        {
+            "name": "shared",
+            "max_concurrency": 2,
+            "num_prompts": 8,
+            "prompt": 8,
+            "output": 2,
+            "seed": 3,
+            "prefix": {"groups": 2, "words": 32},
+        },
+        {
+            "name": "again",
+            "max_concurrency": 2,
+            "num_prompts": 4,
+            "prompt": 1024,
+            "output": 2,
+            "seed": 1,
+        },  # c4's prompts
+        {"name": "never", "max_concurrency": 2, "num_prompts": 2, "prompt": 16, "output": 2, "seed": 9},
+    ]
+    plan = {"lanes": [lane("ok", runs), lane("longer", runs[:1], env={"SERVESIM_STANDIN_EXTRA": "1"})]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    env = {**os.environ, "PYTHONPATH": str(fake)}
+    for name in ("ok", "longer"):
+        cmd = [sys.executable, str(E2E / "lane.py"), "--plan", str(tmp_path / "plan.json"), "--lane", name]
+        done = subprocess.run(
+            cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+    out = tmp_path / "root" / "results" / "ok"
+    meta = json.loads((out / "lane.json").read_text())
+    assert meta["prompt_format"] == "token_ids"
+    assert [r["name"] for r in meta["runs"]] == ["c4", "two", "shared", "again"]  # stopped at the failed one
+    assert [r["check"]["ok"] for r in meta["runs"]] == [True, True, True, False]
+    assert meta["runs"][0]["check"]["server_prompt_tokens"] == 13 * 1024
+    assert meta["runs"][2]["check"]["server_prefix_cache_hits"] > 0  # planned: passes
+    (why,) = meta["runs"][3]["check"]["problems"]
+    assert why.startswith(
+        "the server's prefix cache found 64 prompt tokens (vllm:prefix_cache_hits_total, 1.6% of 4096"
+    )
+    assert "run again failed its check" in meta["error"] and (out / "FAILED").read_text().startswith("RuntimeError")
+    assert {"before", "after"} <= set(meta["host_probe"]) and meta["host_probe"]["after"]["alone_us_median"] > 0
+    assert (out / "two" / "planned.csv").read_text().count("\n") == 10 and not list(out.glob("*/dataset*.jsonl"))
+    assert "--tokenizer" in meta["runs"][0]["commands"][0] and "bench_tokens.py" in meta["runs"][0]["commands"][0]
+    longer = json.loads((tmp_path / "root" / "results" / "longer" / "lane.json").read_text())
+    assert longer["runs"][0]["check"]["problems"] == [
+        "13 requests with a prompt length other than planned (client 0 #0: 1024 planned, 1025 recorded; "
+        "client 0 #1: 1024 planned, 1025 recorded; client 0 #2: 1024 planned, 1025 recorded)",
+        "the server counted 13325 prompt tokens (vllm:prompt_tokens_total), the plan 13312",
+    ]

@@ -6,7 +6,8 @@
 #   install          check the pieces, unpack vLLM and its packages into /root/e2e/site
 #   check            import vLLM's server, engine and benchmark; print versions and the GPUs
 #   lanes PLAN L...  start lanes L of PLAN (each on its GPUs, in the background) and return
-#   wait SECONDS     wait until every started lane is done, or SECONDS have passed
+#   wait SECONDS     wait until every started lane is done, or SECONDS have passed; name every lane
+#                    that failed (a run whose prompts or prefix-cache hits were not the plan's: FAILED)
 #   sampler          install stack_sampler.py as the site's sitecustomize: every Python process of a
 #                    lane started with SERVESIM_SAMPLE_DIR set records where its threads spend time
 #   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
       plan=$1; shift
       while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|sampler|lanes|wait|collect)$ ]]; do
         lane=$1; shift
-        rm -f $E2E/results/$lane/DONE
+        rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &
         echo "started $lane (pid $!)"; sleep 4
         echo $lane >> $E2E/logs/started
@@ -58,7 +59,10 @@ while [ $# -gt 0 ]; do
         [ $(( $(date +%s) - t0 )) -ge $limit ] && { echo "$pending lane(s) still running"; break; }
         sleep 5
       done
-      for f in $E2E/logs/*.log; do echo "--- $f"; tail -4 $f; done ;;
+      for f in $E2E/logs/*.log; do echo "--- $f"; tail -4 $f; done
+      for lane in $(sort -u $E2E/logs/started 2>/dev/null); do
+        [ -f $E2E/results/$lane/FAILED ] && echo "!!! FAILED $lane: $(cat $E2E/results/$lane/FAILED)"
+      done ;;
     collect)
       for lane in $(ls $E2E/results); do
         [ -f $E2E/results/$lane/server.log ] && grep -v "Iteration(" $E2E/results/$lane/server.log > $E2E/results/$lane/server_lines.log

@@ -15,7 +15,9 @@ standard library; run it with the Python the server uses:
 
     python3 tools/e2e/host_probe.py --out host.json
 
-The numbers compare hosts with each other; they are not vLLM's costs.
+`--alone` stops after the first reading (lane.py's quick probe before and after each lane:
+`--repeat 15 --alone`, about 5 s). The numbers compare hosts with each other; they are not vLLM's
+costs.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--label", default="", help="what this host is (free text, kept in the file)")
+    ap.add_argument("--alone", action="store_true", help="only the reading alone (no copies at once, no pinning)")
     args = ap.parse_args()
 
     n = os.cpu_count() or 1
@@ -172,6 +175,11 @@ def main() -> int:
     report["alone_us"] = alone
     report["alone_us_median"] = statistics.median(alone)
     print(f"alone: {report['alone_us_median']:.3f} us per request-step  (min {min(alone):.3f})", flush=True)
+    if args.alone:
+        report["loadavg_after"] = _sh("cat /proc/loadavg")
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+        return 0
     scaling = {}
     k = 1
     while k <= n:

@@ -11,9 +11,16 @@ Writes:
 - simulator/data/validation/e2e/NAME_LANE_RUN.csv: the run's requests as a servesim trace (recorded
   arrival times for Poisson runs; order only for closed loops);
 - simulator/data/validation/e2e.yaml: one entry per run (what ran, the measured figures, the KV pool
-  and memory profile the server logged, the server's preemptions and KV usage), with its split:
-  within each lane, runs alternate calibrate / heldout in the order they ran, starting with
-  calibrate (fixed before anything was fitted).
+  and memory profile the server logged, the server's preemptions and KV usage, the host's probe
+  reading around the lane, the run's check), with its split: within each lane, runs alternate
+  calibrate / heldout in the order they ran, starting with calibrate (fixed before anything was
+  fitted).
+
+Every run is checked first (checks.py: each request's prompt exactly the planned tokens, as the server
+counted them, and no prefix-cache hit unless the plan shares prefixes; the planned lengths from the
+run's planned.csv, or drawn again from its seed for runs recorded before it was kept). If any run
+fails, nothing is written and the reasons are printed, unless `--keep-failed`: then the failing runs
+are written marked confounded, with the reason.
 """
 
 from __future__ import annotations
@@ -24,10 +31,15 @@ import io
 import json
 import re
 import statistics
+import sys
 import tarfile
 from pathlib import Path
 
 import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import checks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "e2e"
@@ -146,23 +158,76 @@ def engine_flags(flags: dict, facts: dict) -> dict:
     return out
 
 
-def prefix_groups(rd: Path, run: dict, reqs: list[dict]) -> list[tuple[int, int]]:
+def prefix_groups(rd: Path, run: dict, reqs: list[dict], exact: bool = False) -> list[tuple[int, int]]:
     """Per request of a shared-prefix run (groups.csv beside it): its group and the group's prefix in
-    the server's tokens, estimated as the group's median prompt scaled by prefix words over prompt
-    words (the server counts more tokens than words, the same for every copy of one text); [] for a
-    run without shared prefixes."""
+    the server's tokens: exact for prompts sent as token ids (``exact``), else estimated as the
+    group's median prompt scaled by prefix words over prompt words (the server counted more tokens
+    than words, the same for every copy of one text); [] for a run without shared prefixes."""
     path = rd / "groups.csv"
     if not run.get("prefix") or not path.is_file():
         return []
     rows = {(int(g["client"]), int(g["index"])): int(g["group"]) for g in csv.DictReader(path.open())}
     group = [rows[(int(r["client"]), int(r["index"]))] for r in reqs]
     words = run["prefix"]["words"]
+    if exact:
+        return [(g, min(words, int(r["prompt_tokens"]) - 1)) for g, r in zip(group, reqs)]
     share = words / (words + run["prompt"])
     by: dict[int, list[int]] = {}
     for g, r in zip(group, reqs):
         by.setdefault(g, []).append(int(r["prompt_tokens"]))
     tokens = {g: round(statistics.median(p) * share) for g, p in by.items()}
     return [(g, min(tokens[g], int(r["prompt_tokens"]) - 1)) for g, r in zip(group, reqs)]
+
+
+def planned_rows(run: dict, model: str, clients: int) -> list[dict]:
+    """A run's planned requests (planned.csv's rows), drawn again from its seed as lane.py drew them
+    (for runs recorded before lane.py kept planned.csv)."""
+    sys.path.insert(0, str(HERE))
+    import lane
+
+    vocab = int(json.loads((HERE / "models" / f"{model}.json").read_text())["vocab_size"])
+    ids, out, group = lane.prompts(run, vocab)
+    return [
+        {
+            "client": i % clients,
+            "index": i // clients,
+            "prompt_tokens": len(x),
+            "output_tokens": int(out[i]),
+            "group": int(group[i]),
+        }
+        for i, x in enumerate(ids)
+    ]
+
+
+def check(read, files: dict, lane_meta: dict, run_name: str) -> dict:
+    """checks.check_run on a run of the archive (``read(name)`` gives a member's text)."""
+    lane, base = lane_meta["lane"], f"{lane_meta['lane']['name']}/{run_name}"
+    run = next(r for r in lane["runs"] if r["name"] == run_name)
+    info = next((r for r in lane_meta.get("runs", []) if r["name"] == run_name), {})
+    if f"{base}/planned.csv" in files:
+        planned = checks.read_csv(read(f"{base}/planned.csv"))
+    else:
+        planned = planned_rows(run, lane["model"], int(run.get("clients", 1)))
+    recorded = checks.read_csv(read(f"{base}/requests.csv")) if f"{base}/requests.csv" in files else []
+    counters = info.get("counters")
+    if not counters and f"{base}/metrics.csv" in files:
+        counters = checks.counters_from_metrics(checks.read_csv(read(f"{base}/metrics.csv")))
+    return checks.check_run(planned, recorded, counters, bool(run.get("prefix")))
+
+
+def host(lane_meta: dict) -> dict:
+    """The host's probe readings around the lane (lane.json's host_probe): microseconds per
+    request-step of host_probe.py alone, before the server started and after it stopped."""
+    hp = lane_meta.get("host_probe") or {}
+    before, after = (hp.get("before") or {}).get("alone_us_median"), (hp.get("after") or {}).get("alone_us_median")
+    readings = [x for x in (before, after) if x is not None]
+    if not readings:
+        return {}
+    cpu = next((x.get("model_name") for x in (hp.get("before"), hp.get("after")) if x and x.get("model_name")), "")
+    out = {"probe_us": round(statistics.fmean(readings), 3), "probe_us_before": before, "probe_us_after": after}
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items() if v is not None} | (
+        {"cpu": cpu} if cpu else {}
+    )
 
 
 def main() -> int:
@@ -176,6 +241,9 @@ def main() -> int:
         "--heldout", action="store_true", help="every run held out (a recording made after the constants were fitted)"
     )
     ap.add_argument("--index", default="e2e.yaml", help="the index under simulator/data/validation/ (default e2e.yaml)")
+    ap.add_argument(
+        "--keep-failed", action="store_true", help="write runs that fail their check too, marked confounded (with why)"
+    )
     a = ap.parse_args()
     order = {}
     for p in a.plan:
@@ -195,14 +263,27 @@ def main() -> int:
         def read(name: str) -> str:
             return tar.extractfile(files[name]).read().decode()
 
+        lanes = []
         for lane_name in sorted({n.split("/")[0] for n in files if "/" in n}):
             if f"{lane_name}/lane.json" not in files or (a.lane and lane_name not in a.lane):
                 continue
             lane_meta = json.loads(read(f"{lane_name}/lane.json"))
-            lane = lane_meta["lane"]
             runs = [r["name"] for r in lane_meta.get("runs", []) if f"{lane_name}/{r['name']}/bench.json" in files]
-            if not runs:
-                continue
+            if runs:
+                lanes.append((lane_name, lane_meta, runs))
+        results = {(ln, r): check(read, files, meta, r) for ln, meta, runs in lanes for r in runs}
+        failed = {k: v for k, v in results.items() if not v["ok"]}
+        for (ln, r), v in failed.items():
+            print(f"CHECK FAILED {a.name}/{ln}/{r}: " + "; ".join(v["problems"]), file=sys.stderr)
+        if failed and not a.keep_failed:
+            print(
+                f"{len(failed)} of {len(results)} runs failed their check: nothing written "
+                "(--keep-failed writes them, marked confounded)",
+                file=sys.stderr,
+            )
+            return 2
+        for lane_name, lane_meta, runs in lanes:
+            lane = lane_meta["lane"]
             ld = dest / lane_name
             ld.mkdir(parents=True, exist_ok=True)
             log = "".join(
@@ -212,6 +293,9 @@ def main() -> int:
             )
             (ld / "server.log").write_text(log)
             (ld / "lane.json").write_text(json.dumps(lane_meta, indent=1) + "\n")
+            for f in ("host_probe_before.json", "host_probe_after.json"):
+                if f"{lane_name}/{f}" in files:
+                    (ld / f).write_text(read(f"{lane_name}/{f}"))
             facts = server_facts(log)
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
@@ -219,7 +303,15 @@ def main() -> int:
             for run_name in runs:
                 rd = ld / run_name
                 rd.mkdir(exist_ok=True)
-                for f in ("bench.json", "requests.csv", "metrics.csv", "itl_quantiles.csv", "groups.csv", "steps.csv"):
+                for f in (
+                    "bench.json",
+                    "requests.csv",
+                    "planned.csv",
+                    "metrics.csv",
+                    "itl_quantiles.csv",
+                    "groups.csv",
+                    "steps.csv",
+                ):
                     if f"{lane_name}/{run_name}/{f}" in files:
                         (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))
                 run = next(r for r in lane["runs"] if r["name"] == run_name)
@@ -228,7 +320,8 @@ def main() -> int:
                 metrics = list(csv.DictReader(io.StringIO((rd / "metrics.csv").read_text())))
                 rid = f"{a.name}_{lane_name}_{run_name}"
                 t0 = min(float(r["start_s"]) for r in reqs)
-                groups = prefix_groups(rd, run, reqs)
+                token_ids = lane_meta.get("prompt_format") == "token_ids"
+                groups = prefix_groups(rd, run, reqs, exact=token_ids)
                 with (traces / f"{rid}.csv").open("w", newline="") as f:
                     w = csv.writer(f)
                     w.writerow(
@@ -271,7 +364,7 @@ def main() -> int:
                     ),
                     **({"prefix": run["prefix"]} if run.get("prefix") else {}),
                     "lengths": {
-                        "prompt_words": run["prompt"],
+                        ("prompt" if token_ids else "prompt_words"): run["prompt"],
                         "output": run["output"],
                         "prompt_tokens_mean": round(statistics.fmean(int(r["prompt_tokens"]) for r in reqs), 1),
                     },
@@ -279,8 +372,24 @@ def main() -> int:
                     "measured": {k: bench[k] for k in MEASURED if k in bench},
                     "server": {**server_series(metrics), **facts},
                 }
+                if hp := host(lane_meta):
+                    entry["host"] = hp
+                res = results[(lane_name, run_name)]
+                entry["check"] = {
+                    k: res[k]
+                    for k in (
+                        "ok",
+                        "planned_prompt_tokens",
+                        "server_prompt_tokens",
+                        "server_prefix_cache_hits",
+                        "problems",
+                    )
+                    if k in res and (k != "problems" or res[k])
+                }
                 if rid in notes:
                     entry["confounded"] = notes[rid]
+                elif not res["ok"]:
+                    entry["confounded"] = "check failed: " + "; ".join(res["problems"])
                 index["runs"].append(entry)
     index["about"] = (
         "Real vLLM servers recorded with tools/e2e (dummy weights, exact model configs, `vllm bench serve` with "

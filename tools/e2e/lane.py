@@ -6,15 +6,22 @@ dummy weights, then `vllm bench serve` runs against it, each recorded with the s
 A plan (JSON) lists lanes; a lane names its GPUs, its model (a config.json in tools/e2e/models/),
 the `vllm serve` flags and its runs. Each run is a closed loop (`max_concurrency`) or an open loop
 (`request_rate`) over requests whose lengths the lane draws (fixed, or lognormal with a mean and a
-sigma, as servesim's `workload.*_tokens` are), with a seed. Prompts are words of a word-level
-tokenizer built for the model's vocabulary, so the server sees exactly the lengths asked.
+sigma, as servesim's `workload.*_tokens` are), with a seed. Prompts are token ids sent as they are
+(bench_tokens.py), so the server sees exactly the lengths drawn; the server and the benchmark share
+a word-level tokenizer of the model's vocabulary in a folder of its own (`--tokenizer`).
+
+Around the lane (after its GPUs are free, before the server starts, and after it stopped),
+host_probe.py reads how fast the host runs a server's kind of Python (`host_probe` in lane.json).
+After each run the lane checks what the server counted against the plan (checks.py: every prompt
+exactly its planned tokens, no prefix-cache hit unless the plan shares prefixes); a run that fails
+stops its lane, with the reasons in lane.json (`error`, the run's `check`) and a FAILED file.
 
 For each run, under ROOT/results/LANE/RUN/: bench.json (`vllm bench serve`'s result without its
 per-request arrays), requests.csv (a row per request: start, lengths, TTFT, latency, ITL
-quantiles), itl_quantiles.csv (every inter-token latency of the run), metrics.csv (the server's
-/metrics once a second), steps.csv (the engine's iteration log: a row per step), bench.log. The
-lane also keeps server.log (the server's start-up and periodic lines) and lane.json (commands,
-versions, timings).
+quantiles), planned.csv (the lengths asked), itl_quantiles.csv (every inter-token latency of the
+run), metrics.csv (the server's /metrics once a second), steps.csv (the engine's iteration log: a
+row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
+host_probe_before.json / _after.json and lane.json (commands, versions, timings, checks).
 """
 
 from __future__ import annotations
@@ -40,6 +47,15 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
+sys.path.insert(0, str(HERE))
+import checks  # noqa: E402
+
+# The word-level tokenizer: token i is the word "t<i>", but for the special tokens, whose text no
+# word of a prompt can contain (transformers matches special tokens anywhere in a text: with "t0"
+# and "t1" special, "t123" split into "t1" and an unknown "23").
+SPECIAL = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2
+FIRST_ID = 100  # prompts draw their token ids from [FIRST_ID, vocab): never a special token
+PROBE_REPEAT = 15  # host_probe.py's timings around a lane (about 5 s on the hosts recorded)
 
 # The series sampled from /metrics (summed over their label sets), and the histograms whose _sum and
 # _count are kept.
@@ -49,6 +65,7 @@ GAUGES = (
     "vllm:kv_cache_usage_perc",
     "vllm:num_preemptions_total",
     "vllm:prompt_tokens_total",
+    "vllm:prompt_tokens_cached_total",  # prompt tokens served by the prefix cache (local or external)
     "vllm:generation_tokens_total",
     "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total",
@@ -90,34 +107,89 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def model_dir(root: Path, name: str) -> Path:
-    """A model folder: the exact config.json and a word-level tokenizer of its vocabulary size."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def word(i: int) -> str:
+    """Token ``i``'s text."""
+    return SPECIAL[i] if i < len(SPECIAL) else f"t{i}"
 
+
+def vocabulary(size: int) -> dict[str, int]:
+    return {word(i): i for i in range(size)}
+
+
+def tokenizer_config(max_len: int) -> dict:
+    """tokenizer_config.json: a class transformers loads as it is from tokenizer.json (in a folder
+    without a config.json, nothing maps it to the model family's own class), no token added."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_len,
+        "unk_token": SPECIAL[0],
+        "bos_token": SPECIAL[1],
+        "eos_token": SPECIAL[2],
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+    }
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all (lanes of one machine may build the same folder at once)."""
+    if path.is_file() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def tokenizer_json(size: int) -> dict:
+    """tokenizer.json of a word-level tokenizer of ``size`` tokens: words split at whitespace, each
+    word one token (unknown words the unknown token), nothing added around a text; what the
+    `tokenizers` library writes for it (tests/test_e2e_tools.py holds it to that)."""
+    added = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(SPECIAL)
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocabulary(size), "unk_token": SPECIAL[0]},
+    }
+
+
+def build_tokenizer(d: Path, vocab: int, max_len: int) -> Path:
+    """The tokenizer's folder ``d``: tokenizer.json and tokenizer_config.json only."""
+    d.mkdir(parents=True, exist_ok=True)
+    _write(d / "tokenizer.json", json.dumps(tokenizer_json(vocab), ensure_ascii=False))
+    _write(d / "tokenizer_config.json", json.dumps(tokenizer_config(max_len), indent=1))
+    return d
+
+
+def model_dir(root: Path, name: str) -> tuple[Path, Path]:
+    """The model's folder (the exact config.json; no tokenizer) and its tokenizer's folder (no
+    config.json, so that transformers does not load the model family's tokenizer class instead:
+    a Qwen2 config.json made every word of a prompt the unknown token)."""
     d = root / "models" / name
-    if (d / "tokenizer.json").is_file():
-        return d
     d.mkdir(parents=True, exist_ok=True)
     cfg = json.loads((HERE / "models" / f"{name}.json").read_text())
-    (d / "config.json").write_text(json.dumps(cfg, indent=2))
-    V = int(cfg["vocab_size"])
-    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "model_max_length": int(cfg.get("max_position_embeddings", 131072)),
-                "bos_token": "t0",
-                "eos_token": "t1",
-                "unk_token": "t0",
-                "clean_up_tokenization_spaces": False,
-            }
-        )
-    )
-    (d / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
-    return d
+    _write(d / "config.json", json.dumps(cfg, indent=2))
+    _write(d / "generation_config.json", json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    for f in ("tokenizer.json", "tokenizer_config.json"):  # an earlier recorder's, beside the config
+        (d / f).unlink(missing_ok=True)
+    vocab, max_len = int(cfg["vocab_size"]), int(cfg.get("max_position_embeddings", 131072))
+    return d, build_tokenizer(root / "tokenizers" / f"words{vocab}_{max_len}", vocab, max_len)
 
 
 def lengths(spec, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -129,35 +201,36 @@ def lengths(spec, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.clip(x, spec.get("min", 1), spec.get("max", 1 << 30)).astype(np.int64)
 
 
-def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
-    """The run's requests as `vllm bench serve` custom datasets, one per client (request i goes to
-    client i mod clients)."""
+def prompts(run: dict, vocab: int) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+    """The run's requests in the order sent: each prompt's token ids, the output lengths, and each
+    request's shared-prefix group (-1 for none). Token ids are drawn uniformly from [FIRST_ID, vocab)
+    with the run's seed: two prompts share a 16-token block (the prefix cache's unit) by chance
+    with odds far below 1 in 10^70. Shared prefixes ({groups: G, words: W}): each prompt starts
+    with one of G prefixes of W tokens, drawn uniformly, then its own ``prompt`` tokens."""
     rng = np.random.default_rng(run.get("seed", 0))
     n = run["num_prompts"]
     p, o = lengths(run["prompt"], n, rng), lengths(run["output"], n, rng)
-    # Shared prefixes ({groups: G, words: W}): each prompt starts with one of G prefixes of W words,
-    # drawn uniformly (the rest of the prompt, p[i] words, is its own); groups.csv says which.
     pre = run.get("prefix")
-    prefixes = (
-        [" ".join(f"t{w}" for w in rng.integers(100, vocab, size=pre["words"])) + " " for _ in range(pre["groups"])]
-        if pre
-        else []
-    )
-    group = rng.integers(0, len(prefixes), size=n) if pre else np.full(n, -1)
+    heads = [rng.integers(FIRST_ID, vocab, size=pre["words"]).tolist() for _ in range(pre["groups"])] if pre else []
+    group = rng.integers(0, len(heads), size=n) if pre else np.full(n, -1)
+    ids = [(heads[group[i]] if pre else []) + rng.integers(FIRST_ID, vocab, size=int(p[i])).tolist() for i in range(n)]
+    return ids, o, group
+
+
+def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
+    """The run's requests as `vllm bench serve` custom datasets of token ids (bench_tokens.py), one per
+    client (request i goes to client i mod clients, as its row i // clients), and planned.csv."""
+    ids, o, group = prompts(run, vocab)
     paths = [d / f"dataset{k}.jsonl" for k in range(clients)]
     files = [path.open("w") for path in paths]
-    for i in range(n):
-        words = rng.integers(100, vocab, size=int(p[i]))
-        head = prefixes[group[i]] if pre else ""
-        files[i % clients].write(
-            json.dumps({"prompt": head + " ".join(f"t{w}" for w in words), "output_tokens": int(o[i])}) + "\n"
-        )
+    for i, x in enumerate(ids):
+        files[i % clients].write(json.dumps({"prompt_token_ids": x, "output_tokens": int(o[i])}) + "\n")
     for f in files:
         f.close()
-    if pre:
-        (d / "groups.csv").write_text(
-            "client,index,group\n" + "".join(f"{i % clients},{i // clients},{group[i]}\n" for i in range(n))
-        )
+    rows = [(i % clients, i // clients, len(x), int(o[i]), int(group[i])) for i, x in enumerate(ids)]
+    (d / "planned.csv").write_text(checks.planned_csv(rows))
+    if run.get("prefix"):
+        (d / "groups.csv").write_text("client,index,group\n" + "".join(f"{c},{i},{g}\n" for c, i, _p, _o, g in rows))
     return paths
 
 
@@ -182,19 +255,19 @@ class Sampler(threading.Thread):
 KEPT = set(GAUGES) | {h + s for h in HISTOGRAMS for s in ("_sum", "_count")}
 
 
-def parse_metrics(text: str, t: float) -> dict:
+def parse_metrics(text: str, t: float, keep=KEPT) -> dict:
     """The kept series of a Prometheus text page, each summed over its label sets."""
     row = {"t": t}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
         name = re.split(r"[{ ]", line, maxsplit=1)[0]
-        if name in KEPT:
+        if name in keep:
             row[name] = row.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     return row
 
 
-def start_server(lane: dict, mdir: Path, out: Path, root: Path) -> subprocess.Popen:
+def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> subprocess.Popen:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in lane["gpus"])
     cfg = root / "logging.json"
@@ -215,6 +288,8 @@ def start_server(lane: dict, mdir: Path, out: Path, root: Path) -> subprocess.Po
         "vllm.entrypoints.cli.main",
         "serve",
         str(mdir),
+        "--tokenizer",
+        str(tdir),
         "--served-model-name",
         lane["model"],
         "--load-format",
@@ -262,19 +337,30 @@ def iteration_rows(log_path: Path, t0: float, t1: float) -> list[list]:
     return rows
 
 
-def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
+def counters(port: int, tries: int = 5) -> dict:
+    """The server's counters that checks.py compares (from /metrics, summed over their label sets)."""
+    for k in range(tries):
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            row = parse_metrics(text, time.time(), checks.COUNTERS)
+            return {name: row[name] for name in checks.COUNTERS if name in row}
+        except Exception as e:  # busy: try again
+            log(f"/metrics not read ({e!r}), try {k + 1} of {tries}")
+            time.sleep(2.0)
+    return {}
+
+
+def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
     d = out / run["name"]
     d.mkdir(parents=True, exist_ok=True)
     clients = int(run.get("clients", 1))
     ds = datasets(d, run, vocab, clients)
     cmds = []
     for k in range(clients):
+        rows = sum(1 for _ in ds[k].open())
         cmd = [
             PY,
-            "-m",
-            "vllm.entrypoints.cli.main",
-            "bench",
-            "serve",
+            str(HERE / "bench_tokens.py"),  # `vllm bench serve`, prompts sent as token ids
             "--backend",
             "vllm",
             "--base-url",
@@ -284,7 +370,7 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
             "--model",
             lane["model"],
             "--tokenizer",
-            str(mdir),
+            str(tdir),
             "--dataset-name",
             "custom",
             "--dataset-path",
@@ -294,10 +380,15 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
             "--skip-chat-template",
             "--disable-shuffle",
             "--num-prompts",
-            str(run["num_prompts"] // clients),
+            str(rows),
             "--ignore-eos",
             "--seed",
             str(run.get("seed", 0)),
+            # no single-prompt test before the run (vLLM 0.26's default, said here): it would send
+            # the first prompt twice, the second copy found in the prefix cache (the lane waited
+            # for /health)
+            "--ready-check-timeout-sec",
+            "0",
             "--save-result",
             "--save-detailed",
             "--result-dir",
@@ -316,6 +407,7 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
         if run.get("request_rate"):
             cmd += ["--request-rate", str(run["request_rate"] / clients)]
         cmds.append(cmd)
+    before = counters(lane["port"])
     sampler = Sampler(lane["port"])
     sampler.start()
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
@@ -335,6 +427,7 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
     time.sleep(1.5)  # the last samples after the last request ended
     sampler.stop.set()
     sampler.join()
+    after = counters(lane["port"])
     with (d / "metrics.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, METRIC_COLUMNS + ["error"], extrasaction="ignore")
         w.writeheader()
@@ -355,9 +448,37 @@ def bench(lane: dict, run: dict, mdir: Path, out: Path, vocab: int) -> dict:
         "wall_s": t1 - t0,
         "start_epoch": t0,  # to place stack samples (stack_sampler.py) in their run
         "commands": [shlex.join(c) for c in cmds],
+        "counters": {"before": before, "after": after},
     }
-    log(f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s")
+    recorded = checks.read_csv((d / "requests.csv").read_text()) if (d / "requests.csv").is_file() else []
+    info["check"] = checks.check_run(
+        checks.read_csv((d / "planned.csv").read_text()), recorded, info["counters"], bool(run.get("prefix"))
+    )
+    log(
+        f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s; check {'passed' if info['check']['ok'] else 'FAILED'}"
+    )
     return info
+
+
+def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT) -> dict:
+    """host_probe.py alone (its median microseconds per request-step), with nothing else of the lane
+    running."""
+    path = out / f"host_probe_{tag}.json"
+    cmd = [PY, str(HERE / "host_probe.py"), "--out", str(path), "--repeat", str(repeat), "--alone"]
+    try:
+        subprocess.run(cmd + ["--label", label], capture_output=True, timeout=300, check=True)
+        r = json.loads(path.read_text())
+    except Exception as e:  # the lane goes on; lane.json says why there is no reading
+        log(f"host probe ({tag}) failed: {e!r}")
+        return {"error": repr(e)[:200]}
+    log(f"host probe ({tag}): {r['alone_us_median']:.3f} us per request-step")
+    return {
+        "alone_us_median": r["alone_us_median"],
+        "alone_us": r["alone_us"],
+        "loadavg": r.get("loadavg_before", "").strip(),
+        "model_name": r.get("model_name", "").strip().removeprefix("model name").strip(" \t:"),
+        "cpu_count": r.get("cpu_count"),
+    }
 
 
 def summarise(d: Path, clients: int, mono0: float) -> None:
@@ -426,6 +547,7 @@ def main() -> int:
     ap.add_argument("--lane", required=True)
     ap.add_argument("--root", default="/root/e2e")
     ap.add_argument("--ready-s", type=float, default=600)
+    ap.add_argument("--probe-repeat", type=int, default=PROBE_REPEAT, help="host_probe.py's timings around the lane")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # thousands of connections, client and server
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 1 << 20)), hard))
@@ -434,7 +556,8 @@ def main() -> int:
     root = Path(a.root)
     out = root / "results" / lane["name"]
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"lane": lane, "versions": versions(), "runs": []}
+    (out / "FAILED").unlink(missing_ok=True)
+    meta = {"lane": lane, "prompt_format": "token_ids", "runs": []}
     (out / "lane.json").write_text(json.dumps(meta, indent=1))
     locks = []
     for g in sorted(lane["gpus"]):  # lanes queue for their GPUs (in one order: no deadlock)
@@ -443,30 +566,53 @@ def main() -> int:
         locks.append(f)
     meta["gpus_free_at"] = time.time()
     log(f"{lane['name']}: GPUs {lane['gpus']} free")
-    mdir = model_dir(root, lane["model"])
-    vocab = int(json.loads((mdir / "config.json").read_text())["vocab_size"])
-    p = start_server(lane, mdir, out, root)
+    meta["versions"] = versions()  # importing torch and vLLM: not while another lane runs
+    meta["host_probe"] = {
+        "repeat": a.probe_repeat,
+        "before": probe(out, "before", f"{lane['name']} before", a.probe_repeat),
+    }
+    (out / "lane.json").write_text(json.dumps(meta, indent=1))
+    p = None
     try:
+        mdir, tdir = model_dir(root, lane["model"])
+        meta["tokenizer"] = str(tdir)
+        vocab = int(json.loads((mdir / "config.json").read_text())["vocab_size"])
+        p = start_server(lane, mdir, tdir, out, root)
         meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s)
         log(f"{lane['name']}: ready in {meta['ready_s']:.0f} s")
         for run in lane["runs"]:
-            meta["runs"].append(bench(lane, run, mdir, out, vocab))
+            info = bench(lane, run, tdir, out, vocab)
+            meta["runs"].append(info)
             (out / "lane.json").write_text(json.dumps(meta, indent=1))
+            if not info["check"]["ok"]:
+                raise RuntimeError(f"run {run['name']} failed its check: " + "; ".join(info["check"]["problems"]))
     except Exception as e:
         meta["error"] = repr(e)
         log(f"{lane['name']}: {e!r}")
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
+            if p is None:
+                break
             try:
                 os.killpg(p.pid, sig)
                 p.wait(timeout=30)
                 break
             except Exception:
                 pass
+        for _ in range(60):  # the server's other processes (engine core, workers) gone too
+            try:
+                os.killpg(p.pid, 0) if p is not None else None
+            except ProcessLookupError:
+                break
+            time.sleep(0.5)
+        meta["host_probe"]["after"] = probe(out, "after", f"{lane['name']} after", a.probe_repeat)
         meta["done"] = time.time()
         (out / "lane.json").write_text(json.dumps(meta, indent=1))
+        if meta.get("error"):
+            (out / "FAILED").write_text(meta["error"] + "\n")
+            log(f"{lane['name']}: FAILED: {meta['error']}")
         (out / "DONE").write_text("")
-    return 0
+    return 1 if meta.get("error") else 0
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 `wave1` runs four lanes at once (one GPU each); `wave2` another four (one of them on two GPUs).
 The `_h200` variants push concurrency further, since an H200's larger KV cache fills later.
+`cpu_h200` (one GPU): the host's share of serving, lane by lane (`cpu_lanes`).
 """
 
 from __future__ import annotations
@@ -267,12 +268,108 @@ def offload_lanes() -> list[dict]:
     ]
 
 
+# Llama-3.1-8B on one H200 at vLLM 0.26's default gpu_memory_utilization 0.92: 143,771 MiB x 0.92 =
+# 129.2 GiB, less 15.0 GiB of weights, ~1.1 GiB of activations and 0.2 GiB outside torch, leaves
+# 112.3 GiB of KV cache at 128 KiB a token (2 x 32 layers x 8 KV heads x 128 x 2 bytes): a pool of
+# 919,744 tokens, as every recorded H200 server logged (an H100 at 0.9 holds about 450k). With 768
+# clients at most min(768, max_num_seqs) requests run. A request of 1,024 prompt tokens and 256
+# output tokens holds 64 to 80 blocks of 16 tokens, 72.5 (1,160 tokens) on average over its life:
+# - max_num_seqs 512: 512 x 1,280 = 655k tokens even if every request were at its end (71% of the
+#   pool): the cache never binds;
+# - max_num_seqs 1,024 (768 running): 768 x 1,160 = 891k tokens on average (97%), 983k (107%) at
+#   the end of every request: the cache fills and vLLM preempts (servesim: KV 100%, about 60
+#   preemptions in 1,536 requests; none at 512).
+KV = {"prompt": 1024, "output": 256}
+# Decode-heavy: nearly every step a decode, the engine's and the API server's per-token work the
+# whole cost (768 x 1,088 = 836k tokens at the end of the round: the cache does not bind).
+DECODE = {"prompt": 64, "output": 1024}
+SEQS = (128, 256, 512, 1024)
+
+
+def cpu_lanes() -> list[dict]:
+    """One 1-GPU H200 machine, lane by lane (each one server start; `README.md` gives each lane's wall
+    time, about 3.5 to 5.5 minutes): Llama-3.1-8B with 768 closed-loop clients and one API server
+    at each max_num_seqs (`llama8b_s*`: `kv`, where the KV cache binds at 1,024, then `decode`),
+    the decode-heavy run with two API servers (`llama8b_api2_s*`), Poisson arrivals near and past
+    one API server's saturation (`llama8b_poisson`, about 25 requests/s of 64 + 512 tokens), and
+    Qwen3-32B at three max_num_seqs (`qwen32b_s*`: its 269k-token pool binds at 512). Every run has
+    its own seed (the lane's and the run's names), so no two runs send one prompt."""
+
+    def run(lane_name: str, kind: str, **kw) -> dict:
+        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"cpu_h200/{lane_name}/{kind}".encode())}
+
+    def seqs(n: int) -> list[str]:
+        return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
+
+    out = []
+    for n in SEQS:
+        name = f"llama8b_s{n}"
+        out.append(
+            lane(
+                name,
+                [0],
+                "llama-3.1-8b",
+                seqs(n),
+                [
+                    run(name, "kv", max_concurrency=768, num_prompts=2 * 768, **KV),
+                    run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE),
+                ],
+            )
+        )
+    for n in SEQS:
+        name = f"llama8b_api2_s{n}"
+        out.append(
+            lane(
+                name,
+                [0],
+                "llama-3.1-8b",
+                [*seqs(n), "--api-server-count", "2"],
+                [run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE)],
+            )
+        )
+    poisson = {"prompt": 64, "output": 512}
+    out.append(
+        lane(
+            "llama8b_poisson",
+            [0],
+            "llama-3.1-8b",
+            seqs(1024),
+            [run("llama8b_poisson", f"r{r}", request_rate=r, num_prompts=30 * r, **poisson) for r in (20, 28, 36)],
+        )
+    )
+    for n in (128, 256, 512):
+        name = f"qwen32b_s{n}"
+        out.append(
+            lane(
+                name,
+                [0],
+                "qwen3-32b",
+                seqs(n),
+                [run(name, "decode", max_concurrency=768, num_prompts=768, prompt=64, output=512)],
+            )
+        )
+    return out
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
             path = HERE / "plans" / f"{name}{'_h200' if h200 else ''}.json"
             path.write_text(json.dumps(plan, indent=1) + "\n")
             print(path)
+    cpu = {"lanes": cpu_lanes()}
+    seeds = [r["seed"] for x in cpu["lanes"] for r in x["runs"]]
+    others = {
+        r.get("seed")
+        for path in (HERE / "plans").glob("*.json")
+        if path.name != "cpu_h200.json"
+        for x in json.loads(path.read_text())["lanes"]
+        for r in x["runs"]
+    }
+    assert len(set(seeds)) == len(seeds) and not set(seeds) & others, "every run its own seed"
+    path = HERE / "plans" / "cpu_h200.json"
+    path.write_text(json.dumps(cpu, indent=1) + "\n")
+    print(path)
 
 
 if __name__ == "__main__":

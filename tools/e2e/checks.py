@@ -1,0 +1,132 @@
+"""Whether a recorded run sent what its plan asked (standard library only; lane.py runs it after each
+run on the device, ingest.py again on every run it ingests).
+
+A run passes when
+- every planned request was sent and succeeded;
+- the server counted, for every request, exactly the planned prompt tokens (the `usage` of its
+  response, which `vllm bench serve` keeps as the request's `input_lens`) and produced the planned
+  output tokens;
+- the server's own counter of prompt tokens (`vllm:prompt_tokens_total`, read before and after the
+  run) rose by the planned total;
+- unless the plan shares prefixes, the server's prefix cache found nothing
+  (`vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` did not rise).
+
+vLLM counts a request's prompt tokens and its prefix-cache hits once, when it is first scheduled or
+first answered; a preempted request's second prefill is not counted again (vLLM 0.26,
+`PrefixCacheStats.record`, `IterationStats.update_from_output`), so both totals are exact whatever
+the cache did.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+PROMPT = "vllm:prompt_tokens_total"
+HITS = "vllm:prefix_cache_hits_total"
+QUERIES = "vllm:prefix_cache_queries_total"
+CACHED = "vllm:prompt_tokens_cached_total"
+COUNTERS = (PROMPT, HITS, QUERIES, CACHED)
+
+
+def read_csv(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def planned_csv(rows: list[tuple[int, int, int, int, int]]) -> str:
+    """planned.csv: a row per request (client, index: its place in that client's dataset; the prompt
+    and output tokens the plan asks; the shared prefix's group, -1 for none)."""
+    return "client,index,prompt_tokens,output_tokens,group\n" + "".join(
+        f"{c},{i},{p},{o},{g}\n" for c, i, p, o, g in rows
+    )
+
+
+def _delta(counters: dict | None, name: str) -> float | None:
+    if not counters:
+        return None
+    a, b = (counters.get("before") or {}).get(name), (counters.get("after") or {}).get(name)
+    return None if a is None or b is None else b - a
+
+
+def counters_from_metrics(rows: list[dict]) -> dict | None:
+    """Before and after from a run's metrics.csv (its first and last readable sample of each counter):
+    for runs recorded before lane.py read the counters itself."""
+    out: dict = {"before": {}, "after": {}}
+    for name in COUNTERS:
+        values = [float(r[name]) for r in rows if r.get(name) not in (None, "")]
+        if values:
+            out["before"][name], out["after"][name] = values[0], values[-1]
+    return out if out["before"] else None
+
+
+def _examples(bad: list[tuple[str, int, int]], what: str) -> str:
+    shown = "; ".join(f"{key}: {want} planned, {got} recorded" for key, want, got in bad[:3])
+    return f"{len(bad)} requests with {what} other than planned ({shown})"
+
+
+def check_run(
+    planned: list[dict], recorded: list[dict], counters: dict | None = None, shares_prefix: bool = False
+) -> dict:
+    """The run's check: planned rows (planned.csv), recorded rows (requests.csv: client, index,
+    prompt_tokens, output_tokens, error), the server's counters ({before: {name: value}, after: ...}).
+    Returns {ok, problems: [...], and the totals compared}."""
+    problems: list[str] = []
+    want = {(int(r["client"]), int(r["index"])): r for r in planned}
+    got = {(int(r["client"]), int(r["index"])): r for r in recorded}
+    missing = sorted(set(want) - set(got))
+    if missing:
+        problems.append(
+            f"{len(missing)} of {len(want)} planned requests not recorded (first: client {missing[0][0]} #{missing[0][1]})"
+        )
+    extra = sorted(set(got) - set(want))
+    if extra:
+        problems.append(f"{len(extra)} recorded requests the plan does not have")
+    failed = [(k, got[k].get("error", "")) for k in sorted(set(want) & set(got)) if (got[k].get("error") or "").strip()]
+    if failed:
+        problems.append(
+            f"{len(failed)} requests failed (client {failed[0][0][0]} #{failed[0][0][1]}: {failed[0][1][:80]})"
+        )
+    bad_prompt, bad_output = [], []
+    for k in sorted(set(want) & set(got)):
+        if (got[k].get("error") or "").strip():
+            continue
+        key = f"client {k[0]} #{k[1]}"
+        if int(float(got[k]["prompt_tokens"])) != int(want[k]["prompt_tokens"]):
+            bad_prompt.append((key, int(want[k]["prompt_tokens"]), int(float(got[k]["prompt_tokens"]))))
+        out = got[k].get("output_tokens")
+        if out not in (None, "") and int(float(out)) != int(want[k]["output_tokens"]):
+            bad_output.append((key, int(want[k]["output_tokens"]), int(float(out))))
+    if bad_prompt:
+        problems.append(_examples(bad_prompt, "a prompt length"))
+    if bad_output:
+        problems.append(_examples(bad_output, "an output length"))
+    planned_prompt = sum(int(r["prompt_tokens"]) for r in planned)
+    result: dict = {
+        "requests": len(want),
+        "planned_prompt_tokens": planned_prompt,
+        "recorded_prompt_tokens": sum(int(float(r["prompt_tokens"])) for r in recorded if r.get("prompt_tokens")),
+    }
+    server = _delta(counters, PROMPT)
+    if server is None:
+        problems.append(f"the server's {PROMPT} was not read before and after the run")
+    else:
+        result["server_prompt_tokens"] = int(server)
+        if int(server) != planned_prompt:
+            problems.append(f"the server counted {int(server)} prompt tokens ({PROMPT}), the plan {planned_prompt}")
+    hits = {name: d for name in (HITS, CACHED) if (d := _delta(counters, name)) is not None}
+    for name, d in hits.items():
+        result["server_" + name.removeprefix("vllm:").removesuffix("_total")] = int(d)
+    if not shares_prefix:
+        if not hits:
+            problems.append(f"the server's {HITS} was not read before and after the run")
+        elif name_d := next(((n, d) for n, d in hits.items() if d), None):
+            name, d = name_d
+            q = _delta(counters, QUERIES)
+            share = f", {d / q:.1%} of {int(q)} queried" if name == HITS and q else ""
+            problems.append(
+                f"the server's prefix cache found {int(d)} prompt tokens ({name}{share}): "
+                "prompts shared prefixes the plan does not have"
+            )
+    result["ok"] = not problems
+    result["problems"] = problems
+    return result
