@@ -23,97 +23,19 @@ costs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
-import time
 from multiprocessing import get_context
+from pathlib import Path
 
-N_REQ = 512  # requests in flight in the kernel's batch
-STEPS = 150  # steps per timing
-
-
-class _Req:
-    __slots__ = ("blocks", "computed", "finished", "rid", "text", "tokens")
-
-    def __init__(self, rid: int):
-        self.rid = f"cmpl-{rid:08x}"
-        self.tokens = [rid & 0xFFFF] * 32
-        self.computed = 32
-        self.blocks = [rid * 4 + i for i in range(2)]
-        self.finished = False
-        self.text = ""
-
-
-def _step(reqs: list[_Req], free: list[int], chunks: list[str]) -> None:
-    """One engine step and its streaming, for every request: schedule, append a token, make the
-    output, encode the chunk."""
-    scheduled: dict[str, int] = {}
-    for r in reqs:  # schedule: one new token each, a block when the last one is full
-        if r.computed % 16 == 0:
-            r.blocks.append(free.pop() if free else 0)
-        scheduled[r.rid] = 1
-    outputs = []
-    for r in reqs:  # update from the model's output
-        r.computed += scheduled[r.rid]
-        tok = (r.computed * 2654435761 + len(r.blocks)) & 0xFFFF
-        r.tokens.append(tok)
-        r.finished = len(r.tokens) > 10_000
-        outputs.append((r.rid, tok, r.finished))
-    for rid, tok, fin in outputs:  # the API server: detokenize (a stand-in) and stream
-        piece = "w" + str(tok)
-        chunks.append(
-            "data: "
-            + json.dumps(
-                {
-                    "id": rid,
-                    "object": "text_completion",
-                    "choices": [{"index": 0, "text": " " + piece, "finish_reason": "length" if fin else None}],
-                }
-            )
-            + "\n\n"
-        )
-
-
-async def _handoff(n: int) -> int:
-    """The asyncio side: each request's output put on its queue and taken by its handler."""
-    queues = [asyncio.Queue() for _ in range(64)]
-    got = 0
-
-    async def consumer(q: asyncio.Queue) -> None:
-        nonlocal got
-        while True:
-            item = await q.get()
-            if item is None:
-                return
-            got += 1
-
-    tasks = [asyncio.ensure_future(consumer(q)) for q in queues]
-    for i in range(n):
-        queues[i % 64].put_nowait(i)
-        if i % 256 == 255:
-            await asyncio.sleep(0)
-    for q in queues:
-        q.put_nowait(None)
-    await asyncio.gather(*tasks)
-    return got
-
-
-def kernel() -> float:
-    """Microseconds per request-step of the mix (one timing)."""
-    reqs = [_Req(i) for i in range(N_REQ)]
-    free = list(range(100_000))
-    chunks: list[str] = []
-    t0 = time.perf_counter()
-    for _ in range(STEPS):
-        _step(reqs, free, chunks)
-        chunks.clear()
-    asyncio.run(_handoff(N_REQ * STEPS))
-    return (time.perf_counter() - t0) / (N_REQ * STEPS) * 1e6
+# The kernel is servesim's own (``servesim probe-host``), so a reading here and a user's compare
+# directly; it imports nothing beyond the standard library, as the device's Python needs.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from simulator.commands.probe_host import N_REQ, STEPS, kernel
 
 
 def _timed(repeat: int, cpu: int | None = None) -> list[float]:
