@@ -351,6 +351,28 @@ def cpu_lanes() -> list[dict]:
     return out
 
 
+# cpu_h200x4: the same lanes on a 4-GPU H200 machine, spread over its GPUs (each GPU runs its lanes
+# one after another, about 14 minutes in all): one host, every lane's server beside three others.
+X4_GPU = {
+    "llama8b_s128": 0,
+    "llama8b_api2_s128": 0,
+    "llama8b_poisson": 0,
+    "llama8b_s256": 1,
+    "llama8b_api2_s256": 1,
+    "qwen32b_s128": 1,
+    "llama8b_s512": 2,
+    "llama8b_api2_s512": 2,
+    "qwen32b_s256": 2,
+    "llama8b_s1024": 3,
+    "llama8b_api2_s1024": 3,
+    "qwen32b_s512": 3,
+}
+
+
+def cpu_lanes_x4() -> list[dict]:
+    return [{**x, "gpus": [X4_GPU[x["name"]]], "port": 8100 + X4_GPU[x["name"]]} for x in cpu_lanes()]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -362,13 +384,16 @@ def main() -> None:
     others = {
         r.get("seed")
         for path in (HERE / "plans").glob("*.json")
-        if path.name != "cpu_h200.json"
+        if path.name not in ("cpu_h200.json", "cpu_h200x4.json")
         for x in json.loads(path.read_text())["lanes"]
         for r in x["runs"]
     }
     assert len(set(seeds)) == len(seeds) and not set(seeds) & others, "every run its own seed"
     path = HERE / "plans" / "cpu_h200.json"
     path.write_text(json.dumps(cpu, indent=1) + "\n")
+    print(path)
+    path = HERE / "plans" / "cpu_h200x4.json"
+    path.write_text(json.dumps({"lanes": cpu_lanes_x4()}, indent=1) + "\n")
     print(path)
 
 
