@@ -157,8 +157,8 @@ def _context(probe_us: float) -> str:
     cat = catalog()
     hosts = cat.by_speed()
     return (
-        f"; CPU costs x{cat.scale(probe_us):.2f} against servesim's reference host (catalog: "
-        f"{hosts[0].probe_us:.2f}-{hosts[-1].probe_us:.2f} us)"
+        f"; CPU costs x{cat.scale(probe_us):.2f} against servesim's reference host (catalog hosts: "
+        f"x{hosts[0].scale:.2f}-x{hosts[-1].scale:.2f})"
     )
 
 

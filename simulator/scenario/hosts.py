@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,13 +167,3 @@ def spread() -> float:
     """How far apart the catalog's hosts are: the slowest's scale over the fastest's."""
     hosts = catalog().by_speed()
     return hosts[-1].scale / hosts[0].scale if hosts else 1.0
-
-
-def describe() -> list[str]:
-    """A line per catalog host (fastest first), for `servesim probe-host --catalog` and the docs."""
-    cat = catalog()
-    med = cat.median().name
-    return [
-        f"{h.name}: probe {h.probe_us:.2f} us, CPU costs x{h.scale:.2f}{' (default: the median)' if h.name == med else ''}"
-        for h in cat.by_speed()
-    ] + [f"({len(cat.hosts)} hosts; median probe {statistics.median(h.probe_us for h in cat.by_speed()):.2f} us)"]

@@ -1,0 +1,129 @@
+"""Fit each recorded host's CPU factor, and the rule that gives it from the host's probe reading.
+
+    python tools/validation/fit_hosts.py [--jobs 2] [--write]
+
+Every recording of tools/e2e (a folder of data/e2e/, one lent machine) is a host. For each, the
+factor ``scale`` by which the recorded set of host costs (simulator/data/host_costs.yaml, fitted on
+the calibration runs of h200_2026-11-27) must be multiplied so that servesim best replays that host's
+own runs: the least sum of |log(simulated / measured)| over output throughput and the median and
+mean TTFT and TPOT (runs marked confounded left out), over a grid of factors refined once around the
+best. Then the rule ``scale = (probe_us / reference_probe_us) ** exponent`` by least squares in logs
+over the hosts whose probe was read (``servesim probe-host``'s kernel; data/e2e/host_probe_* and the
+readings each lane took before its server started). ``--write`` writes both into
+simulator/data/hosts.yaml; the table goes to stdout (docs/validation.md, "Hosts").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from simulator.scenario import hosts
+from simulator.validation import validate
+from tools.validation.fit_host import loss
+
+GRID = (0.75, 0.9, 1.05, 1.2, 1.4, 1.65)
+SCALED = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "prompt_token_s", "step_s", "request_s",
+          "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
+# Probe readings of hosts read outside their lanes (idle, before any server started).
+IDLE_PROBES = {
+    "h100x2_alone_2026-11-28": ("data/e2e/host_probe_2026-11-28/h100x2.json", "alone_us_median"),
+    "h200x2_overload_2026-11-28": ("data/e2e/host_probe_2026-11-28/h200x2.json", "alone_us_median"),
+}
+
+
+def scaled(costs: hosts.HostCosts, s: float) -> hosts.HostCosts:
+    return replace(costs, **{k: getattr(costs, k) * s for k in SCALED})
+
+
+def probe_of(recording: str, runs: list[dict]) -> float | None:
+    """A host's idle reading: read before its servers started, or the lowest of its lanes' readings
+    before their servers started (a reading taken beside running servers is slower; the lowest is the
+    least disturbed)."""
+    if recording in IDLE_PROBES:
+        import json
+
+        path, key = IDLE_PROBES[recording]
+        return float(json.loads((Path(__file__).resolve().parents[2] / path).read_text())[key])
+    before = [r["host"]["probe_us_before"] for r in runs if (r.get("host") or {}).get("probe_us_before")]
+    return min(before) if before else None
+
+
+def fit_one(runs: list[dict], base: hosts.HostCosts, jobs: int) -> tuple[float, float, dict[float, float]]:
+    def at(s: float) -> float:
+        return loss(validate.run_all(runs, jobs=jobs, host=scaled(base, s), recorded=True), validate.E2E_METRICS)
+
+    seen = {s: at(s) for s in GRID}
+    best = min(seen, key=seen.__getitem__)
+    for s in (best * 0.93, best * 1.07):
+        seen[s] = at(s)
+    best = min(seen, key=seen.__getitem__)
+    return best, seen[best], seen
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    base = hosts.load_host_costs("recorded")
+    runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if not r.get("confounded")]
+    by_host: dict[str, list[dict]] = {}
+    for r in runs:
+        by_host.setdefault(r["recording"], []).append(r)
+    fitted = {}
+    for name, rs in sorted(by_host.items()):
+        s, best, seen = fit_one(rs, base, args.jobs)
+        p = probe_of(name, rs)
+        fitted[name] = {"scale": round(s, 4), "loss": round(best, 3), "runs": len(rs), "probe_us": p}
+        grid = ", ".join(f"{k:.3g}: {v:.2f}" for k, v in sorted(seen.items()))
+        print(f"{name}: scale {s:.3f} (loss {best:.2f} over {len(rs)} runs; {grid}); probe {p}", flush=True)
+    with_probe = [(math.log(v["probe_us"]), math.log(v["scale"])) for v in fitted.values() if v["probe_us"]]
+    if len(with_probe) >= 2:
+        mx, my = statistics.fmean(x for x, _ in with_probe), statistics.fmean(y for _, y in with_probe)
+        sxx = sum((x - mx) ** 2 for x, _ in with_probe)
+        exponent = sum((x - mx) * (y - my) for x, y in with_probe) / sxx if sxx > 0 else 0.0
+        exponent = max(0.0, exponent)  # a slower probe never makes a faster host
+        ref = math.exp(mx - my / exponent) if exponent > 0 else math.exp(mx)
+    else:
+        exponent, ref = 0.0, 4.3
+    print(f"rule: scale = (probe_us / {ref:.3f}) ** {exponent:.3f} over {len(with_probe)} hosts with a probe reading")
+    if args.write:
+        write(fitted, ref, exponent)
+    return 0
+
+
+def write(fitted: dict, ref: float, exponent: float) -> None:
+    old = hosts.catalog.__wrapped__(hosts.HOSTS_FILE).hosts if hosts.HOSTS_FILE.is_file() else {}
+    lines = [
+        "# The hosts servesim has measured: each lent machine that recorded real vLLM servers (data/e2e/, one",
+        "# folder a machine). scale: the factor on the recorded host costs (host_costs.yaml) with which servesim",
+        "# best replays that host's own runs; probe_us: its idle reading of `servesim probe-host` (the same kernel",
+        "# as tools/e2e/host_probe.py), where one was read. A scenario's hardware.host names one, or gives its own",
+        "# reading {probe_us: X}, whose scale is (probe_us / reference_probe_us) ** exponent. Written by",
+        '# tools/validation/fit_hosts.py --write; docs/validation.md, "Hosts", says how they were fitted.',
+        f"reference_probe_us: {ref:.4f}",
+        f"exponent: {exponent:.4f}",
+        "hosts:",
+    ]
+    for name, v in sorted(fitted.items()):
+        o = old.get(name, {})
+        lines += [f"  {name}:", f"    scale: {v['scale']}", f"    loss: {v['loss']}  # over {v['runs']} runs"]
+        if v["probe_us"]:
+            lines.append(f"    probe_us: {v['probe_us']:.4f}")
+        for k in ("machine", "cpu"):
+            if k in o:
+                lines.append(f"    {k}: {o[k]}")
+        lines.append(f"    recordings: [{name}]")
+    hosts.HOSTS_FILE.write_text("\n".join(lines) + "\n")
+    print(f"wrote {hosts.HOSTS_FILE}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
