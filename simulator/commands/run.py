@@ -10,6 +10,7 @@ from pathlib import Path
 
 from simulator.commands.args import SCENARIOS_HELP, number, out_option, set_option
 from simulator.errors import ConfigError
+from simulator.progress import compile_step
 
 KEY_METRICS = [
     ("output_throughput", "out tok/s", "{:,.0f}"),
@@ -149,15 +150,6 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
     return sc
 
 
-def compile_note() -> None:
-    """Say so before a run that must first compile the engine step (the first after installing)."""
-    from simulator.engine.compiled import first_compile_note
-
-    note = first_compile_note()
-    if note:
-        print(note, file=sys.stderr, flush=True)
-
-
 def add_parser(sub) -> None:
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
     r.add_argument("scenarios", nargs="*", help=SCENARIOS_HELP)
@@ -276,7 +268,7 @@ def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exp
 
     # One run: its plots are drawn by a child forked now, before the simulation starts.
     with BackgroundPlots(fork=len(jobs) == 1) as plots:
-        compile_note()
+        compile_step()
         if len(jobs) > 1 and args.jobs != 1:
             from concurrent.futures import ProcessPoolExecutor
 

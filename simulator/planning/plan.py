@@ -43,6 +43,7 @@ from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv, write_json
 from simulator.planning.executor import Progress, run_tasks
 from simulator.planning.sweep import check_fields, grid, parse_grid, point_key, slug
+from simulator.progress import compile_step
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
@@ -363,6 +364,7 @@ def _plan(
     def task(pt: dict):
         return (_candidate(base, pt), spec_d, str(out / "candidates" / f"{slug(pt) or 'base'}.json"))
 
+    compile_step()  # once, here: the workers then find it compiled
     results: dict[int, dict] = {}
     interrupted = False
     try:

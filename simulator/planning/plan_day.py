@@ -21,6 +21,7 @@ from simulator.errors import ConfigError
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv
 from simulator.planning.executor import run_tasks
+from simulator.progress import compile_step
 from simulator.scenario.config import load_scenario_data, scenario_from_dict
 
 DAY_FILES = ("plan_day.csv", "recommendation.json", "day.png")
@@ -67,6 +68,7 @@ def run_day_plan(
     check_folder(out, "--out")
     outputs = Outputs(out, [*DAY_FILES, "policies"], "--out", "plan")
     with Writing(out, "--out"):
+        compile_step()
         points: list[tuple[str, dict | None]] = [("autoscaled", data)]
         if static is not None:
             points.append((f"static ({static} replicas)", static_of(data, static)))

@@ -22,6 +22,7 @@ from simulator.errors import ConfigError
 from simulator.outputs.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
 from simulator.outputs.writers import atomic_write_text, write_csv
 from simulator.planning.executor import Progress, cores, run_tasks
+from simulator.progress import compile_step
 from simulator.scenario import yamlio
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 
@@ -357,6 +358,7 @@ def _sweep(
     where = f"on {n_workers} processes" if executor == "local" else f"on Ray ({address or 'a local cluster'})"
     print(f"sweep: {len(points)} points over {', '.join(grid_spec)} {where} -> {out}", flush=True)
     interrupted = False
+    compile_step()  # once, here: the workers then find it compiled
     bar = Progress(len(points), "sweep")
     tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
     r: dict | None  # a point's result (None: not run)

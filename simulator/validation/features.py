@@ -37,6 +37,7 @@ from pathlib import Path
 
 from simulator.engine.rules import cdiv
 from simulator.metrics import summarize
+from simulator.outputs.writers import text_file
 from simulator.run import simulate
 from simulator.scenario.config import load_scenario
 from workloads.presets import PRESETS
@@ -356,7 +357,7 @@ def write_report(rows: list[dict], out: Path) -> list[str]:
     import csv
 
     path = out / "features.csv"
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["set", "method", "load", "metric", "published", "servesim", "error"])
         for r in rows:

@@ -18,12 +18,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.outputs.writers import atomic_write_bytes, atomic_write_text, text_file
 from simulator.scenario import yamlio
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
@@ -31,6 +33,18 @@ KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
 E2E_FILE = DATA / "e2e.yaml"
 OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
+# Every file ``servesim validate`` may write in its folder (checked before any work).
+OUTPUT_FILES = (
+    "kv_cache_check.csv",
+    "kv_cache_check_recorded.csv",
+    "runs.csv",
+    "validation.png",
+    "recorded.csv",
+    "validation_recorded.png",
+    "recorded_kv_offload.csv",
+    "features.csv",
+    "report.txt",
+)
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
 E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
@@ -388,7 +402,7 @@ def write_kv_report(
     import csv
 
     path = out / name
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
@@ -441,7 +455,7 @@ def write_runs_report(
         fields += [f"{m}_measured", f"{m}_servesim", f"{m}_error"]
     details = sorted({k for r in results for k in (r.detail or {})}) if metrics is E2E_METRICS else []
     fields += details + ["error"]
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         for r in results:
@@ -634,8 +648,10 @@ def plot_runs(
     axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"servesim vs {len(results)} {title}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -715,6 +731,6 @@ def main_validate(
         rows = features_validation.run_sets(jobs=jobs)
         lines += features_validation.write_report(rows, out)
     text = "\n".join(lines)
-    (out / "report.txt").write_text(text + "\n")
+    atomic_write_text(out / "report.txt", text + "\n")
     print(text)
     return 0
