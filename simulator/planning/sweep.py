@@ -45,7 +45,7 @@ def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
         if not v.strip():
             raise ConfigError(f"{flag} {key}: an empty value between commas; write null for the default (got {raw!r})")
         try:
-            values.append(yamlio.load(v))
+            values.append(yamlio.load(v, f"{flag} {key}"))
         except yaml.YAMLError as e:
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
             raise ConfigError(f"{flag} {key}: {v.strip()!r} is not a YAML value ({problem})") from None

@@ -570,19 +570,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not raw.strip():
         raise ConfigError(f"--set {key}: no value after '='; write {key}=null for the default (got {text!r})")
     try:
-        return key, yamlio.load(raw)
+        return key, yamlio.load(raw, f"--set {key}")
     except yaml.YAMLError:
         return key, raw
 
 
 def load_yaml_text(text: str, source: str) -> dict:
-    try:
-        data = yamlio.load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
+    data = yamlio.parse(text, source)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -719,7 +713,12 @@ def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> 
             raise ConfigError(f"scenario: {path} is a folder; give a scenario YAML file{hint}")
         if not p.is_file():
             raise ConfigError(f"scenario file not found: {path}")
-    data = resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent)
+    if p.stat().st_size > yamlio.MAX_BYTES:  # refused before it is read
+        raise ConfigError(f"{p}: {p.stat().st_size:,} bytes; servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes")
+    data = load_yaml_text(read_text(p), str(p))
+    # Top-level keys starting with x- are the file's own (a home for YAML anchors, as in compose files).
+    data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+    data = resolve_paths(data, p.parent)
     data = apply_overrides(data, overrides)
     if "name" not in data:
         data["name"] = p.stem
@@ -733,6 +732,7 @@ def in_file(path: str | None, e: ConfigError) -> ConfigError:
     return e if path is None or text.startswith(f"{path}") else ConfigError(f"{path}: {text}")
 
 
+EXTENSION_PREFIX = "x-"
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[1] / "data" / "default_scenario.yaml"
 
 

@@ -129,5 +129,5 @@ def load_gpu(spec: str | dict) -> GPU:
         return gpu_from_dict(spec, cat[spec], f"catalog[{spec}]")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return gpu_from_dict(path.stem, yamlio.load(read_text(path)), "hardware.gpu")
+        return gpu_from_dict(path.stem, yamlio.parse(read_text(path), f"hardware.gpu: {path}"), "hardware.gpu")
     raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")
