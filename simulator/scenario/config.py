@@ -7,6 +7,7 @@ path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,10 @@ class SpeculativeConfig:
             )
 
 
+# Host memory a field may give (swap space, an offloading tier): 1 PiB, beyond any server's.
+HOST_GIB_MAX = 1_048_576.0
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F(
@@ -130,7 +135,9 @@ class EngineConfig:
     preemption_mode: Literal["recompute", "swap"] = F(
         "recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)"
     )
-    swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
+    swap_space_gb: float = F(
+        4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0, le=HOST_GIB_MAX
+    )
     on_swap_full: Literal["recompute", "abort"] = F(
         "recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)"
     )
@@ -196,6 +203,7 @@ class EngineConfig:
         "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)",
         "GiB",
         ge=0.0,
+        le=HOST_GIB_MAX,
     )
     speculative_config: SpeculativeConfig = F(
         SpeculativeConfig(), "speculative decoding (method none: off)", vllm="--speculative-config"
@@ -206,7 +214,7 @@ class EngineConfig:
     max_loras: int = F(1, "adapters one step may serve (GPU slots)", vllm="--max-loras", ge=1)
     max_lora_rank: int = F(16, "the largest adapter rank (the slots' size)", vllm="--max-lora-rank", among=LORA_RANKS)
     max_cpu_loras: Union[int, None] = F(
-        None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1
+        None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1, le=1_000_000
     )
     kv_offloading_size: float = F(
         0.0,
@@ -214,6 +222,7 @@ class EngineConfig:
         "GiB",
         vllm="--kv-offloading-size",
         ge=0.0,
+        le=HOST_GIB_MAX,
     )
 
     def __post_init__(self) -> None:
@@ -324,7 +333,12 @@ class RunConfig:
         "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)",
         "s",
         gt=0.0,
+        le=1e6,  # (11.6 days: a bin wider than any run is one row, and its plot has no scale)
     )
+
+
+# The least share of a GPU's peak a cost-model efficiency may give (measured ones are 0.05-0.9).
+EFFICIENCY_MIN = 0.001
 
 
 @dataclass(frozen=True)
@@ -334,11 +348,17 @@ class CostConfig:
         "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`; attention keeps the rates of the kernel vLLM runs on the GPU (FlashAttention-3 on Hopper, -2 on 8.x)",
     )
     matmul_compute: Union[float, None] = F(
-        None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0
+        None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", ge=EFFICIENCY_MIN, le=1.0
     )
-    matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
-    attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)
-    attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
+    matmul_memory: Union[float, None] = F(
+        None, "fraction of HBM bandwidth reached streaming weights", ge=EFFICIENCY_MIN, le=1.0
+    )
+    attn_compute: Union[float, None] = F(
+        None, "fraction of peak FLOP/s reached by attention", ge=EFFICIENCY_MIN, le=1.0
+    )
+    attn_memory: Union[float, None] = F(
+        None, "fraction of HBM bandwidth reached reading the KV cache", ge=EFFICIENCY_MIN, le=1.0
+    )
     step_overhead_ms: Union[float, None] = F(
         None, "fixed GPU time of one step, besides the per-layer small kernels", "ms", ge=0.0
     )
@@ -497,7 +517,7 @@ def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
     if isinstance(raw, bool) or raw is None:
         raise ConfigError(f"{path} must be a count or a list of groups [{{count, hardware, engine}}] (got {raw!r})")
     if isinstance(raw, (int, float)):
-        if int(raw) != raw or raw < 1:
+        if raw != raw or raw in (math.inf, -math.inf) or int(raw) != raw or raw < 1:
             raise ConfigError(f"{path} must be an integer >= 1 (got {raw!r})")
         most = MAX_REPLICAS_PER_GROUP
         if raw > most:  # as a group's count is bounded: a number must not be a way around it
@@ -714,7 +734,9 @@ def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> 
         if not p.is_file():
             raise ConfigError(f"scenario file not found: {path}")
     if p.stat().st_size > yamlio.MAX_BYTES:  # refused before it is read
-        raise ConfigError(f"{p}: {p.stat().st_size:,} bytes; servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes")
+        raise ConfigError(
+            f"{p}: {p.stat().st_size:,} bytes; servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes"
+        )
     data = load_yaml_text(read_text(p), str(p))
     # Top-level keys starting with x- are the file's own (a home for YAML anchors, as in compose files).
     data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
