@@ -204,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
     from simulator.scenario.config import apply_overrides
 
     paths = args.scenarios or [None]
+    _once_each(paths)
     if args.trace and len(paths) > 1:
         raise ConfigError("--trace: give one scenario (one trace file per run)")
     exports = _exports(args)
@@ -260,6 +261,25 @@ def main(args: argparse.Namespace) -> int:
             print(f"\nresults in {ok[0][1]}/ ({', '.join(shown)})")
     failed_n = len(results) - len(ok)
     return 2 if failed_n and not ok else (1 if failed_n else 0)
+
+
+def _once_each(paths: list) -> None:
+    """A scenario file given twice (by one name or two) is refused: it would give the same run twice,
+    one of them written over the other."""
+    import os
+
+    seen: dict[str, str] = {}
+    for p in paths:
+        if p is None:
+            continue
+        key = os.path.realpath(p)
+        if key in seen:
+            same = f"{p}" if seen[key] == p else f"{p} and {seen[key]}"
+            raise ConfigError(
+                f"scenario {same}: given twice; each file runs once (the same file gives the same run), so "
+                "give it once, or copy it under another name to run a variant"
+            )
+        seen[key] = p
 
 
 def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exports: dict) -> list[dict]:

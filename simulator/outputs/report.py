@@ -209,8 +209,12 @@ def build_report(d: Path) -> tuple[str, str]:
         body = _recommendation(d) + "<h2>Candidates</h2>" + _csv_section(d, "plan.csv")
         body += "<h2>Plots</h2>" + _pngs(d, ("plan_cost.png", "latency_vs_rate.png"))
         return f"plan {d.name}", body
+    if (d / "plan_day.csv").is_file():
+        body = _recommendation(d) + "<h2>Policies</h2>" + _csv_section(d, "plan_day.csv")
+        body += "<h2>Replicas over the day</h2>" + _pngs(d, ("day.png",))
+        return f"day plan {d.name}", body
     runs = sorted(p for p in d.iterdir() if (p / "summary.json").is_file()) if d.is_dir() else []
-    if runs:
+    if runs and _folder_of_runs(d):
         body = _pngs(d, ("kv_cache_usage.png", "throughput.png"))
         if (d / "comparison.csv").is_file():
             body = "<h2>Comparison</h2>" + _csv_section(d, "comparison.csv") + body
@@ -218,9 +222,35 @@ def build_report(d: Path) -> tuple[str, str]:
             title, section = _run_section(r)
             body += f"<h2>{html.escape(title)}</h2>{section}"
         return f"runs in {d.name}", body
+    inside = [p.name for p in sorted(d.iterdir()) if p.is_dir() and _holds_results(p)]
+    if inside:  # a folder above results (results/ itself): which to give
+        shown = ", ".join(inside[:6]) + (f" and {len(inside) - 6} more" if len(inside) > 6 else "")
+        raise ConfigError(
+            f"report: {d} holds no run, fleet, sweep or plan of its own, only results folders inside it "
+            f"({shown}); give one of them (nothing was written)"
+        )
     raise ConfigError(
-        f"report: {d} holds no run, fleet, sweep or plan (no summary.json, sweep.csv or plan.csv, "
-        "no sub-folders with a summary.json)"
+        f"report: {d} holds no run, fleet, sweep or plan (no summary.json, sweep.csv, plan.csv or "
+        "plan_day.csv, no sub-folders with one); nothing was written"
+    )
+
+
+def _folder_of_runs(d: Path) -> bool:
+    """Whether ``d`` is the folder of one ``servesim run a.yaml b.yaml`` (or a comparison): its
+    record or its comparison.csv says so, not merely run folders found in it."""
+    from simulator.outputs.outdir import MANIFEST
+
+    if (d / "comparison.csv").is_file():
+        return True
+    try:
+        return json.loads((d / MANIFEST).read_text()).get("kind") == "runs"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _holds_results(p: Path) -> bool:
+    return any((p / f).is_file() for f in ("summary.json", "sweep.csv", "plan.csv", "plan_day.csv")) or (
+        _folder_of_runs(p)
     )
 
 

@@ -18,6 +18,7 @@ shown when the output is a terminal (or ``SERVESIM_PROGRESS=1``); the per-point 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -43,10 +44,10 @@ def run_tasks(
     if executor == "ray":
         yield from _ray_tasks(fn, items, jobs, address)
         return
-    ex = ProcessPoolExecutor(max_workers=max(1, min(jobs or cores(), len(items))))
+    ex = ProcessPoolExecutor(max_workers=max(1, min(jobs or cores(), len(items))), initializer=_leave_interrupts)
+    futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
+    pending = set(futs)
     try:
-        futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
-        pending = set(futs)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
@@ -56,7 +57,24 @@ def run_tasks(
                     r = {"error": f"{type(e).__name__}: {e}"}
                 yield futs[f], r
     finally:
+        workers = list((getattr(ex, "_processes", None) or {}).values())  # (the pool's own record of them)
         ex.shutdown(wait=False, cancel_futures=True)
+        if pending:  # closed early (an interrupt): nothing may finish after the caller has counted
+            _stop(workers)
+
+
+def _leave_interrupts() -> None:
+    """In a local worker: Ctrl-C is for the command, which stops the workers itself (a worker that
+    took it would go on to the next queued item and finish it after the command had counted)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(workers: list) -> None:
+    """End the worker processes now, their items unfinished, and wait until they are gone."""
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.join(timeout=10)
 
 
 def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tuple[int, dict]]:
@@ -75,6 +93,7 @@ def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tupl
         except Exception as e:  # an address that does not answer, a client package missing, ...
             where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
             raise ConfigError(f"--executor ray: cannot start or join {where}: {_first_line(e)}") from None
+    pending: list = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         refs = {remote.remote(item): i for i, item in enumerate(items)}
@@ -88,6 +107,8 @@ def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tupl
                     r = {"error": f"{type(e).__name__}: {e}"}
                 yield refs[ref], r
     finally:
+        for ref in pending:  # closed early (an interrupt): nothing may finish after the caller has counted
+            ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
 

@@ -205,19 +205,32 @@ def unit_of(data: dict, spec: PlanSpec) -> tuple[int, float, list[str]]:
     return gpus, price, keys
 
 
+def _key(data: dict, spec_d: dict) -> str:
+    return point_key({"scenario": data, "plan": {k: v for k, v in spec_d.items() if k != "check_s"}})
+
+
+def cached_candidate(task: tuple[dict, dict, str]) -> dict | None:
+    """A candidate's result as an earlier evaluation left it in its file, if it was of the same key."""
+    data, spec_d, path = task
+    try:
+        cached = json.loads(Path(path).read_text())
+        if cached.get("key") == _key(data, spec_d):
+            return {**cached["result"], "cached": True}
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    return None
+
+
 def evaluate(task: tuple[dict, dict, str]) -> dict:
     """One candidate, end to end (in a worker): capacity, units, cost; cached in ``path``. Never
     raises: an invalid or failing candidate comes back with its error."""
     data, spec_d, path = task
     spec = PlanSpec(**spec_d)
-    key = point_key({"scenario": data, "plan": {k: v for k, v in spec_d.items() if k != "check_s"}})
+    key = _key(data, spec_d)
     p = Path(path)
-    try:
-        cached = json.loads(p.read_text())
-        if cached.get("key") == key:
-            return {**cached["result"], "cached": True}
-    except (OSError, ValueError, AttributeError):
-        pass
+    found = cached_candidate(task)
+    if found is not None:
+        return found
     t0 = time.perf_counter()
     try:
         gpus, price, keys = unit_of(data, spec)  # an invalid candidate (a bad value, no price) fails here
@@ -375,8 +388,17 @@ def _plan(
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: keeping the finished candidates; run the same command again to resume", file=sys.stderr)
+        for i in range(len(points)):  # finished, though not yet reported when the interrupt came
+            if i not in results and (found := cached_candidate(task(points[i]))) is not None:
+                results[i] = found
     rows = _rows(points, results, space)
     rec = recommend(rows, spec, next(iter(space)) if len(space) > 1 else None)
+    n_done = sum(r["status"] != "not run" for r in rows)
+    if rec.get("best") is not None and n_done < len(points):  # from part of the candidates: say so
+        rec["text"] += (
+            f"\n(from the {n_done} of {len(points)} candidates evaluated; the other {len(points) - n_done} were "
+            f"{'not run: interrupted' if interrupted else 'not sampled'})"
+        )
     if check and rec.get("best") is not None and not interrupted:
         rec["check"] = check_fleet(base, rec["best"], spec, space)
         for bests in rec.get("best_per", {}).values():  # the cheapest per model (say) too

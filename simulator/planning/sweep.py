@@ -409,7 +409,23 @@ def _sweep(
         rows.append(row)
     df = pd.DataFrame(rows)
     has_slo = base_clean.get("slo") is not None
+    n_ok = sum(1 for r in results if r is not None and "error" not in r)
+    n_fail = sum(1 for r in results if r is not None and "error" in r)
+    n_left = sum(1 for r in results if r is None)
     rec = recommend(df, next(iter(grid_spec)), has_slo)
+    if n_ok and n_ok < len(points):  # a recommendation from part of the grid says so
+        why = ", ".join(
+            part
+            for part in (
+                f"{n_fail} failed" if n_fail else "",
+                f"{n_left} not run ({'interrupted' if interrupted else 'not reached'})" if n_left else "",
+            )
+            if part
+        )
+        rec["points_finished"], rec["points"] = n_ok, len(points)
+        for k in ("text", "text_goodput", "text_cost"):
+            if k in rec:
+                rec[k] += f" (from the {n_ok} of {len(points)} points that finished; {why})"
     written = write_sweep_outputs(out, df, list(grid_spec), rec)
     removed = outputs.done([*written, out / "points"])
     if removed:
@@ -419,9 +435,6 @@ def _sweep(
         print(f"with the SLO: {rec['text_goodput']}")
     if "text_cost" in rec:
         print(f"cheapest within the SLO: {rec['text_cost']}")
-    n_ok = sum(1 for r in results if r is not None and "error" not in r)
-    n_fail = sum(1 for r in results if r is not None and "error" in r)
-    n_left = sum(1 for r in results if r is None)
     left = f", {n_left} not run" if n_left else ""
     print(
         f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
