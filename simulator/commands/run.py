@@ -29,9 +29,17 @@ def _fmt(fmt: str, v) -> str:
     return "-" if v is None else fmt.format(v)
 
 
+# With an SLO: the share of the measured requests within it, and the goodput (after TPOT p50).
+SLO_METRICS = [("slo_attainment", "in SLO", "{:.1%}"), ("goodput", "goodput req/s", "{:,.2f}")]
+
+
 def format_table(summaries: list[dict]) -> str:
-    head = ["run"] + [h for _, h, _ in KEY_METRICS]
-    rows = [[s["scenario"]] + [_fmt(f, s.get(k)) for k, _, f in KEY_METRICS] for s in summaries]
+    metrics = KEY_METRICS
+    if any(s.get("slo_attainment") is not None for s in summaries):
+        at = [k for k, _, _ in KEY_METRICS].index("median_tpot_ms") + 1
+        metrics = KEY_METRICS[:at] + SLO_METRICS + KEY_METRICS[at:]
+    head = ["run"] + [h for _, h, _ in metrics]
+    rows = [[s["scenario"]] + [_fmt(f, s.get(k)) for k, _, f in metrics] for s in summaries]
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     return "\n".join([line(head)] + [line(r) for r in rows])
