@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from simulator.commands.args import SCENARIOS_HELP, number, out_option, set_option
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.progress import compile_step
 
-KEY_METRICS = [
+KEY_METRICS: list[tuple[str, str, Any]] = [
     ("output_throughput", "out tok/s", "{:,.0f}"),
     ("kv_cache_usage_mean", "KV mean", "{:.1%}"),
     ("kv_cache_usage_max", "KV max", "{:.1%}"),
@@ -25,12 +27,12 @@ KEY_METRICS = [
 ]
 
 
-def _fmt(fmt: str, v) -> str:
-    return "-" if v is None else fmt.format(v)
+def _fmt(fmt, v) -> str:
+    return "-" if v is None else fmt(v) if callable(fmt) else fmt.format(v)
 
 
 # With an SLO: the share of the measured requests within it, and the goodput (after TPOT p50).
-SLO_METRICS = [("slo_attainment", "in SLO", "{:.1%}"), ("goodput", "goodput req/s", "{:,.2f}")]
+SLO_METRICS: list[tuple[str, str, Any]] = [("slo_attainment", "in SLO", share), ("goodput", "goodput req/s", "{:,.2f}")]
 
 
 def format_table(summaries: list[dict]) -> str:

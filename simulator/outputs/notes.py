@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.engine.rules import REJECTED
+from simulator.outputs.figures import share
 from simulator.scenario.config import Scenario
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
@@ -155,7 +156,7 @@ def _load_notes(summary: dict, result) -> list[str]:
         ttft = summary.get("median_ttft_ms")
         slo = summary.get("slo_attainment")
         extra = (f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else "") + (
-            f", {slo:.1%} within the SLO" if slo is not None else ""
+            f", {share(slo)} within the SLO" if slo is not None else ""
         )
         notes.append(
             f"{name}: overloaded: the queue grew in {grew:.0%} of the measured window ({q0:,} waiting at its "

@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.metrics import default_window, throughput_series
+from simulator.outputs.figures import share
 from simulator.outputs.writers import publish
 
 COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
@@ -396,13 +397,13 @@ def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
     )
     top.grid(alpha=0.3)
     if has_slo:
-        share = np.asarray(fleet["slo_attainment"], np.float64) * 100
-        low.plot(x, share, color="#2ca02c", lw=1.2, drawstyle="steps-pre")
+        within = np.asarray(fleet["slo_attainment"], np.float64) * 100
+        low.plot(x, within, color="#2ca02c", lw=1.2, drawstyle="steps-pre")
         low.set_ylim(0, 105)
         low.set_ylabel("requests within SLO (%)")
         overall = summary.get("slo_attainment")
         if overall is not None:
-            low.axhline(overall * 100, color="grey", lw=0.8, ls=":", label=f"whole run: {overall:.1%}")
+            low.axhline(overall * 100, color="grey", lw=0.8, ls=":", label=f"whole run: {share(overall)}")
             low.legend(loc="lower left", fontsize=8)
     else:
         low.plot(x, np.asarray(fleet["metric"], np.float64), color="#9467bd", lw=1.2, drawstyle="steps-pre")
@@ -426,7 +427,7 @@ def plot_policies(rows: list[dict], fleets: dict, path: Path, title: str) -> Non
     for i, r in enumerate(rows):
         color = COLORS[(i + 2) % len(COLORS)]
         cost = "" if r.get("cost_usd") is None else f", {_usd(r['cost_usd'])}"
-        slo = "" if r.get("slo_attainment") is None else f", {r['slo_attainment']:.3%} in SLO"
+        slo = "" if r.get("slo_attainment") is None else f", {share(r['slo_attainment'], 2)} in SLO"
         label = f"{r['policy']}: {r['gpu_hours']:,.0f} GPU-h{cost}{slo}"
         f = fleets.get(r["policy"])
         if f is not None and Path(f).is_file():

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.outputs.writers import atomic_write_text
 
 STYLE = """
@@ -39,18 +40,19 @@ HEADLINE = [
     ("kv_cache_usage_max", "KV-cache usage, peak", "{:.1%}"),
     ("num_preemptions", "preemptions", "{:,}"),
     ("num_completed", "requests finished", "{:,}"),
-    ("slo_attainment", "requests within the SLO", "{:.2%}"),
+    ("slo_attainment", "requests within the SLO", share),
     ("gpu_hours", "GPU-hours", "{:,.1f}"),
     ("cost_usd", "cost (US dollars)", "${:,.2f}"),
     ("simulated_time_s", "simulated time (s)", "{:,.0f}"),
 ]
 
 
-def _fmt(fmt: str, v) -> str:
+def _fmt(fmt, v) -> str:
+    """``v`` written by ``fmt``: a format string, or a function (``figures.share``)."""
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return "-"
     try:
-        return fmt.format(v)
+        return fmt(v) if callable(fmt) else fmt.format(v)
     except (TypeError, ValueError):
         return html.escape(str(v))
 
@@ -73,14 +75,16 @@ def _svg(fig) -> str:
     return "<figure>" + text[text.index("<svg") :] + "</figure>"
 
 
-def latency_svg(requests) -> str:
-    """TTFT and TPOT distributions (empirical CDFs, log scale) of the finished requests, as SVG."""
+def latency_svg(requests, warmup_s: float = 0.0) -> str:
+    """TTFT and TPOT distributions (empirical CDFs, log scale), as SVG, of the requests the summary
+    measures: those that arrived after the warm-up (``warmup_s``) and finished; their count and
+    percentiles are the table's, written as the table writes them."""
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
     from simulator.metrics import tpot_s, ttft_s
 
-    done = np.asarray(requests["status"]) == "finished"
+    done = (np.asarray(requests["status"]) == "finished") & (np.asarray(requests["arrival_s"], np.float64) >= warmup_s)
     c = {
         "arrival": np.asarray(requests["arrival_s"], np.float64),
         "first_token": np.asarray(requests["first_token_s"], np.float64),
@@ -90,15 +94,16 @@ def latency_svg(requests) -> str:
     fig = Figure(figsize=(9, 3.4))
     FigureCanvasSVG(fig)
     axes = fig.subplots(1, 2)
-    for ax, values, name in zip(axes, (ttft_s(c), tpot_s(c)), ("TTFT", "TPOT")):
+    for ax, values, name, fmt in zip(axes, (ttft_s(c), tpot_s(c)), ("TTFT", "TPOT"), ("{:,.0f}", "{:,.1f}")):
         v = np.sort(values[done] * 1e3)
-        v = v[np.isfinite(v) & (v > 0)]
+        v = v[np.isfinite(v)]
         if len(v):
             step = max(len(v) // 2000, 1)  # at most ~2,000 points: the page stays small
             ax.plot(v[::step], np.arange(1, len(v) + 1)[::step] / len(v) * 100, color="#1f77b4", lw=1.4)
             ax.set_xscale("log")
             for q, ls in ((50, "--"), (99, ":")):
-                ax.axvline(np.percentile(v, q), color="grey", lw=0.8, ls=ls, label=f"p{q} {np.percentile(v, q):,.1f}")
+                at = float(np.median(v)) if q == 50 else float(np.percentile(v, q))  # as the summary computes them
+                ax.axvline(at, color="grey", lw=0.8, ls=ls, label=f"p{q} {fmt.format(at)} ms")
             ax.legend(loc="lower right", fontsize=8)
         else:
             ax.text(0.5, 0.5, "no finished request", transform=ax.transAxes, ha="center", color="#555")
@@ -106,7 +111,7 @@ def latency_svg(requests) -> str:
         ax.set_ylabel("requests (%)")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
-        ax.set_title(f"{name} distribution, {int(done.sum()):,} finished requests", fontsize=10)
+        ax.set_title(f"{name} distribution, {int(done.sum()):,} requests finished (measured window)", fontsize=10)
     return _svg(fig)
 
 
@@ -157,7 +162,9 @@ def _run_section(d: Path) -> tuple[str, str]:
             parts.append(f"<h2>{title}</h2>" + _png(d / name, title))
     if (d / "requests.csv").is_file():
         req = _csv(d / "requests.csv", ["status", "arrival_s", "first_token_s", "finish_s", "output_tokens"])
-        parts.append("<h2>Latency distributions</h2>" + latency_svg(req))
+        # (the window's start: the run's end less its length, rounded back to the warm-up it was)
+        warm = round(float(s.get("simulated_time_s", 0.0)) - float(s.get("duration_s", 0.0)), 6)
+        parts.append("<h2>Latency distributions</h2>" + latency_svg(req, warm))
     reps = s.get("replicas")
     if reps:
         parts.append("<h2>Replicas</h2>")

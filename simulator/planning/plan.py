@@ -39,6 +39,7 @@ import numpy as np
 
 from simulator.errors import ConfigError
 from simulator.metrics import finite
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv, write_json
 from simulator.planning.executor import Progress, run_tasks
@@ -637,7 +638,7 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
     last = runs[-1]
     verdict = "meets the targets" if last["meets_slo"] else "still misses the targets"
     extra = "" if len(runs) == 1 else f" (with {runs[0]['units']} units it missed them; {last['units']} needed)"
-    att = f", {last['slo_attainment']:.1%} of requests within both" if last.get("slo_attainment") is not None else ""
+    att = f", {share(last['slo_attainment'])} of requests within both" if last.get("slo_attainment") is not None else ""
     text = (
         f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
         f"p99 TTFT {last['p99_ttft_ms']:,.0f} ms, p99 TPOT {last['p99_tpot_ms'] or 0:,.1f} ms{att}"

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv
 from simulator.planning.executor import run_tasks
@@ -122,7 +123,7 @@ def _table(rows: list[dict]) -> str:
     head = f"{'policy':34} {'replicas':>8} {'GPU-h':>8} {'cost $':>9} {'in SLO':>8} {'p99 TTFT ms':>12}"
     lines = [head]
     for r in rows:
-        slo = "-" if r["slo_attainment"] is None else f"{r['slo_attainment']:.2%}"
+        slo = share(r["slo_attainment"], 2)
         cost = "-" if r["cost_usd"] is None else f"{r['cost_usd']:,.2f}"
         lines.append(
             f"{r['policy']:34} {r['replicas']:>8} {r['gpu_hours']:8.1f} {cost:>9} {slo:>8} {r['p99_ttft_ms']:12,.0f}"

@@ -19,6 +19,7 @@ import pandas as pd
 import yaml
 
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
 from simulator.outputs.writers import atomic_write_text, write_csv
 from simulator.planning.executor import Progress, cores, run_tasks
@@ -268,7 +269,7 @@ def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
         out["best_goodput"] = {k: _plain(g[k]) for k in _param_cols(df)}
         out["text_goodput"] = (
             f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
-            f"{g['slo_attainment']:.0%} of requests meet the SLO"
+            f"{share(g['slo_attainment'])} of requests meet the SLO"
         )
         if "cost_usd" in ok and ok["cost_usd"].notna().any():
             out.update(_cheapest_within_slo(ok))
@@ -289,10 +290,10 @@ def _cheapest_within_slo(ok: pd.DataFrame) -> dict:
     b = priced.loc[priced["slo_attainment"].idxmax()]
     text = (
         f"{_point_str(c, '')}: ${c['cost_usd']:,.2f} ({c['gpu_hours']:,.1f} GPU-hours), "
-        f"{c['slo_attainment']:.2%} of requests meet the SLO"
+        f"{share(c['slo_attainment'], 2)} of requests meet the SLO"
     )
     if b.name != c.name and b["cost_usd"] > c["cost_usd"]:
-        text += f"; the best attainment, {b['slo_attainment']:.2%} at {_point_str(b, '')}, costs ${b['cost_usd']:,.2f}"
+        text += f"; the best attainment, {share(b['slo_attainment'], 2)} at {_point_str(b, '')}, costs ${b['cost_usd']:,.2f}"
     return {"best_cost": {k: _plain(c[k]) for k in _param_cols(ok)}, "text_cost": text}
 
 
