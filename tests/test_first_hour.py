@@ -231,3 +231,32 @@ def test_the_summary_line_shows_the_slo_and_a_queue_that_grows_is_overloaded(tmp
     )
     out = capsys.readouterr().out
     assert "overloaded" not in out and "100.0%" in out.splitlines()[1]
+
+
+def test_a_day_plan_shows_each_policy_in_simulated_hours(monkeypatch, capsys, tmp_path):
+    """`plan --day` runs each policy with a bar of its own, named for the policy and counting
+    simulated hours (a bar per line where two run at once); validation runs show a bar of runs."""
+    from simulator import progress
+    from simulator.planning import plan_day
+
+    monkeypatch.setenv("SERVESIM_PROGRESS", "1")
+    with progress.labelled("static (6 replicas)", 1):
+        bar = progress.RunProgress("fleet_day", 6 * 3600.0, None, after_s=0.0)
+    for t in range(1, 200):
+        bar(t * 100.0, 0)
+    assert bar.bar.desc == "static (6 replicas)" and bar.bar.pos in (1, -1) and bar.bar.total == 6.0
+    bar.close()
+    assert "simulated h" in capsys.readouterr().err
+    seen = []
+
+    def fake_tasks(fn, items, *a, **k):
+        seen.extend(items)
+        return iter([(i, {"error": "not run here"}) for i in range(len(items))])
+
+    monkeypatch.setattr(plan_day, "run_tasks", fake_tasks)
+    plan_day._run([("autoscaled", {}), ("static (2 replicas)", {})], tmp_path, 0, "local", None, None)
+    assert [item[2] for item in seen] == [("autoscaled", 0), ("static (2 replicas)", 1)]
+    runs = progress.Progress(3, "validate: public runs", " runs")
+    runs.done(False)
+    runs.close()
+    assert "1/3 runs" in capsys.readouterr().err

@@ -48,7 +48,7 @@ def test_pages_hold_everything_they_show(pages):
     assert fleet.count("<svg") == 1  # the latency distributions
     assert "GPU-hours" in fleet and "requests within the SLO" in fleet and "scale-ups" in fleet
     sweep = pages["sweep"].read_text()
-    assert "Recommendation." in sweep and "max_num_seqs" in sweep
+    assert '<div class="rec"><b>Recommendation</b><p>Recommended: engine.max_num_seqs=' in sweep
     assert sweep.count("data:image/png;base64,") == 3
 
 

@@ -149,8 +149,25 @@ def _load_notes(summary: dict, result) -> list[str]:
                 "those submitted): arrivals outpace the server, so latencies grow with the run's length"
             )
             return notes
-    # (a run that ends when its requests are done drains its queue after the last arrival: up to it)
-    end = float(summary["simulated_time_s"]) if summary["stopped_by"] == "duration" else float(arrival.max())
+        end = float(summary["simulated_time_s"])
+    else:
+        # A run that ends when its requests are done drains its queue after the last arrival:
+        # overloaded if, when the last request arrived, a good share had not been scheduled yet (the
+        # queue grew for as long as requests came in).
+        end = float(arrival.max())
+        waiting = int(np.count_nonzero((status != REJECTED) & ~(c["first_scheduled"] <= end)))
+        if waiting > max(10, OVERLOAD_WAITING * n_sub):
+            span = end - float(arrival.min())
+            rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
+            ttft = summary.get("median_ttft_ms")
+            ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
+            notes.append(
+                f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
+                f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
+                "with run.num_requests"
+            )
+            return notes
+    # However few wait at the end: a queue that grew through most of the measured window.
     grew, q0, q1 = queue_growth(c, warm, end)
     if grew >= OVERLOAD_SHARE and q1 - q0 >= OVERLOAD_GROWTH:
         ttft = summary.get("median_ttft_ms")
@@ -161,23 +178,5 @@ def _load_notes(summary: dict, result) -> list[str]:
         notes.append(
             f"{name}: overloaded: the queue grew in {grew:.0%} of the measured window ({q0:,} waiting at its "
             f"start, {q1:,} at its end{extra}): arrivals outpace the server, so latencies grow with the run"
-        )
-        return notes
-    if summary["stopped_by"] == "duration":
-        return notes
-    # A run that ends when its requests are done drains its queue after the last arrival: overloaded
-    # if, when the last request arrived, a good share had not been scheduled yet (the queue grew for
-    # as long as requests came in).
-    last = float(arrival.max())
-    waiting = int(np.count_nonzero((status != REJECTED) & ~(c["first_scheduled"] <= last)))
-    if waiting > max(10, OVERLOAD_WAITING * n_sub):
-        span = last - float(arrival.min())
-        rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
-        ttft = summary.get("median_ttft_ms")
-        ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
-        notes.append(
-            f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
-            f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
-            "with run.num_requests"
         )
     return notes

@@ -12,6 +12,7 @@ import html
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.15rem;margin-top:2rem;bo
 .sub{color:#666;margin-top:0} table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0}
 td,th{padding:.25rem .6rem;border-bottom:1px solid #eee;text-align:right} th{background:#f6f6f6}
 td:first-child,th:first-child{text-align:left} figure{margin:1rem 0} figure img,figure svg{max-width:100%;height:auto}
-.rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:.6rem 1rem}
+.rec{background:#eef6ee;border-left:4px solid #2ca02c;padding:.6rem 1rem} .rec p{margin:.3rem 0}
+.wide{overflow-x:auto;max-width:100%} td.text{text-align:left;white-space:normal;min-width:16rem}
 """
 
 # Summary figures shown first, as (key, label, format).
@@ -57,10 +59,17 @@ def _fmt(fmt, v) -> str:
         return html.escape(str(v))
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def _table(head: list[str], rows: list[list[str]], text_cols: tuple[int, ...] = ()) -> str:
+    """A table (cells already escaped) that scrolls sideways inside the page when it is wider;
+    ``text_cols``: columns of prose (an error), wrapped and left-aligned."""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="text">{c}</td>' if i in text_cols else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _png(path: Path, alt: str) -> str:
@@ -178,26 +187,108 @@ def _run_section(d: Path) -> tuple[str, str]:
 
 
 def _recommendation(d: Path) -> str:
+    """The folder's recommendation as a banner of sentences: each line of its texts (the choice,
+    the runner-up, with the SLO, the cheapest) a paragraph starting with a capital and ending with a
+    full stop."""
     f = d / "recommendation.json"
     if not f.is_file():
         return ""
     rec = _json(f)
-    text = rec.get("text") or rec.get("summary") or rec.get("reason") or json.dumps(rec, indent=1)[:600]
-    return f'<div class="rec"><b>Recommendation.</b> {html.escape(str(text))}</div>'
+    texts = [rec.get(k) for k in ("text", "text_goodput", "text_cost")]
+    heads = [f"{rec.get('label', 'recommended')}: ", "with the SLO: ", "cheapest within the SLO: "]
+    lines = [
+        (h if i == 0 and _names_a_field(line) else "") + line
+        for h, t in zip(heads, texts)
+        if isinstance(t, str)
+        for i, line in enumerate(t.splitlines())
+        if line.strip()
+    ]
+    if not lines:
+        lines = [json.dumps(rec, indent=1)[:600]]
+    paras = "".join(f"<p>{html.escape(_sentence(line))}</p>" for line in lines)
+    return f'<div class="rec"><b>Recommendation</b>{paras}</div>'
+
+
+def _names_a_field(line: str) -> bool:
+    """Whether ``line`` starts with a setting (``engine.max_num_seqs=512: ...``), not a word of its own."""
+    first = line.split(":", 1)[0]
+    return "=" in first or "." in first.split(" ", 1)[0]
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a capital first (``recommended:`` is a word; a field's name is not
+    capitalised, so every line that names one first gets its label), a full stop last."""
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+# The columns a page shows of each table, as (column, heading, format), where the folder has them.
+_KEY_COLUMNS: list[tuple[str, str, Any]] = [
+    ("status", "status", "{}"),
+    ("output_throughput", "output tok/s", "{:,.0f}"),
+    ("kv_cache_usage_mean", "KV mean", "{:.1%}"),
+    ("num_preemptions", "preemptions", "{:,.0f}"),
+    ("median_ttft_ms", "TTFT p50 ms", "{:,.0f}"),
+    ("p99_ttft_ms", "TTFT p99 ms", "{:,.0f}"),
+    ("median_tpot_ms", "TPOT p50 ms", "{:,.1f}"),
+    ("p99_tpot_ms", "TPOT p99 ms", "{:,.1f}"),
+    ("slo_attainment", "in SLO", share),
+    ("goodput", "goodput req/s", "{:,.2f}"),
+    ("gpu_hours", "GPU-hours", "{:,.1f}"),
+    ("cost_usd", "cost $", "{:,.2f}"),
+]
+COLUMNS: dict[str, list[tuple[str, str, Any]]] = {
+    "sweep.csv": [*_KEY_COLUMNS, ("error", "error", "{}")],
+    "comparison.csv": [("scenario", "run", "{}"), *_KEY_COLUMNS[1:]],
+    "plan.csv": [
+        ("status", "status", "{}"),
+        ("capacity_rps", "req/s per unit", "{:,.2f}"),
+        ("units", "units", "{:,.0f}"),
+        ("gpus", "GPUs", "{:,.0f}"),
+        ("gpu", "GPU", "{}"),
+        ("usd_per_hour", "$ per hour", "{:,.2f}"),
+        ("usd_per_million_output_tokens", "$ per M output tokens", "{:,.3f}"),
+        ("p99_ttft_ms", "TTFT p99 ms", "{:,.0f}"),
+        ("p99_tpot_ms", "TPOT p99 ms", "{:,.1f}"),
+        ("error", "error", "{}"),
+    ],
+    "plan_day.csv": [
+        ("policy", "policy", "{}"),
+        ("replicas", "replicas", "{}"),
+        ("gpu_hours", "GPU-hours", "{:,.1f}"),
+        ("cost_usd", "cost $", "{:,.2f}"),
+        ("slo_attainment", "in SLO", lambda v: share(v, 2)),
+        ("p99_ttft_ms", "TTFT p99 ms", "{:,.0f}"),
+        ("p99_tpot_ms", "TPOT p99 ms", "{:,.1f}"),
+        ("output_throughput", "output tok/s", "{:,.0f}"),
+        ("num_completed", "finished", "{:,.0f}"),
+    ],
+}
 
 
 def _csv_section(d: Path, name: str, limit: int = 40) -> str:
+    """The table's rows with the columns a reader wants (``COLUMNS``: the swept or searched fields
+    first, headed by their last name; columns empty throughout left out), formatted."""
     df = _csv(d / name)
-    cols = [c for c in df.columns if not c.startswith("_")][:12]
-    rows = [[html.escape(_cell(v)) for v in r] for r in df[cols].head(limit).itertuples(index=False)]
+    params: list[tuple[str, str, Any]] = [
+        (c, c[len("param:") :].split(".")[-1], "{}") for c in df.columns if c.startswith("param:")
+    ]
+    cols = [(c, h, f) for c, h, f in params + COLUMNS[name] if c in df.columns and df[c].notna().any()]
+    text = tuple(i for i, (c, _, _) in enumerate(cols) if c == "error")
+    rows = [
+        [html.escape(_fmt(f, _plain(v))) for (_, _, f), v in zip(cols, r)]
+        for r in df[[c for c, _, _ in cols]].head(limit).itertuples(index=False)
+    ]
     more = f"<p>{len(df) - limit} more rows in {name}</p>" if len(df) > limit else ""
-    return _table(cols, rows) + more
+    return _table([h for _, h, _ in cols], rows, text) + more
 
 
-def _cell(v) -> str:
-    if isinstance(v, float):
-        return "-" if not np.isfinite(v) else f"{v:,.4g}"
-    return str(v)
+def _plain(v):
+    """A cell as read from CSV: an empty one as None (shown '-'), a number as a number."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v.item() if hasattr(v, "item") else v
 
 
 def _pngs(d: Path, names: tuple[str, ...]) -> str:
@@ -210,7 +301,16 @@ def build_report(d: Path) -> tuple[str, str]:
         return _run_section(d)
     if (d / "sweep.csv").is_file():
         body = _recommendation(d) + "<h2>Sweep points</h2>" + _csv_section(d, "sweep.csv")
-        body += "<h2>Plots</h2>" + _pngs(d, ("metrics_vs_knob.png", "kv_cache_usage.png", "throughput.png"))
+        body += "<h2>Plots</h2>" + _pngs(
+            d,
+            (
+                "metrics_vs_knob.png",
+                "spec_decode_speedup.png",
+                "kv_offload.png",
+                "kv_cache_usage.png",
+                "throughput.png",
+            ),
+        )
         return f"sweep {d.name}", body
     if (d / "plan.csv").is_file():
         body = _recommendation(d) + "<h2>Candidates</h2>" + _csv_section(d, "plan.csv")

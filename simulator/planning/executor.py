@@ -11,21 +11,20 @@ every run is deterministic, so where a point ran never changes its result.
   local one with ``jobs`` worker processes; ``address="auto"`` or ``"ray://head:10001"`` joins an
   existing cluster, where every node must have servesim installed at the same version.
 
-``Progress`` is the bar a person follows on long work: points done, failures, time left (tqdm),
-shown when the output is a terminal (or ``SERVESIM_PROGRESS=1``); the per-point lines go above it.
+``Progress`` (``simulator.progress``) is the bar a person follows: points done, failures, time left.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 from simulator.errors import ConfigError
 from simulator.outputs.background import cores
+from simulator.progress import Progress
 
 EXECUTORS = ("local", "ray")
 _T = TypeVar("_T")  # an item given to a task
@@ -116,40 +115,3 @@ def _ray_tasks(fn, items: list, jobs: int, address: str | None) -> Iterator[tupl
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"
-
-
-class Progress:
-    """A bar of points done with failures and time left, under the per-point lines."""
-
-    def __init__(self, total: int, label: str) -> None:
-        self.failed = 0
-        self.bar = None
-        if sys.stderr.isatty() or os.environ.get("SERVESIM_PROGRESS"):
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total,
-                desc=label,
-                unit=" points",
-                dynamic_ncols=True,
-                file=sys.stderr,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n}/{total}{unit}{postfix} [{elapsed}<{remaining}]",
-            )
-
-    def line(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.write(text, file=sys.stdout)
-            sys.stdout.flush()
-        else:
-            print(text, flush=True)
-
-    def done(self, failed: bool) -> None:
-        self.failed += failed
-        if self.bar is not None:
-            if failed:
-                self.bar.set_postfix_str(f"{self.failed} failed", refresh=False)
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

@@ -98,7 +98,7 @@ def run_day_plan(
         from simulator.outputs.plots import plot_policies
 
         fleets = {p: out / "policies" / _slug(p) / "fleet.csv" for p in df["policy"]}
-        plot_policies(rows, fleets, out / "day.png", f"{sc.name}: {sc.model} on {sc.hardware.gpu}")
+        plot_policies(rows, fleets, out / "day.png", f"{sc.name} ({sc.model} on {sc.hardware.gpu})")
         print(_table(rows))
         print(f"\nrecommended: {rec['text']}")
         print(f"\nwrote {out}/ (plan_day.csv, recommendation.json, day.png; each policy's run in policies/)")
@@ -111,7 +111,8 @@ def _slug(policy: str) -> str:
 
 
 def _run(points, out: Path, jobs, executor, address, run_point) -> list[dict]:
-    items = [(data, str(out / "policies" / _slug(p))) for p, data in points]
+    """Each (policy, scenario data) run (or its cached result), a progress bar of simulated hours each."""
+    items = [(data, str(out / "policies" / _slug(p)), (p, i)) for i, (p, data) in enumerate(points)]
     found: dict[int, dict] = {}
     for i, r in run_tasks(run_point, items, jobs, executor, address):
         found[i] = r

@@ -363,13 +363,28 @@ def run_all(
     runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None, recorded: bool = False
 ) -> list[RunResult]:
     """Simulate public runs (or, with ``recorded``, recorded ones), in ``jobs`` processes."""
-    fn = simulate_e2e if recorded else simulate_run
-    if jobs <= 1:
-        return [fn(r, extra, host) for r in runs]
-    from concurrent.futures import ProcessPoolExecutor
+    from simulator.progress import Progress
 
-    with ProcessPoolExecutor(jobs) as ex:
-        return list(ex.map(fn, runs, [extra] * len(runs), [host] * len(runs)))
+    fn = simulate_e2e if recorded else simulate_run
+    bar = Progress(len(runs), "validate: recorded servers" if recorded else "validate: public runs", " runs")
+    try:
+        if jobs <= 1:
+            out = []
+            for r in runs:
+                out.append(fn(r, extra, host))
+                bar.done(bool(out[-1].error))
+            return out
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(jobs) as ex:
+            futs = {ex.submit(fn, r, extra, host): i for i, r in enumerate(runs)}
+            found: dict[int, RunResult] = {}
+            for f in as_completed(futs):
+                found[futs[f]] = f.result()
+                bar.done(bool(found[futs[f]].error))
+            return [found[i] for i in range(len(runs))]
+    finally:
+        bar.close()
 
 
 def error_summary(results: list[RunResult], metrics: tuple[str, ...] = METRICS) -> dict:
