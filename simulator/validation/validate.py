@@ -27,6 +27,7 @@ from pathlib import Path
 
 from simulator.outputs.writers import atomic_write_bytes, atomic_write_text, text_file
 from simulator.scenario import yamlio
+from simulator.validation import verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
@@ -44,6 +45,7 @@ OUTPUT_FILES = (
     "recorded_kv_offload.csv",
     "features.csv",
     "report.txt",
+    "verdict.txt",
 )
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
@@ -64,6 +66,17 @@ E2E_WARM_CACHE = 0.05
 
 def load(path: Path) -> dict:
     return yamlio.load(Path(path).read_text())
+
+
+def confounded(run: dict, recorded: bool = False) -> bool:
+    """Whether a run is reported but not counted: marked so in its data, or (a recorded run) served
+    from a cache its lane's earlier runs had warmed (prompts repeated; shared prefixes by design do
+    not count)."""
+    if recorded:
+        server = run.get("server") or {}
+        if server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix"):
+            return True
+    return bool(run.get("confounded"))
 
 
 def median(xs: list[float]) -> float:
@@ -278,13 +291,13 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
             ("mean_tpot_ms", "mean_tpot_ms"),
         )
     }
-    confounded = bool(run.get("confounded"))
+    marked = confounded(run)
     try:
         s = summarize(simulate(run_scenario(run, extra)))
     except Exception as e:
-        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", confounded)
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", marked)
     detail = {k: s.get(k) for k in ("num_preemptions", "kv_usage_mean", "num_steps", "kv_cache_tokens")}
-    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", confounded, detail)
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", marked, detail)
 
 
 # ---- recorded runs (tools/e2e) ------------------------------------------------------------------
@@ -336,9 +349,7 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
         extra = [*host_overrides("completions", E2E_LINE, host), *extra]
     measured = {m: run["measured"].get(m) for m in E2E_METRICS}
     server = run.get("server") or {}
-    # A warm cache (prompts repeated from an earlier run) confounds a run; shared prefixes by design do not.
-    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix")
-    warm = warm or bool(run.get("confounded"))
+    warm = confounded(run, recorded=True)
     try:
         s = summarize(simulate(e2e_scenario(run, extra)))
     except Exception as e:
@@ -705,17 +716,19 @@ def main_validate(
         rec, offload = [], []
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
+    judged: dict = {}  # what the verdict weighs (verdict.outcomes' arguments)
     if kv:
-        lines += write_kv_report(kv_rows(), out)
+        judged["kv"], judged["kv_recorded"] = kv_rows(), kv_rows_recorded()
+        lines += write_kv_report(judged["kv"], out)
         lines += write_kv_report(
-            kv_rows_recorded(), out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
+            judged["kv_recorded"], out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
         )
     if public:
-        results = run_all(public, jobs=jobs)
+        results = judged["public"] = run_all(public, jobs=jobs)
         lines += write_runs_report(public, results, out)
         lines.append(f"  plot: {plot_runs(public, results, out / 'validation.png')}")
     if rec:
-        results = run_all(rec, jobs=jobs, recorded=True)
+        results = judged["recorded"] = run_all(rec, jobs=jobs, recorded=True)
         lines += write_runs_report(
             rec,
             results,
@@ -740,12 +753,44 @@ def main_validate(
             "Recorded vLLM 0.26 servers with KV offloading off / 16 / 64 GiB (nothing fitted)",
         )
         lines += offload_hit_lines(results)
+    feature_errors: list[float] = []
     if features:
         from simulator.validation import features as features_validation
 
         rows = features_validation.run_sets(jobs=jobs)
         lines += features_validation.write_report(rows, out)
-    text = "\n".join(lines)
-    atomic_write_text(out / "report.txt", text + "\n")
-    print(text)
+        feature_errors = [err for _, _, err, _ in features_validation.medians(rows)]
+    short = verdict.report(verdict.outcomes(**judged), feature_errors, counts(judged, offload))
+    atomic_write_text(out / "report.txt", "\n".join(lines) + "\n")
+    atomic_write_text(out / "verdict.txt", "\n".join(short) + "\n")
+    print("\n".join(lines))
+    print(
+        "\n"
+        + "\n".join(short + [f"(the details above are in {out / 'report.txt'}; this verdict in {out / 'verdict.txt'})"])
+    )
     return 0
+
+
+def counts(judged: dict, offload: list[dict]) -> str:
+    """What was replayed, counted as the verdict counts it (the README quotes this line)."""
+    parts = []
+    for key, what in (("recorded", "recorded runs"), ("public", "public runs")):
+        rs = judged.get(key)
+        if rs is None:
+            continue
+        ok = [r for r in rs if not r.error and not r.confounded]
+        cal = sum(r.split == "calibrate" for r in ok)
+        parts.append(
+            f"{len(rs)} {what} ({cal} calibration, {len(ok) - cal} held out, {sum(r.confounded for r in rs)} "
+            "confounded: not counted"
+            + (f", {sum(bool(r.error) for r in rs)} not simulated" if any(r.error for r in rs) else "")
+            + ")"
+        )
+    if offload:
+        parts.append(f"{len(offload)} recorded with KV offloading (no target)")
+    if "kv" in judged:
+        parts.append(
+            f"{len(judged['kv']) + len(judged['kv_recorded'])} KV-pool sizes ({len(judged['kv'])} from public "
+            f"start-up logs, {len(judged['kv_recorded'])} recorded)"
+        )
+    return "Replayed " + ", ".join(parts) if parts else ""
