@@ -19,6 +19,7 @@ from simulator.commands import (
     plot,
     report,
     run,
+    scenarios,
     step_time,
     sweep,
     trace,
@@ -27,7 +28,22 @@ from simulator.commands import (
 from simulator.errors import ConfigError
 
 # In the order `servesim --help` lists them.
-COMMANDS = (run, check, fields, step_time, sweep, plan, compare, plot, report, calibrate, trace, validate, parity)
+COMMANDS = (
+    run,
+    scenarios,
+    check,
+    fields,
+    step_time,
+    sweep,
+    plan,
+    compare,
+    plot,
+    report,
+    calibrate,
+    trace,
+    validate,
+    parity,
+)
 
 
 class Parser(argparse.ArgumentParser):

@@ -127,7 +127,7 @@ class Progress:
             self.bar.close()
 
 
-COMPILE_ESTIMATE = "about 2-3 minutes on a 2-core machine"  # measured: 2-2.5 min with the cores shared
+COMPILE_ESTIMATE = "about 2-3 minutes on a 2-core machine, longer beside other work"  # measured: 2-2.5 min
 
 
 def compile_step() -> None:

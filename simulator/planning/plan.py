@@ -37,12 +37,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, missing_extra
 from simulator.metrics import finite
 from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv, write_json
-from simulator.planning.executor import Progress, run_tasks
+from simulator.planning.executor import Progress, check_executor, run_tasks
 from simulator.planning.sweep import check_fields, grid, parse_grid, point_key, slug
 from simulator.progress import compile_step
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
@@ -317,6 +317,7 @@ def run_plan(
     check: bool = True,
     seed: int = 0,
 ) -> int:
+    check_executor(executor)
     base = _base(path, overrides)
     targets = parse_slo(slo)
     if not targets and base.get("slo"):
@@ -461,7 +462,7 @@ def _optuna(points, space, task, results, jobs, executor, address, trials, seed)
     try:
         import optuna
     except ImportError:
-        raise ConfigError('--strategy optuna: Optuna is not installed; pip install -e ".[search]"') from None
+        raise missing_extra("--strategy optuna", "Optuna", "search") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     keys = list(space)
     index = {tuple(json.dumps(pt[k]) for k in keys): i for i, pt in enumerate(points)}

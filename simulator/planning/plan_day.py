@@ -21,7 +21,7 @@ from simulator.errors import ConfigError
 from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv
-from simulator.planning.executor import run_tasks
+from simulator.planning.executor import check_executor, run_tasks
 from simulator.progress import compile_step
 from simulator.scenario.config import load_scenario_data, scenario_from_dict
 
@@ -62,6 +62,7 @@ def run_day_plan(
 ) -> int:
     from simulator.planning.sweep import _cheapest_within_slo, run_point
 
+    check_executor(executor)
     data = load_scenario_data(path, overrides)
     sc = scenario_from_dict(data)
     if sc.cluster is None or sc.cluster.autoscaler is None:

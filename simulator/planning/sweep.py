@@ -23,7 +23,7 @@ from simulator.errors import ConfigError
 from simulator.outputs.figures import share
 from simulator.outputs.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
 from simulator.outputs.writers import atomic_write_text, write_csv
-from simulator.planning.executor import Progress, cores, run_tasks
+from simulator.planning.executor import Progress, check_executor, cores, run_tasks
 from simulator.progress import compile_step
 from simulator.scenario import yamlio
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
@@ -434,6 +434,7 @@ def run_sweep(
     executor: str = "local",
     address: str | None = None,
 ) -> int:
+    check_executor(executor)
     base = load_scenario_data(path, overrides)
     if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
         raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")

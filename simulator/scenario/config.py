@@ -7,6 +7,7 @@ path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from dataclasses import dataclass
@@ -732,7 +733,7 @@ def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> 
             hint = f" such as {', '.join(str(x) for x in some)}" if some else ""
             raise ConfigError(f"scenario: {path} is a folder; give a scenario YAML file{hint}")
         if not p.is_file():
-            raise ConfigError(f"scenario file not found: {path}")
+            p = builtin_scenario(path)
     if p.stat().st_size > yamlio.MAX_BYTES:  # refused before it is read
         raise ConfigError(
             f"{p}: {p.stat().st_size:,} bytes; servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes"
@@ -745,6 +746,27 @@ def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> 
     if "name" not in data:
         data["name"] = p.stem
     return data
+
+
+BUILTIN_SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"  # a copy of the checkout's scenarios/
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """The scenarios servesim ships, by name (``servesim scenarios`` lists them)."""
+    return {p.stem: p for p in sorted(BUILTIN_SCENARIOS.glob("*.yaml"))}
+
+
+def builtin_scenario(name: str) -> Path:
+    """The built-in scenario ``name`` (``collapse_c1200``, or with ``.yaml``), for a scenario given
+    without a folder that is no file here; else one line saying the file was not found."""
+    found = builtin_scenarios()
+    bare = "/" not in name and "\\" not in name
+    key = name[: -len(".yaml")] if name.endswith(".yaml") else name
+    if bare and key in found:
+        return found[key]
+    hint = difflib.get_close_matches(key, list(found), n=1) if bare else []
+    extra = f"; did you mean the built-in {hint[0]!r}?" if hint else "; `servesim scenarios` lists the built-in ones"
+    raise ConfigError(f"{name}: no such scenario file{extra}")
 
 
 def in_file(path: str | None, e: ConfigError) -> ConfigError:
