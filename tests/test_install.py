@@ -113,3 +113,16 @@ def test_the_first_run_announces_the_compile_after_checking_its_inputs(monkeypat
     state["compiled"] = True
     progress.compile_step()
     assert capsys.readouterr().err == ""
+
+
+def test_the_docs_say_how_long_the_first_compile_and_the_suite_take_and_where_the_step_is_kept():
+    """The README and docs/speed.md give the compile's estimate as the notice does, the folder the
+    compiled step is kept in (and how to move it), and how long the README's test command takes."""
+    from simulator.progress import COMPILE_ESTIMATE
+
+    readme, speed = (ROOT / "README.md").read_text(), (ROOT / "docs" / "speed.md").read_text()
+    assert COMPILE_ESTIMATE.startswith("about 2-3 minutes on a 2-core machine")
+    for page in (readme, speed):
+        assert "2-3 minutes" in page.replace("\n", " ")
+        assert "~/.cache/servesim/" in page and "SERVESIM_CACHE_DIR" in page
+    assert "About 10 minutes on 2 cores" in readme and "takes about 10 minutes" in speed.replace("\n", " ")

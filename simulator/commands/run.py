@@ -12,7 +12,7 @@ from typing import Any
 from simulator.commands.args import SCENARIOS_HELP, number, out_option, set_option
 from simulator.errors import ConfigError
 from simulator.outputs.figures import share
-from simulator.progress import compile_step
+from simulator.progress import compile_step, labelled
 
 KEY_METRICS: list[tuple[str, str, Any]] = [
     ("output_throughput", "out tok/s", "{:,.0f}"),
@@ -70,10 +70,13 @@ def run_files(exports: dict, out: Path, fleet: bool = False) -> list[str]:
     return names
 
 
-def run_one(path: str | None, overrides: list[str], out: Path, plots=None, exports: dict | None = None) -> dict:
+def run_one(
+    path: str | None, overrides: list[str], out: Path, plots=None, exports: dict | None = None, line: int = 0
+) -> dict:
     """Run one scenario and write its results folder ``out`` and the exports asked for
     (``exports``: metrics, metrics_interval, metrics_start, trace); what an earlier run left there
-    and this one did not write goes. Returns its summary (or an error)."""
+    and this one did not write goes; ``line``: where its progress bar goes, beside others'. Returns
+    its summary (or an error)."""
     from simulator.outputs.export import check_metrics_size
     from simulator.outputs.notes import run_notes
     from simulator.outputs.outdir import Outputs
@@ -87,7 +90,8 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
         names = run_files(exports, out, autoscaled(sc))
         outputs = Outputs(out, names, "--out")
         replaced = (out / "summary.json").is_file()
-        result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
+        with labelled(sc.name, line):  # (runs side by side: a bar each, on its own line)
+            result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         if exports.get("metrics"):  # a run that lasts until its requests are done: its length is known now
             check_metrics_size(result.end_time, exports["metrics_interval"], _engines(result))
         summary = write_run(result, raw, out, plots)
@@ -311,6 +315,7 @@ def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exp
                         [t for _, t in jobs],
                         [None] * len(jobs),
                         [exports] * len(jobs),
+                        range(len(jobs)),
                     )
                 )
         return [run_one(p, args.set, t, plots, exports) for p, t in jobs]

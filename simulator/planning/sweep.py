@@ -245,11 +245,12 @@ def run_point(task: tuple) -> dict:
 
 # What a user sets (the server: its engine, hardware, front-end, fleet); every other swept field
 # (the workload, the run, the cost model, the targets) describes the situation it is set for.
-CONTROLLED = ("engine.", "hardware.", "frontend.", "cluster.", "disaggregation.")
+CONTROLLED = ("engine", "hardware", "frontend", "cluster", "disaggregation")
 
 
 def controlled(field: str) -> bool:
-    return field.startswith(CONTROLLED)
+    """Whether the user sets ``field`` (a section of the server, or a field in one)."""
+    return field.split(".")[0] in CONTROLLED
 
 
 def recommend(df: pd.DataFrame, slo: bool) -> dict:
