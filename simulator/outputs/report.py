@@ -85,11 +85,12 @@ def _svg(fig) -> str:
 
 
 def latency_svg(requests, warmup_s: float = 0.0) -> str:
-    """TTFT and TPOT distributions (empirical CDFs, log scale), as SVG, of the requests the summary
-    measures: those that arrived after the warm-up (``warmup_s``) and finished; their count and
-    percentiles are the table's, written as the table writes them."""
+    """TTFT and TPOT distributions (empirical CDFs; a log axis where they span more than 20x), as
+    SVG, of the requests the summary measures: those that arrived after the warm-up (``warmup_s``)
+    and finished; their count and percentiles are the table's, written as the table writes them."""
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     from simulator.metrics import tpot_s, ttft_s
 
@@ -100,16 +101,20 @@ def latency_svg(requests, warmup_s: float = 0.0) -> str:
         "finish": np.asarray(requests["finish_s"], np.float64),
         "num_out": np.asarray(requests["output_tokens"], np.int64),
     }
-    fig = Figure(figsize=(9, 3.4))
+    fig = Figure(figsize=(9, 3.6))
     FigureCanvasSVG(fig)
     axes = fig.subplots(1, 2)
+    plain = FuncFormatter(lambda x, _p: f"{x:,g}")
     for ax, values, name, fmt in zip(axes, (ttft_s(c), tpot_s(c)), ("TTFT", "TPOT"), ("{:,.0f}", "{:,.1f}")):
         v = np.sort(values[done] * 1e3)
         v = v[np.isfinite(v)]
         if len(v):
             step = max(len(v) // 2000, 1)  # at most ~2,000 points: the page stays small
             ax.plot(v[::step], np.arange(1, len(v) + 1)[::step] / len(v) * 100, color="#1f77b4", lw=1.4)
-            ax.set_xscale("log")
+            if v[0] > 0 and v[-1] / v[0] > 20:
+                ax.set_xscale("log")
+                ax.xaxis.set_major_formatter(plain)
+                ax.xaxis.set_minor_formatter(NullFormatter())
             for q, ls in ((50, "--"), (99, ":")):
                 at = float(np.median(v)) if q == 50 else float(np.percentile(v, q))  # as the summary computes them
                 ax.axvline(at, color="grey", lw=0.8, ls=ls, label=f"p{q} {fmt.format(at)} ms")
@@ -120,7 +125,9 @@ def latency_svg(requests, warmup_s: float = 0.0) -> str:
         ax.set_ylabel("requests (%)")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
-        ax.set_title(f"{name} distribution, {int(done.sum()):,} requests finished (measured window)", fontsize=10)
+        ax.set_title(f"{name} distribution", fontsize=10)
+    fig.suptitle(f"The {int(done.sum()):,} requests measured (arrived after the warm-up, finished)", fontsize=10)
+    fig.tight_layout()
     return _svg(fig)
 
 
