@@ -20,6 +20,7 @@ from simulator.commands import (
     probe_host,
     report,
     run,
+    scenarios,
     step_time,
     sweep,
     trace,
@@ -30,6 +31,7 @@ from simulator.errors import ConfigError
 # In the order `servesim --help` lists them.
 COMMANDS = (
     run,
+    scenarios,
     check,
     fields,
     step_time,

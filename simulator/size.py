@@ -105,13 +105,13 @@ def run_size(sc: Scenario) -> RunSize:
         elif a.type == "time_varying":
             rate += max(r for _, r in parse_schedule(a.schedule, "schedule", integer=False))
         elif a.type == "diurnal":
-            rate += a.rate * 2 * a.peak_to_trough / (a.peak_to_trough + 1)  # its peak
+            rate += a.rate * 2 / (1 + 1 / a.peak_to_trough)  # its peak (2 x rate x p/(p+1), finite for any p)
         else:
             rate += a.rate
     if w.trace is not None:
         rows = read_trace(w.trace).n
-    rate += closed_rate
-    requests = rows + (int(rate * until) if until is not None else 0)
+    rate = float(rate + closed_rate)  # (a Python float: an extreme product is inf, not a numpy warning)
+    requests = rows + (_count(rate * until) if until is not None else 0)
     if sc.run.num_requests is not None:
         requests = min(requests, sc.run.num_requests) if requests else sc.run.num_requests
     requests = max(requests, clients)
@@ -119,14 +119,29 @@ def run_size(sc: Scenario) -> RunSize:
     if until is None:  # until the requests are done: at most a step per token of theirs
         step_rows = requests * 64
         if bin_s is not None and rate > 0:  # time bins: as many as the arrivals take
-            step_rows = min(step_rows, int(requests / rate / bin_s) + 1)
+            step_rows = min(step_rows, _count(requests / rate / bin_s) + 1)
     else:
-        step_rows = int(until / max(cost.step_time(StepWork()), 1e-6))
+        step_rows = _count(until / max(float(cost.step_time(StepWork())), 1e-6))
         if bin_s is not None:
-            step_rows = min(step_rows, int(until / bin_s) + 1)
+            step_rows = min(step_rows, _count(until / bin_s) + 1)
     return RunSize(
         clients, requests, step_rows * replicas, closed_rate / rate if rate > 0 else 0.0, replicas, engine_bytes
     )
+
+
+# Beyond any machine: what a count estimated from extreme settings (a rate of 1e308 requests/s, a
+# peak-to-trough ratio whose peak is inf/inf) is taken as, so the guard names the field instead.
+HUGE = 2**62
+
+
+def _count(x: float) -> int:
+    """An estimated count as an integer, however large or ill-defined the float it comes from."""
+    return HUGE if not x < HUGE else max(int(x), 0)
+
+
+def _n(count: int) -> str:
+    """A count as a reader takes it in: with thousands separators, or past a trillion as 4.6e+18."""
+    return f"{count:,}" if count < 10**12 else f"{count:.2g}"
 
 
 def _physical_memory() -> int:
@@ -151,6 +166,13 @@ def check_size(sc: Scenario, size: RunSize) -> None:
         "steps": size.step_rows * STEP_ROW_BYTES,
     }
     worst = max(parts, key=cast(Callable[[str], int], parts.get))
+    if worst == "replicas" and size.replicas == 1:  # one engine's block tables: a pool of extreme size
+        e = sc.engine
+        if e.num_gpu_blocks_override is not None:
+            raise ConfigError(
+                f"engine.num_gpu_blocks_override: the KV pool's block tables need {cap} (got {e.num_gpu_blocks_override})"
+            )
+        raise ConfigError(f"hardware.gpu: the KV pool this GPU's memory gives needs {cap} (got {sc.hardware.gpu!r})")
     if worst == "replicas":
         if sc.disaggregation is not None:
             d = sc.disaggregation
@@ -161,21 +183,21 @@ def check_size(sc: Scenario, size: RunSize) -> None:
         raise ConfigError(
             f"cluster.replicas: {size.replicas:,} replicas need {cap} (their engines alone) "
             f"(got {cast(ClusterConfig, sc.cluster).replicas!r})"
-        )  # (one engine alone is never the most)
+        )
     if worst == "clients" or parts["clients"] > limit:  # too many clients, however short the run
         raise ConfigError(
-            f"workload.arrival.concurrency: {size.clients:,} closed-loop clients, submitting about "
-            f"{size.requests:,} requests in the run, need {cap} (got {size.clients})"
+            f"workload.arrival.concurrency: {_n(size.clients)} closed-loop clients, submitting about "
+            f"{_n(size.requests)} requests in the run, need {cap} (got {size.clients})"
         )
     until = run_duration(sc)
-    steps = f"a per-step log of up to {size.step_rows:,} steps"
+    steps = f"a per-step log of up to {_n(size.step_rows)} steps"
     if size.replicas > 1:
-        steps += f" ({size.step_rows // size.replicas:,} for each of {size.replicas:,} replicas)"
+        steps += f" ({_n(size.step_rows // size.replicas)} for each of {size.replicas:,} replicas)"
     if until is not None:  # the run's length decides how much it holds
         length = f"{sc.run.duration_s!r}" if sc.run.duration_s is not None else f"none: {until:g} s by default"
         if worst == "requests":
             raise ConfigError(
-                f"run.duration_s: up to {size.requests:,} requests in {until:g} s need {cap}; shorten "
+                f"run.duration_s: up to {_n(size.requests)} requests in {until:g} s need {cap}; shorten "
                 f"the run, lower the rate or concurrency, or set run.num_requests (got {length})"
             )
         raise ConfigError(
@@ -184,13 +206,13 @@ def check_size(sc: Scenario, size: RunSize) -> None:
         )
     if sc.run.num_requests is None:  # a trace replayed to its end
         raise ConfigError(
-            f"workload.trace: its {size.requests:,} requests ({steps} to finish them) need {cap}; set "
+            f"workload.trace: its {_n(size.requests)} requests ({steps} to finish them) need {cap}; set "
             f"run.num_requests or run.duration_s to replay part of it (got {sc.workload.trace!r})"
         )
     if worst == "requests":
-        raise ConfigError(f"run.num_requests: {size.requests:,} requests need {cap} (got {sc.run.num_requests})")
+        raise ConfigError(f"run.num_requests: {_n(size.requests)} requests need {cap} (got {sc.run.num_requests})")
     raise ConfigError(
-        f"run.num_requests: finishing {size.requests:,} requests may take {steps}, which needs {cap}; "
+        f"run.num_requests: finishing {_n(size.requests)} requests may take {steps}, which needs {cap}; "
         f"set run.step_log_bin_s (a row per time bin), run.duration_s or fewer requests "
         f"(got {sc.run.num_requests})"
     )

@@ -190,7 +190,7 @@ def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
             "p99_tpot_ms": [25.0, 30.0, 60.0],
         }
     )
-    rec = recommend_point(df, "cluster", slo=True)
+    rec = recommend_point(df, slo=True)
     assert rec["best_cost"] == {"param:cluster": scaled}
     assert "$77.22" in rec["text_cost"] and "costs $113.76" in rec["text_cost"]
     plot_sweep_metrics(df, ["cluster"], tmp_path / "m.png", "fleets", rec)  # values that are mappings

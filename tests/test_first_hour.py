@@ -205,3 +205,58 @@ def test_long_runs_show_a_progress_bar(monkeypatch, capsys):
     bar.close()
     err = capsys.readouterr().err
     assert "x:" in err and "sim s" in err
+
+
+def test_the_summary_line_shows_the_slo_and_a_queue_that_grows_is_overloaded(tmp_path, capsys):
+    """With `slo:` set, the table has the share within the SLO and the goodput; a Poisson run whose
+    queue grows through most of its measured window is called overloaded though fewer than a tenth
+    of its requests are waiting at the end (Llama-3.1-70B past its capacity: TTFT rising to seconds,
+    almost nothing within the SLO); the same server below capacity is not."""
+    (tmp_path / "s.yaml").write_text(
+        "name: seventy\nmodel: llama-3.1-70b\nhardware: {gpu: h100-sxm, tensor_parallel_size: 4}\n"
+        "workload:\n  arrival: {type: poisson, rate: 10}\n  prompt_tokens: {dist: fixed, value: 1024}\n"
+        "  output_tokens: {dist: lognormal, mean: 300, sigma: 0.5}\n"
+        "slo: {p99_ttft_ms: 2000, p99_tpot_ms: 100}\nrun: {duration_s: 240, warmup_s: 30}\n"
+    )
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "over")]) == 0
+    out = capsys.readouterr().out
+    head, row = out.splitlines()[:2]
+    assert "in SLO" in head and "goodput req/s" in head
+    s = json.loads((tmp_path / "over" / "summary.json").read_text())
+    assert f"{s['slo_attainment']:.1%}" in row and s["slo_attainment"] < 0.05
+    assert s["num_waiting_at_end"] < 0.1 * s["num_submitted"]
+    assert "overloaded: the queue grew in" in out and "within the SLO" in out
+    assert (
+        main(["run", str(tmp_path / "s.yaml"), "--set", "workload.arrival.rate=8", "--out", str(tmp_path / "ok")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "overloaded" not in out and "100.0%" in out.splitlines()[1]
+
+
+def test_a_day_plan_shows_each_policy_in_simulated_hours(monkeypatch, capsys, tmp_path):
+    """`plan --day` runs each policy with a bar of its own, named for the policy and counting
+    simulated hours (a bar per line where two run at once); validation runs show a bar of runs."""
+    from simulator import progress
+    from simulator.planning import plan_day
+
+    monkeypatch.setenv("SERVESIM_PROGRESS", "1")
+    with progress.labelled("static (6 replicas)", 1):
+        bar = progress.RunProgress("fleet_day", 6 * 3600.0, None, after_s=0.0)
+    for t in range(1, 200):
+        bar(t * 100.0, 0)
+    assert bar.bar.desc == "static (6 replicas)" and bar.bar.pos in (1, -1) and bar.bar.total == 6.0
+    bar.close()
+    assert "simulated h" in capsys.readouterr().err
+    seen = []
+
+    def fake_tasks(fn, items, *a, **k):
+        seen.extend(items)
+        return iter([(i, {"error": "not run here"}) for i in range(len(items))])
+
+    monkeypatch.setattr(plan_day, "run_tasks", fake_tasks)
+    plan_day._run([("autoscaled", {}), ("static (2 replicas)", {})], tmp_path, 0, "local", None, None)
+    assert [item[2] for item in seen] == [("autoscaled", 0), ("static (2 replicas)", 1)]
+    runs = progress.Progress(3, "validate: public runs", " runs")
+    runs.done(False)
+    runs.close()
+    assert "1/3 runs" in capsys.readouterr().err

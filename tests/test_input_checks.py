@@ -365,3 +365,44 @@ def test_parser_errors_are_one_line():
     code, _, err = _main(["plan"])
     assert code == 2 and "plan: --rate is required" in _one_line(err)
     assert isinstance(parser(), argparse.ArgumentParser)
+
+
+def test_yaml_is_bounded_and_x_keys_hold_anchors(tmp_path):
+    """A scenario file, a --set value and a --param value whose nested aliases would expand past
+    ``yamlio.MAX_VALUES`` values, or that refer to themselves, and a file past ``MAX_BYTES``: one
+    line, within a second, nothing built. Top-level ``x-`` keys are ignored, so anchors kept there
+    give the same scenario as the values written out."""
+    import time
+
+    from simulator.scenario import yamlio
+
+    laughs = "".join(
+        f"x-{k}: &{k} [{', '.join([f'*{p}'] * 10 if p else ['1'] * 10)}]\n"
+        for p, k in zip(["", *"abcdefgh"], "abcdefghi")
+    )
+    (tmp_path / "laughs.yaml").write_text(laughs + "name: laughs\n")
+    (tmp_path / "loop.yaml").write_text("x-a: &a [1, *a]\n")
+    (tmp_path / "big.yaml").write_text("# padding\n" * (yamlio.MAX_BYTES // 10 + 1))
+    flow = "&a [1,1,1,1,1,1,1,1,1,1]" + "".join(
+        f", &{k} [" + ",".join([f"*{p}"] * 10) + "]" for p, k in zip("abcdef", "bcdefg")
+    )
+    cases = [
+        (["check", str(tmp_path / "laughs.yaml")], "expand to more than 1,000,000 values"),
+        (["run", str(tmp_path / "laughs.yaml")], "expand to more than 1,000,000 values"),
+        (["check", str(tmp_path / "loop.yaml")], "must not refer to itself"),
+        (["check", str(tmp_path / "big.yaml")], f"servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes"),
+        (["check", "--set", f"sweep=[{flow}]"], "--set sweep: its aliases expand"),
+        (["sweep", "--param", f"engine.max_num_seqs=[{flow}]"], "--param engine.max_num_seqs: its aliases expand"),
+    ]
+    for args, want in cases:
+        t0 = time.perf_counter()
+        code, _, err = _main(args)
+        assert code == 2 and want in err and err.count("\n") == 1, (args, err)
+        assert time.perf_counter() - t0 < 2, args
+    (tmp_path / "anchors.yaml").write_text(
+        "x-engine: &eng {max_num_seqs: 64, enable_prefix_caching: false}\n"
+        "x-notes: anything at all\nengine: *eng\nname: same\n"
+    )
+    (tmp_path / "plain.yaml").write_text("engine: {max_num_seqs: 64, enable_prefix_caching: false}\nname: same\n")
+    a, raw = load_scenario(str(tmp_path / "anchors.yaml"))
+    assert a == load_scenario(str(tmp_path / "plain.yaml"))[0] and "x-engine" not in raw

@@ -239,3 +239,65 @@ def test_the_wheel_carries_every_data_file():
     assert any(f.startswith("data/validation/e2e/") for f in files)
     missing = [f for f in files if not any(fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)]
     assert not missing, missing
+
+
+def test_outputs_never_replace_links_pipes_or_devices(tmp_path, monkeypatch):
+    """Every output a user names, and every file servesim writes inside an output folder: a symbolic
+    link or a named pipe there is refused with one line naming the option, the rule and the path,
+    before any simulation; the link, its target and the pipe stay as they were. (Devices and sockets
+    take the same check, ``writers.special_kind``; the tests make only links and pipes.)"""
+    import stat
+
+    from simulator.errors import ConfigError
+    from simulator.outputs.writers import atomic_write_text, special_kind
+
+    _no_simulation(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target.txt").write_text("theirs")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    (tmp_path / "flink.json").symlink_to(tmp_path / "target.txt")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "p.csv").write_text("gpu,model,batch,new_tokens,context,ms\nh100-sxm,llama-3.1-8b,1,1,0,7\n")
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "summary.json").write_text("{}")
+    for folder, name in (("r", "summary.json"), ("s", "sweep.csv"), ("pl", "plan.csv"), ("c", "comparison.csv")):
+        (tmp_path / folder).mkdir()
+        os.mkfifo(tmp_path / folder / name)
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "report.txt").symlink_to(tmp_path / "target.txt")
+    (tmp_path / "done" / "report.html").symlink_to(tmp_path / "target.txt")
+    cases = [
+        (["run", "--out", "link"], "--out link"),
+        (["run", "--out", "r"], "--out r/summary.json"),
+        (["run", "--out", "m", "--metrics", "openmetrics"], "--out m/metrics.openmetrics"),
+        (["run", "--out", "x", "--trace", "./pipe"], "--trace pipe"),
+        (["run", "--out", "x", "--trace", "./flink.json"], "--trace flink.json"),
+        (["sweep", "--param", "engine.max_num_seqs=8,16", "--out", "link"], "--out link"),
+        (["sweep", "--param", "engine.max_num_seqs=8,16", "--out", "s"], "s/sweep.csv"),
+        (["plan", "--rate", "1", "--out", "pl"], "pl/plan.csv"),
+        (["plan", str(ROOT / "scenarios" / "fleet_day_autoscale.yaml"), "--day", "--out", "link"], "--out link"),
+        (["compare", "done", "--out", "c"], "c/comparison.csv"),
+        (["compare", "done", "--out", "link"], "--out link"),
+        (["report", "done", "-o", "./pipe"], "--output pipe"),
+        (["report", "done"], "done/report.html"),
+        (["trace", "generate", "-o", "./pipe"], "--out pipe"),
+        (["calibrate", "p.csv", "-o", "./flink.json"], "--output flink.json"),
+        (["validate", "--kv", "--out", "link"], "--out link"),
+        (["validate", "--kv", "--out", "v"], "v/report.txt"),
+    ]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "metrics.openmetrics").symlink_to(tmp_path / "target.txt")
+    for args, shown in cases:
+        code, _, err = _main([*args, *SHORT] if args[0] in ("run", "sweep") else args)
+        assert code == 2, (args, err)
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+        assert shown in err and "servesim writes only ordinary files and folders" in err, (args, err)
+    assert (tmp_path / "target.txt").read_text() == "theirs" and list((tmp_path / "target").iterdir()) == []
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "pipe").st_mode) and (tmp_path / "link").is_symlink()
+    assert not (tmp_path / "x").exists() and not (tmp_path / "results").exists()
+    # Every writer checks again as it writes (a link made after the checks).
+    with contextlib.suppress(ConfigError):
+        atomic_write_text(tmp_path / "flink.json", "mine")
+    assert (tmp_path / "target.txt").read_text() == "theirs" and special_kind(tmp_path / "flink.json")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -3,8 +3,12 @@ candidates, and the same plan on a local Ray cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,12 +174,34 @@ def test_bad_plan_inputs_are_one_line_errors(tmp_path):
     assert not (tmp_path / "p" / "plan.csv").exists() and not (tmp_path / "s" / "sweep.csv").exists()
 
 
+@contextlib.contextmanager
+def _within(seconds: int, what: str):
+    """Fail the test, rather than hang the suite, if the block takes longer than ``seconds``."""
+
+    def stop(*_a):
+        raise TimeoutError(f"{what} took more than {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
 def test_the_same_plan_on_a_local_ray_cluster_is_identical(tmp_path):
-    import ray  # noqa: F401 (the test command installs the ray extra: a missing Ray fails here, loudly)
+    """On a private local Ray cluster of two CPUs (a fresh one beside any other on the machine, its
+    object store small) the plan is the same, byte for byte; the cluster is gone afterwards and its
+    folder removed. Bounded: a cluster that does not start or answer fails the test in minutes."""
+    import ray  # (the test command installs the ray extra: a missing Ray fails here, loudly)
 
     local, remote = tmp_path / "local", tmp_path / "ray"
     P.run_plan(**plan_args(tmp_path, local, check=False))
-    P.run_plan(**plan_args(tmp_path, remote, check=False, executor="ray"))
+    before = set(Path(tempfile.gettempdir()).glob("servesim-ray-*"))
+    with _within(300, "the plan on a local Ray cluster"):
+        P.run_plan(**plan_args(tmp_path, remote, check=False, executor="ray"))
+    assert not ray.is_initialized() and set(Path(tempfile.gettempdir()).glob("servesim-ray-*")) == before
     assert (local / "plan.csv").read_bytes() == (remote / "plan.csv").read_bytes()
     assert (local / "probes.csv").read_bytes() == (remote / "probes.csv").read_bytes()
     a = json.loads((local / "recommendation.json").read_text())

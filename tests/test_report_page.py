@@ -48,7 +48,7 @@ def test_pages_hold_everything_they_show(pages):
     assert fleet.count("<svg") == 1  # the latency distributions
     assert "GPU-hours" in fleet and "requests within the SLO" in fleet and "scale-ups" in fleet
     sweep = pages["sweep"].read_text()
-    assert "Recommendation." in sweep and "max_num_seqs" in sweep
+    assert '<div class="rec"><b>Recommendation</b><p>Recommended: engine.max_num_seqs=' in sweep
     assert sweep.count("data:image/png;base64,") == 3
 
 
@@ -110,3 +110,31 @@ def test_a_damaged_folder_is_one_line(tmp_path, capsys):
     (tmp_path / "requests.csv").write_text("id,status\n0,finished\n")
     assert main(["report", str(tmp_path)]) == 2
     assert "requests.csv cannot be read" in capsys.readouterr().err
+
+
+def test_the_page_and_its_plots_show_one_window(tmp_path):
+    """A run with a warm-up: the latency plots count the requests the table counts (those measured,
+    after the warm-up) and mark the table's percentiles, written as the table writes them."""
+    import json
+
+    short = ["--set", "run.duration_s=60", "--set", "run.warmup_s=20"]
+    assert main(["run", *short, "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "report.html").read_text()
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert f"<td>requests finished</td><td>{s['num_completed']:,}</td>" in page
+    assert f"The {s['num_completed']:,} requests measured (arrived after the warm-up, finished)" in page
+    assert f"p50 {s['median_ttft_ms']:,.0f} ms" in page and f"p99 {s['p99_ttft_ms']:,.0f} ms" in page
+    assert f"p50 {s['median_tpot_ms']:,.1f} ms" in page and f"p99 {s['p99_tpot_ms']:,.1f} ms" in page
+
+
+def test_shares_are_written_one_way_and_never_round_to_all_or_nothing():
+    """A share within an SLO reads the same in a table and a plot, and 99.995% is never '100.00%'."""
+    from simulator.outputs.figures import share
+    from simulator.planning.plan_day import _table
+
+    assert share(0.99995, 2) == "99.995%" and share(1.0, 2) == "100.00%" and share(0.5) == "50.0%"
+    assert share(0.00004) == "0.004%" and share(0.0) == "0.0%" and share(None) == "-"
+    row = {"policy": "static", "replicas": "6", "gpu_hours": 144.0, "cost_usd": 113.76}
+    row |= {"slo_attainment": 0.99995, "p99_ttft_ms": 83.0}
+    assert "99.995%" in _table([row]) and "100.00%" not in _table([row])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ def _main(args: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+ROOT = Path(__file__).resolve().parents[1]
 POISSON = [
     "--set",
     "run.duration_s=null",
@@ -223,10 +225,10 @@ def test_a_recommendation_never_reads_minus_zero_percent():
             }
         )
 
-    assert "has the same throughput (within 0.5%)" in recommend(df(1002.0), "cluster.router", False)["text"]
-    assert "loses 5% of throughput" in recommend(df(950.0), "cluster.router", False)["text"]
-    assert "has 5% more throughput" in recommend(df(1050.0), "cluster.router", False)["text"]
-    assert "-0%" not in recommend(df(1002.0), "cluster.router", False)["text"]
+    assert "has the same throughput (within 0.5%)" in recommend(df(1002.0), False)["text"]
+    assert "loses 5% of throughput" in recommend(df(950.0), False)["text"]
+    assert "has 5% more throughput" in recommend(df(1050.0), False)["text"]
+    assert "-0%" not in recommend(df(1002.0), False)["text"]
 
 
 def test_every_option_has_help_and_version_is_printed():
@@ -291,3 +293,119 @@ def test_docs_say_trace_paths_are_read_from_the_scenario_files_folder(tmp_path):
     (tmp_path / "in" / "s.yaml").write_text("workload: {trace: t.csv}\n")
     sc, _ = load_scenario(str(tmp_path / "in" / "s.yaml"))
     assert Path(sc.workload.trace) == tmp_path / "in" / "t.csv"
+
+
+def _sweep_df(rows: list[tuple]) -> pd.DataFrame:
+    """A sweep table from (params, throughput, preemptions) rows."""
+    out = []
+    for params, thr, pre in rows:
+        out.append(
+            {**{f"param:{k}": v for k, v in params.items()}, "status": "ok", "num_preemptions": pre}
+            | {"output_throughput": thr, "kv_cache_usage_mean": 0.5}
+        )
+    return pd.DataFrame(out)
+
+
+def test_sweeps_recommend_what_the_user_sets_and_say_why():
+    """A sweep of the workload alone recommends nothing and says how far the load goes without
+    preemption; a sweep of a setting and the workload recommends the setting for each load; two
+    settings name the point and the rule it won by."""
+    load = _sweep_df(
+        [({"workload.arrival.concurrency": c}, t, p) for c, t, p in ((512, 17.1, 0), (1028, 17.5, 0), (1200, 17.3, 9))]
+    )
+    rec = recommend(load, False)
+    assert rec["label"] == "nothing to recommend" and "best_no_preemption" not in rec
+    assert "workload.arrival.concurrency is the workload's, not a server setting" in rec["text"]
+    assert "no preemption is at workload.arrival.concurrency=1028" in rec["text"]
+    mixed = _sweep_df(
+        [
+            ({"workload.arrival.concurrency": c, "engine.max_num_seqs": s}, t, p)
+            for c, s, t, p in ((512, 256, 16.0, 0), (512, 1024, 17.0, 0), (1200, 256, 16.0, 0), (1200, 1024, 15.0, 0))
+        ]
+    )
+    rec = recommend(mixed, False)
+    assert "the best setting depends on workload.arrival.concurrency" in rec["text"]
+    assert [p["param:engine.max_num_seqs"] for p in rec["best_per_situation"]] == [1024, 256]
+    two = _sweep_df(
+        [
+            ({"engine.max_num_seqs": s, "engine.max_num_batched_tokens": b}, s * b / 1e6, 0 if s < 1024 else 5)
+            for s in (256, 1024)
+            for b in (2048, 8192)
+        ]
+    )
+    rec = recommend(two, False)
+    assert rec["text"].startswith("engine.max_num_seqs=256, engine.max_num_batched_tokens=8192: the most output")
+    assert "with no preemption among the 4 points" in rec["text"]
+
+
+def test_feature_sweeps_draw_the_readme_plots(tmp_path):
+    """A sweep of speculative decoding on and off against the concurrency draws the speed-up; a sweep
+    of the KV offloading tier's size draws the hit rates by tier, the size in GiB on the axis."""
+    from simulator.outputs import plots
+
+    short = ["--set", "run.duration_s=20", "--set", "run.warmup_s=5", "--jobs", "1"]
+    spec = str(ROOT / "scenarios" / "spec_decode_eagle3.yaml")
+    args = ["sweep", spec, "--param", "workload.arrival.concurrency=1,16", "--param"]
+    args += ["engine.speculative_config.method=none,eagle3", "--out", str(tmp_path / "spec"), *short]
+    assert _main(args)[0] == 0
+    assert (tmp_path / "spec" / "spec_decode_speedup.png").is_file()
+    kv = str(ROOT / "scenarios" / "kv_offload_sessions.yaml")
+    args = ["sweep", kv, "--param", "engine.kv_offloading_size=0,50", "--out", str(tmp_path / "kv"), *short]
+    args += ["--set", "workload.arrival.concurrency=16", "--set", "workload.arrival.ramp_up_s=0"]
+    assert _main(args)[0] == 0
+    assert (tmp_path / "kv" / "kv_offload.png").is_file()
+    assert plots.feature_plots(["engine.max_num_seqs"], pd.DataFrame({"param:engine.max_num_seqs": [1]})) == []
+
+
+def test_plots_read_well(tmp_path, monkeypatch):
+    """Any scenario name is drawn without empty boxes or mathematics (a character no font has as its
+    code point); a plan's GPUs keep one colour across its plots; no '0 candidates cannot meet the
+    targets'; the cost chart's legend sits clear of the bars' labels."""
+    import warnings
+
+    from simulator.outputs import plots
+    from simulator.planning.plan import PlanSpec, _label
+
+    figs = []
+    real_save = plots._save
+
+    def keep(fig, path):
+        figs.append(fig)
+        real_save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    steps = {"start": np.arange(5.0), "duration": np.ones(5), "kv_usage": np.full(5, 0.5)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph is a warning from matplotlib
+        plots.plot_kv_usage([("Δ ünï 中 $x$", steps)], tmp_path / "k.png", "KV: Δ ünï 中 $x$ 5$")
+    title = figs[-1].axes[0].get_title()
+    assert title == "KV: Δ ünï [U+4E2D] $x$ 5$" and not figs[-1].axes[0].title.get_parse_math()
+
+    rows = []
+    for gpu, price in (("h200", 3.6), ("a100-80gb", 1.4), ("l40s", 0.8)):
+        for seqs in (64, 256):
+            cap = 4.0 * price * (seqs / 64) ** 0.2
+            units = int(np.ceil(20 / cap))
+            probes = [{"rate": r, "ok": r <= cap, "p99_ttft_ms": 50.0 * r, "p99_tpot_ms": 10.0} for r in (1, 2, 4, 8)]
+            rows.append(
+                {"param:hardware.gpu": gpu, "param:engine.max_num_seqs": seqs, "status": "ok", "gpu": gpu}
+                | {"capacity_rps": cap, "unit_gpus": 1, "units": units, "gpus": units, "unit_usd_per_hour": price}
+                | {"usd_per_hour": units * price, "_probes": probes}
+            )
+    spec = PlanSpec(rate=20, p99_ttft_ms=500)
+    plots.plot_plan_cost(rows, {"best": rows[4]}, spec, tmp_path / "c.png", _label)
+    plots.plot_plan_latency(rows, {"best": rows[4]}, spec, tmp_path / "l.png", _label)
+    cost, lat = figs[-2], figs[-1]
+    assert "cannot meet the targets" not in cost.axes[0].get_title()
+    from matplotlib.colors import to_rgba
+
+    colors = {g: to_rgba(c) for g, c in plots.gpu_colors(r["gpu"] for r in rows).items()}
+    shown = plots._cheapest(rows, 20)[1]
+    assert [to_rgba(b.get_facecolor()) for b in cost.axes[0].patches] == [colors[r["gpu"]] for r in shown]
+    gpu_of = {_label(r): r["gpu"] for r in rows}
+    lines = [ln for ln in lat.axes[0].get_lines() if ln.get_label() in gpu_of]
+    assert len(lines) == 6 and all(to_rgba(ln.get_color()) == colors[gpu_of[ln.get_label()]] for ln in lines)
+    r = cost.canvas.get_renderer()
+    legend = cost.axes[0].get_legend().get_window_extent(r)
+    for t in cost.axes[0].texts:  # the bars' labels
+        assert not legend.overlaps(t.get_window_extent(r)), t.get_text()

@@ -188,3 +188,94 @@ def test_results_identical_across_processes(tmp_path):
         outs.append(d)
     for name in ("requests.csv", "steps.csv"):
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes()
+
+
+def _slow_write(item: tuple[str, float]) -> dict:
+    """A task for ``run_tasks``: wait, then leave a file (the mark of a finished item)."""
+    import time
+    from pathlib import Path
+
+    path, wait = item
+    time.sleep(wait)
+    Path(path).write_text("done")
+    return {"path": path}
+
+
+def test_closing_the_local_executor_early_ends_its_workers(tmp_path):
+    """After an interrupt the caller counts what finished: once the task generator is closed, no
+    queued or running item may finish behind its back (workers used to take the next item)."""
+    import time
+
+    from simulator.planning.executor import run_tasks
+
+    items = [(str(tmp_path / f"{i}"), 0.0 if i == 0 else 2.0) for i in range(5)]
+    tasks = run_tasks(_slow_write, items, jobs=2)
+    i, r = next(tasks)
+    assert i == 0 and r == {"path": items[0][0]}
+    tasks.close()
+    time.sleep(3.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0"]
+
+
+def test_an_interrupted_sweep_counts_what_finished_and_says_its_recommendation_is_partial(
+    tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C after two points were reported and a third had finished unreported: three counted ok,
+    one not run, and the recommendation says it comes from three of four points."""
+    from simulator.planning import sweep
+
+    real = sweep.run_tasks
+
+    def interrupted(fn, items, *a, **k):
+        for n, (i, r) in enumerate(real(fn, items[:3], 1)):
+            if n == 2:  # the third finished, but the interrupt came first
+                raise KeyboardInterrupt
+            yield i, r
+
+    monkeypatch.setattr(sweep, "run_tasks", interrupted)
+    code = main(
+        [
+            "sweep",
+            "--param",
+            "engine.max_num_seqs=16,32,64,128",
+            "--set",
+            "run.duration_s=5",
+            "--set",
+            "run.warmup_s=0",
+            "--set",
+            "workload.arrival.concurrency=32",
+            "--out",
+            str(tmp_path),
+            "--jobs",
+            "1",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 130
+    assert "3 of 4 points ok, 0 failed, 1 not run" in out
+    assert "(from the 3 of 4 points that finished; 1 not run (interrupted))" in out
+    rec = json.loads((tmp_path / "recommendation.json").read_text())
+    assert rec["points_finished"] == 3 and rec["points"] == 4
+
+
+def test_the_same_scenario_twice_and_a_folder_above_results_are_refused(tmp_path, capsys, monkeypatch):
+    """One scenario file given twice to run (by one name or two) is refused in one line, nothing run;
+    a report of a folder that holds results folders but none of its own names them and writes nothing."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    f = str(root / "scenarios" / "collapse_c512.yaml")
+    for args in ([f, f], [f, str(root / "scenarios" / ".." / "scenarios" / "collapse_c512.yaml")]):
+        assert main(["run", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "given twice; each file runs once" in err
+    assert not (tmp_path / "results").exists()
+    short = ["--set", "run.duration_s=5", "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=8"]
+    assert main(["run", f, "--out", "results/one", *short]) == 0
+    capsys.readouterr()
+    assert main(["report", "results"]) == 2
+    err = capsys.readouterr().err
+    assert "results holds no run, fleet, sweep or plan of its own, only results folders inside it (one)" in err
+    assert not (tmp_path / "results" / "report.html").exists()
+    assert main(["report", "results/one"]) == 0

@@ -5,10 +5,14 @@ from __future__ import annotations
 import csv
 import re
 import statistics
+from pathlib import Path
+
+import pytest
 
 from simulator.scenario import versions
 from simulator.validation import validate
 
+ROOT = Path(__file__).resolve().parents[1]
 RUNS = validate.load(validate.RUNS_FILE)
 KV = validate.load(validate.KV_FILE)
 
@@ -235,3 +239,48 @@ def test_replicate_key_is_the_run_not_the_machine():
     assert validate.replicate_key(a) == validate.replicate_key(b)
     assert validate.replicate_key(a) != validate.replicate_key({**a, "bench_command": "--seed 8"})
     assert validate.replicate_key(a) != validate.replicate_key({**a, "frontend": {"api_server_count": 2}})
+
+
+def test_a_verdict_judges_each_check_against_its_target():
+    """A median target is met by the median, an 'each' target only by every run; preemptions are a
+    factor either way; the largest errors come first, flagged past the tolerance."""
+    from simulator.validation import verdict
+
+    c = {x.name: x for x in verdict.CHECKS}
+    ttft = verdict.judge(c["recorded servers: p50 TTFT"], [("a", 0.1), ("b", -0.3), ("c", 0.2)])
+    assert ttft.met and ttft.within == 2 and ttft.median == pytest.approx(0.2)
+    assert [w[0] for w in ttft.worst] == ["b", "c", "a"] and ttft.worst_line().count(" !") == 1
+    thr = verdict.judge(c["recorded servers: output throughput"], [("a", 0.05), ("b", -0.11)])
+    assert not thr.met and thr.line().startswith("NOT MET") and "1 of 2 within 10%" in thr.line()
+    pre = verdict.judge(c["recorded servers: preemptions where the server preempted"], [("a", 0.4), ("b", 1.5)])
+    assert not pre.met and pre.within == 1 and pre.worst[0][0] == "a"
+    assert not verdict.judge(c["public runs: mean TTFT"], []).met  # nothing to judge is not a pass
+
+
+def test_validate_prints_a_verdict_and_the_readme_quotes_its_counts(tmp_path, capsys):
+    """`servesim validate --kv` ends with the verdict (each check met or not, largest errors named)
+    and writes it to verdict.txt; the README's validation table ends with the counts line validate
+    prints, computed from the same data (the runs' splits and which are confounded)."""
+    from simulator.cli import main
+    from simulator.validation.validate import RunResult, confounded, counts
+
+    assert main(["validate", "--kv", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    text = (tmp_path / "verdict.txt").read_text()
+    assert text.startswith("Verdict on the held-out runs: ") and text.splitlines()[0] in out
+    assert "public start-up logs: KV pool: " in text and "largest: " in text
+    assert text.count("met    ") + text.count("NOT MET") == 2
+
+    def stub(run: dict, recorded: bool) -> RunResult:
+        return RunResult(run["id"], run["split"], {}, {}, "", confounded(run, recorded))
+
+    judged = {
+        "recorded": [stub(r, True) for r in E2E["runs"]],
+        "public": [stub(r, False) for r in RUNS["runs"]],
+        "kv": validate.kv_rows(),
+        "kv_recorded": validate.kv_rows_recorded(),
+    }
+    line = counts(judged, validate.load(validate.OFFLOAD_FILE)["runs"]) + "."
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- results:validation -->")[1].split("<!-- /results:validation -->")[0]
+    assert block.strip().splitlines()[-1] == line

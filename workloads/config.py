@@ -84,6 +84,7 @@ class ArrivalConfig:
         1.0,
         "gamma: coefficient of variation of inter-arrival gaps (1: Poisson, > 1: burstier)",
         gt=0.0,
+        le=100.0,  # (a gap's shape 1/cv^2 of 1e-4: burstier draws are all zero or past any run)
         only={"type": ("gamma",)},
     )
     schedule: Union[dict, str, None] = F(
@@ -107,7 +108,9 @@ class LengthConfig:
     mean: float = F(
         512.0, "lognormal, normal: mean of the distribution", "tokens", gt=0.0, only={"dist": ("lognormal", "normal")}
     )
-    sigma: float = F(0.5, "lognormal: sigma of the underlying normal", gt=0.0, only={"dist": ("lognormal",)})
+    sigma: float = F(
+        0.5, "lognormal: sigma of the underlying normal", gt=0.0, le=10.0, only={"dist": ("lognormal",)}
+    )  # (at 10 the median is e^-50 of the mean: wider is not a length distribution)
     std: float = F(128.0, "normal: standard deviation", "tokens", ge=0.0, only={"dist": ("normal",)})
     min: int = F(1, "smallest length (uniform, zipf: lower bound)", "tokens", ge=1)
     max: int = F(1_000_000, "largest length (uniform, zipf: upper bound)", "tokens", ge=1)
@@ -126,14 +129,14 @@ class LengthConfig:
 
 @dataclass(frozen=True)
 class SharedPrefixConfig:
-    num_groups: int = F(1, "distinct shared prefixes (system prompts)", ge=1)
+    num_groups: int = F(1, "distinct shared prefixes (system prompts)", ge=1, le=1_000_000)
     tokens: int = F(256, "prefix length, put in front of the sampled prompt", "tokens", ge=1)
     fraction: float = F(1.0, "fraction of requests that carry a shared prefix", ge=0.0, le=1.0)
 
 
 @dataclass(frozen=True)
 class LoraConfig:
-    adapters: int = F(1, "distinct LoRA adapters the requests ask for", ge=1)
+    adapters: int = F(1, "distinct LoRA adapters the requests ask for", ge=1, le=1_000_000)
     dist: Literal["uniform", "zipf"] = F("uniform", "how often each adapter is asked for")
     zipf_s: float = F(
         1.0, "zipf: adapter k (from 1) is asked for in proportion to 1 / k^zipf_s", gt=0.0, only={"dist": ("zipf",)}

@@ -184,7 +184,8 @@ class RequestFactory:
         self.lora_rng = np.random.default_rng(ss.spawn(1)[0]) if lc else None
         self.lora_cum = None
         if lc is not None and lc.dist == "zipf":
-            w_k = 1.0 / np.arange(1, lc.adapters + 1, dtype=np.float64) ** lc.zipf_s
+            with np.errstate(over="ignore"):  # k^s past the largest float: weight 0, the limit for a steep s
+                w_k = 1.0 / np.arange(1, lc.adapters + 1, dtype=np.float64) ** lc.zipf_s
             self.lora_cum = np.cumsum(w_k / w_k.sum())
 
     # ---- shapes -------------------------------------------------------------------------------

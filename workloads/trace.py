@@ -22,6 +22,7 @@ import contextlib
 import csv
 import difflib
 import functools
+import io
 import json
 import math
 import os
@@ -365,16 +366,20 @@ def replay_closed_loop(
 # ---- generation ---------------------------------------------------------------------------------
 
 
+def trace_text(rows: list[dict], path: str | Path) -> str:
+    """``rows`` as the text of a trace file named ``path``: JSON lines for .jsonl (or .json), else CSV."""
+    if Path(path).suffix in (".jsonl", ".json"):
+        return "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in rows)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow(["" if r.get(k) is None else repr(r[k]) if isinstance(r[k], float) else r[k] for k in COLUMNS])
+    return buf.getvalue()
+
+
 def write_trace(rows: list[dict], path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix in (".jsonl", ".json"):
-        with open(path, "w") as fh:
-            for r in rows:
-                fh.write(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n")
-        return
     with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(COLUMNS)
-        for r in rows:
-            w.writerow(["" if r.get(k) is None else repr(r[k]) if isinstance(r[k], float) else r[k] for k in COLUMNS])
+        fh.write(trace_text(rows, path))

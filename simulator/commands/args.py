@@ -68,7 +68,7 @@ def executor_options(p: argparse.ArgumentParser) -> None:
         "--executor",
         choices=["local", "ray"],
         default="local",
-        help='where the points run: local processes (default) or a Ray cluster (pip install -e ".[ray]")',
+        help='where the points run: local processes (default) or a Ray cluster (pip install "servesim[ray]")',
     )
     p.add_argument(
         "--address",

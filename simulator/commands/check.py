@@ -18,6 +18,7 @@ def add_parser(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.outputs.notes import scenario_notes
+    from simulator.progress import compile_step
     from simulator.run import build
     from simulator.scenario.config import apply_overrides, in_file, load_scenario
 
@@ -26,6 +27,7 @@ def main(args: argparse.Namespace) -> int:
     for path in args.scenarios or [None]:
         try:
             sc, _ = load_scenario(path, args.set)
+            compile_step()  # building the engine loads the compiled step
             _, _engine, parts = build(sc)
         except ConfigError as e:
             print(f"error: {in_file(path, e)}", file=sys.stderr)

@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.progress import compile_step
     from simulator.validation.parity import FIXTURES, main_parity
 
     paths = args.traces
@@ -31,4 +32,5 @@ def main(args: argparse.Namespace) -> int:
     for p in paths:
         if not Path(p).is_file():
             raise ConfigError(f"parity: trace file not found: {p}")
+    compile_step()
     return main_parity(paths)

@@ -55,7 +55,7 @@ def add_parser(sub) -> None:
         "--strategy",
         choices=["grid", "optuna"],
         default="grid",
-        help='every candidate (grid), or --trials of them chosen by Optuna\'s TPE sampler (pip install -e ".[search]")',
+        help='every candidate (grid), or --trials of them chosen by Optuna\'s TPE sampler (pip install "servesim[search]")',
     )
     pn.add_argument(
         "--trials",

@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from simulator.commands.args import SCENARIOS_HELP, number, out_option, set_option
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
+from simulator.progress import compile_step, labelled
 
-KEY_METRICS = [
+KEY_METRICS: list[tuple[str, str, Any]] = [
     ("output_throughput", "out tok/s", "{:,.0f}"),
     ("kv_cache_usage_mean", "KV mean", "{:.1%}"),
     ("kv_cache_usage_max", "KV max", "{:.1%}"),
@@ -24,13 +27,21 @@ KEY_METRICS = [
 ]
 
 
-def _fmt(fmt: str, v) -> str:
-    return "-" if v is None else fmt.format(v)
+def _fmt(fmt, v) -> str:
+    return "-" if v is None else fmt(v) if callable(fmt) else fmt.format(v)
+
+
+# With an SLO: the share of the measured requests within it, and the goodput (after TPOT p50).
+SLO_METRICS: list[tuple[str, str, Any]] = [("slo_attainment", "in SLO", share), ("goodput", "goodput req/s", "{:,.2f}")]
 
 
 def format_table(summaries: list[dict]) -> str:
-    head = ["run"] + [h for _, h, _ in KEY_METRICS]
-    rows = [[s["scenario"]] + [_fmt(f, s.get(k)) for k, _, f in KEY_METRICS] for s in summaries]
+    metrics = KEY_METRICS
+    if any(s.get("slo_attainment") is not None for s in summaries):
+        at = [k for k, _, _ in KEY_METRICS].index("median_tpot_ms") + 1
+        metrics = KEY_METRICS[:at] + SLO_METRICS + KEY_METRICS[at:]
+    head = ["run"] + [h for _, h, _ in metrics]
+    rows = [[s["scenario"]] + [_fmt(f, s.get(k)) for k, _, f in metrics] for s in summaries]
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     line = lambda r: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     return "\n".join([line(head)] + [line(r) for r in rows])
@@ -59,10 +70,13 @@ def run_files(exports: dict, out: Path, fleet: bool = False) -> list[str]:
     return names
 
 
-def run_one(path: str | None, overrides: list[str], out: Path, plots=None, exports: dict | None = None) -> dict:
+def run_one(
+    path: str | None, overrides: list[str], out: Path, plots=None, exports: dict | None = None, line: int = 0
+) -> dict:
     """Run one scenario and write its results folder ``out`` and the exports asked for
     (``exports``: metrics, metrics_interval, metrics_start, trace); what an earlier run left there
-    and this one did not write goes. Returns its summary (or an error)."""
+    and this one did not write goes; ``line``: where its progress bar goes, beside others'. Returns
+    its summary (or an error)."""
     from simulator.outputs.export import check_metrics_size
     from simulator.outputs.notes import run_notes
     from simulator.outputs.outdir import Outputs
@@ -76,7 +90,8 @@ def run_one(path: str | None, overrides: list[str], out: Path, plots=None, expor
         names = run_files(exports, out, autoscaled(sc))
         outputs = Outputs(out, names, "--out")
         replaced = (out / "summary.json").is_file()
-        result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
+        with labelled(sc.name, line):  # (runs side by side: a bar each, on its own line)
+            result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         if exports.get("metrics"):  # a run that lasts until its requests are done: its length is known now
             check_metrics_size(result.end_time, exports["metrics_interval"], _engines(result))
         summary = write_run(result, raw, out, plots)
@@ -149,15 +164,6 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
     return sc
 
 
-def compile_note() -> None:
-    """Say so before a run that must first compile the engine step (the first after installing)."""
-    from simulator.engine.compiled import first_compile_note
-
-    note = first_compile_note()
-    if note:
-        print(note, file=sys.stderr, flush=True)
-
-
 def add_parser(sub) -> None:
     r = sub.add_parser("run", help="run one or more scenarios (default: the built-in collapse case)")
     r.add_argument("scenarios", nargs="*", help=SCENARIOS_HELP)
@@ -212,6 +218,7 @@ def main(args: argparse.Namespace) -> int:
     from simulator.scenario.config import apply_overrides
 
     paths = args.scenarios or [None]
+    _once_each(paths)
     if args.trace and len(paths) > 1:
         raise ConfigError("--trace: give one scenario (one trace file per run)")
     exports = _exports(args)
@@ -270,13 +277,32 @@ def main(args: argparse.Namespace) -> int:
     return 2 if failed_n and not ok else (1 if failed_n else 0)
 
 
+def _once_each(paths: list) -> None:
+    """A scenario file given twice (by one name or two) is refused: it would give the same run twice,
+    one of them written over the other."""
+    import os
+
+    seen: dict[str, str] = {}
+    for p in paths:
+        if p is None:
+            continue
+        key = os.path.realpath(p)
+        if key in seen:
+            same = f"{p}" if seen[key] == p else f"{p} and {seen[key]}"
+            raise ConfigError(
+                f"scenario {same}: given twice; each file runs once (the same file gives the same run), so "
+                "give it once, or copy it under another name to run a variant"
+            )
+        seen[key] = p
+
+
 def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exports: dict) -> list[dict]:
     """Run each (scenario file, results folder): in parallel processes when there are several."""
     from simulator.outputs.background import BackgroundPlots
 
     # One run: its plots are drawn by a child forked now, before the simulation starts.
     with BackgroundPlots(fork=len(jobs) == 1) as plots:
-        compile_note()
+        compile_step()
         if len(jobs) > 1 and args.jobs != 1:
             from concurrent.futures import ProcessPoolExecutor
 
@@ -289,6 +315,7 @@ def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exp
                         [t for _, t in jobs],
                         [None] * len(jobs),
                         [exports] * len(jobs),
+                        range(len(jobs)),
                     )
                 )
         return [run_one(p, args.set, t, plots, exports) for p, t in jobs]

@@ -26,8 +26,6 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from simulator.commands.run import compile_note
     from simulator.planning.sweep import run_sweep
 
-    compile_note()
     return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs, args.executor, args.address)

@@ -32,11 +32,13 @@ def add_parser(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.outputs.outdir import RESULTS, check_file, named_output
+    from simulator.progress import compile_step
     from simulator.scenario.config import apply_overrides
 
     apply_overrides({}, args.set)
     out = named_output(args.out, RESULTS)
     check_file(out, "--out")
+    compile_step()
     n = generate_trace(args.scenario, out, args.set)
     print(f"wrote {n} requests to {out}")
     return 0
@@ -69,12 +71,14 @@ def trace_rows(result) -> list[dict]:
 
 def generate_trace(scenario, path: str | Path, overrides: list[str] | None = None) -> int:
     """Run ``scenario`` (a Scenario, or a YAML path) and write every submitted request to ``path``. Returns the count."""
+    from simulator.outputs.writers import atomic_write_text
     from simulator.run import simulate
     from simulator.scenario.config import load_scenario
-    from workloads.trace import write_trace
+    from workloads.trace import trace_text
 
     if scenario is None or isinstance(scenario, (str, Path)):
         scenario, _ = load_scenario(None if scenario is None else str(scenario), overrides)
     rows = trace_rows(simulate(scenario))
-    write_trace(rows, path)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(path), trace_text(rows, path))
     return len(rows)

@@ -46,13 +46,15 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from simulator.commands.run import compile_note
-    from simulator.outputs.outdir import Writing
-    from simulator.validation.validate import main_validate
+    from simulator.outputs.outdir import LOCK, Writing, check_folder, check_names
+    from simulator.progress import compile_step
+    from simulator.validation.validate import OUTPUT_FILES, main_validate
 
     every = not (args.kv or args.runs or args.recorded or args.features)
-    compile_note()
+    check_folder(Path(args.out), "--out")
+    check_names(Path(args.out), [*OUTPUT_FILES, LOCK], "--out")
     with Writing(Path(args.out), "--out"):
+        compile_step()
         return main_validate(
             args.kv or every,
             args.runs or every,

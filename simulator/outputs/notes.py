@@ -9,10 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.engine.rules import RequestStatus
+from simulator.outputs.figures import share
 from simulator.scenario.config import Scenario
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
 OVERLOAD_WAITING = 0.1  # of the requests submitted, the share still waiting that calls a run overloaded
+# A queue that grew in this share of equal slices of the measured window (and by at least
+# OVERLOAD_GROWTH requests over it) calls an open-loop run overloaded, however few are left waiting
+# at the end: a stable queue grows in about half of them, and rises no further.
+OVERLOAD_SLICES, OVERLOAD_SHARE, OVERLOAD_GROWTH = 20, 0.6, 10
 # servesim's KV pool against the pools real vLLM servers logged: within 2% (docs/validation.md), so a
 # pool this close to one request of max_model_len may be one that vLLM refuses.
 KV_POOL_ERROR = 0.02
@@ -88,6 +93,20 @@ def _startup_notes(engine, name: str) -> list[str]:
     return []
 
 
+def queue_growth(c: dict, t0: float, t1: float, slices: int = OVERLOAD_SLICES) -> tuple[float, int, int]:
+    """How the queue (requests arrived and not yet scheduled, rejected ones left out) moved over
+    [t0, t1]: the share of ``slices`` equal slices in which it grew, and its length at t0 and t1."""
+    if t1 <= t0:
+        return 0.0, 0, 0
+    kept = c["status"] != RequestStatus.REJECTED
+    arrived = np.sort(c["arrival"][kept])
+    started = c["first_scheduled"][kept]
+    started = np.sort(np.where(np.isfinite(started), started, np.inf))
+    at = np.linspace(t0, t1, slices + 1)
+    q = np.searchsorted(arrived, at, side="right") - np.searchsorted(started, at, side="right")
+    return float(np.mean(np.diff(q) > 0)), int(q[0]), int(q[-1])
+
+
 def _load_notes(summary: dict, result) -> list[str]:
     """Whether the run measured anything, and whether the server kept up with open-loop traffic."""
     sc, name = result.scenario, summary["scenario"]
@@ -129,20 +148,35 @@ def _load_notes(summary: dict, result) -> list[str]:
                 f"{name}: overloaded: {waiting:,} requests still waiting at the end ({waiting / n_sub:.0%} of "
                 "those submitted): arrivals outpace the server, so latencies grow with the run's length"
             )
-        return notes
-    # A run that ends when its requests are done drains its queue after the last arrival: overloaded
-    # if, when the last request arrived, a good share had not been scheduled yet (the queue grew for
-    # as long as requests came in).
-    last = float(arrival.max())
-    waiting = int(np.count_nonzero((status != RequestStatus.REJECTED) & ~(c["first_scheduled"] <= last)))
-    if waiting > max(10, OVERLOAD_WAITING * n_sub):
-        span = last - float(arrival.min())
-        rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
+            return notes
+        end = float(summary["simulated_time_s"])
+    else:
+        # A run that ends when its requests are done drains its queue after the last arrival:
+        # overloaded if, when the last request arrived, a good share had not been scheduled yet (the
+        # queue grew for as long as requests came in).
+        end = float(arrival.max())
+        waiting = int(np.count_nonzero((status != RequestStatus.REJECTED) & ~(c["first_scheduled"] <= end)))
+        if waiting > max(10, OVERLOAD_WAITING * n_sub):
+            span = end - float(arrival.min())
+            rate = f"requests arrived at {n_sub / span:,.1f}/s, " if span > 0 else "requests arrived "
+            ttft = summary.get("median_ttft_ms")
+            ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
+            notes.append(
+                f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
+                f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
+                "with run.num_requests"
+            )
+            return notes
+    # However few wait at the end: a queue that grew through most of the measured window.
+    grew, q0, q1 = queue_growth(c, warm, end)
+    if grew >= OVERLOAD_SHARE and q1 - q0 >= OVERLOAD_GROWTH:
         ttft = summary.get("median_ttft_ms")
-        ttft_s = f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else ""
+        slo = summary.get("slo_attainment")
+        extra = (f", median TTFT {ttft / 1e3:,.1f} s" if ttft is not None else "") + (
+            f", {share(slo)} within the SLO" if slo is not None else ""
+        )
         notes.append(
-            f"{name}: overloaded: {rate}faster than served ({summary['request_throughput']:,.1f}/s{ttft_s}); "
-            f"{waiting:,} ({waiting / n_sub:.0%}) were still waiting when the last arrived, so latencies grow "
-            "with run.num_requests"
+            f"{name}: overloaded: the queue grew in {grew:.0%} of the measured window ({q0:,} waiting at its "
+            f"start, {q1:,} at its end{extra}): arrivals outpace the server, so latencies grow with the run"
         )
     return notes

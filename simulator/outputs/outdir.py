@@ -4,6 +4,9 @@ holds what its latest run wrote and nothing else.
 - ``check_folder`` / ``check_file``: an output folder or file that cannot be written (a file where
   a folder is wanted, a folder under a file, no permission) is refused with one line before any
   simulation; ``named_output`` sends an output given as a bare file name under a results folder.
+- Only ordinary files and folders are written (``writers.refuse_special``): an output path that is a
+  symbolic link, a device, a named pipe or a socket is refused by the checks above, and by every
+  writer again as it writes.
 - ``folder_name``: a scenario name as a folder name that stays inside its parent.
 - ``Writing(folder, flag)``: the lock a run, sweep or plan holds on its folder while it writes there
   (``.servesim.lock``, with the writer's pid). A second writer is refused with one line naming the
@@ -27,6 +30,7 @@ import shutil
 from pathlib import Path
 
 from simulator.errors import ConfigError
+from simulator.outputs.writers import atomic_write_text, refuse_special
 
 RESULTS = Path("results")
 LOCK = ".servesim.lock"
@@ -59,6 +63,7 @@ def _writable(folder: Path) -> bool:
 def check_folder(path: Path, flag: str) -> None:
     """``path`` is a folder servesim can make (or has) and write in; else one line naming ``flag``."""
     p = Path(path)
+    refuse_special(p, flag)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} {path}: a file, not a folder; give a folder for the results")
     a = _existing_ancestor(p)
@@ -71,6 +76,7 @@ def check_folder(path: Path, flag: str) -> None:
 def check_file(path: Path, flag: str) -> None:
     """``path`` is a file servesim can write (its folder made if need be); else one line naming ``flag``."""
     p = Path(path)
+    refuse_special(p, flag)
     if p.is_dir():
         raise ConfigError(f"{flag} {path}: a folder, not a file; give a file name")
     if p.exists() and not os.access(p, os.W_OK):
@@ -145,9 +151,10 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _acquire(lock: Path, flag: str, folder: Path) -> int:
+    refuse_special(lock, flag)
     while True:
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:
             raise ConfigError(f"{flag} {folder}: cannot write in the folder ({e.strerror})") from None
         try:
@@ -246,6 +253,12 @@ _LEGACY = {
 }
 
 
+def check_names(folder: Path, names, flag: str) -> None:
+    """Each of ``names`` in ``folder`` is missing, an ordinary file or a folder; else one line naming ``flag``."""
+    for n in dict.fromkeys(names):
+        refuse_special(Path(folder) / n, flag)
+
+
 class Outputs:
     """What a writer of ``kind`` (see ``KINDS``) may put in ``folder`` (``names``: its files and
     sub-folders, plain names), checked against what is there before any work: a folder holding
@@ -263,6 +276,7 @@ class Outputs:
                 f"{', ...' if len(present) > 4 else ''}), not a {KINDS[kind]}'s results; give another "
                 "folder (nothing was written)"
             )
+        check_names(self.folder, [*names, MANIFEST, LOCK], flag)
         theirs = [n for n in dict.fromkeys(names) if self._foreign(n)]
         if theirs:
             raise ConfigError(
@@ -292,8 +306,6 @@ class Outputs:
     def done(self, wrote: list) -> list[str]:
         """Record ``wrote`` (paths in the folder, or names) and remove the rest of the earlier run;
         returns what was removed."""
-        from simulator.outputs.writers import atomic_write_text
-
         names = list(dict.fromkeys(Path(w).name for w in wrote if Path(w).parent in (self.folder, Path("."))))
         removed = []
         for n in sorted(self.before - set(names)):

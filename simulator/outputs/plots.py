@@ -2,23 +2,66 @@
 
 Drawn with matplotlib's object API on its Agg canvas (no pyplot: no GUI back-end to find, and a
 much cheaper import). A run's series is steps.csv's columns: a mapping of arrays or a DataFrame.
+
+Text is set in DejaVu Sans, which matplotlib ships (Latin, Greek, Cyrillic and many symbols),
+followed by wider fonts where the machine has them (``FALLBACK_FONTS``), whatever a user's
+matplotlibrc says; a character none of them has is written as its code point ([U+4E2D]) rather than
+drawn as an empty box, and a name with dollar signs is text, not mathematics.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import textwrap
 from pathlib import Path
 
+import matplotlib
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ft2font import FT2Font
+from matplotlib.text import Text
 
 from simulator.metrics import default_window, throughput_series
+from simulator.outputs.figures import share
 from simulator.outputs.writers import publish
 
 COLORS = ["#8c564b", "#2ca02c", "#1f77b4", "#d62728", "#9467bd", "#ff7f0e", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"]
+
+
+FALLBACK_FONTS = ("Noto Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans Symbols 2", "Arial Unicode MS")
+_INSTALLED = {f.name for f in font_manager.fontManager.ttflist}
+FONTS = ["DejaVu Sans", *(f for f in FALLBACK_FONTS if f in _INSTALLED)]
+matplotlib.rcParams["font.family"] = FONTS
+
+
+@functools.cache
+def _faces() -> list:
+    return [
+        FT2Font(font_manager.findfont(font_manager.FontProperties(family=f), fallback_to_default=False)) for f in FONTS
+    ]
+
+
+@functools.cache
+def _drawable(ch: str) -> bool:
+    return ch in "\n\t" or any(face.get_char_index(ord(ch)) for face in _faces())
+
+
+def _readable(fig) -> None:
+    """Every text of ``fig`` as the module docstring says: no mathematics, no empty boxes."""
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
+        s = t.get_text()
+        if s and not all(_drawable(ch) for ch in s):
+            t.set_text("".join(ch if _drawable(ch) else f"[U+{ord(ch):04X}]" for ch in s))
+
+
+def gpu_colors(gpus) -> dict[str, str]:
+    """A colour per GPU, the same in every plot of one plan (by the GPUs' sorted names)."""
+    return {g: COLORS[i % len(COLORS)] for i, g in enumerate(sorted(set(gpus)))}
 
 
 def _figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1):
@@ -32,6 +75,7 @@ def _save(fig, path: Path) -> None:
     """Write the PNG via a temporary file, cropped to what is drawn: no label, tick or title is cut
     off, however wide the numbers or long the title."""
     path = Path(path)
+    _readable(fig)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
     os.close(fd)
     try:
@@ -144,24 +188,30 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float =
 
 
 def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) -> None:
-    """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value of the second)."""
+    """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value
+    of the second), the swept values on the axis; the recommended point starred (one per situation
+    where the recommendation depends on it), or, for a sweep of the workload alone, the load with the
+    most throughput and no preemption marked."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
     x = f"param:{knobs[0]}"
     group = f"param:{knobs[1]}" if len(knobs) > 1 else None
     ticks = None
     values = list(df[x])
+    position = {}
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         # Values that are not numbers (mappings, names): one position each, in the order swept.
         names = list(dict.fromkeys(_flow(v) for v in values))
-        df = df.assign(**{x: [names.index(_flow(v)) for v in values]})
+        position = {n: i for i, n in enumerate(names)}
+        df = df.assign(**{x: [position[_flow(v)] for v in values]})
         ticks = ["\n".join(textwrap.wrap(n, 28)) for n in names]
-        if x in rec.get("best_no_preemption", {}):
-            rec = {
-                **rec,
-                "best_no_preemption": {
-                    **rec["best_no_preemption"],
-                    x: names.index(_flow(rec["best_no_preemption"][x])),
-                },
-            }
+
+    def at(v):
+        return position[_flow(v)] if position else v
+
+    picks = [rec["best_no_preemption"]] if x in rec.get("best_no_preemption", {}) else []
+    picks += rec.get("best_per_situation", [])
+    load = rec.get("highest_without_preemption", {})
     panels = [
         ("output_throughput", "output throughput (tokens/s)"),
         ("p99_ttft_ms", "p99 TTFT (ms)"),
@@ -169,26 +219,141 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
         ("num_preemptions", "preemptions in the window"),
     ]
     fig, axes = _figure((11, 7), 2, 2)
-    best = rec.get("best_no_preemption", {})
     groups = [(None, df)] if group is None else list(df.groupby(group))
+    thousands = FuncFormatter(lambda v, _p: f"{v:,.0f}")
     for ax, (col, label) in zip(axes.ravel(), panels):
         for i, (g, sub) in enumerate(groups):
             sub = sub.sort_values(x)
             lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
             ax.plot(sub[x], sub[col], "o-", color=COLORS[(i + 1) % len(COLORS)], lw=1.5, ms=5, label=lab)
-        if x in best:
-            ax.axvline(best[x], color="#2ca02c", ls="--", lw=1.2, label="recommended")
+        for j, pick in enumerate(picks):
+            row = df[(df[x] == at(pick[x])) & ((df[group] == pick[group]) if group in pick else True)]
+            if len(row):
+                ax.plot(
+                    row[x].iloc[:1],
+                    row[col].iloc[:1],
+                    "*",
+                    ms=15,
+                    color="gold",
+                    mec="black",
+                    zorder=5,
+                    label="recommended" if j == 0 else None,
+                )
+        if x in load:
+            ax.axvline(at(load[x]), color="#2ca02c", ls="--", lw=1.2, label="most throughput, no preemption")
         ax.set_xlabel(knobs[0])
         if ticks is not None:
             ax.set_xticks(range(len(ticks)), ticks, fontsize=7)
+        else:
+            xs = sorted(df[x].unique())
+            if xs[0] > 0 and xs[-1] / xs[0] > 16:  # values a power of two or more apart: a log axis
+                ax.set_xscale("log", base=2)
+            if len(xs) <= 12:  # the swept values themselves
+                ax.set_xticks(xs, [f"{v:g}" for v in xs], fontsize=8, rotation=45 if len(xs) > 6 else 0)
+                ax.xaxis.set_minor_locator(NullLocator())
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        if col == "num_preemptions" or col.endswith("_ms"):
+        if col == "num_preemptions":
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
+        elif col.endswith("_ms"):
             ax.set_ylim(bottom=0)
+        if col in ("output_throughput", "p99_ttft_ms"):
+            ax.yaxis.set_major_formatter(thousands)
         if col == "output_throughput":
             ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
-            ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(_wrap(f"Sweep over {knobs[0]}: {title}\nrecommended: {rec.get('text', '')}", 130), fontsize=10)
+    head = rec.get("label", "recommended")
+    fig.suptitle(_wrap(f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}", 130), fontsize=10)
+    fig.tight_layout()
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    if handles:  # one legend for the four panels, below them: it covers no line and no label
+        fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 5), fontsize=9
+        )
+    _save(fig, path)
+
+
+SPEC_METHOD = "engine.speculative_config.method"
+OFFLOAD_SIZE = "engine.kv_offloading_size"
+
+
+def feature_plots(knobs: list[str], df) -> list[str]:
+    """The feature plots a sweep's grid makes sense of: the speculative-decoding speed-up (methods,
+    ``none`` among them, against a second swept field) and KV offloading's hit rates by tier (its
+    size the only swept field)."""
+    names = []
+    if SPEC_METHOD in knobs and len(knobs) == 2 and "none" in set(df[f"param:{SPEC_METHOD}"]):
+        names.append("spec_decode_speedup.png")
+    if knobs == [OFFLOAD_SIZE]:
+        names.append("kv_offload.png")
+    return names
+
+
+def plot_spec_speedup(df, knobs: list[str], path: Path, title: str) -> None:
+    """Output throughput with each drafting method over that without (``none``) at each value of the
+    other swept field (the batch: the workload's concurrency, say)."""
+    m = f"param:{SPEC_METHOD}"
+    other = next(k for k in knobs if k != SPEC_METHOD)
+    x = f"param:{other}"
+    ok = df[df["status"] == "ok"]
+    base = {v: t for v, t in zip(ok[ok[m] == "none"][x], ok[ok[m] == "none"]["output_throughput"])}
+    fig, ax = _figure((8, 4.4))
+    methods = [v for v in dict.fromkeys(ok[m]) if v != "none"]
+    for i, method in enumerate(methods):
+        sub = ok[(ok[m] == method) & ok[x].isin(list(base))].sort_values(x)
+        ratio = [t / base[v] for v, t in zip(sub[x], sub["output_throughput"])]
+        ax.plot(sub[x], ratio, "o-", color=COLORS[(i + 2) % len(COLORS)], lw=1.5, label=f"{method} over none")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    xs = sorted(base)
+    if xs and all(isinstance(v, (int, float)) for v in xs):
+        if xs[0] > 0 and xs[-1] / xs[0] > 16:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.set_xlabel(other)
+    ax.set_ylabel("output throughput, with drafts / none")
+    ax.set_title(_wrap(f"Speculative decoding speed-up against {other.split('.')[-1]}: {title}", 90), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="best", framealpha=0.9)
+    _save(fig, path)
+
+
+def plot_kv_offload(df, path: Path, title: str) -> None:
+    """Left: the prompt tokens found cached, on the GPU and in the host tier, against the tier's size
+    in GiB. Right: mean and p99 TTFT and the output throughput against it."""
+    col = f"param:{OFFLOAD_SIZE}"
+    ok = df[df["status"] == "ok"].sort_values(col)
+    x = ok[col].astype(float).to_numpy()
+    host = ok["kv_offload.host_hit_rate"].fillna(0.0).to_numpy() if "kv_offload.host_hit_rate" in ok else 0 * x
+    fig, (a, b) = _figure((12, 4.4), 1, 2)
+    a.stackplot(
+        x,
+        100 * ok["prefix_cache_hit_rate"].to_numpy(),
+        100 * host,
+        labels=["GPU prefix cache", "host tier (loaded over the host link)"],
+        colors=["#1f77b4", "#ff7f0e"],
+        alpha=0.85,
+    )
+    a.set(xlabel=f"{OFFLOAD_SIZE} (GiB of host memory)", ylabel="prompt tokens found cached (%)", ylim=(0, 100))
+    a.set_title("Prefix-cache hits by tier", fontsize=10)
+    a.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    b.plot(x, ok["mean_ttft_ms"], "o-", color="#d62728", label="mean TTFT")
+    b.plot(x, ok["p99_ttft_ms"], "s--", color="#9467bd", label="p99 TTFT")
+    b.set(xlabel=f"{OFFLOAD_SIZE} (GiB of host memory)", ylabel="TTFT (ms)")
+    b.set_ylim(bottom=0)
+    b.set_title("Time to first token and throughput", fontsize=10)
+    c = b.twinx()
+    c.plot(x, ok["output_throughput"], "^-", color="#2ca02c", label="output tok/s")
+    c.set_ylabel("output tokens/s", color="#2ca02c")
+    c.set_ylim(bottom=0)
+    lines, more = b.get_legend_handles_labels(), c.get_legend_handles_labels()
+    b.legend(
+        lines[0] + more[0], lines[1] + more[1], loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8
+    )
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        if len(x) <= 12:
+            ax.set_xticks(x, [f"{v:g}" for v in x])
+    fig.suptitle(_wrap(f"KV offloading: {title}", 120), fontsize=11)
     fig.tight_layout()
     _save(fig, path)
 
@@ -227,7 +392,7 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     best = rec.get("best") or {}
     fig, (a, b) = _figure((13.5, max(4.2, 0.3 * len(shown) + 1.6)), 1, 2)
     gpus = sorted({r["gpu"] for r in ok})
-    color = {g: COLORS[i % len(COLORS)] for i, g in enumerate(gpus)}
+    color = gpu_colors(gpus)
     y = np.arange(len(shown))[::-1]
     is_best = [all(r.get(k) == v for k, v in best.items() if k.startswith("param:")) for r in shown]
     a.barh(
@@ -251,17 +416,27 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     a.set_xlim(0, 1.45 * max(r["usd_per_hour"] for r in shown))
     a.set_xlabel("fleet cost for the target rate (US$ per hour)")
     infeasible = sum(r["status"] == "infeasible" for r in rows)
-    more = f"; {len(ok) - len(shown)} more feasible not shown" if len(ok) > len(shown) else ""
-    if len(values) > 1:
-        more += f"; the cheapest of each {first[6:].split('.')[-1]}"
-    a.set_title(
-        _wrap(f"Cheapest fleets for {spec.rate:g} req/s\n({infeasible} candidates cannot meet the targets{more})", 80),
-        fontsize=10,
+    notes = [f"{infeasible} {'candidate cannot' if infeasible == 1 else 'candidates cannot'} meet the targets"] * (
+        infeasible > 0
     )
+    if len(ok) > len(shown):
+        notes.append(f"{len(ok) - len(shown)} more feasible not shown")
+    if len(values) > 1:
+        notes.append(f"the cheapest of each {first[6:].split('.')[-1]}")
+    sub = f"\n({'; '.join(notes)})" if notes else ""
+    a.set_title(_wrap(f"Cheapest fleets for {spec.rate:g} req/s{sub}", 80), fontsize=10)
     a.grid(True, axis="x", alpha=0.3)
     from matplotlib.patches import Patch
 
-    a.legend(handles=[Patch(color=color[g], label=g) for g in gpus], fontsize=8, loc="upper right")
+    # Below the axes, clear of the bars' labels.
+    a.legend(
+        handles=[Patch(color=color[g], label=g) for g in gpus],
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12 if len(shown) > 8 else -0.16),
+        ncol=min(len(gpus), 6),
+        frameon=False,
+    )
     for g in gpus:
         sel = [r for r in ok if r["gpu"] == g]
         b.scatter(
@@ -289,43 +464,47 @@ def plot_plan_cost(rows: list[dict], rec: dict, spec, path: Path, label) -> None
     b.set_ylabel("requests/s one unit sustains within the targets")
     b.set_title("Capacity per unit against price", fontsize=10)
     b.grid(True, alpha=0.3)
-    b.legend(fontsize=8, loc="best", framealpha=0.9)  # away from the front and the star, wherever they sit
+    b.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside: clear of every point
     _save(fig, path)
 
 
 def plot_plan_latency(rows: list[dict], rec: dict, spec, path: Path, label, most: int = 8) -> None:
     """p99 TTFT and p99 TPOT against the probed rate for the cheapest candidates, with the targets."""
     ok = _cheapest(rows, most)[1]
+    color = gpu_colors(r["gpu"] for r in rows if r["status"] == "ok")  # as plot_plan_cost colours them
     fig, axes = _figure((13.5, 4.6), 1, 2)
     for ax, key, target, name in (
         (axes[0], "p99_ttft_ms", spec.p99_ttft_ms, "p99 TTFT (ms)"),
         (axes[1], "p99_tpot_ms", spec.p99_tpot_ms, "p99 TPOT (ms)"),
     ):
-        for i, r in enumerate(ok):
+        nth: dict[str, int] = {}
+        for r in ok:
             ps = sorted((q for q in r["_probes"] if q.get(key) is not None), key=lambda q: q["rate"])
             if not ps:
                 continue
-            # Every other candidate dashed with square markers: two candidates that measure the same
-            # (the same GPU at two max_num_seqs, say) stay visible one over the other.
+            # A colour per GPU; the candidates of one GPU told apart by line and marker, so two that
+            # measure the same (the same GPU at two max_num_seqs, say) stay visible one over the other.
+            k = nth[r["gpu"]] = nth.get(r["gpu"], -1) + 1
             ax.plot(
                 [q["rate"] for q in ps],
                 [q[key] for q in ps],
-                marker="os"[i % 2],
+                marker="os^Dv"[k % 5],
                 ms=3,
                 lw=1.2,
-                ls="-" if i % 2 == 0 else "--",
-                color=COLORS[i % len(COLORS)],
-                label=label(r),
+                ls=("-", "--", "-.", ":")[k % 4],
+                color=color[r["gpu"]],
+                label=f"{label(r)} ({r['gpu']})" if r["gpu"] not in label(r) else label(r),
             )
-            ax.axvline(r["capacity_rps"], color=COLORS[i % len(COLORS)], lw=0.6, ls=":")
+            ax.axvline(r["capacity_rps"], color=color[r["gpu"]], lw=0.6, ls=":")
         if target is not None:
             ax.axhline(target, color="black", lw=1, ls="--", label="target")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        from matplotlib.ticker import FuncFormatter, NullFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-        plain = FuncFormatter(lambda v, _p: f"{v:g}")
+        plain = FuncFormatter(lambda v, _p: f"{v:,g}")
         ax.xaxis.set_major_formatter(plain)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # labels within a decade too
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("arrival rate of one unit (requests/s, probed)")
@@ -396,13 +575,13 @@ def plot_fleet(fleet, path: Path, title: str, summary: dict) -> None:
     )
     top.grid(alpha=0.3)
     if has_slo:
-        share = np.asarray(fleet["slo_attainment"], np.float64) * 100
-        low.plot(x, share, color="#2ca02c", lw=1.2, drawstyle="steps-pre")
+        within = np.asarray(fleet["slo_attainment"], np.float64) * 100
+        low.plot(x, within, color="#2ca02c", lw=1.2, drawstyle="steps-pre")
         low.set_ylim(0, 105)
         low.set_ylabel("requests within SLO (%)")
         overall = summary.get("slo_attainment")
         if overall is not None:
-            low.axhline(overall * 100, color="grey", lw=0.8, ls=":", label=f"whole run: {overall:.1%}")
+            low.axhline(overall * 100, color="grey", lw=0.8, ls=":", label=f"whole run: {share(overall)}")
             low.legend(loc="lower left", fontsize=8)
     else:
         low.plot(x, np.asarray(fleet["metric"], np.float64), color="#9467bd", lw=1.2, drawstyle="steps-pre")
@@ -425,9 +604,9 @@ def plot_policies(rows: list[dict], fleets: dict, path: Path, title: str) -> Non
     top = 1.0
     for i, r in enumerate(rows):
         color = COLORS[(i + 2) % len(COLORS)]
-        cost = "" if r.get("cost_usd") is None else f", {_usd(r['cost_usd'])}"
-        slo = "" if r.get("slo_attainment") is None else f", {r['slo_attainment']:.3%} in SLO"
-        label = f"{r['policy']}: {r['gpu_hours']:,.0f} GPU-h{cost}{slo}"
+        cost = "" if r.get("cost_usd") is None else f", ${r['cost_usd']:,.2f}"  # (as the plan's table writes them)
+        slo = "" if r.get("slo_attainment") is None else f", {share(r['slo_attainment'], 2)} in SLO"
+        label = f"{r['policy']}: {r['gpu_hours']:,.1f} GPU-h{cost}{slo}"
         f = fleets.get(r["policy"])
         if f is not None and Path(f).is_file():
             df = pd.read_csv(f)

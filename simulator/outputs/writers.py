@@ -3,16 +3,56 @@ CSV formatted by the compiled formatter (integers as integers, other numbers as 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from simulator.errors import ConfigError
+
+_SPECIAL = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither an ordinary file nor a folder (a symbolic
+    link counts, whatever it points to); None otherwise."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), "not an ordinary file")
+
+
+def refuse_special(path: Path, flag: str = "") -> None:
+    """One line naming ``flag`` (the option that named ``path``; none: a writer's own check, as it
+    writes) if ``path`` is a symbolic link, a device, a named pipe or a socket: a write goes through
+    a temporary file and a rename, which would replace it."""
+    what = special_kind(path)
+    if what is not None:
+        where, then = (f"{flag} {path}", "give another path (nothing was written)") if flag else (path, "left as it is")
+        raise ConfigError(
+            f"{where}: {what}; servesim writes only ordinary files and folders (writing would replace it); {then}"
+        )
+
 
 def publish(tmp: str, path: Path) -> None:
-    """Move a finished temporary file into place, with the permissions a plain open() would give."""
+    """Move a finished temporary file into place, with the permissions a plain open() would give;
+    never over a symbolic link, a device, a named pipe or a socket (``refuse_special``)."""
+    refuse_special(Path(path))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
@@ -22,6 +62,15 @@ def publish(tmp: str, path: Path) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file and a rename: a reader never sees a half-written file."""
     atomic_write_bytes(path, text.encode())
+
+
+@contextlib.contextmanager
+def text_file(path: Path) -> Iterator[io.StringIO]:
+    """``with text_file(path) as f: f.write(...)``: the text written, put in place atomically once the
+    block ends without an error (as ``atomic_write_text``)."""
+    buf = io.StringIO(newline="")
+    yield buf
+    atomic_write_text(path, buf.getvalue())
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -48,6 +97,9 @@ def csv_text(columns) -> bytes:
     numbers with 9 significant digits (as ``%.9g``), NaN and None as empty fields."""
     from simulator.engine import compiled
     from simulator.engine.compiled.text import G9, INT, STR
+    from simulator.progress import compile_step
+
+    compile_step()  # the formatter is part of the compiled step
 
     names = list(columns)
     nrows = len(columns[names[0]]) if names else 0

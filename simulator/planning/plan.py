@@ -37,12 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, missing_extra
 from simulator.metrics import finite
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv, write_json
-from simulator.planning.executor import Progress, run_tasks
+from simulator.planning.executor import Progress, check_executor, run_tasks
 from simulator.planning.sweep import check_fields, grid, parse_grid, point_key, slug
+from simulator.progress import compile_step
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
@@ -204,19 +206,32 @@ def unit_of(data: dict, spec: PlanSpec) -> tuple[int, float, list[str]]:
     return gpus, price, keys
 
 
+def _key(data: dict, spec_d: dict) -> str:
+    return point_key({"scenario": data, "plan": {k: v for k, v in spec_d.items() if k != "check_s"}})
+
+
+def cached_candidate(task: tuple[dict, dict, str]) -> dict | None:
+    """A candidate's result as an earlier evaluation left it in its file, if it was of the same key."""
+    data, spec_d, path = task
+    try:
+        cached = json.loads(Path(path).read_text())
+        if cached.get("key") == _key(data, spec_d):
+            return {**cached["result"], "cached": True}
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    return None
+
+
 def evaluate(task: tuple[dict, dict, str]) -> dict:
     """One candidate, end to end (in a worker): capacity, units, cost; cached in ``path``. Never
     raises: an invalid or failing candidate comes back with its error."""
     data, spec_d, path = task
     spec = PlanSpec(**spec_d)
-    key = point_key({"scenario": data, "plan": {k: v for k, v in spec_d.items() if k != "check_s"}})
+    key = _key(data, spec_d)
     p = Path(path)
-    try:
-        cached = json.loads(p.read_text())
-        if cached.get("key") == key:
-            return {**cached["result"], "cached": True}
-    except (OSError, ValueError, AttributeError):
-        pass
+    found = cached_candidate(task)
+    if found is not None:
+        return found
     t0 = time.perf_counter()
     try:
         gpus, price, keys = unit_of(data, spec)  # an invalid candidate (a bad value, no price) fails here
@@ -302,6 +317,7 @@ def run_plan(
     check: bool = True,
     seed: int = 0,
 ) -> int:
+    check_executor(executor)
     base = _base(path, overrides)
     targets = parse_slo(slo)
     if not targets and base.get("slo"):
@@ -363,6 +379,7 @@ def _plan(
     def task(pt: dict):
         return (_candidate(base, pt), spec_d, str(out / "candidates" / f"{slug(pt) or 'base'}.json"))
 
+    compile_step()  # once, here: the workers then find it compiled
     results: dict[int, dict] = {}
     interrupted = False
     try:
@@ -373,8 +390,17 @@ def _plan(
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: keeping the finished candidates; run the same command again to resume", file=sys.stderr)
+        for i in range(len(points)):  # finished, though not yet reported when the interrupt came
+            if i not in results and (found := cached_candidate(task(points[i]))) is not None:
+                results[i] = found
     rows = _rows(points, results, space)
     rec = recommend(rows, spec, next(iter(space)) if len(space) > 1 else None)
+    n_done = sum(r["status"] != "not run" for r in rows)
+    if rec.get("best") is not None and n_done < len(points):  # from part of the candidates: say so
+        rec["text"] += (
+            f"\n(from the {n_done} of {len(points)} candidates evaluated; the other {len(points) - n_done} were "
+            f"{'not run: interrupted' if interrupted else 'not sampled'})"
+        )
     if check and rec.get("best") is not None and not interrupted:
         rec["check"] = check_fleet(base, rec["best"], spec, space)
         for bests in rec.get("best_per", {}).values():  # the cheapest per model (say) too
@@ -436,7 +462,7 @@ def _optuna(points, space, task, results, jobs, executor, address, trials, seed)
     try:
         import optuna
     except ImportError:
-        raise ConfigError('--strategy optuna: Optuna is not installed; pip install -e ".[search]"') from None
+        raise missing_extra("--strategy optuna", "Optuna", "search") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     keys = list(space)
     index = {tuple(json.dumps(pt[k]) for k in keys): i for i, pt in enumerate(points)}
@@ -613,7 +639,7 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
     last = runs[-1]
     verdict = "meets the targets" if last["meets_slo"] else "still misses the targets"
     extra = "" if len(runs) == 1 else f" (with {runs[0]['units']} units it missed them; {last['units']} needed)"
-    att = f", {last['slo_attainment']:.1%} of requests within both" if last.get("slo_attainment") is not None else ""
+    att = f", {share(last['slo_attainment'])} of requests within both" if last.get("slo_attainment") is not None else ""
     text = (
         f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
         f"p99 TTFT {last['p99_ttft_ms']:,.0f} ms, p99 TPOT {last['p99_tpot_ms'] or 0:,.1f} ms{att}"

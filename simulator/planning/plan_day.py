@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import Outputs, Writing, check_folder
 from simulator.outputs.writers import atomic_write_text, write_csv
-from simulator.planning.executor import run_tasks
+from simulator.planning.executor import check_executor, run_tasks
+from simulator.progress import compile_step
 from simulator.scenario.config import load_scenario_data, scenario_from_dict
 
 DAY_FILES = ("plan_day.csv", "recommendation.json", "day.png")
@@ -60,6 +62,7 @@ def run_day_plan(
 ) -> int:
     from simulator.planning.sweep import _cheapest_within_slo, run_point
 
+    check_executor(executor)
     data = load_scenario_data(path, overrides)
     sc = scenario_from_dict(data)
     if sc.cluster is None or sc.cluster.autoscaler is None:
@@ -67,6 +70,7 @@ def run_day_plan(
     check_folder(out, "--out")
     outputs = Outputs(out, [*DAY_FILES, "policies"], "--out", "plan")
     with Writing(out, "--out"):
+        compile_step()
         points: list[tuple[str, dict | None]] = [("autoscaled", data)]
         if static is not None:
             points.append((f"static ({static} replicas)", static_of(data, static)))
@@ -95,7 +99,7 @@ def run_day_plan(
         from simulator.outputs.plots import plot_policies
 
         fleets = {p: out / "policies" / _slug(p) / "fleet.csv" for p in df["policy"]}
-        plot_policies(rows, fleets, out / "day.png", f"{sc.name}: {sc.model} on {sc.hardware.gpu}")
+        plot_policies(rows, fleets, out / "day.png", f"{sc.name} ({sc.model} on {sc.hardware.gpu})")
         print(_table(rows))
         print(f"\nrecommended: {rec['text']}")
         print(f"\nwrote {out}/ (plan_day.csv, recommendation.json, day.png; each policy's run in policies/)")
@@ -108,7 +112,8 @@ def _slug(policy: str) -> str:
 
 
 def _run(points, out: Path, jobs, executor, address, run_point) -> list[dict]:
-    items = [(data, str(out / "policies" / _slug(p))) for p, data in points]
+    """Each (policy, scenario data) run (or its cached result), a progress bar of simulated hours each."""
+    items = [(data, str(out / "policies" / _slug(p)), (p, i)) for i, (p, data) in enumerate(points)]
     found: dict[int, dict] = {}
     for i, r in run_tasks(run_point, items, jobs, executor, address):
         found[i] = r
@@ -120,7 +125,7 @@ def _table(rows: list[dict]) -> str:
     head = f"{'policy':34} {'replicas':>8} {'GPU-h':>8} {'cost $':>9} {'in SLO':>8} {'p99 TTFT ms':>12}"
     lines = [head]
     for r in rows:
-        slo = "-" if r["slo_attainment"] is None else f"{r['slo_attainment']:.2%}"
+        slo = share(r["slo_attainment"], 2)
         cost = "-" if r["cost_usd"] is None else f"{r['cost_usd']:,.2f}"
         lines.append(
             f"{r['policy']:34} {r['replicas']:>8} {r['gpu_hours']:8.1f} {cost:>9} {slo:>8} {r['p99_ttft_ms']:12,.0f}"

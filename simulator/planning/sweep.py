@@ -15,13 +15,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from simulator.errors import ConfigError
+from simulator.outputs.figures import share
 from simulator.outputs.outdir import NAME_MAX, Outputs, Writing, check_folder, folder_name
 from simulator.outputs.writers import atomic_write_text, write_csv
-from simulator.planning.executor import Progress, cores, run_tasks
+from simulator.planning.executor import Progress, check_executor, cores, run_tasks
+from simulator.progress import compile_step
 from simulator.scenario import yamlio
 from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
 
@@ -44,7 +47,7 @@ def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
         if not v.strip():
             raise ConfigError(f"{flag} {key}: an empty value between commas; write null for the default (got {raw!r})")
         try:
-            values.append(yamlio.load(v))
+            values.append(yamlio.load(v, f"{flag} {key}"))
         except yaml.YAMLError as e:
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
             raise ConfigError(f"{flag} {key}: {v.strip()!r} is not a YAML value ({problem})") from None
@@ -206,13 +209,16 @@ def _cached(out_dir: Path, key: str) -> tuple[dict | None, str]:
     return summary, ""
 
 
-def run_point(task: tuple[dict, str]) -> dict:
+def run_point(task: tuple) -> dict:
     """Run one point (in a worker process), or reuse it when its directory holds a complete result
-    of the same key (``point_key``). Never raises: errors come back as {'error': ...}."""
+    of the same key (``point_key``). ``task``: (scenario data, folder), and optionally the (label,
+    line) of the run's own progress bar (a day plan's policy; a sweep's points have one bar for
+    all). Never raises: errors come back as {'error': ...}."""
     from simulator.outputs.results import write_run
+    from simulator.progress import labelled
     from simulator.run import simulate
 
-    data, out = task
+    data, out, *bar = task
     out_dir = Path(out)
     key = point_key(data)
     summary, why = _cached(out_dir, key)
@@ -220,7 +226,11 @@ def run_point(task: tuple[dict, str]) -> dict:
         return {**summary, "cached": True}
     try:
         sc = scenario_from_dict(data)
-        result = simulate(sc)
+        if bar:
+            with labelled(*bar[0]):
+                result = simulate(sc, progress=True)
+        else:
+            result = simulate(sc)
         (out_dir / "scenario.yaml").unlink(missing_ok=True)  # no stale key beside a half-written point
         summary = write_run(result, data, out_dir)
         atomic_write_text(
@@ -233,45 +243,149 @@ def run_point(task: tuple[dict, str]) -> dict:
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def recommend(df: pd.DataFrame, knob: str, slo: bool) -> dict:
-    """Best setting: most output throughput with no preemption; with SLOs, most goodput."""
+# What a user sets (the server: its engine, hardware, front-end, fleet); every other swept field
+# (the workload, the run, the cost model, the targets) describes the situation it is set for.
+CONTROLLED = ("engine", "hardware", "frontend", "cluster", "disaggregation")
+
+
+def controlled(field: str) -> bool:
+    """Whether the user sets ``field`` (a section of the server, or a field in one)."""
+    return field.split(".")[0] in CONTROLLED
+
+
+def recommend(df: pd.DataFrame, slo: bool) -> dict:
+    """What to set, and why. Among the fields the user controls (``CONTROLLED``): the point with the
+    most output throughput and no preemption (every point preempting: the most throughput); with an
+    SLO, the most goodput too. Where the sweep also varies the situation (the workload's
+    concurrency, say), the best setting for each situation; where it varies nothing the user
+    controls, no setting, and what the sweep found instead: how far the load goes without preemption."""
     ok = df[df["status"] == "ok"]
     if ok.empty:
         return {"text": "no point finished: nothing to recommend"}
-    calm = ok[ok["num_preemptions"] == 0]
-    out: dict = {}
-    if calm.empty:
-        best = ok.loc[ok["output_throughput"].idxmax()]
-        text = f"every point preempts; the highest throughput is at {_point_str(best, knob)}"
-    else:
-        best = calm.loc[calm["output_throughput"].idxmax()]
-        text = (
-            f"{_point_str(best, knob)}: {best['kv_cache_usage_mean']:.0%} KV, 0 preemptions, "
-            f"{best['output_throughput']:,.0f} tok/s"
-        )
-        worse = ok[ok["num_preemptions"] > 0]
-        if not worse.empty:
-            w = worse.loc[worse["num_preemptions"].idxmax()]
-            loss = 1 - w["output_throughput"] / best["output_throughput"]
-            if loss >= 0.005:
-                verb = f"loses {loss:.0%} of throughput"
-            elif loss <= -0.005:
-                verb = f"has {-loss:.0%} more throughput"
-            else:  # a rounded "-0%" would read as a change
-                verb = "has the same throughput (within 0.5%)"
-            text += f"; {_point_str(w, knob)} preempts {int(w['num_preemptions']):,} times and {verb}"
-    out["best_no_preemption"] = {k: _plain(best[k]) for k in _param_cols(df)}
-    out["text"] = text
+    knobs = [c[len("param:") :] for c in _param_cols(df)]
+    ctl = [k for k in knobs if controlled(k)]
+    if not ctl:
+        return _load_finding(ok, knobs)
+    cond = [k for k in knobs if not controlled(k)]
+    if cond:
+        return _per_situation(ok, ctl, cond, slo)
+    best, text = _best(ok, ctl, len(ok))
+    out: dict = {"best_no_preemption": {f"param:{k}": _plain(best[f"param:{k}"]) for k in ctl}, "text": text}
     if slo and "goodput" in ok:
-        g = ok.loc[ok["goodput"].idxmax()]
-        out["best_goodput"] = {k: _plain(g[k]) for k in _param_cols(df)}
+        g = _top(ok, "goodput")
+        out["best_goodput"] = {f"param:{k}": _plain(g[f"param:{k}"]) for k in ctl}
         out["text_goodput"] = (
-            f"{_point_str(g, knob)}: goodput {g['goodput']:.2f} req/s, "
-            f"{g['slo_attainment']:.0%} of requests meet the SLO"
+            f"{_point_str(g, ctl)}: the most goodput, {g['goodput']:.2f} req/s, "
+            f"{share(g['slo_attainment'])} of requests meet the SLO"
         )
         if "cost_usd" in ok and ok["cost_usd"].notna().any():
             out.update(_cheapest_within_slo(ok))
     return out
+
+
+def _best(ok: pd.DataFrame, ctl: list[str], n: int) -> tuple[pd.Series, str]:
+    """The point of ``ok`` to recommend and a sentence saying why (``n``: the points weighed)."""
+    calm = ok[ok["num_preemptions"] == 0]
+    among = f"among the {n} points" if n > 2 else "of the two points" if n == 2 else "the one point"
+    if calm.empty:
+        best = _top(ok, "output_throughput")
+        return best, (
+            f"{_point_str(best, ctl)}: every point preempts; this one has the most output throughput "
+            f"{among} ({best['output_throughput']:,.0f} tok/s, {int(best['num_preemptions']):,} preemptions)"
+        )
+    best = _top(calm, "output_throughput")
+    text = (
+        f"{_point_str(best, ctl)}: the most output throughput with no preemption {among} "
+        f"({best['output_throughput']:,.0f} tok/s, KV cache {best['kv_cache_usage_mean']:.0%} full on average)"
+    )
+    worse = ok[ok["num_preemptions"] > 0]
+    if not worse.empty:
+        w = _top(worse, "num_preemptions")
+        loss = 1 - w["output_throughput"] / best["output_throughput"]
+        if loss >= 0.005:
+            verb = f"loses {loss:.0%} of throughput"
+        elif loss <= -0.005:
+            verb = f"has {-loss:.0%} more throughput"
+        else:  # a rounded "-0%" would read as a change
+            verb = "has the same throughput (within 0.5%)"
+        text += f"; {_point_str(w, ctl)} preempts {int(w['num_preemptions']):,} times and {verb}"
+    return best, text
+
+
+def _per_situation(ok: pd.DataFrame, ctl: list[str], cond: list[str], slo: bool) -> dict:
+    """The best setting of the ``ctl`` fields for each combination of the ``cond`` fields."""
+    cols = [f"param:{k}" for k in cond]
+    picks = []
+    for _, group in ok.groupby(cols, sort=False):
+        best, _ = _best(group, ctl, len(group))
+        picks.append(best)
+    winners = [_point_str(b, ctl) for b in picks]
+    what = ", ".join(cond)
+    theirs = f"{what} {'is' if len(cond) == 1 else 'are'} the workload's, not a setting"
+    if len(set(winners)) == 1:
+        vals = [_plain(v) for v in ok[cols[0]]]
+        span = (
+            f"{min(vals):g} to {max(vals):g}"
+            if len(cond) == 1 and all(isinstance(v, (int, float)) for v in vals)
+            else f"{len(picks)} in all"
+        )
+        text = f"{winners[0]} at every {what} swept ({span}): the most output throughput with no preemption at each"
+    else:
+        text = f"the best setting depends on {what}: " + "; ".join(
+            f"at {_point_str(b, cond)}, {w} ({b['output_throughput']:,.0f} tok/s"
+            + (f", {int(b['num_preemptions']):,} preemptions)" if b["num_preemptions"] else ")")
+            for b, w in zip(picks, winners)
+        )
+        text += "; each the most output throughput with no preemption at its " + what
+    out: dict = {
+        "best_per_situation": [{c: _plain(b[c]) for c in _param_cols(ok)} for b in picks],
+        "text": f"{text} ({theirs})",
+    }
+    if slo and "goodput" in ok:
+        gs = [_top(group, "goodput") for _, group in ok.groupby(cols, sort=False)]
+        out["text_goodput"] = "; ".join(
+            f"at {_point_str(g, cond)}, {_point_str(g, ctl)}: goodput {g['goodput']:.2f} req/s, "
+            f"{share(g['slo_attainment'])} meet the SLO"
+            for g in gs
+        )
+    return out
+
+
+def _load_finding(ok: pd.DataFrame, knobs: list[str]) -> dict:
+    """A sweep of the situation alone (the workload's concurrency, say): no setting to recommend;
+    how far the load goes without preemption, and what the next step costs."""
+    fields = ", ".join(knobs)
+    head = f"{fields} {'is' if len(knobs) == 1 else 'are'} the workload's, not a server setting"
+    calm = ok[ok["num_preemptions"] == 0]
+    if calm.empty:
+        best = _top(ok, "output_throughput")
+        return {
+            "label": "nothing to recommend",
+            "text": f"{head}; every point preempts, the most throughput at {_point_str(best, knobs)} "
+            f"({best['output_throughput']:,.0f} tok/s)",
+        }
+    top = _top(calm, "output_throughput")
+    text = (
+        f"{head}; the most output throughput with no preemption is at {_point_str(top, knobs)} "
+        f"({top['output_throughput']:,.0f} tok/s, KV cache {top['kv_cache_usage_mean']:.0%} full on average)"
+    )
+    worse = ok[ok["num_preemptions"] > 0]
+    if not worse.empty:
+        w = _top(worse, "num_preemptions", lowest=True)
+        change = w["output_throughput"] / top["output_throughput"] - 1
+        how = "the same throughput (within 0.5%)" if abs(change) < 0.005 else f"{change:+.0%} throughput"
+        text += f"; preemption starts by {_point_str(w, knobs)} ({int(w['num_preemptions']):,} preemptions, {how})"
+    return {
+        "label": "nothing to recommend",
+        "highest_without_preemption": {c: _plain(top[c]) for c in _param_cols(ok)},
+        "text": text,
+    }
+
+
+def _top(df: pd.DataFrame, col: str, lowest: bool = False) -> pd.Series:
+    """The first row of ``df`` with the most (``lowest``: the least) ``col``."""
+    v = df[col].to_numpy(dtype=float)
+    return df.iloc[int(np.argmin(v) if lowest else np.argmax(v))]
 
 
 # A fleet whose share of requests within the SLO is this close to the best point's counts as
@@ -287,11 +401,13 @@ def _cheapest_within_slo(ok: pd.DataFrame) -> dict:
     c = good.loc[good["cost_usd"].idxmin()]
     b = priced.loc[priced["slo_attainment"].idxmax()]
     text = (
-        f"{_point_str(c, '')}: ${c['cost_usd']:,.2f} ({c['gpu_hours']:,.1f} GPU-hours), "
-        f"{c['slo_attainment']:.2%} of requests meet the SLO"
+        f"{_point_str(c)}: ${c['cost_usd']:,.2f} ({c['gpu_hours']:,.1f} GPU-hours), "
+        f"{share(c['slo_attainment'], 2)} of requests meet the SLO"
     )
     if b.name != c.name and b["cost_usd"] > c["cost_usd"]:
-        text += f"; the best attainment, {b['slo_attainment']:.2%} at {_point_str(b, '')}, costs ${b['cost_usd']:,.2f}"
+        text += (
+            f"; the best attainment, {share(b['slo_attainment'], 2)} at {_point_str(b)}, costs ${b['cost_usd']:,.2f}"
+        )
     return {"best_cost": {k: _plain(c[k]) for k in _param_cols(ok)}, "text_cost": text}
 
 
@@ -303,8 +419,11 @@ def _param_cols(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c.startswith("param:")]
 
 
-def _point_str(row, knob: str) -> str:
-    return ", ".join(f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:"))
+def _point_str(row, knobs: list[str] | None = None) -> str:
+    """A point's values of ``knobs`` (all its swept fields by default): ``engine.max_num_seqs=512``."""
+    return ", ".join(
+        f"{c[6:]}={_plain(row[c])}" for c in row.index if c.startswith("param:") and (knobs is None or c[6:] in knobs)
+    )
 
 
 def run_sweep(
@@ -316,6 +435,7 @@ def run_sweep(
     executor: str = "local",
     address: str | None = None,
 ) -> int:
+    check_executor(executor)
     base = load_scenario_data(path, overrides)
     if base.get("sweep") is not None and not isinstance(base["sweep"], dict):
         raise ConfigError(f"sweep must be a mapping of field path -> list of values (got {base['sweep']!r})")
@@ -335,7 +455,15 @@ def run_sweep(
         return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address)
 
 
-SWEEP_FILES = ("sweep.csv", "recommendation.json", "kv_cache_usage.png", "throughput.png", "metrics_vs_knob.png")
+SWEEP_FILES = (
+    "sweep.csv",
+    "recommendation.json",
+    "kv_cache_usage.png",
+    "throughput.png",
+    "metrics_vs_knob.png",
+    "spec_decode_speedup.png",  # (feature sweeps: outputs.plots.feature_plots)
+    "kv_offload.png",
+)
 
 
 def _sweep(
@@ -357,6 +485,7 @@ def _sweep(
     where = f"on {n_workers} processes" if executor == "local" else f"on Ray ({address or 'a local cluster'})"
     print(f"sweep: {len(points)} points over {', '.join(grid_spec)} {where} -> {out}", flush=True)
     interrupted = False
+    compile_step()  # once, here: the workers then find it compiled
     bar = Progress(len(points), "sweep")
     tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
     r: dict | None  # a point's result (None: not run)
@@ -407,19 +536,32 @@ def _sweep(
         rows.append(row)
     df = pd.DataFrame(rows)
     has_slo = base_clean.get("slo") is not None
-    rec = recommend(df, next(iter(grid_spec)), has_slo)
+    n_ok = sum(1 for r in results if r is not None and "error" not in r)
+    n_fail = sum(1 for r in results if r is not None and "error" in r)
+    n_left = sum(1 for r in results if r is None)
+    rec = recommend(df, has_slo)
+    if n_ok and n_ok < len(points):  # a recommendation from part of the grid says so
+        why = ", ".join(
+            part
+            for part in (
+                f"{n_fail} failed" if n_fail else "",
+                f"{n_left} not run ({'interrupted' if interrupted else 'not reached'})" if n_left else "",
+            )
+            if part
+        )
+        rec["points_finished"], rec["points"] = n_ok, len(points)
+        for k in ("text", "text_goodput", "text_cost"):
+            if k in rec:
+                rec[k] += f" (from the {n_ok} of {len(points)} points that finished; {why})"
     written = write_sweep_outputs(out, df, list(grid_spec), rec)
     removed = outputs.done([*written, out / "points"])
     if removed:
         print(f"removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}")
-    print(f"\nrecommended: {rec['text']}")
+    print(f"\n{rec.get('label', 'recommended')}: {rec['text']}")
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
     if "text_cost" in rec:
         print(f"cheapest within the SLO: {rec['text_cost']}")
-    n_ok = sum(1 for r in results if r is not None and "error" not in r)
-    n_fail = sum(1 for r in results if r is not None and "error" in r)
-    n_left = sum(1 for r in results if r is None)
     left = f", {n_left} not run" if n_left else ""
     print(
         f"\n{n_ok} of {len(points)} points ok, {n_fail} failed{left}, {time.perf_counter() - t0:.1f} s; "
@@ -433,7 +575,14 @@ def _sweep(
 def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
     """sweep.csv, recommendation.json and, when some point finished, the overlaid and per-knob
     plots (from the points' own folders); returns the files written."""
-    from simulator.outputs.plots import plot_kv_usage, plot_sweep_metrics, plot_throughput
+    from simulator.outputs.plots import (
+        feature_plots,
+        plot_kv_offload,
+        plot_kv_usage,
+        plot_spec_speedup,
+        plot_sweep_metrics,
+        plot_throughput,
+    )
     from simulator.outputs.results import load_run, overlay_series, run_title
 
     write_csv(df, out / "sweep.csv")
@@ -452,7 +601,14 @@ def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict
     plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm, end)
     plot_throughput(series, out / "throughput.png", f"Output throughput: {title}", warm, end)
     plot_sweep_metrics(ok, knobs, out / "metrics_vs_knob.png", title, rec)
-    return written + [out / "kv_cache_usage.png", out / "throughput.png", out / "metrics_vs_knob.png"]
+    written += [out / "kv_cache_usage.png", out / "throughput.png", out / "metrics_vs_knob.png"]
+    for name in feature_plots(knobs, ok):
+        if name == "spec_decode_speedup.png":
+            plot_spec_speedup(ok, knobs, out / name, title)
+        else:
+            plot_kv_offload(ok, out / name, title)
+        written.append(out / name)
+    return written
 
 
 def is_sweep(out: Path) -> bool:

@@ -7,6 +7,8 @@ path, the rule and the value: ``engine.max_num_seqs must be >= 1 (got 0)``.
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +98,10 @@ class SpeculativeConfig:
             )
 
 
+# Host memory a field may give (swap space, an offloading tier): 1 PiB, beyond any server's.
+HOST_GIB_MAX = 1_048_576.0
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F(
@@ -136,7 +142,9 @@ class EngineConfig:
     preemption_mode: Literal["recompute", "swap"] = F(
         "recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)"
     )
-    swap_space_gb: float = F(4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0)
+    swap_space_gb: float = F(
+        4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0, le=HOST_GIB_MAX
+    )
     on_swap_full: Literal["recompute", "abort"] = F(
         "recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)"
     )
@@ -202,6 +210,7 @@ class EngineConfig:
         "memory held back for activations, non-PyTorch buffers and CUDA graphs (null: estimated as vLLM measures it; see `servesim validate --kv`)",
         "GiB",
         ge=0.0,
+        le=HOST_GIB_MAX,
     )
     speculative_config: SpeculativeConfig = F(
         SpeculativeConfig(), "speculative decoding (method none: off)", vllm="--speculative-config"
@@ -212,7 +221,7 @@ class EngineConfig:
     max_loras: int = F(1, "adapters one step may serve (GPU slots)", vllm="--max-loras", ge=1)
     max_lora_rank: int = F(16, "the largest adapter rank (the slots' size)", vllm="--max-lora-rank", among=LORA_RANKS)
     max_cpu_loras: Union[int, None] = F(
-        None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1
+        None, "adapters kept in host memory (null: max_loras)", vllm="--max-cpu-loras", ge=1, le=1_000_000
     )
     kv_offloading_size: float = F(
         0.0,
@@ -220,6 +229,7 @@ class EngineConfig:
         "GiB",
         vllm="--kv-offloading-size",
         ge=0.0,
+        le=HOST_GIB_MAX,
     )
 
     def __post_init__(self) -> None:
@@ -330,7 +340,12 @@ class RunConfig:
         "steps.csv rows: null keeps one per engine step; a width keeps one per time bin of that width (memory then grows with simulated time, not with steps)",
         "s",
         gt=0.0,
+        le=1e6,  # (11.6 days: a bin wider than any run is one row, and its plot has no scale)
     )
+
+
+# The least share of a GPU's peak a cost-model efficiency may give (measured ones are 0.05-0.9).
+EFFICIENCY_MIN = 0.001
 
 
 @dataclass(frozen=True)
@@ -340,11 +355,17 @@ class CostConfig:
         "efficiency factors: 'auto' (the GPU's built-in calibration if it has one), 'none' (generic defaults) or a file from `servesim calibrate`; attention keeps the rates of the kernel vLLM runs on the GPU (FlashAttention-3 on Hopper, -2 on 8.x)",
     )
     matmul_compute: Union[float, None] = F(
-        None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", gt=0.0, le=1.0
+        None, "fraction of peak FLOP/s reached by matmuls (null: calibrated default)", ge=EFFICIENCY_MIN, le=1.0
     )
-    matmul_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached streaming weights", gt=0.0, le=1.0)
-    attn_compute: Union[float, None] = F(None, "fraction of peak FLOP/s reached by attention", gt=0.0, le=1.0)
-    attn_memory: Union[float, None] = F(None, "fraction of HBM bandwidth reached reading the KV cache", gt=0.0, le=1.0)
+    matmul_memory: Union[float, None] = F(
+        None, "fraction of HBM bandwidth reached streaming weights", ge=EFFICIENCY_MIN, le=1.0
+    )
+    attn_compute: Union[float, None] = F(
+        None, "fraction of peak FLOP/s reached by attention", ge=EFFICIENCY_MIN, le=1.0
+    )
+    attn_memory: Union[float, None] = F(
+        None, "fraction of HBM bandwidth reached reading the KV cache", ge=EFFICIENCY_MIN, le=1.0
+    )
     step_overhead_ms: Union[float, None] = F(
         None, "fixed GPU time of one step, besides the per-layer small kernels", "ms", ge=0.0
     )
@@ -503,7 +524,7 @@ def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
     if isinstance(raw, bool) or raw is None:
         raise ConfigError(f"{path} must be a count or a list of groups [{{count, hardware, engine}}] (got {raw!r})")
     if isinstance(raw, (int, float)):
-        if int(raw) != raw or raw < 1:
+        if raw != raw or raw in (math.inf, -math.inf) or int(raw) != raw or raw < 1:
             raise ConfigError(f"{path} must be an integer >= 1 (got {raw!r})")
         most = MAX_REPLICAS_PER_GROUP
         if raw > most:  # as a group's count is bounded: a number must not be a way around it
@@ -576,19 +597,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not raw.strip():
         raise ConfigError(f"--set {key}: no value after '='; write {key}=null for the default (got {text!r})")
     try:
-        return key, yamlio.load(raw)
+        return key, yamlio.load(raw, f"--set {key}")
     except yaml.YAMLError:
         return key, raw
 
 
 def load_yaml_text(text: str, source: str) -> dict:
-    try:
-        data = yamlio.load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{source}: malformed YAML{where}: {problem}") from None
+    data = yamlio.parse(text, source)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -724,12 +739,40 @@ def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> 
             hint = f" such as {', '.join(str(x) for x in some)}" if some else ""
             raise ConfigError(f"scenario: {path} is a folder; give a scenario YAML file{hint}")
         if not p.is_file():
-            raise ConfigError(f"scenario file not found: {path}")
-    data = resolve_paths(load_yaml_text(read_text(p), str(p)), p.parent)
+            p = builtin_scenario(path)
+    if p.stat().st_size > yamlio.MAX_BYTES:  # refused before it is read
+        raise ConfigError(
+            f"{p}: {p.stat().st_size:,} bytes; servesim reads YAML files up to {yamlio.MAX_BYTES:,} bytes"
+        )
+    data = load_yaml_text(read_text(p), str(p))
+    # Top-level keys starting with x- are the file's own (a home for YAML anchors, as in compose files).
+    data = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith(EXTENSION_PREFIX))}
+    data = resolve_paths(data, p.parent)
     data = apply_overrides(data, overrides)
     if "name" not in data:
         data["name"] = p.stem
     return data
+
+
+BUILTIN_SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"  # a copy of the checkout's scenarios/
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """The scenarios servesim ships, by name (``servesim scenarios`` lists them)."""
+    return {p.stem: p for p in sorted(BUILTIN_SCENARIOS.glob("*.yaml"))}
+
+
+def builtin_scenario(name: str) -> Path:
+    """The built-in scenario ``name`` (``collapse_c1200``, or with ``.yaml``), for a scenario given
+    without a folder that is no file here; else one line saying the file was not found."""
+    found = builtin_scenarios()
+    bare = "/" not in name and "\\" not in name
+    key = name[: -len(".yaml")] if name.endswith(".yaml") else name
+    if bare and key in found:
+        return found[key]
+    hint = difflib.get_close_matches(key, list(found), n=1) if bare else []
+    extra = f"; did you mean the built-in {hint[0]!r}?" if hint else "; `servesim scenarios` lists the built-in ones"
+    raise ConfigError(f"{name}: no such scenario file{extra}")
 
 
 def in_file(path: str | None, e: ConfigError) -> ConfigError:
@@ -739,6 +782,7 @@ def in_file(path: str | None, e: ConfigError) -> ConfigError:
     return e if path is None or text.startswith(f"{path}") else ConfigError(f"{path}: {text}")
 
 
+EXTENSION_PREFIX = "x-"
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[1] / "data" / "default_scenario.yaml"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import field
@@ -45,6 +46,16 @@ def _type_name(tp: Any) -> str:
     if dataclasses.is_dataclass(tp):
         return "mapping"
     return {int: "integer", float: "number", bool: "true/false", str: "string", dict: "mapping"}.get(tp, str(tp))
+
+
+# The largest integer a field takes: exactly a float too (YAML's 1e9 is one), and far inside the
+# 64-bit counters a run keeps.
+MAX_INT = 2**53
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite number (a Python int always is; one too large for a float too)."""
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def _as_number(text: str) -> float | None:
@@ -89,13 +100,17 @@ def _coerce(tp: Any, value: Any, path: str, base: Any = None, units: str = "") -
             raise ConfigError(f"{path} must be true or false (got {value!r})")
         return value
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or int(value) != value:
             raise ConfigError(f"{path} must be an integer (got {value!r})")
+        if abs(value) > MAX_INT:
+            raise ConfigError(f"{path} must be an integer of at most 2**53 = {MAX_INT:,} in size (got {value!r})")
         return int(value)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path} must be a number (got {value!r})")
-        return float(value)
+        if not _finite(value):
+            raise ConfigError(f"{path} must be a finite number (got {value!r})")
+        return float(value) + 0.0  # -0.0 as 0.0: a sign a bound cannot see, which numpy refuses as a scale
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(f"{path} must be a string (got {value!r})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,10 +67,11 @@ def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
     flops = d["peak_flops"]
     if not isinstance(flops, dict) or "bf16" not in flops:
         raise ConfigError(f"{where}.peak_flops must be a mapping with at least 'bf16' (got {flops!r})")
-    for f in ("hbm_bytes", "hbm_bandwidth", "interconnect_bandwidth", "host_link_bandwidth"):
-        v = d[f]
-        if not isinstance(v, (int, float)) or v <= 0:
-            raise ConfigError(f"{where}.{f} must be a number > 0 (got {v!r})")
+    for f, v in [(f, d[f]) for f in ("hbm_bytes", "hbm_bandwidth", "interconnect_bandwidth", "host_link_bandwidth")] + [
+        (f"peak_flops.{k}", v) for k, v in flops.items()
+    ]:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ConfigError(f"{where}.{f} must be a finite number > 0 (got {v!r})")
     return GPU(
         key=key,
         name=str(d.get("name", key)),
@@ -89,7 +91,7 @@ def _link_group(d: dict, where: str) -> int:
     v = d.get("link_group")
     if v is None:
         return 8 if float(d["interconnect_bandwidth"]) > float(d["host_link_bandwidth"]) else 1
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 1:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v or v < 1:
         raise ConfigError(
             f"{where}.link_group must be an integer >= 1 (GPUs joined by the fast interconnect) (got {v!r})"
         )
@@ -129,5 +131,5 @@ def load_gpu(spec: str | dict) -> GPU:
         return gpu_from_dict(spec, cat[spec], f"catalog[{spec}]")
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return gpu_from_dict(path.stem, yamlio.load(read_text(path)), "hardware.gpu")
+        return gpu_from_dict(path.stem, yamlio.parse(read_text(path), f"hardware.gpu: {path}"), "hardware.gpu")
     raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")

@@ -168,6 +168,8 @@ def plan_memory(
         return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)
     if kv <= 0:
         hint = "raise hardware.tensor_parallel_size, engine.gpu_memory_utilization, or use a larger GPU"
+        if reserve_bytes is not None:
+            hint = f"lower engine.runtime_reserve_gb (got {reserve_bytes / GIB:g}), or {hint}"
         raise ConfigError(
             f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp}: weights "
             f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB > {usable / GIB:.1f} GiB usable "

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from simulator.engine.rules import cdiv
 from simulator.metrics import summarize
+from simulator.outputs.writers import text_file
 from simulator.run import simulate
 from simulator.scenario.config import load_scenario
 from workloads.presets import PRESETS
@@ -323,17 +324,22 @@ SETS = {
 }
 
 
-def error_lines(rows: list[dict], role: dict[str, str] | None = None) -> list[str]:
-    """Per set and metric: the median absolute relative error (and the set's role)."""
+def medians(rows: list[dict]) -> list[tuple[str, str, float, int]]:
+    """Per set and metric: (set, metric, the median absolute relative error, points)."""
     out = []
     for name in dict.fromkeys(r["set"] for r in rows):
         for metric in dict.fromkeys(r["metric"] for r in rows if r["set"] == name):
             errs = [abs(r["servesim"] / r["published"] - 1) for r in rows if (r["set"], r["metric"]) == (name, metric)]
-            what = (role or {}).get(name, "held out")
-            out.append(
-                f"{name} ({what}), {metric}: median absolute error {statistics.median(errs):.1%} over {len(errs)}"
-            )
+            out.append((name, metric, statistics.median(errs), len(errs)))
     return out
+
+
+def error_lines(rows: list[dict], role: dict[str, str] | None = None) -> list[str]:
+    """Per set and metric: the median absolute relative error (and the set's role)."""
+    return [
+        f"{name} ({(role or {}).get(name, 'held out')}), {metric}: median absolute error {err:.1%} over {n}"
+        for name, metric, err, n in medians(rows)
+    ]
 
 
 def run_sets(names: list[str] | None = None, jobs: int = 1) -> list[dict]:
@@ -356,7 +362,7 @@ def write_report(rows: list[dict], out: Path) -> list[str]:
     import csv
 
     path = out / "features.csv"
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["set", "method", "load", "metric", "published", "servesim", "error"])
         for r in rows:

@@ -18,19 +18,35 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.outputs.writers import atomic_write_bytes, atomic_write_text, text_file
 from simulator.scenario import yamlio
+from simulator.validation import verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
 E2E_FILE = DATA / "e2e.yaml"
 OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
+# Every file ``servesim validate`` may write in its folder (checked before any work).
+OUTPUT_FILES = (
+    "kv_cache_check.csv",
+    "kv_cache_check_recorded.csv",
+    "runs.csv",
+    "validation.png",
+    "recorded.csv",
+    "validation_recorded.png",
+    "recorded_kv_offload.csv",
+    "features.csv",
+    "report.txt",
+    "verdict.txt",
+)
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
 E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
@@ -50,6 +66,17 @@ E2E_WARM_CACHE = 0.05
 
 def load(path: Path) -> dict:
     return yamlio.load(Path(path).read_text())
+
+
+def confounded(run: dict, recorded: bool = False) -> bool:
+    """Whether a run is reported but not counted: marked so in its data, or (a recorded run) served
+    from a cache its lane's earlier runs had warmed (prompts repeated; shared prefixes by design do
+    not count)."""
+    if recorded:
+        server = run.get("server") or {}
+        if server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix"):
+            return True
+    return bool(run.get("confounded"))
 
 
 def median(xs: list[float]) -> float:
@@ -263,13 +290,13 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
             ("mean_tpot_ms", "mean_tpot_ms"),
         )
     }
-    confounded = bool(run.get("confounded"))
+    marked = confounded(run)
     try:
         s = summarize(simulate(run_scenario(run, extra)))
     except Exception as e:
-        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", confounded)
+        return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", marked)
     detail = {k: s.get(k) for k in ("num_preemptions", "kv_usage_mean", "num_steps", "kv_cache_tokens")}
-    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", confounded, detail)
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", marked, detail)
 
 
 # ---- recorded runs (tools/e2e) ------------------------------------------------------------------
@@ -321,9 +348,7 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
         extra = [*host_overrides("completions", E2E_LINE, host), *extra]
     measured = {m: run["measured"].get(m) for m in E2E_METRICS}
     server = run.get("server") or {}
-    # A warm cache (prompts repeated from an earlier run) confounds a run; shared prefixes by design do not.
-    warm = server.get("prefix_cache_hit_rate", 0.0) > E2E_WARM_CACHE and not run.get("prefix")
-    warm = warm or bool(run.get("confounded"))
+    warm = confounded(run, recorded=True)
     try:
         s = summarize(simulate(e2e_scenario(run, extra)))
     except Exception as e:
@@ -348,13 +373,28 @@ def run_all(
     runs: list[dict], extra: list[str] | tuple[str, ...] = (), jobs: int = 1, host=None, recorded: bool = False
 ) -> list[RunResult]:
     """Simulate public runs (or, with ``recorded``, recorded ones), in ``jobs`` processes."""
-    fn = simulate_e2e if recorded else simulate_run
-    if jobs <= 1:
-        return [fn(r, extra, host) for r in runs]
-    from concurrent.futures import ProcessPoolExecutor
+    from simulator.progress import Progress
 
-    with ProcessPoolExecutor(jobs) as ex:
-        return list(ex.map(fn, runs, [extra] * len(runs), [host] * len(runs)))
+    fn = simulate_e2e if recorded else simulate_run
+    bar = Progress(len(runs), "validate: recorded servers" if recorded else "validate: public runs", " runs")
+    try:
+        if jobs <= 1:
+            out = []
+            for r in runs:
+                out.append(fn(r, extra, host))
+                bar.done(bool(out[-1].error))
+            return out
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(jobs) as ex:
+            futs = {ex.submit(fn, r, extra, host): i for i, r in enumerate(runs)}
+            found: dict[int, RunResult] = {}
+            for f in as_completed(futs):
+                found[futs[f]] = f.result()
+                bar.done(bool(found[futs[f]].error))
+            return [found[i] for i in range(len(runs))]
+    finally:
+        bar.close()
 
 
 def error_summary(results: list[RunResult], metrics: tuple[str, ...] = METRICS) -> dict:
@@ -387,7 +427,7 @@ def write_kv_report(
     import csv
 
     path = out / name
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
@@ -440,7 +480,7 @@ def write_runs_report(
         fields += [f"{m}_measured", f"{m}_servesim", f"{m}_error"]
     details = sorted({k for r in results for k in (r.detail or {})}) if metrics is E2E_METRICS else []
     fields += details + ["error"]
-    with open(path, "w", newline="") as f:
+    with text_file(path) as f:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         w.writeheader()
         for r in results:
@@ -633,8 +673,10 @@ def plot_runs(
     axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"servesim vs {len(results)} {title}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -673,17 +715,19 @@ def main_validate(
         rec, offload = [], []
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
+    judged: dict = {}  # what the verdict weighs (verdict.outcomes' arguments)
     if kv:
-        lines += write_kv_report(kv_rows(), out)
+        judged["kv"], judged["kv_recorded"] = kv_rows(), kv_rows_recorded()
+        lines += write_kv_report(judged["kv"], out)
         lines += write_kv_report(
-            kv_rows_recorded(), out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
+            judged["kv_recorded"], out, "kv_cache_check_recorded.csv", "the servers recorded with tools/e2e (data/e2e/)"
         )
     if public:
-        results = run_all(public, jobs=jobs)
+        results = judged["public"] = run_all(public, jobs=jobs)
         lines += write_runs_report(public, results, out)
         lines.append(f"  plot: {plot_runs(public, results, out / 'validation.png')}")
     if rec:
-        results = run_all(rec, jobs=jobs, recorded=True)
+        results = judged["recorded"] = run_all(rec, jobs=jobs, recorded=True)
         lines += write_runs_report(
             rec,
             results,
@@ -708,12 +752,44 @@ def main_validate(
             "Recorded vLLM 0.26 servers with KV offloading off / 16 / 64 GiB (nothing fitted)",
         )
         lines += offload_hit_lines(results)
+    feature_errors: list[float] = []
     if features:
         from simulator.validation import features as features_validation
 
         rows = features_validation.run_sets(jobs=jobs)
         lines += features_validation.write_report(rows, out)
-    text = "\n".join(lines)
-    (out / "report.txt").write_text(text + "\n")
-    print(text)
+        feature_errors = [err for _, _, err, _ in features_validation.medians(rows)]
+    short = verdict.report(verdict.outcomes(**judged), feature_errors, counts(judged, offload))
+    atomic_write_text(out / "report.txt", "\n".join(lines) + "\n")
+    atomic_write_text(out / "verdict.txt", "\n".join(short) + "\n")
+    print("\n".join(lines))
+    print(
+        "\n"
+        + "\n".join(short + [f"(the details above are in {out / 'report.txt'}; this verdict in {out / 'verdict.txt'})"])
+    )
     return 0
+
+
+def counts(judged: dict, offload: list[dict]) -> str:
+    """What was replayed, counted as the verdict counts it (the README quotes this line)."""
+    parts = []
+    for key, what in (("recorded", "recorded runs"), ("public", "public runs")):
+        rs = judged.get(key)
+        if rs is None:
+            continue
+        ok = [r for r in rs if not r.error and not r.confounded]
+        cal = sum(r.split == "calibrate" for r in ok)
+        parts.append(
+            f"{len(rs)} {what} ({cal} calibration, {len(ok) - cal} held out, {sum(r.confounded for r in rs)} "
+            "confounded: not counted"
+            + (f", {sum(bool(r.error) for r in rs)} not simulated" if any(r.error for r in rs) else "")
+            + ")"
+        )
+    if offload:
+        parts.append(f"{len(offload)} recorded with KV offloading (no target)")
+    if "kv" in judged:
+        parts.append(
+            f"{len(judged['kv']) + len(judged['kv_recorded'])} KV-pool sizes ({len(judged['kv'])} from public "
+            f"start-up logs, {len(judged['kv_recorded'])} recorded)"
+        )
+    return "Replayed " + ", ".join(parts) if parts else ""

@@ -114,53 +114,37 @@ def block_field() -> str:
 
 
 def block_validation() -> str:
-    from simulator.validation import validate
+    """`servesim validate`'s verdict (simulator/validation/verdict.py): each check on the calibration
+    runs and the held-out ones, against its target, and what was replayed."""
+    from simulator.validation import validate, verdict
 
-    kv = validate.kv_rows()
-    kv_rec = validate.kv_rows_recorded()
-    public = validate.run_all(validate.load(validate.RUNS_FILE)["runs"], jobs=2)
-    rec = validate.run_all(validate.load(validate.E2E_FILE)["runs"], jobs=2, recorded=True)
-    sp = validate.error_summary(public)
-    sr = validate.error_summary(rec, validate.E2E_METRICS)
+    judged = {
+        "kv": validate.kv_rows(),
+        "kv_recorded": validate.kv_rows_recorded(),
+        "public": validate.run_all(validate.load(validate.RUNS_FILE)["runs"], jobs=2),
+        "recorded": validate.run_all(validate.load(validate.E2E_FILE)["runs"], jobs=2, recorded=True),
+    }
+    cal = {o.check.name: o for o in verdict.outcomes(**judged, split="calibrate")}
+    held = verdict.outcomes(**judged)
 
-    def pct(v: dict) -> str:
-        return f"{100 * v['median_abs_error']:.1f}%" + (f" ({v['off_by_2x']} off by 2x)" if v["off_by_2x"] else "")
+    def cell(o) -> str:
+        if o is None or not o.runs:
+            return ""
+        if o.check.source == "preemptions":
+            return f"{o.within}/{o.runs}"
+        return f"{o.median:.1%} ({o.within}/{o.runs})"
 
-    def within(rows, split, tol=0.02):
-        errs = [abs(r["error"]) for r in rows if r["split"] == split]
-        return f"{sum(e <= tol for e in errs)} of {len(errs)}"
-
-    held = [r for r in rec if r.split == "heldout" and not r.confounded and not r.error]
-    thr10 = sum(abs(r.rel_error("output_throughput")) <= 0.10 for r in held)
-    tpot10 = sum(abs(r.rel_error("median_tpot_ms")) <= 0.10 for r in held)
-    pre = [
-        (r.detail["server_preemptions"], r.detail["num_preemptions"])
-        for r in rec
-        if not r.error and r.detail.get("server_preemptions")
-    ]
     rows = [
-        "| check (median absolute error) | calibration | held out | target (held out) |",
-        "|---|---|---|---|",
-        f"| recorded servers: output throughput | {pct(sr[('calibrate', 'output_throughput')])} | "
-        f"{pct(sr[('heldout', 'output_throughput')])}; {thr10} of {len(held)} runs within 10% | every run within 10% |",
-        f"| recorded servers: p50 TPOT | {pct(sr[('calibrate', 'median_tpot_ms')])} | "
-        f"{pct(sr[('heldout', 'median_tpot_ms')])}; {tpot10} of {len(held)} runs within 10% | every run within 10% |",
-        f"| recorded servers: p50 TTFT | {pct(sr[('calibrate', 'median_ttft_ms')])} | "
-        f"{pct(sr[('heldout', 'median_ttft_ms')])} | 25% |",
-        f"| recorded servers: preemptions where the server preempted | | "
-        f"{sum(m / 2 <= s <= 2 * m for m, s in pre)} of {len(pre)} runs within 2x | within 2x |",
-        f"| recorded servers: KV pool within 2% | {within(kv_rec, 'calibrate')} | {within(kv_rec, 'heldout')} | all |",
-        f"| public runs: output throughput | {pct(sp[('calibrate', 'output_throughput')])} | "
-        f"{pct(sp[('heldout', 'output_throughput')])} | 10% |",
-        f"| public runs: mean TTFT | {pct(sp[('calibrate', 'mean_ttft_ms')])} | {pct(sp[('heldout', 'mean_ttft_ms')])} | 15% |",
-        f"| public runs: mean TPOT | {pct(sp[('calibrate', 'mean_tpot_ms')])} | {pct(sp[('heldout', 'mean_tpot_ms')])} | 10% |",
-        f"| public start-up logs: KV pool within 2% | {within(kv, 'calibrate')} | {within(kv, 'heldout')} | |",
-        "",
-        f"Runs counted: recorded {sr[('calibrate', 'output_throughput')]['runs']} calibration and "
-        f"{sr[('heldout', 'output_throughput')]['runs']} held out ({sum(r.confounded for r in rec)} confounded, "
-        f"shown not counted); public {sp[('calibrate', 'output_throughput')]['runs']} and "
-        f"{sp[('heldout', 'output_throughput')]['runs']} ({sum(r.confounded for r in public)} confounded).",
+        "| check: median error (runs within tolerance / runs) | calibration | held out | target (held out) | verdict |",
+        "|---|---|---|---|---|",
     ]
+    for o in held:
+        rows.append(
+            f"| {o.check.name} | {cell(cal.get(o.check.name))} | {cell(o)} | {o.check.target} | "
+            f"{'met' if o.met else '**not met**'} |"
+        )
+    offload = validate.load(validate.OFFLOAD_FILE)["runs"]
+    rows += ["", validate.counts(judged, offload) + "."]
     return "\n".join(rows)
 
 
