@@ -165,6 +165,14 @@ def meets_slo(c: dict[str, np.ndarray], slo) -> np.ndarray:
     return ok
 
 
+def _host(sc) -> dict:
+    """The host the run's CPU costs are priced on: its name and factor (``simulator.scenario.hosts``)."""
+    from simulator.scenario.hosts import load_host
+
+    h = load_host(sc.hardware.host)
+    return {"name": h.name, "cpu_scale": round(h.scale, 4), "given": sc.hardware.host is not None}
+
+
 def summarize(result) -> dict:
     sc = result.scenario
     t0 = sc.run.warmup_s
@@ -184,6 +192,7 @@ def summarize(result) -> dict:
         "model": result.model.name,
         "gpu": result.gpu.key,
         "tensor_parallel_size": sc.hardware.tensor_parallel_size,
+        "host": _host(sc),
         "max_num_seqs": result.sched_cfg.max_num_seqs,
         "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
         "num_gpu_blocks": result.engine.num_gpu_blocks,

@@ -117,3 +117,61 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
         stopped_by="requests done" if done else "duration",
         **parts,
     )
+
+
+# ---- the band across hosts -------------------------------------------------------------------------
+# The headline figures a scenario that names no host reports at the slowest and fastest catalog host
+# (simulator.scenario.hosts): how much the answer moves with a CPU the scenario does not say.
+BAND_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_tpot_ms", "p99_ttft_ms")
+
+
+def band_scenarios(sc: Scenario) -> list[Scenario]:
+    """``sc`` on the slowest and on the fastest catalog host, when it names no host ([] when it does,
+    or when ``run.host_band`` is off)."""
+    from dataclasses import replace
+
+    from simulator.scenario.hosts import band_hosts
+
+    if sc.hardware.host is not None or not sc.run.host_band:
+        return []
+    return [replace(sc, hardware=replace(sc.hardware, host=h.name)) for h in band_hosts()]
+
+
+def _band_point(sc: Scenario) -> dict:
+    from simulator.metrics import summarize
+
+    s = summarize(simulate(sc))
+    return {m: s.get(m) for m in BAND_METRICS}
+
+
+class HostBand:
+    """The band's two runs, started beside the scenario's own (one process each, forked, so they
+    cost the run's wall time next to nothing where the machine has a core for them); ``result``
+    gathers them: ``{metric: [low, high]}`` over the slowest host, the fastest and the run itself,
+    and which hosts."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.scenarios = band_scenarios(sc)
+        self._pool = None
+        self._jobs: list = []
+        if self.scenarios:
+            import multiprocessing
+
+            self._pool = multiprocessing.get_context("fork").Pool(len(self.scenarios))
+            self._jobs = [self._pool.apply_async(_band_point, (s,)) for s in self.scenarios]
+
+    def result(self, own: dict) -> dict | None:
+        if self._pool is None:
+            return None
+        try:
+            points = [j.get() for j in self._jobs]
+        finally:
+            self._pool.close()
+            self._pool.join()
+        out: dict = {}
+        for m in BAND_METRICS:
+            values = [v for v in [own.get(m), *(p.get(m) for p in points)] if v is not None]
+            if values:
+                out[m] = [min(values), max(values)]
+        out["hosts"] = [s.hardware.host for s in self.scenarios]
+        return out

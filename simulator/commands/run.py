@@ -47,6 +47,29 @@ def format_table(summaries: list[dict]) -> str:
     return "\n".join([line(head)] + [line(r) for r in rows])
 
 
+def band_lines(summaries: list[dict]) -> list[str]:
+    """Under the table, each run's band across hosts (a run that names no host)."""
+    out = []
+    for s in summaries:
+        b = s.get("host_band")
+        if not b:
+            continue
+        parts = [
+            f"{label} {fmt.format(b[k][0])}-{fmt.format(b[k][1])}{unit}"
+            for k, label, fmt, unit in (
+                ("output_throughput", "out tok/s", "{:,.0f}", ""),
+                ("median_tpot_ms", "TPOT p50", "{:,.1f}", " ms"),
+                ("median_ttft_ms", "TTFT p50", "{:,.0f}", " ms"),
+            )
+            if k in b
+        ]
+        out.append(
+            f"{s['scenario']}: across the catalog's hosts (slowest to fastest CPU): {', '.join(parts)}; "
+            "set hardware.host (a catalog host, or {probe_us: X} from `servesim probe-host`) to narrow it"
+        )
+    return out
+
+
 RUN_FILES = ("summary.json", "requests.csv", "steps.csv", "scenario.yaml", "kv_cache_usage.png", "throughput.png")
 FLEET_FILES = ("fleet.csv", "fleet.png")  # an autoscaled fleet's, besides
 
@@ -81,7 +104,7 @@ def run_one(
     from simulator.outputs.notes import run_notes
     from simulator.outputs.outdir import Outputs
     from simulator.outputs.results import write_run
-    from simulator.run import simulate
+    from simulator.run import HostBand, simulate
     from simulator.scenario.config import in_file, load_scenario
 
     exports = exports or {}
@@ -90,11 +113,12 @@ def run_one(
         names = run_files(exports, out, autoscaled(sc))
         outputs = Outputs(out, names, "--out")
         replaced = (out / "summary.json").is_file()
+        band = HostBand(sc)  # the same scenario on the slowest and fastest catalog host, beside this run
         with labelled(sc.name, line):  # (runs side by side: a bar each, on its own line)
             result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         if exports.get("metrics"):  # a run that lasts until its requests are done: its length is known now
             check_metrics_size(result.end_time, exports["metrics_interval"], _engines(result))
-        summary = write_run(result, raw, out, plots)
+        summary = write_run(result, raw, out, plots, band)
         notes = run_notes(summary, result) + ([f"{sc.name}: replaced the earlier run in {out}/"] if replaced else [])
         files = []
         if exports.get("metrics") == "openmetrics":
@@ -264,6 +288,8 @@ def main(args: argparse.Namespace) -> int:
                 notes.append(f"removed what the earlier run in {out}/ wrote and this one did not: {', '.join(removed)}")
     if ok:
         print(format_table([r for r, _ in ok]))
+        for b in band_lines([r for r, _ in ok]):
+            print(b)
         for n in notes:
             print(f"note: {n}")
         for f in exported:

@@ -96,11 +96,13 @@ def run_plots(label: str, steps, summary: dict, warmup_s: float, out: Path, flee
     ]
 
 
-def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | None = None) -> dict:
+def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | None = None, band=None) -> dict:
     """summary.json, requests.csv, steps.csv, scenario.yaml and two plots; returns the summary.
 
     ``plots``: where to draw the plots (a child process started early, see ``background.py``); by
-    default in this process. They are drawn while the CSV files are written."""
+    default in this process. They are drawn while the CSV files are written. ``band``: the runs on
+    the slowest and fastest catalog host (``simulator.run.HostBand``), gathered into the summary's
+    ``host_band`` once the files are written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     # An earlier run's summary would mark a half-rewritten folder as complete.
@@ -118,6 +120,8 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
         write_csv(fleet, out / "fleet.csv")
     atomic_write_text(out / "scenario.yaml", yaml.safe_dump(raw_scenario, sort_keys=False))
     plots.wait()
+    if band is not None and (b := band.result(summary)) is not None:
+        summary["host_band"] = b
     write_json(summary, out / "summary.json")  # written last: its presence means the run is complete
     return summary
 

@@ -414,6 +414,8 @@ def _plan(
     print(f"\n{rec['text']}")
     if "check" in rec:
         print(rec["check"]["text"])
+        if "text_hosts" in rec["check"]:
+            print(f"  {rec['check']['text_hosts']}")
         for bests in rec.get("best_per", {}).values():
             for r in bests:
                 if "check" in r:
@@ -596,6 +598,7 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
     point = {k[6:]: v for k, v in best.items() if k.startswith("param:")}
     data = _candidate(base, point)
     runs = []
+    d: dict = {}
     for units in (best["units"], best["units"] + 1):
         d = apply_overrides(
             data,
@@ -644,7 +647,43 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
         f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
         f"p99 TTFT {last['p99_ttft_ms']:,.0f} ms, p99 TPOT {last['p99_tpot_ms'] or 0:,.1f} ms{att}"
     )
-    return {"runs": runs, "meets_slo": last["meets_slo"], "units": last["units"], "text": text}
+    out = {"runs": runs, "meets_slo": last["meets_slo"], "units": last["units"], "text": text}
+    if (
+        (d.get("hardware") or {}).get("host") is None
+        and (d.get("run") or {}).get("host_band", True)
+        and last["meets_slo"]
+    ):
+        out.update(_on_slowest_host(d, spec))
+    return out
+
+
+def _on_slowest_host(d: dict, spec: PlanSpec) -> dict:
+    """The checked fleet again on the slowest catalog host (a plan that names no host): whether it
+    still meets the targets there, or holds only on a faster host."""
+    from simulator.metrics import summarize
+    from simulator.run import simulate
+    from simulator.scenario.hosts import band_hosts
+
+    slow = band_hosts()[0]
+    s = summarize(simulate(scenario_from_dict({**d, "hardware": {**(d.get("hardware") or {}), "host": slow.name}})))
+    met = (spec.p99_ttft_ms is None or (s["p99_ttft_ms"] or math.inf) <= spec.p99_ttft_ms) and (
+        spec.p99_tpot_ms is None or (s["p99_tpot_ms"] or 0) <= spec.p99_tpot_ms
+    )
+    figures = f"p99 TTFT {s['p99_ttft_ms'] or 0:,.0f} ms, p99 TPOT {s['p99_tpot_ms'] or 0:,.1f} ms"
+    verdict = (
+        f"on the slowest catalog host ({slow.name}, CPU x{slow.scale:.2f}) it meets them too: {figures}"
+        if met
+        else f"on the slowest catalog host ({slow.name}, CPU x{slow.scale:.2f}) it misses them ({figures}): "
+        "the plan holds only on a faster host; set hardware.host to plan for yours"
+    )
+    return {
+        "slowest_host": {
+            "host": slow.name,
+            "meets_slo": bool(met),
+            **{k: s[k] for k in ("p99_ttft_ms", "p99_tpot_ms")},
+        },
+        "text_hosts": verdict,
+    }
 
 
 def _scaled(raw, units: int):

@@ -553,6 +553,7 @@ def _sweep(
         for k in ("text", "text_goodput", "text_cost"):
             if k in rec:
                 rec[k] += f" (from the {n_ok} of {len(points)} points that finished; {why})"
+    _host_band(rec, df, datas, points)
     written = write_sweep_outputs(out, df, list(grid_spec), rec)
     removed = outputs.done([*written, out / "points"])
     if removed:
@@ -560,6 +561,8 @@ def _sweep(
     print(f"\n{rec.get('label', 'recommended')}: {rec['text']}")
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
+    if "text_hosts" in rec:
+        print(f"across hosts: {rec['text_hosts']}")
     if "text_cost" in rec:
         print(f"cheapest within the SLO: {rec['text_cost']}")
     left = f", {n_left} not run" if n_left else ""
@@ -570,6 +573,44 @@ def _sweep(
     if interrupted:
         return 130
     return 1 if n_fail else 0
+
+
+def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict]) -> None:
+    """The recommended point again on the slowest and fastest catalog host (``simulator.run.HostBand``),
+    when the sweep names no host: how wide its figures are, and, with an SLO, whether it still holds
+    on the slowest host."""
+    from simulator.run import BAND_METRICS, HostBand
+    from simulator.scenario.config import scenario_from_dict
+
+    pick = rec.get("best_goodput") or rec.get("best_no_preemption")
+    if not pick:
+        return
+    at = [i for i, pt in enumerate(points) if all(_plain(pt[k[len("param:") :]]) == v for k, v in pick.items())]
+    if not at or df.iloc[at[0]]["status"] != "ok":
+        return
+    sc = scenario_from_dict(datas[at[0]])
+    band = HostBand(sc)
+    if not band.scenarios:
+        return
+    row = df.iloc[at[0]]
+    b = band.result({m: _plain(row[m]) for m in BAND_METRICS if m in row})
+    assert b is not None  # (the band's runs were started)
+    rec["host_band"] = b
+    text = (
+        f"{_point_str(row)} gives {b['output_throughput'][0]:,.0f}-{b['output_throughput'][1]:,.0f} tok/s, "
+        f"p50 TPOT {b['median_tpot_ms'][0]:,.1f}-{b['median_tpot_ms'][1]:,.1f} ms and p50 TTFT "
+        f"{b['median_ttft_ms'][0]:,.0f}-{b['median_ttft_ms'][1]:,.0f} ms from the fastest to the slowest catalog host"
+    )
+    for key, what in (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT")):
+        target = getattr(sc.slo, key, None) if sc.slo is not None else None
+        if target and key in b:
+            text += (
+                f"; its {what} target ({target:g} ms) holds on the slowest host too"
+                if b[key][1] <= target
+                else f"; on the slowest host its {what} ({b[key][1]:,.0f} ms) misses the {target:g} ms target: "
+                "it holds only on a faster host"
+            )
+    rec["text_hosts"] = text + " (set hardware.host to narrow it)"
 
 
 def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:

@@ -317,6 +317,11 @@ class FrontendConfig:
 @dataclass(frozen=True)
 class RunConfig:
     seed: int = F(0, "seed of every random draw in the run", ge=0)
+    host_band: bool = F(
+        True,
+        "with no hardware.host: run the scenario on the slowest and the fastest catalog host too (two more runs, "
+        "beside this one) and report the band (summary.json host_band); false: only the median host",
+    )
     duration_s: Union[float, None] = F(
         None,
         "simulated time to run (null: until run.num_requests, or a trace's requests, are done; without either, 600 s)",

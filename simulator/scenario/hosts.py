@@ -106,14 +106,16 @@ class HostCatalog:
         return (probe_us / self.reference_probe_us) ** self.exponent
 
     def host(self, name: str) -> Host:
+        """A catalog host: its factor as fitted on its own recordings, or, for one known only by its
+        probe reading, as the rule gives it."""
         h = self.hosts[name]
-        return Host(
-            name, float(h["probe_us"]), self.scale(float(h["probe_us"])), h.get("cpu", ""), h.get("machine", "")
-        )
+        probe = float(h["probe_us"]) if h.get("probe_us") else math.nan
+        scale = float(h["scale"]) if "scale" in h else self.scale(probe)
+        return Host(name, probe, scale, h.get("cpu", ""), h.get("machine", ""))
 
     def by_speed(self) -> list[Host]:
         """Every catalog host, fastest first (ties by name)."""
-        return sorted((self.host(n) for n in self.hosts), key=lambda h: (h.probe_us, h.name))
+        return sorted((self.host(n) for n in self.hosts), key=lambda h: (h.scale, h.name))
 
     def median(self) -> Host:
         """The catalog's median host (the lower middle one of an even count): a scenario's default."""
@@ -161,9 +163,3 @@ def band_hosts() -> tuple[Host, Host]:
     """The slowest and the fastest catalog host: where a scenario that names no host reports its band."""
     hosts = catalog().by_speed()
     return hosts[-1], hosts[0]
-
-
-def spread() -> float:
-    """How far apart the catalog's hosts are: the slowest's scale over the fastest's."""
-    hosts = catalog().by_speed()
-    return hosts[-1].scale / hosts[0].scale if hosts else 1.0

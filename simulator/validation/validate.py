@@ -22,6 +22,7 @@ import io
 import json
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -324,6 +325,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"model={run['model']}",
         f"hardware.gpu={run['gpu']}",
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
+        *recorded_host(run),
         f"engine.vllm_version={E2E_LINE}",
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
@@ -336,6 +338,16 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         *extra,
     ]
     return blank_scenario(over)
+
+
+def recorded_host(run: dict) -> list[str]:
+    """The host a recorded run is replayed on, as a user who probed that machine would give it: its
+    idle probe reading (``hardware.host: {probe_us: X}``, the catalog's rule then gives its factor,
+    not its own fitted one); a machine never probed runs on the catalog's median host."""
+    from simulator.scenario.hosts import catalog
+
+    h = catalog().hosts.get(run.get("recording", ""), {})
+    return [f"hardware.host={{probe_us: {float(h['probe_us'])!r}}}"] if h.get("probe_us") else []
 
 
 def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
@@ -622,6 +634,36 @@ def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     return lines
 
 
+def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """Per recorded host (a lent machine, ``simulator/data/hosts.yaml``): its runs' median errors in
+    output throughput and p50 TPOT as replayed (on its probe reading where it was read, else on the
+    catalog's median host), and the factor its own runs would give it."""
+    from simulator.scenario.hosts import catalog
+
+    cat = catalog()
+    by_id = {r.id: r for r in results if not r.error and not r.confounded}
+    per: dict[str, list[RunResult]] = {}
+    for run in runs:
+        if run["id"] in by_id:
+            per.setdefault(run["recording"], []).append(by_id[run["id"]])
+    if not per:
+        return []
+    lines = ["  per host (held out: each replayed on its probe reading, or on the catalog's median host):"]
+    for name, rs in sorted(per.items()):
+        errs = {}
+        for m in ("output_throughput", "median_tpot_ms"):
+            found = [abs(e) for r in rs if not math.isnan(e := r.rel_error(m))]
+            errs[m] = statistics.median(found) if found else math.nan
+        h = cat.hosts.get(name, {})
+        on = f"probe {float(h['probe_us']):.2f} us" if h.get("probe_us") else "the median host"
+        own = f"; its own runs fit x{float(h['scale']):.2f}" if "scale" in h else ""
+        lines.append(
+            f"    {name} ({len(rs)} runs, on {on}{own}): throughput {errs['output_throughput']:.1%}, "
+            f"p50 TPOT {errs['median_tpot_ms']:.1%}"
+        )
+    return lines
+
+
 def plot_runs(
     runs: list[dict],
     results: list[RunResult],
@@ -737,6 +779,7 @@ def main_validate(
             "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)",
         )
         lines += replicate_lines(rec, results)
+        lines += host_lines(rec, results)
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
         lines.append(
             f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"

@@ -67,6 +67,9 @@ def main() -> int:
     ap.add_argument("--recording", default="h200_2026-11-27")
     ap.add_argument("--out", default=str(ROOT / "docs" / "img"))
     ap.add_argument("--collapse", action="store_true", help="the README's collapse case on an H100")
+    ap.add_argument(
+        "--hosts", action="store_true", help="TPOT and throughput against max_num_seqs, with the band across hosts"
+    )
     a = ap.parse_args()
     import matplotlib
 
@@ -75,6 +78,8 @@ def main() -> int:
 
     if a.collapse:
         return collapse(Path(a.out), plt)
+    if a.hosts:
+        return host_sweep(Path(a.out), plt)
 
     runs = [
         r
@@ -214,6 +219,80 @@ def collapse(out: Path, plt) -> int:
     fig.savefig(out / "recorded_collapse_h100.png", dpi=110)
     plt.close(fig)
     print(f"wrote {out / 'recorded_collapse_h100.png'}", file=sys.stderr)
+    return 0
+
+
+HOST_SWEEP = "h200x4_2026-11-28"
+HOST_KINDS = {
+    ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
+    ("decode", 1): ("decode-heavy: 64 + 1,024 tokens, one API server", "#d62728"),
+    ("decode", 2): ("decode-heavy, two API servers", "#2ca02c"),
+}
+
+
+def host_sweep(out: Path, plt) -> int:
+    """max_num_seqs swept on one recorded host (768 clients, Llama-3.1-8B, an H200): the server's
+    output throughput and p50 TPOT against servesim's, servesim given the host's probe reading (as
+    `servesim validate --recorded` replays it), with the band between the catalog's slowest and
+    fastest host; recorded_host_sweep.png and a markdown table."""
+    from dataclasses import replace
+
+    from simulator.scenario.hosts import band_hosts
+
+    runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == HOST_SWEEP]
+    slow, fast = band_hosts()
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.4))
+    rows = []
+    for (kind, api), (label, color) in HOST_KINDS.items():
+        sel = sorted(
+            (r for r in runs if r["run"] == kind and (r.get("frontend") or {}).get("api_server_count", 1) == api),
+            key=lambda r: r["engine"]["max_num_seqs"],
+        )
+        if not sel:
+            continue
+        seqs = [r["engine"]["max_num_seqs"] for r in sel]
+        for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
+            sims, lo, hi = [], [], []
+            for r in sel:
+                sc = validate.e2e_scenario(r)
+                s = summarize(simulate(sc))
+                ends = [summarize(simulate(replace(sc, hardware=replace(sc.hardware, host=h.name))))[metric]
+                        for h in (slow, fast)]  # fmt: skip
+                sims.append(s[metric] * scale)
+                lo.append(min(ends) * scale)
+                hi.append(max(ends) * scale)
+                if ax is axes[0]:
+                    rows.append((label, r["engine"]["max_num_seqs"], r, s))
+            ax.fill_between(seqs, lo, hi, color=color, alpha=0.13, lw=0)
+            ax.plot(seqs, sims, "-", color=color, lw=1.6)
+            ax.plot(seqs, [r["measured"][metric] * scale for r in sel], "o", color=color, ms=6, label=label)
+    for ax, title in zip(axes, ("p50 TPOT (ms)", "output throughput (k tokens/s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([128, 256, 512, 1024], ["128", "256", "512", "1,024"])
+        ax.set_xlabel("max_num_seqs (768 clients)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    axes[0].legend(loc="upper left", fontsize=8, title="dots: vLLM 0.26 server; lines: servesim", title_fontsize=8)
+    fig.suptitle(
+        f"Llama-3.1-8B on one H200 ({HOST_SWEEP}): servesim on the host's probe reading; "
+        f"shaded: from the fastest to the slowest catalog host (CPU x{fast.scale:.2f} to x{slow.scale:.2f})",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "recorded_host_sweep.png", dpi=110)
+    print(f"wrote {out / 'recorded_host_sweep.png'}")
+    print(
+        "| run | max_num_seqs | tok/s server / servesim | p50 TPOT ms server / servesim | p50 TTFT ms server / servesim |"
+    )
+    print("|---|---|---|---|---|")
+    for label, n, r, s in rows:
+        m = r["measured"]
+        print(
+            f"| {label} | {n:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
+            f"{m['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | {m['median_ttft_ms']:,.0f} / {s['median_ttft_ms']:,.0f} |"
+        )
     return 0
 
 
