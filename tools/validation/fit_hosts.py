@@ -109,7 +109,7 @@ def main() -> int:
 def machine(recording: str) -> str:
     """What a recording's lent machine was, from its name (data/e2e/README.md has the rest)."""
     kind = recording.split("_")[0]
-    gpus, _, n = kind[1:].partition("x")
+    _gpus, _, n = kind[1:].partition("x")
     return f"{n or 1} x {kind[:4].upper()} lent machine (Intel Xeon, family 6 model 207, under KVM)"
 
 
