@@ -237,7 +237,9 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="where the time goes (cProfile), instead of timings")
     args = ap.parse_args()
     # Build the compiled step once, outside every timing.
-    subprocess.run([sys.executable, "-c", "from simulator.engine import compiled; compiled.load()"], cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-c", "from simulator.engine import compiled; compiled.load()"], cwd=ROOT, check=True
+    )
     if args.profile:
         # Without --only, profiling skips the 1M-request trace (minutes even unprofiled).
         for name, path, over in _selected(args, skip_trace=not args.only):

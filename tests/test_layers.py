@@ -93,7 +93,7 @@ def _unit(module: str) -> str | None:
     """The layer unit a module belongs to (its subpackage, or itself at the top)."""
     for layer in LAYERS:
         for unit in layer:
-            if module == unit or module.startswith(unit + ".") and unit != "simulator":
+            if module == unit or (module.startswith(unit + ".") and unit != "simulator"):
                 return unit
     return "simulator" if module == "simulator" else None
 
