@@ -20,6 +20,7 @@ import io
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, dict]]:
+def _summaries(paths: list[str], overrides: Sequence[str] = ()) -> list[tuple[str, dict]]:
     from simulator.metrics import summarize
     from simulator.run import simulate
     from simulator.scenario.config import load_scenario
@@ -136,7 +137,7 @@ def block_validation() -> str:
     pre = [
         (r.detail["server_preemptions"], r.detail["num_preemptions"])
         for r in rec
-        if not r.error and r.detail.get("server_preemptions")
+        if not r.error and r.detail and r.detail.get("server_preemptions")
     ]
     rows = [
         "| check (median absolute error) | calibration | held out | target (held out) |",
@@ -227,7 +228,7 @@ def block_recorded() -> str:
 
 
 def _sweep_table(
-    scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: list[str] = ()
+    scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: Sequence[str] = ()
 ) -> str:
     """One row per value of ``param``: (header, summary key, format) columns."""
     from simulator.metrics import summarize

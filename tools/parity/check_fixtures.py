@@ -39,9 +39,9 @@ def check(json_path: Path) -> list[str]:
     n_blocks = eng["num_gpu_blocks"]
     if sc["initial_free_blocks"] != n_blocks - 1:
         errs.append(f"initial_free_blocks {sc['initial_free_blocks']} != {n_blocks - 1}")
-    new_c, fin_c = Counter(), Counter()
+    new_c: Counter[str] = Counter()
+    fin_c: Counter[str] = Counter()
     sched_tok: dict[str, int] = defaultdict(int)
-    defaultdict(int)
     generated = 0
     active = 0
     for i, row in enumerate(rows):

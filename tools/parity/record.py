@@ -32,6 +32,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 import argparse
 import csv
 import gc
+import importlib.util
 import json
 import random
 import sys
@@ -45,8 +46,18 @@ REPO = HERE.parent.parent
 DEFAULT_OUT = REPO / "simulator" / "data" / "parity"
 DEFAULT_WORK = HERE / "work"
 
-sys.path.insert(0, str(HERE))
-import scenarios as scenario_mod  # noqa: E402
+
+def _load_scenarios():
+    """tools/parity/scenarios.py, loaded by path: this script runs in the recorder's own environment,
+    where the repository is not on the path (and its top-level ``scenarios/`` folder is not this)."""
+    spec = importlib.util.spec_from_file_location("parity_scenarios", HERE / "scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scenario_mod = _load_scenarios()
 
 CSV_COLUMNS = [
     "step",
@@ -253,7 +264,9 @@ class SchedulerTap:
         out = self._orig_schedule(*a, **kw)
         pool = sched.kv_cache_manager.block_pool
         scheduled = [(rid, int(n)) for rid, n in out.num_scheduled_tokens.items()]
-        new_ids, resumed_ids, hits = [], [], []
+        new_ids: list[str] = []
+        resumed_ids: list[str] = []
+        hits: list[tuple[str, int]] = []
         for rid, n in scheduled:
             if rid in waiting_before:
                 (resumed_ids if waiting_before[rid] else new_ids).append(rid)
@@ -549,7 +562,7 @@ def main(argv=None) -> int:
             continue
         t0 = time.time()
         try:
-            debug = [] if args.debug else None
+            debug: list[dict] | None = [] if args.debug else None
             records, info = run_scenario(s, model_dir, debug)
             if debug is not None:
                 dd = args.work / "debug"

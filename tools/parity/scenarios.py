@@ -42,7 +42,7 @@ def engine(
 ) -> dict:
     if max_model_len is None:
         max_model_len = min(2048, (num_gpu_blocks - 1) * block_size)
-    eng = {
+    eng: dict[str, object] = {
         "num_gpu_blocks": num_gpu_blocks,
         "block_size": block_size,
         "max_num_batched_tokens": max_num_batched_tokens,
@@ -150,7 +150,7 @@ def S(name, description, eng, workload, requests, token_seed=0, notes=""):
 
 
 def all_scenarios() -> list[dict]:
-    sc = []
+    sc: list[dict] = []
     add = sc.append
 
     # ---- everything fits -------------------------------------------------
