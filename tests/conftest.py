@@ -28,6 +28,20 @@ if os.environ.get("CI"):
 ENGINES = {"reference": ReferenceEngine, "compiled": CompiledEngine}
 
 
+def pytest_configure(config) -> None:
+    """Build the compiled engine step before the tests, in the process that hands them out (``-n``:
+    it runs none and coverage does not trace it): under the tracer a build is several times slower,
+    and every test worker would wait for it. A fresh clone's first test run compiles here."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    from simulator.engine import compiled
+
+    note = compiled.first_compile_note()
+    if note:
+        print(note, flush=True)
+    compiled.load()
+
+
 @pytest.fixture(params=list(ENGINES))
 def engine(request) -> str:
     """Run the test on each engine step."""

@@ -203,6 +203,10 @@ CASES = {
 }
 
 
+# Not traced for coverage (pytest-cov's no_cover): the reference step runs here on scenarios big enough
+# to preempt, swap and abort, several times slower under the tracer; the tests that cover its lines
+# are the small ones (tests/test_golden.py, test_invariants.py, the Sim factory on both steps).
+@pytest.mark.no_cover
 @pytest.mark.parametrize("case", list(CASES))
 def test_compiled_step_is_byte_identical(case):
     path, over = CASES[case]
@@ -211,6 +215,7 @@ def test_compiled_step_is_byte_identical(case):
     assert ref["num_steps"] > 100
 
 
+@pytest.mark.no_cover  # as above
 def test_trace_replay_is_byte_identical(tmp_path):
     """Trace arrivals (each lands on its exact time) with bursts that queue, on both engines; a
     long request late in the trace widens the compiled engine's block tables while others run."""
@@ -304,6 +309,7 @@ def _random_scenario(d: dict, kernel: str):
     )
 
 
+@pytest.mark.no_cover  # as above
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.fixed_dictionaries(
