@@ -33,6 +33,8 @@ def floor(path: str, requests: int, steps: int) -> tuple[float, int, float]:
     """(wall seconds, requests submitted, simulated seconds) for the workload against the stub."""
     sc, _ = load_scenario(path)
     duration = sc.run.duration_s
+    if duration is None:
+        raise SystemExit(f"{path}: the floor is measured over run.duration_s, which this scenario leaves unset")
     env = simpy.Environment()
     reqs = RequestTable()
     in_flight: collections.deque = collections.deque()

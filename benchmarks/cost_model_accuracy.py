@@ -40,7 +40,8 @@ def main() -> int:
             pins[gpu] = {"matmul_memory": eff_m}
             print(f"{gpu}: weight streaming measured at {bw / 1e9:,.0f} GB/s: matmul_memory pinned to {eff_m:.3f}")
     print()
-    for gpu, g in df.groupby("gpu"):
+    for key, g in df.groupby("gpu"):
+        gpu = str(key)
         g = g.reset_index(drop=True)
         pin = pins.get(gpu)
         print(f"## {gpu}: {len(g)} measured steps, models {', '.join(sorted(g['model'].unique()))}\n")
@@ -67,7 +68,8 @@ def main() -> int:
                     p = predict(tb, fit(ta, gpu, pinned=pn), gpu)
                     e = np.abs(p - tb["ms"].to_numpy()) / tb["ms"].to_numpy()
                     print(f"| {label} | {a} | {b} | {len(tb)} | {e.mean():.1%} | {e.max():.1%} |")
-        for other, og in df.groupby("gpu"):
+        for other_key, og in df.groupby("gpu"):
+            other = str(other_key)
             if other == gpu:
                 continue
             p = predict(g, fit(og.reset_index(drop=True), other, pinned=pins.get(other)), gpu)

@@ -50,6 +50,7 @@ def recorded() -> list[str]:
     for i in order:
         run, r = runs[i], results[i]
         m, s, d = r.measured, r.simulated, r.detail
+        assert d is not None, r.error  # a run that ran has its detail
         gib = run["engine"].get("kv_offloading_size", 0)
         lines.append(
             f"| {f'{gib:g} GiB' if gib else 'off'} | {run['prefix']['groups']} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,20 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 ENGINES = {"reference": ReferenceEngine, "compiled": CompiledEngine}
+
+
+def pytest_configure(config) -> None:
+    """Build the compiled engine step before the tests, in the process that hands them out (``-n``:
+    it runs none and coverage does not trace it): under the tracer a build is several times slower,
+    and every test worker would wait for it. A fresh clone's first test run compiles here."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    from simulator.engine import compiled
+
+    note = compiled.first_compile_note()
+    if note:
+        print(note, flush=True)
+    compiled.load()
 
 
 @pytest.fixture(params=list(ENGINES))
@@ -119,3 +134,56 @@ def check_compiled_state(eng: CompiledEngine) -> None:
             row, n = st.slots[s, L.S_ROW], st.slots[s, L.S_NBLK]
             np.add.at(held, st.tables[row, :n], 1)
     assert (held == ref).all()
+
+
+# ---- what a user sees in a plot ----------------------------------------------------------------
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> dict:
+    """The figures servesim's plots draw during the test, by file name, captured as each is saved
+    (the PNGs are written as usual; plots are drawn in the test's process, not a forked child), so a
+    test reads what the user sees: titles, axis labels, the data of every line."""
+    from simulator.outputs import plots
+
+    monkeypatch.setenv("SERVESIM_PLOTS_INLINE", "1")
+    figures: dict = {}
+    save = plots._save
+
+    def capture(fig, path) -> None:
+        figures[Path(path).name] = fig
+        save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", capture)
+    return figures
+
+
+def assert_png_drawn(path) -> None:
+    """The file (a path, or the bytes of one in a file object) decodes as a PNG of a drawn figure,
+    not a blank canvas: a fair share of it is ink (lines, text, axes) and it has colours beyond black
+    and white."""
+    from matplotlib import image
+
+    img = image.imread(path if hasattr(path, "read") else str(path), format="png")
+    assert img.ndim == 3 and img.shape[0] >= 200 and img.shape[1] >= 300, img.shape
+    rgb = np.asarray(img[..., :3], np.float64)
+    ink = float((rgb.min(axis=2) < 0.85).mean())
+    assert ink > 0.01, f"{path}: {ink:.2%} of the image is drawn"
+    colours = len(np.unique((rgb * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+    assert colours > 16, f"{path}: {colours} colours"
+
+
+def line_of(ax, label: str):
+    """The line of ``ax`` drawn with this legend label."""
+    lines = [line for line in ax.get_lines() if line.get_label() == label]
+    assert len(lines) == 1, [line.get_label() for line in ax.get_lines()]
+    return lines[0]
+
+
+def window_of(title: str) -> float:
+    """The throughput windows' width, as the plot's title gives it ("... (5 s windows)")."""
+    import re
+
+    m = re.search(r"\(([\d.]+) s windows\)", title.replace("\n", " "))
+    assert m, title
+    return float(m.group(1))

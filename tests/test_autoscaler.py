@@ -7,7 +7,9 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import assert_png_drawn
 
 import workloads.factory
 from simulator.engine.rules import RequestStatus
@@ -166,7 +168,7 @@ def test_a_diurnal_day_arrives_as_its_rate_says():
     assert len(arr) / 43200 == pytest.approx(2 * (1 + 0.5 * 2 / math.pi), rel=0.02)
 
 
-def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
+def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path, drawn):
     import pandas as pd
 
     from simulator.outputs.plots import plot_sweep_metrics
@@ -194,10 +196,16 @@ def test_a_sweep_of_fleets_recommends_the_cheapest_within_the_slo(tmp_path):
     assert rec["best_cost"] == {"param:cluster": scaled}
     assert "$77.22" in rec["text_cost"] and "costs $113.76" in rec["text_cost"]
     plot_sweep_metrics(df, ["cluster"], tmp_path / "m.png", "fleets", rec)  # values that are mappings
-    assert (tmp_path / "m.png").stat().st_size > 10_000
+    assert_png_drawn(tmp_path / "m.png")
+    # A fleet per position on the x axis, named by its settings, each panel one metric of the sweep.
+    fig = drawn["m.png"]
+    for ax, col in zip(fig.axes, ("output_throughput", "p99_ttft_ms", "p99_tpot_ms", "num_preemptions")):
+        np.testing.assert_array_equal(ax.get_lines()[0].get_xydata(), np.column_stack([range(3), df[col]]))
+    ticks = [t.get_text().replace("\n", " ") for t in fig.axes[0].get_xticklabels()]
+    assert len(ticks) == 3 and "replicas" in ticks[0] and "autoscaler" in ticks[1]
 
 
-def test_plan_day_weighs_the_policy_against_a_static_fleet(tmp_path, capsys):
+def test_plan_day_weighs_the_policy_against_a_static_fleet(tmp_path, capsys, drawn):
     import csv
     import json
 
@@ -215,7 +223,15 @@ def test_plan_day_weighs_the_policy_against_a_static_fleet(tmp_path, capsys):
     assert float(rows[0]["gpu_hours"]) <= float(rows[1]["gpu_hours"]) + 1e-9
     rec = json.loads((tmp_path / "p" / "recommendation.json").read_text())
     assert rec["best_cost"]["param:policy"] in {r["policy"] for r in rows}
-    assert (tmp_path / "p" / "day.png").stat().st_size > 10_000
+    assert_png_drawn(tmp_path / "p" / "day.png")
+    # Each policy's replicas over the day as the legend names it: the autoscaled fleet's from its
+    # fleet.csv, the static fleet a flat line at its peak.
+    (ax, *_) = drawn["day.png"].axes
+    lines = {str(ln.get_label()).split(":")[0]: ln for ln in ax.get_lines()}
+    fleet = pd.read_csv(tmp_path / "p" / "policies" / "autoscaled" / "fleet.csv")
+    np.testing.assert_array_equal(lines["autoscaled"].get_ydata(), fleet["serving"] + fleet["starting"])
+    static = lines[rows[1]["policy"]]
+    assert set(static.get_ydata()) == {peak} and ax.get_ylabel() == "replicas (serving + starting)"
     assert (tmp_path / "p" / "policies" / "autoscaled" / "fleet.csv").is_file()
     capsys.readouterr()
     # Bad requests are one line each.

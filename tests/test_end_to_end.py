@@ -6,13 +6,19 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import assert_png_drawn, line_of, window_of
+
 from simulator.cli import main
 
 SMALL = ["--set", "run.duration_s=20", "--set", "run.warmup_s=2", "--set", "workload.arrival.concurrency=64"]
 
 
-def test_run_writes_results_and_is_deterministic(tmp_path):
-    """Same scenario and seed: byte-identical summary.json (no wall-clock keys), requests.csv and steps.csv."""
+def test_run_writes_results_and_is_deterministic(tmp_path, drawn):
+    """Same scenario and seed: byte-identical summary.json (no wall-clock keys), requests.csv and steps.csv;
+    the two plots show the run's own KV usage and throughput."""
     a, b = tmp_path / "a", tmp_path / "b"
     assert main(["run", "--out", str(a), *SMALL]) == 0
     assert main(["run", "--out", str(b), *SMALL]) == 0
@@ -34,8 +40,26 @@ def test_run_writes_results_and_is_deterministic(tmp_path):
     ):
         assert key in sa
     assert sa["num_completed"] > 0
-    assert (a / "kv_cache_usage.png").stat().st_size > 10_000
-    assert (a / "throughput.png").stat().st_size > 10_000
+    steps = pd.read_csv(b / "steps.csv")  # the figures drawn last are run b's, identical to a's
+    kv = drawn["kv_cache_usage.png"].axes[0]
+    name = json.loads((b / "summary.json").read_text())["scenario"]
+    assert kv.get_title().startswith(f"KV-cache usage: {name}") and kv.get_ylabel() == "KV-cache usage (%)"
+    assert kv.get_xlabel() == "simulated time (s)"
+    t, u = line_of(kv, name).get_xydata().T
+    # More steps than the 2,000 points drawn: thinned in time order, each point its bucket's peak.
+    assert len(steps) > 2000 and 1000 < len(t) <= 2000 and (np.diff(t) > 0).all()
+    assert steps["start"].min() - 1e-6 <= t[0] and t[-1] <= steps["start"].max() + 1e-6  # steps.csv rounds
+    usage = np.unique(100 * steps["kv_usage"])
+    nearest = np.abs(usage[np.abs(usage[:, None] - u[None, :]).argmin(axis=0)] - u)
+    assert nearest.max() < 1e-6 and u.max() == pytest.approx(usage.max())  # every point a step's, the peak kept
+    tput = drawn["throughput.png"].axes[0]
+    assert tput.get_ylabel() == "output throughput (tokens/s)"
+    w = window_of(tput.get_title())
+    rate = line_of(tput, name).get_ydata()
+    # Every generated token is drawn once: the windows' rates add up to the run's output tokens.
+    assert float(np.sum(rate)) * w == pytest.approx(float(steps["num_generated"].sum()), rel=1e-9)
+    for f in ("kv_cache_usage.png", "throughput.png"):
+        assert_png_drawn(a / f)
 
 
 def test_different_seed_changes_results(tmp_path):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import assert_png_drawn, line_of
 
 from simulator.cli import main
 from simulator.run import simulate
@@ -19,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SHORT = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]
 
 
-def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path, capsys):
+def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path, capsys, drawn):
     """Open loop, every prompt too long: the run completes, writes every file, and says why (no
-    front-end, so that every request reaches the engine within the run)."""
+    front-end, so that every request reaches the engine within the run); its plots are drawn, with
+    no KV usage and no throughput in them."""
     args = [
         "run",
         "--out",
@@ -41,8 +43,14 @@ def test_a_run_whose_every_request_is_rejected_still_writes_its_results(tmp_path
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["num_rejected"] == summary["num_submitted"] > 100 and summary["num_steps"] == 0
     assert "requests rejected (the first: prompt (200000)" in out
-    for f in ("requests.csv", "steps.csv", "kv_cache_usage.png", "throughput.png"):
+    for f in ("requests.csv", "steps.csv"):
         assert (tmp_path / f).stat().st_size > 0
+    kv, tput = drawn["kv_cache_usage.png"].axes[0], drawn["throughput.png"].axes[0]
+    name = summary["scenario"]
+    assert len(line_of(kv, name).get_xydata()) == 0 and kv.get_ylabel() == "KV-cache usage (%)"
+    assert not line_of(tput, name).get_ydata().any()
+    for f in ("kv_cache_usage.png", "throughput.png"):
+        assert_png_drawn(tmp_path / f)
 
 
 def test_closed_loop_clients_resubmitting_rejected_requests_stop_with_one_line(tmp_path, capsys):

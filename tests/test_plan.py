@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_png_drawn
 
 from simulator.errors import ConfigError
 from simulator.planning import plan as P
@@ -131,7 +132,7 @@ def plan_args(tmp_path, out, **kw):
     )
 
 
-def test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate(tmp_path, capsys):
+def test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate(tmp_path, capsys, drawn):
     out = tmp_path / "plan"
     rc = P.run_plan(**plan_args(tmp_path, out))
     assert rc == 1  # two candidates have max_num_seqs=0: failed, reported, the others finish
@@ -142,8 +143,10 @@ def test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate(tmp_path, c
     assert rec["check"]["units"] >= rec["best"]["units"]
     table = (out / "plan.csv").read_text()
     assert table.count(",failed,") == 2 and table.count(",ok,") == 2
-    for f in ("probes.csv", "plan_cost.png", "latency_vs_rate.png"):
-        assert (out / f).stat().st_size > 0
+    assert (out / "probes.csv").stat().st_size > 0
+    _check_plan_plots(drawn, table, rec)
+    for f in ("plan_cost.png", "latency_vs_rate.png"):
+        assert_png_drawn(out / f)
     # Again: every evaluated candidate comes from its cache, the same table; a damaged one is recomputed.
     victim = next((out / "candidates").glob("gpu=h100-sxm__max_num_seqs=64.json"))
     victim.write_text("{trunc")
@@ -153,6 +156,31 @@ def test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate(tmp_path, c
     assert lines["gpu=a100-80gb__max_num_seqs=64"].endswith("(cached)")
     assert lines["gpu=h100-sxm__max_num_seqs=64"].endswith("runs)")  # recomputed
     assert (out / "plan.csv").read_text() == table
+
+
+def _check_plan_plots(drawn: dict, table: str, rec: dict) -> None:
+    """The plan's plots show its feasible candidates: each one's fleet cost as a bar, its capacity
+    per unit against its unit price as a point, the recommendation starred; and each one's p99
+    latencies against the probed rates."""
+    import csv
+
+    ok = [r for r in csv.DictReader(table.splitlines()) if r["status"] == "ok"]
+    cost, capacity = drawn["plan_cost.png"].axes[:2]
+    assert sorted(p.get_width() for p in cost.patches) == pytest.approx(sorted(float(r["usd_per_hour"]) for r in ok))
+    assert cost.get_xlabel() == "fleet cost for the target rate (US$ per hour)" and "20 req/s" in cost.get_title()
+    by_label = {c.get_label(): c.get_offsets() for c in capacity.collections}
+    points = np.concatenate([by_label[g] for g in {r["gpu"] for r in ok}])
+    want = [(float(r["unit_usd_per_hour"]), float(r["capacity_rps"])) for r in ok]
+    np.testing.assert_allclose(sorted(map(tuple, points.tolist())), sorted(want))
+    star = by_label["recommended"]
+    np.testing.assert_allclose(star, [[rec["best"]["unit_usd_per_hour"], rec["best"]["capacity_rps"]]])
+    ttft, tpot = drawn["latency_vs_rate.png"].axes[:2]
+    assert ttft.get_ylabel() == "p99 TTFT (ms)" and tpot.get_ylabel() == "p99 TPOT (ms)"
+    labelled = [ln for ln in ttft.get_lines() if not str(ln.get_label()).startswith("_")]  # not the capacities
+    drawn_lines = [ln for ln in labelled if ln.get_label() != "target"]
+    assert len(drawn_lines) == len(ok)  # one curve per feasible candidate
+    for ln in drawn_lines:
+        assert (np.diff(ln.get_xdata()) > 0).all() and (ln.get_ydata() > 0).all()  # rates probed upwards
 
 
 def test_bad_plan_inputs_are_one_line_errors(tmp_path):

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import assert_png_drawn, line_of, window_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,8 +167,9 @@ def test_bins_and_window_totals_on_random_step_sequences(durations, gaps, bin_s,
     assert a.kv_usage_max == b.kv_usage_max
 
 
-def test_binned_run_writes_results_and_plots(tmp_path):
-    """The CLI with a binned log: steps.csv has one row per bin and the plots are drawn from it."""
+def test_binned_run_writes_results_and_plots(tmp_path, drawn):
+    """The CLI with a binned log: steps.csv has one row per bin and the plots are drawn from it, each
+    bin's KV usage at the bin's centre and every generated token in the throughput."""
     out = tmp_path / "r"
     rc = main(
         [
@@ -185,7 +187,18 @@ def test_binned_run_writes_results_and_plots(tmp_path):
     assert rc == 0
     steps = pd.read_csv(out / "steps.csv")
     assert steps.columns[0] == "bin" and (steps["duration"] == 2).all() and len(steps) <= 15
-    assert (out / "kv_cache_usage.png").stat().st_size > 0 and (out / "throughput.png").stat().st_size > 0
+    kv = drawn["kv_cache_usage.png"].axes[0]
+    name = kv.get_lines()[0].get_label()
+    np.testing.assert_allclose(
+        line_of(kv, name).get_xydata(),
+        np.column_stack([steps["start"] + steps["duration"] / 2, 100 * steps["kv_usage"]]),
+        atol=1e-6,  # steps.csv's rounding
+    )
+    tput = drawn["throughput.png"].axes[0]
+    rate = line_of(tput, name).get_ydata()
+    assert float(np.sum(rate)) * window_of(tput.get_title()) == pytest.approx(float(steps["num_generated"].sum()))
+    for f in ("kv_cache_usage.png", "throughput.png"):
+        assert_png_drawn(out / f)
 
 
 @pytest.mark.parametrize("value", [0, -1])

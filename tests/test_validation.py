@@ -7,7 +7,9 @@ import re
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
+from conftest import assert_png_drawn
 
 from simulator.scenario import versions
 from simulator.validation import validate
@@ -52,9 +54,10 @@ def test_run_collection_covers_what_it_must():
     assert RUNS["rejected"] and all(x.get("reason") and x.get("url") for x in RUNS["rejected"])
 
 
-def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path):
+def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monkeypatch):
     """All runs simulate (none fails), the report and plot are written, and the errors stay where
-    they were when the constants were fitted (a regression guard, not the targets)."""
+    they were when the constants were fitted (a regression guard, not the targets); the plot shows
+    every run as a point (measured, simulated) per metric, and the medians in its titles."""
     results = validate.run_all(RUNS["runs"], jobs=1)
     assert not [r.id for r in results if r.error]
     s = validate.error_summary(results)
@@ -65,7 +68,20 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path):
         assert s[(split, "mean_tpot_ms")]["median_abs_error"] < 0.20
     lines = validate.write_runs_report(RUNS["runs"], results, tmp_path)
     assert (tmp_path / "runs.csv").read_text().count("\n") == len(results) + 1 and "heldout" in "\n".join(lines)
-    assert validate.plot_runs(RUNS["runs"], results, tmp_path / "v.png").stat().st_size > 10_000
+    from matplotlib.collections import PathCollection
+    from matplotlib.figure import Figure
+
+    saved: list = []
+    savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (saved.append(fig), savefig(fig, *a, **k))[1])
+    assert_png_drawn(validate.plot_runs(RUNS["runs"], results, tmp_path / "v.png"))
+    (fig,) = saved
+    for ax, m in zip(fig.axes, validate.METRICS):
+        points = np.concatenate([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)])
+        want = [(r.measured[m], r.simulated[m]) for r in results if r.measured.get(m) and r.simulated.get(m)]
+        np.testing.assert_allclose(sorted(map(tuple, points.tolist())), sorted(want))
+        held = 100 * s[("heldout", m)]["median_abs_error"]
+        assert f"{held:.0f}% held out" in ax.get_title() and ax.get_xlabel().startswith("measured ")
 
 
 def test_a_run_that_cannot_be_simulated_is_reported_not_raised():

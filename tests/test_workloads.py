@@ -193,7 +193,7 @@ def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, k
                     "solo": {"arrival": {"type": "closed_loop", "concurrency": 5}, "preset": "chat"},
                 },
             },
-            "run": {"seed": 3, "duration_s": None, "num_requests": 1500, "warmup_s": 0, "kernel": kernel},
+            "run": {"seed": 3, "duration_s": None, "num_requests": 600, "warmup_s": 0, "kernel": kernel},
         },
         "scenario",
     )
@@ -210,7 +210,7 @@ def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, k
     monkeypatch.setattr(factory, "closed_loop", as_processes)
     processes = simulate(sc)
     a, b = request_frame(chained), request_frame(processes)
-    assert len(a) == 1500 and (a["status"] == "rejected").sum() > 20
+    assert len(a) == 600 and (a["status"] == "rejected").sum() > 20
     pd.testing.assert_frame_equal(a, b)
 
 

@@ -211,14 +211,22 @@ def openmetrics_text(result, interval_s: float = 1.0, start_epoch: float = DEFAU
     return exposition.generate_latest(fams, escaping=allow) if allow else exposition.generate_latest(fams)
 
 
-# Long as a table is long: one call per vLLM series (name, help text, values), in /metrics order;
-# the formatter gives each call five lines.
 def _engine_series(fams: _Families, lv: list[str], res) -> None:
-    """Every series of one engine (labels ``lv``), from its step log and request records."""
-    at = fams.at
+    """Every series of one engine (labels ``lv``), from its step log and request records, in vLLM's
+    /metrics order."""
     s = _step_series(res)
     c = res.reqs.columns()
-    fin = c["status"] == RequestStatus.FINISHED
+    _scheduler_gauges(fams, lv, s, res.scenario.engine)
+    _token_counters(fams, lv, s, c, res.scenario.engine)
+    _prefix_cache_counters(fams, lv, c, res.scenario.engine)
+    _latency_histograms(fams, lv, s, c)
+
+
+# The helpers below are long as a table is long: one call per vLLM series (name, help text, values);
+# the formatter gives each call five lines.
+def _scheduler_gauges(fams: _Families, lv: list[str], s: dict, engine) -> None:
+    """The scheduler's state at each scrape: its queues and the KV cache's usage."""
+    at = fams.at
     fams.gauge(
         lv,
         "vllm:num_requests_running",
@@ -231,7 +239,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         "Number of requests waiting to be processed.",
         _last_before(s["start"], s["num_waiting"], at),
     )
-    if res.scenario.engine.preemption_mode == "swap":  # a V0 series: only a run that swaps as V0 did has it
+    if engine.preemption_mode == "swap":  # a V0 series: only a run that swaps as V0 did has it
         fams.gauge(
             lv,
             "vllm:num_requests_swapped",
@@ -244,6 +252,11 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         "KV-cache usage. 1 means 100 percent usage.",
         _last_before(s["start"], s["kv_usage"], at),
     )
+
+
+def _token_counters(fams: _Families, lv: list[str], s: dict, c: dict, engine) -> None:
+    """Preemptions, prompt and generated tokens, finished requests and speculative drafts, as counted so far."""
+    at = fams.at
     fams.counter(
         lv,
         "vllm:num_preemptions",
@@ -263,6 +276,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         "Number of generation tokens processed.",
         _cumulative(s["end"], s["num_generated"], at),
     )
+    fin = c["status"] == RequestStatus.FINISHED
     fams.counter(
         lv,
         "vllm:request_success",
@@ -270,16 +284,22 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         _cumulative(c["finish"][fin], np.ones(int(fin.sum())), at),
         {"finished_reason": "length"},
     )
-    if speculative.enabled(res.scenario.engine.speculative_config):  # vLLM's spec_decode counters
+    if speculative.enabled(engine.speculative_config):  # vLLM's spec_decode counters
         for name, col, text in (
             ("vllm:spec_decode_num_drafts", "spec_drafts", "Number of spec decoding drafts."),
             ("vllm:spec_decode_num_draft_tokens", "spec_draft_tokens", "Number of draft tokens."),
             ("vllm:spec_decode_num_accepted_tokens", "spec_accepted_tokens", "Number of accepted tokens."),
         ):
             fams.counter(lv, name, text, _cumulative(s["end"], s[col], at))
-    # The prefix cache is looked up when a request is first scheduled: its prompt queried, what
-    # was found cached a hit (vLLM counts nothing with prefix caching off).
-    sched = np.isfinite(c["first_scheduled"]) & res.scenario.engine.enable_prefix_caching
+
+
+def _prefix_cache_counters(fams: _Families, lv: list[str], c: dict, engine) -> None:
+    """Prefix-cache queries and hits, on the GPU and (with KV offloading) on the host tier.
+
+    The prefix cache is looked up when a request is first scheduled: its prompt queried, what was
+    found cached a hit (vLLM counts nothing with prefix caching off)."""
+    at = fams.at
+    sched = np.isfinite(c["first_scheduled"]) & engine.enable_prefix_caching
     fams.counter(
         lv,
         "vllm:prefix_cache_queries",
@@ -293,7 +313,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         "Prefix cache hits, in terms of number of cached tokens.",
         _cumulative(c["first_scheduled"][sched], np.maximum(c["cached_tokens"][sched], 0) - host, at),
     )
-    if res.scenario.engine.kv_offloading_size:
+    if engine.kv_offloading_size:
         fams.counter(
             lv,
             "vllm:external_prefix_cache_queries",
@@ -306,6 +326,12 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
             "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
             _cumulative(c["first_scheduled"][sched], host, at),
         )
+
+
+def _latency_histograms(fams: _Families, lv: list[str], s: dict, c: dict) -> None:
+    """The latency histograms, each request observed when vLLM observes it (TTFT at its first token,
+    the rest when it finishes; inter-token latency per decode token of a step)."""
+    first = np.isfinite(c["first_token"])
     fams.histogram(
         lv,
         "vllm:time_to_first_token_seconds",
@@ -327,6 +353,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
         ITL_BUCKETS,
         weights=s["decode_tokens"],
     )
+    fin = c["status"] == RequestStatus.FINISHED
     multi = fin & (c["num_out"] > 1)
     fams.histogram(
         lv,
@@ -393,6 +420,8 @@ def write_openmetrics(result, path: Path, interval_s: float = 1.0, start_epoch: 
 
 # ---- Perfetto / Chrome trace events -------------------------------------------------------------------
 
+_US = 1e6  # trace timestamps are in microseconds
+
 
 def trace_events(result) -> list[dict]:
     """The run as Chrome trace events (timestamps in microseconds of simulated time). Needs the
@@ -434,49 +463,58 @@ def trace_events(result) -> list[dict]:
     return out
 
 
-# Long as a table is long: one event dictionary per kind of Perfetto record (metadata, steps, counters,
-# request spans), each in the trace format's own field order.
 def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
     """One engine's steps (process ``pid``) and requests (process ``pid + 1``); request span ids
     are prefixed with ``ids`` (a replica's, in a fleet)."""
-    us = 1e6
-    req_pid = pid + 1
-    out: list[dict] = [
+    out = _process_names(pid, name, ids)
+    out += _step_events(result.engine.log.columns(), pid)
+    out += _RequestSpans(result, pid + 1, ids).events()
+    return out
+
+
+def _process_names(pid: int, name: str, ids: str) -> list[dict]:
+    """The metadata records naming an engine's two processes and its steps' thread."""
+    return [
         {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
         {"ph": "M", "pid": pid, "tid": 1, "name": "thread_name", "args": {"name": "steps"}},
         {
             "ph": "M",
-            "pid": req_pid,
+            "pid": pid + 1,
             "name": "process_name",
             "args": {"name": f"requests of {name}" if ids else "requests"},
         },
     ]
-    log = result.engine.log.columns()
+
+
+_STEP_ARGS = (
+    "num_running",
+    "num_waiting",
+    "num_swapped",
+    "num_seqs",
+    "prefill_tokens",
+    "decode_tokens",
+    "recomputed_tokens",
+    "num_preemptions",
+    "num_generated",
+)
+
+
+def _step_events(log: dict, pid: int) -> list[dict]:
+    """Each step (or time bin) of the step log as a slice with its batch composition, followed by
+    the KV-cache usage and queue counters at its start."""
+    out: list[dict] = []
     binned = "num_steps" in log
     for k in range(len(log["start"])):
-        args = {
-            c: int(log[c][k])
-            for c in (
-                "num_running",
-                "num_waiting",
-                "num_swapped",
-                "num_seqs",
-                "prefill_tokens",
-                "decode_tokens",
-                "recomputed_tokens",
-                "num_preemptions",
-                "num_generated",
-            )
-        }
+        ts = float(log["start"][k]) * _US
         out.append(
             {
                 "ph": "X",
                 "pid": pid,
                 "tid": 1,
                 "name": "time bin" if binned else "step",
-                "ts": float(log["start"][k]) * us,
-                "dur": float(log["duration"][k]) * us,
-                "args": args,
+                "ts": ts,
+                "dur": float(log["duration"][k]) * _US,
+                "args": {c: int(log[c][k]) for c in _STEP_ARGS},
             }
         )
         out.append(
@@ -484,7 +522,7 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
                 "ph": "C",
                 "pid": pid,
                 "name": "kv_cache_usage",
-                "ts": float(log["start"][k]) * us,
+                "ts": ts,
                 "args": {"percent": round(float(log["kv_usage"][k]) * 100, 4)},
             }
         )
@@ -493,74 +531,94 @@ def _engine_events(result, pid: int, name: str, ids: str) -> list[dict]:
                 "ph": "C",
                 "pid": pid,
                 "name": "queues",
-                "ts": float(log["start"][k]) * us,
+                "ts": ts,
                 "args": {"running": int(log["num_running"][k]), "waiting": int(log["num_waiting"][k])},
             }
         )
-    c = result.reqs.columns()
-    phase: dict[int, tuple[str, float]] = {}  # request -> its open span (name, start)
+    return out
 
-    def close(rid: int, t: float) -> None:
-        name, t0 = phase.pop(rid)
-        sid = f"{ids}{rid}" if ids else rid
-        out.append(
+
+class _RequestSpans:
+    """Each request of one engine as a sequence of async spans (queued, prefill, decode, preempted,
+    resumed, streaming out), one open at a time, built from the engine's request events."""
+
+    def __init__(self, result, pid: int, ids: str) -> None:
+        self.result, self.pid, self.ids = result, pid, ids
+        self.c = result.reqs.columns()
+        self.out: list[dict] = []
+        self.phase: dict[int, tuple[str, float]] = {}  # request -> its open span (name, start)
+
+    def close(self, rid: int, t: float) -> None:
+        name, t0 = self.phase.pop(rid)
+        sid = f"{self.ids}{rid}" if self.ids else rid
+        self.out.append(
             {
                 "ph": "b",
                 "cat": "request",
                 "id": sid,
-                "pid": req_pid,
+                "pid": self.pid,
                 "name": name,
-                "ts": t0 * us,
+                "ts": t0 * _US,
                 "args": {"request": rid},
             }
         )
-        out.append({"ph": "e", "cat": "request", "id": sid, "pid": req_pid, "name": name, "ts": t * us})
+        self.out.append({"ph": "e", "cat": "request", "id": sid, "pid": self.pid, "name": name, "ts": t * _US})
 
-    def open_(rid: int, name: str, t: float) -> None:
-        if rid in phase:
-            close(rid, t)
-        phase[rid] = (name, t)
+    def open(self, rid: int, name: str, t: float) -> None:
+        if rid in self.phase:
+            self.close(rid, t)
+        self.phase[rid] = (name, t)
 
-    end = result.end_time
-    evs = result.engine.trace_events()
-    order = np.argsort(evs[:, 0], kind="stable") if len(evs) else np.empty(0, np.int64)
-    queued = set()
-    for t, kind, rid, value in evs[order].tolist():
-        rid, kind = int(rid), int(kind)
-        if rid not in queued:  # its wait from arrival to its first admission
-            queued.add(rid)
-            phase[rid] = ("queued", float(c["arrival"][rid]))
+    def events(self) -> list[dict]:
+        c, phase = self.c, self.phase
+        end = self.result.end_time
+        evs = self.result.engine.trace_events()
+        order = np.argsort(evs[:, 0], kind="stable") if len(evs) else np.empty(0, np.int64)
+        queued = set()
+        for t, kind, rid, value in evs[order].tolist():
+            rid, kind = int(rid), int(kind)
+            if rid not in queued:  # its wait from arrival to its first admission
+                queued.add(rid)
+                phase[rid] = ("queued", float(c["arrival"][rid]))
+            self._on_event(rid, kind, t, value, end)
+        for rid in range(len(c["arrival"])):
+            if c["status"][rid] == RequestStatus.REJECTED:
+                self.out.append(
+                    {
+                        "ph": "i",
+                        "s": "p",
+                        "pid": self.pid,
+                        "name": f"rejected {rid}",
+                        "ts": float(c["arrival"][rid]) * _US,
+                    }
+                )
+            elif rid not in queued:  # never admitted
+                phase[rid] = ("queued", float(c["arrival"][rid]))
+        for rid in list(phase):  # still open when the run ended
+            self.close(rid, end)
+        return self.out
+
+    def _on_event(self, rid: int, kind: int, t: float, value: float, end: float) -> None:
+        """Open the span a request event starts (closing the one before)."""
+        phase = self.phase
         if kind == E.EventKind.NEW:
-            open_(rid, "prefill", t)
+            self.open(rid, "prefill", t)
         elif kind == E.EventKind.RESUMED:
-            open_(
-                rid,
-                "resumed (recomputing, then decoding)" if rid in phase and phase[rid][0] == "preempted" else "resumed",
-                t,
-            )
+            recomputing = rid in phase and phase[rid][0] == "preempted"
+            self.open(rid, "resumed (recomputing, then decoding)" if recomputing else "resumed", t)
         elif kind == E.EventKind.PREEMPTED:
-            open_(rid, E.PREEMPTION_KINDS[int(value)], t)
+            self.open(rid, E.PREEMPTION_KINDS[int(value)], t)
             if int(value) == E.PreemptionKind.ABORTED:
-                close(rid, t)
+                self.close(rid, t)
         elif kind == E.EventKind.FIRST_TOKEN:
-            open_(rid, "decode", t)
+            self.open(rid, "decode", t)
         elif kind == E.EventKind.FINISHED and rid in phase:
-            shown = float(c["finish"][rid])  # its last token reaches the client (through the front-end)
+            shown = float(self.c["finish"][rid])  # its last token reaches the client (through the front-end)
             if not np.isfinite(shown):  # still on its way out when the run ended
                 shown = end
             if shown > t:
-                open_(rid, "streaming out (front-end)", t)
-            close(rid, max(shown, t))
-    for rid in range(len(c["arrival"])):
-        if c["status"][rid] == RequestStatus.REJECTED:
-            out.append(
-                {"ph": "i", "s": "p", "pid": req_pid, "name": f"rejected {rid}", "ts": float(c["arrival"][rid]) * us}
-            )
-        elif rid not in queued:  # never admitted
-            phase[rid] = ("queued", float(c["arrival"][rid]))
-    for rid in list(phase):  # still open when the run ended
-        close(rid, end)
-    return out
+                self.open(rid, "streaming out (front-end)", t)
+            self.close(rid, max(shown, t))
 
 
 def write_perfetto(result, path: Path) -> Path:

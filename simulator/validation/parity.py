@@ -9,12 +9,16 @@ through both the readable reference and the compiled production step, and run as
 runs a scenario (``fixture_scenario``: the requests as a trace, closed-loop clients, the engine's
 settings, no front-end): the product path reproduces the real engine too.
 
-Every recorded fixture matches exactly, through both (``tests/test_parity.py``). Engine features servesim does
-not model, should a future fixture need them: KV connectors / P/D transfer, speculative decoding,
-async scheduling, sliding-window / Mamba groups and prefix replay, partial-block (sub-block hash)
-prefix hits, multimodal encoder budgets, LoRA limits, and the watermark / adaptive long-prefill /
-prefill-interval knobs at non-default values. A fixture that fails because of one of these should
-be marked ``xfail(strict=True)`` in ``tests/test_parity.py`` with the feature named, and listed here.
+The fixtures cover FCFS and priority scheduling and multi-LoRA's adapter limit (a request's adapter
+has no trace column, so those fixtures skip the ``run`` path), and speculative decoding with a draft
+model. Every fixture matches exactly through every path (``tests/test_parity.py``) but those in
+``KNOWN_DIVERGENT``, each with the rule that differs; `servesim parity` reports them apart and the
+tests expect them to diverge. Engine features servesim does not model, should a future fixture need
+them: KV connectors / P/D transfer (vLLM's CPU offloading connector does not run on the CPU build the
+fixtures are recorded with), async scheduling, sliding-window / Mamba groups and prefix replay,
+partial-block (sub-block hash) prefix hits, multimodal encoder budgets, and the watermark / adaptive
+long-prefill / prefill-interval knobs at non-default values. vLLM V1 has no swap preemption, so no
+fixture records it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,30 @@ COLUMNS = [
     "num_generated",
 ]
 ENGINES = ("reference", "compiled", "run")  # step mode through each engine step, and `servesim run`
+
+# Fixtures servesim does not match, each for a reason known to the step (name -> the reason): `servesim
+# parity` reports them apart, and tests/test_parity.py expects each to diverge (a strict xfail), so the
+# change that makes one match shows. The reason names the rule; the engine keeps its own.
+_EXACT_ARRIVAL_TIES = (
+    "priority scheduling with exact arrival ties: servesim's waiting heap orders requests of equal "
+    "priority that arrived at the same instant by insertion (rules.queued_before), so a preempted one "
+    "goes back behind them; vLLM's arrival stamps never tie, and it goes back to its arrival place"
+)
+_DRAFT_MODEL_SLOTS = (
+    "speculative decoding with a draft model: vLLM 0.32 keeps one token of the budget per scheduled "
+    "request for the draft model (SpeculativeConfig.max_num_new_slots_for_drafting) and allocates KV "
+    "slots for num_speculative_tokens lookahead tokens past each request's scheduled ones "
+    "(VllmConfig.num_lookahead_tokens); servesim's step does neither (step 0: a prefill chunk of 255 "
+    "tokens in 9 blocks, against 256 in 8)"
+)
+KNOWN_DIVERGENT: dict[str, str] = {
+    "priority_batch_overload": _EXACT_ARRIVAL_TIES,
+    "priority_batch_overload_pc_off_fpa_off": _EXACT_ARRIVAL_TIES,
+    "priority_closed_c8_tight": _EXACT_ARRIVAL_TIES,
+    "priority_closed_c16_threshold": _EXACT_ARRIVAL_TIES,
+    "spec_draft3_batch_fits": _DRAFT_MODEL_SLOTS,
+    "spec_draft2_closed_c8_tight": _DRAFT_MODEL_SLOTS,
+}
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "parity"
 
 
@@ -111,7 +139,15 @@ def replay(spec: dict, engine: str = "reference", max_steps: int = 100_000) -> l
         g = r.get("prefix_group")
         gid = groups.setdefault(g, len(groups)) if g is not None else -1
         ev = eng.submit(
-            Submission(int(r["prompt_len"]), int(r["output_len"]), gid, int(r.get("prefix_len") or 0)), True
+            Submission(
+                int(r["prompt_len"]),
+                int(r["output_len"]),
+                group=gid,
+                group_len=int(r.get("prefix_len") or 0),
+                priority=int(r.get("priority", 0)),
+                lora=int(r["lora"]) - 1 if r.get("lora") else -1,  # vLLM's lora_int_id counts from 1
+            ),
+            want_event=True,
         )
         assert eng.reqs.n - 1 == int(r["id"]), "fixture ids must count from 0 in list order"
         if w["mode"] == "closed_loop":
@@ -166,6 +202,8 @@ def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
         row = {"arrival_time_s": 0.0, "prompt_tokens": int(r["prompt_len"]), "output_tokens": int(r["output_len"])}
         if g is not None:
             row.update(prefix_group=groups.setdefault(g, len(groups)), prefix_tokens=int(r["prefix_len"]))
+        if "priority" in r:
+            row["priority"] = int(r["priority"])
         rows.append(row)
     path = Path(folder) / f"{spec.get('name', 'fixture')}.csv"
     write_trace(rows, path)
@@ -179,7 +217,7 @@ def fixture_scenario(spec: dict, folder: Path, engine: str = "compiled"):
 def engine_overrides(spec: dict, engine: str = "compiled") -> list[str]:
     """A fixture's engine settings as scenario overrides (the one mapping from a recorded vLLM
     configuration to servesim's fields): the pool, the budget, prefix caching, the long-prefill cap,
-    the admission gate; no front-end (the recorder submits straight to the engine)."""
+    the admission gate, the scheduling policy; no front-end (the recorder submits straight to the engine)."""
     e = spec["engine"]
     return [
         f"name={spec.get('name', 'fixture')}",
@@ -192,8 +230,42 @@ def engine_overrides(spec: dict, engine: str = "compiled") -> list[str]:
         f"engine.long_prefill_token_threshold={int(e.get('long_prefill_token_threshold', 0) or 0)}",
         f"engine.admission={'full_prompt' if e.get('full_prompt_admission') else 'first_chunk'}",
         f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}",
+        f"engine.scheduling_policy={e.get('scheduling_policy', 'fcfs')}",
+        *(
+            [
+                "engine.enable_lora=true",
+                f"engine.max_loras={int(e['max_loras'])}",
+                f"engine.max_lora_rank={int(e['max_lora_rank'])}",
+            ]
+            if e.get("enable_lora")
+            else []
+        ),
+        *_speculative_overrides(e.get("speculative_config")),
         f"run.kernel={engine}",
     ]
+
+
+def _speculative_overrides(spec: dict | None) -> list[str]:
+    """A recorded speculative configuration. The recorder's draft model is the target itself, so under
+    greedy sampling every draft is accepted (acceptance 1); the draft's cost does not enter a step
+    of one time unit, so any built-in model stands for it."""
+    if not spec:
+        return []
+    assert spec["method"] == "draft_model", spec
+    return [
+        "engine.speculative_config.method=draft_model",
+        "engine.speculative_config.draft_model=qwen3-0.6b",
+        f"engine.speculative_config.num_speculative_tokens={int(spec['num_speculative_tokens'])}",
+        "engine.speculative_config.acceptance_rate=1.0",
+    ]
+
+
+def engines_for(spec: dict) -> tuple[str, ...]:
+    """The paths a fixture is replayed through: every one, but not `servesim run` where a request asks
+    for a LoRA adapter of its own (a trace file has no column for it)."""
+    if any(r.get("lora") for r in spec["requests"]):
+        return ENGINES[:2]
+    return ENGINES
 
 
 def run_replay(spec: dict, folder: Path, engine: str = "compiled") -> list[dict]:
@@ -289,29 +361,40 @@ def _trace_paths(paths: list[str]) -> list[Path]:
 
 def main_parity(paths: list[str]) -> int:
     """Check each fixture (``.csv``/``.json`` path, or a folder of them); print one line per fixture,
-    the first divergent step of each mismatch, and the overall match rate. Returns 0 if all match."""
+    the first divergent step of each mismatch, the known divergences apart (``KNOWN_DIVERGENT``), and
+    the match rate of the others. Returns 0 if all of those match."""
     traces = _trace_paths(paths)
     if not traces:
         print("parity: no fixtures given")
         return 2
-    reports = []
+    reports: list[tuple[ParityReport, str]] = []
+    known: list[tuple[ParityReport, str]] = []
     for t in traces:
         line = []
-        for engine in ENGINES:
+        for engine in engines_for(load_fixture(t)[0]):
             r = check(t, engine)
-            reports.append(r)
+            (known if r.name in KNOWN_DIVERGENT else reports).append((r, engine))
             state = "exact" if r.exact else f"diverges at step {r.first_divergence}"
             line.append(f"{engine} {state} ({r.matching_steps}/{r.steps_expected} steps)")
         print(f"{r.name:<44} " + ", ".join(line))
-    for r, engine in zip(reports, ENGINES * len(traces)):
+    for r, engine in reports:
         if not r.exact:
             print(f"\n{r.name} ({engine}):\n{r.detail}")
-    n_exact = sum(r.exact for r in reports)
-    steps = sum(r.matching_steps for r in reports)
-    total = sum(r.steps_expected for r in reports)
+    if known:
+        print("\nknown divergences, not counted below (simulator.validation.parity.KNOWN_DIVERGENT):")
+        for name in dict.fromkeys(r.name for r, _ in known):
+            first = min((r.matching_steps for r, _ in known if r.name == name and not r.exact), default=None)
+            print(
+                f"  {name}: "
+                + (f"diverges at step {first}; {KNOWN_DIVERGENT[name]}" if first is not None else "now exact")
+            )
+    n_exact = sum(r.exact for r, _ in reports)
+    steps = sum(r.matching_steps for r, _ in reports)
+    total = sum(r.steps_expected for r, _ in reports)
+    fixtures = len({r.name for r, _ in reports})
     print(
-        f"\nparity: {n_exact}/{len(reports)} replays exact ({100.0 * n_exact / len(reports):.1f}%; {len(traces)} fixtures, "
-        f"each in step mode through both engine steps and as servesim run runs it), "
+        f"\nparity: {n_exact}/{len(reports)} replays exact ({100.0 * n_exact / max(len(reports), 1):.1f}%; {fixtures} fixtures, "
+        f"each in step mode through both engine steps and, but for LoRA, as servesim run runs it), "
         f"{steps}/{total} leading steps match ({100.0 * steps / max(total, 1):.1f}%)"
     )
     return 0 if n_exact == len(reports) else 1

@@ -20,8 +20,10 @@ import io
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -29,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _summaries(paths: list[str], overrides: list[str] = ()) -> list[tuple[str, dict]]:
+def _summaries(paths: list[str], overrides: Sequence[str] = ()) -> list[tuple[str, dict]]:
     from simulator.metrics import summarize
     from simulator.run import simulate
     from simulator.scenario.config import load_scenario
@@ -118,7 +120,7 @@ def block_validation() -> str:
     runs and the held-out ones, against its target, and what was replayed."""
     from simulator.validation import validate, verdict
 
-    judged = {
+    judged: dict[str, Any] = {
         "kv": validate.kv_rows(),
         "kv_recorded": validate.kv_rows_recorded(),
         "public": validate.run_all(validate.load(validate.RUNS_FILE)["runs"], jobs=2),
@@ -211,7 +213,7 @@ def block_recorded() -> str:
 
 
 def _sweep_table(
-    scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: list[str] = ()
+    scenario: str, param: str, values: list[str], columns: list[tuple[str, str, str]], extra: Sequence[str] = ()
 ) -> str:
     """One row per value of ``param``: (header, summary key, format) columns."""
     from simulator.metrics import summarize

@@ -32,6 +32,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 import argparse
 import csv
 import gc
+import importlib.util
 import json
 import random
 import sys
@@ -45,8 +46,18 @@ REPO = HERE.parent.parent
 DEFAULT_OUT = REPO / "simulator" / "data" / "parity"
 DEFAULT_WORK = HERE / "work"
 
-sys.path.insert(0, str(HERE))
-import scenarios as scenario_mod  # noqa: E402
+
+def _load_scenarios():
+    """tools/parity/scenarios.py, loaded by path: this script runs in the recorder's own environment,
+    where the repository is not on the path (and its top-level ``scenarios/`` folder is not this)."""
+    spec = importlib.util.spec_from_file_location("parity_scenarios", HERE / "scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+scenario_mod = _load_scenarios()
 
 CSV_COLUMNS = [
     "step",
@@ -141,6 +152,40 @@ def build_prompts(scenario: dict) -> dict[str, list[int]]:
 # --------------------------------------------------------------------------
 # Engine
 # --------------------------------------------------------------------------
+def make_lora_adapter(adapter_dir: Path, rank: int = 8) -> Path:
+    """Write a random LoRA adapter (PEFT format, rank ``rank``, on the attention projections) for the
+    tiny Llama; every adapter id of a scenario loads it (the scheduler tells adapters apart by id)."""
+    if (adapter_dir / "adapter_config.json").exists():
+        return adapter_dir
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    shapes = {"q_proj": (128, 128), "k_proj": (128, 64), "v_proj": (128, 64), "o_proj": (128, 128)}
+    weights = {}
+    for layer in range(2):
+        for name, (fan_in, fan_out) in shapes.items():
+            key = f"base_model.model.model.layers.{layer}.self_attn.{name}"
+            weights[f"{key}.lora_A.weight"] = torch.randn(rank, fan_in) * 0.01
+            weights[f"{key}.lora_B.weight"] = torch.randn(fan_out, rank) * 0.01
+    adapter_dir.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(adapter_dir / "adapter_model.safetensors"))
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "r": rank,
+        "lora_alpha": 2 * rank,
+        "lora_dropout": 0.0,
+        "target_modules": list(shapes),
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "modules_to_save": None,
+        "base_model_name_or_path": "tiny-llama",
+    }
+    (adapter_dir / "adapter_config.json").write_text(json.dumps(config, indent=1) + "\n")
+    return adapter_dir
+
+
 def make_engine(model_dir: Path, eng: dict):
     from vllm import EngineArgs, LLMEngine
 
@@ -164,7 +209,12 @@ def make_engine(model_dir: Path, eng: dict):
         async_scheduling=False,
         disable_log_stats=False,
         scheduler_reserve_full_isl=eng["full_prompt_admission"],
+        scheduling_policy=eng.get("scheduling_policy", "fcfs"),
     )
+    if eng.get("speculative_config"):  # the draft model is the tiny Llama itself
+        kwargs["speculative_config"] = {**eng["speculative_config"], "model": str(model_dir)}
+    if eng.get("enable_lora"):
+        kwargs.update(enable_lora=True, max_loras=eng["max_loras"], max_lora_rank=eng["max_lora_rank"])
     args = EngineArgs(**kwargs)
     return LLMEngine.from_engine_args(args)
 
@@ -214,7 +264,9 @@ class SchedulerTap:
         out = self._orig_schedule(*a, **kw)
         pool = sched.kv_cache_manager.block_pool
         scheduled = [(rid, int(n)) for rid, n in out.num_scheduled_tokens.items()]
-        new_ids, resumed_ids, hits = [], [], []
+        new_ids: list[str] = []
+        resumed_ids: list[str] = []
+        hits: list[tuple[str, int]] = []
         for rid, n in scheduled:
             if rid in waiting_before:
                 (resumed_ids if waiting_before[rid] else new_ids).append(rid)
@@ -299,8 +351,10 @@ class SchedulerTap:
 
 def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> tuple[list[StepRecord], dict]:
     from vllm import SamplingParams
+    from vllm.lora.request import LoRARequest
 
     eng = scenario["engine"]
+    lora_dir = make_lora_adapter(model_dir.parent / "lora-adapter") if eng.get("enable_lora") else None
     engine = make_engine(model_dir, eng)
     core = engine.engine_core.engine_core  # InprocClient -> EngineCore
     sched = core.scheduler
@@ -350,7 +404,11 @@ def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> 
             ignore_eos=True,
             detokenize=False,
         )
-        internal = engine.add_request(rid, {"prompt_token_ids": prompts[rid]}, sp)
+        adapter = r.get("lora")
+        lora_request = LoRARequest(f"adapter{adapter}", int(adapter), str(lora_dir)) if adapter else None
+        internal = engine.add_request(
+            rid, {"prompt_token_ids": prompts[rid]}, sp, priority=int(r.get("priority", 0)), lora_request=lora_request
+        )
         tap.ext[internal] = rid
 
     wl = scenario["workload"]
@@ -452,6 +510,8 @@ def write_json(path: Path, scenario: dict, info: dict, vllm_version: str) -> Non
                 "output_len": int(r["output_len"]),
                 "prefix_group": r.get("prefix_group"),
                 "prefix_len": int(r.get("prefix_len") or 0),
+                **({"priority": int(r["priority"])} if "priority" in r else {}),
+                **({"lora": int(r["lora"])} if r.get("lora") else {}),
             }
             for r in scenario["requests"]
         ],
@@ -502,7 +562,7 @@ def main(argv=None) -> int:
             continue
         t0 = time.time()
         try:
-            debug = [] if args.debug else None
+            debug: list[dict] | None = [] if args.debug else None
             records, info = run_scenario(s, model_dir, debug)
             if debug is not None:
                 dd = args.work / "debug"

@@ -36,10 +36,13 @@ def engine(
     max_model_len: int | None = None,
     long_prefill_token_threshold: int = 0,
     full_prompt_admission: bool = True,
+    scheduling_policy: str = "fcfs",
+    max_loras: int = 0,
+    num_speculative_tokens: int = 0,
 ) -> dict:
     if max_model_len is None:
         max_model_len = min(2048, (num_gpu_blocks - 1) * block_size)
-    return {
+    eng: dict[str, object] = {
         "num_gpu_blocks": num_gpu_blocks,
         "block_size": block_size,
         "max_num_batched_tokens": max_num_batched_tokens,
@@ -49,6 +52,13 @@ def engine(
         "long_prefill_token_threshold": long_prefill_token_threshold,
         "full_prompt_admission": full_prompt_admission,
     }
+    if scheduling_policy != "fcfs":  # written only when set, so the FCFS fixtures stay as recorded
+        eng["scheduling_policy"] = scheduling_policy
+    if max_loras:  # --enable-lora --max-loras N (rank 8: the recorder's adapter)
+        eng.update(enable_lora=True, max_loras=max_loras, max_lora_rank=8)
+    if num_speculative_tokens:  # the tiny Llama drafts for itself: greedy, every draft is accepted
+        eng["speculative_config"] = {"method": "draft_model", "num_speculative_tokens": num_speculative_tokens}
+    return eng
 
 
 def req(i, prompt_len, output_len, prefix_group=None, prefix_len=0) -> dict:
@@ -59,6 +69,22 @@ def req(i, prompt_len, output_len, prefix_group=None, prefix_len=0) -> dict:
         "prefix_group": prefix_group,
         "prefix_len": int(prefix_len) if prefix_group is not None else 0,
     }
+
+
+def with_priorities(requests: list[dict], seed: int, levels: int = 3) -> list[dict]:
+    """The requests with a seeded random priority each, 0 to ``levels - 1`` (vLLM: lower runs first)."""
+    rng = random.Random(f"priority/{seed}")
+    return [{**r, "priority": rng.randrange(levels)} for r in requests]
+
+
+def with_adapters(requests: list[dict], seed: int, adapters: int, base_share: float = 0.25) -> list[dict]:
+    """The requests with a seeded random LoRA adapter each (1 to ``adapters``, vLLM's lora_int_id),
+    about ``base_share`` of them on the base model (no ``lora`` key)."""
+    rng = random.Random(f"lora/{seed}")
+    out = []
+    for r in requests:
+        out.append(dict(r) if rng.random() < base_share else {**r, "lora": rng.randint(1, adapters)})
+    return out
 
 
 def uniform(n, prompt_len, output_len) -> list[dict]:
@@ -124,7 +150,7 @@ def S(name, description, eng, workload, requests, token_seed=0, notes=""):
 
 
 def all_scenarios() -> list[dict]:
-    sc = []
+    sc: list[dict] = []
     add = sc.append
 
     # ---- everything fits -------------------------------------------------
@@ -667,6 +693,138 @@ def all_scenarios() -> list[dict]:
             closed(32),
             mixed(96, 108, prompt=(16, 200), output=(1, 48), groups=2),
             token_seed=108,
+        )
+    )
+
+    # ---- priority scheduling (--scheduling-policy priority) ---------------
+    # The waiting queue is ordered by (priority, arrival), and a request that cannot get its blocks
+    # preempts the running request of the largest (priority, arrival), which may be one already
+    # scheduled in this step (its tokens go back to the budget).
+    prio = "policy=priority: the waiting queue in (priority, arrival) order, the victim the running request of largest (priority, arrival)."
+    add(
+        S(
+            "priority_batch_fits",
+            "priority policy, 12 requests of 3 priorities in one batch, max_num_seqs 4, ample cache",
+            engine(num_gpu_blocks=96, max_num_seqs=4, scheduling_policy="priority"),
+            batch(),
+            with_priorities(mixed(12, 201, output=(8, 80)), 201),
+            token_seed=201,
+            notes=prio,
+        )
+    )
+    add(
+        S(
+            "priority_batch_overload",
+            "priority policy, 16 requests of 3 priorities in one batch, 24-block cache: preemption by priority",
+            engine(num_gpu_blocks=24, max_model_len=736, scheduling_policy="priority"),
+            batch(),
+            with_priorities(mixed(16, 202, prompt=(16, 300), output=(20, 200)), 202),
+            token_seed=202,
+            notes=prio,
+        )
+    )
+    add(
+        S(
+            "priority_batch_overload_pc_off_fpa_off",
+            "priority policy, 16 requests of 4 priorities, 24-block cache, caching and admission gate off",
+            engine(
+                num_gpu_blocks=24,
+                max_model_len=736,
+                enable_prefix_caching=False,
+                full_prompt_admission=False,
+                scheduling_policy="priority",
+            ),
+            batch(),
+            with_priorities(mixed(16, 203, prompt=(16, 300), output=(20, 200)), 203, levels=4),
+            token_seed=203,
+            notes=prio,
+        )
+    )
+    add(
+        S(
+            "priority_closed_c8_tight",
+            "priority policy, closed loop 8, random mix with 2 prefix groups, 32-block cache",
+            engine(num_gpu_blocks=32, scheduling_policy="priority"),
+            closed(8),
+            with_priorities(mixed(32, 204, groups=2), 204),
+            token_seed=204,
+            notes=prio,
+        )
+    )
+    add(
+        S(
+            "priority_closed_c16_threshold",
+            "priority policy, closed loop 16, random mix, 48-block cache, long_prefill_token_threshold=64",
+            engine(num_gpu_blocks=48, long_prefill_token_threshold=64, scheduling_policy="priority"),
+            closed(16),
+            with_priorities(mixed(48, 205, prompt=(16, 300), output=(1, 120)), 205),
+            token_seed=205,
+            notes=prio,
+        )
+    )
+
+    # ---- multi-LoRA (--enable-lora --max-loras N) --------------------------
+    # A step serves at most max_loras adapters: a waiting request for another one is passed over
+    # (requests behind it may be admitted); nothing is preempted for an adapter.
+    lora = "enable_lora: each request's adapter in 'lora' (vLLM lora_int_id; none: the base model)."
+    add(
+        S(
+            "lora_max_loras_1_batch",
+            "multi-LoRA, max_loras 1, 12 requests over 3 adapters and the base model in one batch, ample cache",
+            engine(num_gpu_blocks=96, max_loras=1),
+            batch(),
+            with_adapters(mixed(12, 301, output=(8, 80)), 301, adapters=3),
+            token_seed=301,
+            notes=lora,
+        )
+    )
+    add(
+        S(
+            "lora_max_loras_2_closed_c8",
+            "multi-LoRA, max_loras 2, closed loop 8 over 4 adapters and the base model, 40-block cache",
+            engine(num_gpu_blocks=40, max_loras=2),
+            closed(8),
+            with_adapters(mixed(32, 302), 302, adapters=4),
+            token_seed=302,
+            notes=lora,
+        )
+    )
+    add(
+        S(
+            "lora_max_loras_2_overload_pc_off",
+            "multi-LoRA, max_loras 2, 16 requests over 3 adapters in one batch, 24-block cache, caching off",
+            engine(num_gpu_blocks=24, max_model_len=736, enable_prefix_caching=False, max_loras=2),
+            batch(),
+            with_adapters(mixed(16, 303, prompt=(16, 300), output=(20, 200)), 303, adapters=3, base_share=0.0),
+            token_seed=303,
+            notes=lora,
+        )
+    )
+
+    # ---- speculative decoding (--speculative-config, a draft model) --------
+    # The draft model is the target itself, so under greedy sampling every draft is accepted: the
+    # scheduling of drafts (budget, slots, the last tokens) is recorded without a random acceptance.
+    spec = "speculative_config: method draft_model with the target model itself; greedy, so every draft is accepted."
+    add(
+        S(
+            "spec_draft3_batch_fits",
+            "speculative decoding, 3 drafts a step, 12 requests in one batch, ample cache",
+            engine(num_gpu_blocks=96, num_speculative_tokens=3),
+            batch(),
+            mixed(12, 401, output=(1, 80)),
+            token_seed=401,
+            notes=spec,
+        )
+    )
+    add(
+        S(
+            "spec_draft2_closed_c8_tight",
+            "speculative decoding, 2 drafts a step, closed loop 8, random mix with 2 prefix groups, 32-block cache",
+            engine(num_gpu_blocks=32, num_speculative_tokens=2),
+            closed(8),
+            mixed(32, 402, groups=2),
+            token_seed=402,
+            notes=spec,
         )
     )
     return sc

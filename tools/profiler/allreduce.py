@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def _allreduce_worker(
     meta_path = out_path.with_name(out_path.name + ".meta.json")
     t_start = time.time()
     big = torch.empty(max(sizes) // 2, device=dev, dtype=torch.bfloat16)
-    meta = None
+    meta: dict[str, Any] = {}  # the run's metadata, kept and written by rank 0
     if rank == 0:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         meta = _allreduce_meta(torch, gpu_name, reps, argv)

@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def _count_kernels(torch, fn) -> dict:
 def compare_checks(torch, model, pieces: dict) -> dict:
     """Logits of the piecewise step (plain and compiled) against ``Model.forward`` on the same
     cache contents, for a decode batch and a prefill."""
-    res = {}
+    res: dict[str, dict[str, object]] = {}
     for label, (b, n, c) in {
         "decode_b4_ctx64": (4, 1, 64),
         "prefill_b1_n48": (1, 48, 0),
@@ -431,7 +432,7 @@ def _kernel_counts(torch, model: Model, pieces: dict, compiled_ok: bool, backend
     from torch.nn.attention import sdpa_kernel
 
     n_layers = model.num_layers
-    kc = {}
+    kc: dict[str, Any] = {}
     try:
         with sdpa_kernel(backends), torch.inference_mode():
             for layers in sorted({n_layers, max(1, n_layers // 2)}):

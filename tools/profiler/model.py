@@ -6,6 +6,7 @@ torch is passed in, never imported here, so that the command line works without 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 MLA_KEYS = ("kv_lora_rank", "q_lora_rank")
@@ -123,7 +124,8 @@ class Model:
         # One vocab x hidden matrix serves as LM head and as embedding table.
         self.lm_head = rand(a.vocab, a.hidden, fan_in=a.hidden)
         self._rope_len = 0
-        self.cos = self.sin = None
+        self.cos: Any = None  # torch tensors once ensure_rope has built them (torch is imported lazily)
+        self.sin: Any = None
         self.has_fused_rms = hasattr(self.F, "rms_norm")
 
     # -- pieces ------------------------------------------------------------

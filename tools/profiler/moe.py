@@ -389,7 +389,12 @@ def _load_vllm_moe(src: Path):
 
     text = src.read_text()
     tree = ast.parse(text)
-    funcs = {n.name: ast.get_source_segment(text, n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+    funcs: dict[str, str] = {}
+    for n in tree.body:
+        if isinstance(n, ast.FunctionDef):
+            segment = ast.get_source_segment(text, n)
+            assert segment is not None  # a node parsed from this text has its position
+            funcs[n.name] = segment
     decorated = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list}
     kernels = [name for name in ("write_zeros_to_output", "fused_moe_kernel") if name in decorated]
     body = "import triton\nimport triton.language as tl\n\n" + "\n\n".join(
@@ -398,6 +403,7 @@ def _load_vllm_moe(src: Path):
     path = Path(tempfile.mkdtemp()) / "vllm_moe_kernels.py"
     path.write_text(body)
     spec = importlib.util.spec_from_file_location("vllm_moe_kernels", path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     ns = {

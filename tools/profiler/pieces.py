@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from tools.profiler.model import Model
 
 
@@ -93,6 +96,11 @@ class PiecewiseForward(Pieces):
     as vLLM's ``forward_native`` so that Inductor fuses it; the caller captures whole steps in CUDA
     graphs, as vLLM's full-graph decode capture does. ``compiled=False`` runs the same pieces
     uncompiled (RMSNorm through ``Model.rms_norm``)."""
+
+    # the pieces, set by ``_compile``
+    pre: Callable[..., Any]
+    post: Callable[..., Any]
+    final: Callable[..., Any]
 
     def __init__(self, torch, model: Model, compiled: bool):
         self.torch = torch

@@ -11,6 +11,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def measure_point(
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             # Warm-up replays; the first one also sizes the repetition count.
-            first_ms = None
+            first_ms: float | None = None
             warm_ms = 0.0
             for _i in range(max(1, warmup)):
                 start.record()
@@ -119,6 +120,7 @@ def measure_point(
                     first_ms = ms
                 if warm_ms > 500.0:  # long steps: one warm-up replay is enough
                     break
+            assert first_ms is not None  # at least one warm-up replay ran
             reps = int(budget_s * 1000.0 / max(first_ms, 1e-3))
             reps = max(min_reps, min(max_reps, reps))
             times = replay_ms(torch, step, reps)
@@ -137,7 +139,7 @@ def attention_self_test(torch, device) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
 
-    res = {}
+    res: dict[str, Any] = {}
     g = torch.Generator(device=device)
     g.manual_seed(1)
     b, h, hkv, hd = 2, 8, 2, 128

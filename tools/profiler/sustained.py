@@ -52,7 +52,7 @@ def _smi_samples(path: Path) -> list[tuple[float, str, str, str, str]]:
             t = _dt.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
         except ValueError:
             continue
-        rows.append((t, *parts[1:]))
+        rows.append((t, parts[1], parts[2], parts[3], parts[4]))
     return rows
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ class _TPRun:
         self.backends = sdpa_backends(args.sdpa_backends)
         self.out_path = Path(args.out)
         self.meta_path = self.out_path.with_name(self.out_path.name + ".meta.json")
-        self.meta = None
+        self.meta: dict[str, Any] = {}  # the run's metadata, kept and written by rank 0
         self.n_layers = args.num_layers or self.arch.layers
         self.points, self.grid = build_tp_grid(quick)
 
@@ -379,7 +380,7 @@ class _TPRun:
                 fwds.pop("compiled_graph")
             free_memory(torch)
             if ok:  # compiled against plain pieces on the real shard (bf16)
-                res = {}
+                res: dict[str, float | str] = {}
                 with sdpa_kernel(backends), torch.inference_mode():
                     cache, tokens, positions = tp_inputs(torch, model, arch.vocab, 4, 1, 64, seed=5)
                     try:
@@ -407,7 +408,8 @@ class _TPRun:
         step_mode = None
         stopped = False
         n_rows = 0
-        fh = wr = None
+        fh: Any = None  # rank 0's CSV file and its writer
+        wr: Any = None
         if rank == 0:
             fh, wr = csv_out(out_path, TP_COLUMNS)
         for b, n, c in points:

@@ -5,6 +5,8 @@ dimensions and weights one GPU holds, the step of one rank with its collectives
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 from tools.profiler.common import first_line
 from tools.profiler.model import Arch, Model
@@ -88,6 +90,11 @@ class TPForward(Pieces):
 
     ``model`` holds this rank's shard (a :class:`Model` built on :func:`tp_arch`'s dimensions).
     With ``tp == 1`` no collective runs."""
+
+    # the pieces, set by ``_compile``
+    pre: Callable[..., Any]
+    mlp: Callable[..., Any]
+    final: Callable[..., Any]
 
     def __init__(self, torch, dist, model: Model, rank: int, tp: int, compiled: bool):
         self.torch, self.dist = torch, dist
@@ -182,7 +189,7 @@ def tp_layout_check(torch, dist, arch: Arch, rank: int, tp: int, device, dtype, 
     full.ensure_rope(256)
     shard.ensure_rope(256)
     tpf = TPForward(torch, dist, shard, rank, tp, compiled=compiled)
-    res = {}
+    res: dict[str, dict[str, object]] = {}
     for label, (b, n, c) in {
         "decode_b4_ctx64": (4, 1, 64),
         "prefill_b1_n48": (1, 48, 0),

@@ -21,13 +21,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import fit_host
 
 from simulator.engine.calibration import CALIBRATION_DIR
 from simulator.engine.cost import FA2_ATTN_COMPUTE, Efficiency
 from simulator.validation import validate
+from tools.validation import fit_host
 
 GRID = [round(0.50 + 0.05 * i, 2) for i in range(10)]
 

@@ -92,7 +92,11 @@ def main() -> int:
     # The rule: a host's CPU costs scale with its probe's time (exponent 1: the probe runs the same kind
     # of Python); the reference reading is the geometric mean of probe / factor over the hosts read.
     # The fitted exponent is printed beside it: over hosts whose readings barely differ it says little.
-    with_probe = [(math.log(v["probe_us"]), math.log(v["scale"])) for v in fitted.values() if v["probe_us"]]
+    with_probe = [
+        (math.log(float(v["probe_us"] or 0)), math.log(float(v["scale"] or 0)))
+        for v in fitted.values()
+        if v["probe_us"]
+    ]
     exponent = 1.0
     ref = math.exp(statistics.fmean(x - y for x, y in with_probe)) if with_probe else 4.3
     if len(with_probe) >= 2:
