@@ -125,6 +125,21 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
 BAND_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_tpot_ms", "p99_ttft_ms")
 
 
+def band_text(band: dict) -> str:
+    """The headline figures of a host band as a reader takes them in: "out tok/s 13,624-17,334, TPOT
+    p50 ...", each range low to high, a metric the runs did not give left out."""
+    parts = [
+        f"{label} {fmt.format(band[k][0])}-{fmt.format(band[k][1])}{unit}"
+        for k, label, fmt, unit in (
+            ("output_throughput", "out tok/s", "{:,.0f}", ""),
+            ("median_tpot_ms", "TPOT p50", "{:,.1f}", " ms"),
+            ("median_ttft_ms", "TTFT p50", "{:,.0f}", " ms"),
+        )
+        if band.get(k)
+    ]
+    return ", ".join(parts)
+
+
 def band_scenarios(sc: Scenario) -> list[Scenario]:
     """``sc`` on the slowest and on the fastest catalog host, when it names no host ([] when it does,
     or when ``run.host_band`` is off)."""
@@ -161,13 +176,15 @@ class HostBand:
             self._jobs = [self._pool.apply_async(_band_point, (s,)) for s in self.scenarios]
 
     def result(self, own: dict) -> dict | None:
+        """The band, once both runs are done (None: no band was asked for, or a run of it failed)."""
         if self._pool is None:
             return None
         try:
             points = [j.get() for j in self._jobs]
+        except Exception:  # the run itself stands; only its band is missing
+            return None
         finally:
-            self._pool.close()
-            self._pool.join()
+            self.close()
         out: dict = {}
         for m in BAND_METRICS:
             values = [v for v in [own.get(m), *(p.get(m) for p in points)] if v is not None]
@@ -175,3 +192,10 @@ class HostBand:
                 out[m] = [min(values), max(values)]
         out["hosts"] = [s.hardware.host for s in self.scenarios]
         return out
+
+    def close(self) -> None:
+        """Stop the band's runs if they are still going (the run itself failed), and reap them."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None

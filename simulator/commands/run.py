@@ -49,22 +49,15 @@ def format_table(summaries: list[dict]) -> str:
 
 def band_lines(summaries: list[dict]) -> list[str]:
     """Under the table, each run's band across hosts (a run that names no host)."""
+    from simulator.run import band_text
+
     out = []
     for s in summaries:
         b = s.get("host_band")
         if not b:
             continue
-        parts = [
-            f"{label} {fmt.format(b[k][0])}-{fmt.format(b[k][1])}{unit}"
-            for k, label, fmt, unit in (
-                ("output_throughput", "out tok/s", "{:,.0f}", ""),
-                ("median_tpot_ms", "TPOT p50", "{:,.1f}", " ms"),
-                ("median_ttft_ms", "TTFT p50", "{:,.0f}", " ms"),
-            )
-            if k in b
-        ]
         out.append(
-            f"{s['scenario']}: across the catalog's hosts (slowest to fastest CPU): {', '.join(parts)}; "
+            f"{s['scenario']}: across the catalog's hosts: {band_text(b)}; "
             "set hardware.host (a catalog host, or {probe_us: X} from `servesim probe-host`) to narrow it"
         )
     return out
@@ -108,6 +101,7 @@ def run_one(
     from simulator.scenario.config import in_file, load_scenario
 
     exports = exports or {}
+    band = None
     try:
         sc, raw = load_scenario(path, overrides)
         names = run_files(exports, out, autoscaled(sc))
@@ -154,6 +148,9 @@ def run_one(
         return {"error": f"{where}{type(e).__name__}: {e}", "scenario": path or "default"}
     except OSError as e:  # the disk filled, a folder vanished: one line, the earlier files kept
         return {"error": f"cannot write {e.filename or out}: {e.strerror}", "scenario": path or "default"}
+    finally:
+        if band is not None:
+            band.close()
 
 
 def _engines(result) -> int:

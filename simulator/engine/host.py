@@ -10,7 +10,7 @@ the inputs, launching, and the bookkeeping of sampled tokens: ``engine_step_s`` 
 (``engine_cpu_s``). With async scheduling (vLLM >= 0.14 by default) that work overlaps the GPU's:
 the step takes the longer of the two; without it they add (``step_wall_s``). Past a few hundred
 running requests the CPU side is the longer one and TPOT grows with ``max_num_seqs`` even though the
-GPU's step barely does (docs/validation.md, "Step times").
+GPU's step barely does (data/e2e/README.md, "h200x2_steps_2026-11-27"; docs/hosts.md).
 
 **The API server** (one asyncio event loop per ``api_server_count`` process; modelled as one server
 whose costs the processes share) takes every request in before the engine sees it and streams every

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 
 
@@ -70,11 +71,13 @@ class BackgroundPlots:
         self.close()
 
     def close(self) -> None:
-        """End the child (if it never got work, it exits on the closed pipe) and reap it."""
+        """End the child and reap it. One that never got work is stopped outright: a process forked
+        since (the host band's runs) holds the pipe's other end too, so it might never see the end."""
         if self.pid:
             if self._jobs_w >= 0:
                 os.close(self._jobs_w)
                 self._jobs_w = -1
+                os.kill(self.pid, signal.SIGKILL)
             os.close(self._status_r)
             os.waitpid(self.pid, 0)
             self.pid = 0

@@ -579,7 +579,7 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     """The recommended point again on the slowest and fastest catalog host (``simulator.run.HostBand``),
     when the sweep names no host: how wide its figures are, and, with an SLO, whether it still holds
     on the slowest host."""
-    from simulator.run import BAND_METRICS, HostBand
+    from simulator.run import BAND_METRICS, HostBand, band_text
     from simulator.scenario.config import scenario_from_dict
 
     pick = rec.get("best_goodput") or rec.get("best_no_preemption")
@@ -594,13 +594,10 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
         return
     row = df.iloc[at[0]]
     b = band.result({m: _plain(row[m]) for m in BAND_METRICS if m in row})
-    assert b is not None  # (the band's runs were started)
+    if b is None:  # a run of the band failed: the recommendation stands without it
+        return
     rec["host_band"] = b
-    text = (
-        f"{_point_str(row)} gives {b['output_throughput'][0]:,.0f}-{b['output_throughput'][1]:,.0f} tok/s, "
-        f"p50 TPOT {b['median_tpot_ms'][0]:,.1f}-{b['median_tpot_ms'][1]:,.1f} ms and p50 TTFT "
-        f"{b['median_ttft_ms'][0]:,.0f}-{b['median_ttft_ms'][1]:,.0f} ms from the fastest to the slowest catalog host"
-    )
+    text = f"{_point_str(row)} gives {band_text(b)} across the catalog's hosts"
     for key, what in (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT")):
         target = getattr(sc.slo, key, None) if sc.slo is not None else None
         if target and key in b:

@@ -1,7 +1,7 @@
 """The host a scenario runs on: its CPU, which paces the engine core and the API server.
 
 Two machines of the same GPU kind can differ by 1.2-1.5x in how fast their CPU runs the Python a
-vLLM server spends its CPU time on (docs/validation.md, "Hosts"). A scenario names its host
+vLLM server spends its CPU time on (docs/hosts.md, "The catalog"). A scenario names its host
 (``hardware.host``): a machine of the catalog (``simulator/data/hosts.yaml``: every lent machine
 servesim was measured on, with its probe reading), or ``{probe_us: X}``, the reading of
 ``servesim probe-host`` on the user's own server. Every host cost is the fitted cost on the

@@ -9,6 +9,7 @@ the block). Nothing else in a page is touched. Blocks:
 - collapse: the three collapse scenarios (scenarios/collapse_c*.yaml), as `servesim run` runs them;
 - validation: `servesim validate`'s medians per check and split, against the targets;
 - recorded: the recorded Llama-3.1-8B sweeps against servesim (tools/e2e/figures.py's table);
+- hosts: the host catalog (simulator/data/hosts.yaml), each recorded machine's CPU factor;
 - sweep: `servesim sweep` over max_num_seqs on the collapse case;
 - routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons.
 """
@@ -199,6 +200,27 @@ def block_validation_report() -> str:
     for name in ("validation.png", "validation_recorded.png"):
         shutil.copyfile(ROOT / out / name, IMG / name)
     return "```\n" + buf.getvalue().strip().replace(str(ROOT / out), str(out)) + "\n```"
+
+
+def block_hosts() -> str:
+    """The host catalog (simulator/data/hosts.yaml): each recorded machine's fitted CPU factor."""
+    from simulator.scenario import hosts
+
+    cat = hosts.catalog()
+    rows = [
+        "| host (slowest last) | machine | probe (us) | CPU factor | fit loss |",
+        "|---|---|---|---|---|",
+    ]
+    for h in cat.by_speed():
+        entry = cat.hosts[h.name]
+        probe = f"{h.probe_us:.2f}" if h.probe_us == h.probe_us else "not read"
+        rows.append(f"| `{h.name}` | {h.note} | {probe} | x{h.scale:.2f} | {entry['loss']} |")
+    rows += [
+        "",
+        f"A reading of your own: factor = (probe_us / {cat.reference_probe_us:.4f}) ** {cat.exponent:g}. "
+        f"Default host: `{cat.median().name}` (the median factor).",
+    ]
+    return "\n".join(rows)
 
 
 def block_recorded() -> str:

@@ -7,10 +7,12 @@ factor ``scale`` by which the recorded set of host costs (simulator/data/host_co
 the calibration runs of h200_2026-11-27) must be multiplied so that servesim best replays that host's
 own runs: the least sum of |log(simulated / measured)| over output throughput and the median and
 mean TTFT and TPOT (runs marked confounded left out), over a grid of factors refined once around the
-best. Then the rule ``scale = (probe_us / reference_probe_us) ** exponent`` by least squares in logs
-over the hosts whose probe was read (``servesim probe-host``'s kernel; data/e2e/host_probe_* and the
-readings each lane took before its server started). ``--write`` writes both into
-simulator/data/hosts.yaml; the table goes to stdout (docs/validation.md, "Hosts").
+best. Then the rule ``scale = (probe_us / reference_probe_us) ** exponent`` over the hosts whose
+probe was read (``servesim probe-host``'s kernel; data/e2e/host_probe_* and the readings each lane
+took before its server started): the exponent is held at 1 (the probe runs the same kind of Python
+as the engine core) and the reference reading is the geometric mean of probe / factor; the
+least-squares exponent is printed beside it, not used. ``--write`` writes both into
+simulator/data/hosts.yaml; the table goes to stdout (docs/hosts.md).
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def write(fitted: dict, ref: float, exponent: float) -> None:
         "# best replays that host's own runs; probe_us: its idle reading of `servesim probe-host` (the same kernel",
         "# as tools/e2e/host_probe.py), where one was read. A scenario's hardware.host names one, or gives its own",
         "# reading {probe_us: X}, whose scale is (probe_us / reference_probe_us) ** exponent. Written by",
-        '# tools/validation/fit_hosts.py --write; docs/validation.md, "Hosts", says how they were fitted.',
+        "# tools/validation/fit_hosts.py --write; docs/hosts.md says how they were fitted.",
         f"reference_probe_us: {ref:.4f}",
         f"exponent: {exponent:.4f}",
         "hosts:",
