@@ -168,7 +168,10 @@ def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int
 def attention_kernel(compute_capability: str | None) -> str:
     """The flash-attention kernel vLLM's FlashAttention backend runs on a GPU: FlashAttention-3 on
     Hopper (compute capability 9.x), FlashAttention-2 on Ampere and Ada (8.x); ``other`` elsewhere
-    (Blackwell defaults to FlashInfer, AMD to ROCm's kernels; a custom GPU without a capability)."""
+    (Blackwell, 10.x, defaults to FlashInfer; a custom GPU without a capability; and every AMD GPU,
+    which carries ``gfx`` and no compute capability: vLLM runs its ROCm backends there, TRITON_ATTN
+    before 0.19, ROCM_ATTN from 0.19, ROCM_AITER_FA with AITER on; servesim gives them the cost
+    model's default attention efficiencies)."""
     major = (compute_capability or "").partition(".")[0]
     return {"8": "fa2", "9": "fa3"}.get(major, "other")
 
