@@ -126,3 +126,15 @@ def test_the_default_scenario_builds_on_each_new_gpu(key):
     _, eng, _ = build(scenario_from_dict({"hardware": {"gpu": key}}))
     assert eng.kv_cache_tokens > 0
     assert (eng.cfg.max_num_seqs, eng.cfg.max_num_batched_tokens) == (1024, 8192)
+
+
+def test_servesim_gpus_lists_every_built_in_gpu(capsys):
+    from simulator.cli import main
+
+    assert main(["gpus"]) in (0, None)
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line for line in lines if line.startswith("  ") and not line.startswith("  gpu ")}
+    assert sorted(listed) == builtin_gpus()
+    assert listed["gb200"].split()[-1] == "derived" and " 72 " in listed["gb200"]
+    assert listed["h100-sxm"].split()[-1] == "fitted" and listed["mi300x"].split()[-1] == "defaults"
+    assert "gfx950" in listed["mi355x"] and "13,500" in listed["b300"]
