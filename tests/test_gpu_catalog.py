@@ -138,3 +138,17 @@ def test_servesim_gpus_lists_every_built_in_gpu(capsys):
     assert listed["gb200"].split()[-1] == "derived" and " 72 " in listed["gb200"]
     assert listed["h100-sxm"].split()[-1] == "fitted" and listed["mi300x"].split()[-1] == "defaults"
     assert "gfx950" in listed["mi355x"] and "13,500" in listed["b300"]
+
+
+def test_a_gb200_tensor_parallel_group_stays_on_nvlink_across_the_rack():
+    """GB200's NVLink domain is the NVL72 rack: TP16 all-reduces over NVLink there, and over PCIe
+    on an 8-GPU HGX B200 board."""
+    from simulator.engine.cost import PARAMS
+
+    m = load_model("llama-3.1-70b")
+    bw = PARAMS.index("interconnect_bw")
+    gb200, b200 = load_gpu("gb200"), load_gpu("b200")
+    eff = Efficiency()
+    assert CostModel(m, gb200, 16, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)
+    assert CostModel(m, b200, 16, eff).params[bw] == pytest.approx(64e9 * eff.allreduce_bandwidth)
+    assert CostModel(m, b200, 8, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)
