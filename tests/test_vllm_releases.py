@@ -125,3 +125,18 @@ def test_the_docs_table_is_the_code_s():
     doc = (ROOT / "docs" / "vllm-releases.md").read_text()
     assert versions.release_table() in doc, "docs/vllm-releases.md: paste versions.release_table() again"
     assert "docs/vllm-releases.md" in (ROOT / "README.md").read_text()
+
+
+def test_the_json_schema_lists_every_release(capsys):
+    import json
+
+    import jsonschema
+
+    assert main(["fields", "--json-schema"]) == 0
+    validator = jsonschema.Draft202012Validator(json.loads(capsys.readouterr().out))
+    for ok in ("0.32", "0.13", 0.13, 0.1, "0.15.1", "0.10.1.1"):
+        assert not list(validator.iter_errors({"engine": {"vllm_version": ok}})), ok
+    for bad in ("0.9", "0.99", 0.99, "0.13.5"):
+        assert [list(e.path) for e in validator.iter_errors({"engine": {"vllm_version": bad}})] == [
+            ["engine", "vllm_version"]
+        ], bad

@@ -108,6 +108,7 @@ class EngineConfig:
         "0.32",
         "the vLLM release whose defaults and behaviour to follow where a field below is null: a release line (0.10, 0.11, 0.19, 0.26, 0.32; simulator/scenario/versions.py says what differs) or any release from 0.10.0 to 0.33.0, which runs as the line it shares its modelled behaviour with, with a note saying what differs (docs/vllm-releases.md)",
         shape="release as x.y or x.y.z, e.g. '0.32', '0.13', '0.15.1' (unquoted 0.13 reads as that release)",
+        schema=versions.json_schema,
     )
     max_num_seqs: Union[int, None] = F(
         None,

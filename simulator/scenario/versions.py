@@ -256,6 +256,14 @@ def release_name(value: object, where: str = "engine.vllm_version") -> str:
     )
 
 
+def json_schema() -> dict:
+    """What ``engine.vllm_version`` accepts, for editors: every line and release, as a string or
+    (x.y) as the number YAML reads."""
+    names = sorted({*VERSIONS, *RELEASES, *(r.series for r in RELEASES.values())}, key=lambda n: _parts(n) or ())
+    numbers = sorted({float(n) for n in names if n.count(".") == 1})
+    return {"enum": [*names, *numbers]}
+
+
 def _release(name: str) -> Release | None:
     """The release ``name`` names: x.y is its first release, x.y.0."""
     return RELEASES.get(name) or (RELEASES.get(name + ".0") if name.count(".") == 1 else None)
