@@ -14,6 +14,7 @@ from simulator.commands import (
     check,
     compare,
     fields,
+    gpus,
     parity,
     plan,
     plot,
@@ -32,6 +33,7 @@ from simulator.errors import ConfigError
 COMMANDS = (
     run,
     scenarios,
+    gpus,
     check,
     fields,
     step_time,

@@ -53,7 +53,7 @@ def add_parser(sub) -> None:
     s.add_argument(
         "--vllm-version",
         default="0.32",
-        help="the vLLM release line whose execution to follow (CUDA graphs, async scheduling; default 0.32)",
+        help="the vLLM release whose execution to follow (CUDA graphs, async scheduling): a release line or any release from 0.10.0 (docs/vllm-releases.md); default 0.32",
     )
     s.add_argument(
         "--gpu-only",

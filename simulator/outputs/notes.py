@@ -2,7 +2,8 @@
 (its KV pool cannot hold one request of max_model_len); requests rejected, cut or aborted; a run that
 ended before its requests did; traffic the server could not keep up with; a run in which nothing was
 measured or nothing reached the engine, and why; a huge per-step log; and settings that follow an
-older vLLM than the release line named (swap preemption)."""
+older vLLM than the release line named (swap preemption); a vLLM release that runs as the release
+line it shares its modelled behaviour with, and what differs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from simulator.engine.rules import RequestStatus
 from simulator.outputs.figures import share
+from simulator.scenario import versions
 from simulator.scenario.config import Scenario
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
@@ -29,6 +31,10 @@ def scenario_notes(sc: Scenario) -> list[str]:
 
     groups = [sc] if sc.cluster is None and sc.disaggregation is None else [g for g, _, _ in replica_groups_of(sc)]
     notes = []
+    for release in sorted({g.engine.vllm_version for g in groups}):
+        note = versions.release_note(release)
+        if note:
+            notes.append(f"{sc.name}: {note}")
     swapping = sorted({g.engine.vllm_version for g in groups if g.engine.preemption_mode == "swap"})
     if swapping:
         notes.append(

@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from simulator.errors import ConfigError
-from simulator.scenario import fields, yamlio
+from simulator.scenario import fields, versions, yamlio
 from simulator.scenario.fields import F, build
 from simulator.scenario.limits import SPEC_MAX_TOKENS
 from simulator.scenario.textfile import read_text
@@ -104,9 +104,11 @@ HOST_GIB_MAX = 1_048_576.0
 
 @dataclass(frozen=True)
 class EngineConfig:
-    vllm_version: Literal["0.10", "0.11", "0.19", "0.26", "0.32"] = F(
+    vllm_version: Any = F(
         "0.32",
-        "the vLLM release line whose defaults and behaviour to follow where a field below is null (simulator/scenario/versions.py says what differs)",
+        "the vLLM release whose defaults and behaviour to follow where a field below is null: a release line (0.10, 0.11, 0.19, 0.26, 0.32; simulator/scenario/versions.py says what differs) or any release from 0.10.0 to 0.33.0, which runs as the line it shares its modelled behaviour with, with a note saying what differs (docs/vllm-releases.md)",
+        shape="release as x.y or x.y.z, e.g. '0.32', '0.13', '0.15.1' (unquoted 0.13 reads as that release)",
+        schema=versions.json_schema,
     )
     max_num_seqs: Union[int, None] = F(
         None,
@@ -233,6 +235,7 @@ class EngineConfig:
     )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "vllm_version", versions.release_name(self.vllm_version))
         if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
             raise ConfigError(
                 f"engine.max_cpu_loras must be >= engine.max_loras ({self.max_loras}), as vLLM requires (got {self.max_cpu_loras})"

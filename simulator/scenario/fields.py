@@ -27,7 +27,7 @@ def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: s
     allowed (a number's, where only some are); ``only``: {sibling field: values} for a field that
     means something only when a sibling has one of those values (setting it otherwise is an error,
     not silently ignored); ``shape``: what the reference calls a field the owning dataclass checks
-    itself (type ``Any``); ``units``: the unit of a nested mapping's fields that have one (a length
+    itself (type ``Any``), ``schema``: its JSON Schema (or a function returning it); ``units``: the unit of a nested mapping's fields that have one (a length
     distribution of turns rather than tokens)."""
     meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
     if isinstance(default, (dict, list)):
@@ -288,6 +288,8 @@ def json_schema(cls: type, title: str | None = None) -> dict:
                 s[key] = m[rule]
         if m.get("among") is not None:
             s["enum"] = list(m["among"])
+        if m.get("schema") is not None:  # a field of type Any that says what its JSON Schema is
+            s.update(m["schema"]() if callable(m["schema"]) else m["schema"])
         default = default_of(f)
         if not dataclasses.is_dataclass(default):
             s["default"] = _json_default(default)

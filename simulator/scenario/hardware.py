@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,11 +32,22 @@ class GPU:
     # board, 2 for PCIe cards bridged in pairs, 1 without such a link; a tensor-parallel group larger
     # than this talks over PCIe (host_link_bandwidth).
     link_group: int = 8
+    # AMD's LLVM target (e.g. 'gfx942' for the MI300X), in place of NVIDIA's compute capability: an AMD
+    # GPU runs vLLM's ROCm attention backends, never FlashAttention-2 or -3 (catalog.yaml's header).
+    gfx: str | None = None
 
     def flops(self, dtype: str) -> float:
         """Peak dense FLOP/s for matmuls in this dtype (bf16 if the dtype is not listed)."""
-        # int4 weights (W4A16) are dequantised and multiplied at 16-bit rates.
-        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16", "int4": "bf16"}.get(dtype, dtype)
+        # int4 weights (W4A16) are dequantised and multiplied at 16-bit rates. NVFP4 and MXFP4 run
+        # on the same 4-bit tensor cores (fp4); a GPU without them runs 4-bit formats at bf16.
+        key = {
+            "bfloat16": "bf16",
+            "float16": "fp16",
+            "float32": "bf16",
+            "int4": "bf16",
+            "nvfp4": "fp4",
+            "mxfp4": "fp4",
+        }.get(dtype, dtype)
         return float(self.peak_flops.get(key, self.peak_flops["bf16"]))
 
 
@@ -83,7 +95,24 @@ def gpu_from_dict(key: str, d: dict, where: str = "hardware") -> GPU:
         price_per_hour=_price(d.get("price_per_hour"), where),
         compute_capability=_capability(d.get("compute_capability"), where),
         link_group=_link_group(d, where),
+        gfx=_gfx(d, where),
     )
+
+
+def _gfx(d: dict, where: str) -> str | None:
+    """``gfx``: an AMD GPU's LLVM target, e.g. 'gfx942' (MI300X); not with NVIDIA's compute_capability."""
+    v = d.get("gfx")
+    if v is None:
+        return None
+    text = str(v)
+    if not re.fullmatch(r"gfx[0-9a-f]{3,4}", text):
+        raise ConfigError(f"{where}.gfx must be an AMD LLVM target such as 'gfx942' (got {v!r})")
+    if d.get("compute_capability") is not None:
+        raise ConfigError(
+            f"{where}.gfx: an AMD GPU has no NVIDIA compute_capability; give one or the other "
+            f"(got gfx {text!r} and compute_capability {d['compute_capability']!r})"
+        )
+    return text
 
 
 def _link_group(d: dict, where: str) -> int:

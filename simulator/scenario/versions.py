@@ -1,6 +1,9 @@
 """What changes between vLLM releases that the simulator models, one record per release line.
 
 ``engine.vllm_version`` picks a record; fields a scenario leaves null take their defaults from it.
+It may also name any release from 0.10.0 to 0.33.0 (``RELEASES``): that runs as the line whose
+modelled behaviour it shares, with the fields it sets otherwise, and a note says so
+(docs/vllm-releases.md).
 Each value cites where it was read (vLLM source at the release tag, or its release notes):
 
 - admission: ``scheduler_reserve_full_isl`` (a waiting request is admitted only if its whole prompt
@@ -30,8 +33,10 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from simulator.errors import ConfigError
 from simulator.scenario.hosts import HostCosts, load_host_costs
 
 
@@ -155,8 +160,169 @@ LATEST = "0.32"
 LINES = tuple(VERSIONS)
 
 
+@dataclass(frozen=True)
+class Release:
+    """One vLLM release from 0.10.0 on: the line whose modelled behaviour it shares, the line's fields
+    it sets otherwise (``overrides``), and what else differs that servesim does not model (``unmodelled``).
+    Read from each release's source distribution on PyPI (``vllm/engine/arg_utils.py``,
+    ``vllm/config/``) and its release notes; 0.15.x shipped wheels only and is taken to be as 0.14.0 and
+    0.16.0, which agree on every field here."""
+
+    name: str
+    line: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+    unmodelled: str = ""
+
+    @property
+    def series(self) -> str:
+        return ".".join(self.name.split(".")[:2])
+
+
+_V2_SOME = "the V2 model runner serves only some dense architectures ({}); servesim gives it every dense model"
+_TIER_160 = (
+    "vllm serve defaults max_num_batched_tokens to 16384 on GPUs with >= 160 GiB (B200 class); "
+    "servesim keeps 8192: set engine.max_num_batched_tokens"
+)
+_BY16 = (("capture_by16_from", 256),)
+_BY16_CAP = (("capture_by16_from", 256), ("capture_cap_by_budget", True))
+
+
+def _releases() -> dict[str, Release]:
+    """Every release from 0.10.0 to 0.33.0 (PyPI), each with its line."""
+    rows: list[Release] = []
+    for n in ("0.10.0", "0.10.1", "0.10.1.1", "0.10.2"):
+        rows.append(Release(n, "0.10"))
+    rows.append(Release("0.11.0", "0.11"))
+    for n in ("0.11.1", "0.11.2"):
+        rows.append(Release(n, "0.11", _BY16))
+    for n in ("0.12.0", "0.13.0"):
+        rows.append(Release(n, "0.11", _BY16_CAP))
+    for n in ("0.14.0", "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1"):
+        rows.append(Release(n, "0.19", (("admission", "first_chunk"),)))
+    for n in ("0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2"):
+        rows.append(Release(n, "0.19"))
+    rows.append(Release("0.21.0", "0.19", (("graphs_in_budget_v1", True),)))
+    for n in ("0.22.0", "0.22.1"):
+        rows.append(Release(n, "0.26", unmodelled=_V2_SOME.format("Qwen3, unquantized")))
+    rows.append(Release("0.23.0", "0.26", unmodelled=_V2_SOME.format("Qwen3, Llama, Mistral, unquantized")))
+    rows.append(Release("0.24.0", "0.26", unmodelled=_V2_SOME.format("Qwen3, Llama, Mistral")))
+    for n in ("0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1"):
+        rows.append(Release(n, "0.26"))
+    rows.append(Release("0.28.0", "0.26", unmodelled=_TIER_160))
+    for n in ("0.29.0", "0.30.0", "0.31.0"):
+        rows.append(
+            Release(
+                n,
+                "0.32",
+                unmodelled=_TIER_160
+                + "; the V2 runner's CUDA graphs are taken from the KV budget as in 0.32 (not checked)",
+            )
+        )
+    rows.append(Release("0.32.0", "0.32"))
+    rows.append(Release("0.33.0", "0.32", unmodelled=_TIER_160))
+    return {r.name: r for r in rows}
+
+
+RELEASES = _releases()
+FIRST, NEWEST = "0.10.0", "0.33.0"
+
+
+def _parts(text: str) -> tuple[int, ...] | None:
+    bits = text.split(".")
+    if not 2 <= len(bits) <= 4 or not all(b.isdigit() for b in bits):
+        return None
+    return tuple(int(b) for b in bits)
+
+
+def release_name(value: object, where: str = "engine.vllm_version") -> str:
+    """``value`` as the release it names: a line ('0.32'), a release ('0.13', '0.15.1'), or a number
+    that reads as one (0.13; YAML reads 0.10 as 0.1, which names 0.10: a version written as a number
+    has a two-digit minor). Anything before 0.10 or not a release is a one-line ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{where} must be a vLLM release such as '0.32' or '0.15.1' (got {value!r})")
+    text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, float) and len(text.partition(".")[2]) == 1:
+        text += "0"  # 0.1 as YAML reads 0.10
+    parts = _parts(text)
+    if parts is not None and parts < (0, 10):
+        raise ConfigError(
+            f"{where} must be a vLLM release from 0.10 on (servesim follows the V1 engine of {FIRST} to {NEWEST}) (got {value!r})"
+        )
+    if text in VERSIONS or _release(text) is not None:
+        return text
+    raise ConfigError(
+        f"{where} must be a vLLM release from {FIRST} to {NEWEST}, as x.y or x.y.z, e.g. '0.32' or '0.15.1' "
+        f"(docs/vllm-releases.md lists them) (got {value!r})"
+    )
+
+
+def json_schema() -> dict:
+    """What ``engine.vllm_version`` accepts, for editors: every line and release, as a string or
+    (x.y) as the number YAML reads."""
+    names = sorted({*VERSIONS, *RELEASES, *(r.series for r in RELEASES.values())}, key=lambda n: _parts(n) or ())
+    numbers = sorted({float(n) for n in names if n.count(".") == 1})
+    return {"enum": [*names, *numbers]}
+
+
+def _release(name: str) -> Release | None:
+    """The release ``name`` names: x.y is its first release, x.y.0."""
+    return RELEASES.get(name) or (RELEASES.get(name + ".0") if name.count(".") == 1 else None)
+
+
 def version(name: str) -> VllmVersion:
-    return VERSIONS[name]
+    """The modelled behaviour of a release line, or of a release: its line's, with the fields it sets."""
+    if name in VERSIONS:
+        return VERSIONS[name]
+    r = _release(name)
+    if r is None:
+        release_name(name)  # raises the one-line error
+        raise KeyError(name)
+    return replace(VERSIONS[r.line], **dict(r.overrides))
+
+
+def release_note(name: str) -> str | None:
+    """One line for a release that is not a line of its own: the line it runs as and what differs
+    (None for a line, and for a release of a line's own series that differs in nothing modelled)."""
+    r = None if name in VERSIONS else _release(name)
+    if r is None or (r.series == r.line and not r.overrides):
+        return None
+    text = f"engine.vllm_version {name!r} runs as release line {r.line}"
+    if r.overrides:
+        text += " with " + ", ".join(_OVERRIDE_TEXT[k] for k, _ in r.overrides) + f" (as {r.name} has them)"
+    if r.unmodelled:
+        return f"{text}; not modelled: {r.unmodelled}"
+    return text + ("; no other modelled default differs" if r.overrides else "; no modelled default differs")
+
+
+def release_table() -> str:
+    """The Markdown table of docs/vllm-releases.md: releases with the same mapping on one row."""
+    rows: list[tuple[list[str], Release]] = []
+    for r in RELEASES.values():
+        if rows and (rows[-1][1].line, rows[-1][1].overrides, rows[-1][1].unmodelled) == (
+            r.line,
+            r.overrides,
+            r.unmodelled,
+        ):
+            rows[-1][0].append(r.name)
+        else:
+            rows.append(([r.name], r))
+    out = [
+        "| releases | runs as line | set as the release has it | what differs, not modelled |",
+        "|---|---|---|---|",
+    ]
+    for names, r in rows:
+        own = ", ".join(_OVERRIDE_TEXT[k] for k, _ in r.overrides) or "-"
+        out.append(f"| {', '.join(names)} | {r.line} | {own} | {r.unmodelled or '-'} |")
+    return "\n".join(out) + "\n"
+
+
+# How a release's own settings read in its note.
+_OVERRIDE_TEXT = {
+    "capture_by16_from": "CUDA-graph capture sizes by 16 from 256",
+    "capture_cap_by_budget": "the largest capture size capped at max_num_batched_tokens",
+    "admission": "admission first_chunk (the whole-prompt check comes in 0.19)",
+    "graphs_in_budget_v1": "the CUDA-graph estimate taken from the KV budget",
+}
 
 
 def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int, int]:
@@ -168,7 +334,10 @@ def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int
 def attention_kernel(compute_capability: str | None) -> str:
     """The flash-attention kernel vLLM's FlashAttention backend runs on a GPU: FlashAttention-3 on
     Hopper (compute capability 9.x), FlashAttention-2 on Ampere and Ada (8.x); ``other`` elsewhere
-    (Blackwell defaults to FlashInfer, AMD to ROCm's kernels; a custom GPU without a capability)."""
+    (Blackwell, 10.x, defaults to FlashInfer; a custom GPU without a capability; and every AMD GPU,
+    which carries ``gfx`` and no compute capability: vLLM runs its ROCm backends there, TRITON_ATTN
+    before 0.19, ROCM_ATTN from 0.19, ROCM_AITER_FA with AITER on; servesim gives them the cost
+    model's default attention efficiencies)."""
     major = (compute_capability or "").partition(".")[0]
     return {"8": "fa2", "9": "fa3"}.get(major, "other")
 

@@ -1,0 +1,154 @@
+"""The Blackwell and AMD Instinct GPUs of the catalogue: their numbers, their 4-bit rates, the
+attention kernel they get and the efficiencies derived for them from public measurements."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from simulator.engine import calibration
+from simulator.engine.cost import FA3_ATTN_COMPUTE, CostModel, Efficiency, decode_work
+from simulator.errors import ConfigError
+from simulator.resolve import efficiency
+from simulator.run import build
+from simulator.scenario.config import blank_scenario, scenario_from_dict
+from simulator.scenario.hardware import builtin_gpus, gpu_from_dict, load_gpu
+from simulator.scenario.models import load_model
+from simulator.scenario.versions import attention_kernel
+
+NEW = ("b300", "gb200", "mi325x", "mi355x")
+
+# Hand-checked against the catalogue's sources: driver-reported memory (MiB x 2**20), datasheet
+# bandwidth, dense BF16 and 4-bit peaks (None: no 4-bit matrix cores), the NVLink domain, and NVIDIA's
+# compute capability or AMD's LLVM target.
+EXPECTED = {
+    "b200": (183_359 * 2**20, 8.0e12, 2250e12, 9000e12, 8, "10.0", None),
+    "b300": (275_040 * 2**20, 8.0e12, 2250e12, 13500e12, 8, "10.3", None),
+    "gb200": (189_471 * 2**20, 8.0e12, 2500e12, 10000e12, 72, "10.0", None),
+    "mi300x": (205_822_885_888, 5.3e12, 1307.4e12, None, 8, None, "gfx942"),
+    "mi325x": (261_824 * 2**20, 6.0e12, 1307.4e12, None, 8, None, "gfx942"),
+    "mi355x": (308_902_100_992, 8.0e12, 2516.6e12, 10066.3e12, 8, None, "gfx950"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_each_gpu_loads_with_its_hand_checked_numbers(key):
+    hbm, bw, bf16, fp4, group, cc, gfx = EXPECTED[key]
+    g = load_gpu(key)
+    assert key in builtin_gpus()
+    assert (g.hbm_bytes, g.hbm_bandwidth, g.peak_flops["bf16"], g.link_group) == (hbm, bw, bf16, group)
+    assert g.peak_flops.get("fp4") == fp4
+    assert (g.compute_capability, g.gfx) == (cc, gfx)
+    assert g.interconnect_bandwidth > g.host_link_bandwidth > 0
+
+
+def test_catalogue_entries_cite_a_source_for_every_number():
+    from simulator.scenario import yamlio
+    from simulator.scenario.hardware import CATALOG
+
+    cat = yamlio.load(CATALOG.read_text())
+    for key in NEW:
+        entry = cat[key]
+        numbers = {k for k in entry if k not in ("name", "sources")}
+        assert numbers <= set(entry["sources"]), (key, numbers - set(entry["sources"]))
+
+
+def test_the_fp4_rate_is_asked_for_only_by_4_bit_formats():
+    """fp4 (NVFP4 / MXFP4) reads the 4-bit rate where a GPU has one and the bf16 rate where it does
+    not; every weight format servesim sizes gives the same step time with or without an fp4 entry."""
+    b200, h100, mi300x = load_gpu("b200"), load_gpu("h100-sxm"), load_gpu("mi300x")
+    for fmt in ("fp4", "nvfp4", "mxfp4"):
+        assert b200.flops(fmt) == 9000e12
+        assert h100.flops(fmt) == h100.peak_flops["bf16"]
+        assert mi300x.flops(fmt) == mi300x.peak_flops["bf16"]
+    assert load_gpu("mi355x").flops("mxfp4") == 10066.3e12
+    without = replace(b200, peak_flops={k: v for k, v in b200.peak_flops.items() if k != "fp4"})
+    m = load_model("llama-3.1-8b")
+    for q in ("none", "fp8", "int8", "int4"):
+        a, b = CostModel(m, b200, 1, quantization=q), CostModel(m, without, 1, quantization=q)
+        for work in (decode_work(256, 2048), decode_work(8, 0, 2048)):
+            assert a.step_time(work) == b.step_time(work), q
+
+
+def test_an_amd_gpu_does_not_get_flashattention():
+    """AMD GPUs carry gfx, not a compute capability: the attention kernel is not FA2 or FA3, so
+    their attention runs at the calibration's rates, not FA3's."""
+    m = load_model("llama-3.1-8b")
+    sc = blank_scenario(["model=llama-3.1-8b"])
+    for key in ("mi300x", "mi325x", "mi355x"):
+        g = load_gpu(key)
+        assert attention_kernel(g.compute_capability) == "other"
+        eff = efficiency(sc, g, m)
+        assert eff.attn_compute == Efficiency().attn_compute != FA3_ATTN_COMPUTE
+    assert attention_kernel(load_gpu("h200").compute_capability) == "fa3"
+    assert attention_kernel(load_gpu("b300").compute_capability) == "other"
+
+
+def test_gfx_is_checked():
+    base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}}
+    base |= {"interconnect_bandwidth": 4e11, "host_link_bandwidth": 6.4e10}
+    assert gpu_from_dict("x", {**base, "gfx": "gfx942"}).gfx == "gfx942"
+    with pytest.raises(
+        ConfigError, match=r"^hardware\.gfx must be an AMD LLVM target such as 'gfx942' \(got 'cdna3'\)$"
+    ):
+        gpu_from_dict("x", {**base, "gfx": "cdna3"})
+    with pytest.raises(ConfigError, match=r"^hardware\.gfx: an AMD GPU has no NVIDIA compute_capability"):
+        gpu_from_dict("x", {**base, "gfx": "gfx942", "compute_capability": "9.0"})
+    # fp4 is accepted in a custom GPU's peak_flops, and checked as every rate is.
+    assert gpu_from_dict("x", {**base, "peak_flops": {"bf16": 1e15, "fp4": 4e15}}).flops("nvfp4") == 4e15
+    with pytest.raises(ConfigError, match=r"peak_flops\.fp4 must be a finite number > 0 \(got -1"):
+        gpu_from_dict("x", {**base, "peak_flops": {"bf16": 1e15, "fp4": -1}})
+
+
+def test_new_gpus_take_efficiencies_derived_from_public_measurements():
+    """The H100 fit's matmul_compute scaled by the GPU's best-shape matmul over its peak against the
+    H100's; a streaming read's share of bandwidth, the family's where the GPU has none; the rest the
+    defaults. The B200 and MI300X keep the defaults they had."""
+    h100 = calibration.builtin("h100-sxm")
+    assert h100 is not None
+    scale = h100.matmul_compute / (794.5 / 989.4)
+    measured = {"b300": 1769 / 2250, "gb200": 1822 / 2500, "mi325x": 784.9 / 1307.4, "mi355x": 1565 / 2516.6}
+    memory = {"b300": 7.48 / 8.0, "gb200": 7.48 / 8.0, "mi325x": 4.256 / 5.3, "mi355x": 4.256 / 5.3}
+    for key in NEW:
+        eff = calibration.builtin(key)
+        assert eff is not None
+        assert eff.matmul_compute == pytest.approx(scale * measured[key], abs=1e-4)
+        assert eff.matmul_memory == pytest.approx(memory[key], abs=1e-3)
+        rest = {f: getattr(eff, f) for f in calibration.GPU_FIELDS if f not in ("matmul_compute", "matmul_memory")}
+        assert rest == {f: getattr(Efficiency(), f) for f in rest}
+    assert calibration.builtin("b200") is None and calibration.builtin("mi300x") is None
+
+
+@pytest.mark.parametrize("key", NEW)
+def test_the_default_scenario_builds_on_each_new_gpu(key):
+    """What `servesim run --set hardware.gpu=KEY` resolves: the memory plan, the batch defaults."""
+    _, eng, _ = build(scenario_from_dict({"hardware": {"gpu": key}}))
+    assert eng.kv_cache_tokens > 0
+    assert (eng.cfg.max_num_seqs, eng.cfg.max_num_batched_tokens) == (1024, 8192)
+
+
+def test_servesim_gpus_lists_every_built_in_gpu(capsys):
+    from simulator.cli import main
+
+    assert main(["gpus"]) in (0, None)
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line for line in lines if line.startswith("  ") and not line.startswith("  gpu ")}
+    assert sorted(listed) == builtin_gpus()
+    assert listed["gb200"].split()[-1] == "derived" and " 72 " in listed["gb200"]
+    assert listed["h100-sxm"].split()[-1] == "fitted" and listed["mi300x"].split()[-1] == "defaults"
+    assert "gfx950" in listed["mi355x"] and "13,500" in listed["b300"]
+
+
+def test_a_gb200_tensor_parallel_group_stays_on_nvlink_across_the_rack():
+    """GB200's NVLink domain is the NVL72 rack: TP16 all-reduces over NVLink there, and over PCIe
+    on an 8-GPU HGX B200 board."""
+    from simulator.engine.cost import PARAMS
+
+    m = load_model("llama-3.1-70b")
+    bw = PARAMS.index("interconnect_bw")
+    gb200, b200 = load_gpu("gb200"), load_gpu("b200")
+    eff = Efficiency()
+    assert CostModel(m, gb200, 16, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)
+    assert CostModel(m, b200, 16, eff).params[bw] == pytest.approx(64e9 * eff.allreduce_bandwidth)
+    assert CostModel(m, b200, 8, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)

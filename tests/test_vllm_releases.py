@@ -1,0 +1,142 @@
+"""engine.vllm_version: every vLLM release from 0.10.0 on, each run as the release line whose
+modelled behaviour it shares, with the settings it has of its own and a note saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.cli import main
+from simulator.errors import ConfigError
+from simulator.outputs.notes import scenario_notes
+from simulator.resolve import host_model
+from simulator.scenario import versions
+from simulator.scenario.config import load_scenario, scenario_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def engine(version) -> str:
+    return scenario_from_dict({"engine": {"vllm_version": version}}).engine.vllm_version
+
+
+def test_a_release_between_lines_runs_with_a_note(tmp_path, capsys):
+    """'0.13' runs as line 0.11 with 0.13's capture sizes, and the run says so in one line."""
+    out = tmp_path / "r"
+    rc = main(
+        [
+            "run",
+            "--set",
+            "engine.vllm_version=0.13",
+            "--set",
+            "run.duration_s=20",
+            "--set",
+            "run.warmup_s=0",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc in (0, None)
+    notes = [line for line in capsys.readouterr().out.splitlines() if "vllm_version" in line]
+    assert notes == [
+        "note: collapse_c1200: engine.vllm_version '0.13' runs as release line 0.11 with CUDA-graph capture "
+        "sizes by 16 from 256, the largest capture size capped at max_num_batched_tokens (as 0.13.0 has them); "
+        "no other modelled default differs"
+    ]
+
+
+def test_releases_and_lines_resolve_to_what_they_set():
+    v13 = versions.version("0.13")
+    line = versions.VERSIONS["0.11"]
+    assert (v13.name, v13.capture_by16_from, v13.capture_cap_by_budget) == ("0.11", 256, True)
+    assert (v13.async_scheduling, v13.admission, v13.cudagraph_mode) == (False, "first_chunk", "full_and_piecewise")
+    assert (line.capture_by16_from, line.capture_cap_by_budget) == (1 << 30, False)  # the line itself unchanged
+    v15 = versions.version(engine("0.15.1"))
+    assert (v15.name, v15.admission, v15.async_scheduling) == ("0.19", "first_chunk", True)
+    assert versions.version("0.21").graphs_in_budget_v1 and not versions.version("0.19").graphs_in_budget_v1
+    for name in versions.LINES:  # the lines are the very records they were
+        assert versions.version(name) is versions.VERSIONS[name]
+        assert versions.release_note(name) is None
+    for name, r in versions.RELEASES.items():
+        assert r.line in versions.LINES and versions.release_name(name) == name
+        assert versions.version(name).name == r.line
+    # A release of a line's own series that differs in nothing modelled: no note.
+    assert versions.release_note("0.10.2") is None and versions.release_note("0.19.1") is None
+    assert "runs as release line 0.26" in versions.release_note("0.25")
+
+
+def test_async_scheduling_knob_sets_any_release():
+    """--async-scheduling (engine.async_scheduling) overrides the release's default either way."""
+    on = {"vllm_version": "0.13", "async_scheduling": True}
+    off = {"vllm_version": "0.15.1", "async_scheduling": False}
+    assert host_model(scenario_from_dict({"engine": {"vllm_version": "0.13"}})).async_scheduling is False
+    assert host_model(scenario_from_dict({"engine": {"vllm_version": "0.14"}})).async_scheduling is True
+    assert host_model(scenario_from_dict({"engine": on})).async_scheduling is True
+    assert host_model(scenario_from_dict({"engine": off})).async_scheduling is False
+
+
+def test_versions_as_strings_or_numbers(tmp_path):
+    """YAML reads 0.13 and 0.10 as numbers: they name 0.13 and 0.10 (a two-digit minor); a patch
+    release is a string."""
+    assert [engine(v) for v in ("0.13", 0.13, 0.1, 0.32, "0.15.1", "0.10.1.1")] == [
+        "0.13",
+        "0.13",
+        "0.10",
+        "0.32",
+        "0.15.1",
+        "0.10.1.1",
+    ]
+    f = tmp_path / "s.yaml"
+    f.write_text("engine: {vllm_version: 0.10}\n")
+    assert load_scenario(str(f))[0].engine.vllm_version == "0.10"
+    sc, _ = load_scenario(None, ["engine.vllm_version=0.26"])
+    assert sc.engine.vllm_version == "0.26" and scenario_notes(sc) == []
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (
+            "0.9",
+            "engine.vllm_version must be a vLLM release from 0.10 on (servesim follows the V1 engine of "
+            "0.10.0 to 0.33.0) (got '0.9')",
+        ),
+        (
+            "0.99",
+            "engine.vllm_version must be a vLLM release from 0.10.0 to 0.33.0, as x.y or x.y.z, e.g. '0.32' "
+            "or '0.15.1' (docs/vllm-releases.md lists them) (got '0.99')",
+        ),
+        ("0.13.5", None),
+        ("latest", None),
+        (True, "engine.vllm_version must be a vLLM release such as '0.32' or '0.15.1' (got True)"),
+    ],
+)
+def test_releases_before_0_10_or_unknown_are_one_line_errors(value, message):
+    with pytest.raises(ConfigError) as e:
+        engine(value)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("engine.vllm_version must be") and repr(value) in text
+    if message:
+        assert text == message
+
+
+def test_the_docs_table_is_the_code_s():
+    doc = (ROOT / "docs" / "vllm-releases.md").read_text()
+    assert versions.release_table() in doc, "docs/vllm-releases.md: paste versions.release_table() again"
+    assert "docs/vllm-releases.md" in (ROOT / "README.md").read_text()
+
+
+def test_the_json_schema_lists_every_release(capsys):
+    import json
+
+    import jsonschema
+
+    assert main(["fields", "--json-schema"]) == 0
+    validator = jsonschema.Draft202012Validator(json.loads(capsys.readouterr().out))
+    for ok in ("0.32", "0.13", 0.13, 0.1, "0.15.1", "0.10.1.1"):
+        assert not list(validator.iter_errors({"engine": {"vllm_version": ok}})), ok
+    for bad in ("0.9", "0.99", 0.99, "0.13.5"):
+        assert [list(e.path) for e in validator.iter_errors({"engine": {"vllm_version": bad}})] == [
+            ["engine", "vllm_version"]
+        ], bad
