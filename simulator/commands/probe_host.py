@@ -17,13 +17,16 @@ machine's own description). Run it on the idle server, with the Python that serv
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (imported where the probe runs: every other command starts without it)
+    import asyncio
 
 N_REQ = 512  # requests in flight in the kernel's batch
 STEPS = 150  # steps per timing
@@ -74,6 +77,8 @@ def _step(reqs: list[_Req], free: list[int], chunks: list[str]) -> None:
 
 async def _handoff(n: int) -> int:
     """The asyncio side: each request's output put on its queue and taken by its handler."""
+    import asyncio
+
     queues: list[asyncio.Queue] = [asyncio.Queue() for _ in range(64)]
     got = 0
 
@@ -98,6 +103,8 @@ async def _handoff(n: int) -> int:
 
 def kernel() -> float:
     """Microseconds per request-step of the mix (one timing)."""
+    import asyncio
+
     reqs = [_Req(i) for i in range(N_REQ)]
     free = list(range(100_000))
     chunks: list[str] = []
