@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from simulator.engine.compiled import COMPILE_ESTIMATE  # the first compile's estimate, said once
+
 _LABEL: str | None = None  # (set by ``labelled``)
 _POSITION = 0
 
@@ -125,9 +127,6 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-COMPILE_ESTIMATE = "about 2-3 minutes on a 2-core machine, longer beside other work"  # measured: 2-2.5 min
 
 
 def compile_step() -> None:

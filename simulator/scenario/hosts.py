@@ -129,6 +129,12 @@ def catalog(path: Path = HOSTS_FILE) -> HostCatalog:
     return HostCatalog(float(data["reference_probe_us"]), float(data["exponent"]), dict(data["hosts"]))
 
 
+def reference_host_override() -> str:
+    """The ``--set`` override that runs a scenario at factor 1: on the host its host costs were
+    fitted at. Public runs, whose hosts are not described, are replayed on it."""
+    return f"hardware.host={{probe_us: {catalog().reference_probe_us!r}}}"
+
+
 def load_host(spec: str | dict | None) -> Host:
     """``hardware.host``: a catalog name, ``{probe_us: X}`` (a reading of ``servesim probe-host``),
     or None (the catalog's median host)."""

@@ -40,6 +40,7 @@ from simulator.metrics import summarize
 from simulator.outputs.writers import text_file
 from simulator.run import simulate
 from simulator.scenario.config import load_scenario
+from simulator.scenario.hosts import reference_host_override
 from workloads.presets import PRESETS
 
 # SpecDecode-Bench, Llama-3.1-8B-Instruct, ShareGPT, H100, k = 3 (data/spec_decode/public.yaml:
@@ -82,7 +83,8 @@ def sharegpt_lengths() -> list[str]:
 
 
 def run(overrides: list[str]) -> dict:
-    sc, _ = load_scenario(None, overrides)
+    """A published setup's summary, on the host the host costs were fitted at (its own is not described)."""
+    sc, _ = load_scenario(None, [reference_host_override(), *overrides])
     return summarize(simulate(sc))
 
 
@@ -278,6 +280,7 @@ def single_request(n: int) -> tuple[float, float]:
         sc, _ = load_scenario(
             None,
             [
+                reference_host_override(),
                 "model=llama-3.1-8b",
                 "hardware.gpu=h100-sxm",
                 f"engine.num_gpu_blocks_override={cdiv(n + 1, 16) + 1}",

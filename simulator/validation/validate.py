@@ -214,6 +214,7 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     dataset, lognormal for ShareGPT); sent as the benchmark sends them (all at once, by
     ``--max-concurrency`` clients, or as a Poisson stream at ``--request-rate``), run until done."""
     from simulator.scenario.config import blank_scenario
+    from simulator.scenario.hosts import reference_host_override
 
     b = run["bench"]
     n = int(b["num_prompts"])
@@ -243,6 +244,9 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"engine.vllm_version={run['servesim_version']}",
         f"engine.quantization={run.get('quantization', 'none')}",
         f"frontend.endpoint={b['endpoint']}",
+        # The public runs' hosts are not described: replayed at factor 1, the host the public host
+        # costs were fitted at (a scenario without a host takes the catalog's median instead)
+        reference_host_override(),
         *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
         *lengths,
         arrival,

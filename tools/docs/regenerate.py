@@ -277,7 +277,7 @@ def block_sweep() -> str:
             "--param",
             "engine.max_num_seqs=0,256,512,768,900,1024,1100,1150,1200",
         ],
-        ("sweep:", "[", "recommended", "8 of", "9 of"),
+        ("sweep:", "[", "recommended", "across hosts", "8 of", "9 of"),
         {"metrics_vs_knob.png": "sweep_metrics_vs_knob.png"},
     )
 
@@ -298,7 +298,7 @@ def block_plan() -> str:
             "--search",
             "engine.max_num_seqs=64,256,1024",
         ],
-        ("plan:", "recommended", "runner-up", "cheapest per", "check", "  and for", "54 of"),
+        ("plan:", "recommended", "runner-up", "cheapest per", "check", "  on the slowest", "  and for", "54 of"),
         {"plan_cost.png": "plan_cost.png", "latency_vs_rate.png": "plan_latency.png"},
     )
 

@@ -30,11 +30,15 @@ def extension_path() -> Path:
     return build.cache_dir() / f"servesim_step_{build.source_hash()}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
 
+# How long the first compile takes, as the notice says it (measured: 2-2.5 minutes on 2 cores).
+COMPILE_ESTIMATE = "about 2-3 minutes on a 2-core machine, longer beside other work"
+
+
 def first_compile_note() -> str:
     """A line to print before a run that will compile the step first; "" when it is ready."""
     if pure_python() or _loaded is not None or extension_path().exists():
         return ""
-    return "compiling the engine step (once after installing or upgrading; about a minute)..."
+    return f"compiling the engine step (once after installing or upgrading; {COMPILE_ESTIMATE}) ..."
 
 
 @contextlib.contextmanager
