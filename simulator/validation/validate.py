@@ -329,7 +329,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"model={run['model']}",
         f"hardware.gpu={run['gpu']}",
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
-        *recorded_host(run),
+        *([] if any(x.startswith("hardware.host=") for x in extra) else recorded_host(run)),  # (a host given wins)
         f"engine.vllm_version={E2E_LINE}",
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
