@@ -245,3 +245,19 @@ def test_new_models_run_the_default_scenario_on_h200(name, tp):
     assert parts["memory"].num_gpu_blocks > 1000
     summary = summarize(simulate(sc))
     assert summary["output_throughput"] > 0
+
+
+def test_a_config_json_path_works_as_the_preset(tmp_path):
+    """gpt-oss-120b's config.json given as a path (a model folder) sizes and prices as the preset."""
+    from simulator.scenario.models import MODELS_DIR
+
+    folder = tmp_path / "gpt-oss-120b"
+    folder.mkdir()
+    (folder / "config.json").write_text((MODELS_DIR / "gpt-oss-120b.json").read_text())
+    preset, path = load_model("gpt-oss-120b"), load_model(str(folder))
+    assert path == preset
+    a, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200"])
+    b, _ = load_scenario(None, [f"model={folder}", "hardware.gpu=h200"])
+    (_, ea, pa), (_, eb, pb) = build(a), build(b)
+    assert pa["memory"] == pb["memory"]
+    assert ea.cost.params.tolist() == eb.cost.params.tolist()
