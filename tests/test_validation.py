@@ -59,8 +59,8 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
     they were when the constants were fitted (a regression guard, not the targets); the plot shows
     every run as a point (measured, simulated) per metric, and the medians in its titles. The gpt-oss
     runs, added held out after the fit (nothing fitted to them), are guarded apart at their own
-    errors: about 30% median on each metric (short chat requests are served far faster than
-    servesim's host costs allow; TP2 and TP4 ShareGPT bursts are underestimated)."""
+    errors: 25-40% median per metric (short chat requests are served far faster than servesim's
+    host costs allow; TP2 and TP4 ShareGPT bursts are underestimated, long-prompt bursts overestimated)."""
     results = validate.run_all(RUNS["runs"], jobs=1)
     assert not [r.id for r in results if r.error]
     s = validate.error_summary(results)
@@ -76,9 +76,9 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
         oss[("heldout", "output_throughput")]["runs"] == len(gpt_oss) == 25
         and not oss[("calibrate", "mean_ttft_ms")]["runs"]
     )
-    assert oss[("heldout", "output_throughput")]["median_abs_error"] < 0.35
-    assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.35
-    assert oss[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.40
+    assert oss[("heldout", "output_throughput")]["median_abs_error"] < 0.45
+    assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.30
+    assert oss[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.37
     lines = validate.write_runs_report(RUNS["runs"], results, tmp_path)
     assert (tmp_path / "runs.csv").read_text().count("\n") == len(results) + 1 and "heldout" in "\n".join(lines)
     from matplotlib.collections import PathCollection

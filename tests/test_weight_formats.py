@@ -261,3 +261,18 @@ def test_a_config_json_path_works_as_the_preset(tmp_path):
     (_, ea, pa), (_, eb, pb) = build(a), build(b)
     assert pa["memory"] == pb["memory"]
     assert ea.cost.params.tolist() == eb.cost.params.tolist()
+
+
+def test_the_windows_never_take_more_than_their_layers_share():
+    """gpt-oss-120b on one H100 with 1,024 sequences: their windows (1,024 x 144 tokens x 36 KiB,
+    5.06 GiB) would take most of the 6.9 GiB left for KV; a request's window blocks never outnumber
+    its other blocks, so the sliding-window layers get at most half (18 of 36 layers): the pool is
+    then what full attention in every layer would give, no less."""
+    m, g = load_model("gpt-oss-120b"), load_gpu("h100-sxm")
+    kw = dict(tp=1, gpu_memory_utilization=0.9, block_size=16, max_batched_tokens=8192, max_num_seqs=1024)
+    plan = plan_memory(m, g, quantization="mxfp4", **kw)
+    left = plan.usable_bytes - plan.weight_bytes - plan.reserve_bytes
+    assert left / 2 < 1024 * 144 * 36_864
+    assert plan.window_bytes == left / 2
+    assert plan.num_gpu_blocks == int((left / 2) // (16 * 36_864))
+    assert plan.num_gpu_blocks == int(left // (16 * m.kv_bytes_per_token()))

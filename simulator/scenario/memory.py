@@ -160,8 +160,10 @@ def plan_memory(
     only its window (``window_blocks_per_request``) in the sliding-window ones, both from one pool.
     Here the pool's blocks hold the full-attention layers (``paged_kv_bytes_per_token``), and the
     windows of ``max_num_seqs`` requests are set aside before it is cut into blocks
-    (``window_bytes``): exact when the engine runs that many requests past the window, an
-    understatement of the pool when it runs fewer (the windows then take less)."""
+    (``window_bytes``), but never more than the sliding-window layers' share of the memory were
+    they to hold every token (a request's window blocks never outnumber its other blocks): exact
+    when the engine runs that many requests past the window, or requests within it; a smaller pool
+    than vLLM's when fewer requests run, each past the window (their windows then take less)."""
     kv_tok = model.paged_kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
@@ -174,6 +176,15 @@ def plan_memory(
     else:
         act, other, graphs = reserve_bytes, 0.0, 0.0
     reserve = act + other + graphs
+    if window:
+        # A request never holds more blocks in the sliding-window layers than in the others (its
+        # window's blocks are some of the same positions): their share of the KV memory is at most
+        # what they would take holding every token.
+        paged, windowed = (
+            model.paged_kv_bytes_per_token(kv_dtype_bytes, tp),
+            model.window_kv_bytes_per_token(kv_dtype_bytes, tp),
+        )
+        window = min(window, max(usable - weights - reserve, 0.0) * windowed / (paged + windowed))
     kv = usable - weights - reserve - window
     plan = dict(
         hbm_bytes=gpu.hbm_bytes,
