@@ -276,3 +276,14 @@ def test_the_windows_never_take_more_than_their_layers_share():
     assert plan.window_bytes == left / 2
     assert plan.num_gpu_blocks == int((left / 2) // (16 * 36_864))
     assert plan.num_gpu_blocks == int(left // (16 * m.kv_bytes_per_token()))
+
+
+def test_a_hybrid_model_is_noted_with_its_pool():
+    """servesim check and run say how a hybrid model's pool is sized; other models get no such note."""
+    from simulator.outputs.notes import scenario_notes
+
+    sc, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200"])
+    (note,) = [n for n in scenario_notes(sc) if "sliding-window" in n]
+    assert "gpt-oss-120b has 18 sliding-window layers (128 tokens) of 36" in note
+    plain, _ = load_scenario(None, [])
+    assert not [n for n in scenario_notes(plain) if "sliding-window" in n]
