@@ -49,6 +49,8 @@ def test_gpt_oss_120b_weights_by_hand():
     vocab = 201088  # a multiple of 64 already
     total = layers * per_layer + h + 2 * vocab * h
     assert total == m.total_params == 116_829_152_064
+    # 4 of 128 experts a token: 5.13B active, the embedding table left out as the model card counts.
+    assert (m.active_params - m.embedding_params) / 1e9 == pytest.approx(5.13, abs=0.005)
     quantized = layers * experts * expert
     rope = 4096 * 32 * 64 * 2  # YaRN: original 4096 positions x factor 32, 64 rotary dims, bf16
     expected = quantized * 4.25 / 8 + (total - quantized) * 2 + rope
