@@ -206,7 +206,7 @@ def test_moe_cost_follows_vllms_fused_moe_kernel():
         out = []
         for r in rows.itertuples():
             cp = np.zeros(len(PARAMS))
-            cp[[P.MOE_LAYERS, P.EXPERTS_PER_TOKEN, P.NUM_EXPERTS, P.EXPERT_PARAMS, P.WEIGHT_BYTES]] = (
+            cp[[P.MOE_LAYERS, P.EXPERTS_PER_TOKEN, P.NUM_EXPERTS, P.EXPERT_PARAMS, P.EXPERT_WEIGHT_BYTES]] = (
                 1,
                 r.top_k,
                 r.experts,

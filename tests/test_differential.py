@@ -133,6 +133,9 @@ CASES = {
         "benchmarks/scenarios/poisson_short.yaml",
         ["model=mixtral-8x7b", "hardware.tensor_parallel_size=2", "run.num_requests=800"],
     ),
+    # A hybrid sliding-window MoE model with MXFP4 experts (gpt-oss): the window's attention terms and
+    # the expert weights' own width, under a full pool.
+    "hybrid_window_mxfp4": (C1200, [*SMALL, "model=gpt-oss-20b", "hardware.gpu=h200"]),
     # A FlashAttention-2 GPU: the decodes of a step that also carries a prefill chunk cost extra rows.
     "fa2_mixed_steps": (C1200, [*SMALL, "hardware.gpu=a100-80gb"]),
     # Speculative decoding under preemption (drafts lost, lookahead slots), and with a budget that

@@ -57,15 +57,28 @@ def test_run_collection_covers_what_it_must():
 def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monkeypatch):
     """All runs simulate (none fails), the report and plot are written, and the errors stay where
     they were when the constants were fitted (a regression guard, not the targets); the plot shows
-    every run as a point (measured, simulated) per metric, and the medians in its titles."""
+    every run as a point (measured, simulated) per metric, and the medians in its titles. The gpt-oss
+    runs, added held out after the fit (nothing fitted to them), are guarded apart at their own
+    errors: 25-40% median per metric (short chat requests are served far faster than servesim's
+    host costs allow; TP2 and TP4 ShareGPT bursts are underestimated, long-prompt bursts overestimated)."""
     results = validate.run_all(RUNS["runs"], jobs=1)
     assert not [r.id for r in results if r.error]
     s = validate.error_summary(results)
+    gpt_oss = {r["id"] for r in RUNS["runs"] if r["model"].startswith("gpt-oss")}
+    fitted_era = validate.error_summary([r for r in results if r.id not in gpt_oss])
     for split in ("calibrate", "heldout"):
-        assert s[(split, "output_throughput")]["runs"] >= 10
-        assert s[(split, "output_throughput")]["median_abs_error"] < 0.25
-        assert s[(split, "mean_ttft_ms")]["median_abs_error"] < 0.35
-        assert s[(split, "mean_tpot_ms")]["median_abs_error"] < 0.20
+        assert fitted_era[(split, "output_throughput")]["runs"] >= 10
+        assert fitted_era[(split, "output_throughput")]["median_abs_error"] < 0.25
+        assert fitted_era[(split, "mean_ttft_ms")]["median_abs_error"] < 0.35
+        assert fitted_era[(split, "mean_tpot_ms")]["median_abs_error"] < 0.20
+    oss = validate.error_summary([r for r in results if r.id in gpt_oss])
+    assert (
+        oss[("heldout", "output_throughput")]["runs"] == len(gpt_oss) == 25
+        and not oss[("calibrate", "mean_ttft_ms")]["runs"]
+    )
+    assert oss[("heldout", "output_throughput")]["median_abs_error"] < 0.45
+    assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.30
+    assert oss[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.37
     lines = validate.write_runs_report(RUNS["runs"], results, tmp_path)
     assert (tmp_path / "runs.csv").read_text().count("\n") == len(results) + 1 and "heldout" in "\n".join(lines)
     from matplotlib.collections import PathCollection

@@ -31,7 +31,7 @@ from simulator.engine import rules
 from simulator.engine.host import HostModel, engine_cpu_s, step_wall_s
 from simulator.engine.params import DRAFT, PARAMS, P
 from simulator.scenario.hardware import GPU
-from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch
+from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch, quant_scope, weight_format_bytes
 
 
 @dataclass(frozen=True)
@@ -192,10 +192,22 @@ def linear_work(cp, num_tokens):
 def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context):
     """FLOPs (query-key pairs) and bytes (each scheduled request's KV once) of attention; in a step
     with a prefill chunk (more tokens than requests), each one-token request's keys are paired with
-    ``mixed_rows`` more query rows (``FA2_MIXED_DECODE_ROWS``)."""
+    ``mixed_rows`` more query rows (``FA2_MIXED_DECODE_ROWS``).
+
+    A hybrid model's sliding-window layers (``WINDOW`` > 0) pair each query with at most the window's
+    keys and read at most the window of each request's KV: bounded over the step as a whole (pairs
+    by tokens x window, KV by requests x (window - 1) + new tokens), which is exact when every request's
+    context is past the window or none is, and an overstatement between. Attention sinks (one logit
+    per head added to the softmax) cost nothing here."""
     if num_tokens > num_seqs:
         attn_pairs += cp[P.MIXED_ROWS] * single_row_context
-    return attn_pairs * cp[P.ATTN_FLOPS_PER_PAIR], (context_tokens + num_tokens) * cp[P.KV_BYTES_PER_TOKEN]
+    flops = attn_pairs * cp[P.ATTN_FLOPS_PER_PAIR]
+    nbytes = (context_tokens + num_tokens) * cp[P.KV_BYTES_PER_TOKEN]
+    if cp[P.WINDOW] > 0.0:
+        flops += min(attn_pairs, num_tokens * cp[P.WINDOW]) * cp[P.WINDOW_FLOPS_PER_PAIR]
+        window_kv = min(context_tokens + num_tokens, num_seqs * (cp[P.WINDOW] - 1.0) + num_tokens)
+        nbytes += window_kv * cp[P.WINDOW_KV_BYTES_PER_TOKEN]
+    return flops, nbytes
 
 
 def moe_work(cp, num_tokens):
@@ -204,7 +216,7 @@ def moe_work(cp, num_tokens):
     flops = 2.0 * num_tokens * cp[P.MOE_LAYERS] * (cp[P.EXPERTS_PER_TOKEN] * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS])
     p_miss = (1.0 - cp[P.EXPERTS_PER_TOKEN] / cp[P.NUM_EXPERTS]) ** float(num_tokens)
     touched = cp[P.NUM_EXPERTS] * (1.0 - p_miss)
-    nbytes = cp[P.MOE_LAYERS] * (touched * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS]) * cp[P.WEIGHT_BYTES]
+    nbytes = cp[P.MOE_LAYERS] * (touched * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS]) * cp[P.EXPERT_WEIGHT_BYTES]
     return flops, nbytes
 
 
@@ -387,6 +399,22 @@ MLA_LAYER_KERNELS = 4
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
+def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, float, float, float]:
+    """How a weight format is read and multiplied: bytes per weight of the dense linear layers and of
+    the experts, and the peak FLOP/s of each. The format covers every linear layer, or a checkpoint's
+    MLP only (``models.quant_scope``: gpt-oss's MXFP4 experts, NVFP4 with bf16 attention), the rest
+    keeping the model's dtype. fp8 and int8 multiply at their own tensor-core rate; int4 is
+    dequantized to 16 bits; MXFP4 and NVFP4 multiply at the GPU's fp4 rate where it has one
+    (Blackwell), and elsewhere are read at their width and multiplied at 16 bits (vLLM's weight-only
+    Marlin kernels on Hopper)."""
+    fmt_bytes = weight_format_bytes(quantization, m.dtype_bytes)
+    dense_rate = {"none": m.dtype, "int4": m.dtype, "mxfp4": "fp4", "nvfp4": "fp4"}.get(quantization, quantization)
+    peak = gpu.flops(dense_rate)
+    if quant_scope(m, quantization) == "all":
+        return fmt_bytes, fmt_bytes, peak, peak
+    return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
+
+
 def small_kernels_per_layer(m: ModelArch) -> float:
     """Small (non-matmul) kernels per layer, averaged over the layers."""
     k = float(m.small_kernels_per_layer)
@@ -456,26 +484,30 @@ class CostModel:
         self.execution = x = execution or Execution()
         self.host = host
         m = model
-        # Quantized formats store the linear layers' weights narrower (fp8, int8 also multiply at
-        # their own tensor-core rate; int4 is dequantized to 16 bits); activations, embeddings and
-        # the LM head keep the model's dtype.
-        wbytes = {"none": m.dtype_bytes, "fp8": 1.0, "int8": 1.0, "int4": 0.5}[quantization]
-        peak = gpu.flops(m.dtype if quantization in ("none", "int4") else quantization)
         L = m.num_layers
         kernels = small_kernels_per_layer(m)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
+        wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
+        lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
+        if wbytes != expert_wbytes:  # a checkpoint that quantizes the MLP only: its dense MLP layers too
+            dense = dense_mlp_layers * m.dense_mlp_params / tp
+            wbytes = (L * m.attn_params_per_layer / tp * wbytes + dense * expert_wbytes) / lin_params
         inner = m.num_heads * m.head_dim + 2 * m.num_kv_heads * m.head_dim
+        # Attention FLOPs per query-key pair over the layers that attend over the whole context (all
+        # of them, or a hybrid model's full-attention layers), and over its sliding-window layers.
+        full_layers = L - m.num_sliding_layers if m.is_hybrid else L
         if m.is_mla:
             qk = m.kv_lora_rank + m.qk_rope_head_dim  # absorbed MLA attends in the latent space
-            attn_fpp = 2 * L * m.num_heads / tp * (qk + m.kv_lora_rank)
+            attn_fpp = 2 * full_layers * m.num_heads / tp * (qk + m.kv_lora_rank)
         else:
-            attn_fpp = 4 * L * m.num_heads / tp * m.head_dim
+            attn_fpp = 4 * full_layers * m.num_heads / tp * m.head_dim
+        window_fpp = 4 * (L - full_layers) * m.num_heads / tp * m.head_dim
         p = {
             "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
             "per_seq_s": e.per_seq_overhead_s,
             "per_token_s": e.per_token_overhead_s,
-            "lin_params": (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp,
+            "lin_params": lin_params,
             "matmul_flops": peak * e.matmul_compute,
             "weight_bytes": wbytes,
             # Activations read and written per token per layer (inputs/outputs of the matmuls).
@@ -485,7 +517,7 @@ class CostModel:
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
             "attn_flops_per_pair": attn_fpp,
             "attn_flops": peak * e.attn_compute,
-            "kv_bytes_per_token": m.kv_bytes_per_token(kv_dtype_bytes, tp),
+            "kv_bytes_per_token": m.paged_kv_bytes_per_token(kv_dtype_bytes, tp),
             "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
             "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
             "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
@@ -514,7 +546,7 @@ class CostModel:
             * (kernels + GEMMS_PER_LAYER),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
-            "moe_flops": peak * e.moe_compute,
+            "moe_flops": moe_peak * e.moe_compute,
             "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
             "mixed_rows": x.mixed_decode_rows,
             "spec_tokens": spec.tokens if spec else 0,
@@ -526,6 +558,10 @@ class CostModel:
             "lora_bytes_per_adapter": lora.bytes_per_adapter if lora else 0.0,
             "lora_load_s": lora.load_s if lora else 0.0,
             "lora_disk_load_s": lora.disk_load_s if lora else 0.0,
+            "expert_weight_bytes": expert_wbytes,
+            "window": m.sliding_window if m.is_hybrid else 0,
+            "window_kv_bytes_per_token": m.window_kv_bytes_per_token(kv_dtype_bytes, tp),
+            "window_flops_per_pair": window_fpp,
         }
         own = np.array([float(p[name]) for name in PARAMS], np.float64)
         draft = spec.draft.params[:DRAFT] if spec and spec.draft else np.zeros(DRAFT)

@@ -71,6 +71,10 @@ class P(IntEnum):
     LORA_DISK_LOAD_S = 53  # an adapter read from storage into host memory
     FE_PACE = 54  # 1: the engine waits for its front-end (simulator.engine.host.step_start)
     FE_ROUNDS = 55  # rounds of its API server's streams a closed-loop request waits (host.turnaround)
+    EXPERT_WEIGHT_BYTES = 56  # bytes per weight of the expert matrices (WEIGHT_BYTES: the dense linears')
+    WINDOW = 57  # sliding window of a hybrid model's sliding-window layers, tokens (0: none)
+    WINDOW_KV_BYTES_PER_TOKEN = 58  # KV bytes per token of those layers (KV_BYTES_PER_TOKEN: the others')
+    WINDOW_FLOPS_PER_PAIR = 59  # their attention FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR: the others')
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

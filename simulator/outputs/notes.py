@@ -42,7 +42,28 @@ def scenario_notes(sc: Scenario) -> list[str]:
             "line servesim follows) has no swap preemption, only recompute; this run swaps as vLLM V0 did "
             "with --swap-space"
         )
+    notes += _hybrid_notes(sc.name, sorted({str(g.model) for g in groups}))
     return notes
+
+
+def _hybrid_notes(name: str, models: list[str]) -> list[str]:
+    """A model with sliding-window layers beside full-attention ones: how its KV pool is sized."""
+    from simulator.errors import ConfigError
+    from simulator.scenario.models import load_model
+
+    out = []
+    for spec in models:
+        try:
+            m = load_model(spec)
+        except ConfigError:
+            continue  # said where the scenario is built
+        if m.is_hybrid:
+            out.append(
+                f"{name}: {m.name} has {m.num_sliding_layers} sliding-window layers ({m.sliding_window} tokens) of "
+                f"{m.num_layers}: the KV pool holds the others and sets aside the windows of max_num_seqs requests "
+                "(vLLM shares one pool between them), so it can be smaller than vLLM's when fewer requests run"
+            )
+    return out
 
 
 def run_notes(summary: dict, result) -> list[str]:

@@ -199,9 +199,9 @@ class EngineConfig:
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = F(
         "auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype"
     )
-    quantization: Union[Literal["none", "fp8", "int8", "int4"], None] = F(
+    quantization: Union[Literal["none", "fp8", "int8", "int4", "mxfp4", "nvfp4"], None] = F(
         None,
-        "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates (null: the checkpoint's, from its config.json's quantization_config, as vLLM detects it)",
+        "weight format: fp8/int8 use those tensor-core rates and halve weight bytes; int4 (W4A16) quarters them at 16-bit rates; mxfp4 (4.25 bits a weight) and nvfp4 (4.5) use the GPU's fp4 rate where it has one, else 16-bit rates (null: the checkpoint's, from its config.json's quantization_config, as vLLM detects it, with the layers it leaves unquantized)",
         vllm="--quantization",
     )
     kv_cache_dtype: Literal["auto", "fp8"] = F(
@@ -673,11 +673,13 @@ def _cross_checks(sc: Scenario) -> None:
 
 def check_model(sc: Scenario, model) -> None:
     """What the scenario's model (a ``models.ModelArch``) asks for that servesim does not model, refused
-    with the way around it: a sliding window shorter than the requests can be (every layer is given
-    full attention, so KV use and attention time would be overstated past the window)."""
+    with the way around it: a sliding window shorter than the requests can be on every layer (each
+    would be given full attention, so KV use and attention time would be overstated past the window);
+    a hybrid model's sliding-window layers beside full-attention ones are modelled
+    (``ModelArch.is_hybrid``)."""
     window = model.sliding_window
     longest = sc.engine.max_model_len or model.max_position_embeddings
-    if 0 < window < longest:
+    if 0 < window < longest and not model.is_hybrid:
         raise ConfigError(
             f"model {model.name}: sliding_window {window} (config.json) is not modelled: servesim gives "
             f"every layer full attention; set engine.max_model_len <= {window}, as vLLM's "

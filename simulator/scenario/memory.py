@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from simulator.errors import ConfigError
 from simulator.scenario.hardware import GPU
-from simulator.scenario.models import ModelArch
+from simulator.scenario.models import ModelArch, quant_scope, weight_format_bytes
 
 GIB = float(1 << 30)
 
@@ -41,8 +41,6 @@ GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.364 * GIB, 0.0164 * GIB  # CUDA grap
 # logged a 1.11 GiB peak against 0.98 GiB of bf16 logits (data/e2e/h200_2026-11-27/llama8b_fixed).
 SAMPLER_V2_BASE_BYTES = 0.13 * GIB
 
-QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}
-
 
 @dataclass(frozen=True)
 class MemoryPlan:
@@ -58,6 +56,9 @@ class MemoryPlan:
     kv_bytes_per_token: float  # per GPU (after the tensor-parallel split of KV heads)
     block_bytes: float
     num_gpu_blocks: int  # including vLLM's null block
+    # A hybrid model's sliding-window layers: the blocks every request the engine may run holds for its
+    # window, set aside from the pool (the pool's blocks serve the full-attention layers).
+    window_bytes: float = 0.0
 
     @property
     def reserve_bytes(self) -> float:
@@ -75,18 +76,21 @@ class MemoryPlan:
             f"{self.usable_bytes / g:.1f} GiB usable = weights {self.weight_bytes / g:.2f} GiB"
             f" + activations {self.activation_bytes / g:.2f} + non-torch {self.non_torch_bytes / g:.2f}{graphs}"
             f" + KV {self.kv_bytes / g:.2f} GiB ({self.num_usable_blocks:,} blocks of {self.block_bytes / 1024:.0f} KiB)"
+            + (f" + sliding windows {self.window_bytes / g:.2f} GiB" if self.window_bytes else "")
         )
 
 
 def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> float:
     """Bytes of weights on one GPU of a ``tp``-way replica, as vLLM reports loading them
-    (``ModelArch.weight_bytes_per_gpu``): quantized formats store the linear layers (attention, MLP,
-    experts) in their width and keep embeddings, LM head and norms in the model's dtype."""
+    (``ModelArch.weight_bytes_per_gpu``): a quantized format stores the weights it covers
+    (``models.quant_scope``: every layer's, or a checkpoint's MLP and expert matrices only) in its
+    width (``models.WEIGHT_BITS``, scales included) and keeps the rest (embeddings, LM head, and what
+    the checkpoint leaves unquantized) in the model's dtype."""
     per_gpu = model.weight_bytes_per_gpu(tp)
     if quantization == "none":
         return per_gpu
-    linear = (model.total_params - model.embedding_params - model.lm_head_params) / tp
-    return per_gpu - linear * (model.dtype_bytes - QUANT_BYTES[quantization])
+    quantized = model.quantized_params(quant_scope(model, quantization)) / tp
+    return per_gpu - quantized * (model.dtype_bytes - weight_format_bytes(quantization, model.dtype_bytes))
 
 
 def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int, runner: str = "v1") -> float:
@@ -119,6 +123,15 @@ def graph_bytes(model: ModelArch) -> float:
     return GRAPH_BASE_BYTES + GRAPH_PER_LAYER_BYTES * model.num_layers
 
 
+def window_reserve_bytes(
+    model: ModelArch, block_size: int, max_num_seqs: int, kv_dtype_bytes: float | None = None, tp: int = 1
+) -> float:
+    """Bytes per GPU a hybrid model's sliding-window layers hold when ``max_num_seqs`` requests each
+    keep their window in them (0 for other models)."""
+    blocks = model.window_blocks_per_request(block_size)
+    return max_num_seqs * blocks * block_size * model.window_kv_bytes_per_token(kv_dtype_bytes, tp) if blocks else 0.0
+
+
 def plan_memory(
     model: ModelArch,
     gpu: GPU,
@@ -140,11 +153,22 @@ def plan_memory(
     """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
     from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
     ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak;
-    ``extra_weight_bytes``, ``extra_kv_bytes_per_token``: per GPU, what a draft model adds)."""
-    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
+    ``extra_weight_bytes``, ``extra_kv_bytes_per_token``: per GPU, what a draft model adds).
+
+    A hybrid model (sliding-window layers beside full-attention ones, ``ModelArch.is_hybrid``): vLLM's
+    hybrid KV-cache manager gives each request the whole context in the full-attention layers and
+    only its window (``window_blocks_per_request``) in the sliding-window ones, both from one pool.
+    Here the pool's blocks hold the full-attention layers (``paged_kv_bytes_per_token``), and the
+    windows of ``max_num_seqs`` requests are set aside before it is cut into blocks
+    (``window_bytes``), but never more than the sliding-window layers' share of the memory were
+    they to hold every token (a request's window blocks never outnumber its other blocks): exact
+    when the engine runs that many requests past the window, or requests within it; a smaller pool
+    than vLLM's when fewer requests run, each past the window (their windows then take less)."""
+    kv_tok = model.paged_kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
     weights = weight_bytes(model, quantization, tp) + extra_weight_bytes
+    window = window_reserve_bytes(model, block_size, max_num_seqs, kv_dtype_bytes, tp)
     if reserve_bytes is None:
         act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
         other = non_torch_bytes(tp, runner)
@@ -152,7 +176,16 @@ def plan_memory(
     else:
         act, other, graphs = reserve_bytes, 0.0, 0.0
     reserve = act + other + graphs
-    kv = usable - weights - reserve
+    if window:
+        # A request never holds more blocks in the sliding-window layers than in the others (its
+        # window's blocks are some of the same positions): their share of the KV memory is at most
+        # what they would take holding every token.
+        paged, windowed = (
+            model.paged_kv_bytes_per_token(kv_dtype_bytes, tp),
+            model.window_kv_bytes_per_token(kv_dtype_bytes, tp),
+        )
+        window = min(window, max(usable - weights - reserve, 0.0) * windowed / (paged + windowed))
+    kv = usable - weights - reserve - window
     plan = dict(
         hbm_bytes=gpu.hbm_bytes,
         usable_bytes=usable,
@@ -163,6 +196,8 @@ def plan_memory(
         kv_bytes_per_token=kv_tok,
         block_bytes=block_bytes,
     )
+    if window:
+        plan["window_bytes"] = window
     if num_gpu_blocks_override is not None:
         n = int(num_gpu_blocks_override)
         return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)
@@ -172,7 +207,9 @@ def plan_memory(
             hint = f"lower engine.runtime_reserve_gb (got {reserve_bytes / GIB:g}), or {hint}"
         raise ConfigError(
             f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp}: weights "
-            f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB > {usable / GIB:.1f} GiB usable "
+            f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB"
+            + (f" + sliding windows of {max_num_seqs} requests {window / GIB:.1f} GiB" if window else "")
+            + f" > {usable / GIB:.1f} GiB usable "
             f"({gpu_memory_utilization} x {gpu.hbm_bytes / GIB:.1f} GiB), short by {-kv / GIB:.1f} GiB; {hint}"
         )
     n = int(kv // block_bytes)

@@ -26,6 +26,25 @@ DTYPE_BYTES = {
 }
 
 
+# Bits one stored weight takes in each weight format, its scales included: fp8 and int8 one byte (the
+# per-tensor or per-channel scales, and fp8's one fp32 scale per 128x128 block in block-scaled
+# checkpoints, add under 0.03% and are left out); int4 half a byte (group scales left out, as
+# before); MXFP4 (OCP microscaling) 4-bit e2m1 values with one 8-bit E8M0 scale per 32 values; NVFP4
+# 4-bit e2m1 values with one FP8 (E4M3) scale per 16 values (plus two fp32 scales per tensor, left out).
+WEIGHT_BITS = {"fp8": 8.0, "int8": 8.0, "int4": 4.0, "mxfp4": 4.0 + 8.0 / 32, "nvfp4": 4.0 + 8.0 / 16}
+
+# Which weights a checkpoint's format covers: "all" every parameter but the embeddings and the LM
+# head (how online quantization and most checkpoints store them); "mlp" only the MLP's weight
+# matrices, dense and expert (attention, routers, norms, biases, embeddings and LM head keep the
+# model's dtype: gpt-oss's modules_to_not_convert, ModelOpt NVFP4's excluded self_attn).
+QUANT_SCOPES = ("all", "mlp")
+
+
+def weight_format_bytes(quantization: str, dtype_bytes: float) -> float:
+    """Bytes per weight of one weight format ("none": the model's dtype)."""
+    return dtype_bytes if quantization == "none" else WEIGHT_BITS[quantization] / 8.0
+
+
 # Small (non-matmul) kernels vLLM runs in a Llama-style layer; see ModelArch.small_kernels_per_layer.
 PLAIN_LAYER_SMALL_KERNELS = 6
 
@@ -68,16 +87,23 @@ class ModelArch:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int = 0
+    # Layers that attend over the last ``sliding_window`` tokens only, where the others attend over the
+    # whole context (config.json's layer_types; gpt-oss alternates them). 0: every layer is alike.
+    num_sliding_layers: int = 0
     qk_norm: bool = False  # RMSNorm on each query and key head (Qwen3)
     qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2, Qwen2-MoE, GLM-4.5)
     shared_expert_gate: bool = False  # sigmoid gate (hidden -> 1) on the shared expert (Qwen2-MoE)
+    o_bias: bool = False  # a bias on the attention output projection too (gpt-oss)
+    attention_sinks: bool = False  # a learned sink logit per query head and layer (gpt-oss)
+    expert_bias: bool = False  # biases on each expert's gate/up and down projections (gpt-oss)
     partial_rotary_factor: float = 1.0  # share of each head's dimensions that RoPE rotates (GLM-4.5: 0.5)
     rope_positions: int = 0  # rows of vLLM's rotary cos/sin cache (0: max_position_embeddings)
     vision_params: int = 0  # vision encoder and projector loaded with the language model (Pixtral)
     published_params: float = 0.0
     # The checkpoint's weight format, from its config.json's quantization_config (as vLLM detects it):
-    # "none", "fp8", "int8" or "int4".
+    # "none", "fp8", "int8", "int4", "mxfp4" or "nvfp4"; quant_scope: which weights it covers (QUANT_SCOPES).
     quantization: str = "none"
+    quant_scope: str = "all"
 
     # ---- per-layer shapes -------------------------------------------------------------------
     @property
@@ -108,8 +134,10 @@ class ModelArch:
 
     @property
     def attn_bias_params_per_layer(self) -> int:
-        """q, k and v projection biases (``qkv_bias``); the output projection has none."""
-        return (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
+        """q, k and v projection biases (``qkv_bias``); the output projection's (``o_bias``) and the
+        attention sinks (one logit per query head, ``attention_sinks``) where the model has them."""
+        qkv = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim if self.qkv_bias else 0
+        return qkv + (self.hidden_size if self.o_bias else 0) + (self.num_heads if self.attention_sinks else 0)
 
     @property
     def norm_params_per_layer(self) -> int:
@@ -125,6 +153,11 @@ class ModelArch:
     @property
     def expert_params(self) -> int:
         return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def expert_bias_params(self) -> int:
+        """One expert's biases (``expert_bias``): gate and up (2 x intermediate), down (hidden)."""
+        return 2 * self.moe_intermediate_size + self.hidden_size if self.expert_bias else 0
 
     @property
     def num_moe_layers(self) -> int:
@@ -162,7 +195,7 @@ class ModelArch:
         dense_layers = self.num_layers - self.num_moe_layers
         mlp = dense_layers * self.dense_mlp_params
         if self.is_moe:
-            experts = (self.num_experts + self.num_shared_experts) * self.expert_params
+            experts = (self.num_experts + self.num_shared_experts) * (self.expert_params + self.expert_bias_params)
             mlp += self.num_moe_layers * (experts + self.router_params_per_moe_layer)
         norms = self.num_layers * self.norm_params_per_layer + self.hidden_size
         attn = self.num_layers * (self.attn_params_per_layer + self.attn_bias_params_per_layer)
@@ -173,7 +206,8 @@ class ModelArch:
         """Parameters one token touches (only routed experts it is sent to count; a vision encoder
         does not run for text)."""
         unused = self.num_experts - self.experts_per_token if self.is_moe else 0
-        return self.total_params - self.vision_params - self.num_moe_layers * unused * self.expert_params
+        per_expert = self.expert_params + self.expert_bias_params
+        return self.total_params - self.vision_params - self.num_moe_layers * unused * per_expert
 
     @property
     def replicated_params(self) -> int:
@@ -222,16 +256,49 @@ class ModelArch:
         workspace = MLA_LOAD_WORKSPACE_BYTES if self.is_mla else 0
         return params * self.dtype_bytes + self.rope_cache_bytes + workspace
 
-    def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
+    def kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1, layers: int | None = None) -> float:
         """KV-cache bytes one token occupies on one GPU of a ``tp``-way tensor-parallel replica, all
-        layers (MHA/GQA: K and V of the GPU's KV heads; MLA: the latent, kept whole on every GPU).
+        layers or the first ``layers`` of them (MHA/GQA: K and V of the GPU's KV heads; MLA: the
+        latent, kept whole on every GPU).
 
         As vLLM splits them: each GPU keeps ``max(1, num_kv_heads // tp)`` KV heads, so once ``tp``
         exceeds the KV-head count the heads are replicated (every GPU holds at least one)."""
         b = self.dtype_bytes if kv_dtype_bytes is None else kv_dtype_bytes
+        n = self.num_layers if layers is None else layers
         if self.is_mla:
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
-        return 2 * self.num_layers * self.kv_heads_per_gpu(tp) * self.head_dim * b
+            return n * (self.kv_lora_rank + self.qk_rope_head_dim) * b
+        return 2 * n * self.kv_heads_per_gpu(tp) * self.head_dim * b
+
+    # ---- sliding-window layers beside full-attention ones (vLLM's hybrid KV-cache manager) ----------
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers attend over a sliding window and the others over the whole context."""
+        return self.sliding_window > 0 and 0 < self.num_sliding_layers < self.num_layers
+
+    def paged_kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
+        """KV bytes per token of the layers whose cache grows with the context: all of them, or in a
+        hybrid model the full-attention ones (the sliding-window layers keep at most a window)."""
+        if not self.is_hybrid:
+            return self.kv_bytes_per_token(kv_dtype_bytes, tp)
+        return self.kv_bytes_per_token(kv_dtype_bytes, tp, self.num_layers - self.num_sliding_layers)
+
+    def window_kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
+        """KV bytes per token of a hybrid model's sliding-window layers (0 for other models)."""
+        return self.kv_bytes_per_token(kv_dtype_bytes, tp, self.num_sliding_layers) if self.is_hybrid else 0.0
+
+    def window_blocks_per_request(self, block_size: int) -> int:
+        """KV blocks a request holds in a hybrid model's sliding-window layers once its context is
+        longer than the window: the window's tokens rounded up to blocks, plus the block the window's
+        start falls in (as vLLM's sliding-window manager frees only blocks wholly out of the window)."""
+        return -(-self.sliding_window // block_size) + 1 if self.is_hybrid else 0
+
+    def quantized_params(self, scope: str | None = None) -> int:
+        """Parameters a weight format covers (whole replica): ``scope`` as in QUANT_SCOPES (None: the
+        checkpoint's own ``quant_scope``)."""
+        if (scope or self.quant_scope) == "all":
+            return self.total_params - self.embedding_params - self.lm_head_params
+        experts = self.num_moe_layers * (self.num_experts + self.num_shared_experts) * self.expert_params
+        return (self.num_layers - self.num_moe_layers) * self.dense_mlp_params + experts
 
     def kv_heads_per_gpu(self, tp: int = 1) -> int:
         return 1 if self.is_mla else max(1, self.num_kv_heads // tp)
@@ -261,17 +328,38 @@ def _pixtral_vision_params(cfg: dict, text_hidden: int) -> int:
 
 def checkpoint_quantization(cfg: dict, name: str) -> str:
     """The weight format a config.json's ``quantization_config`` declares, as servesim names it: FP8
-    checkpoints (``quant_method: fp8``, or compressed-tensors with 8-bit float weights), 8-bit integer
-    ones (compressed-tensors, bitsandbytes 8-bit) and 4-bit ones (AWQ, GPTQ, compressed-tensors,
-    bitsandbytes 4-bit); "none" without one. An unknown method is an error rather than a silent bf16."""
+    checkpoints (``quant_method: fp8``, ModelOpt FP8, or compressed-tensors with 8-bit float weights),
+    8-bit integer ones (compressed-tensors, bitsandbytes 8-bit), 4-bit integer ones (AWQ, GPTQ,
+    compressed-tensors, bitsandbytes 4-bit), MXFP4 (``quant_method: mxfp4``, or Quark with fp4
+    weights) and NVFP4 (ModelOpt's NVFP4, or compressed-tensors with 4-bit float weights in groups of
+    16); "none" without one. An unknown method is an error rather than a silent bf16."""
     q = cfg.get("quantization_config")
     if not q:
         return "none"
     if not isinstance(q, dict):
         raise ConfigError(f"model {name}: quantization_config must be a mapping (got {q!r})")
     method = str(q.get("quant_method", "")).lower()
-    if method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
+    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
         return "fp8"
+    if method in ("modelopt", "modelopt_fp4"):
+        algo = str(q.get("quant_algo", "NVFP4" if method == "modelopt_fp4" else "FP8")).upper()
+        if algo not in ("FP8", "NVFP4"):
+            raise ConfigError(
+                f"model {name}: quantization_config.quant_algo must be FP8 or NVFP4 for quant_method {method} (got {algo})"
+            )
+        return "fp8" if algo == "FP8" else "nvfp4"
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "quark":
+        weight = ((q.get("global_quant_config") or {}).get("weight")) or {}
+        dtype = str(weight.get("dtype", "")).lower()
+        if dtype == "fp4":
+            return "mxfp4"
+        if dtype.startswith("fp8"):
+            return "fp8"
+        raise ConfigError(
+            f"model {name}: quantization_config.global_quant_config.weight.dtype must be fp4 or fp8_e4m3 for quant_method quark (got {dtype or None!r})"
+        )
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
         bits = int(cast(Any, q.get("bits", q.get("w_bit", 4))))  # a JSON number (mypy reads dict.get here as "| None")
         return "int4" if bits == 4 else "int8"
@@ -284,13 +372,52 @@ def checkpoint_quantization(cfg: dict, name: str) -> str:
             if bits == 8:
                 return "fp8" if kind == "float" else "int8"
             if bits == 4:
-                return "int4"
+                return "nvfp4" if kind == "float" else "int4"
         return "none"
     raise ConfigError(
         f"model {name}: quantization_config.quant_method {method!r} is not one servesim sizes "
-        f"(fp8, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
+        f"(fp8, modelopt, mxfp4, quark, awq, gptq, bitsandbytes, compressed-tensors); set engine.quantization to say how its "
         f"weights are stored"
     )
+
+
+# Names under which a checkpoint lists the modules it leaves unquantized.
+_UNQUANTIZED_LISTS = ("modules_to_not_convert", "ignore", "exclude", "exclude_modules", "ignored_layers")
+
+
+def checkpoint_quant_scope(cfg: dict) -> str:
+    """Which weights the checkpoint's format covers (QUANT_SCOPES): "mlp" where its list of modules
+    left unquantized names the attention (``self_attn``), else "all"."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return "all"
+    kept = [str(m) for key in _UNQUANTIZED_LISTS for m in (q.get(key) or [])]
+    return "mlp" if any("self_attn" in m or "attention" in m for m in kept) else "all"
+
+
+def quant_scope(model: ModelArch, quantization: str) -> str:
+    """The weights ``quantization`` covers on ``model``: the checkpoint's own scope when it is the
+    checkpoint's format, else every linear layer (online quantization)."""
+    return model.quant_scope if quantization == model.quantization else "all"
+
+
+def layer_kinds(cfg: dict, name: str, num_layers: int) -> int:
+    """How many layers attend over a sliding window, from config.json's ``layer_types``
+    (``sliding_attention`` or ``full_attention`` per layer); 0 without the field."""
+    kinds = cfg.get("layer_types")
+    if kinds is None:
+        return 0
+    if not isinstance(kinds, list) or len(kinds) != num_layers:
+        raise ConfigError(
+            f"model {name}: layer_types must list one entry per layer ({num_layers}, num_hidden_layers) "
+            f"(got {len(kinds) if isinstance(kinds, list) else kinds!r})"
+        )
+    unknown = sorted({str(k) for k in kinds} - {"sliding_attention", "full_attention"})
+    if unknown:
+        raise ConfigError(
+            f"model {name}: layer_types entries must be sliding_attention or full_attention (got {unknown[0]!r})"
+        )
+    return sum(1 for k in kinds if k == "sliding_attention")
 
 
 # Architectures whose layers are state-space (Mamba-like) rather than attention with a paged KV cache.
@@ -356,14 +483,19 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         v_head_dim=int(_get(cfg, "v_head_dim", default=0)),
         # Qwen configs give a window they do not use (use_sliding_window: false).
         sliding_window=int(_get(cfg, "sliding_window", default=0) or 0) if cfg.get("use_sliding_window", True) else 0,
+        num_sliding_layers=layer_kinds(cfg, name, int(cfg["num_hidden_layers"])),
         qk_norm=bool(_get(cfg, "qk_norm", "use_qk_norm", default=model_type in ("qwen3", "qwen3_moe"))),
         qkv_bias=bool(_get(cfg, "attention_bias", "qkv_bias", default=model_type in ("qwen2", "qwen2_moe"))),
         shared_expert_gate=shared_inter > 0,
+        o_bias=model_type == "gpt_oss",
+        attention_sinks=model_type == "gpt_oss",
+        expert_bias=model_type == "gpt_oss",
         partial_rotary_factor=float(_get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0))),
         rope_positions=int(rope["original_max_position_embeddings"] * rope["factor"]) if yarn else 0,
         vision_params=_pixtral_vision_params(cfg, h) if vision.get("model_type") == "pixtral" else 0,
         published_params=float(_get(cfg, "_published_params", default=0.0)),
         quantization=checkpoint_quantization(cfg, name),
+        quant_scope=checkpoint_quant_scope(cfg),
     )
 
 

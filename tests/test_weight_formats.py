@@ -1,0 +1,291 @@
+"""Checkpoint weight formats (FP8, MXFP4, NVFP4, and which layers each covers) and hybrid
+sliding-window models (gpt-oss), sized and priced by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simulator.engine.cost import CostModel, Efficiency, attention_work
+from simulator.engine.params import PARAMS, P
+from simulator.errors import ConfigError
+from simulator.metrics import summarize
+from simulator.run import build, simulate
+from simulator.scenario.config import load_scenario
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.memory import plan_memory, weight_bytes
+from simulator.scenario.models import (
+    WEIGHT_BITS,
+    checkpoint_quant_scope,
+    checkpoint_quantization,
+    from_hf_config,
+    load_model,
+)
+
+GIB = 2.0**30
+
+
+def test_bits_per_weight_with_their_scales():
+    """MXFP4: 4 bits + an 8-bit scale per 32 values; NVFP4: 4 bits + an 8-bit (FP8) scale per 16."""
+    assert WEIGHT_BITS["mxfp4"] == 4 + 8 / 32 == 4.25
+    assert WEIGHT_BITS["nvfp4"] == 4 + 8 / 16 == 4.5
+    assert WEIGHT_BITS["fp8"] == 8.0 and WEIGHT_BITS["int4"] == 4.0
+
+
+def test_gpt_oss_120b_weights_by_hand():
+    """gpt-oss-120b: 36 layers of 128 experts (3 x 2880 x 2880 weights each) in MXFP4, everything
+    else bf16; 116.83B parameters and about 60.8 GiB as its checkpoint."""
+    m = load_model("gpt-oss-120b")
+    h, layers, experts = 2880, 36, 128
+    attn = h * 4096 + 2 * h * 512 + 4096 * h  # q, k, v, o
+    attn_extra = (64 + 2 * 8) * 64 + h + 64  # q/k/v biases, o bias, sinks
+    norms = 2 * h
+    expert = 3 * h * h
+    expert_bias = 2 * h + h
+    router = h * experts
+    per_layer = attn + attn_extra + norms + experts * (expert + expert_bias) + router
+    vocab = 201088  # a multiple of 64 already
+    total = layers * per_layer + h + 2 * vocab * h
+    assert total == m.total_params == 116_829_152_064
+    # 4 of 128 experts a token: 5.13B active, the embedding table left out as the model card counts.
+    assert (m.active_params - m.embedding_params) / 1e9 == pytest.approx(5.13, abs=0.005)
+    quantized = layers * experts * expert
+    rope = 4096 * 32 * 64 * 2  # YaRN: original 4096 positions x factor 32, 64 rotary dims, bf16
+    expected = quantized * 4.25 / 8 + (total - quantized) * 2 + rope
+    assert expected == 65_265_583_744
+    assert weight_bytes(m, "mxfp4") == expected
+    assert expected / GIB == pytest.approx(60.8, rel=0.005)
+    # Without its format, the same model would be about 4x larger.
+    assert weight_bytes(m, "none") / GIB > 200
+
+
+def test_gpt_oss_20b_weights_by_hand():
+    """gpt-oss-20b: 24 layers of 32 experts; 20.91B parameters, about 12.8 GiB as its checkpoint."""
+    m = load_model("gpt-oss-20b")
+    quantized = 24 * 32 * 3 * 2880 * 2880
+    assert m.total_params == 20_914_756_416
+    assert weight_bytes(m, "mxfp4") == quantized * 4.25 / 8 + (m.total_params - quantized) * 2 + 4096 * 32 * 64 * 2
+    assert weight_bytes(m, "mxfp4") / GIB == pytest.approx(12.8, rel=0.01)
+
+
+def test_nvfp4_fp8_and_scopes_of_the_new_presets():
+    """NVFP4 DeepSeek-R1 keeps attention and routers bf16 (ModelOpt's exclude list) and stores dense
+    MLPs and experts at 4.5 bits; Llama-3.3-70B NVFP4 stores every linear layer at 4.5 bits; the
+    FP8 presets as FP8 checkpoints always were."""
+    r1 = load_model("deepseek-r1-fp4")
+    assert (r1.quantization, r1.quant_scope) == ("nvfp4", "mlp")
+    mlp = 3 * 3 * 7168 * 18432 + 58 * 257 * 3 * 7168 * 2048  # 3 dense layers; 256 routed + 1 shared expert
+    assert r1.quantized_params() == mlp
+    assert weight_bytes(r1, "nvfp4") == pytest.approx(r1.weight_bytes_per_gpu(1) - mlp * (2 - 4.5 / 8))
+    llama = load_model("llama-3.3-70b-fp4")
+    assert (llama.quantization, llama.quant_scope) == ("nvfp4", "all")
+    linear = llama.total_params - 2 * llama.embedding_params
+    assert weight_bytes(llama, "nvfp4") == pytest.approx(llama.weight_bytes_per_gpu(1) - linear * (2 - 0.5625))
+    assert load_model("deepseek-r1-mxfp4").quantization == "mxfp4"
+    for name in ("deepseek-r1", "llama-3.3-70b-fp8", "qwen3-235b-a22b-fp8"):
+        assert (load_model(name).quantization, load_model(name).quant_scope) == ("fp8", "all")
+    # DeepSeek-R1 is DeepSeek-V3's architecture: the same sizes.
+    v3 = load_model("deepseek-v3")
+    assert load_model("deepseek-r1").total_params == v3.total_params
+    assert weight_bytes(load_model("deepseek-r1"), "fp8", 8) == weight_bytes(v3, "fp8", 8)
+
+
+def test_quantization_configs_read_as_vllm_detects_them():
+    """mxfp4, ModelOpt NVFP4 (quant_algo, or quant_method modelopt_fp4), Quark with fp4 weights,
+    compressed-tensors with 4-bit floats; a bad quant_algo or Quark dtype, and an unknown method, are
+    one-line errors naming the field."""
+
+    def q(cfg):
+        return checkpoint_quantization({"quantization_config": cfg}, "m")
+
+    assert q({"quant_method": "mxfp4"}) == "mxfp4"
+    assert q({"quant_method": "modelopt", "quant_algo": "NVFP4"}) == "nvfp4"
+    assert q({"quant_method": "modelopt", "quant_algo": "FP8"}) == "fp8"
+    assert q({"quant_method": "modelopt"}) == "fp8"
+    assert q({"quant_method": "modelopt_fp4"}) == "nvfp4"
+    assert q({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "fp4"}}}) == "mxfp4"
+    ct = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float"}}}}
+    assert q(ct) == "nvfp4"
+    with pytest.raises(ConfigError, match=r"quantization_config.quant_algo must be FP8 or NVFP4 .*\(got W4A8_AWQ\)"):
+        q({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"})
+    with pytest.raises(ConfigError, match=r"global_quant_config.weight.dtype must be fp4 or fp8_e4m3 .*\(got 'int8'\)"):
+        q({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "int8"}}})
+    with pytest.raises(ConfigError, match=r"quant_method 'mystery' is not one servesim sizes"):
+        q({"quant_method": "mystery"})
+    scope = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}
+    assert checkpoint_quant_scope({"quantization_config": scope}) == "mlp"
+    assert checkpoint_quant_scope({"quantization_config": {"quant_method": "fp8", "ignore": ["lm_head"]}}) == "all"
+
+
+def test_layer_types_must_match_the_layers():
+    """layer_types lists one kind per layer, each sliding_attention or full_attention."""
+    import json
+
+    from simulator.scenario.models import MODELS_DIR
+
+    cfg = json.loads((MODELS_DIR / "gpt-oss-20b.json").read_text())
+    with pytest.raises(
+        ConfigError, match=r"layer_types must list one entry per layer \(24, num_hidden_layers\) \(got 3\)"
+    ):
+        from_hf_config({**cfg, "layer_types": ["full_attention"] * 3}, "m")
+    with pytest.raises(ConfigError, match=r"layer_types entries must be .* \(got 'chunked'\)"):
+        from_hf_config({**cfg, "layer_types": ["chunked"] * 24}, "m")
+    m = from_hf_config(cfg, "m")
+    assert m.num_sliding_layers == 12 and m.sliding_window == 128 and m.is_hybrid
+
+
+def test_kv_bytes_with_sliding_windows_by_hand():
+    """gpt-oss-120b: 2 x 8 KV heads x 64 x 2 bytes = 2 KiB a layer a token. Its 18 full-attention
+    layers hold the whole context; its 18 sliding-window layers 128 tokens rounded up to blocks plus
+    one block (9 blocks of 16 = 144 tokens). A request at 8,192 tokens holds 8,192 x 36 KiB + 144 x
+    36 KiB, about half of what full attention in every layer would take."""
+    m = load_model("gpt-oss-120b")
+    per_layer = 2 * 8 * 64 * 2
+    assert m.kv_bytes_per_token() == 36 * per_layer
+    assert m.paged_kv_bytes_per_token() == m.window_kv_bytes_per_token() == 18 * per_layer == 36_864
+    assert m.window_blocks_per_request(16) == 9
+    held = 8192 * 36_864 + 9 * 16 * 36_864
+    assert held == 307_298_304 and held / (8192 * m.kv_bytes_per_token()) == pytest.approx(0.509, abs=0.001)
+    assert m.paged_kv_bytes_per_token(tp=2) == 18 * per_layer / 2  # 4 KV heads a GPU
+    # A model without sliding-window layers is unchanged.
+    llama = load_model("llama-3.1-8b")
+    assert llama.paged_kv_bytes_per_token() == llama.kv_bytes_per_token() and llama.window_kv_bytes_per_token() == 0
+
+
+def test_hybrid_pool_sets_the_windows_aside():
+    """The KV pool of gpt-oss-120b on an H200: what is left after the weights, the runtime and the
+    windows of max_num_seqs requests (256 x 144 tokens x 36 KiB), in blocks of 16 tokens of the
+    full-attention layers."""
+    m, g = load_model("gpt-oss-120b"), load_gpu("h200")
+    kw = dict(tp=1, gpu_memory_utilization=0.9, block_size=16, max_batched_tokens=8192, max_num_seqs=256)
+    plan = plan_memory(m, g, quantization="mxfp4", **kw)
+    assert plan.window_bytes == 256 * 144 * 36_864
+    assert plan.block_bytes == 16 * 36_864
+    left = plan.usable_bytes - plan.weight_bytes - plan.reserve_bytes - plan.window_bytes
+    assert plan.num_gpu_blocks == int(left // plan.block_bytes)
+    assert "sliding windows 1.27 GiB" in plan.describe()
+    # Every layer at full attention would give half the tokens.
+    assert plan.num_gpu_blocks * 16 > 1.9 * left / m.kv_bytes_per_token()
+
+
+def test_sliding_window_attention_reads_only_the_window():
+    """Four requests decoding at 1,000 cached tokens: the full-attention layers read 4 x 1,001
+    tokens of KV, the sliding-window ones 4 x 128 (each query's window, itself included); a prefill
+    of 64 tokens from nothing is inside the window and reads all of it in both."""
+    cp = np.zeros(len(PARAMS))
+    cp[[P.KV_BYTES_PER_TOKEN, P.WINDOW_KV_BYTES_PER_TOKEN, P.ATTN_FLOPS_PER_PAIR, P.WINDOW_FLOPS_PER_PAIR]] = (
+        10,
+        1,
+        100,
+        3,
+    )
+    cp[P.WINDOW] = 128
+    flops, nbytes = attention_work(cp, 4, 4, 4000, 4 * 1001, 0)
+    assert nbytes == 4004 * 10 + 4 * 128 * 1
+    assert flops == 4004 * 100 + 4 * 128 * 3
+    pairs = 64 * 65 // 2
+    flops, nbytes = attention_work(cp, 1, 64, 0, pairs, 0)
+    assert nbytes == 64 * 10 + 64 * 1 and flops == pairs * 100 + pairs * 3
+
+
+def test_fp4_math_rate_where_the_gpu_has_one():
+    """gpt-oss on an H200 (no fp4 rate): experts read at 4.25 bits, multiplied at the bf16 rate,
+    attention bf16; on a GPU with an fp4 rate the experts use it. NVFP4 Llama-3.3-70B: every linear
+    at 4.5 bits, at fp4 where the GPU has it."""
+    h200 = load_gpu("h200")
+    fp4 = replace(h200, peak_flops={**h200.peak_flops, "fp4": 4 * h200.peak_flops["bf16"]})
+    e = Efficiency()
+    m = load_model("gpt-oss-120b")
+    hop, bw = CostModel(m, h200, 1, e, None, "mxfp4").params, CostModel(m, fp4, 1, e, None, "mxfp4").params
+    assert hop[P.EXPERT_WEIGHT_BYTES] == 4.25 / 8 and hop[P.WEIGHT_BYTES] == pytest.approx(2.0)
+    assert hop[P.MOE_FLOPS] == h200.flops("bf16") * e.moe_compute
+    assert bw[P.MOE_FLOPS] == 4 * h200.flops("bf16") * e.moe_compute
+    assert bw[P.MATMUL_FLOPS] == hop[P.MATMUL_FLOPS] == h200.flops("bf16") * e.matmul_compute
+    assert hop[P.WINDOW] == 128 and hop[P.KV_BYTES_PER_TOKEN] == hop[P.WINDOW_KV_BYTES_PER_TOKEN] == 36_864
+    assert hop[P.ATTN_FLOPS_PER_PAIR] == hop[P.WINDOW_FLOPS_PER_PAIR] == 4 * 18 * 64 * 64
+    llama = load_model("llama-3.3-70b-fp4")
+    lh, lb = CostModel(llama, h200, 1, e, None, "nvfp4").params, CostModel(llama, fp4, 1, e, None, "nvfp4").params
+    assert lh[P.WEIGHT_BYTES] == lh[P.EXPERT_WEIGHT_BYTES] == 0.5625
+    assert lh[P.MATMUL_FLOPS] == h200.flops("bf16") * e.matmul_compute
+    assert lb[P.MATMUL_FLOPS] == 4 * h200.flops("bf16") * e.matmul_compute
+    # DeepSeek-R1 NVFP4: its three dense MLP layers at 4.5 bits beside bf16 attention, blended.
+    r1 = load_model("deepseek-r1-fp4")
+    rp = CostModel(r1, h200, 8, e, None, "nvfp4").params
+    attn, dense = 61 * r1.attn_params_per_layer, 3 * r1.dense_mlp_params
+    assert rp[P.WEIGHT_BYTES] == pytest.approx((attn * 2 + dense * 0.5625) / (attn + dense))
+
+
+NEW_MODELS = [  # (model, tensor_parallel_size on H200s)
+    ("gpt-oss-20b", 1),
+    ("gpt-oss-120b", 1),
+    ("gpt-oss-120b", 2),
+    ("deepseek-r1", 8),
+    ("deepseek-r1-fp4", 4),
+    ("deepseek-r1-mxfp4", 4),
+    ("llama-3.3-70b-fp8", 1),
+    ("llama-3.3-70b-fp4", 1),
+    ("qwen3-235b-a22b-fp8", 4),
+]
+
+
+@pytest.mark.parametrize(("name", "tp"), NEW_MODELS)
+def test_new_models_run_the_default_scenario_on_h200(name, tp):
+    """Each new preset runs the default scenario (shortened) on H200s, with its own weight format."""
+    sc, _ = load_scenario(
+        None,
+        [
+            f"model={name}",
+            "hardware.gpu=h200",
+            f"hardware.tensor_parallel_size={tp}",
+            "run.duration_s=30",
+            "run.warmup_s=5",
+        ],
+    )
+    _, _, parts = build(sc)
+    assert parts["memory"].num_gpu_blocks > 1000
+    summary = summarize(simulate(sc))
+    assert summary["output_throughput"] > 0
+
+
+def test_a_config_json_path_works_as_the_preset(tmp_path):
+    """gpt-oss-120b's config.json given as a path (a model folder) sizes and prices as the preset."""
+    from simulator.scenario.models import MODELS_DIR
+
+    folder = tmp_path / "gpt-oss-120b"
+    folder.mkdir()
+    (folder / "config.json").write_text((MODELS_DIR / "gpt-oss-120b.json").read_text())
+    preset, path = load_model("gpt-oss-120b"), load_model(str(folder))
+    assert path == preset
+    a, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200"])
+    b, _ = load_scenario(None, [f"model={folder}", "hardware.gpu=h200"])
+    (_, ea, pa), (_, eb, pb) = build(a), build(b)
+    assert pa["memory"] == pb["memory"]
+    assert ea.cost.params.tolist() == eb.cost.params.tolist()
+
+
+def test_the_windows_never_take_more_than_their_layers_share():
+    """gpt-oss-120b on one H100 with 1,024 sequences: their windows (1,024 x 144 tokens x 36 KiB,
+    5.06 GiB) would take most of the 6.9 GiB left for KV; a request's window blocks never outnumber
+    its other blocks, so the sliding-window layers get at most half (18 of 36 layers): the pool is
+    then what full attention in every layer would give, no less."""
+    m, g = load_model("gpt-oss-120b"), load_gpu("h100-sxm")
+    kw = dict(tp=1, gpu_memory_utilization=0.9, block_size=16, max_batched_tokens=8192, max_num_seqs=1024)
+    plan = plan_memory(m, g, quantization="mxfp4", **kw)
+    left = plan.usable_bytes - plan.weight_bytes - plan.reserve_bytes
+    assert left / 2 < 1024 * 144 * 36_864
+    assert plan.window_bytes == left / 2
+    assert plan.num_gpu_blocks == int((left / 2) // (16 * 36_864))
+    assert plan.num_gpu_blocks == int(left // (16 * m.kv_bytes_per_token()))
+
+
+def test_a_hybrid_model_is_noted_with_its_pool():
+    """servesim check and run say how a hybrid model's pool is sized; other models get no such note."""
+    from simulator.outputs.notes import scenario_notes
+
+    sc, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200"])
+    (note,) = [n for n in scenario_notes(sc) if "sliding-window" in n]
+    assert "gpt-oss-120b has 18 sliding-window layers (128 tokens) of 36" in note
+    plain, _ = load_scenario(None, [])
+    assert not [n for n in scenario_notes(plain) if "sliding-window" in n]
