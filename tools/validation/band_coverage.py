@@ -46,9 +46,10 @@ def main() -> int:
         all_in = True
         for m in METRICS:
             measured = run["measured"].get(m)
-            values = [r.simulated.get(m) for r in results]
-            if measured is None or any(v is None for v in values):
+            got = [r.simulated.get(m) for r in results]
+            if measured is None or any(v is None for v in got):
                 continue
+            values = [float(v) for v in got if v is not None]
             lo, hi = min(values), max(values)
             counted[m] += 1
             if lo <= measured <= hi:
