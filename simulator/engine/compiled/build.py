@@ -84,12 +84,13 @@ def _cpu() -> str:
 
 def _numba_install() -> str:
     """Which numba is installed, without importing it (or importlib.metadata: both slow to import):
-    its package directory and the name of its dist-info directory, which carries the version."""
+    the name of its dist-info directory, which carries the version. Not where it is installed: two
+    environments with the same numba, numpy and Python (a checkout's and its wheel's) share a build."""
     spec = importlib.util.find_spec("numba")
     if spec is None or spec.origin is None:
         return "no numba"
     pkg = Path(spec.origin).parent
-    return f"{pkg} {sorted(p.name for p in pkg.parent.glob('numba-*.dist-info'))}"
+    return f"{sorted(p.name for p in pkg.parent.glob('numba-*.dist-info'))}"
 
 
 def _compiled_copies(njit) -> dict[str, Any]:
