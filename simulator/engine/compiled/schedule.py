@@ -208,6 +208,9 @@ def _schedule_running(st, t, cap, budget):
                     continue
                 materialize(st, j)
             nc = slots[j, S_NCOMP]
+            if budget <= 0:  # the budget is spent: the running pass ends (nothing scheduled, no blocks asked)
+                slots[j, S_A] = 0
+                continue
             a = chunk(slots[j, S_NTOK] + slots[j, S_SPEC], nc, cap, budget)
             m = new_blocks(nc, a + st.cfg[SPEC_LOOK], slots[j, S_NBLK], bs)
             while m > ctl[FREE]:
