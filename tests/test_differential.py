@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simulator.engine.compiled.engine import CompiledEngine
@@ -367,6 +367,17 @@ def _random_scenario(d: dict, kernel: str):
         }
     )
 )
+@example(  # the token budget spent before a speculative request's lookahead blocks were asked for
+    d={
+        "arrival": "closed_loop", "gpu": "h100-sxm", "think": 0.0, "load": 6, "blocks": 39, "block_size": 1,
+        "seqs": 17, "budget": 16, "caching": False, "admission": "first_chunk", "thr": 0, "policy": "fcfs",
+        "preemption": "recompute", "swap_gb": 0.0, "on_swap_full": "recompute", "groups": 0, "prefix": 1,
+        "turns": 1, "classes": False, "prompt": 1, "output": 2, "seed": 0, "duration": 2.0,
+        "max_steps": 50_000_000, "version": "0.10", "async": None, "eager": False, "api_servers": 0,
+        "paces": None, "endpoint": "completions", "lora": None, "max_loras": 1, "cpu_extra": 0,
+        "offload_gb": 0.0, "spec": {"method": "eagle3", "num_speculative_tokens": 3},
+    }
+)  # fmt: skip
 def test_random_scenarios_are_byte_identical(d):
     _assert_same(*_both(lambda k: _random_scenario(d, k)))
 
