@@ -129,10 +129,15 @@ def catalog(path: Path = HOSTS_FILE) -> HostCatalog:
     return HostCatalog(float(data["reference_probe_us"]), float(data["exponent"]), dict(data["hosts"]))
 
 
+def probe_override(probe_us: float) -> str:
+    """The ``--set`` override that runs a scenario on a host known by its probe reading."""
+    return f"hardware.host={{probe_us: {float(probe_us)!r}}}"
+
+
 def reference_host_override() -> str:
     """The ``--set`` override that runs a scenario at factor 1: on the host its host costs were
     fitted at. Public runs, whose hosts are not described, are replayed on it."""
-    return f"hardware.host={{probe_us: {catalog().reference_probe_us!r}}}"
+    return probe_override(catalog().reference_probe_us)
 
 
 def load_host(spec: str | dict | None) -> Host:

@@ -348,10 +348,10 @@ def recorded_host(run: dict) -> list[str]:
     """The host a recorded run is replayed on, as a user who probed that machine would give it: its
     idle probe reading (``hardware.host: {probe_us: X}``, the catalog's rule then gives its factor,
     not its own fitted one); a machine never probed runs on the catalog's median host."""
-    from simulator.scenario.hosts import catalog
+    from simulator.scenario.hosts import catalog, probe_override
 
     h = catalog().hosts.get(run.get("recording", ""), {})
-    return [f"hardware.host={{probe_us: {float(h['probe_us'])!r}}}"] if h.get("probe_us") else []
+    return [probe_override(h["probe_us"])] if h.get("probe_us") else []
 
 
 def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
