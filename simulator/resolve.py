@@ -215,6 +215,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         host_model(sc),
         spec_cost(sc, model, gpu, tp, eff, kv_dtype_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
+        e.load_format == "dummy",
     )
 
 

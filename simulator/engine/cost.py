@@ -212,7 +212,8 @@ def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_
 
 def moe_work(cp, num_tokens):
     """FLOPs and bytes of the routed and shared experts: the bytes of the distinct experts the
-    step's tokens touch (expected number under uniform routing)."""
+    step's tokens touch (expected number under uniform routing; a dummy-weight server whose router
+    has a bias sends every token to the same experts: ``NUM_EXPERTS`` is then ``EXPERTS_PER_TOKEN``)."""
     flops = 2.0 * num_tokens * cp[P.MOE_LAYERS] * (cp[P.EXPERTS_PER_TOKEN] * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS])
     p_miss = (1.0 - cp[P.EXPERTS_PER_TOKEN] / cp[P.NUM_EXPERTS]) ** float(num_tokens)
     touched = cp[P.NUM_EXPERTS] * (1.0 - p_miss)
@@ -396,6 +397,13 @@ def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, s
 # slow; with 1, 2-5% (the held-out runs at 45-64 in flight: 4-8%).
 MOE_LAYER_KERNELS = 1
 MLA_LAYER_KERNELS = 4
+# vLLM's MXFP4 mixture-of-experts path on a GPU without 4-bit tensor cores (Hopper: the Triton
+# kernels of OpenAI's gpt-oss release, "Using 'TRITON' Mxfp4 MoE backend" in the server's log) runs
+# its routing as small kernels of its own (top-k, bitmatrix sums, a routing memset, gather and
+# scatter indices) around the two expert matmuls. Fitted on the calibration runs at 4 in flight of
+# the recorded gpt-oss-120b server (data/e2e/h200_gptoss_2026-11-29; its steps there are the GPU's,
+# above the engine's CPU floor): about 140 us a layer at 4 requests, where servesim gave ~85.
+TRITON_MXFP4_MOE_KERNELS = 9
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -415,11 +423,13 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
 
 
-def small_kernels_per_layer(m: ModelArch) -> float:
-    """Small (non-matmul) kernels per layer, averaged over the layers."""
+def small_kernels_per_layer(m: ModelArch, triton_mxfp4: bool = False) -> float:
+    """Small (non-matmul) kernels per layer, averaged over the layers (``triton_mxfp4``: the experts
+    run on the MXFP4 Triton path)."""
     k = float(m.small_kernels_per_layer)
     if m.is_moe:
-        k += MOE_LAYER_KERNELS * m.num_moe_layers / m.num_layers
+        extra = MOE_LAYER_KERNELS + (TRITON_MXFP4_MOE_KERNELS if triton_mxfp4 else 0)
+        k += extra * m.num_moe_layers / m.num_layers
     if m.is_mla:
         k += MLA_LAYER_KERNELS
     return k
@@ -476,8 +486,10 @@ class CostModel:
         host: HostModel | None = None,
         spec: SpecCost | None = None,
         lora: LoraCost | None = None,
+        dummy_weights: bool = False,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
+        self.dummy_weights = dummy_weights
         self.spec, self.lora = spec, lora
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
@@ -485,7 +497,7 @@ class CostModel:
         self.host = host
         m = model
         L = m.num_layers
-        kernels = small_kernels_per_layer(m)
+        kernels = small_kernels_per_layer(m, quantization == "mxfp4" and m.is_moe and "fp4" not in gpu.peak_flops)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
@@ -523,7 +535,9 @@ class CostModel:
             "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
             "moe_layers": m.num_moe_layers,
             "experts_per_token": m.experts_per_token,
-            "num_experts": m.num_experts,
+            # A dummy-weight server whose router has a bias routes every token to the same experts
+            # (ModelArch.router_bias): as if there were only experts_per_token of them.
+            "num_experts": m.experts_per_token if dummy_weights and m.router_bias else m.num_experts,
             "expert_params": m.expert_params / tp,
             "shared_params": m.num_shared_experts * m.expert_params / tp,
             # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
@@ -583,6 +597,7 @@ class CostModel:
             x,
             spec=self.spec,
             lora=self.lora,
+            dummy_weights=self.dummy_weights,
         )
 
     def ops(self, w: StepWork) -> list[OpCost]:

@@ -163,6 +163,11 @@ class EngineConfig:
         "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)",
         vllm="--async-scheduling",
     )
+    load_format: Literal["auto", "dummy"] = F(
+        "auto",
+        "the weights served: auto (the checkpoint's) or dummy (random weights, as benchmarks without the checkpoint run them); the same cost but for a mixture-of-experts model whose router adds a bias to its scores (gpt-oss, DeepSeek-V3/R1, GLM-4.5): its dummy router sends every token to the same top-k experts, so a step reads only those experts' weights",
+        vllm="--load-format",
+    )
     enforce_eager: bool = F(
         False,
         "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels)",

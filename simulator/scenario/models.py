@@ -96,6 +96,11 @@ class ModelArch:
     o_bias: bool = False  # a bias on the attention output projection too (gpt-oss)
     attention_sinks: bool = False  # a learned sink logit per query head and layer (gpt-oss)
     expert_bias: bool = False  # biases on each expert's gate/up and down projections (gpt-oss)
+    # The router adds a learned per-expert bias to its scores before choosing the top k (gpt-oss's
+    # router bias; DeepSeek-V3's e_score_correction_bias, topk_method noaux_tc; GLM-4.5's). Under
+    # random weights of vLLM's size (--load-format dummy: every float uniform in +-1e-3) the bias
+    # outweighs the scores by ~50x, so every token goes to the same k experts in each layer.
+    router_bias: bool = False
     partial_rotary_factor: float = 1.0  # share of each head's dimensions that RoPE rotates (GLM-4.5: 0.5)
     rope_positions: int = 0  # rows of vLLM's rotary cos/sin cache (0: max_position_embeddings)
     vision_params: int = 0  # vision encoder and projector loaded with the language model (Pixtral)
@@ -490,6 +495,7 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         o_bias=model_type == "gpt_oss",
         attention_sinks=model_type == "gpt_oss",
         expert_bias=model_type == "gpt_oss",
+        router_bias=num_experts > 0 and (model_type in ("gpt_oss", "glm4_moe") or cfg.get("topk_method") == "noaux_tc"),
         partial_rotary_factor=float(_get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0))),
         rope_positions=int(rope["original_max_position_embeddings"] * rope["factor"]) if yarn else 0,
         vision_params=_pixtral_vision_params(cfg, h) if vision.get("model_type") == "pixtral" else 0,

@@ -122,7 +122,7 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
         sc = kv_scenario(e)
         model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
         mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
-        got = mem.num_gpu_blocks * sc.engine.block_size
+        got, gib = printed_pool(sc, model, mem)
         want = int(e["printed"]["kv_cache_tokens"])
         rows.append(
             {
@@ -136,10 +136,24 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
                 "servesim_tokens": got,
                 "error": got / want - 1.0,
                 "printed_kv_gib": e["printed"].get("available_kv_gib"),
-                "servesim_kv_gib": mem.kv_bytes / 2**30,
+                "servesim_kv_gib": gib,
             }
         )
     return rows
+
+
+def printed_pool(sc, model, mem) -> tuple[int, float]:
+    """servesim's KV pool as vLLM's start-up log prints it: tokens and GiB. A hybrid model's pool
+    (sliding-window and full-attention layers sharing one block pool) is printed as its whole memory
+    over every layer's KV bytes per token, the window layers' share included; servesim keeps that
+    share apart (``window_bytes``) and counts the full-attention layers' blocks."""
+    if not model.is_hybrid:
+        return mem.num_gpu_blocks * sc.engine.block_size, mem.kv_bytes / 2**30
+    total = mem.kv_bytes + mem.window_bytes
+    per_token = model.kv_bytes_per_token(
+        1.0 if sc.engine.kv_cache_dtype == "fp8" else None, sc.hardware.tensor_parallel_size
+    )
+    return int(total // per_token), total / 2**30
 
 
 # The recording whose Llama-3.1-8B servers' KV pools the V2 runner's sampler constant was read off.
@@ -162,7 +176,7 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
         sc = e2e_scenario(run)
         model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
         mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
-        got, want = mem.num_gpu_blocks * sc.engine.block_size, int(run["server"]["kv_cache_tokens"])
+        (got, gib), want = printed_pool(sc, model, mem), int(run["server"]["kv_cache_tokens"])
         rows.append(
             {
                 "id": f"{run['recording']}_{run['lane']}",
@@ -171,13 +185,13 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
                 else "heldout",
                 "model": run["model"],
                 "tp": run["tensor_parallel_size"],
-                "quantization": "none",
+                "quantization": model.quantization,
                 "kv_dtype": "auto",
                 "printed_tokens": want,
                 "servesim_tokens": got,
                 "error": got / want - 1.0,
                 "printed_kv_gib": run["server"].get("available_kv_gib"),
-                "servesim_kv_gib": mem.kv_bytes / 2**30,
+                "servesim_kv_gib": gib,
             }
         )
     return rows
@@ -331,6 +345,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *([] if any(x.startswith("hardware.host=") for x in extra) else recorded_host(run)),  # (a host given wins)
         f"engine.vllm_version={E2E_LINE}",
+        "engine.load_format=dummy",  # the recorder serves random weights (tools/e2e/lane.py)
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
@@ -347,11 +362,13 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
 def recorded_host(run: dict) -> list[str]:
     """The host a recorded run is replayed on, as a user who probed that machine would give it: its
     idle probe reading (``hardware.host: {probe_us: X}``, the catalog's rule then gives its factor,
-    not its own fitted one); a machine never probed runs on the catalog's median host."""
+    not its own fitted one): the catalog's, or for a machine the catalog does not hold, the reading
+    the recorder took around the run's lane; a machine never probed runs on the catalog's median host."""
     from simulator.scenario.hosts import catalog, probe_override
 
     h = catalog().hosts.get(run.get("recording", ""), {})
-    return [probe_override(h["probe_us"])] if h.get("probe_us") else []
+    probe = h.get("probe_us") or (run.get("host") or {}).get("probe_us")
+    return [probe_override(probe)] if probe else []
 
 
 def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
@@ -647,9 +664,14 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     cat = catalog()
     by_id = {r.id: r for r in results if not r.error and not r.confounded}
     per: dict[str, list[RunResult]] = {}
+    probes: dict[str, set[float]] = {}
     for run in runs:
         if run["id"] in by_id:
             per.setdefault(run["recording"], []).append(by_id[run["id"]])
+            if probe := (
+                cat.hosts.get(run["recording"], {}).get("probe_us") or (run.get("host") or {}).get("probe_us")
+            ):
+                probes.setdefault(run["recording"], set()).add(float(probe))
     if not per:
         return []
     lines = ["  per host (held out: each replayed on its probe reading, or on the catalog's median host):"]
@@ -659,7 +681,9 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
             found = [abs(e) for r in rs if not math.isnan(e := r.rel_error(m))]
             errs[m] = statistics.median(found) if found else math.nan
         h = cat.hosts.get(name, {})
-        on = f"probe {float(h['probe_us']):.2f} us" if h.get("probe_us") else "the median host"
+        read = sorted(probes.get(name, ()))
+        span = (f"{read[0]:.2f}" if len(read) == 1 else f"{read[0]:.2f}-{read[-1]:.2f}") if read else ""
+        on = f"probe {span} us" if read else "the median host"
         own = f"; its own runs fit x{float(h['scale']):.2f}" if "scale" in h else ""
         lines.append(
             f"    {name} ({len(rs)} runs, on {on}{own}): throughput {errs['output_throughput']:.1%}, "

@@ -373,6 +373,34 @@ def cpu_lanes_x4() -> list[dict]:
     return [{**x, "gpus": [X4_GPU[x["name"]]], "port": 8100 + X4_GPU[x["name"]]} for x in cpu_lanes()]
 
 
+# gptoss_h200: gpt-oss-120b (MXFP4 experts, bf16 attention with sinks, alternating 128-token sliding
+# windows) on one H200 at vLLM's own defaults but for the pool's share of memory: the three shapes of
+# public gpt-oss benchmarks (1k/1k, 8k/1k, 1k/8k) from 4 to 128 requests in flight, one server start
+# (about 13 minutes in all). Every run its own seed.
+GPTOSS_SHAPES = {
+    "1k1k": ({"prompt": 1024, "output": 1024}, ((4, 16), (16, 48), (64, 128), (128, 256))),
+    "8k1k": ({"prompt": 8192, "output": 1024}, ((4, 12), (16, 32), (64, 128))),
+    "1k8k": ({"prompt": 1024, "output": 8192}, ((16, 16), (64, 64))),
+}
+
+
+def gptoss_lanes() -> list[dict]:
+    runs = [
+        {
+            "name": f"{shape}_c{c}",
+            "max_concurrency": c,
+            "num_prompts": n,
+            **lengths,
+            "timeout_s": 540,
+            "seed": zlib.crc32(f"gptoss_h200/{shape}_c{c}".encode()),
+        }
+        for shape, (lengths, points) in GPTOSS_SHAPES.items()
+        for c, n in points
+    ]
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+    return [lane("gptoss120b", [0], "gpt-oss-120b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -394,6 +422,9 @@ def main() -> None:
     print(path)
     path = HERE / "plans" / "cpu_h200x4.json"
     path.write_text(json.dumps({"lanes": cpu_lanes_x4()}, indent=1) + "\n")
+    print(path)
+    path = HERE / "plans" / "gptoss_h200.json"
+    path.write_text(json.dumps({"lanes": gptoss_lanes()}, indent=1) + "\n")
     print(path)
 
 

@@ -1,6 +1,6 @@
 """Fit a set of host costs (simulator/scenario/versions.py HostCosts) on the calibration half of its runs.
 
-    python tools/validation/fit_host.py [--source public|recorded] [--jobs 2] [--rounds 4]
+    python tools/validation/fit_host.py [--source public|recorded] [--jobs 2] [--rounds 4] [--only NAME ...]
 
 ``public``: every ``split: calibrate`` run of simulator/data/validation/runs.yaml (runs marked
 ``confounded`` are left out), the host costs of release lines 0.10-0.19; ``recorded``: every
@@ -13,6 +13,7 @@ server's prefix cache was warm): coordinate search in log space, each constant m
 1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1). Not
 fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (``step_s``).
 The held-out runs are never simulated here. Writes the set into simulator/data/host_costs.yaml.
+``--only``: search these constants alone (the others stay as the set has them).
 """
 
 from __future__ import annotations
@@ -92,7 +93,11 @@ def main() -> int:
     ap.add_argument("--source", choices=hosts.HOST_SETS, default="public")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--only", action="append", default=[], help="search this constant alone (repeat for more)")
     args = ap.parse_args()
+    names = args.only or FITTED[args.source]
+    if unknown := set(names) - set(FITTED[args.source]):
+        ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
     recorded = args.source == "recorded"
     path = validate.E2E_FILE if recorded else validate.RUNS_FILE
     runs = [r for r in validate.load(path)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
@@ -106,7 +111,7 @@ def main() -> int:
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
         improved = False
-        for name in FITTED[args.source]:
+        for name in names:
             for f in STEPS:
                 value = getattr(host, name) * f
                 if value <= 0 or (name in SHARES and value > 1.0):

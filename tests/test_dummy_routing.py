@@ -1,0 +1,107 @@
+"""A dummy-weight server's mixture-of-experts routing (``engine.load_format: dummy``) and vLLM's MXFP4
+Triton path on Hopper: hand-computed bytes and kernel counts, and the recorded servers replayed as
+they ran (data/e2e/h200_gptoss_2026-11-29)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.engine import cost
+from simulator.engine.cost import CostModel, decode_work, moe_work
+from simulator.engine.params import P
+from simulator.scenario.config import load_scenario
+from simulator.scenario.hardware import load_gpu
+from simulator.scenario.models import load_model
+from simulator.validation import validate
+
+
+@pytest.mark.parametrize(
+    "name, biased",
+    [("gpt-oss-120b", True), ("gpt-oss-20b", True), ("deepseek-r1", True), ("qwen3-30b-a3b", False)],
+)
+def test_which_routers_add_a_bias_to_their_scores(name, biased):
+    assert load_model(name).router_bias is biased
+
+
+def test_a_dense_model_has_no_router_to_bias():
+    assert load_model("llama-3.1-8b").router_bias is False
+
+
+@pytest.mark.parametrize("tokens", [1, 4, 16, 128, 4096])
+def test_a_dummy_biased_router_reads_the_same_k_experts_at_any_batch(tokens):
+    m = load_model("gpt-oss-120b")
+    cm = CostModel(m, load_gpu("h200"), quantization="mxfp4", dummy_weights=True)
+    _, nbytes = moe_work(cm.params, tokens)
+    # 36 layers x 4 experts x (3 x 2880 x 2880) weights at MXFP4's 4.25 bits
+    expected = 36 * 4 * 3 * 2880 * 2880 * 4.25 / 8
+    assert nbytes == pytest.approx(expected, rel=1e-9)
+
+
+def test_real_weights_read_the_experts_uniform_routing_touches():
+    m = load_model("gpt-oss-120b")
+    cm = CostModel(m, load_gpu("h200"), quantization="mxfp4")
+    per_expert = 3 * 2880 * 2880 * 4.25 / 8
+    for tokens in (4, 16, 128):
+        touched = 128 * (1 - (1 - 4 / 128) ** tokens)
+        assert moe_work(cm.params, tokens)[1] == pytest.approx(36 * touched * per_expert, rel=1e-9)
+
+
+def test_dummy_weights_change_nothing_for_a_bias_free_router():
+    m, gpu = load_model("qwen3-30b-a3b"), load_gpu("h200")
+    real, dummy = CostModel(m, gpu), CostModel(m, gpu, dummy_weights=True)
+    assert np.array_equal(real.params, dummy.params)
+
+
+def test_the_mxfp4_triton_path_adds_its_kernels_on_hopper_only():
+    m = load_model("gpt-oss-120b")
+    per_kernel = cost.Efficiency().per_layer_overhead_s / cost.PLAIN_LAYER_SMALL_KERNELS
+    hopper = CostModel(m, load_gpu("h200"), quantization="mxfp4")
+    as_bf16 = CostModel(m, load_gpu("h200"), quantization="none")
+    # every layer of gpt-oss is a MoE layer: nine more small kernels in each
+    extra = hopper.params[P.FIXED_S] - as_bf16.params[P.FIXED_S]
+    assert extra == pytest.approx(36 * cost.TRITON_MXFP4_MOE_KERNELS * per_kernel, rel=1e-9)
+    blackwell = CostModel(m, load_gpu("b200"), quantization="mxfp4")
+    blackwell_bf16 = CostModel(m, load_gpu("b200"), quantization="none")
+    assert blackwell.params[P.FIXED_S] == blackwell_bf16.params[P.FIXED_S]
+
+
+def test_a_scenario_with_dummy_weights_prices_a_faster_moe_step():
+    def step_ms(*extra):
+        from simulator.resolve import cost_model, engine_defaults, load_arch
+
+        sc, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200", "hardware.host=null", *extra])
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        seqs, tokens = engine_defaults(gpu, sc)
+        return cost_model(sc, model, gpu, seqs, tokens).step_time(decode_work(64, 2000)) * 1e3
+
+    assert step_ms("engine.load_format=dummy") < 0.7 * step_ms()
+
+
+def test_bad_load_format_is_one_line_naming_the_field():
+    from simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, ["engine.load_format=safetensors"])
+    text = str(e.value)
+    assert "engine.load_format" in text and "safetensors" in text and "\n" not in text
+
+
+def _gptoss_runs():
+    return [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h200_gptoss_2026-11-29"]
+
+
+def test_recorded_servers_are_replayed_with_dummy_weights_on_their_own_probe():
+    run = _gptoss_runs()[0]
+    sc = validate.e2e_scenario(run)
+    assert sc.engine.load_format == "dummy"
+    # not in the host catalog: the probe the recorder read around the lane
+    assert sc.hardware.host == {"probe_us": pytest.approx(run["host"]["probe_us"])}
+
+
+def test_the_gptoss_120b_calibration_runs_at_4_in_flight_replay_within_10_percent():
+    runs = [r for r in _gptoss_runs() if r["split"] == "calibrate" and "120b" in r["id"] and r["id"].endswith("_c4")]
+    assert len(runs) == 2
+    for r in runs:
+        res = validate.simulate_e2e(r)
+        assert abs(res.rel_error("median_tpot_ms")) < 0.10, (r["id"], res.rel_error("median_tpot_ms"))
