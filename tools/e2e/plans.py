@@ -401,6 +401,26 @@ def gptoss_lanes() -> list[dict]:
     return [lane("gptoss120b", [0], "gpt-oss-120b", serve, runs)]
 
 
+# gptoss20b_h200: gpt-oss-20b on the same machine right after (about 6 minutes): 1k/1k at 4, 32 and
+# 128 in flight, 8k/1k at 32.
+def gptoss20b_lanes() -> list[dict]:
+    points = [("1k1k", 1024, 4, 16), ("1k1k", 1024, 32, 96), ("1k1k", 1024, 128, 256), ("8k1k", 8192, 32, 64)]
+    runs = [
+        {
+            "name": f"{shape}_c{c}",
+            "max_concurrency": c,
+            "num_prompts": n,
+            "prompt": prompt,
+            "output": 1024,
+            "timeout_s": 300,
+            "seed": zlib.crc32(f"gptoss20b_h200/{shape}_c{c}".encode()),
+        }
+        for shape, prompt, c, n in points
+    ]
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+    return [lane("gptoss20b", [0], "gpt-oss-20b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -423,9 +443,10 @@ def main() -> None:
     path = HERE / "plans" / "cpu_h200x4.json"
     path.write_text(json.dumps({"lanes": cpu_lanes_x4()}, indent=1) + "\n")
     print(path)
-    path = HERE / "plans" / "gptoss_h200.json"
-    path.write_text(json.dumps({"lanes": gptoss_lanes()}, indent=1) + "\n")
-    print(path)
+    for name, lanes in (("gptoss_h200", gptoss_lanes()), ("gptoss20b_h200", gptoss20b_lanes())):
+        path = HERE / "plans" / f"{name}.json"
+        path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
+        print(path)
 
 
 if __name__ == "__main__":
