@@ -1,15 +1,12 @@
-"""A dummy-weight server's mixture-of-experts routing (``engine.load_format: dummy``) and vLLM's MXFP4
-Triton path on Hopper: hand-computed bytes and kernel counts, and the recorded servers replayed as
-they ran (data/e2e/h200_gptoss_2026-11-29)."""
+"""A dummy-weight server's mixture-of-experts routing (``engine.load_format: dummy``): hand-computed
+bytes, and the recorded servers replayed as they ran (data/e2e/h200_gptoss_2026-11-29)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simulator.engine import cost
 from simulator.engine.cost import CostModel, decode_work, moe_work
-from simulator.engine.params import P
 from simulator.scenario.config import load_scenario
 from simulator.scenario.hardware import load_gpu
 from simulator.scenario.models import load_model
@@ -53,19 +50,6 @@ def test_dummy_weights_change_nothing_for_a_bias_free_router():
     assert np.array_equal(real.params, dummy.params)
 
 
-def test_the_mxfp4_triton_path_adds_its_kernels_on_hopper_only():
-    m = load_model("gpt-oss-120b")
-    per_kernel = cost.Efficiency().per_layer_overhead_s / cost.PLAIN_LAYER_SMALL_KERNELS
-    hopper = CostModel(m, load_gpu("h200"), quantization="mxfp4")
-    as_bf16 = CostModel(m, load_gpu("h200"), quantization="none")
-    # every layer of gpt-oss is a MoE layer: nine more small kernels in each
-    extra = hopper.params[P.FIXED_S] - as_bf16.params[P.FIXED_S]
-    assert extra == pytest.approx(36 * cost.TRITON_MXFP4_MOE_KERNELS * per_kernel, rel=1e-9)
-    blackwell = CostModel(m, load_gpu("b200"), quantization="mxfp4")
-    blackwell_bf16 = CostModel(m, load_gpu("b200"), quantization="none")
-    assert blackwell.params[P.FIXED_S] == blackwell_bf16.params[P.FIXED_S]
-
-
 def test_a_scenario_with_dummy_weights_prices_a_faster_moe_step():
     def step_ms(*extra):
         from simulator.resolve import cost_model, engine_defaults, load_arch
@@ -99,9 +83,13 @@ def test_recorded_servers_are_replayed_with_dummy_weights_on_their_own_probe():
     assert sc.hardware.host == {"probe_us": pytest.approx(run["host"]["probe_us"])}
 
 
-def test_the_gptoss_120b_calibration_runs_at_4_in_flight_replay_within_10_percent():
-    runs = [r for r in _gptoss_runs() if r["split"] == "calibrate" and "120b" in r["id"] and r["id"].endswith("_c4")]
-    assert len(runs) == 2
+def test_the_gptoss_120b_runs_at_16_in_flight_replay_close_only_as_the_dummy_server_routed():
+    """Held out: at 16 in flight a real router would touch ~51 experts a layer, the recorded dummy
+    one touched 4. Replayed as the server ran, p50 TPOT is within 15%; priced as real weights, over
+    40% slow: the recording's speed comes from its routing, not from anything fitted."""
+    runs = [r for r in _gptoss_runs() if "120b" in r["id"] and r["id"].endswith("_c16")]
+    assert len(runs) == 3 and all(r["split"] == "heldout" for r in runs)
     for r in runs:
-        res = validate.simulate_e2e(r)
-        assert abs(res.rel_error("median_tpot_ms")) < 0.10, (r["id"], res.rel_error("median_tpot_ms"))
+        as_ran = validate.simulate_e2e(r).rel_error("median_tpot_ms")
+        real = validate.simulate_e2e(r, ["engine.load_format=auto"]).rel_error("median_tpot_ms")
+        assert abs(as_ran) < 0.15 and real > 0.40, (r["id"], as_ran, real)

@@ -397,13 +397,6 @@ def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, s
 # slow; with 1, 2-5% (the held-out runs at 45-64 in flight: 4-8%).
 MOE_LAYER_KERNELS = 1
 MLA_LAYER_KERNELS = 4
-# vLLM's MXFP4 mixture-of-experts path on a GPU without 4-bit tensor cores (Hopper: the Triton
-# kernels of OpenAI's gpt-oss release, "Using 'TRITON' Mxfp4 MoE backend" in the server's log) runs
-# its routing as small kernels of its own (top-k, bitmatrix sums, a routing memset, gather and
-# scatter indices) around the two expert matmuls. Fitted on the calibration runs at 4 in flight of
-# the recorded gpt-oss-120b server (data/e2e/h200_gptoss_2026-11-29; its steps there are the GPU's,
-# above the engine's CPU floor): about 140 us a layer at 4 requests, where servesim gave ~85.
-TRITON_MXFP4_MOE_KERNELS = 9
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -423,13 +416,11 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
 
 
-def small_kernels_per_layer(m: ModelArch, triton_mxfp4: bool = False) -> float:
-    """Small (non-matmul) kernels per layer, averaged over the layers (``triton_mxfp4``: the experts
-    run on the MXFP4 Triton path)."""
+def small_kernels_per_layer(m: ModelArch) -> float:
+    """Small (non-matmul) kernels per layer, averaged over the layers."""
     k = float(m.small_kernels_per_layer)
     if m.is_moe:
-        extra = MOE_LAYER_KERNELS + (TRITON_MXFP4_MOE_KERNELS if triton_mxfp4 else 0)
-        k += extra * m.num_moe_layers / m.num_layers
+        k += MOE_LAYER_KERNELS * m.num_moe_layers / m.num_layers
     if m.is_mla:
         k += MLA_LAYER_KERNELS
     return k
@@ -497,7 +488,7 @@ class CostModel:
         self.host = host
         m = model
         L = m.num_layers
-        kernels = small_kernels_per_layer(m, quantization == "mxfp4" and m.is_moe and "fp4" not in gpu.peak_flops)
+        kernels = small_kernels_per_layer(m)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)

@@ -345,7 +345,8 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *([] if any(x.startswith("hardware.host=") for x in extra) else recorded_host(run)),  # (a host given wins)
         f"engine.vllm_version={E2E_LINE}",
-        "engine.load_format=dummy",  # the recorder serves random weights (tools/e2e/lane.py)
+        # the recorder serves random weights (tools/e2e/lane.py); a load format given wins
+        *([] if any(x.startswith("engine.load_format=") for x in extra) else ["engine.load_format=dummy"]),
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
