@@ -48,8 +48,10 @@ def test_run_collection_covers_what_it_must():
         assert r["url"].startswith("https://") and r["split"] in ("calibrate", "heldout")
         assert re.search(r"vllm (serve|bench)|benchmark_serving|serve", r["serve_command"] + r["bench_command"])
         assert r["vllm_version"] and r["servesim_version"] in versions.LINES
-        for k in ("output_token_throughput", "mean_ttft_ms"):
-            assert r["results"][k] > 0, (r["id"], k)
+        assert r["results"]["output_token_throughput"] > 0, r["id"]
+        assert r["results"].get("mean_ttft_ms", 1.0) > 0, r["id"]
+    # three sources quote a throughput alone (vLLM issue #30326, the vLLM blog's FP8 KV-cache runs)
+    assert sum("mean_ttft_ms" not in r["results"] for r in runs) == 3
     assert sum(r["split"] == "heldout" for r in runs) >= 10
     assert RUNS["rejected"] and all(x.get("reason") and x.get("url") for x in RUNS["rejected"])
 
@@ -64,8 +66,15 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
     results = validate.run_all(RUNS["runs"], jobs=1)
     assert not [r.id for r in results if r.error]
     s = validate.error_summary(results)
-    gpt_oss = {r["id"] for r in RUNS["runs"] if r["model"].startswith("gpt-oss")}
-    fitted_era = validate.error_summary([r for r in results if r.id not in gpt_oss])
+    gpt_oss = {r["id"] for r in RUNS["runs"] if r["model"].startswith("gpt-oss") and r["source"].startswith("GPUStack")}
+    # added from the 2026 collection (tools/validation/add_public_2026.py): DeepSeek-R1 on 8 H200s,
+    # gpt-oss-120b on 8 B200s and 8 H200s, gpt-oss-20b on an H100; each within 1.5x in throughput
+    later = {r["id"] for r in RUNS["runs"] if any("models-gpus-2026" in n for n in r.get("notes", []))}
+    assert len(later) == 7
+    for r in results:
+        if r.id in later:
+            assert 1 / 1.5 < 1 + r.rel_error("output_throughput") < 1.5, (r.id, r.rel_error("output_throughput"))
+    fitted_era = validate.error_summary([r for r in results if r.id not in gpt_oss | later])
     for split in ("calibrate", "heldout"):
         assert fitted_era[(split, "output_throughput")]["runs"] >= 10
         assert fitted_era[(split, "output_throughput")]["median_abs_error"] < 0.25

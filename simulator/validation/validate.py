@@ -262,6 +262,7 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         # costs were fitted at (a scenario without a host takes the catalog's median instead)
         reference_host_override(),
         *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
+        *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         *lengths,
         arrival,
         "workload.over_max_model_len=truncate",
