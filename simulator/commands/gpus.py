@@ -28,11 +28,30 @@ def efficiency_source(key: str) -> str:
 def rows() -> list[list[str]]:
     """One row per built-in GPU: the table ``servesim gpus`` prints."""
     from simulator.scenario.hardware import builtin_gpus, load_gpu
+    from simulator.validation.validate import runs_per_gpu
 
-    out = [["gpu", "name", "GiB", "TB/s", "bf16", "fp8", "fp4", "link GB/s", "group", "arch", "$/h", "efficiency"]]
+    checked = runs_per_gpu()
+    out = [
+        [
+            "gpu",
+            "name",
+            "GiB",
+            "TB/s",
+            "bf16",
+            "fp8",
+            "fp4",
+            "link GB/s",
+            "group",
+            "arch",
+            "$/h",
+            "efficiency",
+            "checked",
+        ]
+    ]
     for key in builtin_gpus():
         g = load_gpu(key)
         fp4 = g.peak_flops.get("fp4")
+        rec, pub = checked.get(key, (0, 0))
         out.append(
             [
                 key,
@@ -47,6 +66,7 @@ def rows() -> list[list[str]]:
                 g.gfx or (f"sm {g.compute_capability}" if g.compute_capability else "-"),
                 "-" if g.price_per_hour is None else f"{g.price_per_hour:.2f}",
                 efficiency_source(key),
+                f"{rec} rec, {pub} pub" if rec or pub else "none",
             ]
         )
     return out
@@ -59,7 +79,9 @@ def main(args: argparse.Namespace) -> int:
         "Built-in GPUs (hardware.gpu=KEY; simulator/data/hardware/catalog.yaml cites every number). Peak rates in "
         "dense TFLOP/s (fp8 at the bf16 rate where a GPU has no FP8 units); link: the fast interconnect per "
         "direction, joining `group` GPUs; efficiency: fitted to step profiles, derived from public "
-        "measurements, or the cost model's defaults.\n"
+        "measurements, or the cost model's defaults; checked: the real runs `servesim validate` replays on it "
+        "(servers recorded with tools/e2e, public `vllm bench serve` runs), 'none' where there is none to "
+        "check against.\n"
     )
     for r in table:
         cells = [c.ljust(w) if i < 2 or i >= 9 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]

@@ -142,6 +142,17 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
     return rows
 
 
+def runs_per_gpu() -> dict[str, tuple[int, int]]:
+    """For each GPU (servesim's key): how many real runs ``servesim validate`` replays on it, counted
+    (not confounded): (recorded servers, public runs)."""
+    out: dict[str, list[int]] = {}
+    for i, path in enumerate((E2E_FILE, RUNS_FILE)):
+        for run in load(path)["runs"]:
+            if not confounded(run, recorded=i == 0):
+                out.setdefault(run["gpu"], [0, 0])[i] += 1
+    return {g: (n[0], n[1]) for g, n in out.items()}
+
+
 def printed_pool(sc, model, mem) -> tuple[int, float]:
     """servesim's KV pool as vLLM's start-up log prints it: tokens and GiB. A hybrid model's pool
     (sliding-window and full-attention layers sharing one block pool) is printed as its whole memory
