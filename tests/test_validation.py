@@ -326,3 +326,29 @@ def test_validate_prints_a_verdict_and_the_readme_quotes_its_counts(tmp_path, ca
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- results:validation -->")[1].split("<!-- /results:validation -->")[0]
     assert block.strip().splitlines()[-1] == line
+
+
+def test_the_report_gives_each_gpu_its_held_out_errors():
+    """Per GPU: the median absolute error of its held-out runs, calibration runs counted apart, a
+    confounded or failed run not at all, and a GPU with none held out says so."""
+    R = validate.RunResult
+    runs = [{"id": f"r{i}", "gpu": g} for i, g in enumerate(["h200", "h200", "h200", "b200", "b200", "mi300x"])]
+    one = {"output_throughput": 100.0, "mean_ttft_ms": 10.0, "mean_tpot_ms": 5.0}
+
+    def sim(f):
+        return {k: v * f for k, v in one.items()}
+
+    results = [
+        R("r0", "heldout", one, sim(1.10)),
+        R("r1", "heldout", one, sim(0.70)),
+        R("r2", "calibrate", one, sim(2.00)),
+        R("r3", "heldout", one, sim(1.50), confounded=True),
+        R("r4", "calibrate", one, sim(1.05)),
+        R("r5", "heldout", one, {}, error="ConfigError: x"),
+    ]
+    lines = validate.gpu_lines(runs, results, validate.METRICS)
+    assert lines[0].startswith("  per GPU")
+    assert "b200 (0 held out, 1 calibration): none held out" in lines[1]
+    # h200's held out: |+10%| and |-30%|, median 20%; its calibration run's +100% not in it
+    assert "h200 (2 held out, 1 calibration): output tok/s 20.0%, mean TTFT ms 20.0%, mean TPOT ms 20.0%" in lines[2]
+    assert len(lines) == 3  # mi300x's only run failed: no line

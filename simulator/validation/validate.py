@@ -565,11 +565,35 @@ def write_runs_report(
         lines.append(
             f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)"
         )
+    lines += gpu_lines(runs, results, metrics)
     if metrics is E2E_METRICS:
         lines += preemption_lines(results)
     failed = [r for r in results if r.error]
     if failed:
         lines.append(f"  not simulated: {len(failed)} (" + "; ".join(f"{r.id}: {r.error}" for r in failed) + ")")
+    return lines
+
+
+def gpu_lines(runs: list[dict], results: list[RunResult], metrics: tuple[str, ...]) -> list[str]:
+    """Per GPU: the held-out runs' median errors (calibration runs apart), so that a GPU checked on
+    few runs, or none held out, shows as such."""
+    gpu_of = {r["id"]: r["gpu"] for r in runs}
+    per: dict[str, list[RunResult]] = {}
+    for r in results:
+        if not r.confounded and not r.error:
+            per.setdefault(gpu_of[r.id], []).append(r)
+    if len(per) < 2:
+        return []
+    lines = ["  per GPU (held out; calibration runs counted apart):"]
+    for gpu, rs in sorted(per.items()):
+        held = [r for r in rs if r.split == "heldout"]
+        cells = []
+        for m in metrics[:3]:
+            found = [abs(e) for r in held if not math.isnan(e := r.rel_error(m))]
+            if found:
+                cells.append(f"{LABELS[m]} {statistics.median(found):.1%}")
+        errs = ", ".join(cells) if cells else "none held out"
+        lines.append(f"    {gpu} ({len(held)} held out, {len(rs) - len(held)} calibration): {errs}")
     return lines
 
 
