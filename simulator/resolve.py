@@ -37,6 +37,7 @@ from simulator.scenario.hardware import GPU, load_gpu
 from simulator.scenario.hosts import load_host
 from simulator.scenario.memory import GIB, MemoryPlan, plan_memory
 from simulator.scenario.models import ModelArch, load_model
+from workloads.config import most_in_flight
 from workloads.factory import keeps_finished_content, start_workload
 
 
@@ -119,6 +120,7 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
         runner=v.runner(model.is_moe),
+        window_requests=most_in_flight(sc.workload) if model.is_hybrid else None,
         **extra_memory(sc, model, kv_dtype_bytes),
     )
 

@@ -289,3 +289,60 @@ def test_a_hybrid_model_is_noted_with_its_pool():
     assert "gpt-oss-120b has 18 sliding-window layers (128 tokens) of 36" in note
     plain, _ = load_scenario(None, [])
     assert not [n for n in scenario_notes(plain) if "sliding-window" in n]
+
+
+def test_the_windows_set_aside_are_those_of_the_requests_that_can_run_at_once():
+    """A closed loop of 64 clients never has more than 64 requests running: their windows are set
+    aside, not max_num_seqs'; an open loop has no such bound."""
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
+
+    def plan(arrival):
+        sc, _ = load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h100-sxm", f"workload.arrival={arrival}"])
+        gpu = load_gpu("h100-sxm")
+        seqs, tokens = engine_defaults(gpu, sc)
+        return memory_plan(sc, load_arch(sc), gpu, seqs, tokens), seqs
+
+    closed, seqs = plan("{type: closed_loop, concurrency: 64}")
+    assert seqs > 64 and closed.window_bytes == 64 * 144 * 36_864
+    opened, _ = plan("{type: poisson, rate: 5}")
+    assert opened.window_bytes > 8 * closed.window_bytes  # max_num_seqs' windows (capped at half the pool)
+    # the same memory either way: what the windows do not take, the full-attention layers' blocks do
+    both = (closed.kv_bytes + closed.window_bytes, opened.kv_bytes + opened.window_bytes)
+    assert both[0] == pytest.approx(both[1], abs=closed.block_bytes)  # (the pool is whole blocks)
+    assert closed.num_gpu_blocks > opened.num_gpu_blocks
+
+
+@pytest.mark.parametrize(
+    "workload, bound",
+    [
+        ({"arrival": {"type": "closed_loop", "concurrency": 32}}, 32),
+        ({"arrival": {"type": "closed_loop", "concurrency": 32, "schedule": {0: 8, 60: 96}}}, 96),
+        ({"arrival": {"type": "poisson", "rate": 3}}, None),
+        (
+            {
+                "arrival": {"type": "closed_loop", "concurrency": 10},
+                "classes": {"a": {"weight": 1}, "b": {"arrival": {"type": "closed_loop", "concurrency": 5}}},
+            },
+            15,
+        ),
+        (
+            {
+                "arrival": {"type": "closed_loop", "concurrency": 10},
+                "classes": {"b": {"arrival": {"type": "poisson", "rate": 1}}},
+            },
+            None,
+        ),
+        (
+            {
+                "arrival": {"type": "closed_loop", "concurrency": 10},
+                "classes": {"b": {"arrival": {"type": "closed_loop", "concurrency": 5}}},
+            },
+            5,
+        ),
+    ],
+)
+def test_most_requests_a_workload_can_have_in_flight(workload, bound):
+    from simulator.scenario.config import scenario_from_dict
+    from workloads.config import most_in_flight
+
+    assert most_in_flight(scenario_from_dict({"workload": workload}).workload) == bound

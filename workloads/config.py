@@ -236,6 +236,27 @@ class WorkloadConfig:
         return _parse_classes(self.classes, "workload.classes") if self.classes is not None else ()
 
 
+def most_in_flight(w: WorkloadConfig) -> int | None:
+    """The most requests ``w`` can have in flight at once: its closed-loop clients (the largest step
+    of a stepped concurrency), summed over the classes with an arrival of their own and the shared
+    one; None where any arrivals are open loop (a rate, or a trace's recorded times)."""
+
+    def clients(a: ArrivalConfig) -> int | None:
+        if a.type != "closed_loop":
+            return None
+        steps = parse_schedule(a.schedule, "schedule", integer=True) if a.schedule is not None else []
+        return max([a.concurrency, *(int(v) for _, v in steps)])
+
+    if w.trace is not None and w.trace_arrivals == "recorded":
+        return None
+    classes = w.class_list()
+    arrivals = [c.arrival for c in classes if c.arrival is not None]
+    if not classes or any(c.arrival is None for c in classes):
+        arrivals.append(w.arrival)
+    bounds = [clients(a) for a in arrivals]
+    return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
+
+
 # ---- checks the generic loader cannot do -------------------------------------------------------
 
 

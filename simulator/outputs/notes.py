@@ -60,8 +60,9 @@ def _hybrid_notes(name: str, models: list[str]) -> list[str]:
         if m.is_hybrid:
             out.append(
                 f"{name}: {m.name} has {m.num_sliding_layers} sliding-window layers ({m.sliding_window} tokens) of "
-                f"{m.num_layers}: the KV pool holds the others and sets aside the windows of max_num_seqs requests "
-                "(vLLM shares one pool between them), so it can be smaller than vLLM's when fewer requests run"
+                f"{m.num_layers}: the KV pool holds the others and sets aside the windows of the most requests that "
+                "can run at once (max_num_seqs, or the workload's closed-loop clients if fewer; vLLM shares one pool "
+                "between them), so it can be smaller than vLLM's when fewer requests run"
             )
     return out
 

@@ -149,6 +149,7 @@ def plan_memory(
     runner: str = "v1",
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
+    window_requests: int | None = None,
 ) -> MemoryPlan:
     """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
     from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
@@ -159,16 +160,18 @@ def plan_memory(
     hybrid KV-cache manager gives each request the whole context in the full-attention layers and
     only its window (``window_blocks_per_request``) in the sliding-window ones, both from one pool.
     Here the pool's blocks hold the full-attention layers (``paged_kv_bytes_per_token``), and the
-    windows of ``max_num_seqs`` requests are set aside before it is cut into blocks
-    (``window_bytes``), but never more than the sliding-window layers' share of the memory were
-    they to hold every token (a request's window blocks never outnumber its other blocks): exact
-    when the engine runs that many requests past the window, or requests within it; a smaller pool
-    than vLLM's when fewer requests run, each past the window (their windows then take less)."""
+    windows of the most requests that can run at once (``window_requests``: max_num_seqs, or fewer
+    when the workload never has more in flight, ``workloads.config.most_in_flight``) are set aside
+    before it is cut into blocks (``window_bytes``), but never more than the sliding-window layers'
+    share of the memory were they to hold every token (a request's window blocks never outnumber its
+    other blocks): exact when that many requests run past the window, or requests within it; a
+    smaller pool than vLLM's when fewer run, each past the window (their windows then take less)."""
     kv_tok = model.paged_kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
     weights = weight_bytes(model, quantization, tp) + extra_weight_bytes
-    window = window_reserve_bytes(model, block_size, max_num_seqs, kv_dtype_bytes, tp)
+    requests = max_num_seqs if window_requests is None else min(window_requests, max_num_seqs)
+    window = window_reserve_bytes(model, block_size, requests, kv_dtype_bytes, tp)
     if reserve_bytes is None:
         act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
         other = non_torch_bytes(tp, runner)
@@ -208,7 +211,7 @@ def plan_memory(
         raise ConfigError(
             f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp}: weights "
             f"{weights / GIB:.1f} GiB + activations and runtime {reserve / GIB:.1f} GiB"
-            + (f" + sliding windows of {max_num_seqs} requests {window / GIB:.1f} GiB" if window else "")
+            + (f" + sliding windows of {requests} requests {window / GIB:.1f} GiB" if window else "")
             + f" > {usable / GIB:.1f} GiB usable "
             f"({gpu_memory_utilization} x {gpu.hbm_bytes / GIB:.1f} GiB), short by {-kv / GIB:.1f} GiB; {hint}"
         )
