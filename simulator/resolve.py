@@ -100,12 +100,16 @@ def engine_class(sc: Scenario) -> type[Engine]:
     return CompiledEngine
 
 
+def kv_dtype_bytes(sc: Scenario, model: ModelArch) -> float:
+    """Bytes of one KV-cache element: the model's activation dtype unless kv_cache_dtype says otherwise."""
+    return 1.0 if sc.engine.kv_cache_dtype == "fp8" else model.dtype_bytes
+
+
 def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> MemoryPlan:
     """The KV pool of ``sc``'s engine, as vLLM sizes it at start-up."""
     e = sc.engine
     v = versions.version(e.vllm_version)
-    # The KV cache keeps the model's activation dtype unless kv_cache_dtype says otherwise.
-    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    kv_bytes = kv_dtype_bytes(sc, model)
     return plan_memory(
         model,
         gpu,
@@ -114,14 +118,14 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         block_size=e.block_size,
         max_batched_tokens=tokens,
         max_num_seqs=seqs,
-        kv_dtype_bytes=kv_dtype_bytes,
+        kv_dtype_bytes=kv_bytes,
         quantization=quantization(sc, model),
         graphs_in_budget=v.graphs_in_budget(model.is_moe) and not e.enforce_eager,
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
         runner=v.runner(model.is_moe),
         window_requests=most_in_flight(sc.workload) if model.is_hybrid else None,
-        **extra_memory(sc, model, kv_dtype_bytes),
+        **extra_memory(sc, model, kv_bytes),
     )
 
 
@@ -204,18 +208,18 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     """The step cost of ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token budget)
     and its host's CPU side."""
     e = sc.engine
-    kv_dtype_bytes = 1.0 if e.kv_cache_dtype == "fp8" else model.dtype_bytes
+    kv_bytes = kv_dtype_bytes(sc, model)
     tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, seqs, tokens)
     return CostModel(
         model,
         gpu,
         tp,
         eff,
-        kv_dtype_bytes,
+        kv_bytes,
         quantization(sc, model),
         x,
         host_model(sc),
-        spec_cost(sc, model, gpu, tp, eff, kv_dtype_bytes, x),
+        spec_cost(sc, model, gpu, tp, eff, kv_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
         e.load_format == "dummy",
     )

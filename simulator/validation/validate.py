@@ -158,12 +158,12 @@ def printed_pool(sc, model, mem) -> tuple[int, float]:
     (sliding-window and full-attention layers sharing one block pool) is printed as its whole memory
     over every layer's KV bytes per token, the window layers' share included; servesim keeps that
     share apart (``window_bytes``) and counts the full-attention layers' blocks."""
+    from simulator.resolve import kv_dtype_bytes
+
     if not model.is_hybrid:
         return mem.num_gpu_blocks * sc.engine.block_size, mem.kv_bytes / 2**30
     total = mem.kv_bytes + mem.window_bytes
-    per_token = model.kv_bytes_per_token(
-        1.0 if sc.engine.kv_cache_dtype == "fp8" else None, sc.hardware.tensor_parallel_size
-    )
+    per_token = model.kv_bytes_per_token(kv_dtype_bytes(sc, model), sc.hardware.tensor_parallel_size)
     return int(total // per_token), total / 2**30
 
 
@@ -355,10 +355,11 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"model={run['model']}",
         f"hardware.gpu={run['gpu']}",
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
-        *([] if any(x.startswith("hardware.host=") for x in extra) else recorded_host(run)),  # (a host given wins)
+        *_unless_given(extra, "hardware.host", recorded_host(run)),
         f"engine.vllm_version={E2E_LINE}",
-        # the recorder serves random weights (tools/e2e/lane.py); a load format given wins
-        *([] if any(x.startswith("engine.load_format=") for x in extra) else ["engine.load_format=dummy"]),
+        *_unless_given(
+            extra, "engine.load_format", ["engine.load_format=dummy"]
+        ),  # tools/e2e/lane.py serves dummy weights
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
@@ -370,6 +371,11 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         *extra,
     ]
     return blank_scenario(over)
+
+
+def _unless_given(extra: list[str] | tuple[str, ...], key: str, overrides: list[str]) -> list[str]:
+    """``overrides``, a recorded run's own setting of ``key``, unless ``extra`` sets it (given wins)."""
+    return [] if any(x.startswith(f"{key}=") for x in extra) else overrides
 
 
 def recorded_host(run: dict) -> list[str]:
