@@ -357,9 +357,8 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *_unless_given(extra, "hardware.host", recorded_host(run)),
         f"engine.vllm_version={E2E_LINE}",
-        *_unless_given(
-            extra, "engine.load_format", ["engine.load_format=dummy"]
-        ),  # tools/e2e/lane.py serves dummy weights
+        # tools/e2e/lane.py serves dummy weights
+        *_unless_given(extra, "engine.load_format", ["engine.load_format=dummy"]),
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
