@@ -31,26 +31,68 @@ from simulator.engine.rules import SchedulerConfig
 from simulator.engine.step_log import BinnedStepLog, StepLog
 from simulator.engine.submission import Target
 from simulator.errors import ConfigError
-from simulator.scenario import versions
+from simulator.scenario import sglang, versions
 from simulator.scenario.config import Scenario
 from simulator.scenario.hardware import GPU, load_gpu
 from simulator.scenario.hosts import load_host
-from simulator.scenario.memory import GIB, MemoryPlan, plan_memory
+from simulator.scenario.memory import GIB, MemoryPlan, plan_memory, plan_memory_sglang
 from simulator.scenario.models import ModelArch, load_model
 from workloads.config import most_in_flight
 from workloads.factory import keeps_finished_content, start_workload
 
 
 def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
-    """vLLM's `vllm serve` defaults: larger batches on 80 GB-class GPUs other than A100s."""
+    """The running-request cap and the step's token budget: vLLM's `vllm serve` defaults (larger
+    batches on 80 GB-class GPUs other than A100s), or SGLang's (``sglang_limits``)."""
+    if sc.engine.framework == "sglang":
+        return sglang_limits(sc, load_arch(sc), gpu)
     seqs, tokens = versions.batch_defaults(versions.version(sc.engine.vllm_version), gpu.name, gpu.hbm_bytes)
     return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
+
+
+# SGLang with chunked prefill off: a prompt is never split (the token budget never binds).
+SGLANG_UNCHUNKED = 1 << 40
+
+
+def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int, float]:
+    """SGLang's chunked_prefill_size, cuda_graph_max_bs and mem_fraction_static: the scenario's, or
+    the defaults SGLang picks from the GPU's memory (``simulator.scenario.sglang``)."""
+    e, tp = sc.engine, sc.hardware.tensor_parallel_size
+    chunk, graph_bs = sglang.memory_defaults(gpu.hbm_bytes, tp)
+    chunk = e.chunked_prefill_size if e.chunked_prefill_size is not None else chunk
+    graph_bs = e.cuda_graph_max_bs if e.cuda_graph_max_bs is not None else graph_bs
+    frac = e.mem_fraction_static
+    if frac is None:
+        frac = sglang.mem_fraction_static(gpu.hbm_bytes, tp, chunk, graph_bs, model.is_mla)
+    return chunk, graph_bs, frac
+
+
+def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
+    """SGLang's running-request cap (from its pool, ``sglang.max_running_requests``) and its prefill
+    chunk (``SGLANG_UNCHUNKED`` when chunking is off)."""
+    chunk, _, _ = sglang_settings(sc, gpu, model)
+    mem = memory_plan(sc, model, gpu, 1, 1)
+    pool_tokens = int(mem.kv_bytes // mem.kv_bytes_per_token)
+    context = sc.engine.max_model_len or model.max_position_embeddings
+    seqs = sglang.max_running_requests(pool_tokens, context, sc.engine.max_running_requests)
+    return seqs, SGLANG_UNCHUNKED if chunk < 0 else chunk
 
 
 def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
+    if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs replay graphs
+        _, graph_bs, _ = sglang_settings(sc, gpu, load_arch(sc))
+        return Execution(
+            max_capture_size=graph_bs,
+            capture_by16_from=256,
+            full_decode_graphs=True,
+            pad=True,
+            mixed_decode_rows=FA2_MIXED_DECODE_ROWS
+            if versions.attention_kernel(gpu.compute_capability) == "fa2"
+            else 0.0,
+        )
     v = versions.version(e.vllm_version)
     return Execution(
         max_capture_size=0
@@ -106,10 +148,21 @@ def kv_dtype_bytes(sc: Scenario, model: ModelArch) -> float:
 
 
 def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> MemoryPlan:
-    """The KV pool of ``sc``'s engine, as vLLM sizes it at start-up."""
+    """The KV pool of ``sc``'s engine, as vLLM (or SGLang) sizes it at start-up."""
     e = sc.engine
-    v = versions.version(e.vllm_version)
     kv_bytes = kv_dtype_bytes(sc, model)
+    if e.framework == "sglang":
+        _, _, frac = sglang_settings(sc, gpu, model)
+        return plan_memory_sglang(
+            model,
+            gpu,
+            tp=sc.hardware.tensor_parallel_size,
+            mem_fraction_static=frac,
+            page_tokens=sglang.accounting_page(e.page_size or 1),
+            kv_dtype_bytes=kv_bytes,
+            quantization=quantization(sc, model),
+        )
+    v = versions.version(e.vllm_version)
     return plan_memory(
         model,
         gpu,
@@ -175,7 +228,7 @@ def host_model(sc: Scenario) -> HostModel:
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
-    v = versions.version(e.vllm_version)
+    v = versions.version(sglang.HOST_LINE if e.framework == "sglang" else e.vllm_version)
     h, scale = v.host, load_host(sc.hardware.host).scale
     engine = EngineCpu(
         step_s=h.engine_step_s * scale if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
@@ -197,10 +250,13 @@ def host_model(sc: Scenario) -> HostModel:
             latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
             finish_s=cost(h.chat_finish_s if chat else h.finish_s, f.finish_ms, 1e3),
             first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
-            paces_engine=v.paces_engine if f.paces_engine is None else f.paces_engine,
+            paces_engine=(v.paces_engine and e.framework == "vllm") if f.paces_engine is None else f.paces_engine,
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
         )
-    overlap = v.async_scheduling if e.async_scheduling is None else e.async_scheduling
+    if e.framework == "sglang":
+        overlap = not e.disable_overlap_schedule
+    else:
+        overlap = v.async_scheduling if e.async_scheduling is None else e.async_scheduling
     return HostModel(engine, api, overlap)
 
 
@@ -237,9 +293,10 @@ def spec_cost(sc: Scenario, model: ModelArch, gpu: GPU, tp: int, eff, kv_dtype_b
     return SpecCost(spec.num_speculative_tokens, host, cm, speculative.DRAFT_PASS_S if cm else 0.0)
 
 
-def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int) -> None:
-    """Settings vLLM refuses at start-up, refused here with the same rule."""
-    if tokens < seqs:
+def check_vllm_rules(model: ModelArch, tp: int, seqs: int, tokens: int, sglang: bool = False) -> None:
+    """Settings vLLM refuses at start-up, refused here with the same rule (SGLang's budget is a
+    prefill chunk's, not a step's: ``sglang``)."""
+    if tokens < seqs and not sglang:
         raise ConfigError(
             f"engine.max_num_batched_tokens must be >= engine.max_num_seqs ({seqs}), as vLLM requires (got {tokens})"
         )
@@ -258,6 +315,8 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
     """The scheduler's settings for ``sc``'s engine (``seqs``, ``tokens``: its max_num_seqs and token
     budget; ``block_bytes``: one KV block on one GPU, which sets the swap space in blocks)."""
     e = sc.engine
+    if e.framework == "sglang":
+        return sglang_scheduler_config(sc, seqs, tokens)
     return SchedulerConfig(
         max_num_seqs=seqs,
         max_num_batched_tokens=tokens,
@@ -276,6 +335,25 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         max_cpu_loras=(e.max_cpu_loras or e.max_loras) if e.enable_lora else 0,
         # vLLM's --kv-offloading-size is all ranks' host memory together; each rank holds its shard.
         host_blocks=int(e.kv_offloading_size * GIB // (block_bytes * sc.hardware.tensor_parallel_size)),
+    )
+
+
+def sglang_scheduler_config(sc: Scenario, seqs: int, tokens: int) -> SchedulerConfig:
+    """SGLang's scheduler settings (``seqs``: max_running_requests; ``tokens``: the prefill chunk)."""
+    e = sc.engine
+    init, floor, decay = sglang.new_token_ratio(e.schedule_conservativeness)
+    return SchedulerConfig(
+        framework="sglang",
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
+        block_size=sglang.accounting_page(e.page_size or 1),
+        enable_prefix_caching=not e.disable_radix_cache,
+        admission="sglang",
+        policy=e.schedule_policy,
+        cache_finished_content=keeps_finished_content(sc.workload),
+        sgl_prefill_tokens=e.max_prefill_tokens,
+        sgl_page=e.page_size or 1,
+        sgl_ratio=(init, floor, decay),
     )
 
 
@@ -300,7 +378,7 @@ def build_engine(env: simpy.Environment, sc: Scenario, trace: int = 0) -> tuple[
     tp = sc.hardware.tensor_parallel_size
     e = sc.engine
     seqs, tokens = engine_defaults(gpu, sc)
-    check_vllm_rules(model, tp, seqs, tokens)
+    check_vllm_rules(model, tp, seqs, tokens, e.framework == "sglang")
     mem = memory_plan(sc, model, gpu, seqs, tokens)
     scfg = scheduler_config(sc, seqs, tokens, mem.block_bytes)
     reqs = RequestTable()

@@ -58,7 +58,7 @@ def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel,
         try:
             model, gpu = load_arch(rsc), load_gpu(rsc.hardware.gpu)
             seqs, tokens = engine_defaults(gpu, rsc)
-            check_vllm_rules(model, rsc.hardware.tensor_parallel_size, seqs, tokens)
+            check_vllm_rules(model, rsc.hardware.tensor_parallel_size, seqs, tokens, rsc.engine.framework == "sglang")
             check_model(rsc, model)
             blocks = memory_plan(rsc, model, gpu, seqs, tokens).num_gpu_blocks
             cost = cost_model(rsc, model, gpu, seqs, tokens)

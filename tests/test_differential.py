@@ -64,6 +64,7 @@ def _assert_same(ref: dict, comp: dict) -> None:
 
 
 C1200 = "scenarios/collapse_c1200.yaml"
+SGL = "scenarios/sglang_collapse.yaml"
 SHORT = ["run.duration_s=30", "run.warmup_s=5"]
 # A pool of 4,000 blocks under 1,200 clients is full within seconds: 15 s give hundreds of
 # preemptions (swaps, aborts, host-tier loads...) in every case that uses it.
@@ -201,6 +202,34 @@ CASES = {
             "run.num_requests=600",
             "engine.scheduling_policy=priority",
             "engine.speculative_config={method: mtp, num_speculative_tokens: 2, acceptance_rate: [0.9, 0.7]}",
+        ],
+    ),
+    # SGLang's scheduler (engine.framework: sglang): retraction under a small pool, chunked prompts,
+    # longest output first, shared prefixes in pages of 32, no radix cache and no chunking.
+    "sglang_collapse": (SGL, ["run.duration_s=30", "run.warmup_s=5", "engine.mem_fraction_static=0.215"]),
+    "sglang_lof_chunks_prefixes": (
+        SGL,
+        [
+            *SHORT,
+            "engine.mem_fraction_static=0.23",
+            "engine.chunked_prefill_size=512",
+            "engine.max_prefill_tokens=2000",
+            "engine.schedule_policy=lof",
+            "engine.page_size=32",
+            "workload.prompt_tokens={dist: uniform, min: 100, max: 3000}",
+            "workload.shared_prefix={num_groups: 4, tokens: 500, fraction: 0.7}",
+        ],
+    ),
+    "sglang_unchunked_no_radix": (
+        SGL,
+        [
+            *SHORT,
+            "engine.mem_fraction_static=0.22",
+            "engine.chunked_prefill_size=-1",
+            "engine.disable_radix_cache=true",
+            "engine.max_running_requests=200",
+            "engine.schedule_conservativeness=0.3",
+            "workload.output_tokens={dist: uniform, min: 1, max: 2000}",
         ],
     ),
 }
@@ -380,6 +409,70 @@ def _random_scenario(d: dict, kernel: str):
 )  # fmt: skip
 def test_random_scenarios_are_byte_identical(d):
     _assert_same(*_both(lambda k: _random_scenario(d, k)))
+
+
+@pytest.mark.no_cover  # as above
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.fixed_dictionaries(
+        {
+            "arrival": st.sampled_from(["closed_loop", "poisson"]),
+            "load": st.integers(1, 200),
+            "fraction": st.floats(0.205, 0.3),  # Llama-3.1-8B on an H100: from a few hundred tokens of KV up
+            "chunk": st.sampled_from([-1, 16, 256, 8192]),
+            "prefill": st.sampled_from([16, 700, 16384]),
+            "page": st.sampled_from([1, 16, 64]),
+            "policy": st.sampled_from(["fcfs", "lof"]),
+            "radix": st.booleans(),
+            "running": st.sampled_from([None, 1, 7, 300]),
+            "conservativeness": st.sampled_from([0.3, 1.0, 3.0]),
+            "overlap": st.booleans(),
+            "groups": st.sampled_from([0, 0, 3]),
+            "prompt": st.integers(1, 3000),
+            "output": st.integers(1, 1500),
+            "seed": st.integers(0, 1000),
+        }
+    )
+)
+def test_random_sglang_scenarios_are_byte_identical(d):
+    def make(kernel):
+        arrival = (
+            {"type": "closed_loop", "concurrency": d["load"]}
+            if d["arrival"] == "closed_loop"
+            else {"type": "poisson", "rate": float(d["load"])}
+        )
+        workload = {
+            "arrival": arrival,
+            "prompt_tokens": {"dist": "uniform", "min": 1, "max": d["prompt"]},
+            "output_tokens": {"dist": "uniform", "min": 1, "max": d["output"]},
+        }
+        if d["groups"]:
+            workload["shared_prefix"] = {"num_groups": d["groups"], "tokens": 400, "fraction": 0.7}
+        engine = {
+            "framework": "sglang",
+            "mem_fraction_static": d["fraction"],
+            "chunked_prefill_size": d["chunk"],
+            "max_prefill_tokens": d["prefill"],
+            "page_size": d["page"],
+            "schedule_policy": d["policy"],
+            "disable_radix_cache": not d["radix"],
+            "max_running_requests": d["running"],
+            "schedule_conservativeness": d["conservativeness"],
+            "disable_overlap_schedule": not d["overlap"],
+            "max_model_len": 4096,
+        }
+        run = {"seed": d["seed"], "duration_s": 6.0, "warmup_s": 0.0, "kernel": kernel}
+        return scenario_from_dict(
+            {
+                "model": "llama-3.1-8b",
+                "hardware": {"gpu": "h100-sxm"},
+                "engine": engine,
+                "workload": workload,
+                "run": run,
+            }
+        )
+
+    _assert_same(*_both(make))
 
 
 def test_auto_runs_the_compiled_step_for_every_feature():

@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
     model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
     seqs, tokens = engine_defaults(gpu, sc)
     try:  # what a scenario with these settings is refused for, refused here too
-        check_vllm_rules(model, args.tp, seqs, tokens)
+        check_vllm_rules(model, args.tp, seqs, tokens, sc.engine.framework == "sglang")
         memory_plan(sc, model, gpu, seqs, tokens)
         check_model(sc, model)
     except ConfigError as e:

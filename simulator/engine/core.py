@@ -71,8 +71,10 @@ class Engine:
         self.num_blocks = num_gpu_blocks - 1  # usable: one is the null block
         self.max_model_len = max_model_len
         # The longest prompt + max_tokens accepted (see _reject_reason): a request's blocks hold all
-        # of its tokens but the last.
-        self._longest = min(max_model_len, self.num_blocks * cfg.block_size + 1)
+        # of its tokens but the last; SGLang admits one only if its tokens and a page fit with a token
+        # to spare (rules.sgl_fits).
+        spare = cfg.sgl_page + 1 if cfg.framework == "sglang" else -1
+        self._longest = min(max_model_len, self.num_blocks * cfg.block_size - spare)
         self.max_steps = max_steps
         self.stall_steps = stall_steps
         self.log = log if log is not None else StepLog(self.num_blocks)

@@ -58,6 +58,14 @@ class SchedulerConfig:
     max_cpu_loras: int = 0
     # KV offloading (0: off): KV blocks the host tier of the prefix cache holds (simulator.engine.host_tier).
     host_blocks: int = 0
+    # SGLang (framework "sglang"; simulator/scenario/sglang.py): max_num_seqs is its
+    # max_running_requests, max_num_batched_tokens its chunked_prefill_size, block_size the pool's
+    # page; prompt tokens a prefill step admits at most, SGLang's own page size, and the new-token
+    # ratio's start, floor and decay per decode step.
+    framework: str = "vllm"
+    sgl_prefill_tokens: int = 16384
+    sgl_page: int = 1
+    sgl_ratio: tuple[float, float, float] = (0.7, 0.098, 0.001003)
 
 
 def kv_usage(num_free, num_blocks):
@@ -369,3 +377,77 @@ def itl_bin(gap):
 def itl_bin_value(k):
     """A bin's representative gap (its geometric centre), seconds."""
     return 10.0 ** (ITL_LO + (k - 0.5) / ITL_PER_DECADE)
+
+
+# ---- SGLang's scheduler (framework "sglang") ----------------------------------------------------
+# Cited from SGLang 0.5 (data/sources/sglang/sglang_scheduler.md, sections 2-6): a step is a prefill
+# step (the request being chunked first, then waiting requests in queue order, no decode token beside
+# them) whenever one can be admitted, else a decode step of every running request; admission keeps
+# room for every running request's expected remaining output; a decode step that cannot get its KV
+# retracts requests to the back of the waiting queue.
+
+SGL_CLIP_MAX_NEW = 4096  # sglang.CLIP_MAX_NEW (the rules stay free of imports numba cannot compile)
+SGL_RETRACT_DECODE_STEPS = 20  # sglang.RETRACT_DECODE_STEPS
+
+
+def sgl_max_new(max_tokens, num_out):
+    """Output tokens SGLang still reserves KV for: what is left, at most ``SGL_CLIP_MAX_NEW``
+    (``PrefillAdder``: ``min(max_new_tokens - len(output_ids), CLIP_MAX_NEW_TOKENS)``)."""
+    left = max_tokens - num_out
+    if left < 0:
+        left = 0
+    return left if left < SGL_CLIP_MAX_NEW else SGL_CLIP_MAX_NEW
+
+
+def sgl_running_reserve(max_tokens, num_out, ratio):
+    """KV tokens a running request's expected remaining output holds back from admission
+    (``PrefillAdder._get_running_request_total_token_offset``): its clipped remainder times the
+    new-token ratio."""
+    return sgl_max_new(max_tokens, num_out) * ratio
+
+
+def sgl_admission_tokens(extend, max_tokens, num_out, page, last_chunk):
+    """KV tokens admitting a request (or its next chunk) charges against what is left
+    (``PrefillAdder.add_one_req``, ``_update_prefill_budget``): the tokens it computes now, and with its
+    last chunk its whole clipped remaining output, plus a page."""
+    return extend + (sgl_max_new(max_tokens, num_out) if last_chunk else 0) + page
+
+
+def sgl_fits(need_tokens, rem_tokens):
+    """``add_one_req``: a request is refused (NO_TOKEN) when what it needs reaches what is left."""
+    return need_tokens < rem_tokens
+
+
+def sgl_retract_first(out_c, prompt_c, out_b, prompt_b):
+    """Whether running request c, later in the running order than b, is retracted before it
+    (``_get_decode_retraction_order``, policy length: fewer output tokens first, then the longer
+    prompt; on a tie the later one, as SGLang pops the end of its stably sorted batch)."""
+    if out_c != out_b:
+        return out_c < out_b
+    return prompt_c >= prompt_b
+
+
+def sgl_truncated(rem_chunk, num_computed, page):
+    """Tokens of a prompt that crosses the chunk budget computed in this step: the budget left, cut
+    so that the computed tokens end on a page (``add_one_req``)."""
+    t = (rem_chunk // page) * page
+    return ((t + num_computed) // page) * page - num_computed
+
+
+def sgl_ratio_after_retract(sum_out, n_kept, sum_max_new):
+    """The new-token ratio after a retraction, from the requests kept
+    (``estimate_new_token_ratio_after_retract``)."""
+    r = (sum_out + SGL_RETRACT_DECODE_STEPS * n_kept) / (sum_max_new + 1)
+    return r if r < 1.0 else 1.0
+
+
+def sgl_ratio_decayed(ratio, floor, decay):
+    """The new-token ratio after a decode step that retracted nothing."""
+    r = ratio - decay
+    return r if r > floor else floor
+
+
+def sgl_prompt_cacheable(num_tokens, num_out):
+    """Tokens of a retracted request whose KV stays in the prefix cache: its prompt's (inserted into the
+    radix tree when it was prefilled), not the tokens it decoded (released uncached)."""
+    return num_tokens - num_out

@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 import yaml
 
 from simulator.errors import ConfigError
-from simulator.scenario import fields, versions, yamlio
+from simulator.scenario import fields, sglang, versions, yamlio
 from simulator.scenario.fields import F, build
 from simulator.scenario.limits import SPEC_MAX_TOKENS
 from simulator.scenario.textfile import read_text
@@ -102,19 +102,32 @@ class SpeculativeConfig:
 HOST_GIB_MAX = 1_048_576.0
 
 
+def _SGL(vllm_field: str | None) -> dict:
+    """An SGLang knob: only with engine.framework sglang; with vllm, the error names ``vllm_field``."""
+    return {"only": {"framework": ("sglang",)}, **({"instead": {"vllm": vllm_field}} if vllm_field else {})}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
+    framework: Literal["vllm", "sglang"] = F(
+        "vllm",
+        "the serving engine: vLLM, or SGLang (its scheduler, KV pool and defaults; its own knobs below, marked SGLang)",
+    )
     vllm_version: Any = F(
         "0.32",
         "the vLLM release whose defaults and behaviour to follow where a field below is null: a release line (0.10, 0.11, 0.19, 0.26, 0.32; simulator/scenario/versions.py says what differs) or any release from 0.10.0 to 0.33.0, which runs as the line it shares its modelled behaviour with, with a note saying what differs (docs/vllm-releases.md)",
         shape="release as x.y or x.y.z, e.g. '0.32', '0.13', '0.15.1' (unquoted 0.13 reads as that release)",
         schema=versions.json_schema,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.sglang_version"},
     )
     max_num_seqs: Union[int, None] = F(
         None,
         "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)",
         vllm="--max-num-seqs",
         ge=1,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.max_running_requests"},
     )
     max_num_batched_tokens: Union[int, None] = F(
         None,
@@ -122,6 +135,8 @@ class EngineConfig:
         "tokens",
         vllm="--max-num-batched-tokens",
         ge=1,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.chunked_prefill_size"},
     )
     block_size: int = F(
         16,
@@ -130,6 +145,8 @@ class EngineConfig:
         vllm="--block-size",
         ge=1,
         among=(1, 8, 16, 32, 64, 128),
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.page_size"},
     )
     gpu_memory_utilization: Union[float, None] = F(
         None,
@@ -137,31 +154,55 @@ class EngineConfig:
         vllm="--gpu-memory-utilization",
         gt=0.0,
         le=1.0,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.mem_fraction_static"},
     )
     enable_prefix_caching: bool = F(
-        True, "re-use cached full blocks with identical leading content", vllm="--enable-prefix-caching"
+        True,
+        "re-use cached full blocks with identical leading content",
+        vllm="--enable-prefix-caching",
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.disable_radix_cache"},
     )
     preemption_mode: Literal["recompute", "swap"] = F(
-        "recompute", "what preemption does with the victim's KV", vllm="preemption_mode (V0)"
+        "recompute",
+        "what preemption does with the victim's KV",
+        vllm="preemption_mode (V0)",
+        only={"framework": ("vllm",)},
     )
     swap_space_gb: float = F(
-        4.0, "host memory for swapped-out KV, per GPU", "GiB", vllm="--swap-space", ge=0.0, le=HOST_GIB_MAX
+        4.0,
+        "host memory for swapped-out KV, per GPU",
+        "GiB",
+        vllm="--swap-space",
+        ge=0.0,
+        le=HOST_GIB_MAX,
+        only={"framework": ("vllm",)},
     )
     on_swap_full: Literal["recompute", "abort"] = F(
-        "recompute", "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)"
+        "recompute",
+        "swap mode, no host space left: recompute the victim instead, or abort it (V0 aborted)",
+        only={"framework": ("vllm",)},
     )
     scheduling_policy: Literal["fcfs", "priority"] = F(
-        "fcfs", "waiting-queue order and preemption victim choice", vllm="--scheduling-policy"
+        "fcfs",
+        "waiting-queue order and preemption victim choice",
+        vllm="--scheduling-policy",
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.schedule_policy"},
     )
     admission: Union[Literal["first_chunk", "full_prompt"], None] = F(
         None,
         "admit a waiting request when the whole prompt's blocks fit or only its first chunk's (null: full_prompt from vLLM 0.19, first_chunk before)",
         vllm="--[no-]scheduler-reserve-full-isl",
+        only={"framework": ("vllm",)},
     )
     async_scheduling: Union[bool, None] = F(
         None,
         "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)",
         vllm="--async-scheduling",
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.disable_overlap_schedule"},
     )
     load_format: Literal["auto", "dummy"] = F(
         "auto",
@@ -179,6 +220,8 @@ class EngineConfig:
         "tokens",
         vllm="--max-cudagraph-capture-size",
         ge=1,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.cuda_graph_max_bs"},
     )
     long_prefill_token_threshold: int = F(
         0,
@@ -186,6 +229,7 @@ class EngineConfig:
         "tokens",
         vllm="--long-prefill-token-threshold",
         ge=0,
+        only={"framework": ("vllm",)},
     )
     max_model_len: Union[int, None] = F(
         None,
@@ -200,6 +244,7 @@ class EngineConfig:
         "blocks",
         vllm="--num-gpu-blocks-override",
         ge=2,
+        only={"framework": ("vllm",)},
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = F(
         "auto", "the weights' and activations' type (auto: the model's torch_dtype)", vllm="--dtype"
@@ -218,12 +263,20 @@ class EngineConfig:
         "GiB",
         ge=0.0,
         le=HOST_GIB_MAX,
+        only={"framework": ("vllm",)},
+        instead={"sglang": "engine.mem_fraction_static"},
     )
     speculative_config: SpeculativeConfig = F(
-        SpeculativeConfig(), "speculative decoding (method none: off)", vllm="--speculative-config"
+        SpeculativeConfig(),
+        "speculative decoding (method none: off)",
+        vllm="--speculative-config",
+        only={"framework": ("vllm",)},
     )
     enable_lora: bool = F(
-        False, "serve LoRA adapters (workload.lora says which requests ask for which)", vllm="--enable-lora"
+        False,
+        "serve LoRA adapters (workload.lora says which requests ask for which)",
+        vllm="--enable-lora",
+        only={"framework": ("vllm",)},
     )
     max_loras: int = F(1, "adapters one step may serve (GPU slots)", vllm="--max-loras", ge=1)
     max_lora_rank: int = F(16, "the largest adapter rank (the slots' size)", vllm="--max-lora-rank", among=LORA_RANKS)
@@ -237,9 +290,117 @@ class EngineConfig:
         vllm="--kv-offloading-size",
         ge=0.0,
         le=HOST_GIB_MAX,
+        only={"framework": ("vllm",)},
+    )
+    # SGLang's own knobs, with its names (engine.framework: sglang; simulator/scenario/sglang.py).
+    sglang_version: Any = F(
+        sglang.LINE,
+        "the SGLang release whose defaults and behaviour to follow: the 0.5 line (0.5, 0.5.x, 0.5.x.postN), read in 0.5.6.post2 and 0.5.17 (data/sources/sglang/sglang_scheduler.md)",
+        shape="release as 0.5, 0.5.x or 0.5.x.postN",
+        **_SGL("engine.vllm_version"),
+    )
+    mem_fraction_static: Union[float, None] = F(
+        None,
+        "SGLang: fraction of the memory free before the weights load that weights and KV pool may take (null: SGLang's default, the GPU's memory less a reserve for activations and CUDA graphs, at least 10 GiB on GPUs over 60 GiB)",
+        vllm="sglang --mem-fraction-static",
+        gt=0.0,
+        le=1.0,
+        **_SGL("engine.gpu_memory_utilization"),
+    )
+    max_running_requests: Union[int, None] = F(
+        None,
+        "SGLang: cap on running requests, enforced at admission (null: 512 per context length of pool tokens, clamped to 2,048-4,096, at most half the pool's tokens)",
+        vllm="sglang --max-running-requests",
+        ge=1,
+        **_SGL("engine.max_num_seqs"),
+    )
+    chunked_prefill_size: Union[int, None] = F(
+        None,
+        "SGLang: prompt tokens one prefill step computes at most; a longer prompt is split over steps (-1: no chunking; null: by GPU memory, 8192 on 80-160 GiB GPUs, 16384 above)",
+        "tokens",
+        vllm="sglang --chunked-prefill-size",
+        ge=-1,
+        **_SGL("engine.max_num_batched_tokens"),
+    )
+    max_prefill_tokens: int = F(
+        sglang.MAX_PREFILL_TOKENS,
+        "SGLang: prompt tokens one prefill step admits at most (its first request always fits)",
+        "tokens",
+        vllm="sglang --max-prefill-tokens",
+        ge=1,
+        **_SGL("engine.max_num_batched_tokens"),
+    )
+    disable_radix_cache: bool = F(
+        False,
+        "SGLang: no prefix cache (the radix tree)",
+        vllm="sglang --disable-radix-cache",
+        **_SGL("engine.enable_prefix_caching"),
+    )
+    schedule_policy: Literal["fcfs", "lof"] = F(
+        "fcfs",
+        "SGLang: the waiting queue's order: fcfs (arrival; retracted requests go to the back) or lof (longest output first); the cache-aware lpm and dfs-weight are not modelled",
+        vllm="sglang --schedule-policy",
+        **_SGL("engine.scheduling_policy"),
+    )
+    schedule_conservativeness: float = F(
+        1.0,
+        "SGLang: scales the share of a running request's remaining output that admission keeps room for (the new-token ratio, 0.7 x this at start, decaying to 0.14 of it over 600 decode steps)",
+        vllm="sglang --schedule-conservativeness",
+        gt=0.0,
+        le=100.0,
+        **_SGL(None),
+    )
+    num_continuous_decode_steps: int = F(
+        1,
+        "SGLang: accepted for its command line; the 0.5 line reads it nowhere, so it changes nothing",
+        vllm="sglang --num-continuous-decode-steps",
+        ge=1,
+        **_SGL(None),
+    )
+    stream_interval: int = F(
+        1,
+        "SGLang: output tokens per streamed chunk (only 1, the default, is modelled)",
+        vllm="sglang --stream-interval",
+        ge=1,
+        **_SGL(None),
+    )
+    cuda_graph_max_bs: Union[int, None] = F(
+        None,
+        "SGLang: largest decode batch replayed from a CUDA graph; larger ones run eagerly (null: by GPU memory, 256 on 80-160 GiB GPUs below TP 4, 512 otherwise there and above)",
+        vllm="sglang --cuda-graph-max-bs",
+        ge=1,
+        **_SGL("engine.max_cudagraph_capture_size"),
+    )
+    page_size: Union[int, None] = F(
+        None,
+        "SGLang: tokens per KV page (null: 1; pages under 16 tokens are counted in pages of 16, simulator/scenario/sglang.py)",
+        "tokens",
+        vllm="sglang --page-size",
+        ge=1,
+        le=1024,
+        **_SGL("engine.block_size"),
+    )
+    disable_overlap_schedule: bool = F(
+        False,
+        "SGLang: run the scheduler's CPU work between GPU steps instead of overlapping it with them",
+        vllm="sglang --disable-overlap-schedule",
+        **_SGL("engine.async_scheduling"),
     )
 
+    def _sglang_checks(self) -> None:
+        if self.chunked_prefill_size == 0:
+            raise ConfigError(
+                "engine.chunked_prefill_size must be -1 (no chunking) or >= 1, as SGLang requires (got 0)"
+            )
+        if self.stream_interval != 1:
+            raise ConfigError(
+                f"engine.stream_interval: only 1 (a chunk per token, SGLang's default) is modelled (got {self.stream_interval})"
+            )
+
     def __post_init__(self) -> None:
+        if self.framework == "sglang":
+            object.__setattr__(self, "sglang_version", sglang.release_name(self.sglang_version))
+            self._sglang_checks()
         object.__setattr__(self, "vllm_version", versions.release_name(self.vllm_version))
         if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
             raise ConfigError(
@@ -662,6 +823,10 @@ def _cross_checks(sc: Scenario) -> None:
         raise ConfigError(
             "cluster.autoscaler: resizes co-located replicas; with disaggregation the pools are fixed "
             "(got an autoscaler and disaggregation)"
+        )
+    if sc.engine.framework == "sglang" and sc.disaggregation is not None:
+        raise ConfigError(
+            "disaggregation: prefill/decode disaggregation is modelled for vLLM only (got engine.framework 'sglang')"
         )
     w = sc.workload
     asks = w.lora is not None or any(getattr(c, "lora", None) is not None for c in w.class_list())

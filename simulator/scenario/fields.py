@@ -26,7 +26,7 @@ def F(default: Any = dataclasses.MISSING, doc: str = "", unit: str = "", vllm: s
     """A documented scenario field. ``rules``: ge, gt, le, lt (numeric bounds); ``among``: the values
     allowed (a number's, where only some are); ``only``: {sibling field: values} for a field that
     means something only when a sibling has one of those values (setting it otherwise is an error,
-    not silently ignored); ``shape``: what the reference calls a field the owning dataclass checks
+    not silently ignored); ``instead``: {sibling value: what to set instead}, named in that error; ``shape``: what the reference calls a field the owning dataclass checks
     itself (type ``Any``), ``schema``: its JSON Schema (or a function returning it); ``units``: the unit of a nested mapping's fields that have one (a length
     distribution of turns rather than tokens)."""
     meta = {"doc": doc, "unit": unit, "vllm": vllm, **rules}
@@ -190,7 +190,9 @@ def build(cls: type, data: dict, path: str = "", base: Any = None, units: str = 
             if value not in allowed:
                 where = f"{path}.{name}" if path else name
                 choices = " or ".join(repr(a) for a in allowed)
-                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r})")
+                other = fields[name].metadata.get("instead", {}).get(value)
+                counterpart = f"; with {sibling} {value!r} set {other}" if other else ""
+                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r}){counterpart}")
     return cls(**kwargs)
 
 

@@ -222,3 +222,51 @@ def plan_memory(
             f"{n} block(s) of {block_bytes / 1024:.0f} KiB; raise engine.gpu_memory_utilization or hardware.tensor_parallel_size"
         )
     return MemoryPlan(kv_bytes=n * block_bytes, num_gpu_blocks=n, **plan)
+
+
+def plan_memory_sglang(
+    model: ModelArch,
+    gpu: GPU,
+    *,
+    tp: int,
+    mem_fraction_static: float,
+    page_tokens: int,
+    kv_dtype_bytes: float | None = None,
+    quantization: str = "none",
+) -> MemoryPlan:
+    """The KV pool of one GPU as SGLang sizes it (``simulator.scenario.sglang.kv_pool_bytes``): the
+    static fraction of the memory free before the weights load, less the weights, in pages of
+    ``page_tokens`` tokens. A hybrid model's sliding-window layers are given every token here
+    (SGLang's separate sliding-window pool is not modelled), which understates its pool."""
+    from simulator.scenario import sglang
+
+    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
+    block_bytes = kv_tok * page_tokens
+    weights = weight_bytes(model, quantization, tp)
+    usable = mem_fraction_static * (gpu.hbm_bytes - sglang.CONTEXT_BYTES)
+    kv = sglang.kv_pool_bytes(gpu.hbm_bytes, mem_fraction_static, weights)
+    if kv <= 0:
+        raise ConfigError(
+            f"model {model.name} does not fit on {gpu.key} with tensor_parallel_size={tp} under SGLang: weights "
+            f"{weights / GIB:.1f} GiB > {usable / GIB:.1f} GiB static memory ({mem_fraction_static} x "
+            f"{(gpu.hbm_bytes - sglang.CONTEXT_BYTES) / GIB:.1f} GiB free before the weights), short by {-kv / GIB:.1f} GiB; "
+            "raise hardware.tensor_parallel_size or engine.mem_fraction_static, or use a larger GPU"
+        )
+    n = int(kv // block_bytes)
+    if n < 2:
+        raise ConfigError(
+            f"engine: no KV pages left on {gpu.key} under SGLang: {kv / GIB:.3f} GiB after the weights; "
+            "raise engine.mem_fraction_static or hardware.tensor_parallel_size"
+        )
+    return MemoryPlan(
+        hbm_bytes=gpu.hbm_bytes,
+        usable_bytes=usable,
+        weight_bytes=weights,
+        activation_bytes=0.0,
+        non_torch_bytes=0.0,
+        graph_bytes=0.0,
+        kv_bytes=n * block_bytes,
+        kv_bytes_per_token=kv_tok,
+        block_bytes=block_bytes,
+        num_gpu_blocks=n + 1,  # the pool's convention: one block is the null block, never used
+    )

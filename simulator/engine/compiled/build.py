@@ -34,6 +34,7 @@ from simulator.engine.compiled import (
     pool,
     queues,
     schedule,
+    sglang,
     state,
     text,
     trace,
@@ -41,7 +42,7 @@ from simulator.engine.compiled import (
 )
 from simulator.scenario import limits
 
-MODULES = (rules, host, cost, host_tier, trace, pool, queues, adapters, lazy, intake, schedule, update, text)
+MODULES = (rules, host, cost, host_tier, trace, pool, queues, adapters, lazy, intake, schedule, sglang, update, text)
 SOURCES = (*MODULES, params, layout, state, limits, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {

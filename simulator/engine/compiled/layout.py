@@ -111,8 +111,10 @@ State = namedtuple(
     RQ_HEAD,
     RQ_LEN,  # requests on their way to the engine (ring rq)
     ARRIVED,  # requests that reached the engine
+    SGL_FULL,  # SGLang: 1 once admission stopped on the KV budget or the request cap (reset as the batch shrinks)
+    SGL_CHUNKED,  # SGLang: the request whose prompt is being chunked (-1: none)
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(43)
+) = range(45)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -127,11 +129,15 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     FE_BATCH,  # the last batch of outputs queued starts at this time (intake waits for the batch in progress)
     T_WAKE,  # an idle engine's next look: when the API server's intake next moves (inf: nothing in it)
     FE_TURN,  # the API server, waiting for its outputs, turns to its intake again at this time
+    SGL_RATIO,  # SGLang: the new-token ratio, its start, floor and decay per decode step
+    SGL_R0,
+    SGL_RMIN,
+    SGL_RDECAY,
     N_FCTL,
-) = range(11)
+) = range(15)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
-# WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
+# PRIORITY: 0 FCFS, 1 priority, 2 longest output first (SGLang's lof). WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
 # tokens each step.
 (
     MAX_SEQS,
@@ -155,8 +161,11 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SPEC_SEED,
     MAX_LORAS,  # multi-LoRA: adapters a step may serve (0: off)
     LONGEST,  # the longest prompt + max_tokens accepted: a longer request is rejected when it reaches the engine
+    SGLANG,  # 1: SGLang's scheduling (compiled/sglang.py), with its max_prefill_tokens and page size
+    SGL_PREFILL,
+    SGL_PAGE,
     N_CFG,
-) = range(22)
+) = range(25)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.

@@ -1,14 +1,24 @@
 """The waiting queue and the swapped queue of the compiled step.
 
 Waiting: a binary heap of requests (``st.wq``) keyed by (priority, arrival, insertion) as vLLM's
-priority queue is; under FCFS the first two are 0 and insertion counts up for requests joining the
+priority queue is (SGLang's longest-output-first: -max_tokens, 0, insertion); under FCFS the first two are 0 and insertion counts up for requests joining the
 back and down for requests put back at the front (a preempted request), which orders the heap
 exactly as the reference's deque. Swapped: a ring in the order requests went out.
 """
 
 from __future__ import annotations
 
-from simulator.engine.compiled.layout import F_ARR, I32_PRIO, PRIORITY, SEQ_BACK, SEQ_FRONT, SW_HEAD, SW_LEN, WQ_LEN
+from simulator.engine.compiled.layout import (
+    F_ARR,
+    I32_PRIO,
+    I_MAXT,
+    PRIORITY,
+    SEQ_BACK,
+    SEQ_FRONT,
+    SW_HEAD,
+    SW_LEN,
+    WQ_LEN,
+)
 from simulator.engine.rules import queued_before
 
 COLD = ()  # not inlined (see build.py)
@@ -30,8 +40,12 @@ def _put(st, dst, src):
 def wq_push(st, rid, front):
     """Queue ``rid``: at its place by priority, or (FCFS) at the back or, if ``front``, the front."""
     ctl = st.ctl
-    if st.cfg[PRIORITY] != 0:
+    if st.cfg[PRIORITY] == 1:
         prio, arrival = st.req_i32[rid, I32_PRIO], st.req_f64[rid, F_ARR]
+        ctl[SEQ_BACK] += 1
+        seq = ctl[SEQ_BACK]
+    elif st.cfg[PRIORITY] == 2:  # longest output first, then insertion (SGLang's lof)
+        prio, arrival = -st.req_i64[rid, I_MAXT], 0.0
         ctl[SEQ_BACK] += 1
         seq = ctl[SEQ_BACK]
     else:

@@ -169,7 +169,7 @@ def schedule(st, t):
         budget = _swap_in(st, t, cap, budget)
         if ctl[SW_LEN] == 0:
             _admit(st, t, cap, budget)
-    return _apply(st, t)
+    return apply_step(st, t)
 
 
 def _explicit_if_budget_binds(st, cap, budget):
@@ -379,32 +379,40 @@ def _admit(st, t, cap, budget):
         if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
             break
         wq_pop(st)
-        row = take_row(st)
-        for k in range(nh):
-            touch(st, st.hits[k])
-            st.tables[row, k] = st.hits[k]
-        take_blocks(st, row, nh, m)
-        if req_i64[rid, I_CACHED] < 0:  # first admission
-            req_i64[rid, I_CACHED] = nc
-            req_i64[rid, I_HOST_CACHED] = nx * bs
-            st.req_f64[rid, F_FSCHED] = t
-            record(st, t, EventKind.NEW, rid, nc)
-        else:
-            record(st, t, EventKind.RESUMED, rid, nc)
-        st.status[rid] = RequestStatus.RUNNING
-        start_slot(st, rid, nc, nh + m, a, row)
-        if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
-            cache_group_blocks(st, rid, row, nc + a)
-        if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
-            st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
-            host_loaded(st, nx)
-            if req_i64[rid, I_GROUP] >= 0:
-                cache_group_blocks(st, rid, row, nc)
+        admit_request(st, t, rid, nh, nc, a, m, nx)
         budget -= a
     wq_restore(st, aside)
 
 
-def _apply(st, t):
+def admit_request(st, t, rid, nh, nc, a, m, nx):
+    """``rid``, just taken off the waiting queue, starts running in a new slot: it holds the ``nh``
+    prefix-cache hits of the last lookup (``st.hits``), has computed ``nc`` tokens and runs ``a`` more
+    in this step in ``m`` new blocks (``nx`` of them loaded from the host tier)."""
+    req_i64 = st.req_i64
+    row = take_row(st)
+    for k in range(nh):
+        touch(st, st.hits[k])
+        st.tables[row, k] = st.hits[k]
+    take_blocks(st, row, nh, m)
+    if req_i64[rid, I_CACHED] < 0:  # first admission
+        req_i64[rid, I_CACHED] = nc
+        req_i64[rid, I_HOST_CACHED] = nx * st.cfg[BS]
+        st.req_f64[rid, F_FSCHED] = t
+        record(st, t, EventKind.NEW, rid, nc)
+    else:
+        record(st, t, EventKind.RESUMED, rid, nc)
+    st.status[rid] = RequestStatus.RUNNING
+    start_slot(st, rid, nc, nh + m, a, row)
+    if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, row, nc + a)
+    if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
+        st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
+        host_loaded(st, nx)
+        if req_i64[rid, I_GROUP] >= 0:
+            cache_group_blocks(st, rid, row, nc)
+
+
+def apply_step(st, t):
     """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
     each) as a sum; write the step's log row; return its duration."""
     ctl, slots, bits = st.ctl, st.slots, st.bits

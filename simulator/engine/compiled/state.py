@@ -36,7 +36,7 @@ def new_state(
     conf[L.CACHING] = cfg.enable_prefix_caching
     conf[L.THR] = cfg.long_prefill_token_threshold
     conf[L.FULL_PROMPT] = cfg.admission == "full_prompt"
-    conf[L.PRIORITY] = cfg.policy == "priority"
+    conf[L.PRIORITY] = {"fcfs": 0, "priority": 1, "lof": 2}[cfg.policy]
     conf[L.SWAP] = cfg.preemption_mode == "swap"
     conf[L.SWAP_SPACE] = cfg.swap_space_blocks
     conf[L.ABORT_ON_FULL] = cfg.on_swap_full == "abort"
@@ -50,6 +50,13 @@ def new_state(
     conf[L.SPEC_SEED] = cfg.spec_seed
     conf[L.MAX_LORAS] = cfg.max_loras
     conf[L.LONGEST] = longest
+    conf[L.SGLANG] = cfg.framework == "sglang"
+    conf[L.SGL_PREFILL] = cfg.sgl_prefill_tokens
+    conf[L.SGL_PAGE] = cfg.sgl_page
+    fctl = np.zeros(L.N_FCTL)
+    fctl[L.SGL_RATIO], fctl[L.SGL_R0] = cfg.sgl_ratio[0], cfg.sgl_ratio[0]
+    fctl[L.SGL_RMIN], fctl[L.SGL_RDECAY] = cfg.sgl_ratio[1], cfg.sgl_ratio[2]
+    ctl[L.SGL_CHUNKED] = -1
     at_least = np.zeros(SPEC_MAX_TOKENS)
     at_least[: len(cfg.spec_accept_at_least)] = cfg.spec_accept_at_least
     ctl[L.STOP_AFTER] = -1
@@ -71,7 +78,7 @@ def new_state(
     wcap = 2 * seats + 64
     return L.State(
         ctl=ctl,
-        fctl=np.zeros(L.N_FCTL),
+        fctl=fctl,
         cfg=conf,
         cp=np.concatenate([cp, [cfg.block_bytes], at_least]),
         req_i64=T[np.int64],

@@ -57,6 +57,10 @@ from simulator.engine.compiled.layout import (
     S_RID,
     S_ROW,
     S_SPEC,
+    SGL_FULL,
+    SGL_R0,
+    SGL_RATIO,
+    SGLANG,
     SPEC_ACC,
     SPEC_DRAFTS,
     SPEC_K,
@@ -88,6 +92,7 @@ from simulator.engine.compiled.lazy import close_up, lazify, next_marked, unmark
 from simulator.engine.compiled.pool import cache_own_blocks, release_table
 from simulator.engine.compiled.queues import wq_push
 from simulator.engine.compiled.schedule import schedule
+from simulator.engine.compiled.sglang import schedule_sglang
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind
 from simulator.engine.host import delivered, step_start
@@ -183,7 +188,8 @@ def update(st, t):
     if ctl[N_SAMPLED] != 0:
         st.fctl[FE_FREE] = d
         st.fctl[FE_BATCH] = d0
-    for i in range(ctl[AB_N]):
+    aborted = ctl[AB_N]
+    for i in range(aborted):
         _ended(st, st.ab[i])
     ctl[AB_N] = 0
     nfinished = 0
@@ -246,7 +252,8 @@ def update(st, t):
                 ctl[N_RUN] -= 1
                 continue
             slots[s, S_SPEC] = cfg[SPEC_K]  # the drafter proposes for the next step
-            lazify(st, s, g)
+            if cfg[SGLANG] == 0:
+                lazify(st, s, g)
     if run_n:
         hist[itl_bin(run_gap)] += run_n
     if (ctl[END] - ctl[N_RUN]) * 4 > ctl[END]:
@@ -260,6 +267,11 @@ def update(st, t):
     st.stage[L_SPEC_ACC, row] = ctl[SPEC_ACC] - acc0
     ctl[STAGE_N] = row + 1
     ctl[ROWS] = g
+    if cfg[SGLANG] != 0:
+        if nfinished + aborted > 0:
+            ctl[SGL_FULL] = 0  # the running batch shrank
+        if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0:
+            st.fctl[SGL_RATIO] = st.fctl[SGL_R0]  # idle: the new-token ratio starts again
     ctl[IDLE] = ctl[IDLE] + 1 if ctl[STALLED] else 0
     ctl[PENDING] = 0
     st.fctl[T_LAST] = d
@@ -339,7 +351,7 @@ def advance(st):
                 continue
             fctl[T_WAKE] = t_next
             return IDLE_NOW
-        t_end = t + schedule(st, t)
+        t_end = t + (schedule_sglang(st, t) if cfg[SGLANG] != 0 else schedule(st, t))
         if report or not t_end < peek:
             fctl[T_RET] = t_end
             return STEPPED

@@ -18,6 +18,7 @@ from simulator.engine.reference.api_server import ApiServer
 from simulator.engine.reference.block_pool import BlockPool
 from simulator.engine.reference.kv_cache import KVCacheManager
 from simulator.engine.reference.scheduler import Scheduler
+from simulator.engine.reference.sglang import SGLangScheduler
 from simulator.engine.rules import RequestStatus
 from simulator.engine.simtime import TimeoutAt
 
@@ -25,9 +26,8 @@ from simulator.engine.simtime import TimeoutAt
 class ReferenceEngine(Engine):
     def __init__(self, env, cfg, num_gpu_blocks, cost, reqs, **kw) -> None:
         pool = BlockPool(num_gpu_blocks)
-        self.sched = Scheduler(
-            cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks)
-        )
+        policy = SGLangScheduler if cfg.framework == "sglang" else Scheduler
+        self.sched = policy(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks))
         self._events_log: list[tuple[float, int, int, int]] = []
         self.api = ApiServer(cost.params.tolist())
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)

@@ -83,10 +83,12 @@ class _Queued:
 
 class WaitingQueue:
     """FCFS: a deque (preempted requests go back to the front). Priority: a heap ordered by
-    (priority, arrival, insertion), as vLLM's ``PriorityRequestQueue``."""
+    (priority, arrival, insertion), as vLLM's ``PriorityRequestQueue``. SGLang's longest output first
+    (``lof``): a heap ordered by (-max_tokens, insertion), as its stable sort of the queue keeps it."""
 
     def __init__(self, policy: str, reqs: RequestTable) -> None:
-        self.priority = policy == "priority"
+        self.priority = policy in ("priority", "lof")
+        self.lof = policy == "lof"
         self.reqs = reqs
         self._fifo: deque[int] = deque()
         self._heap: list[_Queued] = []
@@ -99,7 +101,10 @@ class WaitingQueue:
         if self.priority:
             self._seq += 1
             R = self.reqs
-            heapq.heappush(self._heap, _Queued(int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
+            if self.lof:
+                heapq.heappush(self._heap, _Queued(-int(R.max_tokens[rid]), 0.0, self._seq, rid))
+            else:
+                heapq.heappush(self._heap, _Queued(int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
         elif front:
             self._fifo.appendleft(rid)
         else:
@@ -162,12 +167,10 @@ class Scheduler:
         self.waiting.push(rid)
 
     # ---- one step -------------------------------------------------------------------------------
-    def schedule(self, now: float) -> StepPlan:
-        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
-        self._budget = cfg.max_num_batched_tokens
-        self._cap = rules.long_prefill_cap(
-            cfg.long_prefill_token_threshold, len(self.running) + len(self.waiting) + len(self.swapped)
-        )
+    def _begin_step(self, cap: int) -> None:
+        """The step's scratch: its budget and long-prefill cap, and what it schedules."""
+        self._budget = self.cfg.max_num_batched_tokens
+        self._cap = cap
         self._scheduled: dict[int, int] = {}  # request -> tokens, in scheduling order
         self._preempted: list[int] = []
         self._aborted: list[int] = []
@@ -176,7 +179,15 @@ class Scheduler:
         self._resumed: list[int] = []
         self._hits: list[tuple[int, int]] = []
         self._loads = [0, 0]  # adapters loaded in this step: into a GPU slot, from storage
-        before = {}
+
+    def schedule(self, now: float) -> StepPlan:
+        cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        self._begin_step(
+            rules.long_prefill_cap(
+                cfg.long_prefill_token_threshold, len(self.running) + len(self.waiting) + len(self.swapped)
+            )
+        )
+        before: dict[int, int] = {}
 
         # Running requests, in order.
         i = 0
@@ -330,24 +341,31 @@ class Scheduler:
             if not rules.admits(gate, evictable, self.pool.num_free):
                 break
             self.waiting.pop()
-            self.kv.admit(rid, hits)
-            R.num_blocks[rid] = nh
-            R.num_computed[rid] = nc
-            if R.cached_tokens[rid] < 0:  # first admission
-                R.cached_tokens[rid] = nc
-                R.host_cached_tokens[rid] = nx * bs
-                R.first_scheduled[rid] = now
-                self._new.append(rid)
-            else:
-                self._resumed.append(rid)
-            self._hits.append((rid, nc))
-            self._start(rid)
-            self._run(rid, a, m, nc)
-            if nx:
-                self._host_load(rid, nx, nc)
-            before[rid] = nc
+            self._admitted(rid, hits, nc, a, m, now, before, nx)
         if skipped:
             self.waiting.restore(skipped)
+
+    def _admitted(self, rid: int, hits: list, nc: int, a: int, m: int, now: float, before: dict, nx: int = 0) -> None:
+        """``rid``, just taken off the waiting queue, starts running: it holds its prefix-cache
+        ``hits``, has computed ``nc`` tokens and runs ``a`` more in this step in ``m`` new blocks (``nx``
+        of them loaded from the host tier)."""
+        R = self.reqs
+        self.kv.admit(rid, hits)
+        R.num_blocks[rid] = len(hits)
+        R.num_computed[rid] = nc
+        if R.cached_tokens[rid] < 0:  # first admission
+            R.cached_tokens[rid] = nc
+            R.host_cached_tokens[rid] = nx * self.cfg.block_size
+            R.first_scheduled[rid] = now
+            self._new.append(rid)
+        else:
+            self._resumed.append(rid)
+        self._hits.append((rid, nc))
+        self._start(rid)
+        self._run(rid, a, m, nc)
+        if nx:
+            self._host_load(rid, nx, nc)
+        before[rid] = nc
 
     def _host_load(self, rid: int, blocks: int, computed: int) -> None:
         """``rid`` was admitted with ``blocks`` blocks found on the host tier: they are copied into

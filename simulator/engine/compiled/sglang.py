@@ -1,0 +1,284 @@
+"""SGLang's scheduling in the compiled step (``cfg[SGLANG]``; reference:
+``simulator/engine/reference/sglang.py``, whose docstring states the rules; their arithmetic is in
+``simulator/engine/rules.py``, the ``sgl_`` rules).
+
+Every running slot is explicit (SGLang's steps pause decoding for prefill, so a decode slot does not
+change the same way every step: no slot turns lazy). ``schedule_sglang`` schedules a prefill step if
+it can, else a decode step, then applies the tokens as the vLLM step does (``schedule.apply_step``).
+"""
+
+from __future__ import annotations
+
+from simulator.engine.compiled.layout import (
+    AB_N,
+    B_REF,
+    BS,
+    BUDGET,
+    CACHING,
+    END,
+    F_FIN,
+    FREE,
+    I32_PREEMPT,
+    I_GLEN,
+    I_GROUP,
+    I_MAXT,
+    I_NOUT,
+    I_NTOK,
+    LORA_STEP_DISK,
+    LORA_STEP_LOADS,
+    MAX_SEQS,
+    N_RUN,
+    PREEMPTED,
+    S_A,
+    S_MAXT,
+    S_NBLK,
+    S_NCOMP,
+    S_NOUT,
+    S_NTOK,
+    S_RID,
+    S_ROW,
+    SGL_CHUNKED,
+    SGL_FULL,
+    SGL_PAGE,
+    SGL_PREFILL,
+    SGL_RATIO,
+    SGL_RDECAY,
+    SGL_RMIN,
+    SWAP_BYTES,
+    WQ_LEN,
+)
+from simulator.engine.compiled.lazy import unmark, write_back
+from simulator.engine.compiled.pool import (
+    cache_group_blocks,
+    cache_own_blocks,
+    lookup,
+    release_table,
+    take_blocks,
+)
+from simulator.engine.compiled.queues import wq_peek, wq_pop, wq_push
+from simulator.engine.compiled.schedule import admit_request, apply_step
+from simulator.engine.compiled.trace import record
+from simulator.engine.events import EventKind, PreemptionKind
+from simulator.engine.rules import (
+    RequestStatus,
+    fills_group_blocks,
+    hashed_blocks,
+    new_blocks,
+    sgl_admission_tokens,
+    sgl_fits,
+    sgl_prompt_cacheable,
+    sgl_ratio_after_retract,
+    sgl_ratio_decayed,
+    sgl_retract_first,
+    sgl_running_reserve,
+    sgl_truncated,
+)
+
+COLD = ("schedule_sglang", "_retract", "_abort_last")  # not inlined (see build.py)
+
+
+def schedule_sglang(st, t):
+    """Schedule the step starting at ``t`` as SGLang does; returns its duration."""
+    ctl, slots = st.ctl, st.slots
+    ctl[PREEMPTED] = 0
+    ctl[LORA_STEP_LOADS] = 0
+    ctl[LORA_STEP_DISK] = 0
+    st.fctl[SWAP_BYTES] = 0.0
+    for s in range(ctl[END]):
+        slots[s, S_A] = 0
+    if not _prefill(st, t) and ctl[N_RUN] > 0:
+        _decode(st, t)
+    return apply_step(st, t)
+
+
+def _run(st, s, a, m):
+    """Running slot ``s`` computes ``a`` tokens in this step, in ``m`` new blocks."""
+    slots = st.slots
+    nc = slots[s, S_NCOMP]
+    if m > 0:
+        take_blocks(st, slots[s, S_ROW], slots[s, S_NBLK], m)
+        slots[s, S_NBLK] += m
+    rid = slots[s, S_RID]
+    if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)
+    slots[s, S_A] = a
+
+
+# About 90 lines: PrefillAdder's budgets (chunk, prompt tokens, KV left) are running totals that the
+# chunked request and every admission update in turn; split, they would be handed back and forth.
+def _prefill(st, t):
+    """The chunked request's next chunk, then waiting requests as SGLang's ``PrefillAdder`` admits
+    them; returns whether anything was scheduled."""
+    ctl, cfg, slots, fctl = st.ctl, st.cfg, st.slots, st.fctl
+    bs, page = cfg[BS], cfg[SGL_PAGE]
+    rem_chunk, rem_input = cfg[BUDGET], cfg[SGL_PREFILL]
+    free0 = ctl[FREE]
+    chunked = ctl[SGL_CHUNKED]
+    offset = 0.0
+    cs = -1
+    for s in range(ctl[END]):
+        r = slots[s, S_RID]
+        if r < 0:
+            continue
+        if r == chunked:
+            cs = s
+            continue
+        offset += sgl_running_reserve(slots[s, S_MAXT], slots[s, S_NOUT], fctl[SGL_RATIO])
+    cur_offset = 0
+    locked = 0
+    scheduled = False
+    if cs >= 0:
+        nc, ntok = slots[cs, S_NCOMP], slots[cs, S_NTOK]
+        rem = min(rem_chunk, int(free0 * bs - offset))
+        a = min(ntok - nc, rem if rem > 0 else rem_chunk)
+        a = min(a, (slots[cs, S_NBLK] + ctl[FREE]) * bs - nc)
+        if a > 0:
+            _run(st, cs, a, new_blocks(nc, a, slots[cs, S_NBLK], bs))
+            scheduled = True
+            last = nc + a == ntok
+            offset += sgl_admission_tokens(a, slots[cs, S_MAXT], slots[cs, S_NOUT], page, last)
+            cur_offset += a + page
+            rem_chunk -= a
+            rem_input -= a
+            if last:
+                ctl[SGL_CHUNKED] = -1
+    if ctl[WQ_LEN] == 0 or (ctl[SGL_FULL] != 0 and ctl[SGL_CHUNKED] < 0 and chunked < 0):
+        return scheduled
+    req_i64, blocks = st.req_i64, st.blocks
+    while ctl[WQ_LEN] > 0 and rem_chunk > 0 and rem_input > 0 and ctl[SGL_CHUNKED] < 0:
+        if ctl[N_RUN] >= cfg[MAX_SEQS]:
+            ctl[SGL_FULL] = 1
+            return scheduled
+        rid = wq_peek(st)
+        ntok, maxt, nout = req_i64[rid, I_NTOK], req_i64[rid, I_MAXT], req_i64[rid, I_NOUT]
+        nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
+        evictable = 0  # locked by the hit
+        for k in range(nh):
+            if blocks[st.hits[k], B_REF] == 0:
+                evictable += 1
+        nc = nh * bs
+        extend = ntok - nc
+        rem_total = (free0 - locked - evictable) * bs - offset
+        if not sgl_fits(sgl_admission_tokens(extend, maxt, nout, page, True), rem_total):
+            ctl[SGL_FULL] = 1
+            return scheduled
+        a = extend if extend <= rem_chunk else sgl_truncated(rem_chunk, nc, page)
+        if a <= 0:
+            return scheduled
+        m = new_blocks(nc, a, nh, bs)
+        if m > ctl[FREE] - evictable:  # the pool cannot hold it: SGLang's allocation fails
+            ctl[SGL_FULL] = 1
+            return scheduled
+        wq_pop(st)
+        admit_request(st, t, rid, nh, nc, a, m, 0)
+        scheduled = True
+        locked += evictable
+        last = a == extend
+        if not last:
+            ctl[SGL_CHUNKED] = rid
+        offset += sgl_admission_tokens(a, maxt, nout, page, last)
+        cur_offset += a + page
+        rem_chunk -= a
+        rem_input -= a
+        if (free0 - locked) * bs - offset <= 0 or (free0 - locked) * bs - cur_offset <= 0:
+            ctl[SGL_FULL] = 1
+            return scheduled
+    return scheduled
+
+
+def _decode(st, t):
+    """One token for every running slot; if their KV does not fit, retract until it does."""
+    ctl, slots, fctl = st.ctl, st.slots, st.fctl
+    bs = st.cfg[BS]
+    need = 0
+    for s in range(ctl[END]):
+        if slots[s, S_RID] >= 0:
+            need += new_blocks(slots[s, S_NCOMP], 1, slots[s, S_NBLK], bs)
+    retracted = False
+    while need > ctl[FREE] and ctl[N_RUN] > 1:
+        v = _victim(st)
+        need -= new_blocks(slots[v, S_NCOMP], 1, slots[v, S_NBLK], bs)
+        _retract(st, v, t)
+        retracted = True
+    if retracted:
+        out = 0
+        max_new = 0
+        for s in range(ctl[END]):
+            if slots[s, S_RID] >= 0:
+                out += slots[s, S_NOUT]
+                max_new += slots[s, S_MAXT]
+        fctl[SGL_RATIO] = sgl_ratio_after_retract(out, ctl[N_RUN], max_new)
+    else:
+        fctl[SGL_RATIO] = sgl_ratio_decayed(fctl[SGL_RATIO], fctl[SGL_RMIN], fctl[SGL_RDECAY])
+    if need > ctl[FREE]:  # the last request alone does not fit: SGLang aborts it
+        _abort_last(st, t)
+        return
+    for s in range(ctl[END]):
+        if slots[s, S_RID] >= 0:
+            _run(st, s, 1, new_blocks(slots[s, S_NCOMP], 1, slots[s, S_NBLK], bs))
+
+
+def _victim(st):
+    """The running slot retracted next (``rules.sgl_retract_first``; the later one on a tie)."""
+    slots = st.slots
+    best = -1
+    for s in range(st.ctl[END]):
+        if slots[s, S_RID] < 0:
+            continue
+        if best < 0 or sgl_retract_first(
+            slots[s, S_NOUT],
+            slots[s, S_NTOK] - slots[s, S_NOUT],
+            slots[best, S_NOUT],
+            slots[best, S_NTOK] - slots[best, S_NOUT],
+        ):
+            best = s
+    return best
+
+
+def _leave(st, v):
+    """Slot ``v`` stops running: its record brought up to date, the slot a hole."""
+    ctl, slots = st.ctl, st.slots
+    write_back(st, v)
+    slots[v, S_RID] = -1
+    unmark(st.bits, 0, v)
+    ctl[N_RUN] -= 1
+    while ctl[END] > 0 and slots[ctl[END] - 1, S_RID] < 0:
+        ctl[END] -= 1
+
+
+def _retract(st, v, t):
+    """Slot ``v``'s request back to the end of the waiting queue, its prompt's KV left in the prefix
+    cache."""
+    ctl, cfg, slots = st.ctl, st.cfg, st.slots
+    rid = slots[v, S_RID]
+    st.req_i32[rid, I32_PREEMPT] += 1
+    ctl[PREEMPTED] += 1
+    nblk, row = slots[v, S_NBLK], slots[v, S_ROW]
+    keep = min(slots[v, S_NCOMP], sgl_prompt_cacheable(slots[v, S_NTOK], slots[v, S_NOUT]))
+    nfull = hashed_blocks(keep, cfg[BS], cfg[CACHING] != 0)
+    cache_own_blocks(st, rid, row, nfull)
+    release_table(st, rid, row, nblk, nfull)
+    slots[v, S_NBLK] = 0
+    slots[v, S_NCOMP] = 0
+    st.status[rid] = RequestStatus.WAITING
+    wq_push(st, rid, False)
+    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
+    _leave(st, v)
+    ctl[SGL_FULL] = 0
+
+
+def _abort_last(st, t):
+    """The one running request cannot get its next token's KV: it is aborted."""
+    ctl, slots = st.ctl, st.slots
+    v = _victim(st)
+    rid = slots[v, S_RID]
+    st.req_i32[rid, I32_PREEMPT] += 1
+    ctl[PREEMPTED] += 1
+    release_table(st, rid, slots[v, S_ROW], slots[v, S_NBLK], 0)
+    slots[v, S_NBLK] = 0
+    st.status[rid] = RequestStatus.ABORTED
+    st.req_f64[rid, F_FIN] = t
+    st.ab[ctl[AB_N]] = rid
+    ctl[AB_N] += 1
+    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
+    _leave(st, v)

@@ -1,0 +1,165 @@
+"""SGLang as the engine (``engine.framework: sglang``): its knobs, its start-up sizing, and its scheduler
+on hand-computed timelines (block size 4, every step 1 s, on both engine steps: the ``engine``
+fixture), after SGLang 0.5's source (data/sources/sglang/sglang_scheduler.md)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Sim
+
+from simulator.engine.rules import RequestStatus
+from simulator.errors import ConfigError
+from simulator.resolve import engine_defaults, load_arch, memory_plan, scheduler_config
+from simulator.scenario import sglang
+from simulator.scenario.config import scenario_from_dict
+from simulator.scenario.hardware import load_gpu
+
+MIB = float(1 << 20)
+SGL = {"framework": "sglang", "block_size": 4, "max_num_seqs": 8, "max_num_batched_tokens": 100}
+
+
+def _sgl(**over):
+    return {**SGL, **over}
+
+
+# ---- knobs ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        (
+            {"framework": "sglang", "max_num_seqs": 64},
+            "engine.max_num_seqs: only for framework 'vllm' (got framework 'sglang'); with framework 'sglang' set engine.max_running_requests",
+        ),
+        (
+            {"framework": "sglang", "gpu_memory_utilization": 0.9},
+            "engine.gpu_memory_utilization: only for framework 'vllm' (got framework 'sglang'); with framework 'sglang' set engine.mem_fraction_static",
+        ),
+        (
+            {"mem_fraction_static": 0.8},
+            "engine.mem_fraction_static: only for framework 'sglang' (got framework 'vllm'); with framework 'vllm' set engine.gpu_memory_utilization",
+        ),
+        (
+            {"chunked_prefill_size": 4096},
+            "engine.chunked_prefill_size: only for framework 'sglang' (got framework 'vllm'); with framework 'vllm' set engine.max_num_batched_tokens",
+        ),
+        (
+            {"framework": "sglang", "sglang_version": "0.4.9"},
+            "engine.sglang_version must be a release of the modelled line 0.5 (0.5, 0.5.x or 0.5.x.postN) (got '0.4.9')",
+        ),
+        (
+            {"framework": "sglang", "chunked_prefill_size": 0},
+            "engine.chunked_prefill_size must be -1 (no chunking) or >= 1, as SGLang requires (got 0)",
+        ),
+    ],
+)
+def test_a_knob_of_the_other_framework_names_its_counterpart(engine, message):
+    with pytest.raises(ConfigError) as e:
+        scenario_from_dict({"engine": engine})
+    assert str(e.value) == message
+
+
+def test_releases_of_the_line_are_accepted():
+    for v in ("0.5", "0.5.6.post2", "v0.5.17", 0.5):
+        assert scenario_from_dict({"engine": {"framework": "sglang", "sglang_version": v}}).engine.sglang_version
+
+
+# ---- start-up sizing -----------------------------------------------------------------------------
+def test_default_mem_fraction_static_as_sglang_computes_it():
+    """server_args.py's worked examples: H200 (143,771 MiB) TP8 with MLA reserves 16,384 MiB -> 0.886;
+    an 80 GB H100 (81,559 MiB) at TP8 reserves max(14,848, 10,240) MiB -> 0.818."""
+    chunk, graph_bs = sglang.memory_defaults(143_771 * MIB, 8)
+    assert (chunk, graph_bs) == (8192, 512)
+    assert sglang.mem_fraction_static(143_771 * MIB, 8, chunk, graph_bs, mla=True) == 0.886
+    assert sglang.mem_fraction_static(81_559 * MIB, 8, 8192, 512, mla=False) == 0.818
+    assert sglang.memory_defaults(192 * 1024 * MIB, 8) == (16384, 512)  # B200, MI300X
+
+
+def test_new_token_ratio_constants():
+    init, floor, decay = sglang.new_token_ratio(1.0)
+    assert (init, round(floor, 6), round(decay, 9)) == (0.7, 0.098, round(0.602 / 600, 9))
+    assert sglang.new_token_ratio(0.3)[0] == pytest.approx(0.21)
+
+
+def test_max_running_requests_default_and_cap():
+    assert sglang.max_running_requests(1_000_000, 131_072, None) == 3906  # 512 per context of tokens
+    assert sglang.max_running_requests(100_000, 131_072, None) == 2048  # clamped up to 2,048
+    assert sglang.max_running_requests(3_000, 4_096, None) == 1500  # at most half the pool's tokens
+    assert sglang.max_running_requests(1_000_000, 131_072, 64) == 64
+
+
+def test_pool_is_the_static_fraction_less_the_weights():
+    """Llama-3.1-8B on an H100: KV = 0.8 x (80 GiB - 1 GiB context) - weights, in pages of 16 tokens of
+    128 KiB per token-page... (32 layers x 8 KV heads x 128 x 2 x 2 B = 128 KiB per token)."""
+    sc = scenario_from_dict(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": {"gpu": "h100-sxm"},
+            "engine": {"framework": "sglang", "mem_fraction_static": 0.8},
+        }
+    )
+    model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+    mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
+    kv = 0.8 * (gpu.hbm_bytes - sglang.CONTEXT_BYTES) - mem.weight_bytes
+    assert mem.kv_bytes_per_token == 131072
+    assert mem.num_usable_blocks == int(kv // (131072 * 16))
+    cfg = scheduler_config(sc, *engine_defaults(gpu, sc), mem.block_bytes)
+    assert (cfg.framework, cfg.block_size, cfg.sgl_page, cfg.max_num_batched_tokens) == ("sglang", 16, 1, 8192)
+    pool_tokens = int(mem.kv_bytes // mem.kv_bytes_per_token)
+    assert cfg.max_num_seqs == sglang.max_running_requests(pool_tokens, model.max_position_embeddings, None)
+
+
+# ---- the scheduler, hand-computed ----------------------------------------------------------------
+def test_prefill_pauses_decoding(engine):
+    """R1 arrives while R0 decodes: the next step prefills R1 alone (R0 makes no progress in it)."""
+    sim = Sim([(0.0, 8, 5), (2.5, 8, 5)], num_gpu_blocks=101, engine=engine, **SGL).run()
+    assert [s.scheduled for s in sim.steps[:5]] == [{0: 8}, {0: 1}, {0: 1}, {1: 8}, {0: 1, 1: 1}]
+    assert list(sim.reqs.finish[:2]) == [6.0, 8.0]
+
+
+def test_chunked_prompt_runs_first_then_others_share_its_last_chunk(engine):
+    """Chunks of 8: R0's 20-token prompt takes steps 0-2; R1 is admitted beside its last 4 tokens."""
+    sim = Sim([(0.0, 20, 3), (0.0, 4, 3)], num_gpu_blocks=101, engine=engine, **_sgl(max_num_batched_tokens=8)).run()
+    assert [s.scheduled for s in sim.steps[:4]] == [{0: 8}, {0: 8}, {0: 4, 1: 4}, {0: 1, 1: 1}]
+
+
+def test_admission_keeps_room_for_output_and_waits_for_a_finish(engine):
+    """100 tokens of KV; each request needs its 8-token prompt, its 20 output tokens and a page: three
+    fit (3 x 29 = 87; the fourth needs 29 of the 13 left), the batch is full, and the fourth waits for a
+    request to finish although the running ones, 0.7 x their remaining output reserved, would leave room
+    for it at the next step."""
+    sim = Sim([(0.0, 8, 20)] * 4, num_gpu_blocks=26, engine=engine, **SGL).run()
+    steps = sim.steps
+    assert steps[0].scheduled == {0: 8, 1: 8, 2: 8}
+    assert all(s.scheduled == {0: 1, 1: 1, 2: 1} for s in steps[1:20])
+    assert steps[20].scheduled == {3: 8}
+    assert list(sim.reqs.finish[:4]) == [20.0, 20.0, 20.0, 40.0]
+
+
+def test_retraction_takes_the_fewest_outputs_and_keeps_the_prompt_cached(engine):
+    """6 blocks of 4 tokens, no output reserved (ratio 0). R1 joins R0 at step 2; at step 10 R0 needs a
+    block and none is free: R1 (8 outputs against R0's 9) is retracted to the back of the queue, its
+    prompt's block left cached. Re-admitted at step 11 it hits that block and computes its 8 other
+    tokens again (7 of them computed before)."""
+    sim = Sim([(0.0, 4, 10), (1.5, 4, 10)], num_gpu_blocks=7, engine=engine, **_sgl(sgl_ratio=(0.0, 0.0, 0.0))).run()
+    steps = sim.steps
+    assert [s.scheduled for s in steps[:3]] == [{0: 4}, {0: 1}, {1: 4}]
+    assert [s.preempted for s in steps].count((1,)) == 1
+    assert steps[10].preempted == (1,)
+    assert steps[10].scheduled == {0: 1}
+    assert steps[11].resumed == (1,)
+    assert steps[11].prefix_hits == ((1, 4),)
+    assert steps[11].scheduled == {1: 8}
+    assert steps[11].recomputed_tokens == 7
+    R = sim.reqs
+    assert list(R.preemptions[:2]) == [0, 1]
+    assert list(R.finish[:2]) == [11.0, 13.0]
+    assert list(R.num_out[:2]) == [10, 10]
+
+
+def test_a_request_that_cannot_fit_with_its_page_is_rejected_not_stalled(engine):
+    """SGLang admits a request only with a page and a token to spare: 24 tokens of KV hold a
+    request of 22 tokens (prompt 4 + 18) but not one of 23."""
+    sim = Sim([(0.0, 4, 18), (0.0, 4, 19)], num_gpu_blocks=7, engine=engine, **SGL).run()
+    assert list(sim.reqs.num_out[:2]) == [18, 0]
+    assert sim.engine.reject_reasons.keys() == {1}
+    assert sim.reqs.status[1] == RequestStatus.REJECTED
