@@ -228,11 +228,16 @@ def host_model(sc: Scenario) -> HostModel:
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
-    v = versions.version(sglang.HOST_LINE if e.framework == "sglang" else e.vllm_version)
-    h, scale = v.host, load_host(sc.hardware.host).scale
+    scale = load_host(sc.hardware.host).scale
+    if e.framework == "sglang":
+        h, paces = sglang.host_costs(), False
+        per_seq = h.engine_per_seq(sglang.HOST_SET)
+    else:
+        v = versions.version(e.vllm_version)
+        h, paces, per_seq = v.host, v.paces_engine, v.engine_per_seq_s
     engine = EngineCpu(
         step_s=h.engine_step_s * scale if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
-        per_seq_s=v.engine_per_seq_s * scale if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
+        per_seq_s=per_seq * scale if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
     )
     api = None
     if f.enabled:
@@ -250,13 +255,15 @@ def host_model(sc: Scenario) -> HostModel:
             latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
             finish_s=cost(h.chat_finish_s if chat else h.finish_s, f.finish_ms, 1e3),
             first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
-            paces_engine=(v.paces_engine and e.framework == "vllm") if f.paces_engine is None else f.paces_engine,
+            paces_engine=paces if f.paces_engine is None else f.paces_engine,
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
         )
     if e.framework == "sglang":
         overlap = not e.disable_overlap_schedule
     else:
-        overlap = v.async_scheduling if e.async_scheduling is None else e.async_scheduling
+        overlap = (
+            versions.version(e.vllm_version).async_scheduling if e.async_scheduling is None else e.async_scheduling
+        )
     return HostModel(engine, api, overlap)
 
 
@@ -347,7 +354,7 @@ def sglang_scheduler_config(sc: Scenario, seqs: int, tokens: int) -> SchedulerCo
         max_num_seqs=seqs,
         max_num_batched_tokens=tokens,
         block_size=sglang.accounting_page(e.page_size or 1),
-        enable_prefix_caching=not e.disable_radix_cache,
+        enable_prefix_caching=e.prefix_caching,
         admission="sglang",
         policy=e.schedule_policy,
         cache_finished_content=keeps_finished_content(sc.workload),

@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
     v.add_argument(
         "--recorded", action="store_true", help="the servers recorded with tools/e2e, replayed request for request"
     )
+    v.add_argument("--sglang", action="store_true", help="the public SGLang runs against their benchmarks' results")
     v.add_argument(
         "--features",
         action="store_true",
@@ -50,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     from simulator.progress import compile_step
     from simulator.validation.validate import OUTPUT_FILES, main_validate
 
-    every = not (args.kv or args.runs or args.recorded or args.features)
+    every = not (args.kv or args.runs or args.recorded or args.features or args.sglang)
     check_folder(Path(args.out), "--out")
     check_names(Path(args.out), [*OUTPUT_FILES, LOCK], "--out")
     with Writing(Path(args.out), "--out"):
@@ -63,4 +64,5 @@ def main(args: argparse.Namespace) -> int:
             args.only,
             args.recorded or every,
             args.features or every,
+            args.sglang or every,
         )

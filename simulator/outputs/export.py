@@ -2,7 +2,8 @@
 
 - ``openmetrics``: the run's time series under vLLM's own Prometheus metric names, types and
   histogram buckets (``vllm:num_requests_running``, ``vllm:kv_cache_usage_perc``,
-  ``vllm:time_to_first_token_seconds``...), one sample per series every ``interval_s`` simulated
+  ``vllm:time_to_first_token_seconds``...; SGLang's own names for a run of ``engine.framework:
+  sglang``, ``sglang:num_running_reqs``, ``sglang:token_usage``...), one sample per series every ``interval_s`` simulated
   seconds, timestamped from ``start_epoch``. ``promtool tsdb create-blocks-from openmetrics FILE DIR``
   turns it into Prometheus blocks, so a vLLM Grafana dashboard shows a simulated run as it would a
   real one. Written with prometheus_client (the standard client library).
@@ -144,42 +145,78 @@ def _histogram(
     return buckets_cum, buckets_cum[:, -1], np.cumsum(sums[: len(at)])
 
 
+# SGLang's names for vLLM's series (srt/observability/metrics_collector.py, 0.5 line;
+# data/sources/sglang/sglang_scheduler.md section 11); None: SGLang has no such series. Counters get
+# their "_total" from the client library, as vLLM's do.
+SGLANG_NAMES: dict[str, str | None] = {
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:kv_cache_usage_perc": "sglang:token_usage",
+    "vllm:num_preemptions": "sglang:num_retracted_requests",
+    "vllm:prompt_tokens": "sglang:prompt_tokens",
+    "vllm:generation_tokens": "sglang:generation_tokens",
+    "vllm:request_success": "sglang:num_requests",
+    "vllm:prefix_cache_queries": None,
+    "vllm:prefix_cache_hits": "sglang:cached_tokens",
+    "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
+    "vllm:request_time_per_output_token_seconds": None,
+    "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds": "sglang:queue_time_seconds",
+    "vllm:request_inference_time_seconds": None,
+    "vllm:request_prefill_time_seconds": None,
+    "vllm:request_decode_time_seconds": None,
+}
+
+
 class _Families:
     """The metric families of a run, sampled at ``at`` (simulated seconds; ``stamps``: their wall-clock
-    times), each series labelled with the model and the engine."""
+    times), each series labelled with the model and the engine. ``sglang``: the series under SGLang's
+    names (``SGLANG_NAMES``), those it lacks left out, without vLLM's extra labels."""
 
     LABELS = ("model_name", "engine")
 
     def __init__(self, at: np.ndarray, stamps: np.ndarray) -> None:
         self.at, self.stamps = at, stamps.tolist()
         self.families: dict[str, object] = {}
+        self.sglang = False
 
     def _family(self, kind, name: str, doc: str, names: list[str]):
         if name not in self.families:
             self.families[name] = kind(name, doc, labels=names)
         return self.families[name]
 
+    def _name(self, name: str) -> str | None:
+        return SGLANG_NAMES.get(name) if self.sglang else name
+
     def gauge(self, lv: list[str], name: str, doc: str, values: np.ndarray) -> None:
         from prometheus_client.core import GaugeMetricFamily
 
-        g = self._family(GaugeMetricFamily, name, doc, list(self.LABELS))
+        if (named := self._name(name)) is None:
+            return
+        g = self._family(GaugeMetricFamily, named, doc, list(self.LABELS))
         for ts, v in zip(self.stamps, values.tolist()):
             g.add_metric(lv, v, timestamp=ts)
 
     def counter(self, lv: list[str], name: str, doc: str, values: np.ndarray, extra: dict | None = None) -> None:
         from prometheus_client.core import CounterMetricFamily
 
-        m = self._family(CounterMetricFamily, name, doc, [*self.LABELS, *(extra or {})])
+        if (named := self._name(name)) is None:
+            return
+        extra = None if self.sglang else extra
+        m = self._family(CounterMetricFamily, named, doc, [*self.LABELS, *(extra or {})])
         for ts, v in zip(self.stamps, values.tolist()):
             m.add_metric(lv + list((extra or {}).values()), v, timestamp=ts)
 
     def histogram(self, lv: list[str], name: str, doc: str, times, values, buckets, weights=None) -> None:
         from prometheus_client.core import HistogramMetricFamily
 
+        if (named := self._name(name)) is None:
+            return
         cum, _, sums = _histogram(
             np.asarray(times, np.float64), np.asarray(values, np.float64), buckets, self.at, weights
         )
-        h = self._family(HistogramMetricFamily, name, doc, list(self.LABELS))
+        h = self._family(HistogramMetricFamily, named, doc, list(self.LABELS))
         bounds = [*(str(float(x)) for x in buckets), "+Inf"]
         for i, ts in enumerate(self.stamps):
             h.add_metric(lv, list(zip(bounds, cum[i].tolist())), float(sums[i]), timestamp=ts)
@@ -216,6 +253,7 @@ def _engine_series(fams: _Families, lv: list[str], res) -> None:
     /metrics order."""
     s = _step_series(res)
     c = res.reqs.columns()
+    fams.sglang = res.scenario.engine.framework == "sglang"
     _scheduler_gauges(fams, lv, s, res.scenario.engine)
     _token_counters(fams, lv, s, c, res.scenario.engine)
     _prefix_cache_counters(fams, lv, c, res.scenario.engine)
@@ -299,7 +337,7 @@ def _prefix_cache_counters(fams: _Families, lv: list[str], c: dict, engine) -> N
     The prefix cache is looked up when a request is first scheduled: its prompt queried, what was
     found cached a hit (vLLM counts nothing with prefix caching off)."""
     at = fams.at
-    sched = np.isfinite(c["first_scheduled"]) & engine.enable_prefix_caching
+    sched = np.isfinite(c["first_scheduled"]) & engine.prefix_caching
     fams.counter(
         lv,
         "vllm:prefix_cache_queries",

@@ -25,13 +25,22 @@ OVERLOAD_SLICES, OVERLOAD_SHARE, OVERLOAD_GROWTH = 20, 0.6, 10
 KV_POOL_ERROR = 0.02
 
 
+SGLANG_NOTE = (
+    "SGLang 0.5's scheduler (prefill first, admission that keeps room for output, retraction); not "
+    "modelled: DP attention, expert parallelism, the cache-aware policies (lpm, dfs-weight), the overlap "
+    "scheduler's one-step-late finish; its host costs are fitted on five public runs (docs/sglang.md)"
+)
+
+
 def scenario_notes(sc: Scenario) -> list[str]:
     """Notes on the scenario itself, before it runs (``servesim check`` prints them too)."""
     from simulator.fleet.cluster import replica_groups_of
 
     groups = [sc] if sc.cluster is None and sc.disaggregation is None else [g for g, _, _ in replica_groups_of(sc)]
     notes = []
-    for release in sorted({g.engine.vllm_version for g in groups}):
+    if any(g.engine.framework == "sglang" for g in groups):
+        notes.append(f"{sc.name}: {SGLANG_NOTE}")
+    for release in sorted({g.engine.vllm_version for g in groups if g.engine.framework == "vllm"}):
         note = versions.release_note(release)
         if note:
             notes.append(f"{sc.name}: {note}")

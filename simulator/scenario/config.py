@@ -387,6 +387,11 @@ class EngineConfig:
         **_SGL("engine.async_scheduling"),
     )
 
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether the engine caches prefixes: vLLM's enable_prefix_caching, SGLang's radix cache."""
+        return not self.disable_radix_cache if self.framework == "sglang" else self.enable_prefix_caching
+
     def _sglang_checks(self) -> None:
         if self.chunked_prefill_size == 0:
             raise ConfigError(

@@ -11,8 +11,9 @@ runs on the catalog's median host, and its results carry the band between the sl
 fastest catalog host (``host_band``).
 
 The fitted costs themselves come in sets (``HostCosts``), one per kind of measurement
-(``HOST_SETS``): the public runs (vLLM 0.10-0.19, mixed hosts and clients) and the servers recorded
-with tools/e2e (vLLM 0.26); ``simulator.scenario.versions`` says which release line uses which.
+(``HOST_SETS``): the public runs (vLLM 0.10-0.19, mixed hosts and clients), the servers recorded
+with tools/e2e (vLLM 0.26), and the public SGLang runs (``simulator.scenario.sglang``);
+``simulator.scenario.versions`` says which vLLM release line uses which.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from simulator.scenario.textfile import read_text
 DATA = Path(__file__).resolve().parents[1] / "data"
 HOST_COSTS_FILE = DATA / "host_costs.yaml"
 HOSTS_FILE = DATA / "hosts.yaml"
-HOST_SETS = ("public", "recorded")
+HOST_SETS = ("public", "recorded", "sglang")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from simulator.errors import ConfigError
+from simulator.scenario.hosts import HostCosts, load_host_costs
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -40,10 +41,17 @@ NEW_TOKEN_RATIO_DECAY_STEPS = 600
 RETRACT_DECODE_STEPS = 20
 MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 # The CPU side: SGLang's scheduler, tokenizer manager and detokenizer are Python processes like vLLM's
-# engine core and API server; no SGLang server has been recorded here, so they are given the host
-# costs fitted on the recorded vLLM 0.26 servers (simulator/data/host_costs.yaml), without the
-# API server pacing the engine (SGLang's scheduler never waits for its outputs to be streamed).
-HOST_LINE = "0.26"
+# engine core and API server, priced by the same host model (simulator.engine.host) with their own
+# costs: the set "sglang" of simulator/data/host_costs.yaml, fitted on the calibration half of the
+# public SGLang runs (tools/validation/fit_host.py --source sglang), the API server never pacing the
+# engine (SGLang's scheduler does not wait for its outputs to be streamed).
+HOST_SET = "sglang"
+
+
+def host_costs() -> HostCosts:
+    """SGLang's fitted host costs on the reference host."""
+    return load_host_costs(HOST_SET)
+
 
 _RELEASE = re.compile(r"^0\.5(\.\d+)?(\.post\d+)?$")
 

@@ -33,6 +33,7 @@ from simulator.validation import verdict
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
+SGLANG_FILE = DATA / "sglang_runs.yaml"  # public SGLang runs (tools/validation/add_sglang_runs.py)
 E2E_FILE = DATA / "e2e.yaml"
 OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
 # Every file ``servesim validate`` may write in its folder (checked before any work).
@@ -43,6 +44,8 @@ OUTPUT_FILES = (
     "validation.png",
     "recorded.csv",
     "validation_recorded.png",
+    "sglang_runs.csv",
+    "validation_sglang.png",
     "recorded_kv_offload.csv",
     "features.csv",
     "report.txt",
@@ -51,6 +54,7 @@ OUTPUT_FILES = (
 METRICS = ("output_throughput", "mean_ttft_ms", "mean_tpot_ms")
 # The recorded runs have every request's figures: medians as well as means.
 E2E_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "mean_ttft_ms", "mean_tpot_ms")
+SGLANG_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "mean_tpot_ms")
 LABELS = {
     "output_throughput": "output tok/s",
     "mean_ttft_ms": "mean TTFT ms",
@@ -266,7 +270,7 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"model={run['model']}",
         f"hardware.gpu={run['gpu']}",
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
-        f"engine.vllm_version={run['servesim_version']}",
+        *release_overrides(run),
         f"engine.quantization={run.get('quantization', 'none')}",
         f"frontend.endpoint={b['endpoint']}",
         # The public runs' hosts are not described: replayed at factor 1, the host the public host
@@ -284,6 +288,21 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         *extra,
     ]
     return blank_scenario(over)
+
+
+def release_overrides(run: dict) -> list[str]:
+    """The engine and its release line a public run is replayed on: vLLM's, or SGLang's
+    (``framework: sglang``)."""
+    if run.get("framework") == "sglang":
+        return ["engine.framework=sglang", f"engine.sglang_version={run['servesim_version']}"]
+    return [f"engine.vllm_version={run['servesim_version']}"]
+
+
+def host_line(run: dict) -> str:
+    """The release line whose host costs a public run's engine takes (SGLang's own set: ``sglang.HOST_SET``)."""
+    from simulator.scenario import sglang
+
+    return sglang.HOST_SET if run.get("framework") == "sglang" else run["servesim_version"]
 
 
 def host_overrides(endpoint: str, line: str, host) -> list[str]:
@@ -312,22 +331,16 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
     from simulator.run import simulate
 
     if host is not None:
-        extra = [*host_overrides(run["bench"]["endpoint"], run["servesim_version"], host), *extra]
-    measured = {
-        m: run["results"].get(k)
-        for m, k in (
-            ("output_throughput", "output_token_throughput"),
-            ("mean_ttft_ms", "mean_ttft_ms"),
-            ("mean_tpot_ms", "mean_tpot_ms"),
-        )
-    }
+        extra = [*host_overrides(run["bench"]["endpoint"], host_line(run), host), *extra]
+    metrics = SGLANG_METRICS if run.get("framework") == "sglang" else METRICS
+    measured = {m: run["results"].get("output_token_throughput" if m == "output_throughput" else m) for m in metrics}
     marked = confounded(run)
     try:
         s = summarize(simulate(run_scenario(run, extra)))
     except Exception as e:
         return RunResult(run["id"], run["split"], measured, {}, f"{type(e).__name__}: {e}", marked)
     detail = {k: s.get(k) for k in ("num_preemptions", "kv_usage_mean", "num_steps", "kv_cache_tokens")}
-    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in METRICS}, "", marked, detail)
+    return RunResult(run["id"], run["split"], measured, {m: float(s[m]) for m in metrics}, "", marked, detail)
 
 
 # ---- recorded runs (tools/e2e) ------------------------------------------------------------------
@@ -815,9 +828,11 @@ def main_validate(
     only: list[str] | None = None,
     recorded: bool = False,
     features: bool = False,
+    sglang: bool = False,
 ) -> int:
     """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
     public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
+    sgl = _select(load(SGLANG_FILE)["runs"], only, SGLANG_FILE) if sglang else []
     if recorded:  # --only picks from both files; it must match a run of one of them
         both = load(E2E_FILE)["runs"] + load(OFFLOAD_FILE)["runs"]
         picked = {r["id"] for r in _select(both, only, E2E_FILE)}
@@ -853,6 +868,14 @@ def main_validate(
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
         lines.append(
             f"  plot: {plot_runs(rec, results, out / 'validation_recorded.png', shown, 'recorded runs of real vLLM servers (data/e2e/)')}"
+        )
+    if sgl:
+        results = run_all(sgl, jobs=jobs)
+        lines += write_runs_report(
+            sgl, results, out, SGLANG_METRICS, "sglang_runs.csv", "Public SGLang runs vs their benchmarks' results"
+        )
+        lines.append(
+            f"  plot: {plot_runs(sgl, results, out / 'validation_sglang.png', SGLANG_METRICS[:3], 'public SGLang runs')}"
         )
     if offload:
         results = run_all(offload, jobs=jobs, recorded=True)

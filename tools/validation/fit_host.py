@@ -1,11 +1,12 @@
 """Fit a set of host costs (simulator/scenario/versions.py HostCosts) on the calibration half of its runs.
 
-    python tools/validation/fit_host.py [--source public|recorded] [--jobs 2] [--rounds 4] [--only NAME ...]
+    python tools/validation/fit_host.py [--source public|recorded|sglang] [--jobs 2] [--rounds 4] [--only NAME ...]
 
 ``public``: every ``split: calibrate`` run of simulator/data/validation/runs.yaml (runs marked
 ``confounded`` are left out), the host costs of release lines 0.10-0.19; ``recorded``: every
 calibration run of simulator/data/validation/e2e.yaml (the servers recorded with tools/e2e), those
-of 0.26 and 0.32. Searches the host costs (the API server's per-request and per-token work for each
+of 0.26 and 0.32; ``sglang``: every calibration run of simulator/data/validation/sglang_runs.yaml,
+SGLang's (output throughput, p50 TPOT, p50 TTFT and mean TPOT). Searches the host costs (the API server's per-request and per-token work for each
 endpoint, a fixed latency, the engine's CPU work per step and per sequence, the work per request
 that ends) for the least sum of |log(simulated / measured)| over the source's metrics (output
 throughput, mean TTFT and mean TPOT; for recorded runs also the medians, TTFT left out where the
@@ -56,6 +57,20 @@ FITTED = {
         "engine_per_seq_s_019",
         "first_pass",
     ),
+    # The public SGLang runs: both endpoints; its engine overlaps its CPU work (one per-sequence cost).
+    "sglang": (
+        "latency_s",
+        "request_s",
+        "token_s",
+        "finish_s",
+        "chat_request_s",
+        "chat_token_s",
+        "chat_finish_s",
+        "engine_step_s",
+        "engine_per_seq_s_019",
+        "first_pass",
+        "chat_first_pass",
+    ),
 }
 SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)
@@ -99,9 +114,9 @@ def main() -> int:
     if unknown := set(names) - set(FITTED[args.source]):
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
     recorded = args.source == "recorded"
-    path = validate.E2E_FILE if recorded else validate.RUNS_FILE
+    path = {"recorded": validate.E2E_FILE, "sglang": validate.SGLANG_FILE}.get(args.source, validate.RUNS_FILE)
     runs = [r for r in validate.load(path)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
-    metrics = validate.E2E_METRICS if recorded else validate.METRICS
+    metrics = {"recorded": validate.E2E_METRICS, "sglang": validate.SGLANG_METRICS}.get(args.source, validate.METRICS)
     host = hosts.load_host_costs(args.source)
 
     def evaluate(h) -> float:

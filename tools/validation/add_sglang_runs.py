@@ -1,0 +1,139 @@
+"""Write simulator/data/validation/sglang_runs.yaml: the public SGLang runs of
+data/sources/sglang/public_runs.yaml that servesim can replay, in the form of runs.yaml
+(``servesim validate --sglang`` replays them).
+
+    python tools/validation/add_sglang_runs.py
+
+Taken: GPUStack's DeepSeek-R1-0528 (FP8) runs on 8 x H200 (SGLang 0.5.3; ShareGPT and four random
+shapes, all sent at once; their `--enable-dp-attention` without `--dp` is plain TP8 in the 0.5 line),
+GPUStack's Qwen3-14B (bf16 and FP8), Qwen3-32B and Qwen3-235B-A22B runs on H100s (0.5.5.post1, the
+default attention backend), and dstack's DeepSeek-R1 (FP8) concurrency sweep on 8 x MI300X (0.4.2.post4,
+plain TP8, random 3,200/800 at 4-128 in flight and longer outputs at 128), replayed as the 0.5 line.
+Left out, and why: the MTP run (speculative decoding is modelled for vLLM only), the torch.compile run
+(its kernels differ and are not modelled), the FlashInfer and Triton attention-backend runs (one
+backend per GPU is modelled), dstack's H200 runs (DP attention on: 0.4.x's flag set DP8, not modelled)
+and its generated-shared-prefix runs (their prefix tree is not restated), and the SGLang pull-request
+and blog numbers that give no request lengths or no GPU. Five runs (``CALIBRATE``) fit SGLang's host
+costs; the other 19 are held out. The file is rewritten whole.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "data" / "sources" / "sglang" / "public_runs.yaml"
+OUT = ROOT / "simulator" / "data" / "validation" / "sglang_runs.yaml"
+
+_R1_H200 = ("deepseek-r1", "h200", "fp8", "chat")
+_Q14 = ("qwen3-14b", "h100-sxm", "none", "chat")
+_Q14_FP8 = ("qwen3-14b", "h100-sxm", "fp8", "chat")
+_R1_MI300X = ("deepseek-r1", "mi300x", "fp8", "completions")
+
+# source id -> (servesim model, GPU, quantization, endpoint)
+TAKEN: dict[str, tuple[str, str, str, str]] = {
+    "gpustack-dsr1-h200-tp8-sharegpt": _R1_H200,
+    "gpustack-dsr1-h200-tp8-dpattn-sharegpt": _R1_H200,
+    "gpustack-dsr1-h200-tp8-dpattn-random-32000-100": _R1_H200,
+    "gpustack-dsr1-h200-tp8-dpattn-random-4000-200": _R1_H200,
+    "gpustack-dsr1-h200-tp8-dpattn-random-2000-100": _R1_H200,
+    "gpustack-dsr1-h200-tp8-dpattn-random-128-4": _R1_H200,
+    "gpustack-qwen3-14b-h100-bf16-sharegpt": _Q14,
+    "gpustack-qwen3-14b-h100-fp8-default-sharegpt": _Q14_FP8,
+    "gpustack-qwen3-14b-h100-fp8-fa3-sharegpt": _Q14_FP8,
+    "gpustack-qwen3-14b-fp8-h100-random-32000-100": _Q14_FP8,
+    "gpustack-qwen3-14b-fp8-h100-random-4000-200": _Q14_FP8,
+    "gpustack-qwen3-14b-fp8-h100-random-2000-100": _Q14_FP8,
+    "gpustack-qwen3-14b-fp8-h100-random-128-4": _Q14_FP8,
+    "gpustack-qwen3-32b-h100-bf16-sharegpt": ("qwen3-32b", "h100-sxm", "none", "chat"),
+    "gpustack-qwen3-235b-a22b-8xh100-tp8-sharegpt": ("qwen3-235b-a22b", "h100-sxm", "none", "chat"),
+    **{f"dstack-dsr1-mi300x-random-3200-800-c{c}": _R1_MI300X for c in (4, 8, 16, 32, 64, 128)},
+    **{f"dstack-dsr1-mi300x-random-3200-{o}-c128": _R1_MI300X for o in (1600, 3200, 6400)},
+}
+# Calibration half (the SGLang host costs, tools/validation/fit_host.py --source sglang, are fitted on
+# these alone): one ShareGPT burst and one random shape per model and GPU of GPUStack's; the rest,
+# every MI300X run included, is held out.
+CALIBRATE = {
+    "gpustack-dsr1-h200-tp8-sharegpt",
+    "gpustack-dsr1-h200-tp8-dpattn-random-4000-200",
+    "gpustack-qwen3-14b-h100-bf16-sharegpt",
+    "gpustack-qwen3-14b-fp8-h100-random-2000-100",
+    "gpustack-qwen3-14b-fp8-h100-random-128-4",
+}
+RESULTS = {  # runs.yaml's names for the source's
+    "output_throughput": "output_token_throughput",
+    "mean_ttft_ms": "mean_ttft_ms",
+    "median_ttft_ms": "median_ttft_ms",
+    "mean_tpot_ms": "mean_tpot_ms",
+    "median_tpot_ms": "median_tpot_ms",
+    "duration_s": "duration_s",
+}
+
+
+def entry(src: dict) -> dict:
+    model, gpu, quant, endpoint = TAKEN[src["id"]]
+    w, res = src["workload"], src["results"]
+    n = int(w["num_prompts"])
+    prompt = res["total_input_tokens"] / n
+    output = res["total_generated_tokens"] / n
+    version = str(src["sglang_version"]).lstrip("v")
+    split = "calibrate" if src["id"] in CALIBRATE else "heldout"
+    fitted = "SGLang's host costs were fitted on it" if split == "calibrate" else "Held out: nothing was fitted to it"
+    notes = [f"From {SOURCE.relative_to(ROOT)} ({src['id']}).", fitted + "."]
+    if not version.startswith("0.5"):
+        notes.append(f"Served by SGLang {version}; replayed as the modelled 0.5 line (same scheduler rules).")
+    if src.get("notes"):
+        notes.append(str(src["notes"]))
+    hw = src["hardware"]
+    return {
+        "id": f"{gpu}_{model}_{src['id']}",
+        "split": split,
+        "framework": "sglang",
+        "source": src["source"],
+        "url": src["url"],
+        "sglang_version": version,
+        "servesim_version": "0.5",
+        "gpu": gpu,
+        "gpu_reported": hw,
+        "tensor_parallel_size": int(w.get("tp") or 1),
+        "hf_model": src["model"],
+        "model": model,
+        "quantization": quant,
+        "serve_command": src["launch"],
+        "bench_command": src["benchmark"],
+        "engine": {},
+        "bench": {
+            "endpoint": endpoint,
+            "dataset": "sharegpt" if w["dataset"] == "sharegpt" else "random",
+            "num_prompts": n,
+            "request_rate": "inf",
+            "max_concurrency": w.get("max_concurrency"),
+            "mean_prompt_tokens": round(prompt, 2),
+            "mean_output_tokens": round(output, 2),
+            "input_len": w.get("input_len"),
+            "output_len": w.get("output_len"),
+        },
+        "results": {RESULTS[k]: v for k, v in res.items() if k in RESULTS and v is not None},
+        "notes": notes,
+    }
+
+
+def main() -> int:
+    sources = {r["id"]: r for r in yaml.safe_load(SOURCE.read_text())["runs"]}
+    runs = [entry(sources[s]) for s in TAKEN]
+    about = (
+        "Public SGLang serving runs servesim replays (servesim validate --sglang), written by "
+        "tools/validation/add_sglang_runs.py from data/sources/sglang/public_runs.yaml, whose "
+        "public_runs.md cites every source. SGLang's host costs are fitted on the calibrate split alone."
+    )
+    text = yaml.safe_dump({"about": about, "runs": runs}, sort_keys=False, width=200, allow_unicode=True)
+    OUT.write_text(text)
+    print(f"{len(runs)} runs written to {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
