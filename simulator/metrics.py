@@ -193,8 +193,19 @@ def summarize(result) -> dict:
         "gpu": result.gpu.key,
         "tensor_parallel_size": sc.hardware.tensor_parallel_size,
         "host": _host(sc),
-        "max_num_seqs": result.sched_cfg.max_num_seqs,
-        "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
+        # SGLang's names for the running-request cap and the prefill chunk (vLLM's runs keep their keys)
+        **(
+            {
+                "framework": "sglang",
+                "max_running_requests": result.sched_cfg.max_num_seqs,
+                "chunked_prefill_size": result.sched_cfg.max_num_batched_tokens,
+            }
+            if sc.engine.framework == "sglang"
+            else {
+                "max_num_seqs": result.sched_cfg.max_num_seqs,
+                "max_num_batched_tokens": result.sched_cfg.max_num_batched_tokens,
+            }
+        ),
         "num_gpu_blocks": result.engine.num_gpu_blocks,
         "kv_cache_tokens": result.engine.kv_cache_tokens,
         "duration_s": window,

@@ -163,3 +163,80 @@ def test_a_request_that_cannot_fit_with_its_page_is_rejected_not_stalled(engine)
     assert list(sim.reqs.num_out[:2]) == [18, 0]
     assert sim.engine.reject_reasons.keys() == {1}
     assert sim.reqs.status[1] == RequestStatus.REJECTED
+
+
+# ---- outputs -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sglang_run():
+    from simulator.run import simulate
+
+    sc = scenario_from_dict(
+        {
+            "model": "llama-3.1-8b",
+            "hardware": {"gpu": "h100-sxm"},
+            "engine": {"framework": "sglang", "mem_fraction_static": 0.22},
+            "workload": {
+                "arrival": {"type": "closed_loop", "concurrency": 200},
+                "prompt_tokens": {"dist": "fixed", "value": 500},
+                "output_tokens": {"dist": "uniform", "min": 100, "max": 900},
+            },
+            "run": {"seed": 3, "duration_s": 40, "warmup_s": 5, "host_band": False},
+        }
+    )
+    return simulate(sc)
+
+
+def test_summary_and_check_speak_sglang(sglang_run):
+    from simulator.commands.check import _limits
+    from simulator.metrics import summarize
+
+    s = summarize(sglang_run)
+    assert s["framework"] == "sglang"
+    assert "max_num_seqs" not in s
+    cap, chunk = s["max_running_requests"], s["chunked_prefill_size"]
+    assert chunk == 8192
+    assert (
+        _limits(sglang_run.sched_cfg)
+        == f"max_running_requests={cap}, chunked_prefill_size=8192, max_prefill_tokens=16384"
+    )
+
+
+def test_openmetrics_under_sglang_names(sglang_run):
+    from simulator.outputs.export import openmetrics_text
+
+    text = openmetrics_text(sglang_run, interval_s=5.0).decode()
+    types = {line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE")}
+    assert types["sglang:num_running_reqs"] == "gauge"
+    assert types["sglang:token_usage"] == "gauge"
+    assert types["sglang:num_retracted_requests"] == "counter"
+    assert types["sglang:time_to_first_token_seconds"] == "histogram"
+    assert not any(name.startswith("vllm:") for name in types)
+    # the running requests' gauge is what the step log says at the last scrape
+    last = [ln for ln in text.splitlines() if ln.startswith("sglang:num_running_reqs{")][-1]
+    assert float(last.split()[1]) == sglang_run.engine.log.columns()["num_running"][-1]
+
+
+def test_retraction_happens_under_a_small_pool_and_no_step_mixes_prefill_with_decode(sglang_run):
+    """A pool of ~10k tokens under 200 clients of 500-token prompts: SGLang retracts, and every step
+    computes prompt tokens or decode tokens, never both."""
+    cols = sglang_run.engine.log.columns()
+    assert cols["num_preemptions"].sum() > 0
+    mixed = (cols["prefill_tokens"] > 0) & (cols["decode_tokens"] > 0)
+    assert not mixed.any()
+
+
+# ---- validation ----------------------------------------------------------------------------------
+def test_public_sglang_runs_replay_as_sglang_with_their_split():
+    from simulator.validation import validate
+
+    runs = validate.load(validate.SGLANG_FILE)["runs"]
+    assert sum(r["split"] == "calibrate" for r in runs) == 5 and len(runs) == 24
+    for r in runs:
+        sc = validate.run_scenario(r)
+        assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5"), r["id"]
+        assert r["url"].startswith("https://")
+    one = next(r for r in runs if r["id"].endswith("dstack-dsr1-mi300x-random-3200-800-c8"))
+    res = validate.simulate_run(one)
+    assert not res.error
+    assert set(res.simulated) == set(validate.SGLANG_METRICS)
+    assert res.measured["output_throughput"] == 190.11

@@ -37,10 +37,17 @@ def main(args: argparse.Namespace) -> int:
         tokens = mem.num_usable_blocks * cfg.block_size
         print(
             f"{path or 'default'}: ok; {parts['model'].name} on {parts['gpu'].key} x{sc.hardware.tensor_parallel_size}: "
-            f"{mem.describe()}; {tokens:,} KV tokens; max_num_seqs={cfg.max_num_seqs}, "
-            f"max_num_batched_tokens={cfg.max_num_batched_tokens}; about {size.requests:,} requests, "
+            f"{mem.describe()}; {tokens:,} KV tokens; {_limits(cfg)}; about {size.requests:,} requests, "
             f"{size.step_rows:,} steps at most, {size.bytes / 2**20:,.0f} MB"
         )
         for n in scenario_notes(sc):
             print(f"note: {n}")
     return status
+
+
+def _limits(cfg) -> str:
+    """The running-request cap and the step's token budget, under the engine's own names."""
+    if cfg.framework == "sglang":
+        chunk = "-1 (off)" if cfg.max_num_batched_tokens >= 1 << 40 else f"{cfg.max_num_batched_tokens}"
+        return f"max_running_requests={cfg.max_num_seqs}, chunked_prefill_size={chunk}, max_prefill_tokens={cfg.sgl_prefill_tokens}"
+    return f"max_num_seqs={cfg.max_num_seqs}, max_num_batched_tokens={cfg.max_num_batched_tokens}"

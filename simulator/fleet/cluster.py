@@ -43,7 +43,7 @@ def replica_scenario(sc: Scenario, group: ReplicaGroup) -> Scenario:
     """The scenario one replica of ``group`` runs: the scenario's hardware and engine with the
     group's fields on top."""
     hw = sc.hardware if group.hardware is None else build(HardwareConfig, {**asdict(sc.hardware), **group.hardware})
-    eng = sc.engine if group.engine is None else build(EngineConfig, {**asdict(sc.engine), **group.engine})
+    eng = sc.engine if group.engine is None else build(EngineConfig, dict(group.engine), base=sc.engine)
     return replace(sc, hardware=hw, engine=eng, cluster=None, disaggregation=None)
 
 

@@ -71,6 +71,12 @@ class MemoryPlan:
 
     def describe(self) -> str:
         g = GIB
+        if not self.reserve_bytes:  # SGLang's: a static fraction for weights and KV
+            return (
+                f"{self.usable_bytes / g:.1f} GiB static = weights {self.weight_bytes / g:.2f} GiB"
+                f" + KV {self.kv_bytes / g:.2f} GiB ({self.num_usable_blocks:,} pages of"
+                f" {round(self.block_bytes / self.kv_bytes_per_token)} tokens, {self.block_bytes / 1024:.0f} KiB)"
+            )
         graphs = f" + CUDA graphs {self.graph_bytes / g:.2f}" if self.graph_bytes else ""
         return (
             f"{self.usable_bytes / g:.1f} GiB usable = weights {self.weight_bytes / g:.2f} GiB"

@@ -11,7 +11,9 @@ the block). Nothing else in a page is touched. Blocks:
 - recorded: the recorded Llama-3.1-8B sweeps against servesim (tools/e2e/figures.py's table);
 - hosts: the host catalog (simulator/data/hosts.yaml), each recorded machine's CPU factor;
 - sweep: `servesim sweep` over max_num_seqs on the collapse case;
-- routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons.
+- routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons;
+- frameworks: the collapse case's traffic on vLLM and on SGLang;
+- sglang_validation: `servesim validate --sglang`, per split and GPU, and every run.
 """
 
 from __future__ import annotations
@@ -72,6 +74,37 @@ def block_collapse() -> str:
         f"{100 * (c['output_throughput'] / b['output_throughput'] - 1):+.1f}% against the 1,028 run."
     )
     return "\n".join(rows)
+
+
+def block_frameworks() -> str:
+    """The collapse case's traffic on vLLM and on SGLang (scenarios/collapse_c1200.yaml, sglang_collapse.yaml)."""
+    paths = ["scenarios/collapse_c1200.yaml", "scenarios/sglang_collapse.yaml"]
+    _cli_lines(["run", *paths], (), {"kv_cache_usage.png": "frameworks_kv_cache_usage.png"})
+    rows = [
+        "| engine | output tok/s | KV mean | preemptions | p50 TTFT ms | p99 TTFT ms | p50 TPOT ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (name, s), engine in zip(_summaries(paths), ("vLLM 0.32", "SGLang 0.5")):
+        rows.append(
+            f"| {engine} (`{name}`) | {s['output_throughput']:,.0f} | {100 * s['kv_cache_usage_mean']:.1f}% | "
+            f"{s['num_preemptions']:,} | {s['median_ttft_ms']:,.0f} | {s['p99_ttft_ms']:,.0f} | {s['median_tpot_ms']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+def block_sglang_validation() -> str:
+    """`servesim validate --sglang`: the medians per split and GPU, and every run."""
+    from simulator.validation import validate
+
+    runs = validate.load(validate.SGLANG_FILE)["runs"]
+    results = validate.run_all(runs, jobs=2)
+    out = ROOT / "results" / "docs" / "sglang_validation"
+    out.mkdir(parents=True, exist_ok=True)
+    lines = validate.write_runs_report(
+        runs, results, out, validate.SGLANG_METRICS, "sglang_runs.csv", "Public SGLang runs"
+    )
+    summary = "```\n" + "\n".join(line for line in lines if not line.startswith("Public")) + "\n```"
+    return summary + "\n\n" + "\n".join(_run_rows(runs, results, validate.SGLANG_METRICS[:3]))
 
 
 FIELD = [
