@@ -35,6 +35,11 @@ GRID = (0.75, 0.9, 1.05, 1.2, 1.4, 1.65, 1.9, 2.2)
 IDENTIFIED = 0.25  # the least spread of the loss over the grid (sum of |log| errors)
 SCALED = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "prompt_token_s", "step_s", "request_s",
           "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
+# Recordings whose misses are the cost model's, not the host's: a factor fitted on them would take the
+# model's error for the CPU's (and move the probe rule for every host).
+NOT_A_HOST_CHECK = {
+    "h200_gptoss_2026-11-29": "gpt-oss-20b 30-80% slow and 120b up to 30% fast on the GPU side (data/e2e/README.md)",
+}
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
     "h100x2_alone_2026-11-28": ("data/e2e/host_probe_2026-11-28/h100x2.json", "alone_us_median"),
@@ -83,6 +88,9 @@ def main() -> int:
         by_host.setdefault(r["recording"], []).append(r)
     fitted = {}
     for name, rs in sorted(by_host.items()):
+        if name in NOT_A_HOST_CHECK:
+            print(f"{name}: left out, {NOT_A_HOST_CHECK[name]}")
+            continue
         s, best, seen = fit_one(rs, base, args.jobs)
         p = probe_of(name, rs)
         if max(seen.values()) - best < IDENTIFIED:
