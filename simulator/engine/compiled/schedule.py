@@ -222,14 +222,23 @@ def _schedule_running(st, t, cap, budget):
             slots[j, S_A] = a
             if a == 0:
                 continue
-            if m > 0:
-                take_blocks(st, slots[j, S_ROW], slots[j, S_NBLK], m)
-                slots[j, S_NBLK] += m
-            rid = slots[j, S_RID]
-            if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
-                cache_group_blocks(st, rid, slots[j, S_ROW], nc + a)
+            run_slot(st, j, a, m)
             budget -= a
     return budget
+
+
+def run_slot(st, s, a, m):
+    """Running slot ``s`` computes ``a`` tokens in this step, in ``m`` new blocks (a shared prefix's
+    blocks it fills are cached)."""
+    slots = st.slots
+    nc = slots[s, S_NCOMP]
+    if m > 0:
+        take_blocks(st, slots[s, S_ROW], slots[s, S_NBLK], m)
+        slots[s, S_NBLK] += m
+    rid = slots[s, S_RID]
+    if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)
+    slots[s, S_A] = a
 
 
 def _unschedule_after(st, j):

@@ -19,8 +19,6 @@ from simulator.engine.compiled.layout import (
     F_FIN,
     FREE,
     I32_PREEMPT,
-    I_GLEN,
-    I_GROUP,
     I_MAXT,
     I_NOUT,
     I_NTOK,
@@ -49,19 +47,16 @@ from simulator.engine.compiled.layout import (
 )
 from simulator.engine.compiled.lazy import unmark, write_back
 from simulator.engine.compiled.pool import (
-    cache_group_blocks,
     cache_own_blocks,
     lookup,
     release_table,
-    take_blocks,
 )
 from simulator.engine.compiled.queues import wq_peek, wq_pop, wq_push
-from simulator.engine.compiled.schedule import admit_request, apply_step
+from simulator.engine.compiled.schedule import admit_request, apply_step, run_slot
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
     RequestStatus,
-    fills_group_blocks,
     hashed_blocks,
     new_blocks,
     sgl_admission_tokens,
@@ -89,19 +84,6 @@ def schedule_sglang(st, t):
     if not _prefill(st, t) and ctl[N_RUN] > 0:
         _decode(st, t)
     return apply_step(st, t)
-
-
-def _run(st, s, a, m):
-    """Running slot ``s`` computes ``a`` tokens in this step, in ``m`` new blocks."""
-    slots = st.slots
-    nc = slots[s, S_NCOMP]
-    if m > 0:
-        take_blocks(st, slots[s, S_ROW], slots[s, S_NBLK], m)
-        slots[s, S_NBLK] += m
-    rid = slots[s, S_RID]
-    if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
-        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)
-    slots[s, S_A] = a
 
 
 # About 90 lines: PrefillAdder's budgets (chunk, prompt tokens, KV left) are running totals that the
@@ -133,7 +115,7 @@ def _prefill(st, t):
         a = min(ntok - nc, rem if rem > 0 else rem_chunk)
         a = min(a, (slots[cs, S_NBLK] + ctl[FREE]) * bs - nc)
         if a > 0:
-            _run(st, cs, a, new_blocks(nc, a, slots[cs, S_NBLK], bs))
+            run_slot(st, cs, a, new_blocks(nc, a, slots[cs, S_NBLK], bs))
             scheduled = True
             last = nc + a == ntok
             offset += sgl_admission_tokens(a, slots[cs, S_MAXT], slots[cs, S_NOUT], page, last)
@@ -215,7 +197,7 @@ def _decode(st, t):
         return
     for s in range(ctl[END]):
         if slots[s, S_RID] >= 0:
-            _run(st, s, 1, new_blocks(slots[s, S_NCOMP], 1, slots[s, S_NBLK], bs))
+            run_slot(st, s, 1, new_blocks(slots[s, S_NCOMP], 1, slots[s, S_NBLK], bs))
 
 
 def _victim(st):
