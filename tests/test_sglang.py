@@ -240,3 +240,20 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     assert not res.error
     assert set(res.simulated) == set(validate.SGLANG_METRICS)
     assert res.measured["output_throughput"] == 190.11
+
+
+def test_a_vllm_scenario_switched_to_sglang_names_every_knob_to_change():
+    """The default scenario (vLLM knobs, some at their defaults) with framework sglang: the knobs left at
+    vLLM's defaults pass, the others are named in one line with their counterparts."""
+    from simulator.scenario.config import load_scenario
+
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, ["engine.framework=sglang"])
+    assert str(e.value) == (
+        "engine.max_num_seqs, engine.max_num_batched_tokens, engine.gpu_memory_utilization: only for framework "
+        "'vllm' (got framework 'sglang'); set engine.max_running_requests, engine.chunked_prefill_size, "
+        "engine.mem_fraction_static instead, or remove them"
+    )
+    nulls = ["engine.max_num_seqs=null", "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null"]
+    sc, _ = load_scenario(None, ["engine.framework=sglang", *nulls])
+    assert sc.engine.framework == "sglang" and sc.engine.block_size == 16  # given, at vLLM's default

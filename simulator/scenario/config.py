@@ -835,6 +835,8 @@ def _cross_checks(sc: Scenario) -> None:
         )
     w = sc.workload
     asks = w.lora is not None or any(getattr(c, "lora", None) is not None for c in w.class_list())
+    if asks and sc.engine.framework == "sglang":
+        raise ConfigError("workload.lora: LoRA adapters are modelled for vLLM only (got engine.framework 'sglang')")
     if asks and not sc.engine.enable_lora:
         raise ConfigError("workload.lora: requests ask for LoRA adapters; set engine.enable_lora: true (got false)")
     run = sc.run

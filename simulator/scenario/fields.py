@@ -184,16 +184,38 @@ def build(cls: type, data: dict, path: str = "", base: Any = None, units: str = 
             kwargs[name] = value
         elif base is not None:
             kwargs[name] = default
-    for name in data:
-        for sibling, allowed in fields[name].metadata.get("only", {}).items():
-            value = kwargs.get(sibling, getattr(base, sibling) if base is not None else default_of(fields[sibling]))
-            if value not in allowed:
-                where = f"{path}.{name}" if path else name
-                choices = " or ".join(repr(a) for a in allowed)
-                other = fields[name].metadata.get("instead", {}).get(value)
-                counterpart = f"; with {sibling} {value!r} set {other}" if other else ""
-                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r}){counterpart}")
+    _check_only(fields, data, kwargs, path, base)
     return cls(**kwargs)
+
+
+def _check_only(fields: dict, data: dict, kwargs: dict, path: str, base: Any) -> None:
+    """Fields given that mean something only beside a sibling's other value (``F``'s ``only``). One
+    gated on the serving engine (``framework``) may be left at its default, as a scenario written for
+    the other engine leaves it; the others are named in one line, with their counterparts
+    (``instead``)."""
+    wrong: list[tuple[str, str, Any, str | None]] = []
+    for name in data:
+        meta = fields[name].metadata
+        for sibling, allowed in meta.get("only", {}).items():
+            value = kwargs.get(sibling, getattr(base, sibling) if base is not None else default_of(fields[sibling]))
+            if value in allowed:
+                continue
+            where = f"{path}.{name}" if path else name
+            if sibling != "framework":
+                choices = " or ".join(repr(a) for a in allowed)
+                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r})")
+            if kwargs[name] != default_of(fields[name]):
+                wrong.append((where, sibling, value, meta.get("instead", {}).get(value)))
+    if not wrong:
+        return
+    sibling, value = wrong[0][1], wrong[0][2]
+    others = [o for *_, o in wrong if o]
+    allowed = fields[wrong[0][0].rsplit(".", 1)[-1]].metadata["only"][sibling]
+    head = f"{', '.join(w for w, *_ in wrong)}: only for {sibling} {' or '.join(repr(a) for a in allowed)} (got {sibling} {value!r})"
+    if len(wrong) == 1:
+        raise ConfigError(head + (f"; with {sibling} {value!r} set {others[0]}" if others else ""))
+    hint = f"set {', '.join(others)} instead, or remove them" if others else "remove them"
+    raise ConfigError(f"{head}; {hint}")
 
 
 def field_reference(
