@@ -27,7 +27,7 @@ from simulator.engine.cost import (
 )
 from simulator.engine.host import ApiServer, EngineCpu, HostModel
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import SchedulerConfig
+from simulator.engine.rules import SGL_UNCHUNKED, SchedulerConfig
 from simulator.engine.step_log import BinnedStepLog, StepLog
 from simulator.engine.submission import Target
 from simulator.errors import ConfigError
@@ -50,10 +50,6 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
     return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
 
 
-# SGLang with chunked prefill off: a prompt is never split (the token budget never binds).
-SGLANG_UNCHUNKED = 1 << 40
-
-
 def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int, float]:
     """SGLang's chunked_prefill_size, cuda_graph_max_bs and mem_fraction_static: the scenario's, or
     the defaults SGLang picks from the GPU's memory (``simulator.scenario.sglang``)."""
@@ -69,13 +65,13 @@ def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int,
 
 def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
     """SGLang's running-request cap (from its pool, ``sglang.max_running_requests``) and its prefill
-    chunk (``SGLANG_UNCHUNKED`` when chunking is off)."""
+    chunk (``rules.SGL_UNCHUNKED`` when chunking is off)."""
     chunk, _, _ = sglang_settings(sc, gpu, model)
     mem = memory_plan(sc, model, gpu, 1, 1)
     pool_tokens = int(mem.kv_bytes // mem.kv_bytes_per_token)
     context = sc.engine.max_model_len or model.max_position_embeddings
     seqs = sglang.max_running_requests(pool_tokens, context, sc.engine.max_running_requests)
-    return seqs, SGLANG_UNCHUNKED if chunk < 0 else chunk
+    return seqs, SGL_UNCHUNKED if chunk < 0 else chunk
 
 
 def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:

@@ -122,6 +122,17 @@ def test_chunked_prompt_runs_first_then_others_share_its_last_chunk(engine):
     assert [s.scheduled for s in sim.steps[:4]] == [{0: 8}, {0: 8}, {0: 4, 1: 4}, {0: 1, 1: 1}]
 
 
+def test_without_chunking_max_prefill_tokens_stops_the_second_request(engine):
+    """Chunked prefill off, 10 prompt tokens a prefill step: R0's 8 are admitted (the first always is),
+    R1's 8 reach the 2 left and wait for the next prefill step; R2's 12, alone, exceed the budget but
+    are admitted as the first of theirs."""
+    from simulator.engine.rules import SGL_UNCHUNKED
+
+    over = _sgl(max_num_batched_tokens=SGL_UNCHUNKED, sgl_prefill_tokens=10)
+    sim = Sim([(0.0, 8, 2), (0.0, 8, 2), (0.0, 12, 2)], num_gpu_blocks=101, engine=engine, **over).run()
+    assert [s.scheduled for s in sim.steps[:3]] == [{0: 8}, {1: 8}, {2: 12}]
+
+
 def test_admission_keeps_room_for_output_and_waits_for_a_finish(engine):
     """100 tokens of KV; each request needs its 8-token prompt, its 20 output tokens and a page: three
     fit (3 x 29 = 87; the fourth needs 29 of the 13 left), the batch is full, and the fourth waits for a

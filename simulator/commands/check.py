@@ -47,7 +47,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _limits(cfg) -> str:
     """The running-request cap and the step's token budget, under the engine's own names."""
+    from simulator.engine.rules import SGL_UNCHUNKED
+
     if cfg.framework == "sglang":
-        chunk = "-1 (off)" if cfg.max_num_batched_tokens >= 1 << 40 else f"{cfg.max_num_batched_tokens}"
+        chunk = "-1 (off)" if cfg.max_num_batched_tokens >= SGL_UNCHUNKED else f"{cfg.max_num_batched_tokens}"
         return f"max_running_requests={cfg.max_num_seqs}, chunked_prefill_size={chunk}, max_prefill_tokens={cfg.sgl_prefill_tokens}"
     return f"max_num_seqs={cfg.max_num_seqs}, max_num_batched_tokens={cfg.max_num_batched_tokens}"

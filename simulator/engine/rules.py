@@ -427,6 +427,16 @@ def sgl_retract_first(out_c, prompt_c, out_b, prompt_b):
     return prompt_c >= prompt_b
 
 
+SGL_UNCHUNKED = 1 << 40  # the prefill budget of SGLang with chunked prefill off (-1): never binds
+
+
+def sgl_over_prefill_budget(chunk_budget, admitted, extend, rem_input):
+    """With chunked prefill off, a request after the first of a prefill step is refused when its
+    prompt reaches what is left of ``max_prefill_tokens`` (``add_one_req``; with chunking on, the
+    chunk budget bounds the step instead)."""
+    return chunk_budget >= SGL_UNCHUNKED and admitted > 0 and extend >= rem_input
+
+
 def sgl_truncated(rem_chunk, num_computed, page):
     """Tokens of a prompt that crosses the chunk budget computed in this step: the budget left, cut
     so that the computed tokens end on a page (``add_one_req``)."""

@@ -61,6 +61,7 @@ from simulator.engine.rules import (
     new_blocks,
     sgl_admission_tokens,
     sgl_fits,
+    sgl_over_prefill_budget,
     sgl_prompt_cacheable,
     sgl_ratio_after_retract,
     sgl_ratio_decayed,
@@ -127,6 +128,7 @@ def _prefill(st, t):
     if ctl[WQ_LEN] == 0 or (ctl[SGL_FULL] != 0 and ctl[SGL_CHUNKED] < 0 and chunked < 0):
         return scheduled
     req_i64, blocks = st.req_i64, st.blocks
+    admitted = 0
     while ctl[WQ_LEN] > 0 and rem_chunk > 0 and rem_input > 0 and ctl[SGL_CHUNKED] < 0:
         if ctl[N_RUN] >= cfg[MAX_SEQS]:
             ctl[SGL_FULL] = 1
@@ -144,6 +146,8 @@ def _prefill(st, t):
         if not sgl_fits(sgl_admission_tokens(extend, maxt, nout, page, True), rem_total):
             ctl[SGL_FULL] = 1
             return scheduled
+        if sgl_over_prefill_budget(cfg[BUDGET], admitted, extend, rem_input):
+            return scheduled
         a = extend if extend <= rem_chunk else sgl_truncated(rem_chunk, nc, page)
         if a <= 0:
             return scheduled
@@ -153,6 +157,7 @@ def _prefill(st, t):
             return scheduled
         wq_pop(st)
         admit_request(st, t, rid, nh, nc, a, m, 0)
+        admitted += 1
         scheduled = True
         locked += evictable
         last = a == extend

@@ -79,6 +79,7 @@ class SGLangScheduler(Scheduler):
                     self.chunked = None
         if not self.waiting or (self.batch_full and self.chunked is None and not had_chunk):
             return
+        admitted = 0
         while self.waiting and rem_chunk > 0 and rem_input > 0 and self.chunked is None:
             if len(self.running) >= cfg.max_num_seqs:
                 self.batch_full = True
@@ -94,6 +95,8 @@ class SGLangScheduler(Scheduler):
             if not rules.sgl_fits(rules.sgl_admission_tokens(extend, maxt, nout, page, True), rem_total):
                 self.batch_full = True
                 return
+            if rules.sgl_over_prefill_budget(cfg.max_num_batched_tokens, admitted, extend, rem_input):
+                return
             a = extend if extend <= rem_chunk else rules.sgl_truncated(rem_chunk, nc, page)
             if a <= 0:
                 return
@@ -103,6 +106,7 @@ class SGLangScheduler(Scheduler):
                 return
             self.waiting.pop()
             self._admitted(rid, hits, nc, a, m, now, before)
+            admitted += 1
             locked += evictable
             last = a == extend
             if not last:
