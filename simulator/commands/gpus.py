@@ -51,7 +51,7 @@ def rows() -> list[list[str]]:
     for key in builtin_gpus():
         g = load_gpu(key)
         fp4 = g.peak_flops.get("fp4")
-        rec, pub = checked.get(key, (0, 0))
+        rec, pub, sgl = checked.get(key, (0, 0, 0))
         out.append(
             [
                 key,
@@ -66,7 +66,7 @@ def rows() -> list[list[str]]:
                 g.gfx or (f"sm {g.compute_capability}" if g.compute_capability else "-"),
                 "-" if g.price_per_hour is None else f"{g.price_per_hour:.2f}",
                 efficiency_source(key),
-                f"{rec} rec, {pub} pub" if rec or pub else "none",
+                (f"{rec} rec, {pub} pub" + (f", {sgl} SGLang" if sgl else "")) if rec or pub or sgl else "none",
             ]
         )
     return out
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         "dense TFLOP/s (fp8 at the bf16 rate where a GPU has no FP8 units); link: the fast interconnect per "
         "direction, joining `group` GPUs; efficiency: fitted to step profiles, derived from public "
         "measurements, or the cost model's defaults; checked: the real runs `servesim validate` replays on it "
-        "(servers recorded with tools/e2e, public `vllm bench serve` runs), 'none' where there is none to "
+        "(vLLM servers recorded with tools/e2e, public vLLM runs, public SGLang runs), 'none' where there is none to "
         "check against.\n"
     )
     for r in table:

@@ -146,15 +146,15 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
     return rows
 
 
-def runs_per_gpu() -> dict[str, tuple[int, int]]:
+def runs_per_gpu() -> dict[str, tuple[int, int, int]]:
     """For each GPU (servesim's key): how many real runs ``servesim validate`` replays on it, counted
-    (not confounded): (recorded servers, public runs)."""
+    (not confounded): (recorded vLLM servers, public vLLM runs, public SGLang runs)."""
     out: dict[str, list[int]] = {}
-    for i, path in enumerate((E2E_FILE, RUNS_FILE)):
+    for i, path in enumerate((E2E_FILE, RUNS_FILE, SGLANG_FILE)):
         for run in load(path)["runs"]:
             if not confounded(run, recorded=i == 0):
-                out.setdefault(run["gpu"], [0, 0])[i] += 1
-    return {g: (n[0], n[1]) for g, n in out.items()}
+                out.setdefault(run["gpu"], [0, 0, 0])[i] += 1
+    return {g: (n[0], n[1], n[2]) for g, n in out.items()}
 
 
 def printed_pool(sc, model, mem) -> tuple[int, float]:
