@@ -59,7 +59,7 @@ def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int,
     graph_bs = e.cuda_graph_max_bs if e.cuda_graph_max_bs is not None else graph_bs
     frac = e.mem_fraction_static
     if frac is None:
-        frac = sglang.mem_fraction_static(gpu.hbm_bytes, tp, chunk, graph_bs, model.is_mla)
+        frac = sglang.mem_fraction_static(gpu.hbm_bytes, tp, chunk, graph_bs, model.is_mla, e.dp_attention)
     return chunk, graph_bs, frac
 
 
@@ -68,10 +68,12 @@ def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
     chunk (``rules.SGL_UNCHUNKED`` when chunking is off)."""
     chunk, _, _ = sglang_settings(sc, gpu, model)
     mem = memory_plan(sc, model, gpu, 1, 1)
+    dp = sc.engine.dp_attention  # DP attention: each rank's pool, cap and chunk, D of them
     pool_tokens = int(mem.kv_bytes // mem.kv_bytes_per_token)
     context = sc.engine.max_model_len or model.max_position_embeddings
-    seqs = sglang.max_running_requests(pool_tokens, context, sc.engine.max_running_requests)
-    return seqs, SGL_UNCHUNKED if chunk < 0 else chunk
+    given = sc.engine.max_running_requests
+    seqs = dp * sglang.max_running_requests(pool_tokens, context, None if given is None else max(given // dp, 1))
+    return seqs, SGL_UNCHUNKED if chunk < 0 else dp * (chunk // dp)
 
 
 def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
@@ -81,7 +83,7 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs replay graphs
         _, graph_bs, _ = sglang_settings(sc, gpu, load_arch(sc))
         return Execution(
-            max_capture_size=graph_bs,
+            max_capture_size=graph_bs * e.dp_attention,  # per rank
             capture_by16_from=256,
             full_decode_graphs=True,
             pad=True,
@@ -157,6 +159,7 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
             page_tokens=sglang.accounting_page(e.page_size or 1),
             kv_dtype_bytes=kv_bytes,
             quantization=quantization(sc, model),
+            dp_attention=e.dp_attention,
         )
     v = versions.version(e.vllm_version)
     return plan_memory(
@@ -281,6 +284,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         spec_cost(sc, model, gpu, tp, eff, kv_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
         e.load_format == "dummy",
+        e.dp_attention,
     )
 
 
@@ -344,7 +348,8 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
 def sglang_scheduler_config(sc: Scenario, seqs: int, tokens: int) -> SchedulerConfig:
     """SGLang's scheduler settings (``seqs``: max_running_requests; ``tokens``: the prefill chunk)."""
     e = sc.engine
-    init, floor, decay = sglang.new_token_ratio(e.schedule_conservativeness)
+    dp_factor = sglang.DP_CONSERVATIVENESS if e.dp_attention > 1 else 1.0
+    init, floor, decay = sglang.new_token_ratio(e.schedule_conservativeness * dp_factor)
     return SchedulerConfig(
         framework="sglang",
         max_num_seqs=seqs,

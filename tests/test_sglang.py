@@ -241,11 +241,13 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     from simulator.validation import validate
 
     runs = validate.load(validate.SGLANG_FILE)["runs"]
-    assert sum(r["split"] == "calibrate" for r in runs) == 5 and len(runs) == 24
+    assert sum(r["split"] == "calibrate" for r in runs) == 5 and len(runs) == 33
     for r in runs:
         sc = validate.run_scenario(r)
         assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5"), r["id"]
         assert r["url"].startswith("https://")
+    dp = next(r for r in runs if r["id"].endswith("dstack-dsr1-h200-random-3200-800-c4"))
+    assert validate.run_scenario(dp).engine.dp_attention == 8  # 0.4.x's --enable-dp-attention: DP over TP8
     one = next(r for r in runs if r["id"].endswith("dstack-dsr1-mi300x-random-3200-800-c8"))
     res = validate.simulate_run(one)
     assert not res.error
@@ -268,3 +270,54 @@ def test_a_vllm_scenario_switched_to_sglang_names_every_knob_to_change():
     nulls = ["engine.max_num_seqs=null", "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null"]
     sc, _ = load_scenario(None, ["engine.framework=sglang", *nulls])
     assert sc.engine.framework == "sglang" and sc.engine.block_size == 16  # given, at vLLM's default
+
+
+# ---- DP attention --------------------------------------------------------------------------------
+def _dsr1(**engine):
+    return scenario_from_dict(
+        {
+            "model": "deepseek-r1",
+            "hardware": {"gpu": "h200", "tensor_parallel_size": 8},
+            "engine": {"framework": "sglang", **engine},
+        }
+    )
+
+
+def test_dp_attention_pools_ranks_and_prices_one_rank():
+    """DeepSeek-R1 on 8 x H200 with DP attention over 8 ranks: every GPU holds the attention weights
+    whole (7/8 more of them), the pool is the eight ranks' together, admission is 0.3 x as
+    conservative, and a GPU reads only its rank's KV: slower than plain TP8 at 4 requests (the weights),
+    faster at 512 (the KV)."""
+    from simulator.engine.cost import decode_work
+    from simulator.resolve import cost_model
+    from simulator.scenario.memory import weight_bytes
+
+    gpu = load_gpu("h200")
+    plain, dp = _dsr1(), _dsr1(enable_dp_attention=True, dp_size=8)
+    model = load_arch(plain)
+    (s0, t0), (s1, t1) = engine_defaults(gpu, plain), engine_defaults(gpu, dp)
+    m0, m1 = memory_plan(plain, model, gpu, s0, t0), memory_plan(dp, model, gpu, s1, t1)
+    per_weight = weight_bytes(model, "fp8", 1) / model.total_params  # FP8 weights and bf16 rest, on average
+    extra = model.num_layers * model.attn_params_per_layer * (1 - 1 / 8) * per_weight
+    assert m1.weight_bytes == pytest.approx(m0.weight_bytes + extra, rel=1e-3)
+    assert m1.kv_bytes_per_token == m0.kv_bytes_per_token == 70272  # MLA's latent, bf16, on every rank
+    assert m1.num_usable_blocks == 8 * int(m1.kv_bytes // m1.block_bytes)
+    c0, c1 = scheduler_config(plain, s0, t0, m0.block_bytes), scheduler_config(dp, s1, t1, m1.block_bytes)
+    assert (c0.sgl_ratio[0], c1.sgl_ratio[0]) == (0.7, pytest.approx(0.21))
+    assert s1 % 8 == 0 and t1 == t0 == 8192
+    k0, k1 = cost_model(plain, model, gpu, s0, t0), cost_model(dp, model, gpu, s1, t1)
+    small, large = decode_work(4, 3000), decode_work(512, 3000)
+    assert k1.step_time(small) > k0.step_time(small)
+    assert k1.step_time(large) < k0.step_time(large)
+
+
+def test_dp_attention_settings_checked():
+    with pytest.raises(ConfigError) as e:
+        _dsr1(dp_size=4)
+    assert str(e.value).startswith("engine.dp_size: data parallelism without DP attention is a fleet of replicas here")
+    with pytest.raises(ConfigError) as e:
+        _dsr1(enable_dp_attention=True, dp_size=3)
+    assert str(e.value) == (
+        "engine.dp_size must divide hardware.tensor_parallel_size (8), as SGLang's DP attention requires (got 3)"
+    )
+    assert _dsr1(enable_dp_attention=True).engine.dp_attention == 1  # no --dp: SGLang 0.5 turns it off

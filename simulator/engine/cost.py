@@ -478,9 +478,10 @@ class CostModel:
         spec: SpecCost | None = None,
         lora: LoraCost | None = None,
         dummy_weights: bool = False,
+        dp_attention: int = 1,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
-        self.dummy_weights = dummy_weights
+        self.dummy_weights, self.dp_attention = dummy_weights, dp_attention
         self.spec, self.lora = spec, lora
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
@@ -493,9 +494,13 @@ class CostModel:
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
         lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
-        if wbytes != expert_wbytes:  # a checkpoint that quantizes the MLP only: its dense MLP layers too
+        # SGLang's DP attention over D ranks (dp_attention = D; the attention's own TP is tp / D): each
+        # GPU runs its rank's tokens through attention weights split D times less, the same FLOPs a GPU
+        # as plain TP but D times the attention weights read, and reads only its rank's requests' KV.
+        attn_tp = tp // dp_attention
+        if wbytes != expert_wbytes or attn_tp != tp:  # bytes per weight, over the FLOPs' parameters
             dense = dense_mlp_layers * m.dense_mlp_params / tp
-            wbytes = (L * m.attn_params_per_layer / tp * wbytes + dense * expert_wbytes) / lin_params
+            wbytes = (L * m.attn_params_per_layer / attn_tp * wbytes + dense * expert_wbytes) / lin_params
         inner = m.num_heads * m.head_dim + 2 * m.num_kv_heads * m.head_dim
         # Attention FLOPs per query-key pair over the layers that attend over the whole context (all
         # of them, or a hybrid model's full-attention layers), and over its sliding-window layers.
@@ -520,7 +525,7 @@ class CostModel:
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
             "attn_flops_per_pair": attn_fpp,
             "attn_flops": peak * e.attn_compute,
-            "kv_bytes_per_token": m.paged_kv_bytes_per_token(kv_dtype_bytes, tp),
+            "kv_bytes_per_token": m.paged_kv_bytes_per_token(kv_dtype_bytes, attn_tp) / dp_attention,
             "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
             "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
             "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
@@ -589,6 +594,7 @@ class CostModel:
             spec=self.spec,
             lora=self.lora,
             dummy_weights=self.dummy_weights,
+            dp_attention=self.dp_attention,
         )
 
     def ops(self, w: StepWork) -> list[OpCost]:

@@ -27,8 +27,8 @@ KV_POOL_ERROR = 0.02
 
 SGLANG_NOTE = (
     "SGLang 0.5's scheduler (prefill first, admission that keeps room for output, retraction); not "
-    "modelled: DP attention, expert parallelism, the cache-aware policies (lpm, dfs-weight), the overlap "
-    "scheduler's one-step-late finish; its API server's costs are fitted on five public runs (docs/sglang.md)"
+    "modelled: expert parallelism, DP-attention ranks' imbalance, the cache-aware policies (lpm, dfs-weight), "
+    "the overlap scheduler's one-step-late finish; its API server's costs are fitted on five public runs (docs/sglang.md)"
 )
 
 

@@ -380,12 +380,31 @@ class EngineConfig:
         le=1024,
         **_SGL("engine.block_size"),
     )
+    enable_dp_attention: bool = F(
+        False,
+        "SGLang: data-parallel attention: dp_size ranks, each with its own requests and KV pool (tensor_parallel_size / dp_size GPUs each) in the attention layers, all of them in the MLP and MoE layers; modelled as one scheduler over dp_size pools (simulator/scenario/sglang.py)",
+        vllm="sglang --enable-dp-attention",
+        **_SGL(None),
+    )
+    dp_size: int = F(
+        1,
+        "SGLang: data-parallel ranks; with enable_dp_attention, the attention's ranks (1: DP attention is off, as SGLang 0.5 turns it off)",
+        vllm="sglang --dp-size",
+        ge=1,
+        le=64,
+        **_SGL(None),
+    )
     disable_overlap_schedule: bool = F(
         False,
         "SGLang: run the scheduler's CPU work between GPU steps instead of overlapping it with them",
         vllm="sglang --disable-overlap-schedule",
         **_SGL("engine.async_scheduling"),
     )
+
+    @property
+    def dp_attention(self) -> int:
+        """SGLang's DP-attention ranks (1: off; SGLang 0.5 turns it off without dp_size > 1)."""
+        return self.dp_size if self.framework == "sglang" and self.enable_dp_attention else 1
 
     @property
     def prefix_caching(self) -> bool:
@@ -396,6 +415,11 @@ class EngineConfig:
         if self.chunked_prefill_size == 0:
             raise ConfigError(
                 "engine.chunked_prefill_size must be -1 (no chunking) or >= 1, as SGLang requires (got 0)"
+            )
+        if self.dp_size > 1 and not self.enable_dp_attention:
+            raise ConfigError(
+                f"engine.dp_size: data parallelism without DP attention is a fleet of replicas here (cluster.replicas); "
+                f"set engine.enable_dp_attention: true for DP attention (got dp_size {self.dp_size})"
             )
         if self.stream_interval != 1:
             raise ConfigError(
@@ -828,6 +852,11 @@ def _cross_checks(sc: Scenario) -> None:
         raise ConfigError(
             "cluster.autoscaler: resizes co-located replicas; with disaggregation the pools are fixed "
             "(got an autoscaler and disaggregation)"
+        )
+    if sc.engine.dp_attention > 1 and sc.hardware.tensor_parallel_size % sc.engine.dp_size:
+        raise ConfigError(
+            f"engine.dp_size must divide hardware.tensor_parallel_size ({sc.hardware.tensor_parallel_size}), "
+            f"as SGLang's DP attention requires (got {sc.engine.dp_size})"
         )
     if sc.engine.framework == "sglang" and sc.disaggregation is not None:
         raise ConfigError(

@@ -239,16 +239,25 @@ def plan_memory_sglang(
     page_tokens: int,
     kv_dtype_bytes: float | None = None,
     quantization: str = "none",
+    dp_attention: int = 1,
 ) -> MemoryPlan:
     """The KV pool of one GPU as SGLang sizes it (``simulator.scenario.sglang.kv_pool_bytes``): the
     static fraction of the memory free before the weights load, less the weights, in pages of
     ``page_tokens`` tokens. A hybrid model's sliding-window layers are given every token here
-    (SGLang's separate sliding-window pool is not modelled), which understates its pool."""
+    (SGLang's separate sliding-window pool is not modelled), which understates its pool.
+
+    DP attention over ``dp_attention`` ranks: each GPU holds the attention weights split over its
+    rank's tensor_parallel_size / dp_attention GPUs, and its rank's KV at that split; the pool returned
+    is the ranks' pools together (one scheduler over them, ``simulator.scenario.sglang``)."""
     from simulator.scenario import sglang
 
-    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, tp)
+    attn_tp = tp // dp_attention
+    kv_tok = model.kv_bytes_per_token(kv_dtype_bytes, attn_tp)
     block_bytes = kv_tok * page_tokens
     weights = weight_bytes(model, quantization, tp)
+    if attn_tp != tp:  # the attention weights split fewer ways, at the model's mean bytes per weight
+        per_weight = weight_bytes(model, quantization, 1) / model.total_params
+        weights += model.num_layers * model.attn_params_per_layer * (1 / attn_tp - 1 / tp) * per_weight
     usable = mem_fraction_static * (gpu.hbm_bytes - sglang.CONTEXT_BYTES)
     kv = sglang.kv_pool_bytes(gpu.hbm_bytes, mem_fraction_static, weights)
     if kv <= 0:
@@ -274,5 +283,5 @@ def plan_memory_sglang(
         kv_bytes=n * block_bytes,
         kv_bytes_per_token=kv_tok,
         block_bytes=block_bytes,
-        num_gpu_blocks=n + 1,  # the pool's convention: one block is the null block, never used
+        num_gpu_blocks=dp_attention * n + 1,  # the ranks' pools (one block is the null block, never used)
     )

@@ -90,15 +90,17 @@ def memory_defaults(hbm_bytes: float, tp: int) -> tuple[int, int]:
 
 
 def mem_fraction_static(
-    hbm_bytes: float, tp: int, chunked_prefill_size: int, cuda_graph_max_bs: int, mla: bool
+    hbm_bytes: float, tp: int, chunked_prefill_size: int, cuda_graph_max_bs: int, mla: bool, dp: int = 1
 ) -> float:
     """SGLang's default ``mem_fraction_static`` (``server_args.py: _handle_gpu_memory_settings``):
     the GPU's memory less a reserve for activations, CUDA graphs and the tensor-parallel buffers,
     at least 10 GiB on GPUs of more than 60 GiB; 0.5.17 also reserves 1.5 GiB for MLA's prefill
-    graphs."""
+    graphs, and DP attention over ``dp`` ranks 3 MiB (4.5 above 300) per graph batch and rank."""
     gpu_mib = hbm_bytes / MIB
     chunk = chunked_prefill_size if chunked_prefill_size > 0 else MAX_PREFILL_TOKENS
     reserved = 512 + 1.5 * max(chunk, 2048) + tp / 8 * 1024 + cuda_graph_max_bs * 2 + (1536 if mla else 0)
+    if dp > 1:
+        reserved += cuda_graph_max_bs * dp * (4.5 if cuda_graph_max_bs > 300 else 3)
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     return round((gpu_mib - reserved) / gpu_mib, 3)
@@ -119,6 +121,15 @@ def max_running_requests(pool_tokens: int, context_len: int, given: int | None) 
         return max(1, min(given, pool_tokens // 2))
     estimated = min(max(int(pool_tokens / context_len * 512), 2048), 4096)
     return max(1, min(estimated, pool_tokens // 2))
+
+
+# DP attention (``--enable-dp-attention --dp-size D``): D ranks, each scheduling its own requests into
+# its own KV pool, their steps synchronised. Modelled as one scheduler over the D pools together, the
+# chunk and the running-request cap per rank times D (requests are dealt round-robin, so the ranks fill
+# alike; the imbalance between them and the idle ranks' padding are not modelled), admission made more
+# aggressive as SGLang makes it (``schedule_conservativeness`` x 0.3, server_args.py), and the step
+# priced as one rank's (``CostModel(dp_attention=D)``).
+DP_CONSERVATIVENESS = 0.3
 
 
 def accounting_page(page_size: int) -> int:

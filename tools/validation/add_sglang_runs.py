@@ -6,15 +6,16 @@ data/sources/sglang/public_runs.yaml that servesim can replay, in the form of ru
 
 Taken: GPUStack's DeepSeek-R1-0528 (FP8) runs on 8 x H200 (SGLang 0.5.3; ShareGPT and four random
 shapes, all sent at once; their `--enable-dp-attention` without `--dp` is plain TP8 in the 0.5 line),
+dstack's DeepSeek-R1 concurrency sweep on 8 x H200 (SGLang 0.4.3.post2 with `--enable-dp-attention`,
+which in 0.4.x meant eight DP-attention ranks),
 GPUStack's Qwen3-14B (bf16 and FP8), Qwen3-32B and Qwen3-235B-A22B runs on H100s (0.5.5.post1, the
 default attention backend), and dstack's DeepSeek-R1 (FP8) concurrency sweep on 8 x MI300X (0.4.2.post4,
 plain TP8, random 3,200/800 at 4-128 in flight and longer outputs at 128), replayed as the 0.5 line.
 Left out, and why: the MTP run (speculative decoding is modelled for vLLM only), the torch.compile run
 (its kernels differ and are not modelled), the FlashInfer and Triton attention-backend runs (one
-backend per GPU is modelled), dstack's H200 runs (DP attention on: 0.4.x's flag set DP8, not modelled)
-and its generated-shared-prefix runs (their prefix tree is not restated), and the SGLang pull-request
+backend per GPU is modelled), dstack's generated-shared-prefix runs (their prefix tree is not restated), and the SGLang pull-request
 and blog numbers that give no request lengths or no GPU. Five runs (``CALIBRATE``) fit SGLang's host
-costs; the other 19 are held out. The file is rewritten whole.
+costs; the other 28 are held out. The file is rewritten whole.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ _R1_H200 = ("deepseek-r1", "h200", "fp8", "chat")
 _Q14 = ("qwen3-14b", "h100-sxm", "none", "chat")
 _Q14_FP8 = ("qwen3-14b", "h100-sxm", "fp8", "chat")
 _R1_MI300X = ("deepseek-r1", "mi300x", "fp8", "completions")
+_R1_H200_DP = ("deepseek-r1", "h200", "fp8", "completions")
+# SGLang 0.4.x's --enable-dp-attention set dp_size to tp_size (0.5 needs --dp as well).
+DP_ATTENTION = {"enable_dp_attention": True, "dp_size": 8}
 
 # source id -> (servesim model, GPU, quantization, endpoint)
 TAKEN: dict[str, tuple[str, str, str, str]] = {
@@ -52,6 +56,8 @@ TAKEN: dict[str, tuple[str, str, str, str]] = {
     "gpustack-qwen3-235b-a22b-8xh100-tp8-sharegpt": ("qwen3-235b-a22b", "h100-sxm", "none", "chat"),
     **{f"dstack-dsr1-mi300x-random-3200-800-c{c}": _R1_MI300X for c in (4, 8, 16, 32, 64, 128)},
     **{f"dstack-dsr1-mi300x-random-3200-{o}-c128": _R1_MI300X for o in (1600, 3200, 6400)},
+    **{f"dstack-dsr1-h200-random-3200-800-c{c}": _R1_H200_DP for c in (4, 8, 16, 32, 64, 128)},
+    **{f"dstack-dsr1-h200-random-3200-{o}-c128": _R1_H200_DP for o in (1600, 3200, 6400)},
 }
 # Calibration half (the SGLang host costs, tools/validation/fit_host.py --source sglang, are fitted on
 # these alone): one ShareGPT burst and one random shape per model and GPU of GPUStack's; the rest,
@@ -104,7 +110,7 @@ def entry(src: dict) -> dict:
         "quantization": quant,
         "serve_command": src["launch"],
         "bench_command": src["benchmark"],
-        "engine": {},
+        "engine": dict(DP_ATTENTION) if src["id"].startswith("dstack-dsr1-h200") else {},
         "bench": {
             "endpoint": endpoint,
             "dataset": "sharegpt" if w["dataset"] == "sharegpt" else "random",
