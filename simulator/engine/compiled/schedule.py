@@ -321,13 +321,20 @@ def _preempt(st, v, j, t):
         st.status[rid] = RequestStatus.WAITING
         wq_push(st, rid, True)
         record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
+    leave_slot(st, v)
+    return given_back
+
+
+def leave_slot(st, v):
+    """Slot ``v`` stops running (preempted, retracted, aborted): its record brought up to date, the
+    slot a hole, the running list's end moved in past the holes at its tail."""
+    ctl, slots = st.ctl, st.slots
     write_back(st, v)
     slots[v, S_RID] = -1
     unmark(st.bits, 0, v)
     ctl[N_RUN] -= 1
     while ctl[END] > 0 and slots[ctl[END] - 1, S_RID] < 0:
         ctl[END] -= 1
-    return given_back
 
 
 def _swap_traffic(st, rid, nblk):

@@ -45,14 +45,13 @@ from simulator.engine.compiled.layout import (
     SWAP_BYTES,
     WQ_LEN,
 )
-from simulator.engine.compiled.lazy import unmark, write_back
 from simulator.engine.compiled.pool import (
     cache_own_blocks,
     lookup,
     release_table,
 )
 from simulator.engine.compiled.queues import wq_peek, wq_pop, wq_push
-from simulator.engine.compiled.schedule import admit_request, apply_step, run_slot
+from simulator.engine.compiled.schedule import admit_request, apply_step, leave_slot, run_slot
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
@@ -222,17 +221,6 @@ def _victim(st):
     return best
 
 
-def _leave(st, v):
-    """Slot ``v`` stops running: its record brought up to date, the slot a hole."""
-    ctl, slots = st.ctl, st.slots
-    write_back(st, v)
-    slots[v, S_RID] = -1
-    unmark(st.bits, 0, v)
-    ctl[N_RUN] -= 1
-    while ctl[END] > 0 and slots[ctl[END] - 1, S_RID] < 0:
-        ctl[END] -= 1
-
-
 def _retract(st, v, t):
     """Slot ``v``'s request back to the end of the waiting queue, its prompt's KV left in the prefix
     cache."""
@@ -250,7 +238,7 @@ def _retract(st, v, t):
     st.status[rid] = RequestStatus.WAITING
     wq_push(st, rid, False)
     record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
-    _leave(st, v)
+    leave_slot(st, v)
     ctl[SGL_FULL] = 0
 
 
@@ -268,4 +256,4 @@ def _abort_last(st, t):
     st.ab[ctl[AB_N]] = rid
     ctl[AB_N] += 1
     record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
-    _leave(st, v)
+    leave_slot(st, v)
