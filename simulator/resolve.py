@@ -50,13 +50,20 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
     return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
 
 
-def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int, float]:
-    """SGLang's chunked_prefill_size, cuda_graph_max_bs and mem_fraction_static: the scenario's, or
-    the defaults SGLang picks from the GPU's memory (``simulator.scenario.sglang``)."""
-    e, tp = sc.engine, sc.hardware.tensor_parallel_size
-    chunk, graph_bs = sglang.memory_defaults(gpu.hbm_bytes, tp)
+def sglang_batches(sc: Scenario, gpu: GPU) -> tuple[int, int]:
+    """SGLang's chunked_prefill_size and cuda_graph_max_bs: the scenario's, or the defaults SGLang
+    picks from the GPU's memory (``simulator.scenario.sglang``)."""
+    e = sc.engine
+    chunk, graph_bs = sglang.memory_defaults(gpu.hbm_bytes, sc.hardware.tensor_parallel_size)
     chunk = e.chunked_prefill_size if e.chunked_prefill_size is not None else chunk
     graph_bs = e.cuda_graph_max_bs if e.cuda_graph_max_bs is not None else graph_bs
+    return chunk, graph_bs
+
+
+def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int, float]:
+    """``sglang_batches``, and SGLang's mem_fraction_static: the scenario's or SGLang's default."""
+    e, tp = sc.engine, sc.hardware.tensor_parallel_size
+    chunk, graph_bs = sglang_batches(sc, gpu)
     frac = e.mem_fraction_static
     if frac is None:
         frac = sglang.mem_fraction_static(gpu.hbm_bytes, tp, chunk, graph_bs, model.is_mla, e.dp_attention)
@@ -66,7 +73,7 @@ def sglang_settings(sc: Scenario, gpu: GPU, model: ModelArch) -> tuple[int, int,
 def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
     """SGLang's running-request cap (from its pool, ``sglang.max_running_requests``) and its prefill
     chunk (``rules.SGL_UNCHUNKED`` when chunking is off)."""
-    chunk, _, _ = sglang_settings(sc, gpu, model)
+    chunk, _ = sglang_batches(sc, gpu)
     mem = memory_plan(sc, model, gpu, 1, 1)
     dp = sc.engine.dp_attention  # DP attention: each rank's pool, cap and chunk, D of them
     pool_tokens = int(mem.kv_bytes // mem.kv_bytes_per_token)
@@ -80,16 +87,15 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
-    if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs replay graphs
-        _, graph_bs, _ = sglang_settings(sc, gpu, load_arch(sc))
+    mixed_rows = FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0
+    if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs (a rank's) replay graphs
+        _, graph_bs = sglang_batches(sc, gpu)
         return Execution(
-            max_capture_size=graph_bs * e.dp_attention,  # per rank
+            max_capture_size=graph_bs * e.dp_attention,
             capture_by16_from=256,
             full_decode_graphs=True,
             pad=True,
-            mixed_decode_rows=FA2_MIXED_DECODE_ROWS
-            if versions.attention_kernel(gpu.compute_capability) == "fa2"
-            else 0.0,
+            mixed_decode_rows=mixed_rows,
         )
     v = versions.version(e.vllm_version)
     return Execution(
@@ -100,7 +106,7 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
         full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
         pad=not e.enforce_eager,
         enforce_eager=e.enforce_eager,
-        mixed_decode_rows=FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0,
+        mixed_decode_rows=mixed_rows,
     )
 
 

@@ -31,15 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from simulator.scenario import hosts
 from simulator.validation import validate
 
+# The API server's costs, per endpoint, and its fixed latency.
+API_SERVER = ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")
 FITTED = {
     "public": (
-        "latency_s",
-        "request_s",
-        "token_s",
-        "finish_s",
-        "chat_request_s",
-        "chat_token_s",
-        "chat_finish_s",
+        *API_SERVER,
         "engine_step_s",
         "engine_per_seq_s",
         "engine_per_seq_s_019",
@@ -61,16 +57,7 @@ FITTED = {
     # thousand requests cannot tell a per-step cost from a per-token one (fitted, the engine's per-step
     # cost went to 11 ms, which would floor every small batch's step there; its per-request cost to
     # 0.3 ms, which made FP8 no faster than bf16); they stay vLLM 0.26's recorded ones.
-    "sglang": (
-        "latency_s",
-        "request_s",
-        "token_s",
-        "finish_s",
-        "chat_request_s",
-        "chat_token_s",
-        "chat_finish_s",
-        "chat_first_pass",
-    ),
+    "sglang": (*API_SERVER, "chat_first_pass"),
 }
 SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)

@@ -282,3 +282,13 @@ def release_table(st, rid, row, nblocks, nfull):
         queue[1, t + i] = serial
     ctl[Q_TAIL] = t + nb
     ctl[FREE] += nf + nb
+
+
+def unreferenced_hits(st, nh):
+    """How many of the last lookup's ``nh`` hits (``st.hits``) no running request holds: free (and
+    evictable) now, taken out of the free blocks by admitting the request that hit them."""
+    n = 0
+    for k in range(nh):
+        if st.blocks[st.hits[k], B_REF] == 0:
+            n += 1
+    return n

@@ -13,7 +13,6 @@ from simulator.engine.compiled.adapters import lora_stop, lora_users
 from simulator.engine.compiled.layout import (
     AB_N,
     ABORT_ON_FULL,
-    B_REF,
     BS,
     BUDGET,
     C_BLOCK_BYTES,
@@ -104,6 +103,7 @@ from simulator.engine.compiled.pool import (
     take_blocks,
     take_row,
     touch,
+    unreferenced_hits,
 )
 from simulator.engine.compiled.queues import (
     sw_peek,
@@ -158,10 +158,7 @@ def schedule(st, t):
     ctl, cfg = st.ctl, st.cfg
     budget = cfg[BUDGET]
     cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
-    ctl[PREEMPTED] = 0
-    ctl[LORA_STEP_LOADS] = 0
-    ctl[LORA_STEP_DISK] = 0
-    st.fctl[SWAP_BYTES] = 0.0
+    begin_step(st)
     _explicit_if_budget_binds(st, cap, budget)
     budget = _schedule_running(st, t, cap, budget)
     budget -= ctl[LAZY]  # the lazy slots' one token each
@@ -170,6 +167,15 @@ def schedule(st, t):
         if ctl[SW_LEN] == 0:
             _admit(st, t, cap, budget)
     return apply_step(st, t)
+
+
+def begin_step(st):
+    """The counters of the step being scheduled, at zero."""
+    ctl = st.ctl
+    ctl[PREEMPTED] = 0
+    ctl[LORA_STEP_LOADS] = 0
+    ctl[LORA_STEP_DISK] = 0
+    st.fctl[SWAP_BYTES] = 0.0
 
 
 def _explicit_if_budget_binds(st, cap, budget):
@@ -291,8 +297,7 @@ def _preempt(st, v, j, t):
         else:
             undone = given_back = slots[v, S_A]
     rid = slots[v, S_RID]
-    st.req_i32[rid, I32_PREEMPT] += 1
-    ctl[PREEMPTED] += 1
+    count_preemption(st, rid)
     lora_stop(st, rid)
     nblk = slots[v, S_NBLK]
     row = slots[v, S_ROW]
@@ -308,21 +313,43 @@ def _preempt(st, v, j, t):
         sw_push(st, rid)
         record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.SWAPPED_OUT)
     elif kind == PreemptionKind.ABORTED:
-        release_table(st, rid, row, nblk, nfull)
-        st.status[rid] = RequestStatus.ABORTED
-        st.req_f64[rid, F_FIN] = t
-        st.ab[ctl[AB_N]] = rid
-        ctl[AB_N] += 1
-        record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
+        abort_slot(st, v, nblk, nfull, t)
     else:
-        cache_own_blocks(st, rid, row, nfull)
-        release_table(st, rid, row, nblk, nfull)
-        slots[v, S_NCOMP] = 0
-        st.status[rid] = RequestStatus.WAITING
-        wq_push(st, rid, True)
-        record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
+        requeue_slot(st, v, nblk, nfull, True, t)
     leave_slot(st, v)
     return given_back
+
+
+def count_preemption(st, rid):
+    st.req_i32[rid, I32_PREEMPT] += 1
+    st.ctl[PREEMPTED] += 1
+
+
+def abort_slot(st, v, nblk, nfull, t):
+    """Running slot ``v``'s request, holding ``nblk`` blocks (``nfull`` of them hashed), is aborted now."""
+    ctl, slots = st.ctl, st.slots
+    rid = slots[v, S_RID]
+    release_table(st, rid, slots[v, S_ROW], nblk, nfull)
+    slots[v, S_NBLK] = 0
+    st.status[rid] = RequestStatus.ABORTED
+    st.req_f64[rid, F_FIN] = t
+    st.ab[ctl[AB_N]] = rid
+    ctl[AB_N] += 1
+    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
+
+
+def requeue_slot(st, v, nblk, nfull, front, t):
+    """Running slot ``v``'s request goes back to the waiting queue (its ``front`` or back) to compute
+    everything again: its blocks released, the ``nfull`` first of them cached as its own content."""
+    slots = st.slots
+    rid, row = slots[v, S_RID], slots[v, S_ROW]
+    cache_own_blocks(st, rid, row, nfull)
+    release_table(st, rid, row, nblk, nfull)
+    slots[v, S_NBLK] = 0
+    slots[v, S_NCOMP] = 0
+    st.status[rid] = RequestStatus.WAITING
+    wq_push(st, rid, front)
+    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
 
 
 def leave_slot(st, v):
@@ -370,7 +397,7 @@ def _swap_in(st, t, cap, budget):
 
 def _admit(st, t, cap, budget):
     """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
-    ctl, cfg, req_i64, blocks = st.ctl, st.cfg, st.req_i64, st.blocks
+    ctl, cfg, req_i64 = st.ctl, st.cfg, st.req_i64
     bs = cfg[BS]
     aside = 0  # passed over for their adapter (multi-LoRA), put back at their places after
     while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
@@ -383,10 +410,7 @@ def _admit(st, t, cap, budget):
             continue
         ntok = req_i64[rid, I_NTOK]
         nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
-        evictable = 0  # free now, taken by the hit
-        for k in range(nh):
-            if blocks[st.hits[k], B_REF] == 0:
-                evictable += 1
+        evictable = unreferenced_hits(st, nh)  # free now, taken by the hit
         nx = host_lookup(st, rid, ntok, nh)  # loaded into new blocks (KV offloading)
         nc = admitted_computed(nh + nx, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
         nx = host_loads(nx, nh, nc, bs)

@@ -10,23 +10,16 @@ it can, else a decode step, then applies the tokens as the vLLM step does (``sch
 from __future__ import annotations
 
 from simulator.engine.compiled.layout import (
-    AB_N,
-    B_REF,
     BS,
     BUDGET,
     CACHING,
     END,
-    F_FIN,
     FREE,
-    I32_PREEMPT,
     I_MAXT,
     I_NOUT,
     I_NTOK,
-    LORA_STEP_DISK,
-    LORA_STEP_LOADS,
     MAX_SEQS,
     N_RUN,
-    PREEMPTED,
     S_A,
     S_MAXT,
     S_NBLK,
@@ -34,7 +27,6 @@ from simulator.engine.compiled.layout import (
     S_NOUT,
     S_NTOK,
     S_RID,
-    S_ROW,
     SGL_CHUNKED,
     SGL_FULL,
     SGL_PAGE,
@@ -42,20 +34,21 @@ from simulator.engine.compiled.layout import (
     SGL_RATIO,
     SGL_RDECAY,
     SGL_RMIN,
-    SWAP_BYTES,
     WQ_LEN,
 )
-from simulator.engine.compiled.pool import (
-    cache_own_blocks,
-    lookup,
-    release_table,
+from simulator.engine.compiled.pool import lookup, unreferenced_hits
+from simulator.engine.compiled.queues import wq_peek, wq_pop
+from simulator.engine.compiled.schedule import (
+    abort_slot,
+    admit_request,
+    apply_step,
+    begin_step,
+    count_preemption,
+    leave_slot,
+    requeue_slot,
+    run_slot,
 )
-from simulator.engine.compiled.queues import wq_peek, wq_pop, wq_push
-from simulator.engine.compiled.schedule import admit_request, apply_step, leave_slot, run_slot
-from simulator.engine.compiled.trace import record
-from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
-    RequestStatus,
     hashed_blocks,
     new_blocks,
     sgl_admission_tokens,
@@ -75,10 +68,7 @@ COLD = ("schedule_sglang", "_retract", "_abort_last")  # not inlined (see build.
 def schedule_sglang(st, t):
     """Schedule the step starting at ``t`` as SGLang does; returns its duration."""
     ctl, slots = st.ctl, st.slots
-    ctl[PREEMPTED] = 0
-    ctl[LORA_STEP_LOADS] = 0
-    ctl[LORA_STEP_DISK] = 0
-    st.fctl[SWAP_BYTES] = 0.0
+    begin_step(st)
     for s in range(ctl[END]):
         slots[s, S_A] = 0
     if not _prefill(st, t) and ctl[N_RUN] > 0:
@@ -126,7 +116,7 @@ def _prefill(st, t):
                 ctl[SGL_CHUNKED] = -1
     if ctl[WQ_LEN] == 0 or (ctl[SGL_FULL] != 0 and ctl[SGL_CHUNKED] < 0 and chunked < 0):
         return scheduled
-    req_i64, blocks = st.req_i64, st.blocks
+    req_i64 = st.req_i64
     admitted = 0
     while ctl[WQ_LEN] > 0 and rem_chunk > 0 and rem_input > 0 and ctl[SGL_CHUNKED] < 0:
         if ctl[N_RUN] >= cfg[MAX_SEQS]:
@@ -135,10 +125,7 @@ def _prefill(st, t):
         rid = wq_peek(st)
         ntok, maxt, nout = req_i64[rid, I_NTOK], req_i64[rid, I_MAXT], req_i64[rid, I_NOUT]
         nh = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
-        evictable = 0  # locked by the hit
-        for k in range(nh):
-            if blocks[st.hits[k], B_REF] == 0:
-                evictable += 1
+        evictable = unreferenced_hits(st, nh)  # locked by the hit
         nc = nh * bs
         extend = ntok - nc
         rem_total = (free0 - locked - evictable) * bs - offset
@@ -224,36 +211,17 @@ def _victim(st):
 def _retract(st, v, t):
     """Slot ``v``'s request back to the end of the waiting queue, its prompt's KV left in the prefix
     cache."""
-    ctl, cfg, slots = st.ctl, st.cfg, st.slots
-    rid = slots[v, S_RID]
-    st.req_i32[rid, I32_PREEMPT] += 1
-    ctl[PREEMPTED] += 1
-    nblk, row = slots[v, S_NBLK], slots[v, S_ROW]
+    cfg, slots = st.cfg, st.slots
+    count_preemption(st, slots[v, S_RID])
     keep = min(slots[v, S_NCOMP], sgl_prompt_cacheable(slots[v, S_NTOK], slots[v, S_NOUT]))
-    nfull = hashed_blocks(keep, cfg[BS], cfg[CACHING] != 0)
-    cache_own_blocks(st, rid, row, nfull)
-    release_table(st, rid, row, nblk, nfull)
-    slots[v, S_NBLK] = 0
-    slots[v, S_NCOMP] = 0
-    st.status[rid] = RequestStatus.WAITING
-    wq_push(st, rid, False)
-    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.RECOMPUTED)
+    requeue_slot(st, v, slots[v, S_NBLK], hashed_blocks(keep, cfg[BS], cfg[CACHING] != 0), False, t)
     leave_slot(st, v)
-    ctl[SGL_FULL] = 0
+    st.ctl[SGL_FULL] = 0
 
 
 def _abort_last(st, t):
     """The one running request cannot get its next token's KV: it is aborted."""
-    ctl, slots = st.ctl, st.slots
     v = _victim(st)
-    rid = slots[v, S_RID]
-    st.req_i32[rid, I32_PREEMPT] += 1
-    ctl[PREEMPTED] += 1
-    release_table(st, rid, slots[v, S_ROW], slots[v, S_NBLK], 0)
-    slots[v, S_NBLK] = 0
-    st.status[rid] = RequestStatus.ABORTED
-    st.req_f64[rid, F_FIN] = t
-    st.ab[ctl[AB_N]] = rid
-    ctl[AB_N] += 1
-    record(st, t, EventKind.PREEMPTED, rid, PreemptionKind.ABORTED)
+    count_preemption(st, st.slots[v, S_RID])
+    abort_slot(st, v, st.slots[v, S_NBLK], 0, t)
     leave_slot(st, v)

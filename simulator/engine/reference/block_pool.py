@@ -53,6 +53,10 @@ class BlockPool:
             out.append(b)
         return out
 
+    def unreferenced(self, blocks: Iterable[int]) -> int:
+        """How many of ``blocks`` (a lookup's hits) no request holds: free now, taken by the hit."""
+        return sum(1 for b in blocks if self.ref[b] == 0)
+
     def touch(self, blocks: Iterable[int]) -> None:
         """One more request takes these (cached) blocks into use: out of the free queue if they were there."""
         for b in blocks:

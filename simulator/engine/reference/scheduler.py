@@ -255,14 +255,11 @@ class Scheduler:
         were scheduled, so they are released as cached blocks."""
         cfg, R = self.cfg, self.reqs
         self._budget += undone
-        R.preemptions[rid] += 1
-        self.num_preemptions += 1
-        self._preempted.append(rid)
+        self._count_preemption(rid)
         self.drafts.pop(rid, None)
         self._lora_stop(rid)
         nblk = int(R.num_blocks[rid])
-        held = (int(R.num_computed[rid]) + undone, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
-        R.num_blocks[rid] = 0
+        computed = int(R.num_computed[rid]) + undone
         kind = rules.preemption_kind(
             cfg.preemption_mode == "swap",
             cfg.on_swap_full == "abort",
@@ -271,23 +268,45 @@ class Scheduler:
             cfg.swap_space_blocks,
         )
         if kind == events.PreemptionKind.SWAPPED_OUT:
-            self.kv.free(rid, *held, cache_own=False)
+            self._release(rid, computed, False)
             self.swap_used_blocks += nblk
             self.swapped_blocks[rid] = nblk
             self._swap_traffic(rid, nblk)
             R.status[rid] = RequestStatus.SWAPPED
             self.swapped.append(rid)
-            return
-        if kind == events.PreemptionKind.ABORTED:
-            self.kv.free(rid, *held, cache_own=False)
-            R.status[rid] = RequestStatus.ABORTED
-            R.finish[rid] = now
-            self._aborted.append(rid)
-            return
-        self.kv.free(rid, *held, cache_own=True)
+        elif kind == events.PreemptionKind.ABORTED:
+            self._abort(rid, computed, now)
+        else:
+            self._requeue(rid, computed, front=True)
+
+    def _count_preemption(self, rid: int) -> None:
+        self.reqs.preemptions[rid] += 1
+        self.num_preemptions += 1
+        self._preempted.append(rid)
+
+    def _release(self, rid: int, computed: int, cache_own: bool) -> None:
+        """Free ``rid``'s blocks (its full blocks below ``computed`` hashed; ``cache_own``: findable
+        as its own content again)."""
+        R = self.reqs
+        self.kv.free(rid, computed, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), cache_own)
+        R.num_blocks[rid] = 0
+
+    def _abort(self, rid: int, computed: int, now: float) -> None:
+        """``rid`` (no longer running) is aborted now, its blocks freed."""
+        R = self.reqs
+        self._release(rid, computed, False)
+        R.status[rid] = RequestStatus.ABORTED
+        R.finish[rid] = now
+        self._aborted.append(rid)
+
+    def _requeue(self, rid: int, computed: int, front: bool) -> None:
+        """``rid`` (no longer running) waits again to compute everything anew, at the ``front`` or the
+        back of the queue; its full blocks below ``computed`` stay findable as its own content."""
+        R = self.reqs
+        self._release(rid, computed, True)
         R.num_computed[rid] = 0
         R.status[rid] = RequestStatus.WAITING
-        self.waiting.push(rid, front=True)
+        self.waiting.push(rid, front=front)
 
     def _swap_traffic(self, rid: int, nblk: int) -> None:
         nbytes = nblk * self.cfg.block_bytes
@@ -337,7 +356,7 @@ class Scheduler:
             a = rules.chunk(ntok, nc, self._cap, self._budget)
             m = rules.new_blocks(nc, a, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
-            evictable = sum(1 for b in hits if self.pool.ref[b] == 0)  # free now, taken by the hit
+            evictable = self.pool.unreferenced(hits)  # free now, taken by the hit
             if not rules.admits(gate, evictable, self.pool.num_free):
                 break
             self.waiting.pop()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from simulator.engine import rules
 from simulator.engine.reference.scheduler import Scheduler, StepOutput, StepPlan
-from simulator.engine.rules import RequestStatus
 
 
 class SGLangScheduler(Scheduler):
@@ -89,7 +88,7 @@ class SGLangScheduler(Scheduler):
             hits = self.kv.lookup(ntok, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]))
             nh = len(hits)
             nc = nh * bs
-            evictable = sum(1 for b in hits if self.pool.ref[b] == 0)  # locked by the hit
+            evictable = self.pool.unreferenced(hits)  # locked by the hit
             extend = ntok - nc
             rem_total = (free0 - locked - evictable) * bs - offset
             if not rules.sgl_fits(rules.sgl_admission_tokens(extend, maxt, nout, page, True), rem_total):
@@ -139,13 +138,8 @@ class SGLangScheduler(Scheduler):
             self.ratio = rules.sgl_ratio_decayed(self.ratio, floor, decay)
         if need > self.pool.num_free:  # the last request alone does not fit: SGLang aborts it
             rid = self.running.pop()
-            R.preemptions[rid] += 1
-            self.num_preemptions += 1
-            self._preempted.append(rid)
-            self._aborted.append(rid)
-            self._release(rid, 0, False)
-            R.status[rid] = RequestStatus.ABORTED
-            R.finish[rid] = now
+            self._count_preemption(rid)
+            self._abort(rid, 0, now)
             return
         for rid in self.running:
             nc = int(R.num_computed[rid])
@@ -174,22 +168,12 @@ class SGLangScheduler(Scheduler):
         """Back to the end of the waiting queue, its prompt's KV left in the prefix cache."""
         R = self.reqs
         self.running.remove(rid)
-        R.preemptions[rid] += 1
-        self.num_preemptions += 1
-        self._preempted.append(rid)
+        self._count_preemption(rid)
         cacheable = min(
             int(R.num_computed[rid]), rules.sgl_prompt_cacheable(int(R.num_tokens[rid]), int(R.num_out[rid]))
         )
-        self._release(rid, cacheable, True)
-        R.num_computed[rid] = 0
-        R.status[rid] = RequestStatus.WAITING
-        self.waiting.push(rid)
+        self._requeue(rid, cacheable, front=False)
         self.batch_full = False
-
-    def _release(self, rid: int, computed: int, cache_own: bool) -> None:
-        R = self.reqs
-        self.kv.free(rid, computed, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), cache_own)
-        R.num_blocks[rid] = 0
 
     # ---- after the step ---------------------------------------------------------------------------
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
