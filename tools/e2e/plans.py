@@ -421,6 +421,43 @@ def gptoss20b_lanes() -> list[dict]:
     return [lane("gptoss20b", [0], "gpt-oss-20b", serve, runs)]
 
 
+# floor_h200 (one GPU, about 10 minutes): the engine core's CPU work per step where the GPU's step
+# is short. A 0.6B model's decode step takes the GPU well under a millisecond, so at 1-16 requests
+# in flight its TPOT is the engine's and API server's own time per step; Llama-3.1-8B and
+# gpt-oss-20b at 1-16 in flight beside it, whose GPU steps are longer. 128 + 512 tokens (1,024 +
+# 512 for gpt-oss), one lane after another on GPU 0.
+FLOOR_LANES = (
+    (
+        "qwen06b_floor",
+        "qwen3-0.6b",
+        ["--max-model-len", "4096"],
+        128,
+        ((1, 12), (4, 24), (16, 64), (64, 192), (256, 512)),
+    ),
+    ("llama8b_floor", "llama-3.1-8b", ["--max-model-len", "4096"], 128, ((1, 8), (4, 16), (16, 48))),
+    ("gptoss20b_floor", "gpt-oss-20b", ["--dtype", "bfloat16", "--max-model-len", "4096"], 1024, ((1, 6), (8, 24))),
+)
+
+
+def floor_lanes() -> list[dict]:
+    out = []
+    for name, model, serve, prompt, points in FLOOR_LANES:
+        runs = [
+            {
+                "name": f"c{c}",
+                "max_concurrency": c,
+                "num_prompts": n,
+                "prompt": prompt,
+                "output": 512,
+                "timeout_s": 300,
+                "seed": zlib.crc32(f"floor_h200/{name}/c{c}".encode()),
+            }
+            for c, n in points
+        ]
+        out.append(lane(name, [0], model, [*serve, "--gpu-memory-utilization", "0.92"], runs))
+    return out
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -443,7 +480,11 @@ def main() -> None:
     path = HERE / "plans" / "cpu_h200x4.json"
     path.write_text(json.dumps({"lanes": cpu_lanes_x4()}, indent=1) + "\n")
     print(path)
-    for name, lanes in (("gptoss_h200", gptoss_lanes()), ("gptoss20b_h200", gptoss20b_lanes())):
+    for name, lanes in (
+        ("gptoss_h200", gptoss_lanes()),
+        ("gptoss20b_h200", gptoss20b_lanes()),
+        ("floor_h200", floor_lanes()),
+    ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
         print(path)
