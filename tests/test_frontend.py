@@ -125,6 +125,9 @@ def _ttft(arrival, rounds, n=2000):
             f"frontend.intake_rounds={rounds}",
             "frontend.output_token_us=50",
             "frontend.step_us=200",
+            # the engine's own CPU costs pinned, so that its pace does not move with a refit
+            "cost.engine_cpu_ms=4",
+            "cost.engine_cpu_per_seq_us=38",
         ]
     )
     c = simulate(sc).reqs.columns()

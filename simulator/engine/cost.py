@@ -397,6 +397,16 @@ def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, s
 # slow; with 1, 2-5% (the held-out runs at 45-64 in flight: 4-8%).
 MOE_LAYER_KERNELS = 1
 MLA_LAYER_KERNELS = 4
+# MXFP4 experts on a GPU without FP4 tensor cores (vLLM's weight-only Triton path on Hopper: the
+# routing's top-k, bitmatrix and index kernels and the weights' upcast) take more time a layer than
+# the small kernels above, in small-kernel equivalents, divided among the tensor-parallel GPUs.
+# Fitted with the engine's CPU costs on the recorded vLLM 0.26 calibration runs of gpt-oss at one
+# GPU (data/e2e/h200_gptoss_2026-11-29, h200_floor_2026-11-29: steps of 3.0-5.0 ms at 1-16 in
+# flight, ~132 us a layer for both gpt-oss sizes, where the small kernels and weights above give
+# ~75); the division by TP follows the public TP2 and TP8 runs (H100 TP2 at 4 in flight, H200 TP8
+# at 8, runs.yaml), whose layers are not slower than the weights and all-reduces alone explain. Why
+# the time divides so is not known.
+MXFP4_WEIGHT_ONLY_KERNELS = 9.0
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -490,6 +500,8 @@ class CostModel:
         m = model
         L = m.num_layers
         kernels = small_kernels_per_layer(m)
+        weight_only_fp4 = quantization == "mxfp4" and "fp4" not in gpu.peak_flops and m.is_moe
+        extra_kernels = MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp if weight_only_fp4 else 0.0
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
@@ -512,7 +524,8 @@ class CostModel:
             attn_fpp = 4 * full_layers * m.num_heads / tp * m.head_dim
         window_fpp = 4 * (L - full_layers) * m.num_heads / tp * m.head_dim
         p = {
-            "fixed_s": e.step_overhead_s + e.per_layer_overhead_s * L * kernels / PLAIN_LAYER_SMALL_KERNELS,
+            "fixed_s": e.step_overhead_s
+            + e.per_layer_overhead_s * (L * kernels + extra_kernels) / PLAIN_LAYER_SMALL_KERNELS,
             "per_seq_s": e.per_seq_overhead_s,
             "per_token_s": e.per_token_overhead_s,
             "lin_params": lin_params,

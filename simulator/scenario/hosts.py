@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simulator.errors import ConfigError
@@ -75,6 +75,16 @@ class HostCosts:
     def engine_per_seq(self, line: str) -> float:
         """The engine's CPU work per scheduled sequence on release line ``line``."""
         return self.engine_per_seq_s if line in ("0.10", "0.11") else self.engine_per_seq_s_019
+
+    def scaled(self, scale: float) -> HostCosts:
+        """The same costs on a host ``scale`` times as slow: the CPU times scaled, the shares, the
+        rounds and the network's latency kept (as ``simulator.engine.host.HostModel.scaled``)."""
+        return replace(self, **{k: getattr(self, k) * scale for k in CPU_TIMES})
+
+
+# The HostCosts fields that are CPU time, scaled by a host's factor.
+CPU_TIMES = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "prompt_token_s", "step_s", "request_s",
+             "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
 
 
 def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:

@@ -390,16 +390,32 @@ def _unless_given(extra: list[str] | tuple[str, ...], key: str, overrides: list[
     return [] if any(x.startswith(f"{key}=") for x in extra) else overrides
 
 
-def recorded_host(run: dict) -> list[str]:
-    """The host a recorded run is replayed on, as a user who probed that machine would give it: its
-    idle probe reading (``hardware.host: {probe_us: X}``, the catalog's rule then gives its factor,
-    not its own fitted one): the catalog's, or for a machine the catalog does not hold, the reading
-    the recorder took around the run's lane; a machine never probed runs on the catalog's median host."""
-    from simulator.scenario.hosts import catalog, probe_override
+def recorded_probe(run: dict) -> float | None:
+    """The probe reading a recorded run is replayed on, as a user who probed that machine would give
+    it: the catalog's idle reading of its machine, or for a machine the catalog does not hold, the
+    reading the recorder took around the run's lane; None for a machine never probed."""
+    from simulator.scenario.hosts import catalog
 
     h = catalog().hosts.get(run.get("recording", ""), {})
-    probe = h.get("probe_us") or (run.get("host") or {}).get("probe_us")
+    return h.get("probe_us") or (run.get("host") or {}).get("probe_us")
+
+
+def recorded_host(run: dict) -> list[str]:
+    """The host a recorded run is replayed on (``hardware.host: {probe_us: X}``: the catalog's rule
+    then gives its factor, not its own fitted one); a machine never probed runs on the catalog's
+    median host."""
+    from simulator.scenario.hosts import probe_override
+
+    probe = recorded_probe(run)
     return [probe_override(probe)] if probe else []
+
+
+def recorded_scale(run: dict) -> float:
+    """The CPU factor of the host a recorded run is replayed on (``recorded_host``)."""
+    from simulator.scenario.hosts import catalog
+
+    probe = recorded_probe(run)
+    return catalog().scale(float(probe)) if probe else catalog().median().scale
 
 
 def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "e2e"
 VALIDATION = ROOT / "simulator" / "data" / "validation"
 # servesim's names for the models served (tools/e2e/models/)
-MODELS = {m: m for m in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b")}
+MODELS = {m: m for m in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-0.6b")}
 MEASURED = (
     "completed",
     "duration",

@@ -13,7 +13,8 @@ throughput, mean TTFT and mean TPOT; for recorded runs also the medians, TTFT le
 server's prefix cache was warm): coordinate search in log space, each constant multiplied by
 1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1). Not
 fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (``step_s``).
-The held-out runs are never simulated here. Writes the set into simulator/data/host_costs.yaml.
+A recorded run is replayed on its host's factor (its probe reading, as `servesim validate` replays
+it), the candidate costs being the reference host's. The held-out runs are never simulated here. Writes the set into simulator/data/host_costs.yaml.
 ``--only``: search these constants alone (the others stay as the set has them).
 """
 
@@ -106,8 +107,16 @@ def main() -> int:
     metrics = {"recorded": validate.E2E_METRICS, "sglang": validate.SGLANG_METRICS}.get(args.source, validate.METRICS)
     host = hosts.load_host_costs(args.source)
 
+    # A recorded run replays on its own host (validate.recorded_host): the candidate costs are the
+    # reference host's, scaled by that host's factor as the built-in ones are.
+    scales = sorted({validate.recorded_scale(r) for r in runs}) if recorded else [1.0]
+
     def evaluate(h) -> float:
-        return loss(validate.run_all(runs, jobs=args.jobs, host=h, recorded=recorded), metrics)
+        results = []
+        for s in scales:
+            group = [r for r in runs if not recorded or validate.recorded_scale(r) == s]
+            results += validate.run_all(group, jobs=args.jobs, host=h.scaled(s), recorded=recorded)
+        return loss(results, metrics)
 
     best = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)

@@ -21,7 +21,6 @@ import argparse
 import math
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -33,22 +32,16 @@ from tools.validation.fit_host import loss
 GRID = (0.75, 0.9, 1.05, 1.2, 1.4, 1.65, 1.9, 2.2)
 # A host whose runs hardly move with the factor (GPU-bound runs) does not tell its CPU: left out.
 IDENTIFIED = 0.25  # the least spread of the loss over the grid (sum of |log| errors)
-SCALED = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "prompt_token_s", "step_s", "request_s",
-          "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
 # Recordings whose misses are the cost model's, not the host's: a factor fitted on them would take the
 # model's error for the CPU's (and move the probe rule for every host).
 NOT_A_HOST_CHECK = {
-    "h200_gptoss_2026-11-29": "gpt-oss-20b 30-80% slow and 120b up to 30% fast on the GPU side (data/e2e/README.md)",
+    "h200_gptoss_2026-11-29": "gpt-oss-120b at 64 and 128 in flight 30-50% fast on the GPU side (data/e2e/README.md)",
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
     "h100x2_alone_2026-11-28": ("data/e2e/host_probe_2026-11-28/h100x2.json", "alone_us_median"),
     "h200x2_overload_2026-11-28": ("data/e2e/host_probe_2026-11-28/h200x2.json", "alone_us_median"),
 }
-
-
-def scaled(costs: hosts.HostCosts, s: float) -> hosts.HostCosts:
-    return replace(costs, **{k: getattr(costs, k) * s for k in SCALED})
 
 
 def probe_of(recording: str, runs: list[dict]) -> float | None:
@@ -66,7 +59,7 @@ def probe_of(recording: str, runs: list[dict]) -> float | None:
 
 def fit_one(runs: list[dict], base: hosts.HostCosts, jobs: int) -> tuple[float, float, dict[float, float]]:
     def at(s: float) -> float:
-        return loss(validate.run_all(runs, jobs=jobs, host=scaled(base, s), recorded=True), validate.E2E_METRICS)
+        return loss(validate.run_all(runs, jobs=jobs, host=base.scaled(s), recorded=True), validate.E2E_METRICS)
 
     seen = {s: at(s) for s in GRID}
     best = min(seen, key=seen.__getitem__)
