@@ -199,6 +199,16 @@ def test_step_time_refuses_what_a_scenario_refuses():
     assert _main(["step-time", "--tp", "2", "--batch", "8"])[0] == 0
 
 
+def test_step_time_prices_an_sglang_step():
+    """step-time with SGLang: priced from SGLang's own defaults (not the built-in vLLM scenario's
+    knobs); a vLLM release given with it is one line naming SGLang's field."""
+    code, out, err = _main(["step-time", "--model", "qwen3-8b", "--set", "engine.framework=sglang", "--batch", "4"])
+    assert code == 0 and out.strip().endswith(" ms") and float(out.split()[0]) > 0, err
+    code, _, err = _main(["step-time", "--set", "engine.framework=sglang", "--vllm-version", "0.26"])
+    assert code == 2 and "engine.vllm_version: only for framework 'vllm'" in _one_line(err)
+    assert "engine.sglang_version" in err
+
+
 def test_sweep_values_may_be_lists_or_mappings_and_a_field_is_given_once(tmp_path):
     """--param values split at the commas outside brackets and quotes (a mapping is one value); an
     unbalanced bracket, an empty value, a field given twice, or swept and --set: one line each."""

@@ -52,8 +52,8 @@ def add_parser(sub) -> None:
     s.add_argument("--calibration", default="auto", help="'auto' (built-in for the GPU), 'none', or a calibration file")
     s.add_argument(
         "--vllm-version",
-        default="0.32",
-        help="the vLLM release whose execution to follow (CUDA graphs, async scheduling): a release line or any release from 0.10.0 (docs/vllm-releases.md); default 0.32",
+        default=None,
+        help="the vLLM release whose execution to follow (CUDA graphs, async scheduling): a release line or any release from 0.10.0 (docs/vllm-releases.md); default the newest line (with --set engine.framework=sglang: SGLang's)",
     )
     s.add_argument(
         "--gpu-only",
@@ -68,24 +68,25 @@ def add_parser(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from simulator.engine.cost import Execution, decode_work
     from simulator.resolve import check_vllm_rules, cost_model, engine_defaults, load_arch, memory_plan
-    from simulator.scenario.config import check_model, load_scenario, parse_override
+    from simulator.scenario.config import blank_scenario, check_model, load_scenario, parse_override
     from simulator.scenario.hardware import load_gpu
 
     for text in args.set:
         key, _ = parse_override(text)
         if key in STEP_TIME_FIELDS:
             raise ConfigError(f"--set {key}: give it as {STEP_TIME_FIELDS[key]} (got {text!r})")
-    sc, _ = load_scenario(
-        None,
-        [
-            f"model={args.model}",
-            f"hardware.gpu={args.gpu}",
-            f"hardware.tensor_parallel_size={args.tp}",
-            f"cost.calibration={args.calibration}",
-            f"engine.vllm_version={args.vllm_version}",
-            *args.set,
-        ],
-    )
+    overrides = [
+        f"model={args.model}",
+        f"hardware.gpu={args.gpu}",
+        f"hardware.tensor_parallel_size={args.tp}",
+        f"cost.calibration={args.calibration}",
+        *([f"engine.vllm_version={args.vllm_version}"] if args.vllm_version else []),
+        *args.set,
+    ]
+    if "engine.framework=sglang" in args.set:  # the built-in scenario's engine settings are vLLM's
+        sc = blank_scenario(overrides)
+    else:
+        sc, _ = load_scenario(None, overrides)
     model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
     seqs, tokens = engine_defaults(gpu, sc)
     try:  # what a scenario with these settings is refused for, refused here too
