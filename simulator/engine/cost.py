@@ -407,6 +407,12 @@ MLA_LAYER_KERNELS = 4
 # at 8, runs.yaml), whose layers are not slower than the weights and all-reduces alone explain. Why
 # the time divides so is not known.
 MXFP4_WEIGHT_ONLY_KERNELS = 9.0
+# DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts) on a GPU without FP4 tensor
+# cores take more time a layer still, whatever the batch: fitted on the one public vLLM run of
+# DeepSeek-R1 at a few requests in flight (GPUStack, 8 x H200, ShareGPT at 4 in flight, runs.yaml:
+# its TPOT was 40% above servesim's, where the weights, all-reduces and small kernels give 10.7 ms
+# a step); the other DeepSeek-R1 runs, vLLM's and SGLang's, are held out (8-20% closer with it).
+FP8_MLA_MOE_KERNELS = 20.0
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -500,8 +506,12 @@ class CostModel:
         m = model
         L = m.num_layers
         kernels = small_kernels_per_layer(m)
-        weight_only_fp4 = quantization == "mxfp4" and "fp4" not in gpu.peak_flops and m.is_moe
-        extra_kernels = MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp if weight_only_fp4 else 0.0
+        no_fp4 = "fp4" not in gpu.peak_flops
+        extra_kernels = 0.0
+        if m.is_moe and no_fp4 and quantization == "mxfp4":
+            extra_kernels = MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp
+        elif m.is_moe and no_fp4 and quantization == "fp8" and m.is_mla:
+            extra_kernels = FP8_MLA_MOE_KERNELS * m.num_moe_layers
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
