@@ -411,7 +411,8 @@ MXFP4_WEIGHT_ONLY_KERNELS = 9.0
 # cores take more time a layer still, whatever the batch: fitted on the one public vLLM run of
 # DeepSeek-R1 at a few requests in flight (GPUStack, 8 x H200, ShareGPT at 4 in flight, runs.yaml:
 # its TPOT was 40% above servesim's, where the weights, all-reduces and small kernels give 10.7 ms
-# a step); the other DeepSeek-R1 runs, vLLM's and SGLang's, are held out (8-20% closer with it).
+# a step); the other DeepSeek-R1 runs, vLLM's and SGLang's, are held out (closer with it: vLLM's
+# 2K-token burst from 27% to 23% fast in throughput, SGLang's runs from a median of 177% to 114%).
 FP8_MLA_MOE_KERNELS = 20.0
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 

@@ -14,7 +14,8 @@ server's prefix cache was warm): coordinate search in log space, each constant m
 1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1). Not
 fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (``step_s``).
 A recorded run is replayed on its host's factor (its probe reading, as `servesim validate` replays
-it), the candidate costs being the reference host's. The held-out runs are never simulated here. Writes the set into simulator/data/host_costs.yaml.
+it), the candidate costs being the reference host's. The held-out runs are never simulated here.
+Writes the set into simulator/data/host_costs.yaml.
 ``--only``: search these constants alone (the others stay as the set has them).
 """
 
