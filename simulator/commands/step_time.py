@@ -71,8 +71,9 @@ def main(args: argparse.Namespace) -> int:
     from simulator.scenario.config import blank_scenario, check_model, load_scenario, parse_override
     from simulator.scenario.hardware import load_gpu
 
+    given = {}
     for text in args.set:
-        key, _ = parse_override(text)
+        key, given[key] = parse_override(text)
         if key in STEP_TIME_FIELDS:
             raise ConfigError(f"--set {key}: give it as {STEP_TIME_FIELDS[key]} (got {text!r})")
     overrides = [
@@ -83,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
         *([f"engine.vllm_version={args.vllm_version}"] if args.vllm_version else []),
         *args.set,
     ]
-    if "engine.framework=sglang" in args.set:  # the built-in scenario's engine settings are vLLM's
+    if given.get("engine.framework") == "sglang":  # the built-in scenario's engine settings are vLLM's
         sc = blank_scenario(overrides)
     else:
         sc, _ = load_scenario(None, overrides)

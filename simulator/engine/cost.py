@@ -443,6 +443,19 @@ def small_kernels_per_layer(m: ModelArch) -> float:
     return k
 
 
+def moe_path_kernels(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
+    """Small-kernel equivalents a step's MoE layers add, all layers together, where their expert
+    format runs on a GPU without FP4 tensor cores (``MXFP4_WEIGHT_ONLY_KERNELS``,
+    ``FP8_MLA_MOE_KERNELS``); 0 elsewhere."""
+    if not m.is_moe or "fp4" in gpu.peak_flops:
+        return 0.0
+    if quantization == "mxfp4":
+        return MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp
+    if quantization == "fp8" and m.is_mla:
+        return FP8_MLA_MOE_KERNELS * m.num_moe_layers
+    return 0.0
+
+
 @dataclass(frozen=True)
 class SpecCost:
     """What speculative decoding adds to a step's cost (``simulator.engine.speculative`` derives it): the
@@ -507,12 +520,7 @@ class CostModel:
         m = model
         L = m.num_layers
         kernels = small_kernels_per_layer(m)
-        no_fp4 = "fp4" not in gpu.peak_flops
-        extra_kernels = 0.0
-        if m.is_moe and no_fp4 and quantization == "mxfp4":
-            extra_kernels = MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp
-        elif m.is_moe and no_fp4 and quantization == "fp8" and m.is_mla:
-            extra_kernels = FP8_MLA_MOE_KERNELS * m.num_moe_layers
+        extra_kernels = moe_path_kernels(m, gpu, quantization, tp)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)

@@ -412,10 +412,10 @@ def recorded_host(run: dict) -> list[str]:
 
 def recorded_scale(run: dict) -> float:
     """The CPU factor of the host a recorded run is replayed on (``recorded_host``)."""
-    from simulator.scenario.hosts import catalog
+    from simulator.scenario.hosts import load_host
 
     probe = recorded_probe(run)
-    return catalog().scale(float(probe)) if probe else catalog().median().scale
+    return load_host({"probe_us": float(probe)} if probe else None).scale
 
 
 def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:

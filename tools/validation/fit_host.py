@@ -110,12 +110,13 @@ def main() -> int:
 
     # A recorded run replays on its own host (validate.recorded_host): the candidate costs are the
     # reference host's, scaled by that host's factor as the built-in ones are.
-    scales = sorted({validate.recorded_scale(r) for r in runs}) if recorded else [1.0]
+    groups: dict[float, list[dict]] = {}
+    for r in runs:
+        groups.setdefault(validate.recorded_scale(r) if recorded else 1.0, []).append(r)
 
     def evaluate(h) -> float:
         results = []
-        for s in scales:
-            group = [r for r in runs if not recorded or validate.recorded_scale(r) == s]
+        for s, group in groups.items():
             results += validate.run_all(group, jobs=args.jobs, host=h.scaled(s), recorded=recorded)
         return loss(results, metrics)
 
