@@ -326,6 +326,26 @@ def _lane_archive(tmp_path, name: str, recorded: str) -> Path:
     return path
 
 
+def test_a_stall_is_a_long_pause_with_requests_in_flight_not_a_long_step():
+    checks = _load("checks")
+
+    def rows(ts, busy):
+        return [
+            {"t": str(t), "ctx_requests": "0", "gen_requests": str(b), "ctx_tokens": "0", "gen_tokens": str(b)}
+            for t, b in zip(ts, busy)
+        ]
+
+    # decode steps of 10 ms, then a 2.5 s pause with 8 requests in flight, then 10 ms steps again
+    ts = [0.0, 0.01, 0.02, 2.52, 2.53, 2.54]
+    assert checks.stalls(rows(ts, [8] * 6)) == [(2.52, 2.5)]
+    # the same pause with nothing in flight is the clients' think time, not a stall
+    assert checks.stalls(rows(ts, [8, 8, 0, 8, 8, 8])) == []
+    # long prefill steps of 0.85 s and one of 1.7 s beside them (two steps in one log line): no stall
+    assert checks.stalls(rows([0.0, 0.85, 1.70, 3.40, 3.47], [3] * 5)) == []
+    # a pause at the limit is not over it
+    assert checks.stalls(rows([0.0, 0.01, 1.01, 1.02], [4] * 4)) == []
+
+
 def test_ingest_checks_every_run_and_writes_nothing_when_one_fails(tmp_path, monkeypatch, capsys):
     import yaml
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 
 PROMPT = "vllm:prompt_tokens_total"
 HITS = "vllm:prefix_cache_hits_total"
@@ -130,3 +131,25 @@ def check_run(
     result["ok"] = not problems
     result["problems"] = problems
     return result
+
+
+# A pause in the engine's iteration log longer than this, and longer than STALL_RATIO times the steps
+# either side of it, while requests were in flight, is a stall: the server stopped for something
+# other than the step's own work. On gpt-oss it is compilation for batch shapes the server had not
+# run yet: the same shapes run again on the warm server stalled 11.0, 2.3 and 0 s, and 5.1 and 0.8 s
+# (data/e2e/README.md, "h200_gptoss_repeat_2026-11-29"). A replay prices a warm server's steps.
+STALL_S = 1.0
+STALL_RATIO = 3.0
+
+
+def stalls(steps: list[dict]) -> list[tuple[float, float]]:
+    """The stalls in a run's steps.csv rows (t, ctx_requests, gen_requests, ...): (when, seconds)."""
+    t = [float(r["t"]) for r in steps]
+    busy = [int(r["ctx_requests"]) + int(r["gen_requests"]) > 0 for r in steps]
+    gaps = [b - a for a, b in itertools.pairwise(t)]  # gaps[i]: from step i to step i + 1
+    out = []
+    for i, g in enumerate(gaps):
+        around = [gaps[j] for j in (i - 1, i + 1) if 0 <= j < len(gaps)]
+        if busy[i] and g > STALL_S and all(g > STALL_RATIO * x for x in around):
+            out.append((t[i + 1], g))
+    return out

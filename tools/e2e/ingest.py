@@ -230,11 +230,36 @@ def host(lane_meta: dict) -> dict:
     )
 
 
+def mark_stalls(runs: list[dict]) -> None:
+    """The stalls of every recorded run (``checks.stalls`` on its steps.csv under data/e2e/): their
+    seconds in the entry's ``server.stall_s``, and a run that stalled marked confounded (a note
+    written by hand is kept)."""
+    for entry in runs:
+        steps = DATA / entry["recording"] / entry["lane"] / entry["run"] / "steps.csv"
+        if not steps.is_file():
+            continue
+        found = checks.stalls(checks.read_csv(steps.read_text()))
+        server = entry.setdefault("server", {})
+        server.pop("stall_s", None)
+        if not found:
+            continue
+        total = sum(g for _, g in found)
+        server["stall_s"] = round(total, 2)
+        if not entry.get("confounded") or str(entry["confounded"]).startswith(STALLED):
+            entry["confounded"] = (
+                f"{STALLED} {total:.1f} s in {len(found)} pauses of over {checks.STALL_S:g} s with requests in flight "
+                "(compiling for batch shapes it had not run: data/e2e/README.md, h200_gptoss_repeat_2026-11-29)"
+            )
+
+
+STALLED = "the server stalled"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("archive")
-    ap.add_argument("--name", required=True, help="folder under data/e2e/ (device and date)")
-    ap.add_argument("--gpu", required=True, help="servesim's name of the GPU the runs used")
+    ap.add_argument("archive", nargs="?", help="results.tar.xz (none with --stalls)")
+    ap.add_argument("--name", help="folder under data/e2e/ (device and date)")
+    ap.add_argument("--gpu", help="servesim's name of the GPU the runs used")
     ap.add_argument("--plan", action="append", default=[], help="the plans the lanes came from (run order)")
     ap.add_argument("--lane", action="append", default=[], help="only these lanes (default: all)")
     ap.add_argument(
@@ -244,7 +269,18 @@ def main() -> int:
     ap.add_argument(
         "--keep-failed", action="store_true", help="write runs that fail their check too, marked confounded (with why)"
     )
+    ap.add_argument(
+        "--stalls", action="store_true", help="only mark the stalls of the runs already in the index (checks.stalls)"
+    )
     a = ap.parse_args()
+    index_path = VALIDATION / a.index
+    index = yaml.safe_load(index_path.read_text()) if index_path.is_file() else {"runs": []}
+    if a.stalls:
+        mark_stalls(index["runs"])
+        write_index(index_path, index)
+        return 0
+    if not (a.archive and a.name and a.gpu):
+        ap.error("an archive, --name and --gpu are needed (or --stalls alone)")
     order = {}
     for p in a.plan:
         for lane in json.loads(Path(p).read_text())["lanes"]:
@@ -252,8 +288,6 @@ def main() -> int:
     dest = DATA / a.name
     traces = VALIDATION / "e2e"
     traces.mkdir(parents=True, exist_ok=True)
-    index_path = VALIDATION / a.index
-    index = yaml.safe_load(index_path.read_text()) if index_path.is_file() else {"runs": []}
     # A run found confounded by hand (``confounded: why``) keeps its note when its recording is read again.
     notes = {r["id"]: r["confounded"] for r in index["runs"] if r.get("confounded")}
     index["runs"] = [r for r in index["runs"] if r.get("recording") != a.name]
@@ -398,10 +432,16 @@ def main() -> int:
         "order they were sent (trace). split: within each lane, runs alternate calibrate / heldout in the order "
         "they ran, starting with calibrate."
     )
-    index["runs"].sort(key=lambda r: r["id"])
-    index_path.write_text(yaml.safe_dump({"about": index["about"], "runs": index["runs"]}, sort_keys=False, width=120))
-    print(f"{len(index['runs'])} runs in {index_path.relative_to(ROOT)}; recordings in {dest.relative_to(ROOT)}")
+    mark_stalls(index["runs"])
+    write_index(index_path, index)
+    print(f"recordings in {dest.relative_to(ROOT)}")
     return 0
+
+
+def write_index(path: Path, index: dict) -> None:
+    index["runs"].sort(key=lambda r: r["id"])
+    path.write_text(yaml.safe_dump({"about": index["about"], "runs": index["runs"]}, sort_keys=False, width=120))
+    print(f"{len(index['runs'])} runs in {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -458,6 +458,28 @@ def floor_lanes() -> list[dict]:
     return out
 
 
+# gptoss20b_repeat_h200 (one GPU, about 8 minutes): whether gpt-oss's multi-second stalls
+# (h200_gptoss_2026-11-29: 1.5-4.8 s with no step logged, in most runs of more than one wave)
+# come back when the same shape runs again on a warm server. gpt-oss-20b, 1k/1k at 32 in flight
+# three times (two waves each) and at 128 twice, each with its own prompts.
+def gptoss_repeat_lanes() -> list[dict]:
+    points = [("a", 32, 64), ("b", 32, 64), ("c", 32, 64), ("a", 128, 256), ("b", 128, 256)]
+    runs = [
+        {
+            "name": f"1k1k_c{c}_{tag}",
+            "max_concurrency": c,
+            "num_prompts": n,
+            "prompt": 1024,
+            "output": 1024,
+            "timeout_s": 300,
+            "seed": zlib.crc32(f"gptoss20b_repeat_h200/1k1k_c{c}_{tag}".encode()),
+        }
+        for tag, c, n in points
+    ]
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+    return [lane("gptoss20b_repeat", [0], "gpt-oss-20b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -484,6 +506,7 @@ def main() -> None:
         ("gptoss_h200", gptoss_lanes()),
         ("gptoss20b_h200", gptoss20b_lanes()),
         ("floor_h200", floor_lanes()),
+        ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
