@@ -480,6 +480,37 @@ def gptoss_repeat_lanes() -> list[dict]:
     return [lane("gptoss20b_repeat", [0], "gpt-oss-20b", serve, runs)]
 
 
+# gptoss120b_uniform_h200 (one GPU, about 8 minutes, after `device.sh routing`): gpt-oss-120b with
+# its routers' biases zeroed (tools/e2e/uniform_routing.py), so that its dummy-weight experts are
+# chosen as a trained model's are, spread over all 128: the experts' weights a step reads and the
+# grouped GEMMs' shapes of a real checkpoint. Each shape runs first on a warm-up run of its own
+# prompts (whatever the server compiles for it, it compiles then; checks.stalls marks it).
+def gptoss_uniform_lanes() -> list[dict]:
+    points = [
+        ("1k1k", 1024, 16, 32, "warm"),
+        ("1k1k", 1024, 16, 48, ""),
+        ("1k1k", 1024, 64, 64, "warm"),
+        ("1k1k", 1024, 64, 128, ""),
+        ("8k1k", 8192, 16, 32, ""),
+        ("8k1k", 8192, 64, 64, ""),
+        ("1k1k", 1024, 128, 256, ""),
+    ]
+    runs = [
+        {
+            "name": f"{shape}_c{c}" + (f"_{tag}" if tag else ""),
+            "max_concurrency": c,
+            "num_prompts": n,
+            "prompt": prompt,
+            "output": 1024,
+            "timeout_s": 300,
+            "seed": zlib.crc32(f"gptoss120b_uniform_h200/{shape}_c{c}_{tag}".encode()),
+        }
+        for shape, prompt, c, n, tag in points
+    ]
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+    return [lane("gptoss120b_uniform", [0], "gpt-oss-120b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -507,6 +538,7 @@ def main() -> None:
         ("gptoss20b_h200", gptoss20b_lanes()),
         ("floor_h200", floor_lanes()),
         ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
+        ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

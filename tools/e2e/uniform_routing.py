@@ -1,0 +1,65 @@
+"""Installed as the device site's sitecustomize (`device.sh routing`): a dummy-weight server whose
+mixture-of-experts routers route as trained ones do, spread over the experts.
+
+vLLM's dummy loader fills every weight uniformly in +-1e-3. A router that adds a bias to its scores
+(gpt-oss's `router.bias`, DeepSeek-V3's `e_score_correction_bias`) then picks the same top-k experts
+for every token, since the bias (~6e-4) outweighs the scores (~1e-5): the server reads k experts'
+weights a layer where a trained model reads nearly all of them at 64 tokens and more
+(data/e2e/README.md, "h200_gptoss_2026-11-29"). With those biases zeroed after loading, the scores
+alone pick the experts, and they differ from token to token: routing is close to uniform, as
+servesim prices a real checkpoint. Each process that loads a model prints one line saying how many
+biases it zeroed; `ingest.py` reads it from the server's log (`ROUTING_LINE`).
+
+Standard library at import; the patch applies when vLLM's dummy loader is first imported.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+TARGET = "vllm.model_executor.model_loader.dummy_loader"
+BIASES = ("router.bias", "e_score_correction_bias")
+ROUTING_LINE = "uniform routing: zeroed"
+
+
+def _patch(module) -> None:
+    cls = module.DummyModelLoader
+    original = cls.load_weights
+
+    def load_weights(self, model, model_config):
+        original(self, model, model_config)
+        import torch
+
+        n = 0
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(BIASES):
+                    p.zero_()
+                    n += 1
+        print(f"{ROUTING_LINE} {n} router biases", flush=True)
+
+    cls.load_weights = load_weights
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the dummy loader as the path finder would, and patches it once it has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != TARGET:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+sys.meta_path.insert(0, _Finder())
