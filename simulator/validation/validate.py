@@ -371,7 +371,12 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         *_unless_given(extra, "hardware.host", recorded_host(run)),
         f"engine.vllm_version={E2E_LINE}",
         # tools/e2e/lane.py serves dummy weights
-        *_unless_given(extra, "engine.load_format", ["engine.load_format=dummy"]),
+        # a lane whose routers were spread (tools/e2e/uniform_routing.py) says load_format auto itself
+        *(
+            []
+            if "load_format" in (run.get("engine") or {})
+            else _unless_given(extra, "engine.load_format", ["engine.load_format=dummy"])
+        ),
         *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
@@ -781,6 +786,9 @@ def plot_runs(
     for ax, m in zip(axes, metrics):
         got = [(r.measured.get(m), r.simulated.get(m), r) for r in results if not r.error]
         pts = [(a, b, r) for a, b, r in got if a and b]
+        if not pts:  # every run of the selection failed: its errors are in the report
+            ax.set_title(f"{LABELS.get(m, m)}: no run simulated")
+            continue
         lo = min(min(a, b) for a, b, _ in pts) / 1.5
         hi = max(max(a, b) for a, b, _ in pts) * 1.5
         ax.fill_between([lo, hi], [lo / 2, hi / 2], [lo * 2, hi * 2], color="0.92", label="within 2x")

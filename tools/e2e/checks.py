@@ -135,9 +135,11 @@ def check_run(
 
 # A pause in the engine's iteration log longer than this, and longer than STALL_RATIO times the steps
 # either side of it, while requests were in flight, is a stall: the server stopped for something
-# other than the step's own work. On gpt-oss it is compilation for batch shapes the server had not
-# run yet: the same shapes run again on the warm server stalled 11.0, 2.3 and 0 s, and 5.1 and 0.8 s
-# (data/e2e/README.md, "h200_gptoss_repeat_2026-11-29"). A replay prices a warm server's steps.
+# other than the step's own work, which servesim does not price. gpt-oss on vLLM 0.26 (MXFP4 on
+# Hopper) stopped so for 1-5 s at a time in most runs of more than one wave: on one gpt-oss-20b
+# server the same shapes run again stalled less and then not at all (11.0, 2.3 and 0 s), on a
+# gpt-oss-120b server they still stalled after a warm-up run of each shape (3.5-13 s a run);
+# data/e2e/README.md, "h200_gptoss_repeat_2026-11-29" and "h200_gptoss_uniform_2026-11-29".
 STALL_S = 1.0
 STALL_RATIO = 3.0
 

@@ -248,7 +248,7 @@ def mark_stalls(runs: list[dict]) -> None:
         if not entry.get("confounded") or str(entry["confounded"]).startswith(STALLED):
             entry["confounded"] = (
                 f"{STALLED} {total:.1f} s in {len(found)} pauses of over {checks.STALL_S:g} s with requests in flight "
-                "(compiling for batch shapes it had not run: data/e2e/README.md, h200_gptoss_repeat_2026-11-29)"
+                "(a pause servesim does not price: tools/e2e/checks.py, stalls)"
             )
 
 

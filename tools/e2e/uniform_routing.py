@@ -11,6 +11,13 @@ servesim prices a real checkpoint. Each process that loads a model prints one li
 biases it zeroed; `ingest.py` reads it from the server's log (`ROUTING_LINE`).
 
 Standard library at import; the patch applies when vLLM's dummy loader is first imported.
+
+**It did not spread the routing.** Tried on gpt-oss-120b (`h200_gptoss_uniform_2026-11-29`): the
+server zeroed its 36 router biases, but its decode steps at 16, 64 and 128 in flight (5.0, 9.0 and
+14.0 ms) are within 1 ms of the dummy-routing server's, where reading the ~51-126 experts a trained
+router touches would take several ms more: with scores of ~1e-5 on every expert, the top-k still
+picks (nearly) the same experts. Spreading them needs router weights large enough that the scores
+differ from token to token (not tried). That recording is reported, not counted.
 """
 
 from __future__ import annotations
