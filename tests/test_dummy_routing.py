@@ -93,3 +93,20 @@ def test_the_gptoss_120b_runs_at_16_in_flight_replay_close_only_as_the_dummy_ser
         as_ran = validate.simulate_e2e(r).rel_error("median_tpot_ms")
         real = validate.simulate_e2e(r, ["engine.load_format=auto"]).rel_error("median_tpot_ms")
         assert abs(as_ran) < 0.15 and real > 0.40, (r["id"], as_ran, real)
+
+
+def test_a_recorded_run_that_gives_its_own_load_format_is_replayed_with_it():
+    """The recorder's default is dummy routing; a run whose entry says otherwise is replayed as it
+    says, without the two settings clashing."""
+    run = dict(_gptoss_runs()[0])
+    run["engine"] = {**run["engine"], "load_format": "auto"}
+    assert validate.e2e_scenario(run).engine.load_format == "auto"
+    assert validate.e2e_scenario(_gptoss_runs()[0]).engine.load_format == "dummy"
+
+
+def test_a_validation_plot_of_runs_that_all_failed_says_so(tmp_path):
+    """`servesim validate --only X` where every run of X fails: the figure is drawn, its panels
+    saying no run was simulated, and the errors stay in the report (no traceback)."""
+    failed = [validate.RunResult("r1", "heldout", {"output_throughput": 100.0}, {}, error="ConfigError: bad")]
+    path = validate.plot_runs([], failed, tmp_path / "v.png")
+    assert path.is_file() and path.stat().st_size > 0

@@ -296,7 +296,11 @@ def test_a_verdict_judges_each_check_against_its_target():
     assert not thr.met and thr.line().startswith("NOT MET") and "1 of 2 within 10%" in thr.line()
     pre = verdict.judge(c["recorded servers: preemptions where the server preempted"], [("a", 0.4), ("b", 1.5)])
     assert not pre.met and pre.within == 1 and pre.worst[0][0] == "a"
-    assert not verdict.judge(c["public runs: mean TTFT"], []).met  # nothing to judge is not a pass
+    empty = verdict.judge(c["public runs: mean TTFT"], [])
+    assert not empty.met  # nothing to judge is not a pass, nor a failure: it says so
+    assert empty.line().startswith("no run ") and "nan" not in empty.line()
+    head = verdict.report([thr, empty])[0]
+    assert head == "Verdict on the held-out runs: 0 of 1 checks meet their targets (1 with no run to judge)"
 
 
 def test_validate_prints_a_verdict_and_the_readme_quotes_its_counts(tmp_path, capsys):

@@ -819,7 +819,8 @@ def plot_runs(
             fontsize=10,
         )
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=8, loc="upper left")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"servesim vs {len(results)} {title}")
     fig.tight_layout()
     buf = io.BytesIO()

@@ -54,6 +54,8 @@ class Outcome:
 
     def line(self) -> str:
         c = self.check
+        if not self.runs:  # a selection (--only) without a held-out run this check could judge
+            return f"no run   {c.name}: none of the held-out runs selected could be judged (target: {c.target})"
         if c.source == "preemptions":
             got = f"{self.within} of {self.runs} runs within {c.tolerance:g}x"
         elif c.rule == "median":
@@ -146,7 +148,11 @@ def report(found: list[Outcome], features: list[float] | None = None, counted: s
     if not found and not features:
         return []
     met = sum(o.met for o in found)
-    lines = [f"Verdict on the held-out runs: {met} of {len(found)} checks meet their targets"]
+    judged = [o for o in found if o.runs]
+    lines = [
+        f"Verdict on the held-out runs: {met} of {len(judged)} checks meet their targets"
+        + (f" ({len(found) - len(judged)} with no run to judge)" if len(judged) < len(found) else "")
+    ]
     if counted:
         lines.append(f"  {counted}.")
     for o in found:
