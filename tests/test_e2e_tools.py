@@ -654,3 +654,46 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
         "client 0 #1: 1024 planned, 1025 recorded; client 0 #2: 1024 planned, 1025 recorded)",
         "the server counted 13325 prompt tokens (vllm:prompt_tokens_total), the plan 13312",
     ]
+
+
+def test_a_lane_is_replayed_as_real_routing_only_when_its_server_redrew_its_routers():
+    ingest = _load("ingest")
+    zeroed = "(EngineCore pid=1487) uniform routing: zeroed 36 router biases"
+    redrew = "(EngineCore pid=1409) uniform routing: zeroed 24 router biases, redrew 24 router weights"
+    assert not ingest.routing_spread(zeroed)  # the first version: routing stayed concentrated
+    assert ingest.routing_spread("INFO start\n" + redrew + "\nINFO ready")
+    assert not ingest.routing_spread(redrew.replace("redrew 24", "redrew 0"))
+    assert not ingest.routing_spread("INFO nothing about routing")
+
+
+def test_uniform_routing_patches_vllms_dummy_loader_only_as_the_sites_sitecustomize(tmp_path, monkeypatch):
+    import importlib.util
+
+    pkg = tmp_path / "vllm" / "model_executor" / "model_loader"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "vllm", tmp_path / "vllm" / "model_executor", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "dummy_loader.py").write_text(
+        "class DummyModelLoader:\n    def load_weights(self, model, config):\n        pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    before = list(sys.meta_path)
+
+    def load(as_name: str):
+        spec = importlib.util.spec_from_file_location(as_name, E2E / "uniform_routing.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+
+    load("uniform_routing")  # imported for its constants: installs nothing
+    assert sys.meta_path == before
+    load("sitecustomize")
+    try:
+        from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
+
+        assert DummyModelLoader.load_weights.__qualname__ == "_patch.<locals>.load_weights"
+    finally:
+        sys.meta_path[:] = before
+        for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            del sys.modules[name]

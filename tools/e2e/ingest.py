@@ -40,10 +40,14 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import checks  # noqa: E402
+import uniform_routing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "e2e"
 VALIDATION = ROOT / "simulator" / "data" / "validation"
+# A lane whose server drew its routers' weights again (uniform_routing.py) chose its experts as a trained
+# model does: it is replayed as real weights are priced (engine.load_format auto), not as dummy routing.
+SPREAD_NOTE = "spread: router biases zeroed and router weights drawn again after loading (tools/e2e/uniform_routing.py)"
 # servesim's names for the models served (tools/e2e/models/)
 MODELS = {m: m for m in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-0.6b")}
 MEASURED = (
@@ -135,6 +139,17 @@ def combined(benches: list[dict]) -> dict:
             out[k] = sum(b[k] * c for b, c in zip(benches, n)) / sum(n)
     out["duration"] = max(b["duration"] for b in benches)
     return out
+
+
+def routing_spread(log: str) -> bool:
+    """Whether the server's log says it drew router weights again (``uniform_routing``): its line
+    ends with the count of weights redrawn, which must not be 0."""
+    for line in log.splitlines():
+        if uniform_routing.ROUTING_LINE in line and uniform_routing.SPREAD in line:
+            tail = line.split(uniform_routing.SPREAD, 1)[1].split()
+            if tail and tail[0].isdigit() and int(tail[0]) > 0:
+                return True
+    return False
 
 
 def engine_flags(flags: dict, facts: dict) -> dict:
@@ -331,6 +346,7 @@ def main() -> int:
                 if f"{lane_name}/{f}" in files:
                     (ld / f).write_text(read(f"{lane_name}/{f}"))
             facts = server_facts(log)
+            spread = routing_spread(log)
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
             planned = order.get(lane_name, runs)
@@ -385,7 +401,8 @@ def main() -> int:
                     "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
                         "commands"
                     ][0],
-                    "engine": engine_flags(flags, facts),
+                    "engine": engine_flags(flags, facts) | ({"load_format": "auto"} if spread else {}),
+                    **({"routing": SPREAD_NOTE} if spread else {}),
                     **(
                         {"frontend": {"api_server_count": int(flags["--api-server-count"])}}
                         if "--api-server-count" in flags

@@ -511,6 +511,26 @@ def gptoss_uniform_lanes() -> list[dict]:
     return [lane("gptoss120b_uniform", [0], "gpt-oss-120b", serve, runs)]
 
 
+# gptoss20b_spread_h200 (one GPU, about 4 minutes, after `device.sh routing`): gpt-oss-20b with its
+# routers' biases zeroed and weights drawn again (tools/e2e/uniform_routing.py), so that a step's
+# tokens go to ~28 of the 32 experts at 16 in flight and all of them at 64, as a trained model's do.
+def gptoss_spread_lanes() -> list[dict]:
+    runs = [
+        {
+            "name": f"1k1k_c{c}",
+            "max_concurrency": c,
+            "num_prompts": n,
+            "prompt": 1024,
+            "output": 1024,
+            "timeout_s": 200,
+            "seed": zlib.crc32(f"gptoss20b_spread_h200/1k1k_c{c}".encode()),
+        }
+        for c, n in ((16, 32), (64, 64))
+    ]
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+    return [lane("gptoss20b_spread", [0], "gpt-oss-20b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -539,6 +559,7 @@ def main() -> None:
         ("floor_h200", floor_lanes()),
         ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
         ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),
+        ("gptoss20b_spread_h200", gptoss_spread_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -12,12 +12,15 @@ biases it zeroed; `ingest.py` reads it from the server's log (`ROUTING_LINE`).
 
 Standard library at import; the patch applies when vLLM's dummy loader is first imported.
 
-**It did not spread the routing.** Tried on gpt-oss-120b (`h200_gptoss_uniform_2026-11-29`): the
-server zeroed its 36 router biases, but its decode steps at 16, 64 and 128 in flight (5.0, 9.0 and
-14.0 ms) are within 1 ms of the dummy-routing server's, where reading the ~51-126 experts a trained
-router touches would take several ms more: with scores of ~1e-5 on every expert, the top-k still
-picks (nearly) the same experts. Spreading them needs router weights large enough that the scores
-differ from token to token (not tried). That recording is reported, not counted.
+**Zeroing the biases alone did not spread the routing.** Tried on gpt-oss-120b
+(`h200_gptoss_uniform_2026-11-29`): the server zeroed its 36 router biases, but its decode steps at
+16, 64 and 128 in flight (5.0, 9.0 and 14.0 ms) are within 1 ms of the dummy-routing server's, where
+reading the ~51-126 experts a trained router touches would take several ms more: with scores of
+~1e-5 on every expert the top-k still picks (nearly) the same experts. So gpt-oss's router weights
+(`WEIGHTS`) are also drawn again, from a unit normal: a normalized hidden state of dummy weights
+(entries ~1e-3) then gives scores of ~0.05 that differ from expert to expert and token to token.
+The line printed says how many of each; `ingest.py` replays a lane as real weights are priced only
+when its server drew router weights again (`SPREAD`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import sys
 
 TARGET = "vllm.model_executor.model_loader.dummy_loader"
 BIASES = ("router.bias", "e_score_correction_bias")
+WEIGHTS = ("router.weight",)  # gpt-oss's router (DeepSeek's gate is not redrawn)
 ROUTING_LINE = "uniform routing: zeroed"
+SPREAD = "redrew"
 
 
 def _patch(module) -> None:
@@ -39,13 +44,16 @@ def _patch(module) -> None:
         original(self, model, model_config)
         import torch
 
-        n = 0
+        n = m = 0
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if name.endswith(BIASES):
                     p.zero_()
                     n += 1
-        print(f"{ROUTING_LINE} {n} router biases", flush=True)
+                elif name.endswith(WEIGHTS):
+                    p.normal_(0.0, 1.0, generator=torch.Generator(p.device).manual_seed(1234 + m))
+                    m += 1
+        print(f"{ROUTING_LINE} {n} router biases, {SPREAD} {m} router weights", flush=True)
 
     cls.load_weights = load_weights
 
@@ -69,4 +77,5 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-sys.meta_path.insert(0, _Finder())
+if __name__ == "sitecustomize":  # as the site's sitecustomize; imported for its constants (ingest.py), inert
+    sys.meta_path.insert(0, _Finder())
