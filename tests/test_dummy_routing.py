@@ -104,9 +104,24 @@ def test_a_recorded_run_that_gives_its_own_load_format_is_replayed_with_it():
     assert validate.e2e_scenario(_gptoss_runs()[0]).engine.load_format == "dummy"
 
 
-def test_a_validation_plot_of_runs_that_all_failed_says_so(tmp_path):
-    """`servesim validate --only X` where every run of X fails: the figure is drawn, its panels
-    saying no run was simulated, and the errors stay in the report (no traceback)."""
+def test_a_validation_plot_of_runs_that_all_failed_says_so(tmp_path, monkeypatch):
+    """`servesim validate --only X` where every run of X fails: the figure is drawn, each panel
+    saying no run was simulated, with no legend of nothing (the errors stay in the report)."""
+    from matplotlib.figure import Figure
+
+    drawn = []
+    real = Figure.savefig
+
+    def keep(fig, *a, **k):
+        drawn.append(fig)
+        return real(fig, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
     failed = [validate.RunResult("r1", "heldout", {"output_throughput": 100.0}, {}, error="ConfigError: bad")]
-    path = validate.plot_runs([], failed, tmp_path / "v.png")
-    assert path.is_file() and path.stat().st_size > 0
+    path = validate.plot_runs([], failed, tmp_path / "v.png", title="recorded runs")
+    assert path.is_file() and len(drawn) == 1
+    fig = drawn[0]
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(titles) == len(validate.METRICS) and all(t.endswith(": no run simulated") for t in titles)
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert fig._suptitle.get_text() == "servesim vs 1 recorded runs"
