@@ -233,23 +233,22 @@ def host_model(sc: Scenario) -> HostModel:
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
-    scale = load_host(sc.hardware.host).scale
     if e.framework == "sglang":
-        h, paces = sglang.host_costs(), False
-        per_seq = h.engine_per_seq(sglang.HOST_SET)
+        h, paces, line = sglang.host_costs(), False, sglang.HOST_SET
     else:
         v = versions.version(e.vllm_version)
-        h, paces, per_seq = v.host, v.paces_engine, v.engine_per_seq_s
+        h, paces, line = v.host, v.paces_engine, v.name
+    h = h.scaled(load_host(sc.hardware.host).scale)
     engine = EngineCpu(
-        step_s=h.engine_step_s * scale if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
-        per_seq_s=per_seq * scale if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
+        step_s=h.engine_step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
+        per_seq_s=h.engine_per_seq(line) if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
     )
     api = None
     if f.enabled:
         chat = f.endpoint == "chat"
 
         def cost(default: float, given: float | None, unit: float) -> float:
-            return default * scale if given is None else given / unit
+            return default if given is None else given / unit
 
         api = ApiServer(
             request_s=cost(h.chat_request_s if chat else h.request_s, f.request_ms, 1e3),

@@ -51,7 +51,7 @@ times that host's ``scale`` (``simulator.scenario.hosts``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from simulator.engine.params import P
 
@@ -98,22 +98,6 @@ class HostModel:
     engine: EngineCpu = EngineCpu()
     api_server: ApiServer | None = None
     async_scheduling: bool = False
-
-    def scaled(self, scale: float) -> HostModel:
-        """The same work on a host ``scale`` times as slow (CPU times scaled; shares, counts and
-        the network's latency kept)."""
-        e, a = self.engine, self.api_server
-        engine = EngineCpu(e.step_s * scale, e.per_seq_s * scale, e.per_token_s * scale)
-        if a is not None:
-            a = replace(
-                a,
-                request_s=a.request_s * scale,
-                prompt_token_s=a.prompt_token_s * scale,
-                step_s=a.step_s * scale,
-                token_s=a.token_s * scale,
-                finish_s=a.finish_s * scale,
-            )
-        return replace(self, engine=engine, api_server=a)
 
     def params(self) -> dict[str, float]:
         """The host's slots of the cost vector (``simulator.engine.params.P``), by name; the API

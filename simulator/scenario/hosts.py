@@ -78,7 +78,8 @@ class HostCosts:
 
     def scaled(self, scale: float) -> HostCosts:
         """The same costs on a host ``scale`` times as slow: the CPU times scaled, the shares, the
-        rounds and the network's latency kept (as ``simulator.engine.host.HostModel.scaled``)."""
+        rounds and the network's latency kept (``simulator.resolve.host_model`` prices a scenario's
+        host with it)."""
         return replace(self, **{k: getattr(self, k) * scale for k in CPU_TIMES})
 
 

@@ -363,6 +363,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         ]
     else:
         arrival = []
+    engine = [f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()]
     over = [
         f"name={run['id']}",
         f"model={run['model']}",
@@ -370,14 +371,9 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *_unless_given(extra, "hardware.host", recorded_host(run)),
         f"engine.vllm_version={E2E_LINE}",
-        # tools/e2e/lane.py serves dummy weights
-        # a lane whose routers were spread (tools/e2e/uniform_routing.py) says load_format auto itself
-        *(
-            []
-            if "load_format" in (run.get("engine") or {})
-            else _unless_given(extra, "engine.load_format", ["engine.load_format=dummy"])
-        ),
-        *(f"engine.{k}={v}" for k, v in (run.get("engine") or {}).items()),
+        # tools/e2e/lane.py serves dummy weights, unless the run says otherwise (ingest.py, routing_spread)
+        *_unless_given([*extra, *engine], "engine.load_format", ["engine.load_format=dummy"]),
+        *engine,
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         "frontend.endpoint=completions",
         f"workload.trace={DATA / run['trace']}",

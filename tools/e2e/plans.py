@@ -384,21 +384,18 @@ GPTOSS_SHAPES = {
 }
 
 
+# gpt-oss as the recorder serves it: bf16 attention, the longest request 10,240 tokens.
+GPTOSS_1K1K = {"prompt": 1024, "output": 1024}
+GPTOSS_SERVE = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+
+
 def gptoss_lanes() -> list[dict]:
     runs = [
-        {
-            "name": f"{shape}_c{c}",
-            "max_concurrency": c,
-            "num_prompts": n,
-            **lengths,
-            "timeout_s": 540,
-            "seed": zlib.crc32(f"gptoss_h200/{shape}_c{c}".encode()),
-        }
+        closed(f"{shape}_c{c}", c, n, lengths, timeout_s=540, seed=seed(f"gptoss_h200/{shape}_c{c}"))
         for shape, (lengths, points) in GPTOSS_SHAPES.items()
         for c, n in points
     ]
-    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("gptoss120b", [0], "gpt-oss-120b", serve, runs)]
+    return [lane("gptoss120b", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
 
 
 # gptoss20b_h200: gpt-oss-20b on the same machine right after (about 6 minutes): 1k/1k at 4, 32 and
@@ -406,19 +403,10 @@ def gptoss_lanes() -> list[dict]:
 def gptoss20b_lanes() -> list[dict]:
     points = [("1k1k", 1024, 4, 16), ("1k1k", 1024, 32, 96), ("1k1k", 1024, 128, 256), ("8k1k", 8192, 32, 64)]
     runs = [
-        {
-            "name": f"{shape}_c{c}",
-            "max_concurrency": c,
-            "num_prompts": n,
-            "prompt": prompt,
-            "output": 1024,
-            "timeout_s": 300,
-            "seed": zlib.crc32(f"gptoss20b_h200/{shape}_c{c}".encode()),
-        }
+        closed(f"{shape}_c{c}", c, n, {"prompt": prompt, "output": 1024}, seed=seed(f"gptoss20b_h200/{shape}_c{c}"))
         for shape, prompt, c, n in points
     ]
-    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("gptoss20b", [0], "gpt-oss-20b", serve, runs)]
+    return [lane("gptoss20b", [0], "gpt-oss-20b", GPTOSS_SERVE, runs)]
 
 
 # floor_h200 (one GPU, about 10 minutes): the engine core's CPU work per step where the GPU's step
@@ -442,18 +430,8 @@ FLOOR_LANES = (
 def floor_lanes() -> list[dict]:
     out = []
     for name, model, serve, prompt, points in FLOOR_LANES:
-        runs = [
-            {
-                "name": f"c{c}",
-                "max_concurrency": c,
-                "num_prompts": n,
-                "prompt": prompt,
-                "output": 512,
-                "timeout_s": 300,
-                "seed": zlib.crc32(f"floor_h200/{name}/c{c}".encode()),
-            }
-            for c, n in points
-        ]
+        lengths = {"prompt": prompt, "output": 512}
+        runs = [closed(f"c{c}", c, n, lengths, seed=seed(f"floor_h200/{name}/c{c}")) for c, n in points]
         out.append(lane(name, [0], model, [*serve, "--gpu-memory-utilization", "0.92"], runs))
     return out
 
@@ -465,19 +443,10 @@ def floor_lanes() -> list[dict]:
 def gptoss_repeat_lanes() -> list[dict]:
     points = [("a", 32, 64), ("b", 32, 64), ("c", 32, 64), ("a", 128, 256), ("b", 128, 256)]
     runs = [
-        {
-            "name": f"1k1k_c{c}_{tag}",
-            "max_concurrency": c,
-            "num_prompts": n,
-            "prompt": 1024,
-            "output": 1024,
-            "timeout_s": 300,
-            "seed": zlib.crc32(f"gptoss20b_repeat_h200/1k1k_c{c}_{tag}".encode()),
-        }
+        closed(f"1k1k_c{c}_{tag}", c, n, GPTOSS_1K1K, seed=seed(f"gptoss20b_repeat_h200/1k1k_c{c}_{tag}"))
         for tag, c, n in points
     ]
-    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("gptoss20b_repeat", [0], "gpt-oss-20b", serve, runs)]
+    return [lane("gptoss20b_repeat", [0], "gpt-oss-20b", GPTOSS_SERVE, runs)]
 
 
 # gptoss120b_uniform_h200 (one GPU, about 8 minutes, after `device.sh routing`): gpt-oss-120b with
@@ -496,19 +465,16 @@ def gptoss_uniform_lanes() -> list[dict]:
         ("1k1k", 1024, 128, 256, ""),
     ]
     runs = [
-        {
-            "name": f"{shape}_c{c}" + (f"_{tag}" if tag else ""),
-            "max_concurrency": c,
-            "num_prompts": n,
-            "prompt": prompt,
-            "output": 1024,
-            "timeout_s": 300,
-            "seed": zlib.crc32(f"gptoss120b_uniform_h200/{shape}_c{c}_{tag}".encode()),
-        }
+        closed(
+            f"{shape}_c{c}" + (f"_{tag}" if tag else ""),
+            c,
+            n,
+            {"prompt": prompt, "output": 1024},
+            seed=seed(f"gptoss120b_uniform_h200/{shape}_c{c}_{tag}"),
+        )
         for shape, prompt, c, n, tag in points
     ]
-    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("gptoss120b_uniform", [0], "gpt-oss-120b", serve, runs)]
+    return [lane("gptoss120b_uniform", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
 
 
 # gptoss20b_spread_h200 (one GPU, about 4 minutes, after `device.sh routing`): gpt-oss-20b with its
@@ -516,19 +482,10 @@ def gptoss_uniform_lanes() -> list[dict]:
 # tokens go to ~28 of the 32 experts at 16 in flight and all of them at 64, as a trained model's do.
 def gptoss_spread_lanes() -> list[dict]:
     runs = [
-        {
-            "name": f"1k1k_c{c}",
-            "max_concurrency": c,
-            "num_prompts": n,
-            "prompt": 1024,
-            "output": 1024,
-            "timeout_s": 200,
-            "seed": zlib.crc32(f"gptoss20b_spread_h200/1k1k_c{c}".encode()),
-        }
+        closed(f"1k1k_c{c}", c, n, GPTOSS_1K1K, timeout_s=200, seed=seed(f"gptoss20b_spread_h200/1k1k_c{c}"))
         for c, n in ((16, 32), (64, 64))
     ]
-    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("gptoss20b_spread", [0], "gpt-oss-20b", serve, runs)]
+    return [lane("gptoss20b_spread", [0], "gpt-oss-20b", GPTOSS_SERVE, runs)]
 
 
 def main() -> None:
