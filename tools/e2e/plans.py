@@ -477,15 +477,30 @@ def gptoss_uniform_lanes() -> list[dict]:
     return [lane("gptoss120b_uniform", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
 
 
-# gptoss20b_spread_h200 (one GPU, about 4 minutes, after `device.sh routing`): gpt-oss-20b with its
-# routers' biases zeroed and weights drawn again (tools/e2e/uniform_routing.py), so that a step's
-# tokens go to ~28 of the 32 experts at 16 in flight and all of them at 64, as a trained model's do.
+# gptoss_spread_h200 (one GPU, after `device.sh routing`): gpt-oss with its routers' biases zeroed
+# and weights drawn again (tools/e2e/uniform_routing.py), so that a step's tokens go to ~28 of the 32
+# experts at 16 in flight and all of them at 64, as a trained model's do. gpt-oss-20b (about 6
+# minutes: the server takes about 220 s to start), then gpt-oss-120b (about 8). The 8k/1k run is the
+# one whose steps are prefill: the fused MoE's rate over many experts' rows.
+SPREAD_POINTS = (("1k1k", 1024, 16, 32), ("1k1k", 1024, 64, 64), ("8k1k", 8192, 16, 16))
+
+
 def gptoss_spread_lanes() -> list[dict]:
-    runs = [
-        closed(f"1k1k_c{c}", c, n, GPTOSS_1K1K, timeout_s=200, seed=seed(f"gptoss20b_spread_h200/1k1k_c{c}"))
-        for c, n in ((16, 32), (64, 64))
-    ]
-    return [lane("gptoss20b_spread", [0], "gpt-oss-20b", GPTOSS_SERVE, runs)]
+    out = []
+    for name, model in (("gptoss20b_spread", "gpt-oss-20b"), ("gptoss120b_spread", "gpt-oss-120b")):
+        runs = [
+            closed(
+                f"{shape}_c{c}",
+                c,
+                n,
+                {"prompt": prompt, "output": 1024},
+                timeout_s=200,
+                seed=seed(f"{name}_h200/{shape}_c{c}"),
+            )
+            for shape, prompt, c, n in SPREAD_POINTS
+        ]
+        out.append(lane(name, [0], model, GPTOSS_SERVE, runs))
+    return out
 
 
 def main() -> None:
@@ -516,7 +531,7 @@ def main() -> None:
         ("floor_h200", floor_lanes()),
         ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
         ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),
-        ("gptoss20b_spread_h200", gptoss_spread_lanes()),
+        ("gptoss_spread_h200", gptoss_spread_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
