@@ -656,7 +656,7 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     ]
 
 
-def test_a_lane_is_replayed_as_real_routing_only_when_its_server_redrew_its_routers():
+def test_a_lane_whose_server_redrew_its_routers_is_found_from_its_log():
     ingest = _load("ingest")
     zeroed = "(EngineCore pid=1487) uniform routing: zeroed 36 router biases"
     redrew = "(EngineCore pid=1409) uniform routing: zeroed 24 router biases, redrew 24 router weights"

@@ -127,6 +127,28 @@ def reading(repeat: int = REPEAT) -> float:
     return statistics.median(timings(repeat))
 
 
+CPU_PASS = 16  # CPUs the per-CPU pass reads (spread evenly over the machine's), one timing each
+
+
+def per_cpu() -> dict[int, float]:
+    """One timing pinned to each of up to ``CPU_PASS`` CPUs in turn (Linux; elsewhere nothing). On a
+    shared virtual machine one vCPU can run this kernel 1.8x slower than another, and the same vCPU
+    a few seconds apart (data/e2e/host_probe_noise_2026-11-29): a reading that stays on one CPU
+    cannot show it."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {}
+    mine = sorted(os.sched_getaffinity(0))
+    cpus = mine if len(mine) <= CPU_PASS else [mine[i * len(mine) // CPU_PASS] for i in range(CPU_PASS)]
+    out = {}
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            out[cpu] = kernel()
+    finally:
+        os.sched_setaffinity(0, mine)
+    return out
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -138,8 +160,8 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def describe(values: list[float]) -> dict:
-    """The reading and what the machine says of itself."""
+def describe(values: list[float], cpus: dict[int, float] | None = None) -> dict:
+    """The reading, the per-CPU pass (``per_cpu``) and what the machine says of itself."""
     try:
         load = os.getloadavg()
     except OSError:
@@ -147,6 +169,7 @@ def describe(values: list[float]) -> dict:
     return {
         "probe_us": round(statistics.median(values), 4),
         "timings_us": [round(v, 4) for v in values],
+        "per_cpu_us": {str(c): round(v, 4) for c, v in (cpus or {}).items()},
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
@@ -194,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print(f"error: --repeat must be >= 1 (got {args.repeat})", file=sys.stderr)
         return 2
-    report = describe(timings(args.repeat))
+    report = describe(timings(args.repeat), per_cpu())
     if args.json:
         print(json.dumps(report))
         return 0
@@ -208,6 +231,14 @@ def main(args: argparse.Namespace) -> int:
     if busy or spread > 1.3:
         why = f"load {report['loadavg'][0]:.1f} on {report['cpu_count']} cores" if busy else f"spread x{spread:.2f}"
         print(f"note: the machine was busy while probed ({why}); read it again on the idle server")
+    cpus = list(report["per_cpu_us"].values())
+    if len(cpus) > 1 and max(cpus) / min(cpus) > 1.3:
+        print(
+            f"note: its CPUs read {min(cpus):.2f}-{max(cpus):.2f} us one after another: a shared or throttled "
+            "machine, whose speed moves with the CPU and the minute (an H200 cloud host read 4.3-8.9 us "
+            "within a minute, data/e2e/host_probe_noise_2026-11-29); a run on it may fall anywhere in the "
+            "host band: leave hardware.host unset to see it, or probe again and compare"
+        )
     return 0
 
 

@@ -29,13 +29,14 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from multiprocessing import get_context
 from pathlib import Path
 
 # The kernel is servesim's own (``servesim probe-host``), so a reading here and a user's compare
 # directly; it imports nothing beyond the standard library, as the device's Python needs.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from simulator.commands.probe_host import N_REQ, STEPS, kernel
+from simulator.commands.probe_host import N_REQ, STEPS, kernel, per_cpu
 
 
 def _timed(repeat: int, cpu: int | None = None) -> list[float]:
@@ -79,7 +80,22 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--label", default="", help="what this host is (free text, kept in the file)")
     ap.add_argument("--alone", action="store_true", help="only the reading alone (no copies at once, no pinning)")
+    ap.add_argument(
+        "--per-cpu",
+        type=int,
+        default=0,
+        metavar="PASSES",
+        help="only PASSES passes of one timing pinned to each CPU in turn (data/e2e/host_probe_noise_2026-11-29)",
+    )
     args = ap.parse_args()
+    if args.per_cpu:
+        passes = []
+        for _ in range(args.per_cpu):
+            passes.append({"t": time.time(), "per_cpu": {str(c): round(v, 3) for c, v in per_cpu().items()}})
+            print(passes[-1]["per_cpu"], flush=True)
+        with open(args.out, "w") as f:
+            json.dump({"model": _sh("grep -m1 'model name' /proc/cpuinfo").strip(), "passes": passes}, f, indent=1)
+        return 0
 
     n = os.cpu_count() or 1
     report: dict = {

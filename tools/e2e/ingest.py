@@ -45,9 +45,14 @@ import uniform_routing  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "e2e"
 VALIDATION = ROOT / "simulator" / "data" / "validation"
-# A lane whose server drew its routers' weights again (uniform_routing.py) chose its experts as a trained
-# model does: it is replayed as real weights are priced (engine.load_format auto), not as dummy routing.
-SPREAD_NOTE = "spread: router biases zeroed and router weights drawn again after loading (tools/e2e/uniform_routing.py)"
+# A lane whose server drew its routers' weights again (uniform_routing.py) was meant to choose its experts as
+# a trained model does, but its decode steps were as short as with dummy routing (data/e2e/README.md,
+# h200_gptoss_spread_2026-11-29): which experts its steps read is not known. Its runs are replayed as
+# dummy routing is priced and reported, not counted.
+ROUTING_NOTE = (
+    "routing not known: the server drew its routers' weights again (tools/e2e/uniform_routing.py), yet its "
+    "decode steps were as short as with dummy routing (data/e2e/README.md, h200_gptoss_spread_2026-11-29)"
+)
 # servesim's names for the models served (tools/e2e/models/)
 MODELS = {m: m for m in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-0.6b")}
 MEASURED = (
@@ -143,7 +148,8 @@ def combined(benches: list[dict]) -> dict:
 
 def routing_spread(log: str) -> bool:
     """Whether the server's log says it drew router weights again (``uniform_routing``): its line
-    ends with the count of weights redrawn, which must not be 0."""
+    ends with the count of weights redrawn, which must not be 0 (such a lane's runs are marked
+    confounded: ``ROUTING_NOTE``)."""
     for line in log.splitlines():
         if uniform_routing.ROUTING_LINE in line and uniform_routing.SPREAD in line:
             tail = line.split(uniform_routing.SPREAD, 1)[1].split()
@@ -303,8 +309,13 @@ def main() -> int:
     dest = DATA / a.name
     traces = VALIDATION / "e2e"
     traces.mkdir(parents=True, exist_ok=True)
-    # A run found confounded by hand (``confounded: why``) keeps its note when its recording is read again.
-    notes = {r["id"]: r["confounded"] for r in index["runs"] if r.get("confounded")}
+    # A run found confounded by hand (``confounded: why``) keeps its note when its recording is read again
+    # (a stall's note is found again from its steps: mark_stalls).
+    notes = {
+        r["id"]: r["confounded"]
+        for r in index["runs"]
+        if r.get("confounded") and not str(r["confounded"]).startswith(STALLED)
+    }
     index["runs"] = [r for r in index["runs"] if r.get("recording") != a.name]
     with tarfile.open(a.archive) as tar:
         files = {m.name.removeprefix("./"): m for m in tar.getmembers() if m.isfile()}
@@ -401,8 +412,8 @@ def main() -> int:
                     "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
                         "commands"
                     ][0],
-                    "engine": engine_flags(flags, facts) | ({"load_format": "auto"} if spread else {}),
-                    **({"routing": SPREAD_NOTE} if spread else {}),
+                    "engine": engine_flags(flags, facts),
+                    **({"confounded": ROUTING_NOTE} if spread else {}),
                     **(
                         {"frontend": {"api_server_count": int(flags["--api-server-count"])}}
                         if "--api-server-count" in flags
