@@ -303,3 +303,44 @@ def test_api_servers_share_the_work_and_a_disabled_frontend_adds_nothing():
     assert one >= 4.0 and 2.0 <= two < 0.6 * one
     _, off = run("frontend.enabled=false")
     assert off < 1.0
+
+
+def _poisson_overload(*over):
+    from simulator.metrics import summarize
+    from simulator.outputs.notes import run_notes
+
+    sc = blank_scenario(
+        [
+            *BASE,
+            "workload.arrival={type: poisson, rate: 60}",
+            "run.num_requests=1200",
+            "workload.prompt_tokens={dist: fixed, value: 64}",
+            "workload.output_tokens={dist: fixed, value: 256}",
+            *over,
+        ]
+    )
+    res = simulate(sc)
+    s = summarize(res)
+    return s, run_notes(s, res)
+
+
+def test_an_overload_held_in_the_api_server_says_tpot_is_a_floor_and_how_high_it_could_go():
+    """Requests cost the API server 25 ms each, so it takes in 40 a second of the 60 that arrive: the
+    backlog waits before the engine, whose running count the load does not fix. The note gives the
+    count servesim's engine held and the token interval at max_num_seqs for this output rate (by
+    hand: 1,000 * max_num_seqs / output tokens a second)."""
+    s, notes = _poisson_overload("frontend.request_ms=25", "engine.max_num_seqs=512")
+    assert any(": overloaded: " in n for n in notes)
+    api = [n for n in notes if "backlog waits in the API server" in n]
+    assert len(api) == 1 and "read TPOT as a floor" in api[0]
+    assert f"every {1000.0 * 512 / s['output_throughput']:,.0f} ms" in api[0]
+    running = int(api[0].split("drifts with the run: ")[1].split(" here")[0].replace(",", ""))
+    assert 0 < running < 512
+
+
+def test_an_overload_held_in_the_engine_gives_no_api_server_note():
+    """The same arrivals on an engine of 8 sequences at most, its API server nearly free: the backlog
+    waits in the engine's own queue, and the note is not given."""
+    _, notes = _poisson_overload("frontend.request_ms=0.1", "engine.max_num_seqs=8")
+    assert any(": overloaded: " in n for n in notes)
+    assert not any("backlog waits in the API server" in n for n in notes)

@@ -99,7 +99,10 @@ def run_notes(summary: dict, result) -> list[str]:
             f"{name}: stopped at run.duration_s ({summary['simulated_time_s']:g} s) after submitting {n_sub:,} of "
             f"run.num_requests {want:,} (without run.duration_s the run goes on until all are done)"
         )
-    notes += _load_notes(summary, result)
+    load = _load_notes(summary, result)
+    notes += load
+    if any(": overloaded: " in n for n in load):
+        notes += _api_bound_notes(summary, result)
     if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
         notes.append(
             f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
@@ -128,6 +131,47 @@ def _startup_notes(engine, name: str) -> list[str]:
             "engine.max_model_len lower"
         ]
     return []
+
+
+# What the recorded servers did where this note fires (data/e2e/README.md, h200x2_overload_2026-11-27 and -28,
+# h200x2_2026-11-27, h200x2_steps_2026-11-27, h100_profile_2026-11-28: eight overloaded Poisson runs behind
+# one API server; docs/hosts.md).
+RECORDED_API_BOUND = (
+    "Recorded servers so loaded held 320-980 running requests where servesim held 120-190, and ran 1.3-2.5x "
+    "its TPOT (docs/hosts.md)"
+)
+
+
+def _api_bound_notes(summary: dict, result) -> list[str]:
+    """An overloaded run whose backlog waits before the engine, in the API server (the engine's own
+    queue empty in most steps): there the engine's running count, and with it TPOT, is not fixed by
+    the load. The API server's rate fixes the output token rate R, and any running count N keeps
+    pace with it, so N drifts with the run; each running request gets a token every N / R seconds,
+    up to max_num_seqs / R once the engine has filled (``RECORDED_API_BOUND``: what recorded servers did)."""
+    from simulator.metrics import step_columns
+
+    sc, name = result.scenario, summary["scenario"]
+    if not sc.frontend.enabled or sc.cluster is not None or sc.disaggregation is not None:
+        return []
+    rate, tpot = summary.get("output_throughput") or 0.0, summary.get("median_tpot_ms")
+    st = step_columns(result)
+    start = np.asarray(st["start"], dtype=float)
+    arrival = result.reqs.columns()["arrival"]
+    kept = (start >= sc.run.warmup_s) & (start <= float(arrival.max()))  # while requests came in
+    if rate <= 0 or tpot is None or not kept.any():
+        return []
+    waiting = np.asarray(st["num_waiting"], dtype=float)[kept]
+    running = float(np.median(np.asarray(st["num_running"], dtype=float)[kept]))
+    most = sc.engine.max_num_seqs
+    if np.median(waiting) > 0 or running >= 0.9 * most:
+        return []  # the engine itself is the bottleneck, or already full
+    return [
+        f"{name}: the backlog waits in the API server (frontend.api_server_count {sc.frontend.api_server_count}), "
+        f"not in the engine: read TPOT as a floor. Past the API server's rate the engine's running count is not "
+        f"fixed by the load and drifts with the run: {running:,.0f} here (the median while requests came in); "
+        f"were it max_num_seqs ({most:,}), each would get a token every {1000.0 * most / rate:,.0f} ms at this "
+        f"output rate. {RECORDED_API_BOUND}"
+    ]
 
 
 def queue_growth(c: dict, t0: float, t1: float, slices: int = OVERLOAD_SLICES) -> tuple[float, int, int]:

@@ -371,7 +371,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *_unless_given(extra, "hardware.host", recorded_host(run)),
         f"engine.vllm_version={E2E_LINE}",
-        # tools/e2e/lane.py serves dummy weights, unless the run says otherwise (ingest.py, routing_spread)
+        # tools/e2e/lane.py serves dummy weights, unless the run says otherwise
         *_unless_given([*extra, *engine], "engine.load_format", ["engine.load_format=dummy"]),
         *engine,
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
@@ -601,6 +601,7 @@ def write_runs_report(
             f"  {split:10s}" + "".join(f"{c:>{width}s}" for c in cells) + f"   ({s[(split, metrics[0])]['runs']} runs)"
         )
     lines += gpu_lines(runs, results, metrics)
+    lines += uncounted_lines(runs, results, metrics)
     if metrics is E2E_METRICS:
         lines += preemption_lines(results)
     failed = [r for r in results if r.error]
@@ -630,6 +631,23 @@ def gpu_lines(runs: list[dict], results: list[RunResult], metrics: tuple[str, ..
         errs = ", ".join(cells) if cells else "none held out"
         lines.append(f"    {gpu} ({len(held)} held out, {len(rs) - len(held)} calibration): {errs}")
     return lines
+
+
+def uncounted_lines(runs: list[dict], results: list[RunResult], metrics: tuple[str, ...]) -> list[str]:
+    """The confounded runs' own median errors (reported, not counted), and why, where one or two
+    reasons cover them all."""
+    rs = [r for r in results if r.confounded and not r.error]
+    if not rs:
+        return []
+    cells = []
+    for m in metrics[:3]:
+        found = [abs(e) for r in rs if not math.isnan(e := r.rel_error(m))]
+        if found:
+            cells.append(f"{LABELS[m]} {statistics.median(found):.1%}")
+    ids = {r.id for r in rs}
+    why = sorted({str(r["confounded"]) for r in runs if r["id"] in ids and isinstance(r.get("confounded"), str)})
+    reason = f" ({'; '.join(why)})" if 0 < len(why) <= 2 else ""
+    return [f"  not counted: {len(rs)} runs{reason}: {', '.join(cells) or 'no metric'}"]
 
 
 def offload_hit_lines(results: list[RunResult]) -> list[str]:

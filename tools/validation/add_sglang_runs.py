@@ -89,7 +89,8 @@ def entry(src: dict) -> dict:
     split = "calibrate" if src["id"] in CALIBRATE else "heldout"
     fitted = "SGLang's host costs were fitted on it" if split == "calibrate" else "Held out: nothing was fitted to it"
     notes = [f"From {SOURCE.relative_to(ROOT)} ({src['id']}).", fitted + "."]
-    if not version.startswith("0.5"):
+    older = tuple(int(x) for x in version.split(".")[:2]) < (0, 5)
+    if older:
         notes.append(f"Served by SGLang {version}; replayed as the modelled 0.5 line (same scheduler rules).")
     if src.get("notes"):
         notes.append(str(src["notes"]))
@@ -124,6 +125,13 @@ def entry(src: dict) -> dict:
         },
         "results": {RESULTS[k]: v for k, v in res.items() if k in RESULTS and v is not None},
         "notes": notes,
+        # A release before the modelled line is reported, not counted: its kernels and scheduler are
+        # not the ones servesim models (engine.sglang_version accepts the 0.5 line only).
+        **(
+            {"confounded": f"SGLang {'.'.join(version.split('.')[:2])}.x, before the modelled 0.5 line"}
+            if older
+            else {}
+        ),
     }
 
 
