@@ -173,7 +173,7 @@ FA3_ATTN_COMPUTE = 0.63
 FA3_ATTN_MEMORY = 0.87
 # FlashAttention-2 on the GPUs it was written for (compute capability 8.x): its paper (Dao 2023,
 # arXiv 2307.08691) reports 50-73% of the A100's peak in the forward pass; 0.60, the middle. No
-# 8.x GPU was lent to measure on; the H100 measurements above run FA2 on a GPU it was not tuned
+# 8.x GPU was at hand to measure on; the H100 measurements above run FA2 on a GPU it was not tuned
 # for (0.32).
 FA2_ATTN_COMPUTE = 0.60
 

@@ -2,7 +2,7 @@
 
 Two machines of the same GPU kind can differ by 1.2-1.5x in how fast their CPU runs the Python a
 vLLM server spends its CPU time on (docs/hosts.md, "The catalog"). A scenario names its host
-(``hardware.host``): a machine of the catalog (``simulator/data/hosts.yaml``: every lent machine
+(``hardware.host``): a machine of the catalog (``simulator/data/hosts.yaml``: every cloud machine
 servesim was measured on, with its probe reading), or ``{probe_us: X}``, the reading of
 ``servesim probe-host`` on the user's own server. Every host cost is the fitted cost on the
 reference host times the host's ``scale``, ``(probe_us / reference_probe_us) ** exponent``, a rule

@@ -746,7 +746,7 @@ def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
 
 
 def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
-    """Per recorded host (a lent machine, ``simulator/data/hosts.yaml``): its runs' median errors in
+    """Per recorded host (a cloud machine, ``simulator/data/hosts.yaml``): its runs' median errors in
     output throughput and p50 TPOT as replayed (on its probe reading where it was read, else on the
     catalog's median host), and the factor its own runs would give it."""
     from simulator.scenario.hosts import catalog

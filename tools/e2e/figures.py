@@ -166,7 +166,7 @@ def main() -> int:
     return 0
 
 
-# The collapse case was recorded on two lent machines of the same kind (one H100 of a 2 x H100 host):
+# The collapse case was recorded on two cloud machines of the same kind (one H100 of a 2 x H100 host):
 # first with a second server beside it on the host's other GPU, then again, lane by lane, alone.
 COLLAPSE_RECORDINGS = ("h100x2_alone_2026-11-28", "h100x2_collapse_2026-11-27")
 

@@ -6,7 +6,7 @@ Each recorded run (data/e2e/, confounded ones left out) is replayed as a user wh
 would get it: on the catalog's median host, and on the slowest and the fastest catalog host (the
 band, as ``servesim run`` gives it: the lowest and highest of the three). For output throughput,
 p50 TPOT and p50 TTFT it counts the runs whose measured figure lies inside the band, and, per
-recording (one lent machine), how many; a figure outside is named with the side it falls on.
+recording (one cloud machine), how many; a figure outside is named with the side it falls on.
 docs/hosts.md quotes the result.
 """
 

@@ -1,5 +1,5 @@
 """Fit a GPU's matmul rate on the calibration half of the public runs, for a GPU we have no
-profiles of (the A100: no A100 was lent to measure on).
+profiles of (the A100: no A100 was at hand to measure on).
 
     python tools/validation/fit_gpu.py [--gpu a100-80gb] [--jobs 2]
 

@@ -2,7 +2,7 @@
 
     python tools/validation/fit_hosts.py [--jobs 2] [--write]
 
-Every recording of tools/e2e (a folder of data/e2e/, one lent machine) is a host. For each, the
+Every recording of tools/e2e (a folder of data/e2e/, one cloud machine) is a host. For each, the
 factor ``scale`` by which the recorded set of host costs (simulator/data/host_costs.yaml, fitted on
 the calibration runs of h200_2026-11-27) must be multiplied so that servesim best replays that host's
 own runs: the least sum of |log(simulated / measured)| over output throughput and the median and
@@ -117,16 +117,16 @@ def main() -> int:
 
 
 def machine(recording: str) -> str:
-    """What a recording's lent machine was, from its name (data/e2e/README.md has the rest)."""
+    """What a recording's cloud machine was, from its name (data/e2e/README.md has the rest)."""
     kind = recording.split("_")[0]
     _gpus, _, n = kind[1:].partition("x")
-    return f"{n or 1} x {kind[:4].upper()} lent machine (Intel Xeon, family 6 model 207, under KVM)"
+    return f"{n or 1} x {kind[:4].upper()} cloud machine (Intel Xeon, family 6 model 207, under KVM)"
 
 
 def write(fitted: dict, ref: float, exponent: float) -> None:
     old = hosts.catalog.__wrapped__(hosts.HOSTS_FILE).hosts if hosts.HOSTS_FILE.is_file() else {}
     lines = [
-        "# The hosts servesim has measured: each lent machine that recorded real vLLM servers (data/e2e/, one",
+        "# The hosts servesim has measured: each cloud machine that recorded real vLLM servers (data/e2e/, one",
         "# folder a machine). scale: the factor on the recorded host costs (host_costs.yaml) with which servesim",
         "# best replays that host's own runs; probe_us: its idle reading of `servesim probe-host` (the same kernel",
         "# as tools/e2e/host_probe.py), where one was read. A scenario's hardware.host names one, or gives its own",
