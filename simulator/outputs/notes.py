@@ -137,8 +137,8 @@ def _startup_notes(engine, name: str) -> list[str]:
 # h200x2_2026-11-27, h200x2_steps_2026-11-27, h100_profile_2026-11-28: eight overloaded Poisson runs behind
 # one API server; docs/hosts.md).
 RECORDED_API_BOUND = (
-    "Recorded servers so loaded held 320-980 running requests where servesim held 120-190, and ran 1.3-2.5x "
-    "its TPOT (docs/hosts.md)"
+    "On recorded servers behind one API server past its rate, the engines held 320-980 requests where "
+    "servesim's held 120-190 at the same load, and TPOT was 1.3-2.5x servesim's (docs/hosts.md)"
 )
 
 
