@@ -113,6 +113,8 @@ def main() -> int:
     report["alone_us"] = alone
     report["alone_us_median"] = statistics.median(alone)
     print(f"alone: {report['alone_us_median']:.3f} us per request-step  (min {min(alone):.3f})", flush=True)
+    # one timing on each CPU in turn: a shared machine's vCPUs can read 1.8x apart (host_probe_noise_2026-11-29)
+    report["per_cpu_us"] = {str(c): round(v, 3) for c, v in per_cpu().items()}
     if args.alone:
         report["loadavg_after"] = _sh("cat /proc/loadavg")
         with open(args.out, "w") as f:

@@ -8,13 +8,21 @@ Taken: GPUStack's DeepSeek-R1-0528 (FP8) runs on 8 x H200 (vLLM 0.11.0) not ther
 ShareGPT at 4 in flight and random 2,000/100 runs already are, as h200x8_deepseek-r1_gpustack_*), vLLM PR #23696's gpt-oss-120b
 run on 8 x B200 (FlashInfer MXFP4 MoE) and issue #30326's gpt-oss-120b run on 8 x H200 at 8 in flight
 (its throughput only), and the vLLM blog's gpt-oss-20b runs on an H100 with a bf16 and an fp8 KV cache
-(throughput only). Left out, and why: issue #30326's 128-in-flight point (its request count is not
-quoted), PR #23369 (GPU not stated), issue #40838 (dataset not in the excerpt), the EAGLE runs (draft
-models servesim does not have built in), the blog's fp8 run that keeps the sliding-window layers in bf16
-(no such knob), and the MI300X run (dataset unknown). Each run is held out (nothing was fitted to
-it) except issue #30326's, which decided between two forms of the MXFP4 MoE cost on Hopper (the
-notes on recording h200_gptoss_2026-11-29 in data/e2e/README.md) and is marked calibrate. Running it twice adds nothing
-twice (runs already present are skipped).
+(throughput only), and GPUStack's gpt-oss-120b (15 runs) and gpt-oss-20b (12 runs) on A100 SXM
+80GB (vLLM 0.11.0; every vLLM result block of the two pages: ShareGPT bursts of 1,000 with and without
+async scheduling, at TP2 (120b) and at 4,096 and 8,192 batched tokens, random 32,000/100, 4,000/200,
+2,000/100 and 128/4 bursts with the baseline and the optimized serve command, and the 120b page's
+ShareGPT at 4 in flight; both batched-token runs are kept although the page prints the serve command of
+only one, the other's being named by the header over its result block). These take the form of the
+GPUStack H100 gpt-oss runs (which no script wrote: they were added by hand in fd951ab). Left out, and
+why: issue #30326's 128-in-flight point (its request count is not quoted), PR #23369 (GPU not stated),
+issue #40838 (dataset not in the excerpt), the EAGLE runs (draft models servesim does not have built
+in), the blog's fp8 run that keeps the sliding-window layers in bf16 (no such knob), the MI300X run
+(dataset unknown), and of the A100 pages the SGLang runs (another engine, not in public_runs.yaml) and
+the TensorRT-LLM and FlashInfer-attention attempts (they failed on SM80: no numbers). Each run is held
+out (nothing was fitted to it) except issue #30326's, which decided between two forms of the MXFP4 MoE
+cost on Hopper (the notes on recording h200_gptoss_2026-11-29 in data/e2e/README.md) and is marked
+calibrate. Running it twice adds nothing (runs already present are skipped).
 """
 
 from __future__ import annotations
@@ -27,6 +35,39 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "data" / "sources" / "models-gpus-2026" / "public_runs.yaml"
 RUNS = ROOT / "simulator" / "data" / "validation" / "runs.yaml"
+
+# GPUStack's gpt-oss runs on A100 (public_runs.yaml's gpustack-gptoss120b-a100-NN, -20b-a100-NN, in
+# the pages' order): (tensor-parallel size, id tag, engine flags besides max_model_len)
+_ASYNC = {"async_scheduling": True}
+_MBT4K = {**_ASYNC, "max_num_batched_tokens": 4096}
+_MBT8K = {**_ASYNC, "max_num_batched_tokens": 8192}
+_LENGTHS = ("random32000-100", "random4000-200", "random2000-100", "random128-4")
+GPUSTACK_A100: dict[str, list[tuple[int, str, dict]]] = {
+    "gpt-oss-120b": [
+        (1, "sharegpt", {}),
+        (1, "sharegpt_async", _ASYNC),
+        (2, "sharegpt_async", _ASYNC),
+        (1, "sharegpt_async_mbt4k", _MBT4K),
+        (1, "sharegpt_async_mbt8k", _MBT8K),
+        *[(1, tag, {}) for tag in (*_LENGTHS, "sharegpt_c4")],
+        *[(1, f"{tag}_async_mbt4k", _MBT4K) for tag in _LENGTHS],
+        (1, "sharegpt_async_mbt4k_c4", _MBT4K),
+    ],
+    "gpt-oss-20b": [
+        (1, "sharegpt", {}),
+        (1, "sharegpt_async", _ASYNC),
+        (1, "sharegpt_async_mbt4k", _MBT4K),
+        (1, "sharegpt_async_mbt8k", _MBT8K),
+        *[(1, tag, {}) for tag in _LENGTHS],
+        *[(1, f"{tag}_async", _ASYNC) for tag in _LENGTHS],
+    ],
+}
+GPUSTACK_LAB = "GPUStack Performance Lab (gpustack/gpustack docs)"
+# what the GPU makes of gpt-oss's MXFP4 experts, for the GPUStack runs' notes
+MXFP4_PATH = {
+    "a100-80gb": "gpt-oss's MXFP4 experts on an A100 (no FP4 or FP8 tensor cores): weight-only, 16-bit math "
+    "(vLLM's Marlin MoE kernels on SM80, where Hopper runs its Triton ones)."
+}
 
 # source id -> (our id, servesim model, GPU, release line, quantization, endpoint, engine flags, split)
 TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
@@ -91,6 +132,20 @@ TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
         {"kv_cache_dtype": "fp8"},
         "heldout",
     ),
+    **{
+        f"gpustack-{model.replace('-', '')}-a100-{k:02d}": (
+            f"a100{f'x{tp}' if tp > 1 else ''}_{model}_gpustack_tp{tp}_{tag}_{k:02d}",
+            model,
+            "a100-80gb",
+            "0.11",
+            "mxfp4",
+            "chat",
+            {**({"max_model_len": 32768} if model == "gpt-oss-120b" else {}), **engine},
+            "heldout",
+        )
+        for model, runs in GPUSTACK_A100.items()
+        for k, (tp, tag, engine) in enumerate(runs)
+    },
 }
 API_SERVERS = {"vllm-issue30326-h200-120b-tp8-c8-before": 20}
 
@@ -110,17 +165,21 @@ def entry(src: dict) -> dict:
             "Marked calibrate: it decided between two forms of the MXFP4 MoE cost on Hopper (the notes on "
             "recording h200_gptoss_2026-11-29 in data/e2e/README.md); nothing else was fitted to it."
         )
+    lab = src["id"].startswith("gpustack-gptoss")  # in the form of the GPUStack H100 gpt-oss runs
+    if lab:
+        notes.insert(1, f"GPUStack '{src['label']}' point; {MXFP4_PATH[gpu]}")
     if src.get("notes") or src.get("note"):
         notes.append(str(src.get("notes") or src.get("note")))
     out = {
         "id": rid,
         "split": split,
-        "source": src.get("title") or src.get("label") or src["id"],
+        "source": GPUSTACK_LAB if lab else src.get("title") or src.get("label") or src["id"],
         "url": src["url"],
+        **({"url_rendered": src["rendered_url"], "commit": src["url"].split("/blob/")[1].split("/")[0]} if lab else {}),
         "vllm_version": src["vllm_version"],
         "servesim_version": line,
         "gpu": gpu,
-        "gpu_reported": src["gpu"],
+        "gpu_reported": f"NVIDIA {src['gpu']}" if lab else src["gpu"],
         "tensor_parallel_size": int(src.get("tp") or 1),
         "hf_model": src["model"],
         "model": model,

@@ -14,7 +14,7 @@ points = []
 def from_gpustack(mod, prefix, engine_notes):
     for i, r in enumerate(mod.RUNS):
         label, ngpu, tp, serve, bench, ds, il, ol, n, conc, vals = r
-        res = dict(zip(mod.K, vals))
+        res = {k: v for k, v in zip(mod.K, vals) if v is not None}
         pp = 2 if " -pp 2" in serve else 1
         points.append(collections.OrderedDict(
             id=f"{prefix}-{i:02d}", model=mod.COMMON["model"], gpu=mod.COMMON["gpu"], num_gpus=ngpu,
@@ -27,6 +27,10 @@ def from_gpustack(mod, prefix, engine_notes):
 from_gpustack(load("runs_gpustack_120b_h100"), "gpustack-gptoss120b-h100",
               "async scheduling is opt-in in v0.10.2 (default False).")
 from_gpustack(load("runs_gpustack_20b_h100"), "gpustack-gptoss20b-h100",
+              "async scheduling is opt-in in v0.11.0 (default False).")
+from_gpustack(load("runs_gpustack_120b_a100"), "gpustack-gptoss120b-a100",
+              "async scheduling is opt-in in v0.11.0 (default False).")
+from_gpustack(load("runs_gpustack_20b_a100"), "gpustack-gptoss20b-a100",
               "async scheduling is opt-in in v0.11.0 (default False).")
 from_gpustack(load("runs_gpustack_dsr1_h200"), "gpustack-dsr1-0528-h200",
               "")
