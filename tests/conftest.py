@@ -187,3 +187,32 @@ def window_of(title: str) -> float:
     m = re.search(r"\(([\d.]+) s windows\)", title.replace("\n", " "))
     assert m, title
     return float(m.group(1))
+
+
+def shape_grid_throughputs(over: list[str], shapes, loads) -> dict:
+    """Public benchmarks' grid for one deployment (``over``: its model, GPU, TP and engine settings):
+    for each (prompt, output) of ``shapes``, each closed-loop load of ``loads`` runs 2 x load requests
+    to its last one (asserted); returns {(prompt, output): [output tokens a second at each load]}."""
+    from simulator.run import simulate
+    from simulator.scenario.config import load_scenario
+
+    out: dict = {}
+    for p, o in shapes:
+        for c in loads:
+            sc, _ = load_scenario(
+                None,
+                [
+                    *over,
+                    "run.host_band=false",
+                    f"workload.arrival={{type: closed_loop, concurrency: {c}}}",
+                    f"workload.prompt_tokens={{dist: fixed, value: {p}}}",
+                    f"workload.output_tokens={{dist: fixed, value: {o}}}",
+                    f"run.num_requests={2 * c}",
+                    "run.duration_s=null",
+                    "run.warmup_s=0",
+                ],
+            )
+            r = simulate(sc)
+            assert r.engine.num_done == 2 * c, (over, p, o, c)
+            out.setdefault((p, o), []).append(2 * c * o / r.end_time)
+    return out

@@ -327,31 +327,12 @@ def test_dp_attention_settings_checked():
 def test_deepseek_r1_on_sglang_runs_at_every_load_and_shape_the_public_benchmarks_use(gpu):
     """DeepSeek-R1 (FP8) on SGLang at TP8, 4 and 64 requests in flight, 1k/1k, 1k/8k and 8k/1k: every
     point runs to its last request, with a throughput that grows with the load."""
-    from simulator.run import simulate
-    from simulator.scenario.config import load_scenario
+    from conftest import shape_grid_throughputs
 
     vllm_only = ["engine.max_num_seqs=null", "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null"]
-    for p, o in ((1024, 1024), (1024, 8192), (8192, 1024)):
-        out = []
-        for c in (4, 64):
-            sc, _ = load_scenario(
-                None,
-                [
-                    "model=deepseek-r1",
-                    "engine.framework=sglang",
-                    *vllm_only,
-                    f"hardware.gpu={gpu}",
-                    "hardware.tensor_parallel_size=8",
-                    "run.host_band=false",
-                    f"workload.arrival={{type: closed_loop, concurrency: {c}}}",
-                    f"workload.prompt_tokens={{dist: fixed, value: {p}}}",
-                    f"workload.output_tokens={{dist: fixed, value: {o}}}",
-                    f"run.num_requests={2 * c}",
-                    "run.duration_s=null",
-                    "run.warmup_s=0",
-                ],
-            )
-            r = simulate(sc)
-            assert r.engine.num_done == 2 * c, (gpu, p, o, c)
-            out.append(2 * c * o / r.end_time)
-        assert out[1] > 3 * out[0], (gpu, p, o, out)
+    over = ["model=deepseek-r1", "engine.framework=sglang", *vllm_only, f"hardware.gpu={gpu}"]
+    grid = shape_grid_throughputs(
+        [*over, "hardware.tensor_parallel_size=8"], ((1024, 1024), (1024, 8192), (8192, 1024)), (4, 64)
+    )
+    for shape, (low, high) in grid.items():
+        assert high > 3 * low, (gpu, shape, low, high)

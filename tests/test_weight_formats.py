@@ -352,27 +352,15 @@ def test_most_requests_a_workload_can_have_in_flight(workload, bound):
 def test_gpt_oss_120b_runs_at_every_tp_load_and_shape_the_public_benchmarks_use(gpu):
     """gpt-oss-120b on H100, H200 and B200 at TP 1 to 8, 4 and 128 in flight, 1k/1k, 1k/8k and 8k/1k:
     every point runs to its last request, with a throughput that grows with the load."""
+    from conftest import shape_grid_throughputs
+
     for tp in (1, 2, 4, 8):
-        for p, o in ((1024, 1024), (1024, 8192), (8192, 1024)):
-            out = []
-            for c in (4, 128):
-                sc, _ = load_scenario(
-                    None,
-                    [
-                        "model=gpt-oss-120b",
-                        f"hardware.gpu={gpu}",
-                        f"hardware.tensor_parallel_size={tp}",
-                        "hardware.host=null",
-                        "run.host_band=false",
-                        f"workload.arrival={{type: closed_loop, concurrency: {c}}}",
-                        f"workload.prompt_tokens={{dist: fixed, value: {p}}}",
-                        f"workload.output_tokens={{dist: fixed, value: {o}}}",
-                        f"run.num_requests={2 * c}",
-                        "run.duration_s=null",
-                        "run.warmup_s=0",
-                    ],
-                )
-                r = simulate(sc)
-                assert r.engine.num_done == 2 * c, (gpu, tp, p, o, c)
-                out.append(2 * c * o / r.end_time)
-            assert out[1] > 2 * out[0], (gpu, tp, p, o, out)
+        over = [
+            "model=gpt-oss-120b",
+            f"hardware.gpu={gpu}",
+            f"hardware.tensor_parallel_size={tp}",
+            "hardware.host=null",
+        ]
+        grid = shape_grid_throughputs(over, ((1024, 1024), (1024, 8192), (8192, 1024)), (4, 128))
+        for shape, (low, high) in grid.items():
+            assert high > 2 * low, (gpu, tp, shape, low, high)
