@@ -245,20 +245,20 @@ def host_model(sc: Scenario) -> HostModel:
     )
     api = None
     if f.enabled:
-        chat = f.endpoint == "chat"
+        a = h.api_costs(f.endpoint == "chat", load_model(sc.model).harmony_chat)
 
         def cost(default: float, given: float | None, unit: float) -> float:
             return default if given is None else given / unit
 
         api = ApiServer(
-            request_s=cost(h.chat_request_s if chat else h.request_s, f.request_ms, 1e3),
+            request_s=cost(a["request_s"], f.request_ms, 1e3),
             prompt_token_s=cost(h.prompt_token_s, f.prompt_token_us, 1e6),
             step_s=cost(h.step_s, f.step_us, 1e6),
-            token_s=cost(h.chat_token_s if chat else h.token_s, f.output_token_us, 1e6),
+            token_s=cost(a["token_s"], f.output_token_us, 1e6),
             servers=f.api_server_count,
             latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
-            finish_s=cost(h.chat_finish_s if chat else h.finish_s, f.finish_ms, 1e3),
-            first_pass=(h.chat_first_pass if chat else h.first_pass) if f.first_pass is None else f.first_pass,
+            finish_s=cost(a["finish_s"], f.finish_ms, 1e3),
+            first_pass=a["first_pass"] if f.first_pass is None else f.first_pass,
             paces_engine=paces if f.paces_engine is None else f.paces_engine,
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
         )

@@ -91,14 +91,14 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
         and not oss[("calibrate", "mean_ttft_ms")]["runs"]
     )
     assert oss[("heldout", "output_throughput")]["median_abs_error"] < 0.45
-    assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.30
+    assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.35
     assert oss[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.37
-    # the A100 runs at their own errors when added: 26% in throughput, 43% in mean TTFT, 16% in mean
-    # TPOT (short-request bursts 40-74% slow, 32k-token prompts 66-81% fast)
+    # the A100 runs at their own errors: 14% in throughput, 29% in mean TTFT, 16% in mean TPOT (26%,
+    # 43% and 16% before gpt-oss's Harmony chat was taken in as a completion; 32k-token prompts 66-81% fast)
     amp = validate.error_summary([r for r in results if r.id in a100])
     assert amp[("heldout", "output_throughput")]["runs"] == 27
-    assert amp[("heldout", "output_throughput")]["median_abs_error"] < 0.30
-    assert amp[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.50
+    assert amp[("heldout", "output_throughput")]["median_abs_error"] < 0.20
+    assert amp[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.35
     assert amp[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.20
     lines = validate.write_runs_report(RUNS["runs"], results, tmp_path)
     assert (tmp_path / "runs.csv").read_text().count("\n") == len(results) + 1 and "heldout" in "\n".join(lines)

@@ -460,7 +460,7 @@ class FrontendConfig:
     )
     endpoint: Literal["completions", "chat"] = F(
         "completions",
-        "what clients call: /v1/completions (`vllm bench serve`'s default backend) or /v1/chat/completions (renders the chat template, streams larger chunks; `--backend openai-chat`)",
+        "what clients call: /v1/completions (`vllm bench serve`'s default backend) or /v1/chat/completions (renders the chat template, streams larger chunks; `--backend openai-chat`; gpt-oss's Harmony-format chat runs no template: taken in as a completion)",
     )
     request_ms: Union[float, None] = F(
         None,

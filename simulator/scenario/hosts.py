@@ -71,10 +71,22 @@ class HostCosts:
     # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, and the recorded
     # value raises their calibration loss (8.44 to 8.51), so 0 there.
     intake_rounds: float = 0.0
-
     def engine_per_seq(self, line: str) -> float:
         """The engine's CPU work per scheduled sequence on release line ``line``."""
         return self.engine_per_seq_s if line in ("0.10", "0.11") else self.engine_per_seq_s_019
+
+    def api_costs(self, chat: bool, harmony: bool = False) -> dict[str, float]:
+        """The API server's costs through one endpoint (/v1/chat/completions if ``chat``), for a model
+        whose chat is rendered in the Harmony format or not: per request taken in, per output token
+        streamed, per request that ends, and the share of a request's intake before it first yields."""
+        if not chat:
+            return {"request_s": self.request_s, "token_s": self.token_s, "finish_s": self.finish_s,
+                    "first_pass": self.first_pass}  # fmt: skip
+        if harmony:  # no chat template to run: a request taken in and ended as through /v1/completions
+            return {"request_s": self.request_s, "token_s": self.chat_token_s, "finish_s": self.finish_s,
+                    "first_pass": self.chat_first_pass}  # fmt: skip
+        return {"request_s": self.chat_request_s, "token_s": self.chat_token_s, "finish_s": self.chat_finish_s,
+                "first_pass": self.chat_first_pass}  # fmt: skip
 
     def scaled(self, scale: float) -> HostCosts:
         """The same costs on a host ``scale`` times as slow: the CPU times scaled, the shares, the

@@ -96,6 +96,9 @@ class ModelArch:
     o_bias: bool = False  # a bias on the attention output projection too (gpt-oss)
     attention_sinks: bool = False  # a learned sink logit per query head and layer (gpt-oss)
     expert_bias: bool = False  # biases on each expert's gate/up and down projections (gpt-oss)
+    # Its chat messages are rendered in OpenAI's Harmony format (gpt-oss: vLLM renders them with the
+    # openai-harmony library, where other models' chat template is a Jinja template run in Python).
+    harmony_chat: bool = False
     # The router adds a learned per-expert bias to its scores before choosing the top k (gpt-oss's
     # router bias; DeepSeek-V3's e_score_correction_bias, topk_method noaux_tc; GLM-4.5's). Under
     # random weights of vLLM's size (--load-format dummy: every float uniform in +-1e-3) the bias
@@ -495,6 +498,7 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         o_bias=model_type == "gpt_oss",
         attention_sinks=model_type == "gpt_oss",
         expert_bias=model_type == "gpt_oss",
+        harmony_chat=model_type == "gpt_oss",
         router_bias=num_experts > 0 and (model_type in ("gpt_oss", "glm4_moe") or cfg.get("topk_method") == "noaux_tc"),
         partial_rotary_factor=float(_get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0))),
         rope_positions=int(rope["original_max_position_embeddings"] * rope["factor"]) if yarn else 0,

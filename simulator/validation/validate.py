@@ -305,23 +305,35 @@ def host_line(run: dict) -> str:
     return sglang.HOST_SET if run.get("framework") == "sglang" else run["servesim_version"]
 
 
-def host_overrides(endpoint: str, line: str, host) -> list[str]:
+def host_overrides(endpoint: str, line: str, host, harmony: bool = False) -> list[str]:
     """Scenario overrides that give a run through ``endpoint`` on release line ``line`` the host
-    costs ``host`` (a ``hosts.HostCosts``)."""
-
-    chat = endpoint == "chat"
+    costs ``host`` (a ``hosts.HostCosts``; ``harmony``: a model whose chat is rendered in the
+    Harmony format)."""
+    a = host.api_costs(endpoint == "chat", harmony)
     return [
-        f"frontend.request_ms={(host.chat_request_s if chat else host.request_s) * 1e3!r}",
-        f"frontend.output_token_us={(host.chat_token_s if chat else host.token_s) * 1e6!r}",
+        f"frontend.request_ms={a['request_s'] * 1e3!r}",
+        f"frontend.output_token_us={a['token_s'] * 1e6!r}",
         f"frontend.prompt_token_us={host.prompt_token_s * 1e6!r}",
         f"frontend.step_us={host.step_s * 1e6!r}",
         f"frontend.latency_ms={host.latency_s * 1e3!r}",
-        f"frontend.finish_ms={(host.chat_finish_s if chat else host.finish_s) * 1e3!r}",
-        f"frontend.first_pass={host.chat_first_pass if chat else host.first_pass!r}",
+        f"frontend.finish_ms={a['finish_s'] * 1e3!r}",
+        f"frontend.first_pass={a['first_pass']!r}",
         f"frontend.intake_rounds={host.intake_rounds!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
         f"cost.engine_cpu_per_seq_us={host.engine_per_seq(line) * 1e6!r}",
     ]
+
+
+def harmony_chat(run: dict) -> bool:
+    """Whether a run's model renders its chat in the Harmony format (False for a model servesim cannot
+    load: the run reports that error itself)."""
+    from simulator.errors import ConfigError
+    from simulator.scenario.models import load_model
+
+    try:
+        return load_model(run["model"]).harmony_chat
+    except ConfigError:
+        return False
 
 
 def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) -> RunResult:
@@ -331,7 +343,7 @@ def simulate_run(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
     from simulator.run import simulate
 
     if host is not None:
-        extra = [*host_overrides(run["bench"]["endpoint"], host_line(run), host), *extra]
+        extra = [*host_overrides(run["bench"]["endpoint"], host_line(run), host, harmony_chat(run)), *extra]
     metrics = SGLANG_METRICS if run.get("framework") == "sglang" else METRICS
     measured = {m: run["results"].get("output_token_throughput" if m == "output_throughput" else m) for m in metrics}
     marked = confounded(run)
