@@ -71,6 +71,7 @@ class HostCosts:
     # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, and the recorded
     # value raises their calibration loss (8.44 to 8.51), so 0 there.
     intake_rounds: float = 0.0
+
     def engine_per_seq(self, line: str) -> float:
         """The engine's CPU work per scheduled sequence on release line ``line``."""
         return self.engine_per_seq_s if line in ("0.10", "0.11") else self.engine_per_seq_s_019
