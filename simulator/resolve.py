@@ -228,8 +228,8 @@ def load_arch(sc: Scenario) -> ModelArch:
     return model
 
 
-def host_model(sc: Scenario) -> HostModel:
-    """The CPU side of ``sc``'s engine (``simulator.engine.host``): the release line's fitted costs
+def host_model(sc: Scenario, model: ModelArch) -> HostModel:
+    """The CPU side of ``sc``'s engine (``simulator.engine.host``) serving ``model``: the release line's fitted costs
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
@@ -245,7 +245,7 @@ def host_model(sc: Scenario) -> HostModel:
     )
     api = None
     if f.enabled:
-        a = h.api_costs(f.endpoint == "chat", load_model(sc.model).harmony_chat)
+        a = h.api_costs(f.endpoint == "chat", model.harmony_chat)
 
         def cost(default: float, given: float | None, unit: float) -> float:
             return default if given is None else given / unit
@@ -285,7 +285,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         kv_bytes,
         quantization(sc, model),
         x,
-        host_model(sc),
+        host_model(sc, model),
         spec_cost(sc, model, gpu, tp, eff, kv_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
         e.load_format == "dummy",

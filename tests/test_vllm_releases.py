@@ -10,7 +10,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import ConfigError
 from simulator.outputs.notes import scenario_notes
-from simulator.resolve import host_model
+from simulator.resolve import host_model, load_arch
 from simulator.scenario import versions
 from simulator.scenario.config import load_scenario, scenario_from_dict
 
@@ -70,10 +70,15 @@ def test_async_scheduling_knob_sets_any_release():
     """--async-scheduling (engine.async_scheduling) overrides the release's default either way."""
     on = {"vllm_version": "0.13", "async_scheduling": True}
     off = {"vllm_version": "0.15.1", "async_scheduling": False}
-    assert host_model(scenario_from_dict({"engine": {"vllm_version": "0.13"}})).async_scheduling is False
-    assert host_model(scenario_from_dict({"engine": {"vllm_version": "0.14"}})).async_scheduling is True
-    assert host_model(scenario_from_dict({"engine": on})).async_scheduling is True
-    assert host_model(scenario_from_dict({"engine": off})).async_scheduling is False
+
+    def overlaps(engine: dict) -> bool:
+        sc = scenario_from_dict({"engine": engine})
+        return host_model(sc, load_arch(sc)).async_scheduling
+
+    assert overlaps({"vllm_version": "0.13"}) is False
+    assert overlaps({"vllm_version": "0.14"}) is True
+    assert overlaps(on) is True
+    assert overlaps(off) is False
 
 
 def test_versions_as_strings_or_numbers(tmp_path):

@@ -635,12 +635,7 @@ def gpu_lines(runs: list[dict], results: list[RunResult], metrics: tuple[str, ..
     lines = ["  per GPU (held out; calibration runs counted apart):"]
     for gpu, rs in sorted(per.items()):
         held = [r for r in rs if r.split == "heldout"]
-        cells = []
-        for m in metrics[:3]:
-            found = [abs(e) for r in held if not math.isnan(e := r.rel_error(m))]
-            if found:
-                cells.append(f"{LABELS[m]} {statistics.median(found):.1%}")
-        errs = ", ".join(cells) if cells else "none held out"
+        errs = median_errors(held, metrics) or "none held out"
         lines.append(f"    {gpu} ({len(held)} held out, {len(rs) - len(held)} calibration): {errs}")
     return lines
 
@@ -651,15 +646,21 @@ def uncounted_lines(runs: list[dict], results: list[RunResult], metrics: tuple[s
     rs = [r for r in results if r.confounded and not r.error]
     if not rs:
         return []
+    ids = {r.id for r in rs}
+    why = sorted({str(r["confounded"]) for r in runs if r["id"] in ids and isinstance(r.get("confounded"), str)})
+    reason = f" ({'; '.join(why)})" if 0 < len(why) <= 2 else ""
+    return [f"  not counted: {len(rs)} runs{reason}: {median_errors(rs, metrics) or 'no metric'}"]
+
+
+def median_errors(rs: list[RunResult], metrics: tuple[str, ...]) -> str:
+    """ "output tok/s 12.3%, ...": the runs' median absolute error in each of the first three metrics
+    that any of them has ("" where none has one)."""
     cells = []
     for m in metrics[:3]:
         found = [abs(e) for r in rs if not math.isnan(e := r.rel_error(m))]
         if found:
             cells.append(f"{LABELS[m]} {statistics.median(found):.1%}")
-    ids = {r.id for r in rs}
-    why = sorted({str(r["confounded"]) for r in runs if r["id"] in ids and isinstance(r.get("confounded"), str)})
-    reason = f" ({'; '.join(why)})" if 0 < len(why) <= 2 else ""
-    return [f"  not counted: {len(rs)} runs{reason}: {', '.join(cells) or 'no metric'}"]
+    return ", ".join(cells)
 
 
 def offload_hit_lines(results: list[RunResult]) -> list[str]:

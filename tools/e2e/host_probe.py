@@ -39,6 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from simulator.commands.probe_host import N_REQ, STEPS, kernel, per_cpu
 
 
+def _per_cpu_us() -> dict[str, float]:
+    """One timing on each CPU in turn (``per_cpu``), keyed by the CPU's number as JSON keeps it."""
+    return {str(c): round(v, 3) for c, v in per_cpu().items()}
+
+
 def _timed(repeat: int, cpu: int | None = None) -> list[float]:
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
@@ -91,7 +96,7 @@ def main() -> int:
     if args.per_cpu:
         passes = []
         for _ in range(args.per_cpu):
-            passes.append({"t": time.time(), "per_cpu": {str(c): round(v, 3) for c, v in per_cpu().items()}})
+            passes.append({"t": time.time(), "per_cpu": _per_cpu_us()})
             print(passes[-1]["per_cpu"], flush=True)
         with open(args.out, "w") as f:
             json.dump({"model": _sh("grep -m1 'model name' /proc/cpuinfo").strip(), "passes": passes}, f, indent=1)
@@ -114,7 +119,7 @@ def main() -> int:
     report["alone_us_median"] = statistics.median(alone)
     print(f"alone: {report['alone_us_median']:.3f} us per request-step  (min {min(alone):.3f})", flush=True)
     # one timing on each CPU in turn: a shared machine's vCPUs can read 1.8x apart (host_probe_noise_2026-11-29)
-    report["per_cpu_us"] = {str(c): round(v, 3) for c, v in per_cpu().items()}
+    report["per_cpu_us"] = _per_cpu_us()
     if args.alone:
         report["loadavg_after"] = _sh("cat /proc/loadavg")
         with open(args.out, "w") as f:

@@ -19,8 +19,10 @@ reading the ~51-126 experts a trained router touches would take several ms more:
 ~1e-5 on every expert the top-k still picks (nearly) the same experts. So gpt-oss's router weights
 (`WEIGHTS`) are also drawn again, from a unit normal: a normalized hidden state of dummy weights
 (entries ~1e-3) then gives scores of ~0.05 that differ from expert to expert and token to token.
-The line printed says how many of each; `ingest.py` replays a lane as real weights are priced only
-when its server drew router weights again (`SPREAD`).
+The line printed says how many of each. That did not spread the routing either
+(`h200_gptoss_spread_2026-11-29`: decode steps as short as with dummy routing), so `ingest.py` marks
+every run of a lane whose server drew router weights again (`SPREAD`) confounded, replayed as dummy
+routing is priced.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def entry(src: dict) -> dict:
     split = "calibrate" if src["id"] in CALIBRATE else "heldout"
     fitted = "SGLang's host costs were fitted on it" if split == "calibrate" else "Held out: nothing was fitted to it"
     notes = [f"From {SOURCE.relative_to(ROOT)} ({src['id']}).", fitted + "."]
-    older = tuple(int(x) for x in version.split(".")[:2]) < (0, 5)
+    line = ".".join(version.split(".")[:2])  # 0.4.3.post2 -> 0.4
+    older = tuple(map(int, line.split("."))) < (0, 5)
     if older:
         notes.append(f"Served by SGLang {version}; replayed as the modelled 0.5 line (same scheduler rules).")
     if src.get("notes"):
@@ -127,11 +128,7 @@ def entry(src: dict) -> dict:
         "notes": notes,
         # A release before the modelled line is reported, not counted: its kernels and scheduler are
         # not the ones servesim models (engine.sglang_version accepts the 0.5 line only).
-        **(
-            {"confounded": f"SGLang {'.'.join(version.split('.')[:2])}.x, before the modelled 0.5 line"}
-            if older
-            else {}
-        ),
+        **({"confounded": f"SGLang {line}.x, before the modelled 0.5 line"} if older else {}),
     }
 
 
