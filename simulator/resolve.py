@@ -420,5 +420,12 @@ def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any
     requests will be submitted (None: unbounded)."""
     w, run = sc.workload, sc.run
     return start_workload(
-        env, target.submit, w, run.seed, run.num_requests, max_model_len=target.max_model_len, ids=ids
+        env,
+        target.submit,
+        w,
+        run.seed,
+        run.num_requests,
+        max_model_len=target.max_model_len,
+        ids=ids,
+        chain=getattr(target, "chain", None),  # an engine runs its closed-loop clients' turns; a fleet routes each
     )

@@ -23,6 +23,10 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
+# An engine's ``chain(client, turn)``: it calls ``turn()`` when a request of ``client`` ends, at the
+# moment the client learns of it (``simulator.engine.core.Engine.chain``).
+Chain = Callable[[int, Callable[[], None]], None]
+
 _BATCH = 4096
 
 
@@ -158,23 +162,29 @@ def poisson(
 
 def _chained_client(
     env: simpy.Environment,
-    request: Callable[[int], simpy.Event],
+    request: Callable[..., simpy.Event | None],
     budget: Budget,
     client: int,
     delay: float | None,
     latency: float = 0.0,
+    chain: Chain | None = None,
 ) -> None:
     """A closed-loop client that sends requests back to back, as callbacks on their completion events.
 
     It does what ``closed_loop``'s process does for such a client, event for event: it starts on
     an urgent event as a process does, waits ``delay`` with a timeout created then, and each
     request's completion runs the next turn where the process would have been resumed (after a
-    timeout of ``latency``, if any).
+    timeout of ``latency``, if any). ``chain`` (an engine's ``chain``, for a client that reacts at
+    once): the engine runs the next turn itself when a request ends, where the completion event's
+    callback would have run, and the requests carry no event.
     """
 
     def turn(_event: simpy.Event | None = None) -> None:
         if budget.take():
-            request(client).callbacks.append(react if latency > 0 else turn)
+            if chain is not None:
+                request(client, False)
+            else:
+                cast(simpy.Event, request(client)).callbacks.append(react if latency > 0 else turn)
 
     def react(_event: simpy.Event) -> None:
         env.timeout(latency).callbacks.append(turn)
@@ -185,6 +195,8 @@ def _chained_client(
         else:
             env.timeout(delay).callbacks.append(turn)
 
+    if chain is not None:
+        chain(client, turn)
     ev = simpy.Event(env)
     ev._ok, ev._value = True, None
     ev.callbacks.append(start)
@@ -206,6 +218,7 @@ def closed_loop(
     schedule: list[tuple[float, int]] | None = None,
     client_base: int = 0,
     client_latency_s: float = 0.0,
+    chain: Chain | None = None,
 ) -> None:
     """Start ``concurrency`` clients; each sends a request, waits for its end, reacts (after
     ``client_latency_s``), thinks, repeats.
@@ -221,8 +234,8 @@ def closed_loop(
 
     if job is None and request is None:
 
-        def request(client):
-            return submit(replace(cast(Callable, factory)(), client=client), True)
+        def request(client, want_event=True):
+            return submit(replace(cast(Callable, factory)(), client=client), want_event)
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
         assert request is not None  # given, or defined above when job is None
@@ -234,6 +247,7 @@ def closed_loop(
                 client_base + cid,
                 ramp_up_s * cid / concurrency if ramp_up_s > 0 else None,
                 client_latency_s,
+                chain if client_latency_s <= 0 else None,
             )
         return
 

@@ -18,6 +18,7 @@ import simpy
 from simulator.engine.submission import Submission
 from workloads.arrivals import (
     Budget,
+    Chain,
     RateFunction,
     closed_loop,
     constant_gaps,
@@ -264,10 +265,11 @@ class RequestFactory:
         else:
             yield self.request(submit, client)
 
-    def request(self, submit: Callable, client: int) -> simpy.Event:
-        """A closed-loop client's next single request (its budget already taken): its completion event."""
+    def request(self, submit: Callable, client: int, want_event: bool = True) -> simpy.Event | None:
+        """A closed-loop client's next single request (its budget already taken): its completion
+        event (``want_event``; else none: the engine chains the client's turns)."""
         s = Submission(*self(), self.spec.priority, client=client, client_class=self.spec.index, lora=self.adapter())
-        return submit(s, True)
+        return submit(s, want_event)
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -324,6 +326,7 @@ def _start_arrival(
     budget: Budget,
     ids: Ids,
     where: str,
+    chain: Chain | None = None,
 ) -> None:
     if len(sources) == 1:
         only = sources[0]
@@ -350,8 +353,8 @@ def _start_arrival(
         def job(client, active):
             return pick().job(env, submit, budget, client, active)
 
-        def request(client):
-            return pick().request(submit, client)
+        def request(client, want_event=True):
+            return pick().request(submit, client, want_event)
 
         think: Callable[[], float] | None
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
@@ -375,6 +378,7 @@ def _start_arrival(
             schedule=schedule,
             client_base=base,
             client_latency_s=a.client_latency_s,
+            chain=chain,
         )
         return
     if a.type == "poisson":
@@ -399,11 +403,14 @@ def start_workload(
     num_requests: int | None,
     max_model_len: int | None = None,
     ids: Ids | None = None,
+    chain: Chain | None = None,
 ) -> int | None:
     """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
 
     ``max_model_len``: when given, drawn requests obey ``w.over_max_model_len`` (docs/workloads.md).
     ``ids``: the run's counters (given to read, after the run, how many requests were truncated).
+    ``chain``: the engine's ``chain``, when the target is one engine: a workload of one closed loop
+    of clients that react at once has the engine run their turns (``arrivals.closed_loop``).
     """
     budget = Budget(num_requests)
     if w.trace is not None:
@@ -420,7 +427,17 @@ def start_workload(
     if specs[0].index < 0:
         src = RequestFactory(w, seed, spec=specs[0], seeds=root, max_model_len=max_model_len, ids=ids)
         _start_arrival(
-            env, submit, w.arrival, [src], src.arrival_rng, src.client_think_rng, None, budget, ids, "workload.arrival"
+            env,
+            submit,
+            w.arrival,
+            [src],
+            src.arrival_rng,
+            src.client_think_rng,
+            None,
+            budget,
+            ids,
+            "workload.arrival",
+            chain,
         )
         return num_requests
     top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps

@@ -235,10 +235,19 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from simulator.outputs.background import BackgroundPlots
+
+    paths = args.scenarios or [None]
+    # One run: its plots are drawn by a child forked now, before this process imports anything
+    # heavy, so that the child's import of matplotlib overlaps all of this process's work.
+    with BackgroundPlots(fork=len(paths) == 1) as plots:
+        return _main(args, paths, plots)
+
+
+def _main(args: argparse.Namespace, paths: list, plots) -> int:
     from simulator.outputs.outdir import RESULTS, Outputs, Writing, check_file, check_folder, folder_name, named_output
     from simulator.scenario.config import apply_overrides
 
-    paths = args.scenarios or [None]
     _once_each(paths)
     if args.trace and len(paths) > 1:
         raise ConfigError("--trace: give one scenario (one trace file per run)")
@@ -269,7 +278,7 @@ def main(args: argparse.Namespace) -> int:
         top = Outputs(out, [t.name for t in target.values()] + list(COMPARISON_FILES), "--out", "runs")
     jobs = [(p, target[p]) for p, _ in loaded]
     with Writing(out, "--out"):
-        results = failed + _run_jobs(jobs, args, exports)
+        results = failed + _run_jobs(jobs, args, exports, plots)
         from simulator.outputs.results import write_comparison
 
         ok = [(r, Path(r.pop("_out"))) for r in results if "error" not in r]
@@ -319,29 +328,26 @@ def _once_each(paths: list) -> None:
         seen[key] = p
 
 
-def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exports: dict) -> list[dict]:
-    """Run each (scenario file, results folder): in parallel processes when there are several."""
-    from simulator.outputs.background import BackgroundPlots
+def _run_jobs(jobs: list[tuple[str | None, Path]], args: argparse.Namespace, exports: dict, plots) -> list[dict]:
+    """Run each (scenario file, results folder): in parallel processes when there are several
+    (``plots``: where a single run's plots are drawn)."""
+    compile_step()
+    if len(jobs) > 1 and args.jobs != 1:
+        from concurrent.futures import ProcessPoolExecutor
 
-    # One run: its plots are drawn by a child forked now, before the simulation starts.
-    with BackgroundPlots(fork=len(jobs) == 1) as plots:
-        compile_step()
-        if len(jobs) > 1 and args.jobs != 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
-                return list(
-                    ex.map(
-                        run_one,
-                        [p for p, _ in jobs],
-                        [args.set] * len(jobs),
-                        [t for _, t in jobs],
-                        [None] * len(jobs),
-                        [exports] * len(jobs),
-                        range(len(jobs)),
-                    )
+        with ProcessPoolExecutor(max_workers=args.jobs or None) as ex:
+            return list(
+                ex.map(
+                    run_one,
+                    [p for p, _ in jobs],
+                    [args.set] * len(jobs),
+                    [t for _, t in jobs],
+                    [None] * len(jobs),
+                    [exports] * len(jobs),
+                    range(len(jobs)),
                 )
-        return [run_one(p, args.set, t, plots, exports) for p, t in jobs]
+            )
+    return [run_one(p, args.set, t, plots, exports) for p, t in jobs]
 
 
 DEFAULT_METRICS_START = "2026-01-01T00:00:00Z"

@@ -86,6 +86,7 @@ class Engine:
         self.expected: int | None = None  # when set, all_done fires once this many are done
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time)
         self._client_end: dict[int, float] = {}  # client -> when its last request ended (host.turnaround)
+        self._turns: dict[int, Callable[[], None]] = {}  # client -> its next turn, run when its request ends (chain)
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -125,6 +126,12 @@ class Engine:
             self._wake.succeed()
         return ev
 
+    def chain(self, client: int, turn: Callable[[], None]) -> None:
+        """Call ``turn()`` whenever a request of ``client`` ends, once the client learns of it: where
+        a completion event's callback would run (after the ended requests are counted), without an
+        event per request (``workloads.arrivals.closed_loop``: clients that send again at once)."""
+        self._turns[client] = turn
+
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         """Room for a request just sent (``total``: its prompt + max_tokens; ``content_key``: as given
         in its submission, -1 for its own content); it enters the API server's intake."""
@@ -154,9 +161,10 @@ class Engine:
         """Requests that ended (finished or aborted): wake whoever waits for them, count them, each
         at its finish time (when its last token reaches the client: later than now behind a busy
         front-end). Returns whether anybody was woken now."""
-        events, env, R = self._events, self.env, self.reqs
+        events, env, R, turns = self._events, self.env, self.reqs, self._turns
         woke = False
         now_done = 0
+        chained = []  # the turns of chained clients whose requests ended now, in order
         later: dict[float, list] = {}
         now = env.now
         rejected = int(RequestStatus.REJECTED)
@@ -173,12 +181,17 @@ class Engine:
             if ev is not None:
                 ev.succeed(rid)
                 woke = True
+            elif c in turns:
+                chained.append(turns[c])
+                woke = True
             if c >= 0:
                 self._client_end[c] = t
             now_done += 1
         for t, group in later.items():
             TimeoutAt(env, t).callbacks.append(cast(_Callback, lambda _e, group=group: self._notify(group)))
         self._count_done(now_done)
+        for turn in chained:
+            turn()
         return woke
 
     def _check_livelock(self, rid: int, t: float) -> None:

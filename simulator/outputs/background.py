@@ -13,6 +13,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 
 
 def cores() -> int:
@@ -28,6 +29,7 @@ class BackgroundPlots:
         self.pid = 0
         self._jobs: list = []
         self._jobs_w = self._status_r = -1
+        self._sender: threading.Thread | None = None
         if not fork or not hasattr(os, "fork") or cores() < 2 or os.environ.get("SERVESIM_PLOTS_INLINE"):
             return
         jobs_r, jobs_w = os.pipe()
@@ -43,8 +45,7 @@ class BackgroundPlots:
 
                     with os.fdopen(jobs_r, "rb") as f:
                         jobs = pickle.load(f)
-                    for name, args in jobs:
-                        getattr(plots, name)(*args)
+                    _draw_side_by_side(plots, jobs)
                 except EOFError:  # the parent ended without sending any work
                     pass
                 except BaseException as e:  # reported to the parent, which draws instead
@@ -57,12 +58,15 @@ class BackgroundPlots:
         self.pid, self._jobs_w, self._status_r = pid, jobs_w, status_r
 
     def draw(self, jobs: list[tuple[str, tuple]]) -> None:
-        """Hand the plots over (``(plots function name, args)`` pairs); ``wait`` for them."""
+        """Hand the plots over (``(plots function name, args)`` pairs); ``wait`` for them. The pipe
+        holds only a little: a thread writes them, so that this process goes on to its CSV files
+        while the child may still be importing matplotlib."""
         self._jobs = jobs
         if self.pid:
-            with os.fdopen(self._jobs_w, "wb") as f:
-                pickle.dump(jobs, f, protocol=pickle.HIGHEST_PROTOCOL)
-            self._jobs_w = -1
+            data = pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL)
+            fd, self._jobs_w = self._jobs_w, -1
+            self._sender = threading.Thread(target=_send, args=(fd, data), daemon=True)
+            self._sender.start()
 
     def __enter__(self) -> BackgroundPlots:
         return self
@@ -84,6 +88,9 @@ class BackgroundPlots:
 
     def wait(self) -> None:
         """Return once the plots are on disk (drawing them here if the child could not)."""
+        if self._sender is not None:
+            self._sender.join()
+            self._sender = None
         if self.pid:
             with os.fdopen(self._status_r, "rb") as f:
                 status = f.read()
@@ -100,3 +107,33 @@ class BackgroundPlots:
 
         for name, args in self._jobs:
             getattr(plots, name)(*args)
+
+
+def _send(fd: int, data: bytes) -> None:
+    """Write ``data`` to the pipe ``fd`` and close it (a child gone meanwhile: its status says so)."""
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BrokenPipeError:
+        pass
+
+
+def _draw_side_by_side(plots, jobs: list[tuple[str, tuple]]) -> None:
+    """Draw ``jobs`` in this process and, for all but the last, in children forked now (matplotlib
+    already imported, so a fork costs next to nothing); raises if one of them failed."""
+    children = []
+    for name, args in jobs[:-1]:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                getattr(plots, name)(*args)
+                code = 0
+            finally:
+                os._exit(code)
+        children.append((pid, name))
+    for name, args in jobs[-1:]:
+        getattr(plots, name)(*args)
+    failed = [name for pid, name in children if os.waitpid(pid, 0)[1] != 0]
+    if failed:
+        raise RuntimeError(f"{', '.join(failed)} failed")

@@ -127,7 +127,7 @@ class CompiledEngine(Engine):
             fctl[L.T_PEEK] = horizon(env, self) if self.independent else env.peek()
             # Ended requests are reported at their time when someone waits for them, or when they
             # end the run (it stops once the expected number have ended); otherwise only counted.
-            st.cfg[L.WAITERS] = 1 if self._events else 0
+            st.cfg[L.WAITERS] = 1 if self._events or self._turns else 0
             ctl[L.STOP_AFTER] = -1 if self.expected is None else self.expected - self.num_done
             code = advance(st)
             t = float(fctl[L.T_RET])
@@ -187,7 +187,7 @@ class CompiledEngine(Engine):
 
     def _ended(self, k: int) -> bool:
         """Report ``k`` ended requests; whether anybody waiting for them was woken."""
-        if self._events:
+        if self._events or self._turns:
             return self._notify(self.st.fin[:k].tolist())
         self._count_done_at(k, float(self.st.fctl[L.T_LAST]))
         return False
