@@ -16,7 +16,6 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -235,7 +234,7 @@ def closed_loop(
     if job is None and request is None:
 
         def request(client, want_event=True):
-            return submit(replace(cast(Callable, factory)(), client=client), want_event)
+            return submit(cast(Callable, factory)()._replace(client=client), want_event)
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
         assert request is not None  # given, or defined above when job is None

@@ -170,7 +170,12 @@ class Engine:
         rejected = int(RequestStatus.REJECTED)
         # One gather per column for the whole group (the requests of a step end together).
         rids = list(rids)
-        times, clients, states = R.finish[rids].tolist(), R.client[rids].tolist(), R.status[rids].tolist()
+        times = R.finish[rids].tolist()
+        if times and times[0] > now and times.count(times[0]) == len(times):  # the common case of the loop below
+            TimeoutAt(env, times[0]).callbacks.append(cast(_Callback, lambda _e: self._notify(rids)))
+            self._count_done(0)
+            return False
+        clients, states = R.client[rids].tolist(), R.status[rids].tolist()
         for rid, t, c, state in zip(rids, times, clients, states):
             if t > now:  # a step's finished requests share their delivery time: one event for them
                 later.setdefault(t, []).append(rid)

@@ -7,13 +7,12 @@ without importing the engine. ``Target`` is what the workloads send them to: an 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class Submission:
-    """One request: its prompt and output lengths (``max_tokens``: the output it will produce),
+class Submission(NamedTuple):
+    """One request (a named tuple: immutable, and built in a fraction of a frozen dataclass's time,
+    which counts at one per request): its prompt and output lengths (``max_tokens``: the output it will produce),
     the shared-prefix group its prompt starts with (-1: none) and that prefix's length, its
     priority (lower first, with priority scheduling), its own content's key for the prefix cache
     (-1: the request's id; a session's turns share the session's), the closed-loop client that sent

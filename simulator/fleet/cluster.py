@@ -282,7 +282,7 @@ class Cluster:
             return ev
         done = simpy.Event(self.env) if want_event else None
         # The prefill part: the prompt and one token.
-        ev = r.engine.submit(replace(s, max_tokens=1), True, previous_end)
+        ev = r.engine.submit(s._replace(max_tokens=1), True, previous_end)
         self.rep.append(r.index)
         self.rid.append(r.engine.reqs.n - 1)
         self.dec_rep.append(-1)
@@ -332,7 +332,7 @@ class Cluster:
         d.in_flight += 1
         # The decode part: its prompt's KV came with it; the fleet hands it on, so no client's
         # turnaround delays it (a previous end infinitely long ago).
-        ev = d.engine.submit(replace(s, external=s.prompt_len - 1, sent=None), True, -math.inf)
+        ev = d.engine.submit(s._replace(external=s.prompt_len - 1, sent=None), True, -math.inf)
         self.dec_rep[gid], self.dec_rid[gid] = d.index, d.engine.reqs.n - 1
         ev.callbacks.append(lambda e: self._ended(gid, d, done, s.client))
 
