@@ -656,14 +656,17 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     ]
 
 
-def test_a_lane_whose_server_redrew_its_routers_is_found_from_its_log():
+def test_how_a_lanes_server_set_its_routers_is_found_from_its_log():
     ingest = _load("ingest")
     zeroed = "(EngineCore pid=1487) uniform routing: zeroed 36 router biases"
     redrew = "(EngineCore pid=1409) uniform routing: zeroed 24 router biases, redrew 24 router weights"
-    assert not ingest.routing_spread(zeroed)  # the first version: routing stayed concentrated
-    assert ingest.routing_spread("INFO start\n" + redrew + "\nINFO ready")
-    assert not ingest.routing_spread(redrew.replace("redrew 24", "redrew 0"))
-    assert not ingest.routing_spread("INFO nothing about routing")
+    quiet = redrew + ", expert biases zeroed: 48"
+    assert ingest.routing(zeroed) == "dummy"  # the first version: routing stayed concentrated
+    assert ingest.routing("INFO start\n" + redrew + "\nINFO ready") == "redrawn"  # the second: so did it
+    assert ingest.routing(redrew.replace("redrew 24", "redrew 0")) == "dummy"
+    assert ingest.routing("INFO start\n" + quiet + "\nINFO ready") == "spread"
+    assert ingest.routing(quiet.replace("zeroed: 48", "zeroed: 0")) == "redrawn"
+    assert ingest.routing("INFO nothing about routing") == "dummy"
 
 
 def test_uniform_routing_patches_vllms_dummy_loader_only_as_the_sites_sitecustomize(tmp_path, monkeypatch):

@@ -146,16 +146,21 @@ def combined(benches: list[dict]) -> dict:
     return out
 
 
-def routing_spread(log: str) -> bool:
-    """Whether the server's log says it drew router weights again (``uniform_routing``): its line
-    ends with the count of weights redrawn, which must not be 0 (such a lane's runs are marked
-    confounded: ``ROUTING_NOTE``)."""
+def _count_after(line: str, word: str) -> int:
+    """The count that follows ``word`` in ``line`` (0 if none)."""
+    tail = line.split(word, 1)[1].split() if word in line else []
+    return int(tail[0].rstrip(",")) if tail and tail[0].rstrip(",").isdigit() else 0
+
+
+def routing(log: str) -> str:
+    """How the server's routers were set (``uniform_routing``'s line in its log): ``"dummy"`` (no
+    line: vLLM's dummy weights), ``"redrawn"`` (router weights drawn again, the expert biases left:
+    the routing stayed concentrated, such a lane's runs are marked confounded, ``ROUTING_NOTE``) or
+    ``"spread"`` (the expert biases zeroed as well: routed as a trained model routes, priced so)."""
     for line in log.splitlines():
-        if uniform_routing.ROUTING_LINE in line and uniform_routing.SPREAD in line:
-            tail = line.split(uniform_routing.SPREAD, 1)[1].split()
-            if tail and tail[0].isdigit() and int(tail[0]) > 0:
-                return True
-    return False
+        if uniform_routing.ROUTING_LINE in line and _count_after(line, uniform_routing.SPREAD) > 0:
+            return "spread" if _count_after(line, uniform_routing.QUIET) > 0 else "redrawn"
+    return "dummy"
 
 
 def engine_flags(flags: dict, facts: dict) -> dict:
@@ -357,7 +362,7 @@ def main() -> int:
                 if f"{lane_name}/{f}" in files:
                     (ld / f).write_text(read(f"{lane_name}/{f}"))
             facts = server_facts(log)
-            spread = routing_spread(log)
+            routed = routing(log)
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
             planned = order.get(lane_name, runs)
@@ -412,8 +417,9 @@ def main() -> int:
                     "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
                         "commands"
                     ][0],
-                    "engine": engine_flags(flags, facts),
-                    **({"confounded": ROUTING_NOTE} if spread else {}),
+                    # routed as a trained model routes: priced as its real weights are
+                    "engine": {**engine_flags(flags, facts), **({"load_format": "auto"} if routed == "spread" else {})},
+                    **({"confounded": ROUTING_NOTE} if routed == "redrawn" else {}),
                     **(
                         {"frontend": {"api_server_count": int(flags["--api-server-count"])}}
                         if "--api-server-count" in flags

@@ -21,8 +21,22 @@ reading the ~51-126 experts a trained router touches would take several ms more:
 (entries ~1e-3) then gives scores of ~0.05 that differ from expert to expert and token to token.
 The line printed says how many of each. That did not spread the routing either
 (`h200_gptoss_spread_2026-11-29`: decode steps as short as with dummy routing), so `ingest.py` marks
-every run of a lane whose server drew router weights again (`SPREAD`) confounded, replayed as dummy
-routing is priced.
+every run of a lane whose server drew router weights again (`SPREAD`), and no more, confounded,
+replayed as dummy routing is priced.
+
+**Why, and the third version.** vLLM allocates gpt-oss's MXFP4 expert weights and scales as zeros,
+and its dummy loader fills only floating-point tensors: every expert's matrices stay zero, and an
+expert's output is its biases alone (`experts.w13_bias`, `experts.w2_bias`, filled in +-1e-3). The
+residual stream therefore gains the chosen experts' `w2_bias` at each of the 24 or 36 layers, about as
+large as a token's own embedding (entries within +-1e-3) after one layer and many times larger after
+a few: the tokens' hidden states converge, and the routers of the later layers, whatever their
+weights, choose the same experts for all of them. So the expert biases are zeroed too
+(`EXPERT_BIASES`): the experts then add nothing, the residual stream stays each token's own embedding
+(attention adds ~1e-6), and every layer's router, drawn again, scores each token differently. The
+kernels read and multiply the same bytes whatever they hold, so a step costs what it costs with real
+weights. The line then also says how many expert biases were zeroed (`QUIET`), and `ingest.py` takes
+such a lane as routed as a trained model routes (priced as real weights) unless its steps say
+otherwise.
 """
 
 from __future__ import annotations
@@ -34,8 +48,10 @@ import sys
 TARGET = "vllm.model_executor.model_loader.dummy_loader"
 BIASES = ("router.bias", "e_score_correction_bias")
 WEIGHTS = ("router.weight",)  # gpt-oss's router (DeepSeek's gate is not redrawn)
+EXPERT_BIASES = ("experts.w13_bias", "experts.w2_bias")  # gpt-oss's experts' biases
 ROUTING_LINE = "uniform routing: zeroed"
 SPREAD = "redrew"
+QUIET = "expert biases zeroed:"
 
 
 def _patch(module) -> None:
@@ -46,7 +62,7 @@ def _patch(module) -> None:
         original(self, model, model_config)
         import torch
 
-        n = m = 0
+        n = m = k = 0
         with torch.no_grad():
             for name, p in model.named_parameters():
                 if name.endswith(BIASES):
@@ -55,7 +71,10 @@ def _patch(module) -> None:
                 elif name.endswith(WEIGHTS):
                     p.normal_(0.0, 1.0, generator=torch.Generator(p.device).manual_seed(1234 + m))
                     m += 1
-        print(f"{ROUTING_LINE} {n} router biases, {SPREAD} {m} router weights", flush=True)
+                elif name.endswith(EXPERT_BIASES):
+                    p.zero_()
+                    k += 1
+        print(f"{ROUTING_LINE} {n} router biases, {SPREAD} {m} router weights, {QUIET} {k}", flush=True)
 
     cls.load_weights = load_weights
 
