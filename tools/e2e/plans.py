@@ -504,6 +504,26 @@ def gptoss_spread_lanes() -> list[dict]:
     return out
 
 
+# gptoss_noise_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
+# gpt-oss-120b whose routers' logits are drawn at random, token by token, so that a step's tokens
+# go to as many experts as uniform routing sends them to; the three earlier ways of spreading a
+# dummy-weight server's routing did not (data/e2e/README.md). Two decode-bound points, the 8k/1k
+# prefill point, about 7 minutes with the server's start.
+def gptoss_noise_lanes() -> list[dict]:
+    runs = [
+        closed(
+            f"{shape}_c{c}",
+            c,
+            n,
+            {"prompt": prompt, "output": 1024},
+            timeout_s=200,
+            seed=seed(f"gptoss120b_noise_h200/{shape}_c{c}"),
+        )
+        for shape, prompt, c, n in SPREAD_POINTS
+    ]
+    return [lane("gptoss120b_noise", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -533,6 +553,7 @@ def main() -> None:
         ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
         ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),
         ("gptoss_spread_h200", gptoss_spread_lanes()),
+        ("gptoss_noise_h200", gptoss_noise_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -46,6 +46,9 @@ import importlib.machinery
 import sys
 
 TARGET = "vllm.model_executor.model_loader.dummy_loader"
+GPT_OSS = "vllm.model_executor.models.gpt_oss"  # its MLPBlock: router logits drawn at random (NOISE)
+NOISE = "router logits random"
+_noisy = []  # set once gpt-oss's MLPBlock is patched
 BIASES = ("router.bias", "e_score_correction_bias")
 WEIGHTS = ("router.weight",)  # gpt-oss's router (DeepSeek's gate is not redrawn)
 EXPERT_BIASES = ("experts.w13_bias", "experts.w2_bias")  # gpt-oss's experts' biases
@@ -74,16 +77,41 @@ def _patch(module) -> None:
                 elif name.endswith(EXPERT_BIASES):
                     p.zero_()
                     k += 1
-        print(f"{ROUTING_LINE} {n} router biases, {SPREAD} {m} router weights, {QUIET} {k}", flush=True)
+        noise = f", {NOISE}" if _noisy else ""
+        print(f"{ROUTING_LINE} {n} router biases, {SPREAD} {m} router weights, {QUIET} {k}{noise}", flush=True)
 
     cls.load_weights = load_weights
 
 
+def _patch_gpt_oss(module) -> None:
+    """gpt-oss's MoE blocks route on logits drawn at random, token by token (uniform routing): each
+    block's router, once built, returns a unit normal of its output's shape."""
+    cls = module.MLPBlock
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        import torch
+
+        inner = self.router.forward
+
+        def noisy(h):
+            return torch.randn_like(inner(h))
+
+        self.router.forward = noisy
+
+    cls.__init__ = __init__
+    _noisy.append(cls)
+
+
+PATCHES = {TARGET: _patch, GPT_OSS: _patch_gpt_oss}
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Finds the dummy loader as the path finder would, and patches it once it has run."""
+    """Finds the modules it patches as the path finder would, and patches each once it has run."""
 
     def find_spec(self, name, path, target=None):
-        if name != TARGET:
+        if name not in PATCHES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -92,7 +120,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             run(module)
-            _patch(module)
+            PATCHES[name](module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
