@@ -661,11 +661,12 @@ def test_how_a_lanes_server_set_its_routers_is_found_from_its_log():
     zeroed = "(EngineCore pid=1487) uniform routing: zeroed 36 router biases"
     redrew = "(EngineCore pid=1409) uniform routing: zeroed 24 router biases, redrew 24 router weights"
     quiet = redrew + ", expert biases zeroed: 48"
+    noise = quiet + ", router logits random"
     assert ingest.routing(zeroed) == "dummy"  # the first version: routing stayed concentrated
     assert ingest.routing("INFO start\n" + redrew + "\nINFO ready") == "redrawn"  # the second: so did it
     assert ingest.routing(redrew.replace("redrew 24", "redrew 0")) == "dummy"
-    assert ingest.routing("INFO start\n" + quiet + "\nINFO ready") == "spread"
-    assert ingest.routing(quiet.replace("zeroed: 48", "zeroed: 0")) == "redrawn"
+    assert ingest.routing("INFO start\n" + quiet + "\nINFO ready") == "redrawn"  # the third: so did it
+    assert ingest.routing("INFO start\n" + noise + "\nINFO ready") == "spread"  # the fourth spread it
     assert ingest.routing("INFO nothing about routing") == "dummy"
 
 

@@ -407,6 +407,14 @@ MLA_LAYER_KERNELS = 4
 # at 8, runs.yaml), whose layers are not slower than the weights and all-reduces alone explain. Why
 # the time divides so is not known.
 MXFP4_WEIGHT_ONLY_KERNELS = 9.0
+
+# The fraction of HBM bandwidth at which the weight-only MXFP4 fused MoE on Hopper (vLLM 0.26's
+# Triton matmul_ogs kernel) streams the experts' weights, in place of Efficiency.moe_memory (vLLM's
+# bf16/fp8 fused-MoE kernel, fitted on an H100). Fitted on one point: gpt-oss-120b's decode steps at
+# 16 in flight with its routing spread over the experts (data/e2e/h200_gptoss_noise_2026-11-29:
+# router logits drawn at random, 13.0 ms a step, where dummy routing's read 4 experts a layer in
+# 5.0); held out, the same server's steps at 64 in flight and its benchmark runs (docs/validation.md).
+MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.61
 # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts) on a GPU without FP4 tensor
 # cores take more time a layer still, whatever the batch: fitted on the one public vLLM run of
 # DeepSeek-R1 at a few requests in flight (GPUStack, 8 x H200, ShareGPT at 4 in flight, runs.yaml:
@@ -441,6 +449,16 @@ def small_kernels_per_layer(m: ModelArch) -> float:
     if m.is_mla:
         k += MLA_LAYER_KERNELS
     return k
+
+
+def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
+    """The fraction of HBM bandwidth at which a step's MoE layers stream their experts' weights:
+    ``MXFP4_WEIGHT_ONLY_MOE_MEMORY`` where MXFP4 experts run through vLLM's Triton kernel on Hopper
+    (compute capability 9.0: no FP4 tensor cores), else the GPU's ``moe_memory`` (an Ampere GPU runs
+    them through Marlin, which nothing here measured apart)."""
+    if m.is_moe and quantization == "mxfp4" and gpu.compute_capability == "9.0":
+        return MXFP4_WEIGHT_ONLY_MOE_MEMORY
+    return e.moe_memory
 
 
 def moe_path_kernels(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
@@ -589,7 +607,7 @@ class CostModel:
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
             "moe_flops": moe_peak * e.moe_compute,
-            "moe_bw": gpu.hbm_bandwidth * e.moe_memory,
+            "moe_bw": gpu.hbm_bandwidth * moe_memory(e, m, gpu, quantization),
             "mixed_rows": x.mixed_decode_rows,
             "spec_tokens": spec.tokens if spec else 0,
             "spec_host_seq_s": spec.host_seq_s if spec else 0.0,

@@ -154,12 +154,16 @@ def _count_after(line: str, word: str) -> int:
 
 def routing(log: str) -> str:
     """How the server's routers were set (``uniform_routing``'s line in its log): ``"dummy"`` (no
-    line: vLLM's dummy weights), ``"redrawn"`` (router weights drawn again, the expert biases left:
-    the routing stayed concentrated, such a lane's runs are marked confounded, ``ROUTING_NOTE``) or
-    ``"spread"`` (the expert biases zeroed as well: routed as a trained model routes, priced so)."""
+    line, or biases zeroed alone: as vLLM's dummy weights route), ``"redrawn"`` (router weights
+    drawn again, with or without the expert biases zeroed: the routing stayed concentrated, such a
+    lane's runs are marked confounded, ``ROUTING_NOTE``) or ``"spread"`` (router logits drawn at
+    random: routed uniformly, priced as real weights are)."""
     for line in log.splitlines():
-        if uniform_routing.ROUTING_LINE in line and _count_after(line, uniform_routing.SPREAD) > 0:
-            return "spread" if _count_after(line, uniform_routing.QUIET) > 0 else "redrawn"
+        if uniform_routing.ROUTING_LINE in line:
+            if uniform_routing.NOISE in line:
+                return "spread"
+            if _count_after(line, uniform_routing.SPREAD) > 0:
+                return "redrawn"
     return "dummy"
 
 

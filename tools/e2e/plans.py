@@ -479,8 +479,9 @@ def gptoss_uniform_lanes() -> list[dict]:
 
 # gptoss_spread_h200 (one GPU, after `device.sh routing`): gpt-oss with its routers' biases zeroed
 # and weights drawn again (tools/e2e/uniform_routing.py), so that a step's tokens go to ~28 of the 32
-# experts at 16 in flight and all of them at 64, as a trained model's do (measured: it did not;
-# data/e2e/README.md, h200_gptoss_spread_2026-11-29). gpt-oss-20b, then gpt-oss-120b, about 7
+# experts at 16 in flight and all of them at 64, as a trained model's do (measured: it did not, nor
+# with the experts' biases zeroed too; data/e2e/README.md, h200_gptoss_spread_2026-11-29 and
+# h200_gptoss_routed_2026-11-29). gpt-oss-20b, then gpt-oss-120b, about 7
 # minutes each (each server took 260 s to start). The 8k/1k run is the
 # one whose steps are prefill: the fused MoE's rate over many experts' rows.
 SPREAD_POINTS = (("1k1k", 1024, 16, 32), ("1k1k", 1024, 64, 64), ("8k1k", 8192, 16, 16))
