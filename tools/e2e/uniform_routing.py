@@ -24,19 +24,22 @@ The line printed says how many of each. That did not spread the routing either
 every run of a lane whose server drew router weights again (`SPREAD`), and no more, confounded,
 replayed as dummy routing is priced.
 
-**Why, and the third version.** vLLM allocates gpt-oss's MXFP4 expert weights and scales as zeros,
-and its dummy loader fills only floating-point tensors: every expert's matrices stay zero, and an
-expert's output is its biases alone (`experts.w13_bias`, `experts.w2_bias`, filled in +-1e-3). The
-residual stream therefore gains the chosen experts' `w2_bias` at each of the 24 or 36 layers, about as
-large as a token's own embedding (entries within +-1e-3) after one layer and many times larger after
-a few: the tokens' hidden states converge, and the routers of the later layers, whatever their
-weights, choose the same experts for all of them. So the expert biases are zeroed too
-(`EXPERT_BIASES`): the experts then add nothing, the residual stream stays each token's own embedding
-(attention adds ~1e-6), and every layer's router, drawn again, scores each token differently. The
-kernels read and multiply the same bytes whatever they hold, so a step costs what it costs with real
-weights. The line then also says how many expert biases were zeroed (`QUIET`), and `ingest.py` takes
-such a lane as routed as a trained model routes (priced as real weights) unless its steps say
-otherwise.
+**The third version** zeroed the experts' biases too (`EXPERT_BIASES`). vLLM allocates gpt-oss's
+MXFP4 expert weights and scales as zeros and its dummy loader fills only floating-point tensors, so
+an expert's output is its biases alone, and the residual stream gathers the chosen experts' biases
+layer after layer; the guess was that the tokens' hidden states converged so, and the later layers'
+routers chose alike. With the biases zeroed the experts add nothing, yet the routing stayed as
+concentrated (`h200_gptoss_routed_2026-11-29`: 5.0 and 8.0 ms at 16 and 64 in flight). Why dummy
+weights route every token alike is not known.
+
+**The fourth version** does not rely on the hidden states: each gpt-oss MoE block's router, once
+built, returns a unit normal of its output's shape (`torch.randn_like`, traced into the compiled
+graph and replayed by its CUDA graphs), so every token goes to 4 experts drawn at random at every
+layer: uniform routing, as servesim prices a real checkpoint. The kernels read and multiply the same
+bytes whatever the weights hold, so a step costs what it costs with real weights, but for one small
+random draw a layer. It spread the routing (`h200_gptoss_noise_2026-11-29`: 13.0 and 25.0 ms). The
+line printed then ends with `NOISE`, and `ingest.py` prices such a lane as real weights; a lane of
+the second or third version (router weights drawn again, no `NOISE`) is marked confounded.
 """
 
 from __future__ import annotations
