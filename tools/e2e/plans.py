@@ -487,22 +487,24 @@ def gptoss_uniform_lanes() -> list[dict]:
 SPREAD_POINTS = (("1k1k", 1024, 16, 32), ("1k1k", 1024, 64, 64), ("8k1k", 8192, 16, 16))
 
 
+def spread_lane(name: str, model: str) -> dict:
+    """One gpt-oss lane on GPU 0 at ``SPREAD_POINTS``, each run seeded by its lane and point."""
+    runs = [
+        closed(
+            f"{shape}_c{c}",
+            c,
+            n,
+            {"prompt": prompt, "output": 1024},
+            timeout_s=200,
+            seed=seed(f"{name}_h200/{shape}_c{c}"),
+        )
+        for shape, prompt, c, n in SPREAD_POINTS
+    ]
+    return lane(name, [0], model, GPTOSS_SERVE, runs)
+
+
 def gptoss_spread_lanes() -> list[dict]:
-    out = []
-    for name, model in (("gptoss20b_spread", "gpt-oss-20b"), ("gptoss120b_spread", "gpt-oss-120b")):
-        runs = [
-            closed(
-                f"{shape}_c{c}",
-                c,
-                n,
-                {"prompt": prompt, "output": 1024},
-                timeout_s=200,
-                seed=seed(f"{name}_h200/{shape}_c{c}"),
-            )
-            for shape, prompt, c, n in SPREAD_POINTS
-        ]
-        out.append(lane(name, [0], model, GPTOSS_SERVE, runs))
-    return out
+    return [spread_lane("gptoss20b_spread", "gpt-oss-20b"), spread_lane("gptoss120b_spread", "gpt-oss-120b")]
 
 
 # gptoss_noise_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
@@ -511,18 +513,7 @@ def gptoss_spread_lanes() -> list[dict]:
 # dummy-weight server's routing did not (data/e2e/README.md). Two decode-bound points, the 8k/1k
 # prefill point, about 7 minutes with the server's start.
 def gptoss_noise_lanes() -> list[dict]:
-    runs = [
-        closed(
-            f"{shape}_c{c}",
-            c,
-            n,
-            {"prompt": prompt, "output": 1024},
-            timeout_s=200,
-            seed=seed(f"gptoss120b_noise_h200/{shape}_c{c}"),
-        )
-        for shape, prompt, c, n in SPREAD_POINTS
-    ]
-    return [lane("gptoss120b_noise", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
+    return [spread_lane("gptoss120b_noise", "gpt-oss-120b")]
 
 
 def main() -> None:
