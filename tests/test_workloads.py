@@ -660,3 +660,31 @@ def test_workload_scenarios_load_and_run(tmp_path):
         rows = class_report(res)
         assert len(rows) == max(1, len(sc.workload.class_list()))
         assert sum(r["num_completed"] for r in rows) == res.engine.num_finished
+
+
+@pytest.mark.parametrize(
+    "kernel, over",
+    [
+        ("compiled", ["run.duration_s=150"]),  # the README's collapse case, its cache full
+        ("reference", ["run.duration_s=40", "workload.arrival.concurrency=300"]),
+    ],
+)
+def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over, monkeypatch):
+    """The engine runs a plain closed loop's next turns itself (``Engine.chain``) where each request's
+    completion event would have woken its client: the same requests, sent at the same times, the same
+    steps, as the run with an event per request."""
+    import simulator.resolve as resolve
+
+    sc, _ = load_scenario(None, [*over, "run.warmup_s=10", "run.host_band=false", f"run.kernel={kernel}"])
+    chained = simulate(sc)
+    start = resolve.start_workload
+    monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "chain": None}))
+    evented = simulate(sc)
+    assert chained.engine._turns and not evented.engine._turns  # each way was taken
+    a, b = chained.reqs.columns(), evented.reqs.columns()
+    assert chained.reqs.n == evented.reqs.n > 300
+    for name in a:
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+    assert chained.engine.num_steps == evented.engine.num_steps
+    if kernel == "compiled":
+        assert a["preemptions"].sum() > 0  # the case covers preempted requests' clients too
