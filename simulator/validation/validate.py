@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -327,11 +328,17 @@ def host_overrides(endpoint: str, line: str, host, harmony: bool = False) -> lis
 def harmony_chat(run: dict) -> bool:
     """Whether a run's model renders its chat in the Harmony format (False for a model servesim cannot
     load: the run reports that error itself)."""
+    return _harmony_chat(run["model"])
+
+
+@functools.cache
+def _harmony_chat(model: str) -> bool:
+    """``harmony_chat`` by model: read once, not once per run and per evaluation of a fit."""
     from simulator.errors import ConfigError
     from simulator.scenario.models import load_model
 
     try:
-        return load_model(run["model"]).harmony_chat
+        return load_model(model).harmony_chat
     except ConfigError:
         return False
 
