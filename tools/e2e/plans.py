@@ -516,6 +516,37 @@ def gptoss_noise_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_noise", "gpt-oss-120b")]
 
 
+
+# gptoss_noise2_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
+# gpt-oss-120b, then gpt-oss-20b, routed at random as in gptoss_noise_h200, at the shapes
+# the first recording left out: 4 and 128 in flight at 1k/1k, 1k/8k at 4, 8k/1k at 64, and lone
+# prompts of 2k, 4k and 8k tokens (each a single prefill step: the fused MoE's rate against the
+# step's token count). A warm-up run of its own prompts comes first (Triton compiles the routing
+# kernels on a server's first steps: 6 s stalls in the first recording). About 8 minutes a lane with
+# the server's start.
+NOISE2_POINTS = (
+    ("1k1k_c128_warm", 1024, 128, 128, 128),
+    ("2k_c1", 2048, 1, 4, 16),
+    ("4k_c1", 4096, 1, 4, 16),
+    ("8k_c1", 8192, 1, 4, 16),
+    ("1k1k_c4", 1024, 4, 8, 1024),
+    ("1k1k_c128", 1024, 128, 128, 1024),
+    ("8k1k_c64", 8192, 64, 64, 1024),
+    ("1k8k_c4", 1024, 4, 4, 8192),
+)
+
+
+def gptoss_noise2_lanes() -> list[dict]:
+    out = []
+    for name, model in (("gptoss120b_noise2", "gpt-oss-120b"), ("gptoss20b_noise2", "gpt-oss-20b")):
+        runs = [
+            closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=240, seed=seed(f"{name}_h200/{r}"))
+            for r, prompt, c, n, output in NOISE2_POINTS
+        ]
+        out.append(lane(name, [0], model, GPTOSS_SERVE, runs))
+    return out
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -546,6 +577,7 @@ def main() -> None:
         ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),
         ("gptoss_spread_h200", gptoss_spread_lanes()),
         ("gptoss_noise_h200", gptoss_noise_lanes()),
+        ("gptoss_noise2_h200", gptoss_noise2_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
