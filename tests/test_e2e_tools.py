@@ -346,6 +346,39 @@ def test_a_stall_is_a_long_pause_with_requests_in_flight_not_a_long_step():
     assert checks.stalls(rows([0.0, 0.01, 1.01, 1.02], [4] * 4)) == []
 
 
+def test_a_stall_is_also_a_long_wait_for_a_first_token_at_an_idle_server():
+    checks = _load("checks")
+    lead = checks.STEPS_LEAD_S  # the steps' clock starts this much before the requests'
+
+    def step(t, ctx, gen):
+        return {"t": str(t + lead), "ctx_requests": str(int(ctx > 0)), "ctx_tokens": str(ctx), "gen_requests": str(gen)}
+
+    def request(start, ttft, prompt=2048, itl_sum=0.05):
+        return {"start_s": str(start), "ttft_s": str(ttft), "itl_sum_s": str(itl_sum), "prompt_tokens": str(prompt)}
+
+    # one prompt at a time: the first prefill waits 3.4 s (a new shape compiling), the next ones 0.08 s
+    starts, ttfts = [0.0, 3.5, 3.7, 3.9], [3.4, 0.08, 0.08, 0.08]
+    reqs = [request(s, f) for s, f in zip(starts, ttfts)]
+    steps = [x for s, f in zip(starts, ttfts) for x in (step(s + f - 0.001, 2048, 0), step(s + f + 0.01, 0, 1))]
+    assert checks.stalls(steps) == []  # nothing was in flight before it: the first kind does not see it
+    (when, seconds), *more = checks.stalls(steps, reqs)
+    assert not more and abs(seconds - 3.399) < 1e-6 and abs(when - (3.399 + lead)) < 1e-6
+    # every prefill as long as the first: no stall, only long prompts
+    slow = [request(s, 3.4) for s in (0.0, 3.5, 7.0, 10.5)]
+    assert checks.stalls([step(s + 3.399, 2048, 0) for s in (0.0, 3.5, 7.0, 10.5)], slow) == []
+    # a wave of four sent together waits once; a later wave of the same prompts is quick: one stall
+    wave = [request(0.001 * i, 4.0, 1024, 0.99) for i in range(4)]
+    wave += [request(5 + 0.001 * i, 0.15, 1024) for i in range(4)]
+    decode = [step(4.02 + 0.01 * i, 0, 4) for i in range(98)]  # to 4.99: the wave's last tokens
+    steps = [step(3.999, 1024, 0), step(4.01, 3072, 1), *decode, step(5.149, 4096, 0)]
+    assert [round(s, 3) for _, s in checks.stalls(steps, wave)] == [3.999]
+    # and a prompt longer than every other one has nothing to be compared with
+    assert (
+        checks.stalls([step(1.999, 8192, 0), step(2.139, 2048, 0)], [request(0.0, 2.0, 8192), request(2.06, 0.08)])
+        == []
+    )
+
+
 def test_ingest_checks_every_run_and_writes_nothing_when_one_fails(tmp_path, monkeypatch, capsys):
     import yaml
 

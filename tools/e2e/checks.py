@@ -19,9 +19,11 @@ the cache did.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import itertools
+from collections.abc import Sequence
 
 PROMPT = "vllm:prompt_tokens_total"
 HITS = "vllm:prefix_cache_hits_total"
@@ -144,8 +146,22 @@ STALL_S = 1.0
 STALL_RATIO = 3.0
 
 
-def stalls(steps: list[dict]) -> list[tuple[float, float]]:
-    """The stalls in a run's steps.csv rows (t, ctx_requests, gen_requests, ...): (when, seconds)."""
+# steps.csv's t counts from a second before the run's start (lane.py), requests.csv's start_s from it.
+STEPS_LEAD_S = 1.0
+WAVE_S = 0.05  # requests sent this close together are one wave
+
+
+def stalls(steps: list[dict], requests: Sequence[dict] = ()) -> list[tuple[float, float]]:
+    """The stalls in a run's steps.csv rows (t, ctx_requests, gen_requests, ...): (when, seconds).
+
+    Two kinds. A pause after a step that had requests in flight (the step before it busy). And, with
+    the run's requests.csv rows (start_s, ttft_s, itl_sum_s, prompt_tokens), a pause that a request
+    sent to an idle server (no request sent more than ``WAVE_S`` before it still in flight) waited
+    through for its first token, from its send to the first step logged after it: longer than
+    ``STALL_S`` and ``STALL_RATIO`` times the longest such wait of the run's other requests sent to an
+    idle server with as many prompt tokens or more, and not in the same wave (a new shape's first
+    prefill compiling: gpt-oss-120b's lone 2k and 4k prompts waited 3.4 and 2.0 s, the next ones 0.08
+    and 0.11). A wait with no such request to compare it with is not called a stall."""
     t = [float(r["t"]) for r in steps]
     busy = [int(r["ctx_requests"]) + int(r["gen_requests"]) > 0 for r in steps]
     gaps = [b - a for a, b in itertools.pairwise(t)]  # gaps[i]: from step i to step i + 1
@@ -154,4 +170,22 @@ def stalls(steps: list[dict]) -> list[tuple[float, float]]:
         around = [gaps[j] for j in (i - 1, i + 1) if 0 <= j < len(gaps)]
         if busy[i] and g > STALL_S and all(g > STALL_RATIO * x for x in around):
             out.append((t[i + 1], g))
-    return out
+    if not t or not requests or "itl_sum_s" not in requests[0]:
+        return out
+    sent = [float(r["start_s"]) + STEPS_LEAD_S for r in requests]
+    done = [x + float(r["ttft_s"]) + float(r["itl_sum_s"] or 0) for x, r in zip(sent, requests)]
+    waits = []  # (the wave's send, the wait, the request's prompt tokens), of requests sent to an idle server
+    for x, r in zip(sent, requests):
+        if any(y < x - WAVE_S and d > x for y, d in zip(sent, done)):
+            continue
+        first = x + float(r["ttft_s"])
+        k = bisect.bisect_right(t, x)
+        end = min(t[k], first) if k < len(t) else first
+        waits.append((x, end - x, int(r["prompt_tokens"])))
+    seen: list[float] = []
+    for x, g, n in waits:
+        others = [w for y, w, m in waits if m >= n and abs(y - x) > WAVE_S]
+        if g > STALL_S and others and g > STALL_RATIO * max(others) and all(abs(y - x) > WAVE_S for y in seen):
+            seen.append(x)  # a wave's requests waited through the same pause
+            out.append((x + g, g))
+    return sorted(out)

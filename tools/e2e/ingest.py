@@ -268,16 +268,21 @@ def mark_stalls(runs: list[dict]) -> None:
         steps = DATA / entry["recording"] / entry["lane"] / entry["run"] / "steps.csv"
         if not steps.is_file():
             continue
-        found = checks.stalls(checks.read_csv(steps.read_text()))
+        reqs = steps.parent / "requests.csv"
+        found = checks.stalls(
+            checks.read_csv(steps.read_text()), checks.read_csv(reqs.read_text()) if reqs.is_file() else []
+        )
         server = entry.setdefault("server", {})
         server.pop("stall_s", None)
         if not found:
+            if str(entry.get("confounded", "")).startswith(STALLED):  # an earlier rule's note: no stall now
+                del entry["confounded"]
             continue
         total = sum(g for _, g in found)
         server["stall_s"] = round(total, 2)
         if not entry.get("confounded") or str(entry["confounded"]).startswith(STALLED):
             entry["confounded"] = (
-                f"{STALLED} {total:.1f} s in {len(found)} pauses of over {checks.STALL_S:g} s with requests in flight "
+                f"{STALLED} {total:.1f} s in {len(found)} pauses of over {checks.STALL_S:g} s with requests in flight or waiting "
                 "(a pause servesim does not price: tools/e2e/checks.py, stalls)"
             )
 

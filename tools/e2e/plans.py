@@ -516,7 +516,6 @@ def gptoss_noise_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_noise", "gpt-oss-120b")]
 
 
-
 # gptoss_noise2_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
 # gpt-oss-120b, then gpt-oss-20b, routed at random as in gptoss_noise_h200, at the shapes
 # the first recording left out: 4 and 128 in flight at 1k/1k, 1k/8k at 4, 8k/1k at 64, and lone
