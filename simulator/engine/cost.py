@@ -399,22 +399,25 @@ MOE_LAYER_KERNELS = 1
 MLA_LAYER_KERNELS = 4
 # MXFP4 experts on a GPU without FP4 tensor cores (vLLM's weight-only Triton path on Hopper: the
 # routing's top-k, bitmatrix and index kernels and the weights' upcast) take more time a layer than
-# the small kernels above, in small-kernel equivalents, divided among the tensor-parallel GPUs.
-# Fitted with the engine's CPU costs on the recorded vLLM 0.26 calibration runs of gpt-oss at one
-# GPU (data/e2e/h200_gptoss_2026-11-29, h200_floor_2026-11-29: steps of 3.0-5.0 ms at 1-16 in
-# flight, ~132 us a layer for both gpt-oss sizes, where the small kernels and weights above give
-# ~75); the division by TP follows the public TP2 and TP8 runs (H100 TP2 at 4 in flight, H200 TP8
-# at 8, runs.yaml), whose layers are not slower than the weights and all-reduces alone explain. Why
-# the time divides so is not known.
-MXFP4_WEIGHT_ONLY_KERNELS = 9.0
-
-# The fraction of HBM bandwidth at which the weight-only MXFP4 fused MoE on Hopper (vLLM 0.26's
-# Triton matmul_ogs kernel) streams the experts' weights, in place of Efficiency.moe_memory (vLLM's
-# bf16/fp8 fused-MoE kernel, fitted on an H100). Fitted on one point: gpt-oss-120b's decode steps at
-# 16 in flight with its routing spread over the experts (data/e2e/h200_gptoss_noise_2026-11-29:
-# router logits drawn at random, 13.0 ms a step, where dummy routing's read 4 experts a layer in
-# 5.0); held out, the same server's steps at 64 in flight and its benchmark runs (docs/validation.md).
-MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.61
+# the small kernels above, in small-kernel equivalents, divided among the tensor-parallel GPUs; and
+# the fraction of HBM bandwidth at which that path (vLLM 0.26's Triton matmul_ogs kernel) streams the
+# experts' weights, in place of Efficiency.moe_memory (vLLM's bf16/fp8 fused-MoE kernel, fitted on an
+# H100). Both fitted together on two decode steps of gpt-oss-120b on an H200 with its routing spread
+# over the experts (router logits drawn at random, as a trained checkpoint's spread): one request at
+# 8k of context (3.80 ms, data/e2e/h200_gptoss_noise2_2026-11-29) and 16 in flight at 1k/1k (12.82 ms,
+# h200_gptoss_noise_2026-11-29). Held out, the same servers' steps at 1, 4, 16, 64 and 128 in flight
+# and gpt-oss-20b's at 1, 4, 64 and 128: median error 6.2%, the worst -13.8% (20b at 128), where the
+# earlier fit (9 kernels on dummy-weight routing, which reads a few experts whatever the batch, and
+# 0.61 on the 16-in-flight step alone) was 24-28% slow at one request. The division by TP follows
+# the public TP2 and TP8 runs (H100 TP2 at 4 in flight, H200 TP8 at 8, runs.yaml), whose layers are
+# not slower than the weights and all-reduces alone explain. Why the time divides so is not known.
+MXFP4_WEIGHT_ONLY_KERNELS = 3.0
+MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.54
+# An Ampere GPU runs MXFP4 experts through another kernel (Marlin), measured apart nowhere here: it
+# keeps the GPU's moe_memory and the per-layer count fitted before the routing could be spread (on
+# dummy-weight gpt-oss steps on an H200), with which its held-out public runs at 4 in flight came
+# within 5-8% in throughput and TPOT (GPUStack's A100 runs, runs.yaml).
+MXFP4_MARLIN_KERNELS = 9.0
 # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts) on a GPU without FP4 tensor
 # cores take more time a layer still, whatever the batch: fitted on the one public vLLM run of
 # DeepSeek-R1 at a few requests in flight (GPUStack, 8 x H200, ShareGPT at 4 in flight, runs.yaml:
@@ -451,24 +454,31 @@ def small_kernels_per_layer(m: ModelArch) -> float:
     return k
 
 
+def triton_mxfp4(gpu: GPU) -> bool:
+    """Whether vLLM runs MXFP4 experts on ``gpu`` through its weight-only Triton kernel (Hopper,
+    compute capability 9.0), whose rates were measured; else Marlin (Ampere) or FP4 tensor cores."""
+    return gpu.compute_capability == "9.0"
+
+
 def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
     """The fraction of HBM bandwidth at which a step's MoE layers stream their experts' weights:
     ``MXFP4_WEIGHT_ONLY_MOE_MEMORY`` where MXFP4 experts run through vLLM's Triton kernel on Hopper
     (compute capability 9.0: no FP4 tensor cores), else the GPU's ``moe_memory`` (an Ampere GPU runs
     them through Marlin, which nothing here measured apart)."""
-    if m.is_moe and quantization == "mxfp4" and gpu.compute_capability == "9.0":
+    if m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu):
         return MXFP4_WEIGHT_ONLY_MOE_MEMORY
     return e.moe_memory
 
 
 def moe_path_kernels(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
     """Small-kernel equivalents a step's MoE layers add, all layers together, where their expert
-    format runs on a GPU without FP4 tensor cores (``MXFP4_WEIGHT_ONLY_KERNELS``,
-    ``FP8_MLA_MOE_KERNELS``); 0 elsewhere."""
+    format runs on a GPU without FP4 tensor cores (``MXFP4_WEIGHT_ONLY_KERNELS`` on Hopper,
+    ``MXFP4_MARLIN_KERNELS`` on Ampere, ``FP8_MLA_MOE_KERNELS``); 0 elsewhere."""
     if not m.is_moe or "fp4" in gpu.peak_flops:
         return 0.0
     if quantization == "mxfp4":
-        return MXFP4_WEIGHT_ONLY_KERNELS * m.num_moe_layers / tp
+        k = MXFP4_WEIGHT_ONLY_KERNELS if triton_mxfp4(gpu) else MXFP4_MARLIN_KERNELS
+        return k * m.num_moe_layers / tp
     if quantization == "fp8" and m.is_mla:
         return FP8_MLA_MOE_KERNELS * m.num_moe_layers
     return 0.0
