@@ -666,7 +666,7 @@ def test_workload_scenarios_load_and_run(tmp_path):
     "kernel, over",
     [
         ("compiled", ["run.duration_s=150"]),  # the README's collapse case, its cache full
-        ("reference", ["run.duration_s=40", "workload.arrival.concurrency=300"]),
+        ("reference", ["run.duration_s=20", "workload.arrival.concurrency=200"]),
     ],
 )
 def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over, monkeypatch):
