@@ -662,6 +662,7 @@ def test_workload_scenarios_load_and_run(tmp_path):
         assert sum(r["num_completed"] for r in rows) == res.engine.num_finished
 
 
+@pytest.mark.no_cover  # two whole runs each, the reference step's several times slower under the tracer (tests/test_differential.py)
 @pytest.mark.parametrize(
     "kernel, over",
     [
