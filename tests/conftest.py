@@ -31,16 +31,30 @@ ENGINES = {"reference": ReferenceEngine, "compiled": CompiledEngine}
 
 def pytest_configure(config) -> None:
     """Build the compiled engine step before the tests, in the process that hands them out (``-n``:
-    it runs none and coverage does not trace it): under the tracer a build is several times slower,
-    and every test worker would wait for it. A fresh clone's first test run compiles here."""
+    it runs none), with coverage's tracer paused there (pytest-cov traces that process too): under
+    the tracer a build takes about twice as long, and every test worker would wait for it. A fresh
+    clone's first test run compiles here."""
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
         return
     from simulator.engine import compiled
 
     note = compiled.first_compile_note()
-    if note:
-        print(note, flush=True)
-    compiled.load()
+    if not note:
+        return
+    print(note, flush=True)
+    try:
+        import coverage
+
+        tracer = coverage.Coverage.current()
+    except ImportError:  # the test extras not installed: nothing traces
+        tracer = None
+    if tracer is not None:
+        tracer.stop()
+    try:
+        compiled.load()
+    finally:
+        if tracer is not None:
+            tracer.start()
 
 
 @pytest.fixture(params=list(ENGINES))
