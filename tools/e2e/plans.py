@@ -484,21 +484,18 @@ def gptoss_uniform_lanes() -> list[dict]:
 # h200_gptoss_routed_2026-11-29). gpt-oss-20b, then gpt-oss-120b, about 7
 # minutes each (each server took 260 s to start). The 8k/1k run is the
 # one whose steps are prefill: the fused MoE's rate over many experts' rows.
-SPREAD_POINTS = (("1k1k", 1024, 16, 32), ("1k1k", 1024, 64, 64), ("8k1k", 8192, 16, 16))
+SPREAD_POINTS = tuple(
+    (f"{shape}_c{c}", prompt, c, n, 1024)
+    for shape, prompt, c, n in (("1k1k", 1024, 16, 32), ("1k1k", 1024, 64, 64), ("8k1k", 8192, 16, 16))
+)
 
 
-def spread_lane(name: str, model: str) -> dict:
-    """One gpt-oss lane on GPU 0 at ``SPREAD_POINTS``, each run seeded by its lane and point."""
+def spread_lane(name: str, model: str, points=SPREAD_POINTS, timeout_s: float = 200) -> dict:
+    """One gpt-oss lane on GPU 0 at ``points`` (run name, prompt, in flight, prompts, output), each run
+    seeded by its lane and name."""
     runs = [
-        closed(
-            f"{shape}_c{c}",
-            c,
-            n,
-            {"prompt": prompt, "output": 1024},
-            timeout_s=200,
-            seed=seed(f"{name}_h200/{shape}_c{c}"),
-        )
-        for shape, prompt, c, n in SPREAD_POINTS
+        closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=timeout_s, seed=seed(f"{name}_h200/{r}"))
+        for r, prompt, c, n, output in points
     ]
     return lane(name, [0], model, GPTOSS_SERVE, runs)
 
@@ -536,14 +533,10 @@ NOISE2_POINTS = (
 
 
 def gptoss_noise2_lanes() -> list[dict]:
-    out = []
-    for name, model in (("gptoss120b_noise2", "gpt-oss-120b"), ("gptoss20b_noise2", "gpt-oss-20b")):
-        runs = [
-            closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=240, seed=seed(f"{name}_h200/{r}"))
-            for r, prompt, c, n, output in NOISE2_POINTS
-        ]
-        out.append(lane(name, [0], model, GPTOSS_SERVE, runs))
-    return out
+    return [
+        spread_lane(name, model, NOISE2_POINTS, timeout_s=240)
+        for name, model in (("gptoss120b_noise2", "gpt-oss-120b"), ("gptoss20b_noise2", "gpt-oss-20b"))
+    ]
 
 
 def main() -> None:
