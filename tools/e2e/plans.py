@@ -490,14 +490,17 @@ SPREAD_POINTS = tuple(
 )
 
 
-def spread_lane(name: str, model: str, points=SPREAD_POINTS, timeout_s: float = 200) -> dict:
-    """One gpt-oss lane on GPU 0 at ``points`` (run name, prompt, in flight, prompts, output), each run
-    seeded by its lane and name."""
+def spread_lane(
+    name: str, model: str, points=SPREAD_POINTS, timeout_s: float = 200, gpus: tuple[int, ...] = (0,)
+) -> dict:
+    """One gpt-oss lane on ``gpus`` (tensor-parallel over them) at ``points`` (run name, prompt, in
+    flight, prompts, output), each run seeded by its lane and name."""
     runs = [
         closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=timeout_s, seed=seed(f"{name}_h200/{r}"))
         for r, prompt, c, n, output in points
     ]
-    return lane(name, [0], model, GPTOSS_SERVE, runs)
+    tp = ["--tensor-parallel-size", str(len(gpus))] if len(gpus) > 1 else []
+    return lane(name, list(gpus), model, GPTOSS_SERVE + tp, runs)
 
 
 def gptoss_spread_lanes() -> list[dict]:
@@ -539,6 +542,27 @@ def gptoss_noise2_lanes() -> list[dict]:
     ]
 
 
+# gptoss_tp2_h200x2 (two GPUs of one host, after `device.sh routing`, the fourth version of
+# uniform_routing.py): gpt-oss-120b at tensor parallel 2, routed at random as in gptoss_noise2_h200,
+# at the shapes the issue names (1k/1k at 4, 32 and 128 in flight, 1k/8k at 4 and 64, 8k/1k at 64)
+# and a lone 8k prompt (the prefill rate with the experts split over two GPUs). A warm-up run first.
+# About 11 minutes with the server's start.
+TP2_POINTS = (
+    ("1k1k_c128_warm", 1024, 128, 128, 128),
+    ("8k_c1", 8192, 1, 4, 16),
+    ("1k1k_c4", 1024, 4, 8, 1024),
+    ("1k1k_c32", 1024, 32, 64, 1024),
+    ("1k1k_c128", 1024, 128, 256, 1024),
+    ("8k1k_c64", 8192, 64, 64, 1024),
+    ("1k8k_c4", 1024, 4, 4, 8192),
+    ("1k8k_c64", 1024, 64, 64, 8192),
+)
+
+
+def gptoss_tp2_lanes() -> list[dict]:
+    return [spread_lane("gptoss120b_tp2", "gpt-oss-120b", TP2_POINTS, timeout_s=300, gpus=(0, 1))]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -570,6 +594,7 @@ def main() -> None:
         ("gptoss_spread_h200", gptoss_spread_lanes()),
         ("gptoss_noise_h200", gptoss_noise_lanes()),
         ("gptoss_noise2_h200", gptoss_noise2_lanes()),
+        ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
