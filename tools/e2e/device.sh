@@ -12,6 +12,7 @@
 #                    lane started with SERVESIM_SAMPLE_DIR set records where its threads spend time
 #   routing          install uniform_routing.py as the site's sitecustomize instead: dummy-weight
 #                    servers started since zero their routers' biases (routing spread as trained)
+#   plain            remove the site's sitecustomize: servers started since run as vLLM ships
 #   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
 set -uo pipefail
 E2E=${E2E:-/root/e2e}
@@ -43,9 +44,11 @@ while [ $# -gt 0 ]; do
       cp -f tools/e2e/stack_sampler.py $SITE/sitecustomize.py && echo "sampler installed in $SITE" ;;
     routing)
       cp -f tools/e2e/uniform_routing.py $SITE/sitecustomize.py && echo "uniform routing installed in $SITE" ;;
+    plain)
+      rm -f $SITE/sitecustomize.py && echo "no sitecustomize in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|sampler|routing|lanes|wait|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|sampler|routing|plain|lanes|wait|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &
