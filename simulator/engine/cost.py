@@ -410,7 +410,9 @@ MLA_LAYER_KERNELS = 4
 # earlier fit (9 kernels on dummy-weight routing, which reads a few experts whatever the batch, and
 # 0.61 on the 16-in-flight step alone) was 24-28% slow at one request. The division by TP follows
 # the public TP2 and TP8 runs (H100 TP2 at 4 in flight, H200 TP8 at 8, runs.yaml), whose layers are
-# not slower than the weights and all-reduces alone explain. Why the time divides so is not known.
+# not slower than the weights and all-reduces alone explain, and a recorded TP2 server held out
+# (gpt-oss-120b on 2 x H200, data/e2e/h200x2_gptoss_tp2_2026-11-29: decode steps at 4 to 128 in
+# flight 4-8% longer than servesim's). Why the time divides so is not known.
 MXFP4_WEIGHT_ONLY_KERNELS = 3.0
 MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.54
 # An Ampere GPU runs MXFP4 experts through another kernel (Marlin), measured apart nowhere here: it
