@@ -71,10 +71,18 @@ def _version() -> str:
         return __version__
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (importlib.metadata is
+    slow to import, and every command builds the parser)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.exit(0, f"servesim {_version()}\n")
+
+
 def parser() -> Parser:
     """servesim's argument parser: every command, every option with its help, units and default."""
     p = Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving (vLLM V1 scheduling).")
-    p.add_argument("--version", action="version", version=f"servesim {_version()}", help="print the version and exit")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)

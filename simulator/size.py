@@ -50,9 +50,12 @@ class RunSize:
 def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel, int]], int]:
     """Each distinct replica group of ``sc`` (one for a single engine) as (scenario, count, step
     cost, max_num_seqs), and the bytes its engines hold empty; from the scenario alone, nothing built."""
-    from simulator.fleet.cluster import replica_groups_of
+    if sc.cluster is None and sc.disaggregation is None:
+        groups = [(sc, 1, "")]
+    else:
+        from simulator.fleet.cluster import replica_groups_of
 
-    groups = [(sc, 1, "")] if sc.cluster is None and sc.disaggregation is None else replica_groups_of(sc)
+        groups = replica_groups_of(sc)
     out, engine_bytes = [], 0
     for rsc, count, where in groups:
         try:

@@ -40,7 +40,6 @@ from workloads.config import (
 )
 from workloads.lengths import LengthSampler, PairSampler
 from workloads.presets import preset_lengths
-from workloads.trace import SESSION_KEY_BASE, read_trace, replay, replay_closed_loop
 
 _RESAMPLE_TRIES = 100
 
@@ -100,6 +99,8 @@ def class_specs(w: WorkloadConfig) -> list[ClassSpec]:
 def _some_request_carries(w: WorkloadConfig, trace_column: str, class_field: str) -> bool:
     """Whether a trace row has ``trace_column`` >= 0, or a class sets ``class_field``."""
     if w.trace is not None:
+        from workloads.trace import read_trace
+
         return bool((getattr(read_trace(w.trace), trace_column) >= 0).any())
     return any(getattr(s, class_field) is not None for s in class_specs(w))
 
@@ -279,6 +280,8 @@ class RequestFactory:
         """
         s = self.spec.session
         assert s is not None and self.turns is not None  # called only for a class with sessions
+        from workloads.trace import SESSION_KEY_BASE
+
         key = SESSION_KEY_BASE + self.ids.new_session()
         g, glen = self.group()
         n = self.turns()
@@ -413,7 +416,9 @@ def start_workload(
     of clients that react at once has the engine run their turns (``arrivals.closed_loop``).
     """
     budget = Budget(num_requests)
-    if w.trace is not None:
+    if w.trace is not None:  # (the trace module only when a trace is read)
+        from workloads.trace import read_trace, replay, replay_closed_loop
+
         rows = read_trace(w.trace)
         if w.trace_arrivals == "closed_loop":
             a = w.arrival

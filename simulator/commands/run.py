@@ -93,7 +93,6 @@ def run_one(
     (``exports``: metrics, metrics_interval, metrics_start, trace); what an earlier run left there
     and this one did not write goes; ``line``: where its progress bar goes, beside others'. Returns
     its summary (or an error)."""
-    from simulator.outputs.export import check_metrics_size
     from simulator.outputs.notes import run_notes
     from simulator.outputs.outdir import Outputs
     from simulator.outputs.results import write_run
@@ -111,6 +110,8 @@ def run_one(
         with labelled(sc.name, line):  # (runs side by side: a bar each, on its own line)
             result = simulate(sc, trace=1 if exports.get("trace") else 0, progress=True)
         if exports.get("metrics"):  # a run that lasts until its requests are done: its length is known now
+            from simulator.outputs.export import check_metrics_size
+
             check_metrics_size(result.end_time, exports["metrics_interval"], _engines(result))
         summary = write_run(result, raw, out, plots, band)
         notes = run_notes(summary, result) + ([f"{sc.name}: replaced the earlier run in {out}/"] if replaced else [])

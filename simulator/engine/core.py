@@ -157,10 +157,11 @@ class Engine:
         if self.expected is not None and self.num_done >= self.expected and not self.all_done.triggered:
             self.all_done.succeed()
 
-    def _notify(self, rids) -> bool:
+    def _notify(self, rids, times: list[float] | None = None) -> bool:
         """Requests that ended (finished or aborted): wake whoever waits for them, count them, each
         at its finish time (when its last token reaches the client: later than now behind a busy
-        front-end). Returns whether anybody was woken now."""
+        front-end). Returns whether anybody was woken now. (``times``: their finish times, when
+        already gathered: a group handed on to its delivery time.)"""
         events, env, R, turns = self._events, self.env, self.reqs, self._turns
         woke = False
         now_done = 0
@@ -169,10 +170,12 @@ class Engine:
         now = env.now
         rejected = int(RequestStatus.REJECTED)
         # One gather per column for the whole group (the requests of a step end together).
-        rids = list(rids)
-        times = R.finish[rids].tolist()
+        if times is None:
+            rids = list(rids)
+            times = R.finish[rids].tolist()
         if times and times[0] > now and times.count(times[0]) == len(times):  # the common case of the loop below
-            TimeoutAt(env, times[0]).callbacks.append(cast(_Callback, lambda _e: self._notify(rids)))
+            ts = times
+            TimeoutAt(env, times[0]).callbacks.append(cast(_Callback, lambda _e: self._notify(rids, ts)))
             self._count_done(0)
             return False
         clients, states = R.client[rids].tolist(), R.status[rids].tolist()
