@@ -76,7 +76,8 @@ class _Version(argparse.Action):
     slow to import, and every command builds the parser)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.exit(0, f"servesim {_version()}\n")
+        sys.stdout.write(f"servesim {_version()}\n")
+        parser.exit()
 
 
 def parser() -> Parser:
