@@ -547,8 +547,8 @@ def gptoss_noise2_lanes() -> list[dict]:
 # at the shapes the issue names (1k/1k at 4, 32 and 128 in flight, 1k/8k at 4 and 64, 8k/1k at 64)
 # and a lone 8k prompt (the prefill rate with the experts split over two GPUs). A warm-up run first.
 # About 11 minutes with the server's start. Recorded (h200x2_gptoss_tp2_2026-11-29), six of the eight
-# runs stalled 1.2-5.7 s at mixed steps of new token counts: the warm-up covers one GPU's shapes, not
-# each rank's at TP 2. A next TP lane wants a warm-up at every concurrency it runs.
+# runs stalled 1.2-5.7 s at mixed steps of new token counts, which the warm-up did not cover. A next
+# TP lane wants a warm-up at every concurrency it runs.
 TP2_POINTS = (
     ("1k1k_c128_warm", 1024, 128, 128, 128),
     ("8k_c1", 8192, 1, 4, 16),
