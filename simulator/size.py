@@ -50,14 +50,10 @@ class RunSize:
 def _replica_engines(sc: Scenario) -> tuple[list[tuple[Scenario, int, CostModel, int]], int]:
     """Each distinct replica group of ``sc`` (one for a single engine) as (scenario, count, step
     cost, max_num_seqs), and the bytes its engines hold empty; from the scenario alone, nothing built."""
-    if sc.cluster is None and sc.disaggregation is None:
-        groups = [(sc, 1, "")]
-    else:
-        from simulator.fleet.cluster import replica_groups_of
+    from simulator.fleet import engine_groups
 
-        groups = replica_groups_of(sc)
     out, engine_bytes = [], 0
-    for rsc, count, where in groups:
+    for rsc, count, where in engine_groups(sc):
         try:
             model, gpu = load_arch(rsc), load_gpu(rsc.hardware.gpu)
             seqs, tokens = engine_defaults(gpu, rsc)
@@ -81,7 +77,6 @@ def run_size(sc: Scenario) -> RunSize:
     every replica); the replicas' engines."""
     from workloads.factory import class_specs
     from workloads.lengths import LengthSampler
-    from workloads.trace import read_trace
 
     engines, engine_bytes = _replica_engines(sc)
     replicas = sum(count for _, count, _, _ in engines)
@@ -112,6 +107,8 @@ def run_size(sc: Scenario) -> RunSize:
         else:
             rate += a.rate
     if w.trace is not None:
+        from workloads.trace import read_trace
+
         rows = read_trace(w.trace).n
     rate = float(rate + closed_rate)  # (a Python float: an extreme product is inf, not a numpy warning)
     requests = rows + (_count(rate * until) if until is not None else 0)

@@ -170,7 +170,6 @@ def _run_folders(paths: list[str]) -> list[str]:
 def _preflight(path: str | None, overrides: list[str], exports: dict):
     """Load ``path`` and check what can be checked before any simulation: the fields, the run's
     size against memory, the metrics' size. Returns the scenario."""
-    from simulator.outputs.export import check_metrics_size
     from simulator.scenario.config import in_file, load_scenario, run_duration
     from simulator.size import check_size, run_size
 
@@ -180,6 +179,8 @@ def _preflight(path: str | None, overrides: list[str], exports: dict):
         check_size(sc, size)
         until = run_duration(sc)
         if exports.get("metrics") and until is not None:
+            from simulator.outputs.export import check_metrics_size
+
             check_metrics_size(until, exports["metrics_interval"], size.replicas)
     except ConfigError as e:
         raise in_file(path, e) from None

@@ -34,12 +34,9 @@ SGLANG_NOTE = (
 
 def scenario_notes(sc: Scenario) -> list[str]:
     """Notes on the scenario itself, before it runs (``servesim check`` prints them too)."""
-    if sc.cluster is None and sc.disaggregation is None:
-        groups = [sc]
-    else:
-        from simulator.fleet.cluster import replica_groups_of
+    from simulator.fleet import engine_groups
 
-        groups = [g for g, _, _ in replica_groups_of(sc)]
+    groups = [g for g, _, _ in engine_groups(sc)]
     notes = []
     if any(g.engine.framework == "sglang" for g in groups):
         notes.append(f"{sc.name}: {SGLANG_NOTE}")
