@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import gc
+import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import simpy
@@ -123,6 +126,34 @@ def simulate(sc: Scenario, trace: int = 0, progress: bool = False) -> Result:
 # The headline figures a scenario that names no host reports at the slowest and fastest catalog host
 # (simulator.scenario.hosts): how much the answer moves with a CPU the scenario does not say.
 BAND_METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_tpot_ms", "p99_ttft_ms")
+# servesim's own error given the host, which the band adds to the spread across hosts: per metric, a
+# quantile of |ln(servesim / server)| over the recorded calibration runs, each on its own host
+# (tools/validation/band_coverage.py --fit --write).
+MARGIN_FILE = Path(__file__).resolve().parent / "data" / "band_margin.yaml"
+MARGIN_QUANTILE = 0.8
+
+
+@functools.lru_cache(maxsize=1)
+def band_margin() -> dict[str, float]:
+    """Per metric, how far (in |ln|) the band reaches beyond the hosts' own figures."""
+    from simulator.scenario import yamlio
+
+    data = yamlio.load(MARGIN_FILE.read_text()) if MARGIN_FILE.is_file() else None
+    return {m: float(v) for m, v in ((data or {}).get("margin") or {}).items() if m in BAND_METRICS}
+
+
+def widen(on_hosts: dict) -> dict:
+    """The band as reported: each metric's range across the hosts (``on_hosts``: {metric: [low, high]})
+    widened by servesim's own error (``band_margin``), low times e^-margin and high times e^margin,
+    with both beside it: ``on_hosts``, and ``margin`` as a fraction of the figure (e^margin - 1)."""
+    margin = band_margin()
+    out: dict = {}
+    for m, (lo, hi) in on_hosts.items():
+        k = margin.get(m, 0.0)
+        out[m] = [lo * math.exp(-k), hi * math.exp(k)]
+    out["on_hosts"] = {m: list(v) for m, v in on_hosts.items()}
+    out["margin"] = {m: round(math.expm1(margin[m]), 4) for m in on_hosts if m in margin}
+    return out
 
 
 def band_text(band: dict) -> str:
@@ -185,11 +216,12 @@ class HostBand:
             return None
         finally:
             self.close()
-        out: dict = {}
+        on_hosts: dict = {}
         for m in BAND_METRICS:
             values = [v for v in [own.get(m), *(p.get(m) for p in points)] if v is not None]
             if values:
-                out[m] = [min(values), max(values)]
+                on_hosts[m] = [min(values), max(values)]
+        out = widen(on_hosts)
         out["hosts"] = [s.hardware.host for s in self.scenarios]
         return out
 

@@ -24,11 +24,11 @@ def test_scenario_reference_is_current():
 
 
 def test_readme_is_the_newcomers_page_and_its_links_resolve():
-    """README.md stays under 16 KB, and every relative link in it and in docs/ points at a file
+    """README.md stays under 16 kB (16,000 bytes), and every relative link in it and in docs/ points at a file
     that exists."""
     import re
 
-    assert (ROOT / "README.md").stat().st_size < 16 * 1024
+    assert (ROOT / "README.md").stat().st_size < 16_000
     for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name}: broken link {target}"

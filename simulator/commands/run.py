@@ -57,7 +57,7 @@ def band_lines(summaries: list[dict]) -> list[str]:
         if not b:
             continue
         out.append(
-            f"{s['scenario']}: across the catalog's hosts: {band_text(b)}; "
+            f"{s['scenario']}: across the catalog's hosts and servesim's own error: {band_text(b)}; "
             "set hardware.host (a catalog host, or {probe_us: X} from `servesim probe-host`) to narrow it"
         )
     return out

@@ -597,14 +597,15 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     if b is None:  # a run of the band failed: the recommendation stands without it
         return
     rec["host_band"] = b
-    text = f"{_point_str(row)} gives {band_text(b)} across the catalog's hosts"
+    text = f"{_point_str(row)} gives {band_text(b)} across the catalog's hosts and servesim's own error"
     for key, what in (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT")):
         target = getattr(sc.slo, key, None) if sc.slo is not None else None
-        if target and key in b:
+        slowest = b["on_hosts"].get(key, [None, None])[1]
+        if target and slowest is not None:
             text += (
                 f"; its {what} target ({target:g} ms) holds on the slowest host too"
-                if b[key][1] <= target
-                else f"; on the slowest host its {what} ({b[key][1]:,.0f} ms) misses the {target:g} ms target: "
+                if slowest <= target
+                else f"; on the slowest host its {what} ({slowest:,.0f} ms) misses the {target:g} ms target: "
                 "it holds only on a faster host"
             )
     rec["text_hosts"] = text + " (set hardware.host to narrow it)"

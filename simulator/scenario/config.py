@@ -518,7 +518,8 @@ class RunConfig:
     host_band: bool = F(
         True,
         "with no hardware.host: run the scenario on the slowest and the fastest catalog host too (two more runs, "
-        "beside this one) and report the band (summary.json host_band); false: only the median host",
+        "beside this one) and report the band, widened by servesim's own error (summary.json host_band); false: only "
+        "the median host",
     )
     duration_s: Union[float, None] = F(
         None,
