@@ -155,3 +155,15 @@ def test_the_size_guard_takes_any_rate(tmp_path):
     assert code == 2 and "workload.arrival.rate must be a finite number (got inf)" in err, err
     code, err = _check("workload.arrival.rate", 1e308, tmp_path)
     assert code == 2 and "run.duration_s: up to 4.6e+18 requests" in err, err
+
+
+def test_a_shared_prefix_longer_than_any_request_may_be_runs(tmp_path):
+    """Found by the test above: a 2**53-token shared prefix (no request fits max_model_len, so each is
+    sent as drawn and rejected when it reaches the engine) made the compiled engine size a block
+    table for it (2 EiB); it now makes no row for a request the engine will reject."""
+    code, err = _servesim(
+        ["run", "collapse_c512", "--out", str(tmp_path / "out"), *(a for s in SHORT for a in ("--set", s)),
+         "--set", f"workload.shared_prefix={{tokens: {2**53}, num_groups: 2}}", "--set", "run.host_band=false"]
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "out" / "summary.json").is_file()

@@ -44,9 +44,11 @@ class CompiledEngine(Engine):
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         # The compiled step starts the intake of the requests sent since its last call itself (ids
-        # from ctl IN_NEXT on); here only the state grows where a request needs it.
+        # from ctl IN_NEXT on); here only the state grows where a request needs it. A request longer
+        # than the engine takes is rejected when it reaches it (update.py, LONGEST): no row for it.
+        accepted = total <= self._longest
         total += self.cfg.spec_tokens + self.cfg.spec_lookahead  # a verifying request's drafts and lookahead
-        if total > self._widest:
+        if accepted and total > self._widest:
             self._widen(total)
         if group >= len(self.st.groups):
             n = max(2 * len(self.st.groups), group + 1)
