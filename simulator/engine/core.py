@@ -132,6 +132,11 @@ class Engine:
         event per request (``workloads.arrivals.closed_loop``: clients that send again at once)."""
         self._turns[client] = turn
 
+    def _rejects(self, total: int) -> bool:
+        """Whether a request of ``total`` tokens (prompt + max_tokens) is rejected when it reaches the
+        engine: it could never fit (the compiled step's LONGEST check is the same rule)."""
+        return total > self._longest
+
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         """Room for a request just sent (``total``: its prompt + max_tokens; ``content_key``: as given
         in its submission, -1 for its own content); it enters the API server's intake."""

@@ -87,21 +87,14 @@ def main() -> int:
     return 0
 
 
-def own_host(recording: str) -> str | None:
-    """The catalog host fitted on ``recording``'s machine, if the catalog has it."""
-    for name, h in catalog().hosts.items():
-        if recording in (h.get("recordings") or []):
-            return name
-    return None
-
-
 def fit_margins(jobs: int = 2, say=print) -> tuple[dict[str, float], int]:
     """Per metric, the 80th percentile of |ln(servesim / server)| over the counted calibration runs,
     each on its own machine's catalog host (rounded as the file keeps it); and how many runs."""
     runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["split"] == "calibrate"]
     groups: dict[str | None, list[dict]] = {}
     for r in runs:
-        groups.setdefault(own_host(r["recording"]), []).append(r)
+        # its machine's catalog host: named after its recording, as `servesim validate` finds it
+        groups.setdefault(r["recording"] if r["recording"] in catalog().hosts else None, []).append(r)
     errors: dict[str, list[float]] = {m: [] for m in METRICS}  # the p99s are not in the recorded check
     for host, group in sorted(groups.items(), key=lambda kv: kv[0] or ""):
         extra = [f"hardware.host={host}"] if host else []
@@ -123,7 +116,7 @@ def fit(jobs: int, write: bool) -> int:
         print(f"  {m}: {v:.4f} (x{math.exp(v):.3f}) over {n} runs")
     if write:
         lines = [
-            "# servesim's own error given the host: per metric, the 80th percentile of |ln(servesim / server)|",
+            f"# servesim's own error given the host: per metric, the {MARGIN_QUANTILE:.0%} quantile of |ln(servesim / server)|",
             "# over the recorded calibration runs, each replayed on its own machine's catalog host (or its",
             "# probe reading). A scenario without a host widens its band across hosts by it (simulator.run).",
             "# Written by tools/validation/band_coverage.py --fit --write.",

@@ -46,7 +46,7 @@ class CompiledEngine(Engine):
         # The compiled step starts the intake of the requests sent since its last call itself (ids
         # from ctl IN_NEXT on); here only the state grows where a request needs it. A request longer
         # than the engine takes is rejected when it reaches it (update.py, LONGEST): no row for it.
-        accepted = total <= self._longest
+        accepted = not self._rejects(total)
         total += self.cfg.spec_tokens + self.cfg.spec_lookahead  # a verifying request's drafts and lookahead
         if accepted and total > self._widest:
             self._widen(total)

@@ -42,7 +42,7 @@ class ReferenceEngine(Engine):
         R, rejected = self.reqs, []
         self.api.run_until(now)
         for rid in self.api.reached(now):
-            if int(R.prompt_len[rid]) + int(R.max_tokens[rid]) > self._longest:
+            if self._rejects(int(R.prompt_len[rid]) + int(R.max_tokens[rid])):
                 R.status[rid] = RequestStatus.REJECTED
                 R.finish[rid] = now
                 rejected.append(rid)
