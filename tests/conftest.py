@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +29,17 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 ENGINES = {"reference": ReferenceEngine, "compiled": CompiledEngine}
+
+
+def _untraced_child() -> None:
+    """A process forked by a test (the host band's runs, the plots' child, a sweep's or
+    validation's pool) stops tracing: coverage never saves what such a child records (it leaves
+    through os._exit), so tracing it only made it slower."""
+    sys.settrace(None)
+    threading.settrace(None)  # type: ignore[arg-type]  # None removes it, as for sys.settrace
+
+
+os.register_at_fork(after_in_child=_untraced_child)
 
 
 def pytest_configure(config) -> None:
