@@ -126,7 +126,7 @@ def test_the_docs_say_how_long_the_first_compile_and_the_suite_take_and_where_th
     for page in (readme, speed):
         assert "2-4 minutes" in page.replace("\n", " ")
         assert "~/.cache/servesim/" in page and "SERVESIM_CACHE_DIR" in page
-    assert "About 11-17 minutes on 2 cores" in readme and "takes about 11-17 minutes" in speed.replace("\n", " ")
+    assert "About 10-14 minutes on 2 cores" in readme and "takes about 10-14 minutes" in speed.replace("\n", " ")
 
 
 def test_the_build_inlines_as_numba_does_and_leaves_numba_as_it_found_it():
