@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,16 +56,24 @@ def pytest_configure(config) -> None:
     if not note:
         return
     print(note, flush=True)
+    with _coverage_paused():
+        compiled.load()
+
+
+@contextmanager
+def _coverage_paused():
+    """Coverage's tracer stopped in this process for the block, if it is running here (nothing
+    traces without the test extras)."""
     try:
         import coverage
 
         tracer = coverage.Coverage.current()
-    except ImportError:  # the test extras not installed: nothing traces
+    except ImportError:
         tracer = None
     if tracer is not None:
         tracer.stop()
     try:
-        compiled.load()
+        yield
     finally:
         if tracer is not None:
             tracer.start()
@@ -76,21 +85,9 @@ def pytest_runtest_call(item):
     test only in a plain run: under ``-n`` (pytest-xdist) its workers kept tracing them, so the
     readable step's differential cases ran three times slower than untraced (the collapse case 32 s
     instead of 11). Innermost of the wrappers: where pytest-cov has paused, nothing traces here."""
-    tracer = None
-    if item.get_closest_marker("no_cover") is not None and sys.gettrace() is not None:
-        try:
-            import coverage
-
-            tracer = coverage.Coverage.current()
-        except ImportError:  # something else traces: left as it is
-            tracer = None
-    if tracer is not None:
-        tracer.stop()
-    try:
+    traced = item.get_closest_marker("no_cover") is not None and sys.gettrace() is not None
+    with _coverage_paused() if traced else nullcontext():
         yield
-    finally:
-        if tracer is not None:
-            tracer.start()
 
 
 @pytest.fixture(params=list(ENGINES))
