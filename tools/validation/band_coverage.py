@@ -88,13 +88,15 @@ def main() -> int:
 
 
 def fit_margins(jobs: int = 2, say=print) -> tuple[dict[str, float], int]:
-    """Per metric, the 80th percentile of |ln(servesim / server)| over the counted calibration runs,
-    each on its own machine's catalog host (rounded as the file keeps it); and how many runs."""
+    """Per metric, the ``MARGIN_QUANTILE`` quantile of |ln(servesim / server)| over the counted
+    calibration runs, each on its own machine's catalog host (rounded as the file keeps it); and how
+    many runs."""
     runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["split"] == "calibrate"]
+    hosts = catalog().hosts
     groups: dict[str | None, list[dict]] = {}
     for r in runs:
         # its machine's catalog host: named after its recording, as `servesim validate` finds it
-        groups.setdefault(r["recording"] if r["recording"] in catalog().hosts else None, []).append(r)
+        groups.setdefault(r["recording"] if r["recording"] in hosts else None, []).append(r)
     errors: dict[str, list[float]] = {m: [] for m in METRICS}  # the p99s are not in the recorded check
     for host, group in sorted(groups.items(), key=lambda kv: kv[0] or ""):
         extra = [f"hardware.host={host}"] if host else []
