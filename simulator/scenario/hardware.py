@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -51,7 +52,9 @@ class GPU:
         return float(self.peak_flops.get(key, self.peak_flops["bf16"]))
 
 
+@functools.lru_cache(maxsize=1)
 def _catalog() -> dict:
+    """The built-in GPUs, read once (nothing changes the mapping it returns)."""
     return yamlio.load(CATALOG.read_text())
 
 

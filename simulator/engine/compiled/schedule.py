@@ -154,7 +154,7 @@ COLD = ("_unschedule_after", "_victim", "_preempt", "_swap_in")  # not inlined (
 
 
 def schedule(st, t):
-    """Schedule the step starting at ``t``; returns its duration."""
+    """Schedule the step starting at ``t`` (``apply_step`` then applies it)."""
     ctl, cfg = st.ctl, st.cfg
     budget = cfg[BUDGET]
     cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
@@ -166,7 +166,6 @@ def schedule(st, t):
         budget = _swap_in(st, t, cap, budget)
         if ctl[SW_LEN] == 0:
             _admit(st, t, cap, budget)
-    return apply_step(st, t)
 
 
 def begin_step(st):

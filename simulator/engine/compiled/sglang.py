@@ -41,7 +41,6 @@ from simulator.engine.compiled.queues import wq_peek, wq_pop
 from simulator.engine.compiled.schedule import (
     abort_slot,
     admit_request,
-    apply_step,
     begin_step,
     count_preemption,
     leave_slot,
@@ -66,14 +65,13 @@ COLD = ("schedule_sglang", "_retract", "_abort_last")  # not inlined (see build.
 
 
 def schedule_sglang(st, t):
-    """Schedule the step starting at ``t`` as SGLang does; returns its duration."""
+    """Schedule the step starting at ``t`` as SGLang does (``schedule.apply_step`` then applies it)."""
     ctl, slots = st.ctl, st.slots
     begin_step(st)
     for s in range(ctl[END]):
         slots[s, S_A] = 0
     if not _prefill(st, t) and ctl[N_RUN] > 0:
         _decode(st, t)
-    return apply_step(st, t)
 
 
 # About 90 lines: PrefillAdder's budgets (chunk, prompt tokens, KV left) are running totals that the

@@ -91,7 +91,7 @@ from simulator.engine.compiled.layout import (
 from simulator.engine.compiled.lazy import close_up, lazify, next_marked, unmark, write_back
 from simulator.engine.compiled.pool import cache_own_blocks, release_table
 from simulator.engine.compiled.queues import wq_push
-from simulator.engine.compiled.schedule import schedule
+from simulator.engine.compiled.schedule import apply_step, schedule
 from simulator.engine.compiled.sglang import schedule_sglang
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind
@@ -308,12 +308,14 @@ def advance(st):
     for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # sent since the last call, in order
         intake_submit(st, rid)
     ctl[IN_NEXT] = ctl[IN_END]
-    if ctl[PENDING]:
-        intake_run(st, t)  # the step's outputs wait for the piece of intake in progress
-        update(st, t)
     trace_room = 5 * (cfg[MAX_SEQS] + 1) + 8  # trace rows one step can add
     report = False  # ended requests to report once the next step is scheduled
     while True:
+        # The step in flight ends at t. (One call site for each phase: the build inlines a call in full
+        # at every site, so each further site lengthens the compile.)
+        if ctl[PENDING]:
+            intake_run(st, t)  # the step's outputs wait for the piece of intake in progress
+            update(st, t)
         fctl[T_RET] = t
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
@@ -330,15 +332,16 @@ def advance(st):
             return UNSTAGE
         if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
             return UNTRACE
-        intake_run(st, t)
-        t0 = step_start(st.cp, t, fctl[FE_BATCH])
-        while t0 > t:  # the API server has not yet taken the last step's outputs (pieces of intake
-            if not t0 < peek:  # may push them back meanwhile: look again then)
+        while True:
+            intake_run(st, t)
+            t0 = step_start(st.cp, t, fctl[FE_BATCH])
+            if t0 <= t:
+                break
+            # the API server has not yet taken the last step's outputs (pieces of intake may push
+            if not t0 < peek:  # them back meanwhile: look again then)
                 fctl[T_RET] = t0  # something outside may act first
                 return PACED
             t = t0
-            intake_run(st, t)
-            t0 = step_start(st.cp, t, fctl[FE_BATCH])
         fctl[T_RET] = t
         rejected = ctl[FIN_N]
         _take_in(st, t)
@@ -351,10 +354,12 @@ def advance(st):
                 continue
             fctl[T_WAKE] = t_next
             return IDLE_NOW
-        t_end = t + (schedule_sglang(st, t) if cfg[SGLANG] != 0 else schedule(st, t))
+        if cfg[SGLANG] != 0:
+            schedule_sglang(st, t)
+        else:
+            schedule(st, t)
+        t_end = t + apply_step(st, t)
         if report or not t_end < peek:
             fctl[T_RET] = t_end
             return STEPPED
-        intake_run(st, t_end)
-        update(st, t_end)
-        t = t_end
+        t = t_end  # the loop's first lines end the step
