@@ -95,8 +95,7 @@ def run_size(sc: Scenario) -> RunSize:
             if (
                 until is not None
             ):  # each client: a request's time (its output at a full batch's step time), then its think time
-                rng = np.random.default_rng(0)
-                out = max(float(LengthSampler(c.output, rng).draw(200).mean()) for c in sources)
+                out = max(LengthSampler(c.output, np.random.default_rng(0)).mean() for c in sources)
                 batch = min(-(-n // replicas), max_num_seqs)
                 step = cost.step_time(decode_work(batch, int(out)))
                 closed_rate += n / (out * step + a.think_time_s)
