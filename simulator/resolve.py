@@ -9,7 +9,7 @@ KV pool from ``simulator.scenario.memory``, the step cost from ``simulator.engin
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import simpy
 
@@ -419,6 +419,8 @@ def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any
     """Start scenario ``sc``'s workload against ``target`` (an engine or a fleet). Returns how many
     requests will be submitted (None: unbounded)."""
     w, run = sc.workload, sc.run
+    # An engine runs its closed-loop clients' turns; a fleet routes each request.
+    engine = cast(Engine, target) if isinstance(target, Engine) else None
     return start_workload(
         env,
         target.submit,
@@ -427,5 +429,5 @@ def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any
         run.num_requests,
         max_model_len=target.max_model_len,
         ids=ids,
-        chain=getattr(target, "chain", None),  # an engine runs its closed-loop clients' turns; a fleet routes each
+        runner=engine,
     )

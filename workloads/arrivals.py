@@ -22,9 +22,7 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
-# An engine's ``chain(client, turn)``: it calls ``turn()`` when a request of ``client`` ends, at the
-# moment the client learns of it (``simulator.engine.core.Engine.chain``).
-Chain = Callable[[int, Callable[[], None]], None]
+from simulator.engine.submission import TurnRunner
 
 _BATCH = 4096
 
@@ -42,6 +40,14 @@ class Budget:
             return False
         self.left -= 1
         return True
+
+    def take_many(self, k: int) -> int:
+        """How many of ``k`` requests may be submitted, taken at once (as ``take`` k times)."""
+        if self.left is None:
+            return k
+        n = min(k, max(self.left, 0))
+        self.left -= n
+        return n
 
     def give_back(self) -> None:
         if self.left is not None:
@@ -166,23 +172,25 @@ def _chained_client(
     client: int,
     delay: float | None,
     latency: float = 0.0,
-    chain: Chain | None = None,
+    turns: Callable[[list[int]], None] | None = None,
 ) -> None:
     """A closed-loop client that sends requests back to back, as callbacks on their completion events.
 
     It does what ``closed_loop``'s process does for such a client, event for event: it starts on
     an urgent event as a process does, waits ``delay`` with a timeout created then, and each
     request's completion runs the next turn where the process would have been resumed (after a
-    timeout of ``latency``, if any). ``chain`` (an engine's ``chain``, for a client that reacts at
-    once): the engine runs the next turn itself when a request ends, where the completion event's
-    callback would have run, and the requests carry no event.
+    timeout of ``latency``, if any). ``turns`` (for a client that reacts at once, whose engine runs
+    its turns: ``TurnRunner.chain``): what runs the turns of a list of clients; the client's first
+    turn goes through it too, and its requests carry no event.
     """
+    if turns is not None:
 
-    def turn(_event: simpy.Event | None = None) -> None:
-        if budget.take():
-            if chain is not None:
-                request(client, False)
-            else:
+        def turn(_event: simpy.Event | None = None) -> None:
+            turns([client])
+    else:
+
+        def turn(_event: simpy.Event | None = None) -> None:
+            if budget.take():
                 cast(simpy.Event, request(client)).callbacks.append(react if latency > 0 else turn)
 
     def react(_event: simpy.Event) -> None:
@@ -194,8 +202,6 @@ def _chained_client(
         else:
             env.timeout(delay).callbacks.append(turn)
 
-    if chain is not None:
-        chain(client, turn)
     ev = simpy.Event(env)
     ev._ok, ev._value = True, None
     ev.callbacks.append(start)
@@ -212,12 +218,13 @@ def closed_loop(
     budget: Budget,
     *,
     job: Callable | None = None,
-    request: Callable[[int], simpy.Event] | None = None,
+    request: Callable[..., simpy.Event | None] | None = None,
     think: Callable[[], float] | None = None,
     schedule: list[tuple[float, int]] | None = None,
     client_base: int = 0,
     client_latency_s: float = 0.0,
-    chain: Chain | None = None,
+    runner: TurnRunner | None = None,
+    requests: Callable[[list[int]], None] | None = None,
 ) -> None:
     """Start ``concurrency`` clients; each sends a request, waits for its end, reacts (after
     ``client_latency_s``), thinks, repeats.
@@ -227,6 +234,9 @@ def closed_loop(
     ``factory()``'s shape. ``think()``: the next pause (default ``think_time_s``).
     ``schedule``: [(t, concurrency)] steps; at each, clients below the new concurrency that are not
     running start at once, and clients at or above it stop after their current request.
+    ``runner``: the engine, when it runs the turns of clients that react at once and send single
+    requests back to back (``TurnRunner``); ``requests(clients)`` then sends those clients' next
+    requests at once (their budget taken; default: ``request(client, False)`` for each).
     """
     target = [concurrency]
     alive: set[int] = set()
@@ -238,7 +248,19 @@ def closed_loop(
 
     if job is None and think is None and think_time_s <= 0 and not schedule:
         assert request is not None  # given, or defined above when job is None
+        turns = None
+        if runner is not None and client_latency_s <= 0:
+            one = request
+            send = requests or (lambda clients: [one(c, False) for c in clients])
+
+            def turns(clients: list[int]) -> None:
+                k = budget.take_many(len(clients))
+                if k:
+                    send(clients if k == len(clients) else clients[:k])
+
         for cid in range(concurrency):
+            if turns is not None:
+                cast(TurnRunner, runner).chain(client_base + cid, turns)
             _chained_client(
                 env,
                 request,
@@ -246,7 +268,7 @@ def closed_loop(
                 client_base + cid,
                 ramp_up_s * cid / concurrency if ramp_up_s > 0 else None,
                 client_latency_s,
-                chain if client_latency_s <= 0 else None,
+                turns,
             )
         return
 

@@ -15,10 +15,9 @@ from typing import cast
 import numpy as np
 import simpy
 
-from simulator.engine.submission import Submission
+from simulator.engine.submission import Submission, TurnRow, TurnRunner
 from workloads.arrivals import (
     Budget,
-    Chain,
     RateFunction,
     closed_loop,
     constant_gaps,
@@ -268,9 +267,15 @@ class RequestFactory:
 
     def request(self, submit: Callable, client: int, want_event: bool = True) -> simpy.Event | None:
         """A closed-loop client's next single request (its budget already taken): its completion
-        event (``want_event``; else none: the engine chains the client's turns)."""
+        event (``want_event``; else none)."""
         s = Submission(*self(), self.spec.priority, client=client, client_class=self.spec.index, lora=self.adapter())
         return submit(s, want_event)
+
+    def turn_rows(self, clients: list[int]) -> list[TurnRow]:
+        """The next single requests of closed-loop clients whose engine runs their turns (their
+        budget already taken), in order: the fields ``request`` submits, drawn the same way."""
+        priority, index = self.spec.priority, self.spec.index
+        return [(*self(), priority, c, index, self.adapter()) for c in clients]
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -329,7 +334,7 @@ def _start_arrival(
     budget: Budget,
     ids: Ids,
     where: str,
-    chain: Chain | None = None,
+    runner: TurnRunner | None = None,
 ) -> None:
     if len(sources) == 1:
         only = sources[0]
@@ -359,6 +364,13 @@ def _start_arrival(
         def request(client, want_event=True):
             return pick().request(submit, client, want_event)
 
+        requests = None
+        if runner is not None and len(sources) == 1:
+            turns_to = runner
+
+            def requests(clients: list[int]) -> None:  # the engine runs the clients' turns
+                turns_to.submit_turns(only.turn_rows(clients))
+
         think: Callable[[], float] | None
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
 
@@ -381,7 +393,8 @@ def _start_arrival(
             schedule=schedule,
             client_base=base,
             client_latency_s=a.client_latency_s,
-            chain=chain,
+            runner=runner,
+            requests=requests,
         )
         return
     if a.type == "poisson":
@@ -406,14 +419,14 @@ def start_workload(
     num_requests: int | None,
     max_model_len: int | None = None,
     ids: Ids | None = None,
-    chain: Chain | None = None,
+    runner: TurnRunner | None = None,
 ) -> int | None:
     """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
 
     ``max_model_len``: when given, drawn requests obey ``w.over_max_model_len`` (docs/workloads.md).
     ``ids``: the run's counters (given to read, after the run, how many requests were truncated).
-    ``chain``: the engine's ``chain``, when the target is one engine: a workload of one closed loop
-    of clients that react at once has the engine run their turns (``arrivals.closed_loop``).
+    ``runner``: the target, when it is one engine: a workload of one closed loop of clients that react
+    at once has the engine run their turns (``arrivals.closed_loop``, ``TurnRunner``).
     """
     budget = Budget(num_requests)
     if w.trace is not None:  # (the trace module only when a trace is read)
@@ -442,7 +455,7 @@ def start_workload(
             budget,
             ids,
             "workload.arrival",
-            chain,
+            runner,
         )
         return num_requests
     top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps

@@ -22,7 +22,7 @@ from simulator.engine.requests import RequestTable
 from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
 from simulator.engine.step_log import StepLog
-from simulator.engine.submission import Submission
+from simulator.engine.submission import Submission, TurnRow
 
 # Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
 # this many rejections in a row at one time, the run stops with a diagnostic.
@@ -86,7 +86,9 @@ class Engine:
         self.expected: int | None = None  # when set, all_done fires once this many are done
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time)
         self._client_end: dict[int, float] = {}  # client -> when its last request ended (host.turnaround)
-        self._turns: dict[int, Callable[[], None]] = {}  # client -> its next turn, run when its request ends (chain)
+        self._turns: dict[
+            int, Callable[[list[int]], None]
+        ] = {}  # client -> its clients' next turns, run when its request ends (chain)
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
@@ -97,13 +99,8 @@ class Engine:
         (``simulator.engine.host``; at once without one); a closed-loop client's request is ready
         for the API server only ``host.turnaround`` after its previous one ended (``previous_end``:
         when, if not this engine's own record of the client)."""
-        R, env = self.reqs, self.env
-        sent = env.now if s.sent is None else s.sent
-        if previous_end is None and s.client >= 0:
-            previous_end = self._client_end.get(s.client)
-        ready = sent if previous_end is None else max(sent, turnaround(self._cpl, previous_end, self._open()))
-        rid = R.add(
-            sent,
+        rid = self._add(
+            self.env.now if s.sent is None else s.sent,
             s.prompt_len,
             s.max_tokens,
             s.priority,
@@ -114,23 +111,70 @@ class Engine:
             s.client_class,
             s.external,
             s.lora,
-            ready,
+            previous_end,
         )
-        if s.lora >= 0:
-            self._new_adapter(s.lora)
-        ev = simpy.Event(env) if want_event else None
-        if ev is not None:
-            self._events[rid] = ev
-        self._enqueue(rid, s.prompt_len + s.max_tokens, s.group, s.content_key)
+        ev = None
+        if want_event:
+            ev = self._events[rid] = simpy.Event(self.env)
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
         return ev
 
-    def chain(self, client: int, turn: Callable[[], None]) -> None:
-        """Call ``turn()`` whenever a request of ``client`` ends, once the client learns of it: where
-        a completion event's callback would run (after the ended requests are counted), without an
-        event per request (``workloads.arrivals.closed_loop``: clients that send again at once)."""
-        self._turns[client] = turn
+    def submit_turns(self, rows: list[TurnRow]) -> None:
+        """The next requests of closed-loop clients whose turns the engine runs (``chain``), sent
+        now, in order (``submission.TurnRow``), each as ``submit`` takes a submission of those
+        fields, without an event."""
+        now, add = self.env.now, self._add
+        for prompt_len, max_tokens, group, group_len, priority, client, client_class, lora in rows:
+            add(now, prompt_len, max_tokens, priority, group, group_len, -1, client, client_class, 0, lora, None)
+        if rows and self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _add(
+        self,
+        sent: float,
+        prompt_len: int,
+        max_tokens: int,
+        priority: int,
+        group: int,
+        group_len: int,
+        content_key: int,
+        client: int,
+        client_class: int,
+        external: int,
+        lora: int,
+        previous_end: float | None,
+    ) -> int:
+        """Record a request sent at ``sent`` and hand it to the API server's intake; its id."""
+        if previous_end is None and client >= 0:
+            previous_end = self._client_end.get(client)
+        ready = sent if previous_end is None else max(sent, turnaround(self._cpl, previous_end, self._open()))
+        rid = self.reqs.add(
+            sent,
+            prompt_len,
+            max_tokens,
+            priority,
+            group,
+            group_len,
+            content_key,
+            client,
+            client_class,
+            external,
+            lora,
+            ready,
+        )
+        if lora >= 0:
+            self._new_adapter(lora)
+        self._enqueue(rid, prompt_len + max_tokens, group, content_key)
+        return rid
+
+    def chain(self, client: int, turns: Callable[[list[int]], None]) -> None:
+        """Call ``turns(clients)`` when requests of ``client`` end, once the client learns of it:
+        where a completion event's callback would run (after the ended requests are counted),
+        without an event per request (``workloads.arrivals.closed_loop``: clients that send again at
+        once). The clients whose requests ended at one moment come in one call, in the order their
+        requests ended (consecutive ones that share ``turns``)."""
+        self._turns[client] = turns
 
     def _rejects(self, total: int) -> bool:
         """Whether a request of ``total`` tokens (prompt + max_tokens) is rejected when it reaches the
@@ -165,26 +209,27 @@ class Engine:
     def _notify(self, rids, times: list[float] | None = None) -> bool:
         """Requests that ended (finished or aborted): wake whoever waits for them, count them, each
         at its finish time (when its last token reaches the client: later than now behind a busy
-        front-end). Returns whether anybody was woken now. (``times``: their finish times, when
-        already gathered: a group handed on to its delivery time.)"""
+        front-end). Returns whether anybody was woken now. (``rids``: their ids, an array or a
+        list; ``times``: their finish times, when already gathered: a group handed on to its
+        delivery time.)"""
         events, env, R, turns = self._events, self.env, self.reqs, self._turns
         woke = False
         now_done = 0
-        chained = []  # the turns of chained clients whose requests ended now, in order
+        chained = []  # the chained clients whose requests ended now, in order
         later: dict[float, list] = {}
         now = env.now
         rejected = int(RequestStatus.REJECTED)
         # One gather per column for the whole group (the requests of a step end together).
+        ids = rids if isinstance(rids, np.ndarray) else np.array(rids, np.int64)
         if times is None:
-            rids = list(rids)
-            times = R.finish[rids].tolist()
+            times = R.finish[ids].tolist()
         if times and times[0] > now and times.count(times[0]) == len(times):  # the common case of the loop below
             ts = times
-            TimeoutAt(env, times[0]).callbacks.append(cast(_Callback, lambda _e: self._notify(rids, ts)))
+            TimeoutAt(env, times[0]).callbacks.append(cast(_Callback, lambda _e: self._notify(ids, ts)))
             self._count_done(0)
             return False
-        clients, states = R.client[rids].tolist(), R.status[rids].tolist()
-        for rid, t, c, state in zip(rids, times, clients, states):
+        clients, states = R.client[ids].tolist(), R.status[ids].tolist()
+        for rid, t, c, state in zip(ids.tolist(), times, clients, states):
             if t > now:  # a step's finished requests share their delivery time: one event for them
                 later.setdefault(t, []).append(rid)
                 continue
@@ -195,7 +240,7 @@ class Engine:
                 ev.succeed(rid)
                 woke = True
             elif c in turns:
-                chained.append(turns[c])
+                chained.append(c)
                 woke = True
             if c >= 0:
                 self._client_end[c] = t
@@ -203,8 +248,14 @@ class Engine:
         for t, group in later.items():
             TimeoutAt(env, t).callbacks.append(cast(_Callback, lambda _e, group=group: self._notify(group)))
         self._count_done(now_done)
-        for turn in chained:
-            turn()
+        i, n = 0, len(chained)
+        while i < n:  # each run of clients that share their turns, in one call
+            run = turns[chained[i]]
+            j = i + 1
+            while j < n and turns[chained[j]] is run:
+                j += 1
+            run(chained[i:j])
+            i = j
         return woke
 
     def _check_livelock(self, rid: int, t: float) -> None:

@@ -7,6 +7,7 @@ without importing the engine. ``Target`` is what the workloads send them to: an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 
@@ -41,3 +42,20 @@ class Target(Protocol):
     def submit(self, s: Submission, want_event: bool = False) -> Any:
         """Hand over ``s`` now; with ``want_event``, an event that fires when the request ends."""
         ...
+
+
+# A closed-loop client's next request as ``TurnRunner.submit_turns`` takes it: (prompt_len,
+# max_tokens, group, group_len, priority, client, client_class, lora), the Submission fields a
+# client's turn sets.
+TurnRow = tuple[int, int, int, int, int, int, int, int]
+
+
+class TurnRunner(Protocol):
+    """An engine that runs its closed-loop clients' turns itself (``simulator.engine.core.Engine``):
+    ``chain(client, turns)`` has it call ``turns(clients)`` with the clients whose requests just
+    ended, once they learn of it; ``submit_turns(rows)`` sends their next requests, now, without an
+    event each."""
+
+    def chain(self, client: int, turns: Callable[[list[int]], None]) -> None: ...
+
+    def submit_turns(self, rows: list[TurnRow]) -> None: ...

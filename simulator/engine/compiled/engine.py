@@ -190,7 +190,7 @@ class CompiledEngine(Engine):
     def _ended(self, k: int) -> bool:
         """Report ``k`` ended requests; whether anybody waiting for them was woken."""
         if self._events or self._turns:
-            return self._notify(self.st.fin[:k].tolist())
+            return self._notify(self.st.fin[:k].copy())
         self._count_done_at(k, float(self.st.fctl[L.T_LAST]))
         return False
 
