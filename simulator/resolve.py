@@ -32,7 +32,7 @@ from simulator.engine.step_log import BinnedStepLog, StepLog
 from simulator.engine.submission import Target
 from simulator.errors import ConfigError
 from simulator.scenario import sglang, versions
-from simulator.scenario.config import Scenario
+from simulator.scenario.config import Scenario, run_duration
 from simulator.scenario.hardware import GPU, load_gpu
 from simulator.scenario.hosts import load_host
 from simulator.scenario.memory import GIB, MemoryPlan, plan_memory, plan_memory_sglang
@@ -430,4 +430,5 @@ def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any
         max_model_len=target.max_model_len,
         ids=ids,
         runner=engine,
+        until=run_duration(sc),
     )

@@ -671,15 +671,16 @@ def test_workload_scenarios_load_and_run(tmp_path):
     ],
 )
 def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over, monkeypatch):
-    """The engine runs a plain closed loop's next turns itself (``Engine.chain``) where each request's
-    completion event would have woken its client: the same requests, sent at the same times, the same
-    steps, as the run with an event per request."""
+    """The engine runs a plain closed loop's next turns itself (``Engine.chain``: the clients whose
+    requests end at one moment in one call) where each request's completion event would have woken
+    its client: the same requests, sent at the same times, the same steps, as the run with an event
+    per request."""
     import simulator.resolve as resolve
 
     sc, _ = load_scenario(None, [*over, "run.warmup_s=10", "run.host_band=false", f"run.kernel={kernel}"])
     chained = simulate(sc)
     start = resolve.start_workload
-    monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "chain": None}))
+    monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "runner": None}))
     evented = simulate(sc)
     assert chained.engine._turns and not evented.engine._turns  # each way was taken
     a, b = chained.reqs.columns(), evented.reqs.columns()
@@ -689,3 +690,55 @@ def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over,
     assert chained.engine.num_steps == evented.engine.num_steps
     if kernel == "compiled":
         assert a["preemptions"].sum() > 0  # the case covers preempted requests' clients too
+
+
+@pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)
+@pytest.mark.parametrize(
+    "kernel, over",
+    [
+        # past what the engine serves (its queue grows), the API server's intake busy, cut by the duration
+        ("compiled", ["workload.arrival={type: poisson, rate: 60}", "run.duration_s=40"]),
+        # 1,000 requests (not a whole number of hand-overs), gamma gaps, without an API server
+        (
+            "compiled",
+            [
+                "workload.arrival={type: gamma, rate: 20, cv: 3}",
+                "run.num_requests=1000",
+                "run.duration_s=null",
+                "frontend.enabled=false",
+            ],
+        ),
+        ("reference", ["workload.arrival={type: poisson, rate: 25}", "run.duration_s=15"]),
+    ],
+)
+def test_an_open_loop_handed_over_ahead_runs_as_its_arrivals_would(kernel, over, monkeypatch):
+    """An open loop of single requests to one engine hands it the next arrivals at once, each with its
+    own time (``arrivals.open_loop_ahead``), instead of an event at each: the same requests, sent at
+    the same times, the same steps and step log, as the run that submits each at its arrival."""
+    import simulator.resolve as resolve
+    import workloads.factory as factory
+
+    handed: list[int] = []  # arrivals handed over ahead, per hand-over
+    hand_over = factory.open_loop_ahead
+
+    def counted(env, gaps, send, budget, until):
+        return hand_over(env, gaps, lambda times: (handed.append(len(times)), send(times)), budget, until)
+
+    monkeypatch.setattr(factory, "open_loop_ahead", counted)
+    sc, _ = load_scenario(None, [*over, "run.warmup_s=0", "run.host_band=false", f"run.kernel={kernel}"])
+    ahead = simulate(sc)
+    assert len(handed) > 1 and sum(handed) == ahead.reqs.n  # each way was taken
+    start = resolve.start_workload
+    monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "runner": None}))
+    one_by_one = simulate(sc)
+    assert sum(handed) == ahead.reqs.n
+    a, b = ahead.reqs.columns(), one_by_one.reqs.columns()
+    assert ahead.reqs.n == one_by_one.reqs.n > 300
+    for name in a:
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+    assert ahead.engine.num_steps == one_by_one.engine.num_steps
+    assert ahead.end_time == one_by_one.end_time and ahead.stopped_by == one_by_one.stopped_by
+    la, lb = ahead.engine.log.columns(), one_by_one.engine.log.columns()
+    assert la.keys() == lb.keys()
+    for name in la:
+        assert np.array_equal(la[name], lb[name], equal_nan=True), name

@@ -1,13 +1,15 @@
 """Arrival processes as SimPy processes: closed-loop clients and open-loop arrivals.
 
 Open loop: a gap generator (Poisson, gamma, constant, time-varying Poisson by inversion of the
-cumulative rate) drives one process that calls ``arrive()`` at each arrival. Closed loop: one process
-per client, each running ``job(client)`` (submit and wait for the end; or a whole session), thinking,
-and repeating; a concurrency schedule starts extra clients and lets surplus ones stop after their
+cumulative rate) drives one process that calls ``arrive()`` at each arrival, or, for single requests
+sent to one engine, hands the engine the next few hundred arrivals at once, each with its own time
+(``open_loop_ahead``). Closed loop: one process per client, each running ``job(client)`` (submit and
+wait for the end; or a whole session), thinking, and repeating; a concurrency schedule starts extra clients and lets surplus ones stop after their
 current request. A client that only sends single requests back to back (no think time, no
 schedule) is the same thing without the generator: each request's completion event carries a
-callback that sends the next one, which SimPy runs exactly where it would have resumed the process.
-Events are per request, never per token or per step.
+callback that sends the next one, which SimPy runs exactly where it would have resumed the process
+(or, with one engine, the engine runs the turns of all the clients whose requests end at one moment).
+Events are per request at most, never per token or per step.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
-from simulator.engine.submission import TurnRunner
+from simulator.engine.simtime import TimeoutAt
+from simulator.engine.submission import DirectTarget
 
 _BATCH = 4096
+# Arrivals an open loop hands an engine ahead of their time at once (open_loop_ahead).
+_AHEAD = 256
 
 
 class Budget:
@@ -150,6 +155,36 @@ def open_loop(env: simpy.Environment, gaps: Iterator[float], arrive: Callable[[]
         arrive()
 
 
+def open_loop_ahead(
+    env: simpy.Environment,
+    gaps: Iterator[float],
+    send: Callable[[list[float]], None],
+    budget: Budget,
+    until: float | None,
+):
+    """``open_loop`` for an engine that takes requests ahead of their time (``DirectTarget``): one
+    process that takes the next ``_AHEAD`` arrival times (the sums of the gaps that ``open_loop``'s
+    timeouts reach, before ``until``, the run's end) and hands them to ``send(times)`` at once, then
+    waits for the last of them. The engine then runs through them without being woken at each
+    arrival; what it computes is the same (its intake runs in any stride,
+    ``simulator.engine.compiled.intake``)."""
+    t = env.now
+    while True:
+        times: list[float] = []
+        while len(times) < _AHEAD and budget.take():
+            gap = next(gaps, None)
+            if gap is None or (until is not None and t + gap >= until):
+                budget.give_back()
+                break
+            t += gap
+            times.append(t)
+        if times:
+            send(times)
+        if len(times) < _AHEAD:
+            return
+        yield TimeoutAt(env, t)
+
+
 def poisson(
     env: simpy.Environment,
     submit: Callable,
@@ -180,7 +215,7 @@ def _chained_client(
     an urgent event as a process does, waits ``delay`` with a timeout created then, and each
     request's completion runs the next turn where the process would have been resumed (after a
     timeout of ``latency``, if any). ``turns`` (for a client that reacts at once, whose engine runs
-    its turns: ``TurnRunner.chain``): what runs the turns of a list of clients; the client's first
+    its turns: ``DirectTarget.chain``): what runs the turns of a list of clients; the client's first
     turn goes through it too, and its requests carry no event.
     """
     if turns is not None:
@@ -223,7 +258,7 @@ def closed_loop(
     schedule: list[tuple[float, int]] | None = None,
     client_base: int = 0,
     client_latency_s: float = 0.0,
-    runner: TurnRunner | None = None,
+    runner: DirectTarget | None = None,
     requests: Callable[[list[int]], None] | None = None,
 ) -> None:
     """Start ``concurrency`` clients; each sends a request, waits for its end, reacts (after
@@ -235,7 +270,7 @@ def closed_loop(
     ``schedule``: [(t, concurrency)] steps; at each, clients below the new concurrency that are not
     running start at once, and clients at or above it stop after their current request.
     ``runner``: the engine, when it runs the turns of clients that react at once and send single
-    requests back to back (``TurnRunner``); ``requests(clients)`` then sends those clients' next
+    requests back to back (``DirectTarget``); ``requests(clients)`` then sends those clients' next
     requests at once (their budget taken; default: ``request(client, False)`` for each).
     """
     target = [concurrency]
@@ -260,7 +295,7 @@ def closed_loop(
 
         for cid in range(concurrency):
             if turns is not None:
-                cast(TurnRunner, runner).chain(client_base + cid, turns)
+                cast(DirectTarget, runner).chain(client_base + cid, turns)
             _chained_client(
                 env,
                 request,

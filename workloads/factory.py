@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 import simpy
 
-from simulator.engine.submission import Submission, TurnRow, TurnRunner
+from simulator.engine.submission import DirectTarget, RequestRow, Submission
 from workloads.arrivals import (
     Budget,
     RateFunction,
@@ -24,6 +24,7 @@ from workloads.arrivals import (
     diurnal_points,
     gamma_gaps,
     open_loop,
+    open_loop_ahead,
     poisson_gaps,
     time_varying_gaps,
 )
@@ -271,9 +272,10 @@ class RequestFactory:
         s = Submission(*self(), self.spec.priority, client=client, client_class=self.spec.index, lora=self.adapter())
         return submit(s, want_event)
 
-    def turn_rows(self, clients: list[int]) -> list[TurnRow]:
-        """The next single requests of closed-loop clients whose engine runs their turns (their
-        budget already taken), in order: the fields ``request`` submits, drawn the same way."""
+    def request_rows(self, clients: list[int]) -> list[RequestRow]:
+        """Single requests of ``clients`` (-1: an open loop's arrival), their budget already taken,
+        in order, for an engine that takes rows (``DirectTarget.submit_rows``): the fields
+        ``request`` and ``arrive`` submit, drawn the same way."""
         priority, index = self.spec.priority, self.spec.index
         return [(*self(), priority, c, index, self.adapter()) for c in clients]
 
@@ -334,7 +336,8 @@ def _start_arrival(
     budget: Budget,
     ids: Ids,
     where: str,
-    runner: TurnRunner | None = None,
+    runner: DirectTarget | None = None,
+    until: float | None = None,
 ) -> None:
     if len(sources) == 1:
         only = sources[0]
@@ -369,7 +372,7 @@ def _start_arrival(
             turns_to = runner
 
             def requests(clients: list[int]) -> None:  # the engine runs the clients' turns
-                turns_to.submit_turns(only.turn_rows(clients))
+                turns_to.submit_rows(only.request_rows(clients))
 
         think: Callable[[], float] | None
         if a.think_time_dist == "exponential" and a.think_time_s > 0:
@@ -408,7 +411,15 @@ def _start_arrival(
     else:
         fn = RateFunction(parse_schedule(a.schedule, f"{where}.schedule", integer=False), a.interpolation)
         gaps = time_varying_gaps(fn, gap_rng)
-    env.process(open_loop(env, gaps, lambda: pick().arrive(env, submit, budget), budget))
+    if runner is not None and len(sources) == 1 and only.spec.session is None:
+        engine = runner
+
+        def send(times: list[float]) -> None:
+            engine.submit_rows(only.request_rows([-1] * len(times)), times)
+
+        env.process(open_loop_ahead(env, gaps, send, budget, until))
+    else:
+        env.process(open_loop(env, gaps, lambda: pick().arrive(env, submit, budget), budget))
 
 
 def start_workload(
@@ -419,14 +430,17 @@ def start_workload(
     num_requests: int | None,
     max_model_len: int | None = None,
     ids: Ids | None = None,
-    runner: TurnRunner | None = None,
+    runner: DirectTarget | None = None,
+    until: float | None = None,
 ) -> int | None:
     """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
 
     ``max_model_len``: when given, drawn requests obey ``w.over_max_model_len`` (docs/workloads.md).
     ``ids``: the run's counters (given to read, after the run, how many requests were truncated).
-    ``runner``: the target, when it is one engine: a workload of one closed loop of clients that react
-    at once has the engine run their turns (``arrivals.closed_loop``, ``TurnRunner``).
+    ``runner``: the target, when it is one engine (``DirectTarget``): a workload of one closed loop of
+    clients that react at once has the engine run their turns (``arrivals.closed_loop``), one of
+    single requests arriving on their own hands them to it ahead of time, none at or after
+    ``until``, the run's end (``arrivals.open_loop_ahead``).
     """
     budget = Budget(num_requests)
     if w.trace is not None:  # (the trace module only when a trace is read)
@@ -456,6 +470,7 @@ def start_workload(
             ids,
             "workload.arrival",
             runner,
+            until,
         )
         return num_requests
     top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps

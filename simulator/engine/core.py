@@ -22,7 +22,7 @@ from simulator.engine.requests import RequestTable
 from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
 from simulator.engine.step_log import StepLog
-from simulator.engine.submission import Submission, TurnRow
+from simulator.engine.submission import RequestRow, Submission
 
 # Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
 # this many rejections in a row at one time, the run stops with a diagnostic.
@@ -120,13 +120,16 @@ class Engine:
             self._wake.succeed()
         return ev
 
-    def submit_turns(self, rows: list[TurnRow]) -> None:
-        """The next requests of closed-loop clients whose turns the engine runs (``chain``), sent
-        now, in order (``submission.TurnRow``), each as ``submit`` takes a submission of those
-        fields, without an event."""
+    def submit_rows(self, rows: list[RequestRow], times: list[float] | None = None) -> None:
+        """Requests in order, each as ``submit`` takes a submission of those fields
+        (``submission.RequestRow``), without an event: sent now (closed-loop clients' turns, run
+        by ``chain``), or each at its own time in ``times``, from now on (an open loop's arrivals
+        handed over ahead: ``workloads.arrivals.open_loop_ahead``; the engine takes each in when
+        its time comes, as if it had been sent then)."""
         now, add = self.env.now, self._add
-        for prompt_len, max_tokens, group, group_len, priority, client, client_class, lora in rows:
-            add(now, prompt_len, max_tokens, priority, group, group_len, -1, client, client_class, 0, lora, None)
+        for k, (prompt_len, max_tokens, group, group_len, priority, client, client_class, lora) in enumerate(rows):
+            sent = now if times is None else times[k]
+            add(sent, prompt_len, max_tokens, priority, group, group_len, -1, client, client_class, 0, lora, None)
         if rows and self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 

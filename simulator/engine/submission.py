@@ -44,18 +44,18 @@ class Target(Protocol):
         ...
 
 
-# A closed-loop client's next request as ``TurnRunner.submit_turns`` takes it: (prompt_len,
-# max_tokens, group, group_len, priority, client, client_class, lora), the Submission fields a
-# client's turn sets.
-TurnRow = tuple[int, int, int, int, int, int, int, int]
+# A request as ``DirectTarget.submit_rows`` takes it: (prompt_len, max_tokens, group, group_len,
+# priority, client, client_class, lora), the Submission fields a workload's single request sets.
+RequestRow = tuple[int, int, int, int, int, int, int, int]
 
 
-class TurnRunner(Protocol):
-    """An engine that runs its closed-loop clients' turns itself (``simulator.engine.core.Engine``):
-    ``chain(client, turns)`` has it call ``turns(clients)`` with the clients whose requests just
-    ended, once they learn of it; ``submit_turns(rows)`` sends their next requests, now, without an
-    event each."""
+class DirectTarget(Protocol):
+    """An engine the workloads hand requests to directly (``simulator.engine.core.Engine``; a fleet
+    routes each one instead): ``chain(client, turns)`` has it call ``turns(clients)`` with the
+    closed-loop clients whose requests just ended, once they learn of it; ``submit_rows(rows,
+    times)`` takes requests in order without an event each, sent now or (``times``) each at its
+    own time from now on."""
 
     def chain(self, client: int, turns: Callable[[list[int]], None]) -> None: ...
 
-    def submit_turns(self, rows: list[TurnRow]) -> None: ...
+    def submit_rows(self, rows: list[RequestRow], times: list[float] | None = None) -> None: ...
