@@ -37,6 +37,7 @@ from simulator.scenario.hardware import GPU, load_gpu
 from simulator.scenario.hosts import load_host
 from simulator.scenario.memory import GIB, MemoryPlan, plan_memory, plan_memory_sglang
 from simulator.scenario.models import ModelArch, load_model
+from workloads.arrivals import RunEnd
 from workloads.config import most_in_flight
 from workloads.factory import keeps_finished_content, start_workload
 
@@ -430,5 +431,16 @@ def start_clients(env: simpy.Environment, target: Target, sc: Scenario, ids: Any
         max_model_len=target.max_model_len,
         ids=ids,
         runner=engine,
-        until=run_duration(sc),
+        end=run_end(sc),
     )
+
+
+def run_end(sc: Scenario) -> RunEnd | None:
+    """When ``sc``'s run stops, as arrivals handed over ahead need it (None: only once its requests
+    are done): at ``run_duration``, before the arrivals at that moment unless the run also stops
+    after a number of requests (``simulator.run.simulate``: then it stops once the events queued
+    at that moment before it have run)."""
+    until = run_duration(sc)
+    if until is None:
+        return None
+    return RunEnd(until, sc.run.num_requests is not None or sc.workload.trace is not None)

@@ -742,3 +742,48 @@ def test_an_open_loop_handed_over_ahead_runs_as_its_arrivals_would(kernel, over,
     assert la.keys() == lb.keys()
     for name in la:
         assert np.array_equal(la[name], lb[name], equal_nan=True), name
+
+
+@pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_trace_handed_to_one_engine_replays_as_one_request_at_a_time_would(closed, tmp_path, monkeypatch):
+    """A trace replayed against one engine goes in as rows: at its recorded times, handed over ahead
+    (``trace.replay_ahead``: rows out of order and arriving together, shared prefixes and sessions,
+    some rows at or after the run's end), or closed loop with the engine running the clients' turns.
+    The same requests, times and steps as the replay that submits each row on its own."""
+    import simulator.resolve as resolve
+
+    rng = np.random.default_rng(7)
+    n = 700
+    arrival = np.round(np.cumsum(rng.exponential(0.04, n)), 3)
+    arrival[100:110] = arrival[100]  # ten rows at one moment
+    arrival[200], arrival[201] = arrival[201], arrival[200]  # two out of order (the trace sorts them)
+    rows = "".join(
+        f"{float(arrival[i])!r},{64 + int(rng.integers(400))},{1 + int(rng.integers(300))},"
+        f"{i % 3 - 1 if i % 3 else ''},{32 if i % 3 else ''},{i % 7 if i % 5 == 0 else ''}\n"
+        for i in range(n)
+    )
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_time_s,prompt_tokens,output_tokens,prefix_group,prefix_tokens,session_id\n" + rows)
+    arrivals = "trace_arrivals: closed_loop, arrival: {type: closed_loop, concurrency: 40}" if closed else ""
+    over = [
+        "model=llama-3.1-8b",
+        "hardware.gpu=h100-sxm",
+        f"workload={{trace: '{path}', {arrivals}}}",
+        "run.host_band=false",
+        "run.warmup_s=0",
+        *([] if closed else [f"run.duration_s={float(arrival[650])!r}"]),  # the run ends on a row's time
+    ]
+    sc, _ = load_scenario(None, over)
+    ahead = simulate(sc)
+    start = resolve.start_workload
+    monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "runner": None}))
+    one_by_one = simulate(sc)
+    if closed:
+        assert ahead.engine._turns and not one_by_one.engine._turns  # each way was taken
+    a, b = ahead.reqs.columns(), one_by_one.reqs.columns()
+    # (a trace's run stops after its requests or at its end: the row at exactly the end still comes)
+    assert ahead.reqs.n == one_by_one.reqs.n == (n if closed else 651)
+    for name in a:
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+    assert ahead.engine.num_steps == one_by_one.engine.num_steps and ahead.end_time == one_by_one.end_time

@@ -18,7 +18,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 import simpy
@@ -29,7 +29,7 @@ from simulator.engine.submission import DirectTarget
 
 _BATCH = 4096
 # Arrivals an open loop hands an engine ahead of their time at once (open_loop_ahead).
-_AHEAD = 256
+AHEAD = 256
 
 
 class Budget:
@@ -155,32 +155,47 @@ def open_loop(env: simpy.Environment, gaps: Iterator[float], arrive: Callable[[]
         arrive()
 
 
+class RunEnd(NamedTuple):
+    """When a run stops, for arrivals handed to an engine ahead of their time: at ``t``; ``at_t``:
+    whether an arrival at exactly ``t`` still comes. A run that stops at ``t`` alone does so before
+    any other event at ``t``; one that stops after a number of requests or at ``t``, whichever
+    comes first, once the events queued at ``t`` before it have run, an arrival among them
+    (``simulator.run.simulate``)."""
+
+    t: float
+    at_t: bool
+
+    def past(self, x: float) -> bool:
+        """Whether an arrival at ``x`` comes too late for the run."""
+        return x > self.t or (x == self.t and not self.at_t)
+
+
 def open_loop_ahead(
     env: simpy.Environment,
     gaps: Iterator[float],
     send: Callable[[list[float]], None],
     budget: Budget,
-    until: float | None,
+    end: RunEnd | None,
 ):
     """``open_loop`` for an engine that takes requests ahead of their time (``DirectTarget``): one
-    process that takes the next ``_AHEAD`` arrival times (the sums of the gaps that ``open_loop``'s
-    timeouts reach, before ``until``, the run's end) and hands them to ``send(times)`` at once, then
+    process that takes the next ``AHEAD`` arrival times (the sums of the gaps that ``open_loop``'s
+    timeouts reach, while the run lasts: ``end``) and hands them to ``send(times)`` at once, then
     waits for the last of them. The engine then runs through them without being woken at each
     arrival; what it computes is the same (its intake runs in any stride,
     ``simulator.engine.compiled.intake``)."""
     t = env.now
     while True:
         times: list[float] = []
-        while len(times) < _AHEAD and budget.take():
+        while len(times) < AHEAD and budget.take():
             gap = next(gaps, None)
-            if gap is None or (until is not None and t + gap >= until):
+            if gap is None or (end is not None and end.past(t + gap)):
                 budget.give_back()
                 break
             t += gap
             times.append(t)
         if times:
             send(times)
-        if len(times) < _AHEAD:
+        if len(times) < AHEAD:
             return
         yield TimeoutAt(env, t)
 

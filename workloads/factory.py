@@ -19,6 +19,7 @@ from simulator.engine.submission import DirectTarget, RequestRow, Submission
 from workloads.arrivals import (
     Budget,
     RateFunction,
+    RunEnd,
     closed_loop,
     constant_gaps,
     diurnal_points,
@@ -277,7 +278,7 @@ class RequestFactory:
         in order, for an engine that takes rows (``DirectTarget.submit_rows``): the fields
         ``request`` and ``arrive`` submit, drawn the same way."""
         priority, index = self.spec.priority, self.spec.index
-        return [(*self(), priority, c, index, self.adapter()) for c in clients]
+        return [(*self(), priority, -1, c, index, self.adapter()) for c in clients]
 
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
@@ -337,7 +338,7 @@ def _start_arrival(
     ids: Ids,
     where: str,
     runner: DirectTarget | None = None,
-    until: float | None = None,
+    end: RunEnd | None = None,
 ) -> None:
     if len(sources) == 1:
         only = sources[0]
@@ -417,7 +418,7 @@ def _start_arrival(
         def send(times: list[float]) -> None:
             engine.submit_rows(only.request_rows([-1] * len(times)), times)
 
-        env.process(open_loop_ahead(env, gaps, send, budget, until))
+        env.process(open_loop_ahead(env, gaps, send, budget, end))
     else:
         env.process(open_loop(env, gaps, lambda: pick().arrive(env, submit, budget), budget))
 
@@ -431,7 +432,7 @@ def start_workload(
     max_model_len: int | None = None,
     ids: Ids | None = None,
     runner: DirectTarget | None = None,
-    until: float | None = None,
+    end: RunEnd | None = None,
 ) -> int | None:
     """Start the arrival processes. Returns how many requests will be submitted (None: unbounded).
 
@@ -439,17 +440,19 @@ def start_workload(
     ``ids``: the run's counters (given to read, after the run, how many requests were truncated).
     ``runner``: the target, when it is one engine (``DirectTarget``): a workload of one closed loop of
     clients that react at once has the engine run their turns (``arrivals.closed_loop``), one of
-    single requests arriving on their own hands them to it ahead of time, none at or after
-    ``until``, the run's end (``arrivals.open_loop_ahead``).
+    single requests arriving on their own (or a trace's rows at their times) hands them to it ahead
+    of time, while the run lasts: ``end`` (``arrivals.open_loop_ahead``, ``trace.replay_ahead``).
     """
     budget = Budget(num_requests)
     if w.trace is not None:  # (the trace module only when a trace is read)
-        from workloads.trace import read_trace, replay, replay_closed_loop
+        from workloads.trace import read_trace, replay, replay_ahead, replay_closed_loop
 
         rows = read_trace(w.trace)
         if w.trace_arrivals == "closed_loop":
             a = w.arrival
-            replay_closed_loop(env, submit, rows, budget, a.concurrency, a.client_latency_s, a.ramp_up_s)
+            replay_closed_loop(env, submit, rows, budget, a.concurrency, a.client_latency_s, a.ramp_up_s, runner)
+        elif runner is not None and bool((rows.client < 0).all()):  # no client waits on an earlier request
+            env.process(replay_ahead(env, runner, rows, budget, end))
         else:
             env.process(replay(env, submit, rows, budget))
         return len(rows) if num_requests is None else min(len(rows), num_requests)
@@ -470,7 +473,7 @@ def start_workload(
             ids,
             "workload.arrival",
             runner,
-            until,
+            end,
         )
         return num_requests
     top = root.spawn(4)  # same layout as the single-class case; child 3 drives workload.arrival's gaps

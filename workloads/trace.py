@@ -28,15 +28,16 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import simpy
 
 from simulator.engine.simtime import TimeoutAt
-from simulator.engine.submission import Submission
+from simulator.engine.submission import DirectTarget, RequestRow, Submission
 from simulator.errors import ConfigError
 from simulator.scenario.textfile import ENCODING, utf8_error
-from workloads.arrivals import closed_loop
+from workloads.arrivals import AHEAD, RunEnd, closed_loop
 
 # Content keys of multi-turn sessions: far above any request id (request ids are the default keys).
 SESSION_KEY_BASE = 1 << 40
@@ -322,44 +323,84 @@ def replay(env: simpy.Environment, submit, tr: Trace, budget):
         t = float(tr.arrival[i])
         if t > env.now:
             yield TimeoutAt(env, t)
-        submit(
-            Submission(
-                int(tr.prompt[i]),
-                int(tr.output[i]),
-                int(tr.group[i]),
-                int(tr.group_len[i]),
-                int(tr.priority[i]),
-                _session_key(int(tr.session[i])),
-                int(tr.client[i]),
-                int(tr.client_class[i]),
-            )
-        )
+        submit(Submission(*_row(tr, i, int(tr.client[i]))[:-1]))
+
+
+def _row(tr: Trace, i: int, client: int) -> RequestRow:
+    """Row ``i`` of the trace as a request of ``client``: the fields a replay submits."""
+    return (
+        int(tr.prompt[i]),
+        int(tr.output[i]),
+        int(tr.group[i]),
+        int(tr.group_len[i]),
+        int(tr.priority[i]),
+        _session_key(int(tr.session[i])),
+        client,
+        int(tr.client_class[i]),
+        -1,
+    )
+
+
+def replay_ahead(env: simpy.Environment, engine: DirectTarget, tr: Trace, budget, end: RunEnd | None):
+    """``replay`` for one engine, when no row names a client (none waits on an earlier request):
+    the next ``AHEAD`` rows handed to the engine at once, each sent at the time ``replay`` would
+    submit it (its recorded arrival, or the one before it if later), while the run lasts (``end``;
+    as ``arrivals.open_loop_ahead``)."""
+    i, t = 0, env.now
+    while i < tr.n:
+        rows: list[RequestRow] = []
+        times: list[float] = []
+        while len(rows) < AHEAD and i < tr.n and budget.take():
+            a = float(tr.arrival[i])
+            if end is not None and end.past(max(a, t)):
+                budget.give_back()
+                i = tr.n
+                break
+            t = max(a, t)
+            rows.append(_row(tr, i, int(tr.client[i])))
+            times.append(t)
+            i += 1
+        if rows:
+            engine.submit_rows(rows, times)
+        if len(rows) < AHEAD:
+            return
+        yield TimeoutAt(env, t)
 
 
 def replay_closed_loop(
-    env: simpy.Environment, submit, tr: Trace, budget, concurrency: int, client_latency_s: float, ramp_up_s: float = 0.0
+    env: simpy.Environment,
+    submit,
+    tr: Trace,
+    budget,
+    concurrency: int,
+    client_latency_s: float,
+    ramp_up_s: float = 0.0,
+    runner: DirectTarget | None = None,
 ) -> None:
     """Closed loop: ``concurrency`` clients send the trace's requests in order (recorded arrival times
-    ignored), each the next one when its previous one ends (after ``client_latency_s``)."""
+    ignored), each the next one when its previous one ends (after ``client_latency_s``); ``runner``:
+    the engine, which runs the clients' turns (``arrivals.closed_loop``)."""
     rows = iter(range(tr.n))
 
-    def request(client: int):
-        i = next(rows)
-        s = Submission(
-            int(tr.prompt[i]),
-            int(tr.output[i]),
-            int(tr.group[i]),
-            int(tr.group_len[i]),
-            int(tr.priority[i]),
-            _session_key(int(tr.session[i])),
-            client,
-            int(tr.client_class[i]),
-        )
-        return submit(s, True)
+    def request(client: int, want_event: bool = True):
+        return submit(Submission(*_row(tr, next(rows), client)[:-1]), want_event)
+
+    def requests(clients: list[int]) -> None:
+        cast(DirectTarget, runner).submit_rows([_row(tr, next(rows), c) for c in clients])
 
     budget.left = tr.n if budget.left is None else min(budget.left, tr.n)
     closed_loop(
-        env, submit, None, concurrency, 0.0, ramp_up_s, budget, request=request, client_latency_s=client_latency_s
+        env,
+        submit,
+        None,
+        concurrency,
+        0.0,
+        ramp_up_s,
+        budget,
+        request=request,
+        client_latency_s=client_latency_s,
+        runner=runner,
+        requests=requests if runner is not None else None,
     )
 
 

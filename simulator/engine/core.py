@@ -127,9 +127,9 @@ class Engine:
         handed over ahead: ``workloads.arrivals.open_loop_ahead``; the engine takes each in when
         its time comes, as if it had been sent then)."""
         now, add = self.env.now, self._add
-        for k, (prompt_len, max_tokens, group, group_len, priority, client, client_class, lora) in enumerate(rows):
+        for k, (prompt_len, max_tokens, group, group_len, priority, key, client, client_class, lora) in enumerate(rows):
             sent = now if times is None else times[k]
-            add(sent, prompt_len, max_tokens, priority, group, group_len, -1, client, client_class, 0, lora, None)
+            add(sent, prompt_len, max_tokens, priority, group, group_len, key, client, client_class, 0, lora, None)
         if rows and self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 

@@ -45,8 +45,9 @@ class Target(Protocol):
 
 
 # A request as ``DirectTarget.submit_rows`` takes it: (prompt_len, max_tokens, group, group_len,
-# priority, client, client_class, lora), the Submission fields a workload's single request sets.
-RequestRow = tuple[int, int, int, int, int, int, int, int]
+# priority, content_key, client, client_class, lora), the Submission fields a workload's single
+# request or a trace's row sets.
+RequestRow = tuple[int, int, int, int, int, int, int, int, int]
 
 
 class DirectTarget(Protocol):
