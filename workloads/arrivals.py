@@ -4,11 +4,12 @@ Open loop: a gap generator (Poisson, gamma, constant, time-varying Poisson by in
 cumulative rate) drives one process that calls ``arrive()`` at each arrival, or, for single requests
 sent to one engine, hands the engine the next few hundred arrivals at once, each with its own time
 (``open_loop_ahead``). Closed loop: one process per client, each running ``job(client)`` (submit and
-wait for the end; or a whole session), thinking, and repeating; a concurrency schedule starts extra clients and lets surplus ones stop after their
-current request. A client that only sends single requests back to back (no think time, no
-schedule) is the same thing without the generator: each request's completion event carries a
-callback that sends the next one, which SimPy runs exactly where it would have resumed the process
-(or, with one engine, the engine runs the turns of all the clients whose requests end at one moment).
+wait for the end; or a whole session), thinking, and repeating; a concurrency schedule starts extra
+clients and lets surplus ones stop after their current request. A client that only sends single
+requests back to back (no think time, no schedule) is the same thing without the generator: each
+request's completion event carries a callback that sends the next one, which SimPy runs exactly
+where it would have resumed the process (or, with one engine, the engine runs the turns of all the
+clients whose requests end at one moment).
 Events are per request at most, never per token or per step.
 """
 

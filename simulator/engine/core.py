@@ -86,9 +86,8 @@ class Engine:
         self.expected: int | None = None  # when set, all_done fires once this many are done
         self._rejected_now = (-1.0, 0)  # (time, rejections in a row at that time)
         self._client_end: dict[int, float] = {}  # client -> when its last request ended (host.turnaround)
-        self._turns: dict[
-            int, Callable[[list[int]], None]
-        ] = {}  # client -> its clients' next turns, run when its request ends (chain)
+        # client -> what runs its next turn (and its fellow clients'), when its request ends (chain)
+        self._turns: dict[int, Callable[[list[int]], None]] = {}
         self.process = env.process(self._loop())
 
     # ---- requests in -----------------------------------------------------------------------------
