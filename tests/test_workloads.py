@@ -713,18 +713,18 @@ def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over,
 )
 def test_an_open_loop_handed_over_ahead_runs_as_its_arrivals_would(kernel, over, monkeypatch):
     """An open loop of single requests to one engine hands it the next arrivals at once, each with its
-    own time (``arrivals.open_loop_ahead``), instead of an event at each: the same requests, sent at
+    own time (``arrivals.hand_over_ahead``), instead of an event at each: the same requests, sent at
     the same times, the same steps and step log, as the run that submits each at its arrival."""
     import simulator.resolve as resolve
     import workloads.factory as factory
 
     handed: list[int] = []  # arrivals handed over ahead, per hand-over
-    hand_over = factory.open_loop_ahead
+    hand_over = factory.hand_over_ahead
 
-    def counted(env, gaps, send, budget, until):
-        return hand_over(env, gaps, lambda times: (handed.append(len(times)), send(times)), budget, until)
+    def counted(env, times, send, budget, end):
+        return hand_over(env, times, lambda batch: (handed.append(len(batch)), send(batch)), budget, end)
 
-    monkeypatch.setattr(factory, "open_loop_ahead", counted)
+    monkeypatch.setattr(factory, "hand_over_ahead", counted)
     sc, _ = load_scenario(None, [*over, "run.warmup_s=0", "run.host_band=false", f"run.kernel={kernel}"])
     ahead = simulate(sc)
     assert len(handed) > 1 and sum(handed) == ahead.reqs.n  # each way was taken

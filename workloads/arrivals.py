@@ -3,7 +3,7 @@
 Open loop: a gap generator (Poisson, gamma, constant, time-varying Poisson by inversion of the
 cumulative rate) drives one process that calls ``arrive()`` at each arrival, or, for single requests
 sent to one engine, hands the engine the next few hundred arrivals at once, each with its own time
-(``open_loop_ahead``). Closed loop: one process per client, each running ``job(client)`` (submit and
+(``hand_over_ahead``). Closed loop: one process per client, each running ``job(client)`` (submit and
 wait for the end; or a whole session), thinking, and repeating; a concurrency schedule starts extra
 clients and lets surplus ones stop after their current request. A client that only sends single
 requests back to back (no think time, no schedule) is the same thing without the generator: each
@@ -29,7 +29,7 @@ from simulator.engine.simtime import TimeoutAt
 from simulator.engine.submission import DirectTarget
 
 _BATCH = 4096
-# Arrivals an open loop hands an engine ahead of their time at once (open_loop_ahead).
+# Arrivals handed to an engine ahead of their time at once (hand_over_ahead).
 AHEAD = 256
 
 
@@ -171,34 +171,38 @@ class RunEnd(NamedTuple):
         return x > self.t or (x == self.t and not self.at_t)
 
 
-def open_loop_ahead(
+def arrival_times(start: float, gaps: Iterator[float]) -> Iterator[float]:
+    """The times ``open_loop``'s timeouts reach from ``start``: each the one before plus its gap, in
+    the floats SimPy adds them in."""
+    return itertools.islice(itertools.accumulate(gaps, initial=start), 1, None)
+
+
+def hand_over_ahead(
     env: simpy.Environment,
-    gaps: Iterator[float],
+    times: Iterator[float],
     send: Callable[[list[float]], None],
     budget: Budget,
     end: RunEnd | None,
 ):
-    """``open_loop`` for an engine that takes requests ahead of their time (``DirectTarget``): one
-    process that takes the next ``AHEAD`` arrival times (the sums of the gaps that ``open_loop``'s
-    timeouts reach, while the run lasts: ``end``) and hands them to ``send(times)`` at once, then
-    waits for the last of them. The engine then runs through them without being woken at each
-    arrival; what it computes is the same (its intake runs in any stride,
-    ``simulator.engine.compiled.intake``)."""
-    t = env.now
+    """Arrivals at ``times`` (in order, from now on) for an engine that takes requests ahead of their
+    time (``DirectTarget``): one process that takes the next ``AHEAD`` of them while the run lasts
+    (``end``) and hands them to ``send(times)`` at once, then waits for the last of them. The engine
+    then runs through them without being woken at each arrival; what it computes is the same (its
+    intake runs in any stride, ``simulator.engine.compiled.intake``). An open loop's arrivals
+    (``arrival_times``), or a trace's (``workloads.trace.replay_ahead``)."""
     while True:
-        times: list[float] = []
-        while len(times) < AHEAD and budget.take():
-            gap = next(gaps, None)
-            if gap is None or (end is not None and end.past(t + gap)):
+        batch: list[float] = []
+        while len(batch) < AHEAD and budget.take():
+            t = next(times, None)
+            if t is None or (end is not None and end.past(t)):
                 budget.give_back()
                 break
-            t += gap
-            times.append(t)
-        if times:
-            send(times)
-        if len(times) < AHEAD:
+            batch.append(t)
+        if batch:
+            send(batch)
+        if len(batch) < AHEAD:
             return
-        yield TimeoutAt(env, t)
+        yield TimeoutAt(env, batch[-1])
 
 
 def poisson(

@@ -20,12 +20,13 @@ from workloads.arrivals import (
     Budget,
     RateFunction,
     RunEnd,
+    arrival_times,
     closed_loop,
     constant_gaps,
     diurnal_points,
     gamma_gaps,
+    hand_over_ahead,
     open_loop,
-    open_loop_ahead,
     poisson_gaps,
     time_varying_gaps,
 )
@@ -418,7 +419,7 @@ def _start_arrival(
         def send(times: list[float]) -> None:
             engine.submit_rows(only.request_rows([-1] * len(times)), times)
 
-        env.process(open_loop_ahead(env, gaps, send, budget, end))
+        env.process(hand_over_ahead(env, arrival_times(env.now, gaps), send, budget, end))
     else:
         env.process(open_loop(env, gaps, lambda: pick().arrive(env, submit, budget), budget))
 
@@ -441,7 +442,7 @@ def start_workload(
     ``runner``: the target, when it is one engine (``DirectTarget``): a workload of one closed loop of
     clients that react at once has the engine run their turns (``arrivals.closed_loop``), one of
     single requests arriving on their own (or a trace's rows at their times) hands them to it ahead
-    of time, while the run lasts: ``end`` (``arrivals.open_loop_ahead``, ``trace.replay_ahead``).
+    of time, while the run lasts: ``end`` (``arrivals.hand_over_ahead``).
     """
     budget = Budget(num_requests)
     if w.trace is not None:  # (the trace module only when a trace is read)

@@ -23,6 +23,7 @@ import csv
 import difflib
 import functools
 import io
+import itertools
 import json
 import math
 import os
@@ -37,7 +38,7 @@ from simulator.engine.simtime import TimeoutAt
 from simulator.engine.submission import DirectTarget, RequestRow, Submission
 from simulator.errors import ConfigError
 from simulator.scenario.textfile import ENCODING, utf8_error
-from workloads.arrivals import AHEAD, RunEnd, closed_loop
+from workloads.arrivals import RunEnd, closed_loop, hand_over_ahead
 
 # Content keys of multi-turn sessions: far above any request id (request ids are the default keys).
 SESSION_KEY_BASE = 1 << 40
@@ -342,29 +343,18 @@ def _row(tr: Trace, i: int, client: int) -> RequestRow:
 
 
 def replay_ahead(env: simpy.Environment, engine: DirectTarget, tr: Trace, budget, end: RunEnd | None):
-    """``replay`` for one engine, when no row names a client (none waits on an earlier request):
-    the next ``AHEAD`` rows handed to the engine at once, each sent at the time ``replay`` would
-    submit it (its recorded arrival, or the one before it if later), while the run lasts (``end``;
-    as ``arrivals.open_loop_ahead``)."""
-    i, t = 0, env.now
-    while i < tr.n:
-        rows: list[RequestRow] = []
-        times: list[float] = []
-        while len(rows) < AHEAD and i < tr.n and budget.take():
-            a = float(tr.arrival[i])
-            if end is not None and end.past(max(a, t)):
-                budget.give_back()
-                i = tr.n
-                break
-            t = max(a, t)
-            rows.append(_row(tr, i, int(tr.client[i])))
-            times.append(t)
-            i += 1
-        if rows:
-            engine.submit_rows(rows, times)
-        if len(rows) < AHEAD:
-            return
-        yield TimeoutAt(env, t)
+    """``replay`` for one engine, when no row names a client (none waits on an earlier request): the
+    rows handed to the engine ahead (``arrivals.hand_over_ahead``), each sent at the time ``replay``
+    would submit it (its recorded arrival, or the one before it if later)."""
+    times = itertools.islice(itertools.accumulate(tr.arrival.tolist(), max, initial=env.now), 1, None)
+    sent = [0]  # rows handed over so far
+
+    def send(batch: list[float]) -> None:
+        i = sent[0]
+        sent[0] += len(batch)
+        engine.submit_rows([_row(tr, j, int(tr.client[j])) for j in range(i, sent[0])], batch)
+
+    return hand_over_ahead(env, times, send, budget, end)
 
 
 def replay_closed_loop(

@@ -123,7 +123,7 @@ class Engine:
         """Requests in order, each as ``submit`` takes a submission of those fields
         (``submission.RequestRow``), without an event: sent now (closed-loop clients' turns, run
         by ``chain``), or each at its own time in ``times``, from now on (an open loop's arrivals
-        handed over ahead: ``workloads.arrivals.open_loop_ahead``; the engine takes each in when
+        handed over ahead: ``workloads.arrivals.hand_over_ahead``; the engine takes each in when
         its time comes, as if it had been sent then)."""
         now, add = self.env.now, self._add
         for k, (prompt_len, max_tokens, group, group_len, priority, key, client, client_class, lora) in enumerate(rows):
