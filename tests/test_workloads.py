@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.commands.trace import generate_trace
+from simulator.engine.compiled import layout as L
 from simulator.engine.compiled.engine import CompiledEngine
 from simulator.engine.cost import ConstantCost
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import SchedulerConfig
+from simulator.engine.rules import RequestStatus, SchedulerConfig
 from simulator.errors import ConfigError
 from simulator.metrics import request_frame
 from simulator.run import simulate
@@ -683,6 +684,8 @@ def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over,
     monkeypatch.setattr(resolve, "start_workload", lambda *a, **k: start(*a, **{**k, "runner": None}))
     evented = simulate(sc)
     assert chained.engine._turns and not evented.engine._turns  # each way was taken
+    if kernel == "compiled":  # the step itself ran the turns (compiled/clients.py)
+        assert chained.engine.st.ctl[L.SENT] == chained.reqs.n - 1200 > 0
     a, b = chained.reqs.columns(), evented.reqs.columns()
     assert chained.reqs.n == evented.reqs.n > 300
     for name in a:
@@ -690,6 +693,79 @@ def test_a_chained_closed_loop_runs_as_its_completion_events_would(kernel, over,
     assert chained.engine.num_steps == evented.engine.num_steps
     if kernel == "compiled":
         assert a["preemptions"].sum() > 0  # the case covers preempted requests' clients too
+
+
+@pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)
+@pytest.mark.parametrize(
+    "over, covers",
+    [
+        # without an API server: every request reaches its client at its step's end
+        (["frontend.enabled=false", "workload.arrival.concurrency=300"], None),
+        # a pool too small for the clients, swap space too small for the preempted: requests aborted
+        # (their clients told at the step's end, their previous request ended when it was scheduled)
+        (
+            [
+                "engine.num_gpu_blocks_override=4000",
+                "engine.preemption_mode=swap",
+                "engine.swap_space_gb=0.2",
+                "engine.on_swap_full=abort",
+            ],
+            "aborted",
+        ),
+        # prompts past max_model_len: rejected (told at the next step's start) or truncated (and counted)
+        (
+            [
+                "engine.max_model_len=600",
+                "workload.prompt_tokens={dist: uniform, min: 100, max: 700}",
+                "workload.over_max_model_len=reject",
+                "workload.arrival.concurrency=200",
+            ],
+            "rejected",
+        ),
+        (["engine.max_model_len=600", "workload.prompt_tokens={dist: uniform, min: 100, max: 700}"], "truncated"),
+        # clients that start one by one (their first requests sent between the step's calls), shared
+        # prefixes, LoRA adapters
+        (
+            [
+                "workload.arrival.ramp_up_s=4",
+                "workload.shared_prefix={num_groups: 4, tokens: 300, fraction: 0.5}",
+                "engine.enable_lora=true",
+                "engine.max_loras=2",
+                "workload.lora={adapters: 6}",
+            ],
+            None,
+        ),
+        # SGLang's scheduler, its pool small enough to retract requests
+        (["engine.mem_fraction_static=0.215"], "sglang"),
+    ],
+)
+def test_the_step_runs_a_closed_loops_turns_as_the_engines_callbacks_would(over, covers, monkeypatch):
+    """A closed loop that is the workload's only source has the compiled step run its turns
+    (``CompiledEngine.run_turns``): the clients are told where the engine's completion callbacks
+    would have told them, and send their next requests with the shapes drawn in the same order.
+    The same requests, times, steps and step log, and the same counts of truncated requests, as the
+    run whose turns the callbacks run."""
+    path = "scenarios/sglang_collapse.yaml" if covers == "sglang" else None
+    sc, _ = load_scenario(path, [*over, "run.duration_s=20", "run.warmup_s=0", "run.host_band=false"])
+    inside = simulate(sc)
+    monkeypatch.setattr(CompiledEngine, "run_turns", lambda self, clients, source: None)
+    callbacks = simulate(sc)
+    assert inside.engine.st.ctl[L.SENT] > 200 and callbacks.engine.st.ctl[L.SENT] == 0  # each way was taken
+    a, b = inside.reqs.columns(), callbacks.reqs.columns()
+    assert inside.reqs.n == callbacks.reqs.n
+    for name in a:
+        assert np.array_equal(a[name], b[name], equal_nan=True), name
+    la, lb = inside.engine.log.columns(), callbacks.engine.log.columns()
+    for name in la:
+        assert np.array_equal(la[name], lb[name], equal_nan=True), name
+    assert inside.engine.num_steps == callbacks.engine.num_steps and inside.end_time == callbacks.end_time
+    assert vars(inside.workload_counts) == vars(callbacks.workload_counts)
+    if covers == "truncated":
+        assert inside.workload_counts.truncated > 0
+    elif covers == "sglang":
+        assert inside.engine.cfg.framework == "sglang"
+    elif covers is not None:
+        assert (a["status"] == RequestStatus[covers.upper()]).sum() > 0
 
 
 @pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)

@@ -26,7 +26,7 @@ import simpy
 from simpy.events import URGENT
 
 from simulator.engine.simtime import TimeoutAt
-from simulator.engine.submission import DirectTarget
+from simulator.engine.submission import DirectTarget, DrawAhead
 
 _BATCH = 4096
 # Arrivals handed to an engine ahead of their time at once (hand_over_ahead).
@@ -280,6 +280,7 @@ def closed_loop(
     client_latency_s: float = 0.0,
     runner: DirectTarget | None = None,
     requests: Callable[[list[int]], None] | None = None,
+    source: DrawAhead | None = None,
 ) -> None:
     """Start ``concurrency`` clients; each sends a request, waits for its end, reacts (after
     ``client_latency_s``), thinks, repeats.
@@ -292,6 +293,8 @@ def closed_loop(
     ``runner``: the engine, when it runs the turns of clients that react at once and send single
     requests back to back (``DirectTarget``); ``requests(clients)`` then sends those clients' next
     requests at once (their budget taken; default: ``request(client, False)`` for each).
+    ``source``: where those requests are drawn, when they are the workload's only ones: with no
+    limit on their number, the engine may run the turns inside its step (``DirectTarget.run_turns``).
     """
     target = [concurrency]
     alive: set[int] = set()
@@ -307,6 +310,8 @@ def closed_loop(
         if runner is not None and client_latency_s <= 0:
             one = request
             send = requests or (lambda clients: [one(c, False) for c in clients])
+            if source is not None and budget.left is None:
+                send = runner.run_turns(range(client_base, client_base + concurrency), source) or send
 
             def turns(clients: list[int]) -> None:
                 k = budget.take_many(len(clients))

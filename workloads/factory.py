@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 import simpy
 
-from simulator.engine.submission import DirectTarget, RequestRow, Submission
+from simulator.engine.submission import DirectTarget, DrawnRow, RequestRow, Submission
 from workloads.arrivals import (
     Budget,
     RateFunction,
@@ -281,6 +281,24 @@ class RequestFactory:
         priority, index = self.spec.priority, self.spec.index
         return [(*self(), priority, -1, c, index, self.adapter()) for c in clients]
 
+    def rows_ahead(self, k: int) -> list[DrawnRow]:
+        """The next ``k`` single requests, drawn as ``request_rows`` draws them, each with what it
+        added to the counts of requests truncated and drawn again (``submission.DrawAhead``)."""
+        ids, priority, index = self.ids, self.spec.priority, self.spec.index
+        out = []
+        for _ in range(k):
+            truncated, resampled = ids.truncated, ids.resampled
+            p, o, g, glen = self()
+            out.append(
+                (p, o, g, glen, priority, index, self.adapter(), ids.truncated - truncated, ids.resampled - resampled)
+            )
+        return out
+
+    def unsent(self, truncated: int, resampled: int) -> None:
+        """Requests drawn ahead and never sent: their counts taken back."""
+        self.ids.truncated -= truncated
+        self.ids.resampled -= resampled
+
     def session(self, env, submit, budget, client, active):
         """Turns one after another; turn k's prompt = prefix + all earlier prompts and outputs + new user tokens.
 
@@ -400,6 +418,7 @@ def _start_arrival(
             client_latency_s=a.client_latency_s,
             runner=runner,
             requests=requests,
+            source=only if requests is not None and plain else None,
         )
         return
     if a.type == "poisson":

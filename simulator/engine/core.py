@@ -22,7 +22,7 @@ from simulator.engine.requests import RequestTable
 from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
 from simulator.engine.step_log import StepLog
-from simulator.engine.submission import RequestRow, Submission
+from simulator.engine.submission import DrawAhead, RequestRow, Submission
 
 # Closed-loop clients whose requests are all rejected resubmit at the same instant forever: after
 # this many rejections in a row at one time, the run stops with a diagnostic.
@@ -178,6 +178,10 @@ class Engine:
         requests ended (consecutive ones that share ``turns``)."""
         self._turns[client] = turns
 
+    def run_turns(self, clients: range, source: DrawAhead) -> Callable[[list[int]], None] | None:
+        """``submission.DirectTarget.run_turns``: only the compiled step runs turns itself."""
+        return None
+
     def _rejects(self, total: int) -> bool:
         """Whether a request of ``total`` tokens (prompt + max_tokens) is rejected when it reaches the
         engine: it could never fit (the compiled step's LONGEST check is the same rule)."""
@@ -267,13 +271,17 @@ class Engine:
         k = k + 1 if last == t else 1
         self._rejected_now = (t, k)
         if k >= REJECT_LIVELOCK:
-            R = self.reqs
-            reason = self._reject_reason(int(R.prompt_len[rid]), int(R.max_tokens[rid]))
-            raise SimulationStalled(
-                f"{k:,} requests in a row rejected at t={t:.3f} s with no time passing "
-                f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
-                f"or the KV pool, or set workload.over_max_model_len: truncate"
-            )
+            raise self._livelock(k, rid, t)
+
+    def _livelock(self, k: int, rid: int, t: float) -> SimulationStalled:
+        """The diagnostic for ``k`` rejections in a row at ``t``, the last of request ``rid``."""
+        R = self.reqs
+        reason = self._reject_reason(int(R.prompt_len[rid]), int(R.max_tokens[rid]))
+        return SimulationStalled(
+            f"{k:,} requests in a row rejected at t={t:.3f} s with no time passing "
+            f"(clients resubmit at once); the last: {reason}. Shorten the requests, raise engine.max_model_len "
+            f"or the KV pool, or set workload.over_max_model_len: truncate"
+        )
 
     def _count_done_at(self, k: int, t: float) -> None:
         """Count ``k`` ended requests at time ``t`` (now or later). Only a run that stops after a

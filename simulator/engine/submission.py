@@ -49,14 +49,36 @@ class Target(Protocol):
 # request or a trace's row sets.
 RequestRow = tuple[int, int, int, int, int, int, int, int, int]
 
+# A single request drawn ahead of its sending (``DrawAhead``): (prompt_len, max_tokens, group,
+# group_len, priority, client_class, lora), then what drawing it added to the workload's counts of
+# requests truncated and drawn again to fit max_model_len.
+DrawnRow = tuple[int, int, int, int, int, int, int, int, int]
+
+
+class DrawAhead(Protocol):
+    """The single requests of one source, drawn ahead of their sending in the order they would have
+    been drawn one at a time (``workloads.factory.RequestFactory``): ``rows_ahead(k)`` draws the next
+    ``k``; ``unsent(truncated, resampled)`` takes back the counts of those never sent."""
+
+    def rows_ahead(self, k: int) -> list[DrawnRow]: ...
+
+    def unsent(self, truncated: int, resampled: int) -> None: ...
+
 
 class DirectTarget(Protocol):
     """An engine the workloads hand requests to directly (``simulator.engine.core.Engine``; a fleet
     routes each one instead): ``chain(client, turns)`` has it call ``turns(clients)`` with the
     closed-loop clients whose requests just ended, once they learn of it; ``submit_rows(rows,
     times)`` takes requests in order without an event each, sent now or (``times``) each at its
-    own time from now on."""
+    own time from now on; ``run_turns`` has the engine run a closed loop's turns itself."""
 
     def chain(self, client: int, turns: Callable[[list[int]], None]) -> None: ...
 
     def submit_rows(self, rows: list[RequestRow], times: list[float] | None = None) -> None: ...
+
+    def run_turns(self, clients: range, source: DrawAhead) -> Callable[[list[int]], None] | None:
+        """Run the turns of closed-loop ``clients`` inside the engine: clients that send their next
+        request the moment they learn of their last one's end, with no limit on their number, the
+        workload's only source, their requests drawn from ``source``. Returns what sends the given
+        clients' first requests now (None: the engine does not run turns; ``chain`` them)."""
+        ...

@@ -30,6 +30,7 @@ import numpy as np
 from simulator.engine import cost, host, host_tier, params, rules
 from simulator.engine.compiled import (
     adapters,
+    clients,
     intake,
     layout,
     lazy,
@@ -44,12 +45,29 @@ from simulator.engine.compiled import (
 )
 from simulator.scenario import limits
 
-MODULES = (rules, host, cost, host_tier, trace, pool, queues, adapters, lazy, intake, schedule, sglang, update, text)
+MODULES = (
+    rules,
+    host,
+    cost,
+    host_tier,
+    trace,
+    pool,
+    queues,
+    adapters,
+    lazy,
+    intake,
+    clients,
+    schedule,
+    sglang,
+    update,
+    text,
+)
 SOURCES = (*MODULES, params, layout, state, limits, sys.modules[__name__])  # state: the array types it is compiled for
 # What the engine and the result writer call: name -> the plain function.
 ENTRY_POINTS: dict[str, Callable[..., object]] = {
     "advance": update.advance,
     "write_back_all": lazy.write_back_all,
+    "tell": clients.tell,
     "format_rows": text.format_rows,
 }
 
@@ -151,6 +169,7 @@ def _export(cc, fns, st_t) -> None:
 
     cc.export("advance", nt.int64(st_t))(fns["advance"].py_func)
     cc.export("write_back_all", nt.void(st_t))(fns["write_back_all"].py_func)
+    cc.export("tell", nt.int64(st_t, nt.float64))(fns["tell"].py_func)
     cc.export("format_rows", nt.int64(nt.float64[:, :], nt.int64[:], nt.uint8[:], nt.int64[:], nt.uint8[:]))(
         fns["format_rows"].py_func
     )

@@ -8,16 +8,22 @@ arrays that this class builds and grows (more requests, longer requests, more pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import simpy
 
 from simulator.engine import compiled, host_tier
 from simulator.engine.compiled import layout as L
 from simulator.engine.compiled.state import new_state
-from simulator.engine.core import Engine, SimulationStalled
+from simulator.engine.core import REJECT_LIVELOCK, Engine, SimulationStalled
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import SchedulerConfig, cdiv
 from simulator.engine.simtime import StepEnd, TimeoutAt, horizon
+from simulator.engine.submission import DrawAhead
+
+# Shapes drawn ahead at a time for a closed loop run by the step (at least two for each client).
+_AHEAD = 1024
 
 
 class CompiledEngine(Engine):
@@ -40,12 +46,26 @@ class CompiledEngine(Engine):
         self._cap = reqs._cap
         self._keys: dict[int, int] = {}  # session content key -> its first request (the key's id)
         self._widest = self.st.tables.shape[1] * cfg.block_size + 1  # the longest prompt + max_tokens rows hold
+        self._source: DrawAhead | None = None  # the closed loop whose turns the step runs (run_turns)
+        self._clients = 0
+        self._next_call = 0.0  # when the step is next called (at the latest)
+        self._tells: set[float] = set()  # when callbacks of that loop are due between calls (_tell)
 
     # ---- submissions --------------------------------------------------------------------------
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
         # The compiled step starts the intake of the requests sent since its last call itself (ids
-        # from ctl IN_NEXT on); here only the state grows where a request needs it. A request longer
-        # than the engine takes is rejected when it reaches it (update.py, LONGEST): no row for it.
+        # from ctl IN_NEXT on); here only the state grows where a request needs it.
+        self._room_for(total, group)
+        if content_key >= 0:  # a session's turn: its own content is the session's
+            key = self._keys.setdefault(content_key, rid)
+            if key != rid:
+                self._grow_requests(rid + 1)
+                self.st.req_extra[rid, L.X_KEY] = key
+
+    def _room_for(self, total: int, group: int) -> None:
+        """Grow the state for a request of ``total`` tokens (prompt + max_tokens) in prefix group
+        ``group``. A request longer than the engine takes is rejected when it reaches it (update.py,
+        LONGEST): no block-table row for it."""
         accepted = not self._rejects(total)
         total += self.cfg.spec_tokens + self.cfg.spec_lookahead  # a verifying request's drafts and lookahead
         if accepted and total > self._widest:
@@ -53,11 +73,87 @@ class CompiledEngine(Engine):
         if group >= len(self.st.groups):
             n = max(2 * len(self.st.groups), group + 1)
             self.st = self.st._replace(groups=_grown(self.st.groups, n), host_grp=_grown(self.st.host_grp, n))
-        if content_key >= 0:  # a session's turn: its own content is the session's
-            key = self._keys.setdefault(content_key, rid)
-            if key != rid:
-                self._grow_requests(rid + 1)
-                self.st.req_extra[rid, L.X_KEY] = key
+
+    # ---- closed-loop clients whose turns the step runs (compiled/clients.py) ----------------------------
+    def run_turns(self, clients: range, source: DrawAhead) -> Callable[[list[int]], None] | None:
+        if self._source is not None or self._events or self.reqs.n:  # one loop, the only source, from the start
+            return None
+        self._source, self._clients = source, len(clients)
+        cfg = self.st.cfg
+        cfg[L.CLOOP], cfg[L.CL_BASE], cfg[L.CL_N], cfg[L.LIVELOCK_AT] = 1, clients.start, len(clients), REJECT_LIVELOCK
+        # An ended request waits to be told until its client learns of it: one a client at most.
+        self.st = self.st._replace(pd=np.zeros(len(clients) + 1), pdr=np.zeros((len(clients) + 1, 2), np.int64))
+        return self._send_first
+
+    def _send_first(self, clients: list[int]) -> None:
+        """The clients' first requests, sent now (their next ones the step sends itself)."""
+        self._draw(len(clients))
+        ctl, shp = self.st.ctl, self.st.shp
+        k = int(ctl[L.SH_NEXT])
+        ctl[L.SH_NEXT] = k + len(clients)
+        rows = shp[k : k + len(clients), : L.SH_TRUNC].tolist()
+        self.submit_rows(
+            [(p, o, g, glen, prio, -1, c, cls, lora) for c, (p, o, g, glen, prio, cls, lora) in zip(clients, rows)]
+        )
+
+    def _draw(self, need: int) -> None:
+        """At least ``need`` shapes drawn ahead and not yet used (their room in the state made)."""
+        ctl, shp = self.st.ctl, self.st.shp
+        start, end = int(ctl[L.SH_NEXT]), int(ctl[L.SH_END])
+        if end - start >= need:
+            return
+        assert self._source is not None  # only a loop run here draws
+        k = max(need, 2 * self._clients, _AHEAD) - (end - start)
+        drawn = np.array(self._source.rows_ahead(k), np.int64).reshape(k, L.N_SH)
+        out = shp if len(shp) >= end - start + k else np.zeros((end - start + k, L.N_SH), np.int64)
+        out[: end - start] = shp[start:end]
+        out[end - start : end - start + k] = drawn
+        ctl[L.SH_NEXT], ctl[L.SH_END] = 0, end - start + k
+        self.st = self.st._replace(shp=out)
+        tokens = drawn[:, L.SH_PROMPT] + drawn[:, L.SH_MAXT]
+        taken = tokens[tokens <= self._longest]
+        self._room_for(int(taken.max()) if len(taken) else 0, int(drawn[:, L.SH_GROUP].max()))
+        for adapter in np.unique(drawn[:, L.SH_LORA]).tolist():
+            if adapter >= 0:
+                self._new_adapter(adapter)
+
+    def _ready_turns(self) -> None:
+        """Before a call: shapes and request rows for what the clients may send in it (the step
+        returns REFILL for more), and room in the queues for every client's request."""
+        self._draw(self._clients)
+        ctl, reqs = self.st.ctl, self.reqs
+        left = int(ctl[L.SH_END] - ctl[L.SH_NEXT])
+        reqs.reserve(reqs.n + left)
+        self._grow_requests(reqs.n + left)
+        self._make_room(int(ctl[L.IN_NEXT]) + self._clients)
+        ctl[L.REQ_N] = reqs.n
+        ctl[L.REQ_CAP] = min(reqs._cap, len(self.st.req_extra), len(self.st.host_own))
+
+    def _tell_later(self) -> None:
+        """The loop's clients whose requests reach them before the step's next call are told at
+        their time (``_tell``), in their place among the run's other events."""
+        st = self.st
+        n = int(st.ctl[L.PD_N])
+        if n:
+            first = float(st.pd[:n].min())
+            if first <= self._next_call and first not in self._tells:
+                self._tells.add(first)
+                TimeoutAt(self.env, first).callbacks.append(self._tell)
+
+    def _tell(self, _event) -> None:
+        """The completion callbacks due now, run between two of the step's calls (compiled/clients.py)."""
+        if self.env.now not in self._tells:  # the run has stopped with a diagnostic
+            return
+        self._tells.discard(self.env.now)
+        self._ready_turns()
+        self._sync_tables()
+        st = self.st
+        if self.fns.tell(st, self.env.now) != 0:
+            raise self._livelock(int(st.ctl[L.REJ_K]), int(st.ctl[L.REJ_RID]), float(st.fctl[L.REJ_T]))
+        self.reqs.n = int(st.ctl[L.REQ_N])
+        if self._wake is not None and not self._wake.triggered:  # an idle engine looks at what they sent
+            self._wake.succeed()
+        self._tell_later()
 
     def _widen(self, total: int) -> None:
         """Widen the block-table rows for a request of ``total`` tokens (its blocks hold all but its last)."""
@@ -120,6 +216,8 @@ class CompiledEngine(Engine):
             if n > ctl[L.IN_NEXT]:
                 self._make_room(n)
                 self.st.ctl[L.IN_END] = n
+            if self._source is not None:
+                self._ready_turns()
             self._sync_tables()
             st = self.st
             ctl, fctl = st.ctl, st.fctl
@@ -129,10 +227,19 @@ class CompiledEngine(Engine):
             fctl[L.T_PEEK] = horizon(env, self) if self.independent else env.peek()
             # Ended requests are reported at their time when someone waits for them, or when they
             # end the run (it stops once the expected number have ended); otherwise only counted.
-            st.cfg[L.WAITERS] = 1 if self._events or self._turns else 0
+            st.cfg[L.WAITERS] = 1 if self._events or (self._turns and self._source is None) else 0
             ctl[L.STOP_AFTER] = -1 if self.expected is None else self.expected - self.num_done
+            if self._source is not None and (self._events or self.expected is not None):
+                raise RuntimeError("a closed loop run by the step must be the only source of requests")
             code = advance(st)
+            if code == L.LIVELOCK:
+                self._tells.clear()  # (callbacks already scheduled find nothing to do)
+                raise self._livelock(int(ctl[L.REJ_K]), int(ctl[L.REJ_RID]), float(fctl[L.REJ_T]))
             t = float(fctl[L.T_RET])
+            if self._source is not None:
+                reqs.n = int(ctl[L.REQ_N])
+                self._next_call = float(fctl[L.T_WAKE]) if code == L.IDLE_NOW else t
+                self._tell_later()
             if self.progress is not None:
                 self.progress(t, self.num_done)
             c = ctl.tolist()
@@ -189,7 +296,7 @@ class CompiledEngine(Engine):
 
     def _ended(self, k: int) -> bool:
         """Report ``k`` ended requests; whether anybody waiting for them was woken."""
-        if self._events or self._turns:
+        if self.st.cfg[L.WAITERS]:
             return self._notify(self.st.fin[:k].copy())
         self._count_done_at(k, float(self.st.fctl[L.T_LAST]))
         return False
@@ -205,6 +312,11 @@ class CompiledEngine(Engine):
         """Write the running requests' live values (kept in the compiled step's slots) into their records."""
         self._sync_tables()
         self.fns.write_back_all(self.st)
+        if self._source is not None:  # what was drawn ahead and never sent
+            ctl = self.st.ctl
+            unsent = self.st.shp[ctl[L.SH_NEXT] : ctl[L.SH_END]]
+            self._source.unsent(int(unsent[:, L.SH_TRUNC].sum()), int(unsent[:, L.SH_RESAMPLED].sum()))
+            ctl[L.SH_END] = ctl[L.SH_NEXT]
         super().finish_run()
 
     def _new_adapter(self, adapter: int) -> None:

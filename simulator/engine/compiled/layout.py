@@ -64,6 +64,9 @@ State = namedtuple(
         "iqr",  # the API server's intake (intake.py): pieces waiting, a heap of (ready, work, rest) and their requests
         "rq",
         "rqr",  # requests on their way to the engine: a ring of (time they reach it, request), in that order
+        "pd",
+        "pdr",  # closed-loop clients to tell (clients.py): when each ended request reaches its client; (request, batch)
+        "shp",  # their next requests' shapes, drawn ahead: rows of SH_* columns
     ],
 )
 
@@ -113,8 +116,18 @@ State = namedtuple(
     ARRIVED,  # requests that reached the engine
     SGL_FULL,  # SGLang: 1 once admission stopped on the KV budget or the request cap (reset as the batch shrinks)
     SGL_CHUNKED,  # SGLang: the request whose prompt is being chunked (-1: none)
+    REQ_N,  # closed-loop clients run here (clients.py): requests recorded, rows the records have room for
+    REQ_CAP,
+    PD_N,  # ended requests whose clients are still to be told (pd, pdr), and the batch they end in now
+    PD_SEQ,
+    SH_NEXT,  # the next shape to use, and the end of those drawn (shp)
+    SH_END,
+    DONE_TOLD,  # requests ended whose clients have been told (the engine's num_done)
+    SENT,  # requests the clients sent from here
+    REJ_K,  # rejections told in a row at one time (fctl[REJ_T]), and the last one's request
+    REJ_RID,
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(45)
+) = range(55)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -133,8 +146,9 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SGL_R0,
     SGL_RMIN,
     SGL_RDECAY,
+    REJ_T,  # closed-loop clients run here: the time of the rejections told in a row (ctl[REJ_K])
     N_FCTL,
-) = range(15)
+) = range(16)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # PRIORITY: 0 FCFS, 1 priority, 2 longest output first (SGLang's lof). WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
@@ -164,8 +178,12 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SGLANG,  # 1: SGLang's scheduling (compiled/sglang.py), with its max_prefill_tokens and page size
     SGL_PREFILL,
     SGL_PAGE,
+    CLOOP,  # 1: the engine runs the turns of closed-loop clients CL_BASE to CL_BASE + CL_N - 1 (clients.py)
+    CL_BASE,
+    CL_N,
+    LIVELOCK_AT,  # rejections told in a row at one time that stop the run (core.REJECT_LIVELOCK)
     N_CFG,
-) = range(25)
+) = range(29)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
@@ -191,6 +209,9 @@ _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
     I_LORA,
     I_HOST_CACHED,
     I_PROMPT,
+    I_CKEY,
+    I_CLIENT,
+    I_CLASS,
 ) = (
     _I.index(c)
     for c in (
@@ -208,6 +229,9 @@ _I, _F, _P = ROW_LAYOUT[np.int64], ROW_LAYOUT[np.float64], ROW_LAYOUT[np.int32]
         "lora",
         "host_cached_tokens",
         "prompt_len",
+        "content_key",
+        "client",
+        "client_class",
     )
 )
 F_FSCHED, F_FTOK, F_LTOK, F_FIN, F_ARR, F_SWAPPED, F_READY = (
@@ -217,6 +241,11 @@ I32_PREEMPT, I32_PRIO = (_P.index(c) for c in ("preemptions", "priority"))
 
 # ---- req_extra: per request (and, for prefix-cache keys, per key: a key is the id of its first request) ----
 X_KEY, X_SWAPPED, X_OHEAD, X_OTAIL, N_X = range(5)
+
+# ---- shp: a closed-loop client's next request, drawn ahead (clients.py) ------------------------------------
+# Its fields as ``submission.RequestRow`` gives them, and what drawing it added to the workload's counts of
+# requests truncated and drawn again to fit max_model_len (taken back for those never sent).
+SH_PROMPT, SH_MAXT, SH_GROUP, SH_GLEN, SH_PRIO, SH_CLASS, SH_LORA, SH_TRUNC, SH_RESAMPLED, N_SH = range(10)
 
 # ---- blocks: per block ------------------------------------------------------------------------------------
 # A block is in the free queue exactly when nobody holds it (ref 0), at the entry whose serial is its
@@ -282,5 +311,7 @@ UNTRACE = 4  # the trace has no room for another step: drain it, call again
 MAX_STEPS_HIT = 5
 STALL = 6
 PACED = 7  # the next step waits for the front-end until fctl[T_RET]: report what ended (ctl[FIN_N]), yield, call again
+REFILL = 8  # closed-loop clients to tell at fctl[T_RET], with too few shapes or request rows left: add some, call again
+LIVELOCK = 9  # ctl[REJ_K] rejections told in a row at one time, the last ctl[REJ_RID]: stop the run
 
 HIST_LEN = ITL_BINS + 2

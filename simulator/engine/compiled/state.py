@@ -118,6 +118,9 @@ def new_state(
         iqr=np.zeros(64, np.int64),
         rq=np.zeros(64),
         rqr=np.zeros(64, np.int64),
+        pd=np.zeros(1),
+        pdr=np.zeros((1, 2), np.int64),
+        shp=np.zeros((1, L.N_SH), np.int64),
     )
 
 

@@ -10,6 +10,7 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 from __future__ import annotations
 
 from simulator.engine.compiled.adapters import lora_stop
+from simulator.engine.compiled.clients import first_told, pend, tell
 from simulator.engine.compiled.intake import intake_run, intake_submit, next_intake_event, reached_by, take_reached
 from simulator.engine.compiled.layout import (
     AB_N,
@@ -18,6 +19,7 @@ from simulator.engine.compiled.layout import (
     C_AT_LEAST,
     CACHE_FINISHED,
     CACHING,
+    CLOOP,
     END,
     F_FIN,
     F_FTOK,
@@ -38,6 +40,7 @@ from simulator.engine.compiled.layout import (
     L_SPEC_DRAFTS,
     L_SPEC_N,
     LAZY,
+    LIVELOCK,
     LONGEST,
     MAX_SEQS,
     MAX_STEPS,
@@ -46,7 +49,12 @@ from simulator.engine.compiled.layout import (
     N_SAMPLED,
     NOTIFY,
     PACED,
+    PD_N,
+    PD_SEQ,
     PENDING,
+    REFILL,
+    REQ_CAP,
+    REQ_N,
     ROWS,
     S_A,
     S_MAXT,
@@ -61,6 +69,8 @@ from simulator.engine.compiled.layout import (
     SGL_R0,
     SGL_RATIO,
     SGLANG,
+    SH_END,
+    SH_NEXT,
     SPEC_ACC,
     SPEC_DRAFTS,
     SPEC_K,
@@ -110,11 +120,27 @@ from simulator.engine.rules import (
 )
 
 
-def _ended(st, rid):
-    """A request ended at this step's end: for notification if anybody listens, and counted."""
+def _ended(st, rid, t):
+    """A request ended, reported at ``t``: for notification if anybody listens (or for its
+    closed-loop client, told here: clients.py), and counted."""
     if st.cfg[WAITERS] != 0:
         st.fin[st.ctl[FIN_N]] = rid
+    elif st.cfg[CLOOP] != 0:
+        pend(st, rid, t)
     st.ctl[FIN_N] += 1
+
+
+def _submitted(st, end):
+    """The intake of the requests sent since it last started (ids up to ``end``) starts, in order."""
+    for rid in range(st.ctl[IN_NEXT], end):
+        intake_submit(st, rid)
+    st.ctl[IN_NEXT] = end
+    st.ctl[IN_END] = end
+
+
+def _clients_due(st, t):
+    """Whether closed-loop clients run here are to be told by ``t`` (clients.py)."""
+    return st.cfg[CLOOP] != 0 and st.ctl[PD_N] > 0 and first_told(st) <= t
 
 
 def _all_told_later(st, t):
@@ -190,7 +216,7 @@ def update(st, t):
         st.fctl[FE_BATCH] = d0
     aborted = ctl[AB_N]
     for i in range(aborted):
-        _ended(st, st.ab[i])
+        _ended(st, st.ab[i], t)
     ctl[AB_N] = 0
     nfinished = 0
     ngaps = 0
@@ -244,7 +270,7 @@ def update(st, t):
                 st.status[rid] = RequestStatus.FINISHED
                 st.req_f64[rid, F_FIN] = d
                 record(st, t, EventKind.FINISHED, rid, 0)
-                _ended(st, rid)
+                _ended(st, rid, t)
                 nfinished += 1
                 lora_stop(st, rid)
                 slots[s, S_RID] = -1
@@ -287,7 +313,7 @@ def _take_in(st, t):
         if st.req_i64[rid, I_PROMPT] + st.req_i64[rid, I_MAXT] > st.cfg[LONGEST]:
             st.status[rid] = RequestStatus.REJECTED
             st.req_f64[rid, F_FIN] = t
-            _ended(st, rid)
+            _ended(st, rid, t)
         else:
             wq_push(st, rid, False)
 
@@ -305,17 +331,26 @@ def advance(st):
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
     ctl[FIN_N] = 0
-    for rid in range(ctl[IN_NEXT], ctl[IN_END]):  # sent since the last call, in order
-        intake_submit(st, rid)
-    ctl[IN_NEXT] = ctl[IN_END]
+    _submitted(st, ctl[IN_END])
     trace_room = 5 * (cfg[MAX_SEQS] + 1) + 8  # trace rows one step can add
     report = False  # ended requests to report once the next step is scheduled
     while True:
         # The step in flight ends at t. (One call site for each phase: the build inlines a call in full
         # at every site, so each further site lengthens the compile.)
+        if cfg[CLOOP] != 0:  # closed-loop clients told by now send first (clients.py)
+            ctl[PD_SEQ] += 1  # what ends from here on is reported apart from what ended before
+            if ctl[PD_N] > min(ctl[SH_END] - ctl[SH_NEXT], ctl[REQ_CAP] - ctl[REQ_N]):
+                fctl[T_RET] = t
+                return REFILL
+            if tell(st, t) != 0:
+                fctl[T_RET] = t
+                return LIVELOCK
+            _submitted(st, ctl[REQ_N])
         if ctl[PENDING]:
             intake_run(st, t)  # the step's outputs wait for the piece of intake in progress
             update(st, t)
+            if _clients_due(st, t):  # told at the step's end: they send before the next step
+                continue
         fctl[T_RET] = t
         if ctl[IDLE] >= cfg[STALL_STEPS]:
             return STALL
@@ -342,13 +377,21 @@ def advance(st):
                 fctl[T_RET] = t0  # something outside may act first
                 return PACED
             t = t0
+            if _clients_due(st, t):
+                break
+        if _clients_due(st, t):  # clients told meanwhile send before the engine looks again
+            continue
         fctl[T_RET] = t
         rejected = ctl[FIN_N]
         _take_in(st, t)
         if ctl[FIN_N] > rejected and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
             return NOTIFY  # rejected requests' clients learn of it now
+        if _clients_due(st, t):
+            continue
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
             t_next = next_intake_event(st)  # an idle engine waits for the next request to reach it
+            if cfg[CLOOP] != 0 and ctl[PD_N] > 0:
+                t_next = min(t_next, first_told(st))
             if t_next < peek and not report:  # (ended requests to report first: their clients may act)
                 t = t_next
                 continue
