@@ -768,6 +768,32 @@ def test_the_step_runs_a_closed_loops_turns_as_the_engines_callbacks_would(over,
         assert (a["status"] == RequestStatus[covers.upper()]).sum() > 0
 
 
+@pytest.mark.parametrize("limit", [7, 2500])  # within the first shapes drawn, and past them
+def test_clients_rejected_again_and_again_stop_alike_either_way(limit, monkeypatch):
+    """Closed-loop clients whose every request is rejected stop the run after the same number of
+    rejections at one time, with the same line, whether the step or the engine's callbacks tell them."""
+    import simulator.engine.compiled.engine as compiled_engine
+    import simulator.engine.core as core
+
+    monkeypatch.setattr(core, "REJECT_LIVELOCK", limit)
+    monkeypatch.setattr(compiled_engine, "REJECT_LIVELOCK", limit)
+    over = [
+        "frontend.enabled=false",
+        "workload.prompt_tokens={dist: fixed, value: 200000}",
+        "workload.over_max_model_len=reject",
+        "workload.arrival.concurrency=300",
+        "run.host_band=false",
+    ]
+    sc, _ = load_scenario(None, over)
+    lines = []
+    for turns in (CompiledEngine.run_turns, lambda self, clients, source: None):
+        monkeypatch.setattr(CompiledEngine, "run_turns", turns)
+        with pytest.raises(RuntimeError) as e:
+            simulate(sc)
+        lines.append(str(e.value))
+    assert lines[0] == lines[1] and lines[0].startswith(f"{limit:,} requests in a row rejected at t=0.000 s")
+
+
 @pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)
 @pytest.mark.parametrize(
     "kernel, over",

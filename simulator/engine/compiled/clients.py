@@ -108,7 +108,7 @@ def tell(st, limit):
             if _in(st, i, d, seq):
                 ended += 1
                 rid = st.pdr[i, 0]
-                if st.status[rid] == RequestStatus.REJECTED:  # clients rejected again and again at one time
+                if st.status[rid] == RequestStatus.REJECTED:  # as Engine._check_livelock counts them
                     ctl[REJ_K] = ctl[REJ_K] + 1 if st.fctl[REJ_T] == d else 1
                     st.fctl[REJ_T] = d
                     if ctl[REJ_K] >= st.cfg[LIVELOCK_AT]:
@@ -132,7 +132,9 @@ def tell(st, limit):
 
 def _send(st, client, sent, previous_end):
     """``client`` sends its next request at ``sent``, as ``Engine._add`` records one: ready for the
-    API server a turnaround after its previous one ended, with the requests in flight now."""
+    API server a turnaround after its previous one ended, with the requests in flight now; its
+    record the fields ``RequestTable.add`` writes (tests/test_workloads.py compares every column of
+    a run whose turns the engine's callbacks run)."""
     ctl = st.ctl
     k = ctl[SH_NEXT]
     ctl[SH_NEXT] = k + 1
