@@ -326,7 +326,9 @@ def advance(st):
     calls again), or, when their clients learn of it only later (behind an API server), once the
     next step is scheduled (STEPPED with ``ctl[FIN_N]`` of them in ``fin``). The API server's intake
     runs up to each step's start and end (``intake.intake_run``); an idle engine waits for the next
-    request to reach it."""
+    request to reach it. With a closed loop run here (``cfg[CLOOP]``, clients.py), the call does not
+    return for the requests that end: their clients are told at their time and send before the
+    engine moves on; it returns REFILL when they need more shapes or request rows than it holds."""
     ctl, cfg, fctl = st.ctl, st.cfg, st.fctl
     t = fctl[T_NOW]
     peek = fctl[T_PEEK]
