@@ -13,12 +13,12 @@ server, after its step's end), or when the end is reported if that is later (a r
 its step was scheduled is reported at the step's end). The requests that one call of the engine
 would have reported together (a batch: a step's ends and the rejections at the next step's start)
 and that reach their clients at one time are one completion callback (``Engine._notify``): they are
-counted, then their clients send, in the order the requests ended; callbacks run in time order,
+counted, then their clients send, in the order the requests ended. Callbacks run in time order,
 those of one time in the order of their batches, before the engine's next step starts or ends at
-that time and before anything outside the engine happens at a later time: within a call (``update.advance``), or,
-for those due before the engine's next call, at their time (``CompiledEngine._tell``). A
-client's next request is ready for the API server a turnaround after its last one ended
-(``host.turnaround``).
+that time and before anything outside the engine happens at a later time: within a call
+(``update.advance``), or, for those due before the engine's next call, at their own time between
+calls (``CompiledEngine._tell``). A client's next request is ready for the API server a turnaround
+after its last one ended (``host.turnaround``).
 """
 
 from __future__ import annotations
