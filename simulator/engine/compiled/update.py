@@ -369,6 +369,7 @@ def advance(st):
             return UNSTAGE
         if cfg[TRACE] != 0 and ctl[TRACE_N] + trace_room > st.trace.shape[0]:
             return UNTRACE
+        paced = False  # the engine waited for its API server past a time its clients are told
         while True:
             intake_run(st, t)
             t0 = step_start(st.cp, t, fctl[FE_BATCH])
@@ -380,15 +381,16 @@ def advance(st):
                 return PACED
             t = t0
             if _clients_due(st, t):
+                paced = True
                 break
-        if _clients_due(st, t):  # clients told meanwhile send before the engine looks again
+        if paced:  # clients told meanwhile send before the engine looks again
             continue
         fctl[T_RET] = t
         rejected = ctl[FIN_N]
         _take_in(st, t)
         if ctl[FIN_N] > rejected and (cfg[WAITERS] != 0 or 0 <= ctl[STOP_AFTER] <= ctl[FIN_N]):
             return NOTIFY  # rejected requests' clients learn of it now
-        if _clients_due(st, t):
+        if ctl[FIN_N] > rejected and _clients_due(st, t):  # (only rejections can be due now)
             continue
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
             t_next = next_intake_event(st)  # an idle engine waits for the next request to reach it
