@@ -4,6 +4,7 @@ engine step (the readable reference or the compiled production step)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from contextlib import contextmanager, nullcontext
@@ -43,21 +44,89 @@ def _untraced_child() -> None:
 os.register_at_fork(after_in_child=_untraced_child)
 
 
+# Set by the process that hands the tests out (``-n``) while the compiled step is being built: its
+# workers, started meanwhile, give the build the CPU first (``pytest_configure``).
+_BUILDING = "SERVESIM_TESTS_BESIDE_BUILD"
+_build: subprocess.Popen | None = None
+
+
 def pytest_configure(config) -> None:
-    """Build the compiled engine step before the tests, in the process that hands them out (``-n``:
-    it runs none), with coverage's tracer paused there (pytest-cov traces that process too): under
-    the tracer a build takes about twice as long, and every test worker would wait for it. A fresh
-    clone's first test run compiles here."""
-    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+    """With ``-n``, a fresh clone's first test run builds the compiled engine step in a child process
+    (``compiled.start_build``; outside coverage's tracer, under which a build takes about twice as
+    long) while the workers start on the tests that need no step (``STEP_FREE``, handed out first);
+    a test that needs the step waits for the build. The workers lower their priority meanwhile: the
+    build is what the rest waits for. A build already under way elsewhere (``.ci/run`` starts one
+    before the tests) is waited for the same way."""
+    global _build
+    if hasattr(config, "workerinput"):
+        if os.environ.get(_BUILDING):
+            os.nice(10)
+        return
+    if not config.getoption("numprocesses", None):
         return
     from simulator.engine import compiled
 
     note = compiled.first_compile_note()
     if not note:
         return
-    print(note, flush=True)
-    with _coverage_paused():
-        compiled.load()
+    print(f"{note} (the tests that need no step run meanwhile)", flush=True)
+    _build = compiled.start_build()
+    os.environ[_BUILDING] = "1"
+
+
+def pytest_unconfigure(config) -> None:
+    """A build no test waited for (a run of a few step-free tests) is stopped with the run."""
+    if _build is not None:
+        if _build.poll() is None:
+            _build.terminate()
+        _build.wait()
+
+
+# Test modules that load no engine step, found by logging ``compiled.load``'s callers over a whole
+# run; with the tests of the other modules that run on the readable reference step alone, they are
+# about 115 CPU-seconds of the suite. One that comes to need the step only waits for the build.
+STEP_FREE = frozenset(
+    {
+        "test_bad_inputs.py",
+        "test_background_plots.py",
+        "test_calibrate.py",
+        "test_cost_terms.py",
+        "test_docs.py",
+        "test_e2e_tools.py",
+        "test_function_length.py",
+        "test_harness.py",
+        "test_layers.py",
+    }
+)
+
+
+def _needs_no_step(item) -> bool:
+    params = getattr(item, "callspec", None) and item.callspec.params
+    return item.path.name in STEP_FREE or any(isinstance(v, str) and v == "reference" for v in (params or {}).values())
+
+
+# The longest tests (15-35 s each under coverage on a 2-core machine), handed out right after the
+# step-free ones: one of them left to the end would keep one worker busy while the other idles.
+LONGEST = frozenset(
+    {
+        "test_every_run_simulates_and_errors_are_summarised_per_split",
+        "test_recorded_runs_replay_within_their_errors",
+        "test_every_numeric_field_takes_every_extreme_value",
+        "test_sweep_recomputes_damaged_and_stale_points_and_says_why",
+        "test_random_scenarios_are_byte_identical",
+        "test_the_same_plan_on_a_local_ray_cluster_is_identical",
+        "test_a_small_plan_end_to_end_resumes_and_reports_a_bad_candidate",
+        "test_random_sglang_scenarios_are_byte_identical",
+        "test_validate_features_reports_every_set",
+        "test_the_fleet_follows_hpa_rules_over_a_ramp",
+    }
+)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """The tests that need no step first, so that they are what the workers start on while the step
+    is built; then the longest. A stable sort: the rest keep their order."""
+    items.sort(key=lambda item: (not _needs_no_step(item), getattr(item, "originalname", item.name) not in LONGEST))
 
 
 @contextmanager

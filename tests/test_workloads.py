@@ -170,6 +170,7 @@ def test_closed_loop_holds_exactly_c_in_flight_and_follows_concurrency_steps():
     assert set(np.unique(c["client"][c["arrival"] > 42])) == set(range(5))
 
 
+@pytest.mark.no_cover  # two whole runs each (tests/test_differential.py)
 @pytest.mark.parametrize("kernel", ["reference", "compiled"])
 def test_back_to_back_clients_as_callbacks_match_client_processes(monkeypatch, kernel):
     """Closed-loop clients without think time run as callbacks on their requests' completion events;

@@ -21,12 +21,14 @@ def main(args: argparse.Namespace) -> int:
     from simulator.progress import compile_step
     from simulator.run import build
     from simulator.scenario.config import apply_overrides, in_file, load_scenario
+    from simulator.size import check_size, run_size
 
     apply_overrides({}, args.set)  # a malformed or repeated --set: said once, not once per file
     status = 0
     for path in args.scenarios or [None]:
         try:
             sc, _ = load_scenario(path, args.set)
+            check_size(sc, run_size(sc))  # every rule that needs no engine, before a first compile keeps one waiting
             compile_step()  # building the engine loads the compiled step
             _, _engine, parts = build(sc)
         except ConfigError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.machinery
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,17 +44,22 @@ def first_compile_note() -> str:
 
 
 @contextlib.contextmanager
-def _lock(path: Path):
-    """Only one process compiles at a time (the others then find its result)."""
+def _lock(path: Path, wait: bool = True):
+    """Only one process compiles at a time (the others then find its result). Yields whether this
+    process holds the lock: always after waiting for it, and without ``wait`` only if it was free."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks: processes may compile side by side; the rename is atomic
-        yield
+        yield True
         return
     with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -86,6 +92,39 @@ def load():
     except (ImportError, OSError):
         _loaded = SimpleNamespace(kind="jit", **vars(build.jit_functions()))
     return _loaded
+
+
+def start_build() -> subprocess.Popen | None:
+    """Build the step in a child process, for a caller with other work to do meanwhile (the test
+    runner, whose workers start on tests that need no step). Returns once the child holds the build
+    lock, so that every process's ``load`` waits for its result; None when the step is built, or
+    another process is building it (``load`` waits for that one)."""
+    if pure_python() or os.environ.get("SERVESIM_JIT") or extension_path().exists():
+        return None
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from simulator.engine import compiled; compiled._build_locked()"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None  # a pipe, asked for above
+    if child.stdout.readline().strip() != "locked":
+        child.wait()
+        return None
+    return child
+
+
+def _build_locked() -> None:
+    """``start_build``'s child: take the lock without waiting, say so on stdout, then build."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped early: the temporary file goes
+    path = extension_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(path.parent / "build.lock", wait=False) as mine:
+        print("locked" if mine else "busy", flush=True)
+        os.dup2(2, 1)  # anything the build prints goes to stderr: nobody reads the pipe from here on
+        if mine and not path.exists():
+            _build(path)
 
 
 def _prune(cache: Path, keep: int = 4) -> None:
