@@ -49,6 +49,7 @@ def test_recommendation_by_hand():
     assert recommend(40.0000000001, ready=4, current=4, target=20.0, tolerance=0.0) == 2
 
 
+@pytest.mark.no_cover  # a whole day's fleet: its lines are traced by the smaller fleet tests
 def test_the_fleet_follows_hpa_rules_over_a_ramp():
     res = run(RAMP, "run.duration_s=900", "cluster.replicas=1", SCALER, "cluster.router=least_requests")
     cl = res.engine

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import Sim
 
 from simulator.run import simulate
 from simulator.scenario.config import load_scenario
 
 
+@pytest.mark.no_cover  # long runs for their statistics; the step's lines are traced by the other tests
 def test_single_server_matches_md1_waiting_time(engine):
     """max_num_seqs=1 with fixed lengths and a constant step cost is an M/D/1 queue: Wq = rho D / (2 (1 - rho))."""
     rng = np.random.default_rng(7)

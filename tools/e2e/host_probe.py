@@ -5,7 +5,8 @@ attribute reads and writes, dict and list operations, a small object or dict mad
 encoded and an asyncio hand-off. This script runs a fixed, deterministic mix of those (``kernel``)
 and reports microseconds per request-step:
 
-- alone, one process (the median of ``--repeat`` timings);
+- alone, one process: ``--repeat`` timings, then one pinned to each CPU in turn, and servesim's
+  reading of them (``probe_us``: their tenth percentile, as ``servesim probe-host`` gives it);
 - with 1, 2, 4, ... copies running at once, one process each (what a busy host leaves per process);
 - two copies pinned to one core's two hardware threads, and to two separate cores, where the
   machine's topology says which CPUs share a core.
@@ -36,7 +37,7 @@ from pathlib import Path
 # The kernel is servesim's own (``servesim probe-host``), so a reading here and a user's compare
 # directly; it imports nothing beyond the standard library, as the device's Python needs.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from simulator.commands.probe_host import N_REQ, STEPS, kernel, per_cpu
+from simulator.commands.probe_host import N_REQ, STEPS, kernel, per_cpu, reading_of, samples_of
 
 
 def _per_cpu_us() -> dict[str, float]:
@@ -120,6 +121,9 @@ def main() -> int:
     print(f"alone: {report['alone_us_median']:.3f} us per request-step  (min {min(alone):.3f})", flush=True)
     # one timing on each CPU in turn: a shared machine's vCPUs can read 1.8x apart (host_probe_noise_2026-11-29)
     report["per_cpu_us"] = _per_cpu_us()
+    # servesim's reading, as `servesim probe-host` gives it: the tenth percentile of every timing
+    report["probe_us"] = reading_of(samples_of(report))
+    print(f"reading: {report['probe_us']:.3f} us per request-step", flush=True)
     if args.alone:
         report["loadavg_after"] = _sh("cat /proc/loadavg")
         with open(args.out, "w") as f:

@@ -39,8 +39,11 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
 import checks  # noqa: E402
 import uniform_routing  # noqa: E402
+
+from simulator.commands import probe_host  # noqa: E402  (standard library only, like the rest here)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "e2e"
@@ -245,19 +248,42 @@ def check(read, files: dict, lane_meta: dict, run_name: str) -> dict:
     return checks.check_run(planned, recorded, counters, bool(run.get("prefix")))
 
 
-def host(lane_meta: dict) -> dict:
-    """The host's probe readings around the lane (lane.json's host_probe): microseconds per
-    request-step of host_probe.py alone, before the server started and after it stopped."""
-    hp = lane_meta.get("host_probe") or {}
-    before, after = (hp.get("before") or {}).get("alone_us_median"), (hp.get("after") or {}).get("alone_us_median")
-    readings = [x for x in (before, after) if x is not None]
-    if not readings:
+def host(probes: dict) -> dict:
+    """The host's probe readings around the lane (``probes``: "before" and "after" -> host_probe.py's
+    report): servesim's reading (``probe_host.reading_of``: the tenth percentile of a reading's
+    timings, serial and per CPU) before the server started, after it stopped, and of both together,
+    the run's ``probe_us``: what a user who probed the machine around the lane would give."""
+    samples = {t: s for t in ("before", "after") if (s := probe_host.samples_of(probes.get(t) or {}))}
+    if not samples:
         return {}
-    cpu = next((x.get("model_name") for x in (hp.get("before"), hp.get("after")) if x and x.get("model_name")), "")
-    out = {"probe_us": round(statistics.fmean(readings), 3), "probe_us_before": before, "probe_us_after": after}
-    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items() if v is not None} | (
-        {"cpu": cpu} if cpu else {}
-    )
+    tags = ("before", "after")
+    cpu = next((str(p["model_name"]) for t in tags if (p := probes.get(t) or {}).get("model_name")), "")
+    cpu = cpu.strip().removeprefix("model name").strip(" \t:")
+    out = {
+        "probe_us": probe_host.reading_of([v for s in samples.values() for v in s]),
+        **{f"probe_us_{t}": probe_host.reading_of(samples[t]) for t in tags if t in samples},
+    }
+    return {k: round(v, 3) for k, v in out.items()} | ({"cpu": cpu} if cpu else {})
+
+
+def lane_probes(folder: Path) -> dict:
+    """A lane's probe reports: its host_probe_before.json and _after.json (every timing), else what
+    its lane.json kept of them."""
+    found = {
+        t: json.loads(p.read_text()) for t in ("before", "after") if (p := folder / f"host_probe_{t}.json").is_file()
+    }
+    if found or not (folder / "lane.json").is_file():
+        return found
+    kept = json.loads((folder / "lane.json").read_text()).get("host_probe") or {}
+    return {t: kept[t] for t in ("before", "after") if isinstance(kept.get(t), dict)}
+
+
+def rehost(runs: list[dict]) -> None:
+    """Every recorded run's probe readings read again from its lane's reports under data/e2e/ (after
+    the reading's rule changed)."""
+    for entry in runs:
+        if "lane" in entry and (hp := host(lane_probes(DATA / entry["recording"] / entry["lane"]))):
+            entry["host"] = hp
 
 
 def mark_stalls(runs: list[dict]) -> None:
@@ -307,15 +333,18 @@ def main() -> int:
     ap.add_argument(
         "--stalls", action="store_true", help="only mark the stalls of the runs already in the index (checks.stalls)"
     )
+    ap.add_argument(
+        "--probes", action="store_true", help="only read the runs' probe readings again from data/e2e/ (ingest.host)"
+    )
     a = ap.parse_args()
     index_path = VALIDATION / a.index
     index = yaml.safe_load(index_path.read_text()) if index_path.is_file() else {"runs": []}
-    if a.stalls:
-        mark_stalls(index["runs"])
+    if a.stalls or a.probes:
+        (mark_stalls if a.stalls else rehost)(index["runs"])
         write_index(index_path, index)
         return 0
     if not (a.archive and a.name and a.gpu):
-        ap.error("an archive, --name and --gpu are needed (or --stalls alone)")
+        ap.error("an archive, --name and --gpu are needed (or --stalls or --probes alone)")
     order = {}
     for p in a.plan:
         for lane in json.loads(Path(p).read_text())["lanes"]:
@@ -449,7 +478,7 @@ def main() -> int:
                     "measured": {k: bench[k] for k in MEASURED if k in bench},
                     "server": {**server_series(metrics), **facts},
                 }
-                if hp := host(lane_meta):
+                if hp := host(lane_probes(ld)):
                     entry["host"] = hp
                 res = results[(lane_name, run_name)]
                 entry["check"] = {

@@ -461,8 +461,8 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
 
 
 def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT) -> dict:
-    """host_probe.py alone (its median microseconds per request-step), with nothing else of the lane
-    running."""
+    """host_probe.py alone (servesim's reading, microseconds per request-step, and the timings it
+    comes from), with nothing else of the lane running."""
     path = out / f"host_probe_{tag}.json"
     cmd = [PY, str(HERE / "host_probe.py"), "--out", str(path), "--repeat", str(repeat), "--alone"]
     try:
@@ -471,10 +471,12 @@ def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT) -> dict:
     except Exception as e:  # the lane goes on; lane.json says why there is no reading
         log(f"host probe ({tag}) failed: {e!r}")
         return {"error": repr(e)[:200]}
-    log(f"host probe ({tag}): {r['alone_us_median']:.3f} us per request-step")
+    log(f"host probe ({tag}): {r['probe_us']:.3f} us per request-step")
     return {
+        "probe_us": r["probe_us"],
         "alone_us_median": r["alone_us_median"],
         "alone_us": r["alone_us"],
+        "per_cpu_us": r.get("per_cpu_us", {}),
         "loadavg": r.get("loadavg_before", "").strip(),
         "model_name": r.get("model_name", "").strip().removeprefix("model name").strip(" \t:"),
         "cpu_count": r.get("cpu_count"),
