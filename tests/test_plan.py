@@ -218,7 +218,6 @@ def _within(seconds: int, what: str):
         signal.signal(signal.SIGALRM, before)
 
 
-@pytest.mark.no_cover  # the plan run twice; its lines are traced by the other plan tests
 def test_the_same_plan_on_a_local_ray_cluster_is_identical(tmp_path):
     """On a private local Ray cluster of two CPUs (a fresh one beside any other on the machine, its
     object store small) the plan is the same, byte for byte; the cluster is gone afterwards and its

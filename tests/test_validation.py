@@ -56,7 +56,6 @@ def test_run_collection_covers_what_it_must():
     assert RUNS["rejected"] and all(x.get("reason") and x.get("url") for x in RUNS["rejected"])
 
 
-@pytest.mark.no_cover  # every public run simulated: the same lines again and again, traced by the other tests
 def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monkeypatch):
     """All runs simulate (none fails), the report and plot are written, and the errors stay where
     they were when the constants were fitted (a regression guard, not the targets); the plot shows
@@ -155,7 +154,6 @@ def test_recorded_kv_pools_match_the_servers_logs():
     assert all(abs(r["error"]) <= 0.02 for r in rows), [(r["id"], r["error"]) for r in rows]
 
 
-@pytest.mark.no_cover  # every recorded run replayed: as above
 def test_recorded_runs_replay_within_their_errors(tmp_path):
     """Replaying the recorded runs request for request, the held-out medians stay where they were
     when the host costs were fitted (a regression guard: throughput and p50 TPOT within 6%, p50
