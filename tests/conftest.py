@@ -123,17 +123,6 @@ LONGEST = frozenset(
 )
 
 
-@pytest.fixture(autouse=True)
-def _step_built(request) -> None:
-    """While the step is built beside the tests, any test but the step-free ones starts once it is
-    built, as every test did when the build came first: no command it runs then prints the
-    first-compile note, nor compiles the step itself."""
-    if os.environ.get(_BUILDING) and not _needs_no_step(request.node):
-        from simulator.engine import compiled
-
-        compiled.load()
-
-
 def pytest_collection_modifyitems(items) -> None:
     """The tests that need no step first, so that they are what the workers start on while the step
     is built; then the longest. A stable sort: the rest keep their order."""
