@@ -131,9 +131,8 @@ def reading_of(samples: list[float]) -> float:
     On the shared cloud machines servesim was recorded on, a reading's timings came in two speeds,
     about 4 and 8 us, mixed differently from one minute to the next, while their servers ran at the
     fast one: a median read up to twice slow (one machine 8.1 us while its server ran as fast as its
-    siblings, read at 3.9). Replayed on the tenth percentile of their readings, 12 of the 14 probed
-    recordings are within 10% in median throughput and p50 TPOT, against 6 on the mean of their
-    medians (docs/hosts.md)."""
+    siblings, read at 3.9). Replayed on their tenth percentiles, 11 of the 16 probed recordings are
+    within 10% in median throughput and p50 TPOT, against 9 on their medians (docs/hosts.md)."""
     ordered = sorted(samples)
     return ordered[int(len(ordered) * FAST)]
 
@@ -184,8 +183,7 @@ def describe(values: list[float], cpus: dict[int, float] | None = None) -> dict:
         load = os.getloadavg()
     except OSError:
         load = (float("nan"),) * 3
-    return {
-        "probe_us": round(reading_of([*values, *(cpus or {}).values()]), 4),
+    report = {
         "timings_us": [round(v, 4) for v in values],
         "per_cpu_us": {str(c): round(v, 4) for c, v in (cpus or {}).items()},
         "cpu": _cpu_name(),
@@ -194,6 +192,7 @@ def describe(values: list[float], cpus: dict[int, float] | None = None) -> dict:
         "platform": platform.platform(),
         "loadavg": [round(x, 2) for x in load],
     }
+    return {"probe_us": round(reading_of(samples_of(report)), 4), **report}
 
 
 def _context(probe_us: float) -> str:

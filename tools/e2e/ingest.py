@@ -253,10 +253,10 @@ def host(probes: dict) -> dict:
     report): servesim's reading (``probe_host.reading_of``: the tenth percentile of a reading's
     timings, serial and per CPU) before the server started, after it stopped, and of both together,
     the run's ``probe_us``: what a user who probed the machine around the lane would give."""
-    samples = {t: s for t in ("before", "after") if (s := probe_host.samples_of(probes.get(t) or {}))}
+    tags = ("before", "after")
+    samples = {t: s for t in tags if (s := probe_host.samples_of(probes.get(t) or {}))}
     if not samples:
         return {}
-    tags = ("before", "after")
     cpu = next((str(p["model_name"]) for t in tags if (p := probes.get(t) or {}).get("model_name")), "")
     cpu = cpu.strip().removeprefix("model name").strip(" \t:")
     out = {
