@@ -241,7 +241,7 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     from simulator.validation import validate
 
     runs = validate.load(validate.SGLANG_FILE)["runs"]
-    assert sum(r["split"] == "calibrate" for r in runs) == 5 and len(runs) == 33
+    assert sum(r["split"] == "calibrate" for r in runs) == 5 and len(runs) == 66
     for r in runs:
         sc = validate.run_scenario(r)
         assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5"), r["id"]
@@ -253,6 +253,13 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     assert not res.error
     assert set(res.simulated) == set(validate.SGLANG_METRICS)
     assert res.measured["output_throughput"] == 190.11
+    # The cookbook's sweeps drew their lengths uniformly (no --random-range-ratio): replayed so, from 1
+    # token to the flag's length, and their printed totals agree with such draws (about half the flag).
+    cb = next(r for r in runs if r["id"].endswith("cookbook-dsr1-b200-1000-1000-c100"))
+    assert cb["bench"]["uniform_lengths"] == {"prompt": [1, 1000], "output": [1, 1000]}
+    sc = validate.run_scenario(cb)
+    assert (sc.workload.prompt_tokens.dist, sc.workload.prompt_tokens.min, sc.workload.prompt_tokens.max) == ("uniform", 1, 1000)
+    assert 450 < cb["bench"]["mean_prompt_tokens"] < 550 and 450 < cb["bench"]["mean_output_tokens"] < 550
 
 
 def test_a_vllm_scenario_switched_to_sglang_names_every_knob_to_change():

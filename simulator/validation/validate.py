@@ -241,7 +241,7 @@ SHAREGPT_PROMPT_SIGMA, SHAREGPT_OUTPUT_SIGMA = 1.0, 0.9
 def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     """The scenario of one public run: its model, GPU, tensor parallelism, vLLM release line and
     engine flags; its endpoint; its requests (the printed mean lengths, fixed for the random
-    dataset, lognormal for ShareGPT); sent as the benchmark sends them (all at once, by
+    dataset, lognormal for ShareGPT; drawn uniformly where the client drew them so); sent as the benchmark sends them (all at once, by
     ``--max-concurrency`` clients, or as a Poisson stream at ``--request-rate``), run until done."""
     from simulator.scenario.config import blank_scenario
     from simulator.scenario.hosts import reference_host_override
@@ -253,6 +253,12 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         lengths = [
             f"workload.prompt_tokens={{dist: lognormal, mean: {p}, sigma: {SHAREGPT_PROMPT_SIGMA}, min: 4, max: 1024}}",
             f"workload.output_tokens={{dist: lognormal, mean: {o}, sigma: {SHAREGPT_OUTPUT_SIGMA}, min: 4, max: 1024}}",
+        ]
+    elif b.get("uniform_lengths"):  # lengths drawn uniformly by the client (SGLang's, range ratio < 1)
+        (pl, ph), (ol, oh) = b["uniform_lengths"]["prompt"], b["uniform_lengths"]["output"]
+        lengths = [
+            f"workload.prompt_tokens={{dist: uniform, min: {int(pl)}, max: {int(ph)}}}",
+            f"workload.output_tokens={{dist: uniform, min: {int(ol)}, max: {int(oh)}}}",
         ]
     else:
         lengths = [

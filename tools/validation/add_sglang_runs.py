@@ -37,6 +37,7 @@ _R1_H200_DP = ("deepseek-r1", "h200", "fp8", "completions")
 # SGLang 0.4.x's --enable-dp-attention set dp_size to tp_size (0.5 needs --dp as well).
 DP_ATTENTION = {"enable_dp_attention": True, "dp_size": 8}
 
+_COOKBOOK_SHAPES = [f"1000-1000-c{c}" for c in (1, 16, 100)] + [f"{i}-{o}-c{c}" for i, o in ((1000, 8000), (8000, 1000)) for c in (1, 16, 64)]
 # source id -> (servesim model, GPU, quantization, endpoint)
 TAKEN: dict[str, tuple[str, str, str, str]] = {
     "gpustack-dsr1-h200-tp8-sharegpt": _R1_H200,
@@ -58,6 +59,13 @@ TAKEN: dict[str, tuple[str, str, str, str]] = {
     **{f"dstack-dsr1-mi300x-random-3200-{o}-c128": _R1_MI300X for o in (1600, 3200, 6400)},
     **{f"dstack-dsr1-h200-random-3200-800-c{c}": _R1_H200_DP for c in (4, 8, 16, 32, 64, 128)},
     **{f"dstack-dsr1-h200-random-3200-{o}-c128": _R1_H200_DP for o in (1600, 3200, 6400)},
+    # The SGLang cookbook's printed sweeps (SGLang 0.5.6-0.5.7, SGLang's own client on /generate): 1k/1k
+    # at 1, 16 and 100 in flight, 1k/8k and 8k/1k at 1, 16 and 64. DeepSeek-V3.1 is DeepSeek-R1's
+    # architecture and FP8 format; the Llama page's "A100" is taken as the 80 GB SXM part.
+    **{f"cookbook-dsr1-b200-{s}": ("deepseek-r1", "b200", "fp8", "completions") for s in _COOKBOOK_SHAPES},
+    **{f"cookbook-dsv31-mi300x-{s}": ("deepseek-r1", "mi300x", "fp8", "completions") for s in _COOKBOOK_SHAPES},
+    **{f"cookbook-qwen3-235b-b200-{s}": ("qwen3-235b-a22b", "b200", "none", "completions") for s in _COOKBOOK_SHAPES},
+    **{f"cookbook-llama70b-a100-{s}": ("llama-3.1-70b", "a100-80gb", "none", "completions") for s in _COOKBOOK_SHAPES[:3] + _COOKBOOK_SHAPES[6:]},
 }
 # Calibration half (the SGLang host costs, tools/validation/fit_host.py --source sglang, are fitted on
 # these alone): one ShareGPT burst and one random shape per model and GPU of GPUStack's; the rest,
@@ -77,6 +85,17 @@ RESULTS = {  # runs.yaml's names for the source's
     "median_tpot_ms": "median_tpot_ms",
     "duration_s": "duration_s",
 }
+
+
+def uniform_lengths(w: dict) -> dict:
+    """SGLang's bench_serving draws random lengths uniformly from the flag's length times
+    --random-range-ratio (at least 1 token) up to the flag's length; a ratio below 1 is kept as those
+    ranges (python/sglang/bench_serving.py, sample_random_requests)."""
+    r = w.get("range_ratio")
+    if w.get("dataset") != "random" or r is None or r >= 1:
+        return {}
+    i, o = int(w["input_len"]), int(w["output_len"])
+    return {"uniform_lengths": {"prompt": [max(int(i * r), 1), i], "output": [max(int(o * r), 1), o]}}
 
 
 def entry(src: dict) -> dict:
@@ -123,6 +142,7 @@ def entry(src: dict) -> dict:
             "mean_output_tokens": round(output, 2),
             "input_len": w.get("input_len"),
             "output_len": w.get("output_len"),
+            **uniform_lengths(w),
         },
         "results": {RESULTS[k]: v for k, v in res.items() if k in RESULTS and v is not None},
         "notes": notes,

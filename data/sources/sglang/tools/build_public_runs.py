@@ -1,6 +1,6 @@
 """Builds public_runs.yaml and the tables of public_runs.md from the data transcribed below.
 Numbers are copied from the cited sources (printed bench output, or the source's raw CSV for dstack)."""
-import csv, yaml, os
+import csv, os, re, yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -253,6 +253,55 @@ runs.append(dict(id="rocm-2025-02-21-dsr1-perf-mi300x", source="AMD ROCm blog 'U
     workload=dict(dataset="random", input_len=3200, output_len=800, range_ratio=1, num_prompts=500, tp=8),
     results=dict(mi300x_max_concurrency_with_tpot_below_50ms=16),
     notes="Numbers only in figures; text: memory-bound up to concurrency 32, compute-bound 32-64."))
+
+# ---------------- SGLang cookbook: printed bench_serving blocks (raw/cookbook_*.txt, cookbook_blocks.py) ----------------
+# Each page runs SGLang's own client (--backend sglang: the native /generate endpoint, ignore_eos on)
+# on random prompts with no --random-range-ratio, so lengths are drawn uniformly up to the flags'
+# lengths (the printed totals give their means), at --max-concurrency 1, 16 and 64 or 100, with five
+# prompts a client (ten at 1). The same prompt set (seed 1) on every page: the printed input totals agree.
+COOKBOOK = {  # raw file -> (id prefix, hardware, model, SGLang version, date the numbers were added)
+    "cookbook_deepseek_r1_b200": ("cookbook-dsr1-b200", "8x NVIDIA B200", "deepseek-ai/DeepSeek-R1-0528 (FP8)", "0.5.6.post1", "2025-12-14"),
+    "cookbook_deepseek_v3_1_mi300x": ("cookbook-dsv31-mi300x", "8x AMD MI300X",
+                                      "deepseek-ai/DeepSeek-V3.1 (FP8; the page's environment says DeepSeek-V3.1-Terminus, its commands DeepSeek-V3.1)",
+                                      "0.5.7", "2026-01-20"),
+    "cookbook_qwen3_235b_b200": ("cookbook-qwen3-235b-b200", "8x NVIDIA B200", "Qwen/Qwen3-235B-A22B-Instruct-2507 (bf16)", "0.5.6", "2025-12-14"),
+    "cookbook_llama3_1_70b_a100": ("cookbook-llama70b-a100", "8x NVIDIA A100", "Meta-Llama/Llama-3.1-70B (bf16)", "0.5.6", "2026-01-14"),
+}
+RESULT_LINES = {"Successful requests": "successful_requests", "Benchmark duration (s)": "duration_s",
+                "Total input tokens": "total_input_tokens", "Total generated tokens": "total_generated_tokens",
+                "Request throughput (req/s)": "request_throughput", "Output token throughput (tok/s)": "output_throughput",
+                "Peak output token throughput (tok/s)": "peak_output_throughput", "Total token throughput (tok/s)": "total_token_throughput",
+                "Concurrency": "concurrency", "Mean TTFT (ms)": "mean_ttft_ms", "Median TTFT (ms)": "median_ttft_ms", "P99 TTFT (ms)": "p99_ttft_ms",
+                "Mean TPOT (ms)": "mean_tpot_ms", "Median TPOT (ms)": "median_tpot_ms", "P99 TPOT (ms)": "p99_tpot_ms",
+                "Mean ITL (ms)": "mean_itl_ms", "Median ITL (ms)": "median_itl_ms", "P99 ITL (ms)": "p99_itl_ms"}
+def flag(cmd, name):
+    m = re.search(rf"--{name}[ =]+(\S+)", cmd); return m.group(1) if m else None
+for raw, (prefix, hw, model, ver, date) in COOKBOOK.items():
+    text = open(os.path.join(ROOT, "raw", raw + ".txt")).read()
+    src = text.splitlines()[0].lstrip("# ")
+    launch = cmd = None
+    for block in re.split(r"^=== block \d+\n", text, flags=re.M)[1:]:
+        flat = " ".join(x.strip().rstrip("\\").strip() for x in block.strip().splitlines())
+        if "Serving Benchmark Result" in block:
+            res = {}
+            for line in block.splitlines():
+                k, _, v = line.partition(":")
+                if k.strip() in RESULT_LINES and v.strip():
+                    res[RESULT_LINES[k.strip()]] = float(v) if "." in v else int(v)
+            i, o, n = int(flag(cmd, "random-input-len")), int(flag(cmd, "random-output-len")), int(flag(cmd, "num-prompts"))
+            m = re.search(r"Max request concurrency:\s+(\d+)", block)
+            c = int(m.group(1)) if m else int(flag(cmd, "max-concurrency"))
+            assert res["successful_requests"] == n, (raw, cmd)
+            runs.append(dict(id=f"{prefix}-{i}-{o}-c{c}", source=f"SGLang cookbook, {src}", url="https://github.com/sgl-project/sgl-cookbook/blob/main/" + src.split(" of ")[0],
+                             date=date, sglang_version=ver, hardware=hw, model=model, client="python -m sglang.bench_serving --backend sglang (native /generate; ignore_eos on)",
+                             launch=launch, benchmark=cmd,
+                             workload=dict(dataset="random", input_len=i, output_len=o, range_ratio=0, num_prompts=n, request_rate="inf", max_concurrency=c, tp=8),
+                             results=res,
+                             notes="no --random-range-ratio: lengths drawn uniformly up to the flags' (their means are the printed totals over the requests)"))
+        elif "bench_serving" in flat or ("sglang serve" in flat and "--dataset-name" in flat):
+            cmd = flat
+        elif "launch_server" in flat or "sglang serve" in flat:
+            launch = flat
 
 with open(os.path.join(ROOT, "public_runs.yaml"), "w") as f:
     f.write("# Public SGLang serving benchmark runs (see public_runs.md for context and exclusions).\n"
