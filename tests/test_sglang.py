@@ -258,7 +258,8 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     cb = next(r for r in runs if r["id"].endswith("cookbook-dsr1-b200-1000-1000-c100"))
     assert cb["bench"]["uniform_lengths"] == {"prompt": [1, 1000], "output": [1, 1000]}
     sc = validate.run_scenario(cb)
-    assert (sc.workload.prompt_tokens.dist, sc.workload.prompt_tokens.min, sc.workload.prompt_tokens.max) == ("uniform", 1, 1000)
+    pt = sc.workload.prompt_tokens
+    assert (pt.dist, pt.min, pt.max) == ("uniform", 1, 1000)
     assert 450 < cb["bench"]["mean_prompt_tokens"] < 550 and 450 < cb["bench"]["mean_output_tokens"] < 550
 
 

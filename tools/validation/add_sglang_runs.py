@@ -37,7 +37,9 @@ _R1_H200_DP = ("deepseek-r1", "h200", "fp8", "completions")
 # SGLang 0.4.x's --enable-dp-attention set dp_size to tp_size (0.5 needs --dp as well).
 DP_ATTENTION = {"enable_dp_attention": True, "dp_size": 8}
 
-_COOKBOOK_SHAPES = [f"1000-1000-c{c}" for c in (1, 16, 100)] + [f"{i}-{o}-c{c}" for i, o in ((1000, 8000), (8000, 1000)) for c in (1, 16, 64)]
+_COOKBOOK_SHAPES = [f"1000-1000-c{c}" for c in (1, 16, 100)] + [
+    f"{i}-{o}-c{c}" for i, o in ((1000, 8000), (8000, 1000)) for c in (1, 16, 64)
+]
 # source id -> (servesim model, GPU, quantization, endpoint)
 TAKEN: dict[str, tuple[str, str, str, str]] = {
     "gpustack-dsr1-h200-tp8-sharegpt": _R1_H200,
@@ -65,7 +67,10 @@ TAKEN: dict[str, tuple[str, str, str, str]] = {
     **{f"cookbook-dsr1-b200-{s}": ("deepseek-r1", "b200", "fp8", "completions") for s in _COOKBOOK_SHAPES},
     **{f"cookbook-dsv31-mi300x-{s}": ("deepseek-r1", "mi300x", "fp8", "completions") for s in _COOKBOOK_SHAPES},
     **{f"cookbook-qwen3-235b-b200-{s}": ("qwen3-235b-a22b", "b200", "none", "completions") for s in _COOKBOOK_SHAPES},
-    **{f"cookbook-llama70b-a100-{s}": ("llama-3.1-70b", "a100-80gb", "none", "completions") for s in _COOKBOOK_SHAPES[:3] + _COOKBOOK_SHAPES[6:]},
+    **{
+        f"cookbook-llama70b-a100-{s}": ("llama-3.1-70b", "a100-80gb", "none", "completions")
+        for s in _COOKBOOK_SHAPES[:3] + _COOKBOOK_SHAPES[6:]
+    },
 }
 # Calibration half (the SGLang host costs, tools/validation/fit_host.py --source sglang, are fitted on
 # these alone): one ShareGPT burst and one random shape per model and GPU of GPUStack's; the rest,
