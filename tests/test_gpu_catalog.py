@@ -4,6 +4,7 @@ attention kernel they get and the efficiencies derived for them from public meas
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -101,6 +102,11 @@ def test_gfx_is_checked():
         gpu_from_dict("x", {**base, "peak_flops": {"bf16": 1e15, "fp4": -1}})
 
 
+# GPUs whose MoE rate and per-layer kernel time are fitted on public SGLang runs (the B200's and the
+# MI300X's own; the others share them with the GPU whose kernels they run).
+PUBLIC_FIT = {"b200": "b200", "b300": "b200", "gb200": "b200", "mi300x": "mi300x", "mi325x": "mi300x"}
+
+
 def test_new_gpus_take_efficiencies_derived_from_public_measurements():
     """The H100 fit's matmul_compute scaled by the GPU's best-shape matmul over its peak against the
     H100's; a streaming read's share of bandwidth, the family's where the GPU has none; the rest the
@@ -117,9 +123,15 @@ def test_new_gpus_take_efficiencies_derived_from_public_measurements():
         assert eff is not None
         assert eff.matmul_compute == pytest.approx(scale * measured[key], abs=1e-4)
         assert eff.matmul_memory == pytest.approx(memory[key], abs=1e-3)
-        rest = {f: getattr(eff, f) for f in calibration.GPU_FIELDS if f not in ("matmul_compute", "matmul_memory")}
+        fitted = ("moe_memory", "per_layer_overhead_s") if key in PUBLIC_FIT else ()
+        rest = {
+            f: getattr(eff, f) for f in calibration.GPU_FIELDS if f not in ("matmul_compute", "matmul_memory", *fitted)
+        }
         assert rest == {f: getattr(Efficiency(), f) for f in rest}
     # the MI325X (the MI300X's chip with more and faster memory) is not slower than the MI300X
+    for key, fitted_on in PUBLIC_FIT.items():
+        eff, src = calibration.builtin(key), calibration.builtin(fitted_on)
+        assert (eff.moe_memory, eff.per_layer_overhead_s) == (src.moe_memory, src.per_layer_overhead_s), key
     assert calibration.builtin("mi325x").matmul_compute >= calibration.builtin("mi300x").matmul_compute
 
 
@@ -165,3 +177,24 @@ def test_a_gb200_tensor_parallel_group_stays_on_nvlink_across_the_rack():
     assert CostModel(m, gb200, 16, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)
     assert CostModel(m, b200, 16, eff).params[bw] == pytest.approx(64e9 * eff.allreduce_bandwidth)
     assert CostModel(m, b200, 8, eff).params[bw] == pytest.approx(900e9 * eff.allreduce_bandwidth)
+
+
+@pytest.mark.parametrize("gpu", ["b200", "mi300x"])
+def test_a_public_fit_replays_its_calibration_runs_closer_than_the_defaults(gpu):
+    """tools/validation/fit_gpu_family.py's stored factors, against the defaults they replaced, on the
+    runs they were fitted on (output throughput and p50 TPOT; the held-out runs: docs/sglang.md)."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "validation" / "fit_gpu_family.py"
+    spec = importlib.util.spec_from_file_location("fit_gpu_family", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fit_gpu_family"] = mod
+    spec.loader.exec_module(mod)
+    runs = mod.runs_of(gpu)
+    eff, base = calibration.builtin(gpu), Efficiency()
+    assert len(runs) >= 3 and all(r["split"] == "calibrate" for r in runs)
+    fitted = mod.loss(runs, gpu, eff.moe_memory, eff.per_layer_overhead_s, jobs=1)
+    default = mod.loss(runs, gpu, base.moe_memory, base.per_layer_overhead_s, jobs=1)
+    assert fitted < 0.8 * default, (fitted, default)

@@ -82,6 +82,14 @@ CALIBRATE = {
     "gpustack-qwen3-14b-fp8-h100-random-2000-100",
     "gpustack-qwen3-14b-fp8-h100-random-128-4",
 }
+# The cookbook's 1k/8k runs (decode-bound, at 1, 16 and 64 in flight) fit the MoE weight-streaming
+# rate and per-layer kernel time of the B200 and the MI300X (tools/validation/fit_gpu_family.py),
+# whose calibration files otherwise derive only their matmul rates; their other runs are held out.
+CALIBRATE_GPU = {
+    f"cookbook-{m}-{g}-1000-8000-c{c}"
+    for m, g in (("dsr1", "b200"), ("qwen3-235b", "b200"), ("dsv31", "mi300x"))
+    for c in (1, 16, 64)
+}
 RESULTS = {  # runs.yaml's names for the source's
     "output_throughput": "output_token_throughput",
     "mean_ttft_ms": "mean_ttft_ms",
@@ -110,8 +118,13 @@ def entry(src: dict) -> dict:
     prompt = res["total_input_tokens"] / n
     output = res["total_generated_tokens"] / n
     version = str(src["sglang_version"]).lstrip("v")
-    split = "calibrate" if src["id"] in CALIBRATE else "heldout"
-    fitted = "SGLang's host costs were fitted on it" if split == "calibrate" else "Held out: nothing was fitted to it"
+    split = "calibrate" if src["id"] in CALIBRATE | CALIBRATE_GPU else "heldout"
+    fitted = {
+        "calibrate": "SGLang's host costs were fitted on it",
+        "heldout": "Held out: nothing was fitted to it",
+    }[split]
+    if src["id"] in CALIBRATE_GPU:
+        fitted = f"The {gpu.upper()}'s MoE rate and per-layer kernel time were fitted on it"
     notes = [f"From {SOURCE.relative_to(ROOT)} ({src['id']}).", fitted + "."]
     line = ".".join(version.split(".")[:2])  # 0.4.3.post2 -> 0.4
     older = tuple(map(int, line.split("."))) < (0, 5)
@@ -123,6 +136,7 @@ def entry(src: dict) -> dict:
     return {
         "id": f"{gpu}_{model}_{src['id']}",
         "split": split,
+        **({"fits": "gpu" if src["id"] in CALIBRATE_GPU else "host"} if split == "calibrate" else {}),
         "framework": "sglang",
         "source": src["source"],
         "url": src["url"],

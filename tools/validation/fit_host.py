@@ -5,7 +5,8 @@
 ``public``: every ``split: calibrate`` run of simulator/data/validation/runs.yaml (runs marked
 ``confounded`` are left out), the host costs of release lines 0.10-0.19; ``recorded``: every
 calibration run of simulator/data/validation/e2e.yaml (the servers recorded with tools/e2e), those
-of 0.26 and 0.32; ``sglang``: every calibration run of simulator/data/validation/sglang_runs.yaml,
+of 0.26 and 0.32; ``sglang``: every calibration run of simulator/data/validation/sglang_runs.yaml that fits the
+host (``fits: host``; the cookbook's ``fits: gpu`` runs fit a GPU's kernels instead),
 SGLang's (output throughput, p50 TPOT, p50 TTFT and mean TPOT). Searches the host costs (the API server's per-request and per-token work for each
 endpoint, a fixed latency, the engine's CPU work per step and per sequence, the work per request
 that ends) for the least sum of |log(simulated / measured)| over the source's metrics (output
@@ -104,7 +105,12 @@ def main() -> int:
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
     recorded = args.source == "recorded"
     path = {"recorded": validate.E2E_FILE, "sglang": validate.SGLANG_FILE}.get(args.source, validate.RUNS_FILE)
-    runs = [r for r in validate.load(path)["runs"] if r["split"] == "calibrate" and not r.get("confounded")]
+    # (runs that fit a GPU's kernels, ``fits: gpu``, are not the host's calibration)
+    runs = [
+        r
+        for r in validate.load(path)["runs"]
+        if r["split"] == "calibrate" and r.get("fits", "host") == "host" and not r.get("confounded")
+    ]
     metrics = {"recorded": validate.E2E_METRICS, "sglang": validate.SGLANG_METRICS}.get(args.source, validate.METRICS)
     host = hosts.load_host_costs(args.source)
 
