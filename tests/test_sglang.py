@@ -241,7 +241,7 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     from simulator.validation import validate
 
     runs = validate.load(validate.SGLANG_FILE)["runs"]
-    assert sum(r["split"] == "calibrate" for r in runs) == 14 and len(runs) == 66
+    assert sum(r["split"] == "calibrate" for r in runs) == 14 and len(runs) == 68
     # five fit SGLang's host costs, nine (the cookbook's 1k/8k runs) the B200's and MI300X's kernels
     assert sum(r.get("fits") == "host" for r in runs) == 5 and sum(r.get("fits") == "gpu" for r in runs) == 9
     for r in runs:

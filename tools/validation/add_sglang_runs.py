@@ -71,6 +71,8 @@ TAKEN: dict[str, tuple[str, str, str, str]] = {
         f"cookbook-llama70b-a100-{s}": ("llama-3.1-70b", "a100-80gb", "none", "completions")
         for s in _COOKBOOK_SHAPES[:3] + _COOKBOOK_SHAPES[6:]
     },
+    # gpt-oss-120b on 8 x B200 (MXFP4 experts on FP4 tensor cores), ShareGPT at 1 and 100 in flight
+    **{f"cookbook-gptoss120b-b200-sharegpt-c{c}": ("gpt-oss-120b", "b200", "mxfp4", "completions") for c in (1, 100)},
 }
 # Calibration half (the SGLang host costs, tools/validation/fit_host.py --source sglang, are fitted on
 # these alone): one ShareGPT burst and one random shape per model and GPU of GPUStack's; the rest,

@@ -266,6 +266,7 @@ COOKBOOK = {  # raw file -> (id prefix, hardware, model, SGLang version, date th
                                       "0.5.7", "2026-01-20"),
     "cookbook_qwen3_235b_b200": ("cookbook-qwen3-235b-b200", "8x NVIDIA B200", "Qwen/Qwen3-235B-A22B-Instruct-2507 (bf16)", "0.5.6", "2025-12-14"),
     "cookbook_llama3_1_70b_a100": ("cookbook-llama70b-a100", "8x NVIDIA A100", "Meta-Llama/Llama-3.1-70B (bf16)", "0.5.6", "2026-01-14"),
+    "cookbook_gpt_oss_120b_b200": ("cookbook-gptoss120b-b200", "8x NVIDIA B200", "openai/gpt-oss-120b (MXFP4 experts)", "0.5.6", "2025-12-14"),
 }
 RESULT_LINES = {"Successful requests": "successful_requests", "Benchmark duration (s)": "duration_s",
                 "Total input tokens": "total_input_tokens", "Total generated tokens": "total_generated_tokens",
@@ -288,16 +289,23 @@ for raw, (prefix, hw, model, ver, date) in COOKBOOK.items():
                 k, _, v = line.partition(":")
                 if k.strip() in RESULT_LINES and v.strip():
                     res[RESULT_LINES[k.strip()]] = float(v) if "." in v else int(v)
-            i, o, n = int(flag(cmd, "random-input-len")), int(flag(cmd, "random-output-len")), int(flag(cmd, "num-prompts"))
+            n = int(flag(cmd, "num-prompts?"))  # the GPT-OSS page writes --num-prompt
+            dataset = flag(cmd, "dataset-name") or "sharegpt"  # bench_serving's default
             m = re.search(r"Max request concurrency:\s+(\d+)", block)
             c = int(m.group(1)) if m else int(flag(cmd, "max-concurrency"))
             assert res["successful_requests"] == n, (raw, cmd)
-            runs.append(dict(id=f"{prefix}-{i}-{o}-c{c}", source=f"SGLang cookbook, {src}", url="https://github.com/sgl-project/sgl-cookbook/blob/main/" + src.split(" of ")[0],
+            if dataset == "random":
+                i, o = int(flag(cmd, "random-input-len")), int(flag(cmd, "random-output-len"))
+                rid, wl = f"{prefix}-{i}-{o}-c{c}", dict(dataset="random", input_len=i, output_len=o, range_ratio=0)
+                note = "no --random-range-ratio: lengths drawn uniformly up to the flags' (their means are the printed totals over the requests)"
+            else:
+                rid, wl = f"{prefix}-{dataset}-c{c}", dict(dataset=dataset)
+                note = "no --dataset-name: bench_serving's default, ShareGPT (the printed totals give the mean lengths)"
+            runs.append(dict(id=rid, source=f"SGLang cookbook, {src}", url="https://github.com/sgl-project/sgl-cookbook/blob/main/" + src.split(" of ")[0],
                              date=date, sglang_version=ver, hardware=hw, model=model, client="python -m sglang.bench_serving --backend sglang (native /generate; ignore_eos on)",
                              launch=launch, benchmark=cmd,
-                             workload=dict(dataset="random", input_len=i, output_len=o, range_ratio=0, num_prompts=n, request_rate="inf", max_concurrency=c, tp=8),
-                             results=res,
-                             notes="no --random-range-ratio: lengths drawn uniformly up to the flags' (their means are the printed totals over the requests)"))
+                             workload=dict(**wl, num_prompts=n, request_rate="inf", max_concurrency=c, tp=8),
+                             results=res, notes=note))
         elif "bench_serving" in flat or ("sglang serve" in flat and "--dataset-name" in flat):
             cmd = flat
         elif "launch_server" in flat or "sglang serve" in flat:

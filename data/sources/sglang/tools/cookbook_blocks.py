@@ -20,6 +20,7 @@ PAGES = {  # raw file name -> page
     "cookbook_deepseek_v3_1_mi300x": "docs/autoregressive/DeepSeek/DeepSeek-V3_1.md",
     "cookbook_qwen3_235b_b200": "docs/autoregressive/Qwen/Qwen3.md",
     "cookbook_llama3_1_70b_a100": "docs/autoregressive/Llama/Llama3.1.md",
+    "cookbook_gpt_oss_120b_b200": "docs/autoregressive/OpenAI/GPT-OSS.md",
 }
 
 
@@ -30,7 +31,7 @@ def git(repo: str, *args: str) -> str:
 def blocks(page: str) -> list[str]:
     """The fenced blocks of the page's benchmark section that launch a server, run bench_serving or
     print its result."""
-    section = page[page.index("## 5. Benchmark") :]
+    section = page[re.search(r"## 5\. ?Benchmark", page).start() :]  # type: ignore[union-attr]
     out = []
     for body in re.findall(r"```[a-z]*\n(.*?)```", section, flags=re.S):
         if any(k in body for k in ("sglang.launch_server", "sglang serve", "sglang.bench_serving", "Serving Benchmark Result")):
@@ -44,7 +45,9 @@ def main() -> int:
     for name, path in PAGES.items():
         page = git(repo, "show", f"HEAD:{path}")
         blob = git(repo, "rev-parse", f"HEAD:{path}").strip()
-        env = re.search(r"\*\*Test Environment:\*\*\n\n((?:- .*\n)+)", page)
+        env = re.search(r"\*\*Test Environment:\*\*\n\n((?:- .*\n)+)", page) or re.search(
+            r"### 5\.1 Speed Benchmark\n\n((?:- .*\n)+)", page
+        )
         head = [
             f"# {path} of github.com/sgl-project/sgl-cookbook at commit {commit} (blob {blob})",
             "# Test environment, as the page states it:",
