@@ -241,8 +241,9 @@ SHAREGPT_PROMPT_SIGMA, SHAREGPT_OUTPUT_SIGMA = 1.0, 0.9
 def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     """The scenario of one public run: its model, GPU, tensor parallelism, vLLM release line and
     engine flags; its endpoint; its requests (the printed mean lengths, fixed for the random
-    dataset, lognormal for ShareGPT; drawn uniformly where the client drew them so); sent as the benchmark sends them (all at once, by
-    ``--max-concurrency`` clients, or as a Poisson stream at ``--request-rate``), run until done."""
+    dataset, lognormal for ShareGPT; drawn uniformly where the client drew them so); sent as the
+    benchmark sends them (all at once, by ``--max-concurrency`` clients, or as a Poisson stream at
+    ``--request-rate``), run until done."""
     from simulator.scenario.config import blank_scenario
     from simulator.scenario.hosts import reference_host_override
 

@@ -91,7 +91,7 @@ def main() -> int:
     base = builtin(args.gpu) or Efficiency()
     was = loss(runs, args.gpu, base.moe_memory, base.per_layer_overhead_s, args.jobs)
     print(
-        f"{args.gpu}: moe_memory {m}, per_layer_overhead {p} us: loss {best:.3f} over {len(runs)} runs (was {was:.3f})"
+        f"{args.gpu}: moe_memory {m}, per_layer_overhead {p} us: loss {best:.3f} over {len(runs)} runs (stored: {was:.3f})"
     )
     edge = m in (MOE_MEMORY[0], MOE_MEMORY[-1]) or p in (PER_LAYER_US[0], PER_LAYER_US[-1])
     if edge:
