@@ -14,8 +14,12 @@ plain TP8, random 3,200/800 at 4-128 in flight and longer outputs at 128), repla
 Left out, and why: the MTP run (speculative decoding is modelled for vLLM only), the torch.compile run
 (its kernels differ and are not modelled), the FlashInfer and Triton attention-backend runs (one
 backend per GPU is modelled), dstack's generated-shared-prefix runs (their prefix tree is not restated), and the SGLang pull-request
-and blog numbers that give no request lengths or no GPU. Five runs (``CALIBRATE``) fit SGLang's host
-costs; the other 28 are held out. The file is rewritten whole.
+and blog numbers that give no request lengths or no GPU. Also taken: the SGLang cookbook's printed
+sweeps (DeepSeek-R1 and Qwen3-235B-A22B on 8 x B200, DeepSeek-V3.1 on 8 x MI300X, Llama-3.1-70B on
+8 x A100, gpt-oss-120b on 8 x B200; SGLang 0.5.6-0.5.7), whose client drew lengths uniformly. Five
+runs (``CALIBRATE``, ``fits: host``) fit SGLang's host costs, nine of the cookbook's
+(``CALIBRATE_GPU``, ``fits: gpu``) the B200's and MI300X's MoE and per-layer costs; the rest are
+held out. The file is rewritten whole.
 """
 
 from __future__ import annotations
