@@ -809,12 +809,17 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     return lines
 
 
+# Who measured the public SGLang runs: SGLang's own client, or vLLM's (GPUStack's runs).
+SGLANG_CLIENT = "sglang.bench_serving or vllm bench serve"
+
+
 def plot_runs(
     runs: list[dict],
     results: list[RunResult],
     path: Path,
     metrics: tuple[str, ...] = METRICS,
     title: str = "public vLLM benchmark runs (simulator/data/validation/runs.yaml)",
+    client: str = "vllm bench serve",
 ) -> Path:
     import matplotlib
 
@@ -852,7 +857,7 @@ def plot_runs(
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_xlabel(f"measured {LABELS[m]} (vllm bench serve)")
+        ax.set_xlabel(f"measured {LABELS[m]} ({client})")
         ax.set_ylabel(f"servesim {LABELS[m]}")
         ax.set_title(
             f"{LABELS[m]}: median error {100 * s[('calibrate', m)]['median_abs_error']:.0f}% calibration,\n"
@@ -941,7 +946,7 @@ def main_validate(
             sgl, results, out, SGLANG_METRICS, "sglang_runs.csv", "Public SGLang runs vs their benchmarks' results"
         )
         lines.append(
-            f"  plot: {plot_runs(sgl, results, out / 'validation_sglang.png', SGLANG_METRICS[:3], 'public SGLang runs')}"
+            f"  plot: {plot_runs(sgl, results, out / 'validation_sglang.png', SGLANG_METRICS[:3], 'public SGLang runs', SGLANG_CLIENT)}"
         )
     if offload:
         results = run_all(offload, jobs=jobs, recorded=True)
