@@ -4,7 +4,6 @@ attention kernel they get and the efficiencies derived for them from public meas
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -183,15 +182,8 @@ def test_a_gb200_tensor_parallel_group_stays_on_nvlink_across_the_rack():
 def test_a_public_fit_replays_its_calibration_runs_closer_than_the_defaults(gpu):
     """tools/validation/fit_gpu_family.py's stored factors, against the defaults they replaced, on the
     runs they were fitted on (output throughput and p50 TPOT; the held-out runs: docs/sglang.md)."""
-    import importlib.util
-    import sys
+    from tools.validation import fit_gpu_family as mod
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "validation" / "fit_gpu_family.py"
-    spec = importlib.util.spec_from_file_location("fit_gpu_family", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fit_gpu_family"] = mod
-    spec.loader.exec_module(mod)
     runs = mod.runs_of(gpu)
     eff, base = calibration.builtin(gpu), Efficiency()
     assert len(runs) >= 3 and all(r["split"] == "calibrate" for r in runs)

@@ -124,13 +124,13 @@ def entry(src: dict) -> dict:
     prompt = res["total_input_tokens"] / n
     output = res["total_generated_tokens"] / n
     version = str(src["sglang_version"]).lstrip("v")
-    split = "calibrate" if src["id"] in CALIBRATE | CALIBRATE_GPU else "heldout"
+    fits = "gpu" if src["id"] in CALIBRATE_GPU else "host" if src["id"] in CALIBRATE else None
+    split = "calibrate" if fits else "heldout"
     fitted = {
-        "calibrate": "SGLang's host costs were fitted on it",
-        "heldout": "Held out: nothing was fitted to it",
-    }[split]
-    if src["id"] in CALIBRATE_GPU:
-        fitted = f"The {gpu.upper()}'s MoE rate and per-layer kernel time were fitted on it"
+        "gpu": f"The {gpu.upper()}'s MoE rate and per-layer kernel time were fitted on it",
+        "host": "SGLang's host costs were fitted on it",
+        None: "Held out: nothing was fitted to it",
+    }[fits]
     notes = [f"From {SOURCE.relative_to(ROOT)} ({src['id']}).", fitted + "."]
     line = ".".join(version.split(".")[:2])  # 0.4.3.post2 -> 0.4
     older = tuple(map(int, line.split("."))) < (0, 5)
@@ -142,7 +142,7 @@ def entry(src: dict) -> dict:
     return {
         "id": f"{gpu}_{model}_{src['id']}",
         "split": split,
-        **({"fits": "gpu" if src["id"] in CALIBRATE_GPU else "host"} if split == "calibrate" else {}),
+        **({"fits": fits} if fits else {}),
         "framework": "sglang",
         "source": src["source"],
         "url": src["url"],

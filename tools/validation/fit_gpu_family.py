@@ -18,7 +18,6 @@ the GPUs that share its kernels (``FAMILY``), each keeping its own matmul rates.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from simulator.engine.calibration import builtin
 from simulator.engine.cost import Efficiency
 from simulator.validation import validate
+from tools.validation.fit_host import loss as fit_loss
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = ROOT / "simulator" / "data" / "calibration"
@@ -53,12 +53,10 @@ def loss(runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs
         res = validate.run_all(runs, extra=[f"cost.calibration={f.name}"], jobs=jobs)
     finally:
         Path(f.name).unlink()
-    total = 0.0
     for r in res:
         if r.error:
             raise SystemExit(f"{r.id}: {r.error}")
-        total += sum(abs(math.log(r.simulated[m] / r.measured[m])) for m in METRICS)
-    return total
+    return fit_loss(res, METRICS)
 
 
 def write(gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float) -> None:
