@@ -501,13 +501,18 @@ def test_bench_tokens_sends_each_row_of_token_ids_once_in_file_order(tmp_path, m
 STANDIN_SERVER = '''
 """A stand-in for `vllm serve`: /health, /metrics (the counters checks.py reads), /v1/completions
 streaming `max_tokens` chunks then the usage. SERVESIM_STANDIN_EXTRA tokens are added to every prompt
-it counts; a prompt whose first 16 tokens it saw before counts 16 prefix-cache hits."""
+it counts; a prompt whose first 16 tokens it saw before counts 16 prefix-cache hits. With
+SERVESIM_STANDIN_SGLANG, SGLang's: its metric names, a hit on a prompt's first token alone (a radix
+tree), /flush_cache, and its ready line."""
 import json, os, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 EXTRA = int(os.environ.get("SERVESIM_STANDIN_EXTRA", "0"))
+SGLANG = bool(os.environ.get("SERVESIM_STANDIN_SGLANG"))
+UNIT = 1 if SGLANG else 16
 lock, seen = threading.Lock(), set()
-count = dict.fromkeys(["vllm:prompt_tokens_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"], 0)
+names = ["sglang:prompt_tokens_total", "sglang:cached_tokens_total"] if SGLANG else ["vllm:prompt_tokens_total", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"]
+count = dict.fromkeys(names, 0)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -525,15 +530,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self):
+        if self.path == "/flush_cache":
+            with lock:
+                seen.clear()
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         ids = req["prompt"] if isinstance(req["prompt"], list) else req["prompt"].split()
         n = len(ids) + EXTRA
         with lock:
-            hit = 16 if len(ids) > 16 and tuple(ids[:16]) in seen else 0
-            seen.add(tuple(ids[:16]))
-            count["vllm:prompt_tokens_total"] += n
-            count["vllm:prefix_cache_queries_total"] += n
-            count["vllm:prefix_cache_hits_total"] += hit
+            hit = UNIT if len(ids) > UNIT and tuple(ids[:UNIT]) in seen else 0
+            seen.add(tuple(ids[:UNIT]))
+            for k in names:
+                count[k] += hit if ("hits" in k or "cached" in k) else n
         chunks = [{"choices": [{"index": 0, "text": f" t{i}"}]} for i in range(req["max_tokens"])]
         chunks.append({"choices": [], "usage": {"prompt_tokens": n, "completion_tokens": req["max_tokens"]}})
         body = "".join(f"data: {json.dumps(c)}\\n\\n" for c in chunks).encode() + b"data: [DONE]\\n\\n"
@@ -544,7 +555,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 ThreadingHTTPServer.request_queue_size = 256
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+if SGLANG:
+    print("The server is fired up and ready to roll!", flush=True)
+server.serve_forever()
 '''
 
 STANDIN_BENCH = '''
@@ -692,6 +706,82 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
         "client 0 #1: 1024 planned, 1025 recorded; client 0 #2: 1024 planned, 1025 recorded)",
         "the server counted 13325 prompt tokens (vllm:prompt_tokens_total), the plan 13312",
     ]
+
+
+def test_an_sglang_lane_flushes_the_cache_and_reads_sglangs_counters(tmp_path):
+    """An SGLang lane (the stand-in speaking SGLang's metric names, its prefix cache matching a
+    prompt's first token): a run that repeats an earlier run's prompts passes after /flush_cache,
+    the counters are read under the vLLM names they stand for, and no two prompts of a run share a
+    first token."""
+    fake = tmp_path / "fake"
+    for pkg in ("vllm", "vllm/benchmarks", "vllm/benchmarks/datasets", "vllm/entrypoints", "vllm/entrypoints/cli"):
+        (fake / pkg).mkdir(parents=True)
+        (fake / pkg / "__init__.py").write_text("")
+    (fake / "vllm/benchmarks/datasets/datasets.py").write_text(BENCH_DATASETS)
+    (fake / "vllm/entrypoints/cli/main.py").write_text(STANDIN_BENCH)
+    (tmp_path / "server.py").write_text(STANDIN_SERVER)
+    port = _free_port()
+    runs = [
+        {"name": "a", "max_concurrency": 4, "num_prompts": 12, "prompt": 32, "output": 3, "seed": 1},
+        {"name": "again", "max_concurrency": 4, "num_prompts": 12, "prompt": 32, "output": 3, "seed": 1},
+    ]
+    lane_ = {
+        "name": "sg",
+        "gpus": [0],
+        "port": port,
+        "model": "llama-3.1-8b",
+        "framework": "sglang",
+        "server_cmd": ["python", str(tmp_path / "server.py"), str(port)],
+        "env": {"SERVESIM_STANDIN_SGLANG": "1"},
+        "runs": runs,
+    }
+    (tmp_path / "plan.json").write_text(json.dumps({"lanes": [lane_]}))
+    cmd = [sys.executable, str(E2E / "lane.py"), "--plan", str(tmp_path / "plan.json"), "--lane", "sg"]
+    done = subprocess.run(
+        cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1"],
+        env={**os.environ, "PYTHONPATH": str(fake)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = json.loads((tmp_path / "root" / "results" / "sg" / "lane.json").read_text())
+    assert [r["check"]["ok"] for r in meta["runs"]] == [True, True]
+    assert all(r["flush_cache"].startswith("200") for r in meta["runs"])
+    assert meta["runs"][1]["counters"]["after"]["vllm:prompt_tokens_total"] == 2 * 12 * 32
+    assert meta["runs"][1]["check"]["server_prefix_cache_hits"] == 0
+    lane = _load("lane")
+    ids, _, _ = lane.prompts({"num_prompts": 60, "prompt": 4, "output": 1, "seed": 5}, 170, distinct_first=True)
+    assert len({x[0] for x in ids}) == 60 and min(x[0] for x in ids) >= lane.FIRST_ID
+    plain, _, _ = lane.prompts({"num_prompts": 60, "prompt": 4, "output": 1, "seed": 5}, 170)
+    assert len({x[0] for x in plain}) < 60  # 60 draws of 70 ids repeat some
+
+
+def test_sglang_series_stand_for_vllms_and_a_retraction_allows_the_hits_it_brings():
+    lane, checks = _load("lane"), _load("checks")
+    page = (
+        'sglang:prompt_tokens_total{model_name="m"} 100.0\n'
+        'sglang:cached_tokens_total{model_name="m"} 7.0\n'
+        'sglang:num_retracted_requests_total{model_name="m"} 2.0\n'
+        'vllm:prompt_tokens_total{engine="0"} 5.0\n'
+    )
+    row = lane.parse_metrics(page, 0.0, checks.COUNTERS, lane.SGLANG_AS_VLLM)
+    assert row == {
+        "t": 0.0,
+        "vllm:prompt_tokens_total": 100.0,
+        "vllm:prefix_cache_queries_total": 100.0,
+        "vllm:prompt_tokens_cached_total": 7.0,
+        "vllm:prefix_cache_hits_total": 7.0,
+        "vllm:num_preemptions_total": 2.0,
+    }
+    planned = [{"client": 0, "index": 0, "prompt_tokens": 100, "output_tokens": 1}]
+    recorded = [{"client": 0, "index": 0, "prompt_tokens": 100, "output_tokens": 1, "error": ""}]
+    counters = {"before": dict.fromkeys(row, 0.0) | {"t": 0.0}, "after": row}
+    assert not checks.check_run(planned, recorded, counters)["ok"]  # vLLM: a hit is a shared prefix
+    res = checks.check_run(planned, recorded, counters, retraction_hits=True)
+    assert res["ok"] and res["server_retracted"] == 2
+    counters["after"] = row | {"vllm:num_preemptions_total": 0.0}
+    assert not checks.check_run(planned, recorded, counters, retraction_hits=True)["ok"]
 
 
 def test_how_a_lanes_server_set_its_routers_is_found_from_its_log():

@@ -376,9 +376,10 @@ E2E_LINE = "0.26"  # the release line of the recorded servers (vLLM 0.26.0)
 
 def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
     """The scenario of one recorded run: its model, GPU, tensor parallelism and serve flags on vLLM
-    0.26's release line (and its API servers); its requests exactly as the benchmark sent them (the trace: the server's
-    prompt token counts, the output lengths), by ``max_concurrency`` closed-loop clients in the
-    trace's order, or at their recorded times; run until all are done."""
+    0.26's release line (and its API servers), or for an SGLang server (``framework: sglang``) its
+    engine and release line with the knobs it was given; its requests exactly as the benchmark sent
+    them (the trace: the server's prompt token counts, the output lengths), by ``max_concurrency``
+    closed-loop clients in the trace's order, or at their recorded times; run until all are done."""
     from simulator.scenario.config import blank_scenario
 
     a = run["arrival"]
@@ -396,7 +397,7 @@ def e2e_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         f"hardware.gpu={run['gpu']}",
         f"hardware.tensor_parallel_size={run['tensor_parallel_size']}",
         *_unless_given(extra, "hardware.host", recorded_host(run)),
-        f"engine.vllm_version={E2E_LINE}",
+        *([] if run.get("framework") == "sglang" else [f"engine.vllm_version={E2E_LINE}"]),
         # tools/e2e/lane.py serves dummy weights, unless the run says otherwise
         *_unless_given([*extra, *engine], "engine.load_format", ["engine.load_format=dummy"]),
         *engine,

@@ -9,7 +9,9 @@ A run passes when
 - the server's own counter of prompt tokens (`vllm:prompt_tokens_total`, read before and after the
   run) rose by the planned total;
 - unless the plan shares prefixes, the server's prefix cache found nothing
-  (`vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` did not rise).
+  (`vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` did not rise), or, on a
+  server whose retracted requests find their own prompts again (SGLang: a retracted request's
+  prompt stays in its radix tree; ``retraction_hits``), nothing unless it retracted some.
 
 vLLM counts a request's prompt tokens and its prefix-cache hits once, when it is first scheduled or
 first answered; a preempted request's second prefill is not counted again (vLLM 0.26,
@@ -29,7 +31,8 @@ PROMPT = "vllm:prompt_tokens_total"
 HITS = "vllm:prefix_cache_hits_total"
 QUERIES = "vllm:prefix_cache_queries_total"
 CACHED = "vllm:prompt_tokens_cached_total"
-COUNTERS = (PROMPT, HITS, QUERIES, CACHED)
+PREEMPTED = "vllm:num_preemptions_total"
+COUNTERS = (PROMPT, HITS, QUERIES, CACHED, PREEMPTED)
 
 
 def read_csv(text: str) -> list[dict]:
@@ -68,10 +71,15 @@ def _examples(bad: list[tuple[str, int, int]], what: str) -> str:
 
 
 def check_run(
-    planned: list[dict], recorded: list[dict], counters: dict | None = None, shares_prefix: bool = False
+    planned: list[dict],
+    recorded: list[dict],
+    counters: dict | None = None,
+    shares_prefix: bool = False,
+    retraction_hits: bool = False,
 ) -> dict:
     """The run's check: planned rows (planned.csv), recorded rows (requests.csv: client, index,
     prompt_tokens, output_tokens, error), the server's counters ({before: {name: value}, after: ...}).
+    ``retraction_hits``: prefix-cache hits are allowed once the server retracted a request.
     Returns {ok, problems: [...], and the totals compared}."""
     problems: list[str] = []
     want = {(int(r["client"]), int(r["index"])): r for r in planned}
@@ -119,7 +127,10 @@ def check_run(
     hits = {name: d for name in (HITS, CACHED) if (d := _delta(counters, name)) is not None}
     for name, d in hits.items():
         result["server_" + name.removeprefix("vllm:").removesuffix("_total")] = int(d)
-    if not shares_prefix:
+    retracted = _delta(counters, PREEMPTED)
+    if retraction_hits and retracted:
+        result["server_retracted"] = int(retracted)
+    if not shares_prefix and not (retraction_hits and retracted):
         if not hits:
             problems.append(f"the server's {HITS} was not read before and after the run")
         elif name_d := next(((n, d) for n, d in hits.items() if d), None):

@@ -4,7 +4,11 @@
 #
 #   stash            copy the xz pieces this call carried (.e2e/part*/) to /root/e2e/pieces
 #   install          check the pieces, unpack vLLM and its packages into /root/e2e/site
+#   sginstall        likewise SGLang's pieces (pack.py --sglang) into /root/e2e/sgsite, which lanes
+#                    of `"framework": "sglang"` search before the vLLM site (vLLM's benchmark client
+#                    still drives them)
 #   check            import vLLM's server, engine and benchmark; print versions and the GPUs
+#   sgcheck          import SGLang's server and scheduler; print versions
 #   lanes PLAN L...  start lanes L of PLAN (each on its GPUs, in the background) and return
 #   wait SECONDS     wait until every started lane is done, or SECONDS have passed; name every lane
 #                    that failed (a run whose prompts or prefix-cache hits were not the plan's: FAILED)
@@ -27,7 +31,7 @@ while [ $# -gt 0 ]; do
   echo "=== $phase $(date +%T)"
   case $phase in
     stash)
-      for f in .e2e/part*/bundle.*; do cp -f "$f" $E2E/pieces/; done; ls -la $E2E/pieces ;;
+      for f in .e2e/part*/bundle.* .e2e/sgpart*/sgbundle.*; do [ -f "$f" ] && cp -f "$f" $E2E/pieces/; done; ls -la $E2E/pieces ;;
     install)
       ( cd $E2E/pieces && sha256sum -c bundle.sha256 ) || { echo "pieces missing or damaged"; exit 3; }
       rm -rf $E2E/unpack && mkdir -p $E2E/unpack
@@ -35,6 +39,16 @@ while [ $# -gt 0 ]; do
       rm -rf $SITE && mv $E2E/unpack/site $SITE
       python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $SITE $E2E/unpack/wheels/*.whl 2>&1 | tail -3
       du -sh $SITE ;;
+    sginstall)
+      ( cd $E2E/pieces && sha256sum -c sgbundle.sha256 ) || { echo "SGLang pieces missing or damaged"; exit 3; }
+      rm -rf $E2E/sgunpack && mkdir -p $E2E/sgunpack
+      cat $E2E/pieces/sgbundle.tar.xz.* | xz -d -T0 | tar -x -C $E2E/sgunpack || exit 3
+      rm -rf $E2E/sgsite && mv $E2E/sgunpack/site $E2E/sgsite
+      python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $E2E/sgsite $E2E/sgunpack/wheels/*.whl 2>&1 | tail -3
+      du -sh $E2E/sgsite ;;
+    sgcheck)
+      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang, sgl_kernel, flashinfer, transformers; print('sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'flashinfer', flashinfer.__version__, 'transformers', transformers.__version__)" 2>&1 | tail -5
+      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang.launch_server, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.models.llama, sglang.srt.layers.attention.flashattention_backend, sglang.srt.layers.sampler; from sgl_kernel import flash_ops; print('sglang imports ok')" 2>&1 | tail -8 ;;
     check)
       python3 -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -3
       python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, vllm.benchmarks.serve; print('imports ok')" 2>&1 | tail -3
@@ -48,7 +62,7 @@ while [ $# -gt 0 ]; do
       rm -f $SITE/sitecustomize.py && echo "no sitecustomize in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|check|sampler|routing|plain|lanes|wait|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|plain|lanes|wait|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &

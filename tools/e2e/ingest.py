@@ -80,7 +80,34 @@ MEASURED = (
 
 
 def server_facts(log: str) -> dict:
-    """The KV pool and memory profile a vLLM server logs at start-up."""
+    """The KV pool and memory profile a vLLM server logs at start-up; an SGLang server's pool and the
+    settings it chose (its scheduler's line: sglang/srt/managers/scheduler.py, 0.5.16)."""
+    if m := re.search(
+        r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
+        r"max_running_requests=(\d+), context_len=(\d+)",
+        log,
+    ):
+        out = dict(
+            zip(
+                (
+                    "kv_cache_tokens",
+                    "chunked_prefill_size",
+                    "max_prefill_tokens",
+                    "max_running_requests",
+                    "context_len",
+                ),
+                map(int, m.groups()),
+            )
+        )
+        for key, pattern in (
+            ("mem_fraction_static", r"mem_fraction_static=([\d.]+)"),
+            ("cuda_graph_max_bs", r"cuda_graph_max_bs=(\d+)"),
+            ("attention_backend", r"attention_backend='(\w+)'"),
+            ("sampling_backend", r"sampling_backend='(\w+)'"),
+        ):
+            if f := re.search(pattern, log):
+                out[key] = f.group(1) if key.endswith("backend") else float(f.group(1))
+        return out
     out = {}
     if m := re.search(r"GPU KV cache size: ([\d,]+) tokens", log):
         out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
@@ -191,6 +218,26 @@ def engine_flags(flags: dict, facts: dict) -> dict:
     return out
 
 
+SGLANG_FLAGS = {  # an SGLang server's flags as servesim's engine settings (the knobs keep SGLang's names)
+    "--max-running-requests": ("max_running_requests", int),
+    "--mem-fraction-static": ("mem_fraction_static", float),
+    "--chunked-prefill-size": ("chunked_prefill_size", int),
+    "--max-prefill-tokens": ("max_prefill_tokens", int),
+    "--schedule-policy": ("schedule_policy", str),
+    "--cuda-graph-max-bs": ("cuda_graph_max_bs", int),
+    "--page-size": ("page_size", int),
+}
+
+
+def sglang_engine(flags: dict, version: str) -> dict:
+    """servesim's engine settings for an SGLang server's flags (``SGLANG_FLAGS``; unflagged knobs as
+    servesim derives SGLang's defaults), on the release's line."""
+    line = ".".join(version.split(".")[:2])
+    return {"framework": "sglang", "sglang_version": line} | {
+        key: cast(flags[flag]) for flag, (key, cast) in SGLANG_FLAGS.items() if flag in flags
+    }
+
+
 def prefix_groups(rd: Path, run: dict, reqs: list[dict], exact: bool = False) -> list[tuple[int, int]]:
     """Per request of a shared-prefix run (groups.csv beside it): its group and the group's prefix in
     the server's tokens: exact for prompts sent as token ids (``exact``), else estimated as the
@@ -245,7 +292,9 @@ def check(read, files: dict, lane_meta: dict, run_name: str) -> dict:
     counters = info.get("counters")
     if not counters and f"{base}/metrics.csv" in files:
         counters = checks.counters_from_metrics(checks.read_csv(read(f"{base}/metrics.csv")))
-    return checks.check_run(planned, recorded, counters, bool(run.get("prefix")))
+    return checks.check_run(
+        planned, recorded, counters, bool(run.get("prefix")), retraction_hits=lane.get("framework") == "sglang"
+    )
 
 
 def host(probes: dict) -> dict:
@@ -403,6 +452,8 @@ def main() -> int:
             routed = routing(log)
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
+            is_sglang = lane.get("framework") == "sglang"
+            versions = lane_meta["versions"]
             planned = order.get(lane_name, runs)
             for run_name in runs:
                 rd = ld / run_name
@@ -449,14 +500,27 @@ def main() -> int:
                     "split": "calibrate" if planned.index(run_name) % 2 == 0 and not a.heldout else "heldout",
                     "model": MODELS[lane["model"]],
                     "gpu": a.gpu,
-                    "tensor_parallel_size": int(flags.get("--tensor-parallel-size", 1)),
-                    "vllm_version": lane_meta["versions"]["vllm"],
-                    "serve_command": "vllm serve MODEL --load-format dummy " + " ".join(args),
+                    "tensor_parallel_size": int(
+                        flags.get("--tp", 1) if is_sglang else flags.get("--tensor-parallel-size", 1)
+                    ),
+                    # an SGLang lane's vLLM is its benchmark client's
+                    "vllm_version": versions["vllm"],
+                    **({"framework": "sglang", "sglang_version": versions["sglang"]} if is_sglang else {}),
+                    "serve_command": (
+                        "python -m sglang.launch_server --model-path MODEL --load-format dummy --enable-metrics "
+                        if is_sglang
+                        else "vllm serve MODEL --load-format dummy "
+                    )
+                    + " ".join(args),
                     "bench_command": lane_meta["runs"][[r["name"] for r in lane_meta["runs"]].index(run_name)][
                         "commands"
                     ][0],
                     # routed as a trained model routes: priced as its real weights are
-                    "engine": {**engine_flags(flags, facts), **({"load_format": "auto"} if routed == "spread" else {})},
+                    "engine": (
+                        sglang_engine(flags, versions["sglang"])
+                        if is_sglang
+                        else {**engine_flags(flags, facts), **({"load_format": "auto"} if routed == "spread" else {})}
+                    ),
                     **({"confounded": ROUTING_NOTE} if routed == "redrawn" else {}),
                     **(
                         {"frontend": {"api_server_count": int(flags["--api-server-count"])}}

@@ -10,6 +10,14 @@ sigma, as servesim's `workload.*_tokens` are), with a seed. Prompts are token id
 (bench_tokens.py), so the server sees exactly the lengths drawn; the server and the benchmark share
 a word-level tokenizer of the model's vocabulary in a folder of its own (`--tokenizer`).
 
+A lane of `"framework": "sglang"` serves with SGLang (`python -m sglang.launch_server`, from the site
+`device.sh sginstall` made, searched first) and is driven by the same client. Its /metrics series are
+recorded under the vLLM names they correspond to (``SGLANG_AS_VLLM``), so that the checks and
+ingest.py read both alike. SGLang's prefix cache matches single tokens (a radix tree), so each of a
+run's prompts starts with a token no other prompt of the run starts with, and the lane flushes the
+cache before each run (`/flush_cache`); a request it retracted (SGLang's preemption) finds its own
+prompt again in the tree when it comes back, which the check allows.
+
 Around the lane (after its GPUs are free, before the server starts, and after it stopped),
 host_probe.py reads how fast the host runs a server's kind of Python (`host_probe` in lane.json).
 After each run the lane checks what the server counted against the plan (checks.py: every prompt
@@ -84,6 +92,25 @@ HISTOGRAMS = (
     "vllm:request_decode_time_seconds",
 )
 METRIC_COLUMNS = ["t"] + list(GAUGES) + [h + s for h in HISTOGRAMS for s in ("_sum", "_count")]
+# SGLang's series (sglang/srt/observability/metrics_collector.py, 0.5.16) under the vLLM names they
+# correspond to. Its token usage is a fraction of the pool, as vLLM's KV usage is; it counts a
+# request's prompt and cached tokens once, when the request ends; retracted requests stand for
+# preemptions. Its prompt tokens are also the prefix cache's queries, its cached tokens the hits.
+SGLANG_AS_VLLM = {
+    "sglang:num_running_reqs": ("vllm:num_requests_running",),
+    "sglang:num_queue_reqs": ("vllm:num_requests_waiting",),
+    "sglang:token_usage": ("vllm:kv_cache_usage_perc",),
+    "sglang:num_retracted_requests_total": ("vllm:num_preemptions_total",),
+    "sglang:prompt_tokens_total": ("vllm:prompt_tokens_total", "vllm:prefix_cache_queries_total"),
+    "sglang:cached_tokens_total": ("vllm:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total"),
+    "sglang:generation_tokens_total": ("vllm:generation_tokens_total",),
+    "sglang:num_requests_total": ("vllm:request_success_total",),
+    **{
+        f"sglang:{h}{s}": (f"vllm:{h}{s}",)
+        for h in ("time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds")
+        for s in ("_sum", "_count")
+    },
+}
 
 # vLLM prefixes each line with its process: "(APIServer pid=123) 2026-11-27 07:55:03.103 INFO ...".
 ITER_RE = re.compile(
@@ -201,12 +228,14 @@ def lengths(spec, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.clip(x, spec.get("min", 1), spec.get("max", 1 << 30)).astype(np.int64)
 
 
-def prompts(run: dict, vocab: int) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+def prompts(run: dict, vocab: int, distinct_first: bool = False) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
     """The run's requests in the order sent: each prompt's token ids, the output lengths, and each
     request's shared-prefix group (-1 for none). Token ids are drawn uniformly from [FIRST_ID, vocab)
     with the run's seed: two prompts share a 16-token block (the prefix cache's unit) by chance
     with odds far below 1 in 10^70. Shared prefixes ({groups: G, words: W}): each prompt starts
-    with one of G prefixes of W tokens, drawn uniformly, then its own ``prompt`` tokens."""
+    with one of G prefixes of W tokens, drawn uniformly, then its own ``prompt`` tokens.
+    ``distinct_first`` (a cache that matches single tokens, SGLang's): the first tokens are then
+    drawn again, without replacement, so that no two prompts of the run share even one."""
     rng = np.random.default_rng(run.get("seed", 0))
     n = run["num_prompts"]
     p, o = lengths(run["prompt"], n, rng), lengths(run["output"], n, rng)
@@ -214,13 +243,16 @@ def prompts(run: dict, vocab: int) -> tuple[list[list[int]], np.ndarray, np.ndar
     heads = [rng.integers(FIRST_ID, vocab, size=pre["words"]).tolist() for _ in range(pre["groups"])] if pre else []
     group = rng.integers(0, len(heads), size=n) if pre else np.full(n, -1)
     ids = [(heads[group[i]] if pre else []) + rng.integers(FIRST_ID, vocab, size=int(p[i])).tolist() for i in range(n)]
+    if distinct_first and not pre:
+        for x, first in zip(ids, rng.choice(vocab - FIRST_ID, size=n, replace=False) + FIRST_ID):
+            x[0] = int(first)
     return ids, o, group
 
 
-def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
+def datasets(d: Path, run: dict, vocab: int, clients: int, distinct_first: bool = False) -> list[Path]:
     """The run's requests as `vllm bench serve` custom datasets of token ids (bench_tokens.py), one per
     client (request i goes to client i mod clients, as its row i // clients), and planned.csv."""
-    ids, o, group = prompts(run, vocab)
+    ids, o, group = prompts(run, vocab, distinct_first)
     paths = [d / f"dataset{k}.jsonl" for k in range(clients)]
     files = [path.open("w") for path in paths]
     for i, x in enumerate(ids):
@@ -234,19 +266,24 @@ def datasets(d: Path, run: dict, vocab: int, clients: int) -> list[Path]:
     return paths
 
 
+def sglang(lane: dict) -> bool:
+    return lane.get("framework") == "sglang"
+
+
 class Sampler(threading.Thread):
     """/metrics once a second into rows."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, aliases: dict | None = None) -> None:
         super().__init__(daemon=True)
         self.url, self.rows, self.stop = f"http://127.0.0.1:{port}/metrics", [], threading.Event()
+        self.aliases = aliases
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.time()
             try:
                 text = urllib.request.urlopen(self.url, timeout=2).read().decode()
-                self.rows.append(parse_metrics(text, t))
+                self.rows.append(parse_metrics(text, t, aliases=self.aliases))
             except Exception as e:  # the server may be busy: a missing sample is recorded as missing
                 self.rows.append({"t": t, "error": str(e)[:80]})
             self.stop.wait(max(0.0, 1.0 - (time.time() - t)))
@@ -255,15 +292,18 @@ class Sampler(threading.Thread):
 KEPT = set(GAUGES) | {h + s for h in HISTOGRAMS for s in ("_sum", "_count")}
 
 
-def parse_metrics(text: str, t: float, keep=KEPT) -> dict:
-    """The kept series of a Prometheus text page, each summed over its label sets."""
+def parse_metrics(text: str, t: float, keep=KEPT, aliases: dict | None = None) -> dict:
+    """The kept series of a Prometheus text page, each summed over its label sets; with ``aliases``
+    (``SGLANG_AS_VLLM``) another server's series under the names they stand for."""
     row = {"t": t}
+    prefix = "sglang:" if aliases else "vllm:"
     for line in text.splitlines():
-        if not line.startswith("vllm:"):
+        if not line.startswith(prefix):
             continue
         name = re.split(r"[{ ]", line, maxsplit=1)[0]
-        if name in keep:
-            row[name] = row.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        for kept in aliases.get(name, ()) if aliases else (name,):
+            if kept in keep:
+                row[kept] = row.get(kept, 0.0) + float(line.rsplit(" ", 1)[1])
     return row
 
 
@@ -282,7 +322,38 @@ def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> s
         TRANSFORMERS_OFFLINE="1",
     )
     env.update(lane.get("env", {}))
-    cmd = [
+    if sglang(lane):
+        env["PYTHONPATH"] = str(root / "sgsite") + os.pathsep + env.get("PYTHONPATH", "")
+        cmd = [
+            PY,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            str(mdir),
+            "--tokenizer-path",
+            str(tdir),
+            "--served-model-name",
+            lane["model"],
+            "--load-format",
+            "dummy",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(lane["port"]),
+            "--enable-metrics",
+        ] + lane.get("serve_args", [])
+    else:
+        cmd = vllm_command(lane, mdir, tdir)
+    if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
+        cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
+    log(f"{lane['name']}: {shlex.join(cmd)}")
+    f = (out / "server.log").open("ab")
+    p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    return p
+
+
+def vllm_command(lane: dict, mdir: Path, tdir: Path) -> list[str]:
+    return [
         PY,
         "-m",
         "vllm.entrypoints.cli.main",
@@ -300,26 +371,40 @@ def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> s
         str(lane["port"]),
         "--enable-logging-iteration-details",
     ] + lane.get("serve_args", [])
-    if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
-        cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
-    log(f"{lane['name']}: {shlex.join(cmd)}")
-    f = (out / "server.log").open("ab")
-    p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    return p
 
 
-def wait_ready(p: subprocess.Popen, port: int, limit_s: float) -> float:
+SGLANG_READY = "The server is fired up and ready to roll"  # logged once its own warm-up request is done
+
+
+def wait_ready(p: subprocess.Popen, port: int, limit_s: float, log_path: Path | None = None) -> float:
+    """Seconds until the server answers /health (and, given ``log_path``, has logged ``SGLANG_READY``)."""
     t0 = time.time()
     while time.time() - t0 < limit_s:
         if p.poll() is not None:
             raise RuntimeError(f"server exited with {p.returncode}")
         try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200 and (
+                log_path is None or SGLANG_READY in log_path.read_text(errors="replace")
+            ):
                 return time.time() - t0
         except Exception:
             pass
         time.sleep(1.0)
     raise RuntimeError(f"server not ready after {limit_s:.0f} s")
+
+
+def flush_cache(port: int) -> str:
+    """Empty an SGLang server's prefix cache (its /flush_cache; it refuses while requests run)."""
+    for _ in range(10):
+        try:
+            r = urllib.request.urlopen(
+                urllib.request.Request(f"http://127.0.0.1:{port}/flush_cache", method="POST"), timeout=10
+            )
+            return f"{r.status} {r.read().decode()[:80]}"
+        except Exception as e:
+            last = repr(e)[:120]
+            time.sleep(1.0)
+    return f"not flushed: {last}"
 
 
 def iteration_rows(log_path: Path, t0: float, t1: float) -> list[list]:
@@ -337,12 +422,12 @@ def iteration_rows(log_path: Path, t0: float, t1: float) -> list[list]:
     return rows
 
 
-def counters(port: int, tries: int = 5) -> dict:
+def counters(port: int, tries: int = 5, aliases: dict | None = None) -> dict:
     """The server's counters that checks.py compares (from /metrics, summed over their label sets)."""
     for k in range(tries):
         try:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-            row = parse_metrics(text, time.time(), checks.COUNTERS)
+            row = parse_metrics(text, time.time(), checks.COUNTERS, aliases)
             return {name: row[name] for name in checks.COUNTERS if name in row}
         except Exception as e:  # busy: try again
             log(f"/metrics not read ({e!r}), try {k + 1} of {tries}")
@@ -354,7 +439,8 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
     d = out / run["name"]
     d.mkdir(parents=True, exist_ok=True)
     clients = int(run.get("clients", 1))
-    ds = datasets(d, run, vocab, clients)
+    aliases = SGLANG_AS_VLLM if sglang(lane) else None
+    ds = datasets(d, run, vocab, clients, distinct_first=sglang(lane))
     cmds = []
     for k in range(clients):
         rows = sum(1 for _ in ds[k].open())
@@ -407,8 +493,9 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         if run.get("request_rate"):
             cmd += ["--request-rate", str(run["request_rate"] / clients)]
         cmds.append(cmd)
-    before = counters(lane["port"])
-    sampler = Sampler(lane["port"])
+    flushed = flush_cache(lane["port"]) if sglang(lane) else None
+    before = counters(lane["port"], aliases=aliases)
+    sampler = Sampler(lane["port"], aliases)
     sampler.start()
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
     log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
@@ -427,7 +514,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
     time.sleep(1.5)  # the last samples after the last request ended
     sampler.stop.set()
     sampler.join()
-    after = counters(lane["port"])
+    after = counters(lane["port"], aliases=aliases)
     with (d / "metrics.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, METRIC_COLUMNS + ["error"], extrasaction="ignore")
         w.writeheader()
@@ -449,10 +536,15 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         "start_epoch": t0,  # to place stack samples (stack_sampler.py) in their run
         "commands": [shlex.join(c) for c in cmds],
         "counters": {"before": before, "after": after},
+        **({"flush_cache": flushed} if flushed else {}),
     }
     recorded = checks.read_csv((d / "requests.csv").read_text()) if (d / "requests.csv").is_file() else []
     info["check"] = checks.check_run(
-        checks.read_csv((d / "planned.csv").read_text()), recorded, info["counters"], bool(run.get("prefix"))
+        checks.read_csv((d / "planned.csv").read_text()),
+        recorded,
+        info["counters"],
+        bool(run.get("prefix")),
+        retraction_hits=sglang(lane),
     )
     log(
         f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s; check {'passed' if info['check']['ok'] else 'FAILED'}"
@@ -527,13 +619,25 @@ def summarise(d: Path, clients: int, mono0: float) -> None:
             f.write("q,itl_s\n" + "".join(f"{q:.3f},{v:.6f}\n" for q, v in zip(qs, np.quantile(a, qs))))
 
 
-def versions() -> dict:
+def versions(lane: dict, root: Path) -> dict:
     out = {"python": sys.version.split()[0]}
     for mod in ("vllm", "torch", "transformers", "tokenizers", "triton"):
         try:
             out[mod] = __import__(mod).__version__
         except Exception as e:
             out[mod] = f"unavailable: {e}"
+    if sglang(lane):  # the server's own packages, from its site
+        code = (
+            "import json, sglang, sgl_kernel, flashinfer, transformers; print(json.dumps({'sglang': sglang.__version__, "
+            "'sgl_kernel': sgl_kernel.__version__, 'flashinfer': flashinfer.__version__, "
+            "'server_transformers': transformers.__version__}))"
+        )
+        env = {**os.environ, "PYTHONPATH": str(root / "sgsite") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env)
+        try:
+            out.update(json.loads(r.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            out["sglang"] = f"unavailable: {r.stderr.strip()[-300:]}"
     with contextlib.suppress(OSError):
         out["nvidia_smi"] = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv,noheader"],
@@ -568,7 +672,7 @@ def main() -> int:
         locks.append(f)
     meta["gpus_free_at"] = time.time()
     log(f"{lane['name']}: GPUs {lane['gpus']} free")
-    meta["versions"] = versions()  # importing torch and vLLM: not while another lane runs
+    meta["versions"] = versions(lane, root)  # importing torch and vLLM: not while another lane runs
     meta["host_probe"] = {
         "repeat": a.probe_repeat,
         "before": probe(out, "before", f"{lane['name']} before", a.probe_repeat),
@@ -580,7 +684,7 @@ def main() -> int:
         meta["tokenizer"] = str(tdir)
         vocab = int(json.loads((mdir / "config.json").read_text())["vocab_size"])
         p = start_server(lane, mdir, tdir, out, root)
-        meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s)
+        meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s, out / "server.log" if sglang(lane) else None)
         log(f"{lane['name']}: ready in {meta['ready_s']:.0f} s")
         for run in lane["runs"]:
             info = bench(lane, run, tdir, out, vocab)

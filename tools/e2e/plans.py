@@ -5,6 +5,7 @@
 `wave1` runs four lanes at once (one GPU each); `wave2` another four (one of them on two GPUs).
 The `_h200` variants push concurrency further, since an H200's larger KV cache fills later.
 `cpu_h200` (one GPU): the host's share of serving, lane by lane (`cpu_lanes`).
+`sglang_h200` (one GPU): SGLang 0.5.16 serving the same model (`sglang_lanes`).
 """
 
 from __future__ import annotations
@@ -565,6 +566,47 @@ def gptoss_tp2_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_tp2", "gpt-oss-120b", TP2_POINTS, timeout_s=300, gpus=(0, 1))]
 
 
+def sglang_lanes() -> list[dict]:
+    """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
+    with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
+    as it picks them) at 1, 64 and 256 closed-loop clients, the cpu lanes' KV-bound and decode-heavy
+    runs at 768 clients, and Poisson 20 requests/s; then the two 768-client runs again with
+    `--max-running-requests 128` (`sglang_llama8b_r128`, the knob a user sweeps)."""
+
+    def run(lane_name: str, kind: str, **kw) -> dict:
+        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"sglang_h200/{lane_name}/{kind}".encode())}
+
+    name = "sglang_llama8b"
+    defaults = lane(
+        name,
+        [0],
+        "llama-3.1-8b",
+        [],
+        [
+            run(name, "c1", max_concurrency=1, num_prompts=6, **FIXED),
+            run(name, "c64", max_concurrency=64, num_prompts=192, **FIXED),
+            run(name, "c256", max_concurrency=256, num_prompts=768, **FIXED),
+            run(name, "kv", max_concurrency=768, num_prompts=2 * 768, **KV),
+            run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE),
+            run(name, "r20", request_rate=20, num_prompts=600, prompt=64, output=512),
+        ],
+        framework="sglang",
+    )
+    name = "sglang_llama8b_r128"
+    capped = lane(
+        name,
+        [0],
+        "llama-3.1-8b",
+        ["--max-running-requests", "128"],
+        [
+            run(name, "kv", max_concurrency=768, num_prompts=2 * 768, **KV),
+            run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE),
+        ],
+        framework="sglang",
+    )
+    return [defaults, capped]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -597,6 +639,7 @@ def main() -> None:
         ("gptoss_noise_h200", gptoss_noise_lanes()),
         ("gptoss_noise2_h200", gptoss_noise2_lanes()),
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
+        ("sglang_h200", sglang_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
