@@ -44,7 +44,8 @@ while [ $# -gt 0 ]; do
       rm -rf $E2E/sgunpack && mkdir -p $E2E/sgunpack
       cat $E2E/pieces/sgbundle.tar.xz.* | xz -d -T0 | tar -x -C $E2E/sgunpack || exit 3
       rm -rf $E2E/sgsite && mv $E2E/sgunpack/site $E2E/sgsite
-      python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $E2E/sgsite $E2E/sgunpack/wheels/*.whl 2>&1 | tail -3
+      # one wheel a package (a second file of one version, another platform tag, stops pip)
+      python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $E2E/sgsite $(ls $E2E/sgunpack/wheels/*.whl | awk -F/ '{split($NF, w, "-"); if (!seen[w[1]]++) print}') 2>&1 | tail -3
       du -sh $E2E/sgsite ;;
     sgcheck)
       PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang, sgl_kernel, flashinfer, transformers; print('sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'flashinfer', flashinfer.__version__, 'transformers', transformers.__version__)" 2>&1 | tail -5

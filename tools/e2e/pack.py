@@ -9,7 +9,8 @@ into a site of its own, searched before vLLM's): the newest SGLang releases that
 torch are 0.5.12-0.5.16 (0.5.18 on pin 2.13). Its kernels (sglang-kernel, FlashAttention-3 included:
 SGLang's default attention on Hopper) and FlashInfer (imported for sampling) travel unpacked, so
 that xz compresses them; the rest as wheels: the versions SGLang pins where the vLLM site's differ
-(openai, transformers, apache-tvm-ffi), and what neither has. `IPython.display`, which
+(openai, apache-tvm-ffi), and what neither has; transformers is the image's (SGLang pins 5.12.1, whose
+`tokenizers<=0.23.0` the image's 0.23.2 fails at import). `IPython.display`, which
 `sglang.utils` imports for notebooks alone, is a stub.
 
 The device machine reaches no package registry and runs Python 3.12 with torch 2.11 (CUDA 13); vLLM
@@ -81,7 +82,6 @@ SGLANG_WHEELS = [
     "apache-tvm-ffi==0.1.11",
     "openai==2.6.1",
     "distro==1.9.0",
-    "transformers==5.12.1",
     "orjson==3.13.0",
     "zstandard==0.25.0",
     "soundfile==0.14.0",
@@ -143,7 +143,8 @@ def bundle(sglang: bool, cache: Path) -> bytes:
             wheels = cache / "wheels"
         wanted = {_key(r) for r in reqs}
         for w in sorted(wheels.glob("*.whl")):
-            if _wheel_key(w) in wanted:
+            if _wheel_key(w) in wanted:  # one wheel a package (a second platform tag stops pip)
+                wanted.discard(_wheel_key(w))
                 tar.add(w, arcname="wheels/" + w.name)
     blob = subprocess.run(["xz", "-T0", "-6", "-c", str(raw)], check=True, capture_output=True).stdout
     raw.unlink()
