@@ -262,6 +262,7 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
             first_pass=a["first_pass"] if f.first_pass is None else f.first_pass,
             paces_engine=paces if f.paces_engine is None else f.paces_engine,
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
+            stream_doubling=h.stream_doubling if f.stream_doubling is None else f.stream_doubling,
         )
     if e.framework == "sglang":
         overlap = not e.disable_overlap_schedule

@@ -12,12 +12,17 @@ from simulator.engine.cost import (
     ConstantCost,
 )
 from simulator.engine.host import (
+    ApiServer as ApiServerCosts,
+)
+from simulator.engine.host import (
+    HostModel,
     after_intake,
     delivered,
     intake_passes,
     intake_start,
     reaches_engine,
     step_start,
+    tokens_streamed_s,
     turnaround,
 )
 from simulator.engine.params import P
@@ -111,6 +116,36 @@ def test_turnaround_by_hand():
     assert turnaround(cp, 1.0, 100) == pytest.approx(1.0 + 10 * (0.002 + 0.1))
     cp[P.FE_ROUNDS] = 0.0
     assert turnaround(cp, 1.0, 100) == 1.0
+
+
+def test_a_streamed_tokens_cost_grows_with_the_streams_of_its_batch_by_hand():
+    """``stream_doubling`` N: a token of a batch of n costs token_s (1 + n / N), so 1 ms a token at
+    N = 1,000 is 1.1 ms in a batch of 100 (110 ms for the batch, plus its 2 ms) and 2 ms in a batch
+    of 1,000; two API servers each stream half the batch (N per server: the growth per token of the
+    whole batch halves, and so does the base cost); none (0) keeps the cost flat, byte for byte."""
+    cp = frontend_params()
+    assert tokens_streamed_s(cp, 100) == 0.1  # flat: exactly the old cost
+    growth = HostModel(api_server=ApiServerCosts(token_s=0.001, step_s=0.002, stream_doubling=1000.0)).params()
+    cp[P.FE_TOKEN_GROWTH] = growth["fe_token_growth"]
+    assert tokens_streamed_s(cp, 100) == pytest.approx(0.11)
+    assert tokens_streamed_s(cp, 1000) == pytest.approx(2.0)
+    assert delivered(cp, 0.0, 0.0, 1.0, 100, 0) == pytest.approx((1.0, 1.0 + 0.002 + 0.11))
+    assert turnaround(cp, 0.0, 100) == 0.0  # no rounds
+    two = HostModel(api_server=ApiServerCosts(token_s=0.001, servers=2, stream_doubling=1000.0)).params()
+    assert (two["fe_token_s"], two["fe_token_growth"]) == (0.0005, 0.0005)  # 1,000 tokens: 500 x 1.5 ms a server
+    assert HostModel(api_server=ApiServerCosts(token_s=0.001)).params()["fe_token_growth"] == 0.0
+
+
+def test_sglang_streams_past_a_few_hundred_clients_more_slowly_per_token():
+    """SGLang's fitted host set makes a token of a batch of 750 cost more than one of 256 (the
+    recorded servers: about 145 and 90 us); vLLM's sets keep a flat cost."""
+    from simulator.scenario import hosts
+
+    sgl = hosts.load_host_costs("sglang")
+    assert sgl.stream_doubling > 0
+    per_token = [sgl.token_s * (1 + n / sgl.stream_doubling) for n in (256, 750)]
+    assert per_token[1] > 1.15 * per_token[0]
+    assert hosts.load_host_costs("recorded").stream_doubling == 0.0 == hosts.load_host_costs("public").stream_doubling
 
 
 def _ttft(arrival, rounds, n=2000):

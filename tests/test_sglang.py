@@ -346,3 +346,29 @@ def test_deepseek_r1_on_sglang_runs_at_every_load_and_shape_the_public_benchmark
     )
     for shape, (low, high) in grid.items():
         assert high > 3 * low, (gpu, shape, low, high)
+
+
+def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool():
+    """The SGLang 0.5.16 servers recorded with tools/e2e (data/e2e/h200_sglang_2026-11-30): every run
+    passed its check, their split alternates in the order they ran, they replay on SGLang's engine with
+    the knobs they were given, and servesim sizes the pool SGLang logged within 1%."""
+    from simulator.validation import validate
+
+    runs = validate.load(validate.E2E_SGLANG_FILE)["runs"]
+    assert len(runs) == 7 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
+    by = {r["id"].rsplit("sglang_", 1)[1]: r for r in runs}
+    assert [by[k]["split"] for k in ("llama8b_c1", "llama8b_c64", "llama8b_c256", "llama8b_kv")] == [
+        "calibrate",
+        "heldout",
+        "calibrate",
+        "heldout",
+    ]
+    kv = by["llama8b_kv"]
+    assert kv["server"]["num_preemptions"] > 0 and kv["check"]["server_retracted"] > 0  # retraction's own hits allowed
+    sc = validate.e2e_scenario(kv)
+    assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5")
+    assert validate.e2e_scenario(by["llama8b_r128_kv"]).engine.max_running_requests == 128
+    res = validate.simulate_e2e(by["llama8b_c1"])
+    assert not res.error and set(res.simulated) == set(validate.E2E_METRICS)
+    pool, server = res.detail["kv_cache_tokens"], res.detail["server_kv_cache_tokens"]
+    assert server == 905_795 and abs(pool / server - 1) < 0.01

@@ -30,7 +30,10 @@ step's tokens before the clients see them:
   runs (median 9.17, tools/validation/intake_rounds.py), and by 0.5-1.3 for Poisson arrivals;
 * a step's outputs are one batch of work, processed after the step ends, after the batches before
   them and the piece of intake in progress (``delivered``), ahead of the intake still queued: the
-  loop streams tokens while a burst is still being taken in;
+  loop streams tokens while a burst is still being taken in. A batch costs a fixed part and a part
+  per token (``tokens_streamed_s``), whose per-token cost may grow with the tokens of the batch, the
+  streams it serves (``stream_doubling``: the streams at which a token costs twice its base; the
+  recorded SGLang servers streamed a token in about 90 us at 256 streams and 145 us at 750);
 * a piece of intake waits for the outputs queued when they are one batch at most, and otherwise goes
   ahead of the batches not started (``intake_start``): the backlog waits in the engine's output
   socket while a new request's task runs as soon as the loop comes round to it. The batches it
@@ -75,7 +78,9 @@ class ApiServer:
     process hops), occupying nothing. ``first_pass``: the share of a request's intake done before it
     first yields the event loop (1: all at once). ``paces_engine``: the engine starts no step while
     the outputs of the step before it still wait (``step_start``). ``rounds``: rounds of its API
-    server's streams a closed-loop client's next request waits before it is ready (``turnaround``)."""
+    server's streams a closed-loop client's next request waits before it is ready (``turnaround``).
+    ``stream_doubling``: the streams one batch of outputs serves at which a streamed token costs
+    twice ``token_s`` (0: a token costs ``token_s`` however many; ``tokens_streamed_s``)."""
 
     request_s: float = 0.0
     prompt_token_s: float = 0.0
@@ -87,6 +92,7 @@ class ApiServer:
     first_pass: float = 1.0
     paces_engine: bool = True
     rounds: float = 0.0
+    stream_doubling: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,7 @@ class HostModel:
                 "fe_first_pass": 1.0,
                 "fe_pace": 0.0,
                 "fe_rounds": 0.0,
+                "fe_token_growth": 0.0,
             }
         k = float(a.servers)
         return {
@@ -136,6 +143,8 @@ class HostModel:
             "fe_first_pass": a.first_pass,
             "fe_pace": 1.0 if a.paces_engine else 0.0,
             "fe_rounds": a.rounds,
+            # each of the servers streams its share of a batch's tokens
+            "fe_token_growth": 1.0 / (a.stream_doubling * k) if a.stream_doubling > 0 else 0.0,
         }
 
 
@@ -173,7 +182,14 @@ def turnaround(cp, previous_end, streams):
     """When a request whose client's previous request ended at ``previous_end`` is ready for the
     API server: ``rounds`` rounds of its loop later, each the work of one step's outputs for
     ``streams`` requests in flight (shared by the API servers)."""
-    return previous_end + cp[P.FE_ROUNDS] * (cp[P.FE_STEP_S] + cp[P.FE_TOKEN_S] * streams)
+    return previous_end + cp[P.FE_ROUNDS] * (cp[P.FE_STEP_S] + tokens_streamed_s(cp, streams))
+
+
+def tokens_streamed_s(cp, num_tokens):
+    """The API server's work on the ``num_tokens`` tokens (one a stream) of one step's batch of
+    outputs, beside the batch's fixed part: per token, growing by ``FE_TOKEN_GROWTH`` per token of
+    the batch (the streams it serves; 0: the same cost per token however many)."""
+    return cp[P.FE_TOKEN_S] * num_tokens * (1.0 + cp[P.FE_TOKEN_GROWTH] * num_tokens)
 
 
 def intake_start(now, intake_busy, free_at, batch_start):
@@ -205,7 +221,7 @@ def delivered(cp, free_at, intake_busy, t_end, num_tokens, num_finished):
     if cp[P.FE_ON] == 0.0 or num_tokens == 0:
         return t_end, t_end
     start = max(t_end, free_at, intake_busy)
-    return start, start + cp[P.FE_STEP_S] + cp[P.FE_TOKEN_S] * num_tokens + cp[P.FE_FINISH_S] * num_finished
+    return start, start + cp[P.FE_STEP_S] + tokens_streamed_s(cp, num_tokens) + cp[P.FE_FINISH_S] * num_finished
 
 
 def step_start(cp, now, batch_start):

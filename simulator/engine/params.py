@@ -75,6 +75,7 @@ class P(IntEnum):
     WINDOW = 57  # sliding window of a hybrid model's sliding-window layers, tokens (0: none)
     WINDOW_KV_BYTES_PER_TOKEN = 58  # KV bytes per token of those layers (KV_BYTES_PER_TOKEN: the others')
     WINDOW_FLOPS_PER_PAIR = 59  # their attention FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR: the others')
+    FE_TOKEN_GROWTH = 60  # a streamed token's cost grows by this share per token of its batch (host.tokens_streamed_s)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

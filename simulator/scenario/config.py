@@ -506,6 +506,11 @@ class FrontendConfig:
         "rounds of the API server's streams that a closed-loop client's next request waits, after its last one ended, before the API server takes it in (each round: one step's outputs for every request in flight); at 1,000 requests in flight behind one API server, 9 rounds are about half a second of TTFT; open-loop arrivals and clients that think longer wait nothing (null: the version's default: 9.17 from 0.26, measured on the recorded servers; 0 before)",
         ge=0.0,
     )
+    stream_doubling: Union[float, None] = F(
+        None,
+        "streams in one step's batch of outputs at which a streamed token costs twice output_token_us: the per-token cost grows with the streams open (0: it does not; null: the version's default: fitted for SGLang, 0 for vLLM)",
+        ge=0.0,
+    )
     paces_engine: Union[bool, None] = F(
         None,
         "the engine starts no step while the outputs of the step before it still wait for the API server, so a busy API server slows the engine itself: a stand-in that fits the recorded vLLM 0.26 servers best with one set of host costs, though a profile shows their engine runs ahead (docs/validation.md) (false: the engine runs ahead and its outputs queue; null: the version's default, true from 0.26)",

@@ -71,6 +71,10 @@ class HostCosts:
     # (tools/validation/intake_rounds.py); the public runs record no server-side TTFT, and the recorded
     # value raises their calibration loss (8.44 to 8.51), so 0 there.
     intake_rounds: float = 0.0
+    # The streams one batch of outputs serves at which a streamed token costs twice token_s (0: no
+    # growth; simulator.engine.host.tokens_streamed_s): fitted on the recorded SGLang servers, whose token
+    # took about 90 us at 256 streams and 145 us at 750; a count, not scaled with the host.
+    stream_doubling: float = 0.0
 
     def engine_per_seq(self, line: str) -> float:
         """The engine's CPU work per scheduled sequence on release line ``line``."""

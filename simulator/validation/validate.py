@@ -36,6 +36,7 @@ KV_FILE = DATA / "kv_cache_lines.yaml"
 RUNS_FILE = DATA / "runs.yaml"
 SGLANG_FILE = DATA / "sglang_runs.yaml"  # public SGLang runs (tools/validation/add_sglang_runs.py)
 E2E_FILE = DATA / "e2e.yaml"
+E2E_SGLANG_FILE = DATA / "e2e_sglang.yaml"  # real SGLang servers recorded with tools/e2e (framework: sglang)
 OFFLOAD_FILE = DATA / "kv_offload.yaml"  # recorded servers with KV offloading (nothing fitted to them)
 # Every file ``servesim validate`` may write in its folder (checked before any work).
 OUTPUT_FILES = (
@@ -327,6 +328,7 @@ def host_overrides(endpoint: str, line: str, host, harmony: bool = False) -> lis
         f"frontend.finish_ms={a['finish_s'] * 1e3!r}",
         f"frontend.first_pass={a['first_pass']!r}",
         f"frontend.intake_rounds={host.intake_rounds!r}",
+        f"frontend.stream_doubling={host.stream_doubling!r}",
         f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
         f"cost.engine_cpu_per_seq_us={host.engine_per_seq(line) * 1e6!r}",
     ]
@@ -453,7 +455,8 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
     from simulator.run import simulate
 
     if host is not None:
-        extra = [*host_overrides("completions", E2E_LINE, host), *extra]
+        line = host_line(run) if run.get("framework") == "sglang" else E2E_LINE
+        extra = [*host_overrides("completions", line, host), *extra]
     measured = {m: run["measured"].get(m) for m in E2E_METRICS}
     server = run.get("server") or {}
     warm = confounded(run, recorded=True)
@@ -904,7 +907,13 @@ def main_validate(
 ) -> int:
     """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
     public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
-    sgl = _select(load(SGLANG_FILE)["runs"], only, SGLANG_FILE) if sglang else []
+    if sglang:  # public SGLang runs and recorded SGLang servers; --only must match a run of one of them
+        both = load(SGLANG_FILE)["runs"] + load(E2E_SGLANG_FILE)["runs"]
+        picked = {r["id"] for r in _select(both, only, SGLANG_FILE)}
+        sgl = [r for r in load(SGLANG_FILE)["runs"] if r["id"] in picked]
+        sgl_rec = [r for r in load(E2E_SGLANG_FILE)["runs"] if r["id"] in picked]
+    else:
+        sgl, sgl_rec = [], []
     if recorded:  # --only picks from both files; it must match a run of one of them
         both = load(E2E_FILE)["runs"] + load(OFFLOAD_FILE)["runs"]
         picked = {r["id"] for r in _select(both, only, E2E_FILE)}
@@ -948,6 +957,16 @@ def main_validate(
         )
         lines.append(
             f"  plot: {plot_runs(sgl, results, out / 'validation_sglang.png', SGLANG_METRICS[:3], 'public SGLang runs', SGLANG_CLIENT)}"
+        )
+    if sgl_rec:
+        results = run_all(sgl_rec, jobs=jobs, recorded=True)
+        lines += write_runs_report(
+            sgl_rec,
+            results,
+            out,
+            E2E_METRICS,
+            "recorded_sglang.csv",
+            "Recorded SGLang 0.5.16 servers vs their `vllm bench serve` runs (data/e2e/; no target)",
         )
     if offload:
         results = run_all(offload, jobs=jobs, recorded=True)

@@ -13,7 +13,8 @@ the block). Nothing else in a page is touched. Blocks:
 - sweep: `servesim sweep` over max_num_seqs on the collapse case;
 - routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons;
 - frameworks: the collapse case's traffic on vLLM and on SGLang;
-- sglang_validation: `servesim validate --sglang`, per split and GPU, and every run.
+- sglang_validation: `servesim validate --sglang`, per split and GPU, and every run;
+- sglang_recorded: the SGLang servers recorded with tools/e2e against servesim, per split and every run.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "e2e" / "README.md"]
 
 
 def _summaries(paths: list[str], overrides: Sequence[str] = ()) -> list[tuple[str, dict]]:
@@ -105,6 +106,20 @@ def block_sglang_validation() -> str:
     )
     summary = "```\n" + "\n".join(line for line in lines if not line.startswith("Public")) + "\n```"
     return summary + "\n\n" + "\n".join(_run_rows(runs, results, validate.SGLANG_METRICS[:3]))
+
+
+def block_sglang_recorded() -> str:
+    """The recorded SGLang servers (`servesim validate --sglang`'s second table): medians per split, every run."""
+    from simulator.validation import validate
+
+    runs = validate.load(validate.E2E_SGLANG_FILE)["runs"]
+    results = validate.run_all(runs, jobs=2, recorded=True)
+    out = ROOT / "results" / "docs" / "sglang_recorded"
+    out.mkdir(parents=True, exist_ok=True)
+    shown = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+    lines = validate.write_runs_report(runs, results, out, validate.E2E_METRICS, "recorded_sglang.csv", "Recorded")
+    summary = "```\n" + "\n".join(line for line in lines if not line.startswith("Recorded")) + "\n```"
+    return summary + "\n\n" + "\n".join(_run_rows(runs, results, shown))
 
 
 FIELD = [

@@ -47,10 +47,12 @@ def planned_csv(rows: list[tuple[int, int, int, int, int]]) -> str:
     )
 
 
-def _delta(counters: dict | None, name: str) -> float | None:
+def _delta(counters: dict | None, name: str, absent: float | None = None) -> float | None:
+    """How much a counter rose over the run; ``absent``: its value when the page lacked it (SGLang's
+    labelled counters appear at their first increment)."""
     if not counters:
         return None
-    a, b = (counters.get("before") or {}).get(name), (counters.get("after") or {}).get(name)
+    a, b = (counters.get("before") or {}).get(name, absent), (counters.get("after") or {}).get(name, absent)
     return None if a is None or b is None else b - a
 
 
@@ -124,10 +126,11 @@ def check_run(
         result["server_prompt_tokens"] = int(server)
         if int(server) != planned_prompt:
             problems.append(f"the server counted {int(server)} prompt tokens ({PROMPT}), the plan {planned_prompt}")
-    hits = {name: d for name in (HITS, CACHED) if (d := _delta(counters, name)) is not None}
+    absent = 0.0 if retraction_hits and counters and counters.get("after") else None  # SGLang's
+    hits = {name: d for name in (HITS, CACHED) if (d := _delta(counters, name, absent)) is not None}
     for name, d in hits.items():
         result["server_" + name.removeprefix("vllm:").removesuffix("_total")] = int(d)
-    retracted = _delta(counters, PREEMPTED)
+    retracted = _delta(counters, PREEMPTED, absent)
     if retraction_hits and retracted:
         result["server_retracted"] = int(retracted)
     if not shares_prefix and not (retraction_hits and retracted):

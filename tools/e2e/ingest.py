@@ -540,7 +540,8 @@ def main() -> int:
                     },
                     "trace": f"e2e/{rid}.csv",
                     "measured": {k: bench[k] for k in MEASURED if k in bench},
-                    "server": {**server_series(metrics), **facts},
+                    # SGLang's retraction counter appears at its first increment: absent, none
+                    "server": {**({"num_preemptions": 0} if is_sglang else {}), **server_series(metrics), **facts},
                 }
                 if hp := host(lane_probes(ld)):
                     entry["host"] = hp
@@ -552,6 +553,7 @@ def main() -> int:
                         "planned_prompt_tokens",
                         "server_prompt_tokens",
                         "server_prefix_cache_hits",
+                        "server_retracted",
                         "problems",
                     )
                     if k in res and (k != "problems" or res[k])
@@ -561,8 +563,16 @@ def main() -> int:
                 elif not res["ok"]:
                     entry["confounded"] = "check failed: " + "; ".join(res["problems"])
                 index["runs"].append(entry)
+    sglang_index = any(r.get("framework") == "sglang" for r in index["runs"])
     index["about"] = (
-        "Real vLLM servers recorded with tools/e2e (dummy weights, exact model configs, `vllm bench serve` with "
+        "Real SGLang servers recorded with tools/e2e (`python -m sglang.launch_server`, dummy weights, exact model "
+        "configs; driven by `vllm bench serve` with --ignore-eos; data/e2e/ holds the recordings and their README). "
+        "Each run: what ran, the benchmark's figures (measured), what the server's /metrics (under the vLLM names "
+        "they stand for: tools/e2e/lane.py SGLANG_AS_VLLM) and start-up log said (server), and the requests in the "
+        "order they were sent (trace). split: within each lane, runs alternate calibrate / heldout in the order "
+        "they ran, starting with calibrate."
+        if sglang_index
+        else "Real vLLM servers recorded with tools/e2e (dummy weights, exact model configs, `vllm bench serve` with "
         "--ignore-eos; data/e2e/ holds the recordings and their README). Each run: what ran, `vllm bench serve`'s "
         "figures (measured), what the server's /metrics and start-up log said (server), and the requests in the "
         "order they were sent (trace). split: within each lane, runs alternate calibrate / heldout in the order "

@@ -7,7 +7,9 @@
 calibration run of simulator/data/validation/e2e.yaml (the servers recorded with tools/e2e), those
 of 0.26 and 0.32; ``sglang``: every calibration run of simulator/data/validation/sglang_runs.yaml that fits the
 host (``fits: host``; the cookbook's ``fits: gpu`` runs fit a GPU's kernels instead),
-SGLang's (output throughput, p50 TPOT, p50 TTFT and mean TPOT). Searches the host costs (the API server's per-request and per-token work for each
+SGLang's (output throughput, p50 TPOT, p50 TTFT and mean TPOT), with every calibration run of the SGLang
+servers recorded with tools/e2e (simulator/data/validation/e2e_sglang.yaml, replayed as the recorded
+vLLM servers are). Searches the host costs (the API server's per-request and per-token work for each
 endpoint, a fixed latency, the engine's CPU work per step and per sequence, the work per request
 that ends) for the least sum of |log(simulated / measured)| over the source's metrics (output
 throughput, mean TTFT and mean TPOT; for recorded runs also the medians, TTFT left out where the
@@ -56,14 +58,22 @@ FITTED = {
         "engine_per_seq_s_019",
         "first_pass",
     ),
-    # The public SGLang runs: the API server's costs (both endpoints). Not the engine's: bursts of a
-    # thousand requests cannot tell a per-step cost from a per-token one (fitted, the engine's per-step
-    # cost went to 11 ms, which would floor every small batch's step there; its per-request cost to
-    # 0.3 ms, which made FP8 no faster than bf16); they stay vLLM 0.26's recorded ones.
-    "sglang": (*API_SERVER, "chat_first_pass"),
+    # The public SGLang runs and the recorded SGLang servers: the API server's costs (both endpoints)
+    # and the completions intake's first pass. Not the scheduler's: on the public bursts of a thousand
+    # requests its per-step cost went to 11 ms, which would floor every small batch's step there; with
+    # the recorded servers too, whose streaming binds from 256 clients, its per-request cost went to
+    # 0.3 us for a 0.03% smaller loss. They stay vLLM 0.26's recorded ones.
+    # With the recorded servers, also how a streamed token's cost grows with the streams a batch serves.
+    "sglang": (*API_SERVER, "chat_first_pass", "first_pass", "stream_doubling"),
 }
+# A constant at 0 is off (stream_doubling: no growth): the search, which multiplies, starts it at these.
+SEEDS = {"stream_doubling": (250.0, 500.0, 1000.0, 2000.0, 4000.0)}
 SHARES = ("first_pass", "chat_first_pass")  # fractions: searched up to 1
 STEPS = (0.25, 0.5, 0.71, 1.41, 2.0, 4.0)
+# A constant moves only for a loss at least this share smaller: less is the replay's noise (SGLang's
+# finish cost went from 87 to 0.06 us for 0.1% in all), and a move for it leaves a value nothing
+# measured.
+MIN_GAIN = 0.002
 
 
 def loss(results, metrics=validate.METRICS) -> float:
@@ -103,49 +113,63 @@ def main() -> int:
     names = args.only or FITTED[args.source]
     if unknown := set(names) - set(FITTED[args.source]):
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
-    recorded = args.source == "recorded"
     path = {"recorded": validate.E2E_FILE, "sglang": validate.SGLANG_FILE}.get(args.source, validate.RUNS_FILE)
-    # (runs that fit a GPU's kernels, ``fits: gpu``, are not the host's calibration)
-    runs = [
-        r
-        for r in validate.load(path)["runs"]
-        if r["split"] == "calibrate" and r.get("fits", "host") == "host" and not r.get("confounded")
-    ]
+    recorded_path = {"recorded": validate.E2E_FILE, "sglang": validate.E2E_SGLANG_FILE}.get(args.source)
+
+    def calibration(p) -> list[dict]:
+        # (runs that fit a GPU's kernels, ``fits: gpu``, are not the host's calibration)
+        return [
+            r
+            for r in validate.load(p)["runs"]
+            if r["split"] == "calibrate" and r.get("fits", "host") == "host" and not r.get("confounded")
+        ]
+
+    runs = calibration(path)
+    rec_runs = calibration(recorded_path) if recorded_path and recorded_path != path else []
     metrics = {"recorded": validate.E2E_METRICS, "sglang": validate.SGLANG_METRICS}.get(args.source, validate.METRICS)
     host = hosts.load_host_costs(args.source)
 
     # A recorded run replays on its own host (validate.recorded_host): the candidate costs are the
-    # reference host's, scaled by that host's factor as the built-in ones are.
-    groups: dict[float, list[dict]] = {}
+    # reference host's, scaled by that host's factor as the built-in ones are. Groups: (scale,
+    # recorded) -> runs.
+    groups: dict[tuple[float, bool], list[dict]] = {}
     for r in runs:
-        groups.setdefault(validate.recorded_scale(r) if recorded else 1.0, []).append(r)
+        key = (validate.recorded_scale(r), True) if args.source == "recorded" else (1.0, False)
+        groups.setdefault(key, []).append(r)
+    for r in rec_runs:
+        groups.setdefault((validate.recorded_scale(r), True), []).append(r)
 
     def evaluate(h) -> float:
-        results = []
-        for s, group in groups.items():
-            results += validate.run_all(group, jobs=args.jobs, host=h.scaled(s), recorded=recorded)
-        return loss(results, metrics)
+        total = 0.0
+        for (s, rec), group in groups.items():
+            results = validate.run_all(group, jobs=args.jobs, host=h.scaled(s), recorded=rec)
+            total += loss(results, validate.E2E_METRICS if rec else metrics)
+        return total
 
     best = evaluate(host)
-    print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
+    print(f"{len(runs) + len(rec_runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
         improved = False
         for name in names:
-            for f in STEPS:
-                value = getattr(host, name) * f
+            now = getattr(host, name)
+            for value in [now * f for f in STEPS] if now else SEEDS.get(name, ()):
                 if value <= 0 or (name in SHARES and value > 1.0):
                     continue
                 cand = replace(host, **{name: value})
                 got = evaluate(cand)
-                if got < best - 1e-9:
+                if got < best * (1 - MIN_GAIN):
                     best, host, improved = got, cand, True
                     print(f"round {rnd}: {name} -> {value:.3g} (loss {best:.3f})", flush=True)
         if not improved:
             break
-    sources = sorted({r["recording"] if recorded else r["source"].split(" (")[0] for r in runs})
+    sources = sorted({r["recording"] if "recording" in r else r["source"].split(" (")[0] for r in runs + rec_runs})
     write_set(
         args.source,
-        [f"fitted_on: {len(runs)} runs ({', '.join(sources)})", *stamp(best), *section("host_costs", asdict(host))],
+        [
+            f"fitted_on: {len(runs) + len(rec_runs)} runs ({', '.join(sources)})",
+            *stamp(best),
+            *section("host_costs", asdict(host)),
+        ],
     )
     print(f"wrote the {args.source} set to {hosts.HOST_COSTS_FILE}")
     return 0
