@@ -618,9 +618,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_check(tmp_path):
-    """lane.py end to end against a stand-in server and a stand-in `vllm bench serve` (no GPU, no
-    vLLM): token-id prompts, the host probe around the lane, the server's counters, the check."""
+def _standins(tmp_path):
+    """A stand-in `vllm` package (its benchmark's dataset and CLI) and the stand-in server, under
+    ``tmp_path``; the package's folder, for PYTHONPATH."""
     fake = tmp_path / "fake"
     for pkg in ("vllm", "vllm/benchmarks", "vllm/benchmarks/datasets", "vllm/entrypoints", "vllm/entrypoints/cli"):
         (fake / pkg).mkdir(parents=True)
@@ -628,6 +628,13 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     (fake / "vllm/benchmarks/datasets/datasets.py").write_text(BENCH_DATASETS)
     (fake / "vllm/entrypoints/cli/main.py").write_text(STANDIN_BENCH)
     (tmp_path / "server.py").write_text(STANDIN_SERVER)
+    return fake
+
+
+def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_check(tmp_path):
+    """lane.py end to end against a stand-in server and a stand-in `vllm bench serve` (no GPU, no
+    vLLM): token-id prompts, the host probe around the lane, the server's counters, the check."""
+    fake = _standins(tmp_path)
 
     def lane(name, runs, **kw):
         port = _free_port()
@@ -713,13 +720,7 @@ def test_an_sglang_lane_flushes_the_cache_and_reads_sglangs_counters(tmp_path):
     prompt's first token): a run that repeats an earlier run's prompts passes after /flush_cache,
     the counters are read under the vLLM names they stand for, and no two prompts of a run share a
     first token."""
-    fake = tmp_path / "fake"
-    for pkg in ("vllm", "vllm/benchmarks", "vllm/benchmarks/datasets", "vllm/entrypoints", "vllm/entrypoints/cli"):
-        (fake / pkg).mkdir(parents=True)
-        (fake / pkg / "__init__.py").write_text("")
-    (fake / "vllm/benchmarks/datasets/datasets.py").write_text(BENCH_DATASETS)
-    (fake / "vllm/entrypoints/cli/main.py").write_text(STANDIN_BENCH)
-    (tmp_path / "server.py").write_text(STANDIN_SERVER)
+    fake = _standins(tmp_path)
     port = _free_port()
     runs = [
         {"name": "a", "max_concurrency": 4, "num_prompts": 12, "prompt": 32, "output": 3, "seed": 1},

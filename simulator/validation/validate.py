@@ -895,6 +895,13 @@ def _select(runs: list[dict], only: list[str] | None, path: Path) -> list[dict]:
     return picked
 
 
+def _select_pair(first: Path, second: Path, only: list[str] | None) -> tuple[list[dict], list[dict]]:
+    """The runs of two files that ``only`` picks (all without it); none in either is a one-line error."""
+    a, b = load(first)["runs"], load(second)["runs"]
+    picked = {r["id"] for r in _select(a + b, only, first)}
+    return [r for r in a if r["id"] in picked], [r for r in b if r["id"] in picked]
+
+
 def main_validate(
     kv: bool,
     runs_check: bool,
@@ -907,20 +914,9 @@ def main_validate(
 ) -> int:
     """``servesim validate``: the checks asked for (all by default), tables and plots in ``out``."""
     public = _select(load(RUNS_FILE)["runs"], only, RUNS_FILE) if runs_check else []
-    if sglang:  # public SGLang runs and recorded SGLang servers; --only must match a run of one of them
-        both = load(SGLANG_FILE)["runs"] + load(E2E_SGLANG_FILE)["runs"]
-        picked = {r["id"] for r in _select(both, only, SGLANG_FILE)}
-        sgl = [r for r in load(SGLANG_FILE)["runs"] if r["id"] in picked]
-        sgl_rec = [r for r in load(E2E_SGLANG_FILE)["runs"] if r["id"] in picked]
-    else:
-        sgl, sgl_rec = [], []
-    if recorded:  # --only picks from both files; it must match a run of one of them
-        both = load(E2E_FILE)["runs"] + load(OFFLOAD_FILE)["runs"]
-        picked = {r["id"] for r in _select(both, only, E2E_FILE)}
-        rec = [r for r in load(E2E_FILE)["runs"] if r["id"] in picked]
-        offload = [r for r in load(OFFLOAD_FILE)["runs"] if r["id"] in picked]
-    else:
-        rec, offload = [], []
+    # --only picks from both files of a check; it must match a run of one of them
+    sgl, sgl_rec = _select_pair(SGLANG_FILE, E2E_SGLANG_FILE, only) if sglang else ([], [])
+    rec, offload = _select_pair(E2E_FILE, OFFLOAD_FILE, only) if recorded else ([], [])
     out.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     judged: dict = {}  # what the verdict weighs (verdict.outcomes' arguments)
@@ -958,27 +954,22 @@ def main_validate(
         lines.append(
             f"  plot: {plot_runs(sgl, results, out / 'validation_sglang.png', SGLANG_METRICS[:3], 'public SGLang runs', SGLANG_CLIENT)}"
         )
-    if sgl_rec:
-        results = run_all(sgl_rec, jobs=jobs, recorded=True)
-        lines += write_runs_report(
+    for group, name, title in (
+        (
             sgl_rec,
-            results,
-            out,
-            E2E_METRICS,
             "recorded_sglang.csv",
             "Recorded SGLang 0.5.16 servers vs their `vllm bench serve` runs (data/e2e/; no target)",
-        )
-    if offload:
-        results = run_all(offload, jobs=jobs, recorded=True)
-        lines += write_runs_report(
+        ),
+        (
             offload,
-            results,
-            out,
-            E2E_METRICS,
             "recorded_kv_offload.csv",
             "Recorded vLLM 0.26 servers with KV offloading off / 16 / 64 GiB (nothing fitted)",
-        )
-        lines += offload_hit_lines(results)
+        ),
+    ):
+        if group:
+            results = run_all(group, jobs=jobs, recorded=True)
+            lines += write_runs_report(group, results, out, E2E_METRICS, name, title)
+            lines += offload_hit_lines(results) if group is offload else []
     feature_errors: list[float] = []
     if features:
         from simulator.validation import features as features_validation

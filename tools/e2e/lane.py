@@ -324,26 +324,7 @@ def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> s
     env.update(lane.get("env", {}))
     if sglang(lane):
         env["PYTHONPATH"] = str(root / "sgsite") + os.pathsep + env.get("PYTHONPATH", "")
-        cmd = [
-            PY,
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            str(mdir),
-            "--tokenizer-path",
-            str(tdir),
-            "--served-model-name",
-            lane["model"],
-            "--load-format",
-            "dummy",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(lane["port"]),
-            "--enable-metrics",
-        ] + lane.get("serve_args", [])
-    else:
-        cmd = vllm_command(lane, mdir, tdir)
+    cmd = server_command(lane, mdir, tdir)
     if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
         cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
     log(f"{lane['name']}: {shlex.join(cmd)}")
@@ -352,25 +333,17 @@ def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> s
     return p
 
 
-def vllm_command(lane: dict, mdir: Path, tdir: Path) -> list[str]:
-    return [
-        PY,
-        "-m",
-        "vllm.entrypoints.cli.main",
-        "serve",
-        str(mdir),
-        "--tokenizer",
-        str(tdir),
-        "--served-model-name",
-        lane["model"],
-        "--load-format",
-        "dummy",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(lane["port"]),
-        "--enable-logging-iteration-details",
-    ] + lane.get("serve_args", [])
+def server_command(lane: dict, mdir: Path, tdir: Path) -> list[str]:
+    """The lane's server: `vllm serve` (its iteration log on) or SGLang's launcher (its metrics on),
+    dummy weights, the model's folder and the tokenizer's, on 127.0.0.1, then the lane's own flags."""
+    if sglang(lane):
+        head = ["-m", "sglang.launch_server", "--model-path", str(mdir), "--tokenizer-path", str(tdir)]
+        tail = ["--enable-metrics"]
+    else:
+        head = ["-m", "vllm.entrypoints.cli.main", "serve", str(mdir), "--tokenizer", str(tdir)]
+        tail = ["--enable-logging-iteration-details"]
+    common = ["--served-model-name", lane["model"], "--load-format", "dummy", "--host", "127.0.0.1"]
+    return [PY, *head, *common, "--port", str(lane["port"]), *tail, *lane.get("serve_args", [])]
 
 
 SGLANG_READY = "The server is fired up and ready to roll"  # logged once its own warm-up request is done
