@@ -2,7 +2,7 @@
 calls (64 MiB each, the working tree included), under .e2e/ (ignored by git).
 
     python tools/e2e/pack.py [--pieces 3]
-    python tools/e2e/pack.py --sglang [--pieces 8]
+    python tools/e2e/pack.py --sglang [--pieces 12]
 
 `--sglang` packs SGLang 0.5.16 instead (.e2e/sgpart*/sgbundle.*; `device.sh sginstall` unpacks it
 into a site of its own, searched before vLLM's): the newest SGLang releases that pin the device's
@@ -153,13 +153,15 @@ def bundle(sglang: bool, cache: Path) -> bytes:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pieces", type=int, default=None, help="default: 3 (vLLM), 8 (SGLang)")
+    ap.add_argument(
+        "--pieces", type=int, default=None, help="default: 3 (vLLM), 12 (SGLang: about 17 MB a piece, two a call)"
+    )
     ap.add_argument("--sglang", action="store_true", help="pack SGLang 0.5.16 instead of vLLM")
     ap.add_argument("--out", default=str(ROOT / ".e2e"))
     a = ap.parse_args()
     out = Path(a.out)
     blob = bundle(a.sglang, out / "cache")
-    n = a.pieces or (8 if a.sglang else 3)
+    n = a.pieces or (12 if a.sglang else 3)
     prefix, folder = ("sgbundle", "sgpart") if a.sglang else ("bundle", "part")
     size = -(-len(blob) // n)
     manifest = []
