@@ -785,6 +785,23 @@ def test_sglang_series_stand_for_vllms_and_a_retraction_allows_the_hits_it_bring
     assert not checks.check_run(planned, recorded, counters, retraction_hits=True)["ok"]
 
 
+def test_sglangs_decode_batch_lines_give_its_mean_step():
+    """decode_batches.csv from an SGLang server's log: 753 running requests at 12,223 tokens/s are a
+    61.6 ms step; an idle interval's zero rate gives no step; other lines are left out."""
+    ingest = _load("ingest")
+    log = (
+        "[2026-11-30 19:09:17] Decode batch, #running-req: 753, #token: 825288, token usage: 0.91, cuda graph: False, "
+        "gen throughput (token/s): 12223.08, #queue-req: 14\n"
+        "[2026-11-30 19:09:18 TP0] Prefill batch, #new-seq: 2, #new-token: 256\n"
+        "[2026-11-30 19:09:19] Decode batch, #running-req: 1, #token: 9, token usage: 0.00, cuda graph: True, "
+        "gen throughput (token/s): 0.00, #queue-req: 0\n"
+    )
+    rows = ingest.decode_batches(log).splitlines()
+    assert rows[0].startswith("time,running") and len(rows) == 3
+    assert rows[1] == "2026-11-30 19:09:17,753,825288,0.91,False,12223.08,14,61.60"
+    assert rows[2].endswith(",True,0.00,0,")
+
+
 def test_how_a_lanes_server_set_its_routers_is_found_from_its_log():
     ingest = _load("ingest")
     zeroed = "(EngineCore pid=1487) uniform routing: zeroed 36 router biases"

@@ -4,7 +4,8 @@
 
 Writes:
 - data/e2e/NAME/LANE/: lane.json (serve command, versions, timings), server.log (the server's lines
-  without progress bars), and per run RUN/: bench.json (`vllm bench serve`'s summary), requests.csv
+  without progress bars), for an SGLang lane decode_batches.csv (its scheduler's `Decode batch` lines,
+  every 40 steps: ``decode_batches``), and per run RUN/: bench.json (`vllm bench serve`'s summary), requests.csv
   (a row per request in the order the benchmark sent them: start, server-side prompt tokens, output
   tokens, TTFT, ITL quantiles), metrics.csv (/metrics once a second), itl_quantiles.csv, and
   steps.csv (the engine's iteration log, one API server only: time, requests and tokens per step);
@@ -216,6 +217,27 @@ def engine_flags(flags: dict, facts: dict) -> dict:
     if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):
         out["num_gpu_blocks_override"] = facts["kv_cache_tokens"] // 16  # vLLM's default block size
     return out
+
+
+# SGLang's scheduler logs a line every 40 decode steps (its --decode-log-interval): the running requests,
+# the tokens held, the pool's usage, whether CUDA graphs ran, and its generation rate over the 40 steps.
+DECODE_BATCH = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^\]]*\] Decode batch[.,] #running-req: (\d+), #token: (\d+), "
+    r"token usage: ([\d.]+), cuda graph: (\w+), gen throughput \(token/s\): ([\d.]+), #queue-req: (\d+)"
+)
+
+
+def decode_batches(log: str) -> str:
+    """decode_batches.csv of an SGLang server's log: a row per `Decode batch` line, with the mean decode
+    step it implies (running requests over the generation rate; a prefill step among the 40 counts in
+    it too)."""
+    rows = ["time,running,tokens,token_usage,cuda_graph,gen_tokens_per_s,queued,step_ms"]
+    for line in log.splitlines():
+        if m := DECODE_BATCH.match(line):
+            t, run, tok, use, graph, rate, queue = m.groups()
+            step = f"{1e3 * int(run) / float(rate):.2f}" if float(rate) > 0 else ""
+            rows.append(f"{t},{run},{tok},{use},{graph == 'True'},{rate},{queue},{step}")
+    return "\n".join(rows) + "\n"
 
 
 SGLANG_FLAGS = {  # an SGLang server's flags as servesim's engine settings (the knobs keep SGLang's names)
@@ -450,6 +472,8 @@ def main() -> int:
                     (ld / f).write_text(read(f"{lane_name}/{f}"))
             facts = server_facts(log)
             routed = routing(log)
+            if lane.get("framework") == "sglang":
+                (ld / "decode_batches.csv").write_text(decode_batches(log))
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
             is_sglang = lane.get("framework") == "sglang"
