@@ -779,10 +779,10 @@ def test_sglang_series_stand_for_vllms_and_a_retraction_allows_the_hits_it_bring
     recorded = [{"client": 0, "index": 0, "prompt_tokens": 100, "output_tokens": 1, "error": ""}]
     counters = {"before": dict.fromkeys(row, 0.0) | {"t": 0.0}, "after": row}
     assert not checks.check_run(planned, recorded, counters)["ok"]  # vLLM: a hit is a shared prefix
-    res = checks.check_run(planned, recorded, counters, retraction_hits=True)
+    res = checks.check_run(planned, recorded, counters, sglang=True)
     assert res["ok"] and res["server_retracted"] == 2
     counters["after"] = row | {"vllm:num_preemptions_total": 0.0}
-    assert not checks.check_run(planned, recorded, counters, retraction_hits=True)["ok"]
+    assert not checks.check_run(planned, recorded, counters, sglang=True)["ok"]
 
 
 def test_sglangs_decode_batch_lines_give_its_mean_step():

@@ -11,7 +11,7 @@ A run passes when
 - unless the plan shares prefixes, the server's prefix cache found nothing
   (`vllm:prefix_cache_hits_total` and `vllm:prompt_tokens_cached_total` did not rise), or, on a
   server whose retracted requests find their own prompts again (SGLang: a retracted request's
-  prompt stays in its radix tree; ``retraction_hits``), nothing unless it retracted some.
+  prompt stays in its radix tree; ``sglang``), nothing unless it retracted some.
 
 vLLM counts a request's prompt tokens and its prefix-cache hits once, when it is first scheduled or
 first answered; a preempted request's second prefill is not counted again (vLLM 0.26,
@@ -33,6 +33,11 @@ QUERIES = "vllm:prefix_cache_queries_total"
 CACHED = "vllm:prompt_tokens_cached_total"
 PREEMPTED = "vllm:num_preemptions_total"
 COUNTERS = (PROMPT, HITS, QUERIES, CACHED, PREEMPTED)
+
+
+def serves_sglang(lane: dict) -> bool:
+    """Whether a plan's lane serves with SGLang (``"framework": "sglang"``) rather than vLLM."""
+    return lane.get("framework") == "sglang"
 
 
 def read_csv(text: str) -> list[dict]:
@@ -77,11 +82,13 @@ def check_run(
     recorded: list[dict],
     counters: dict | None = None,
     shares_prefix: bool = False,
-    retraction_hits: bool = False,
+    sglang: bool = False,
 ) -> dict:
     """The run's check: planned rows (planned.csv), recorded rows (requests.csv: client, index,
     prompt_tokens, output_tokens, error), the server's counters ({before: {name: value}, after: ...}).
-    ``retraction_hits``: prefix-cache hits are allowed once the server retracted a request.
+    ``sglang``: the server is SGLang's, whose labelled counters appear at their first increment (an
+    absent one is zero) and whose retracted requests find their own prompts again (prefix-cache hits
+    are allowed once it retracted one).
     Returns {ok, problems: [...], and the totals compared}."""
     problems: list[str] = []
     want = {(int(r["client"]), int(r["index"])): r for r in planned}
@@ -126,14 +133,14 @@ def check_run(
         result["server_prompt_tokens"] = int(server)
         if int(server) != planned_prompt:
             problems.append(f"the server counted {int(server)} prompt tokens ({PROMPT}), the plan {planned_prompt}")
-    absent = 0.0 if retraction_hits and counters and counters.get("after") else None  # SGLang's
+    absent = 0.0 if sglang and counters and counters.get("after") else None
     hits = {name: d for name in (HITS, CACHED) if (d := _delta(counters, name, absent)) is not None}
     for name, d in hits.items():
         result["server_" + name.removeprefix("vllm:").removesuffix("_total")] = int(d)
     retracted = _delta(counters, PREEMPTED, absent)
-    if retraction_hits and retracted:
+    if sglang and retracted:
         result["server_retracted"] = int(retracted)
-    if not shares_prefix and not (retraction_hits and retracted):
+    if not shares_prefix and not (sglang and retracted):
         if not hits:
             problems.append(f"the server's {HITS} was not read before and after the run")
         elif name_d := next(((n, d) for n, d in hits.items() if d), None):

@@ -314,9 +314,7 @@ def check(read, files: dict, lane_meta: dict, run_name: str) -> dict:
     counters = info.get("counters")
     if not counters and f"{base}/metrics.csv" in files:
         counters = checks.counters_from_metrics(checks.read_csv(read(f"{base}/metrics.csv")))
-    return checks.check_run(
-        planned, recorded, counters, bool(run.get("prefix")), retraction_hits=lane.get("framework") == "sglang"
-    )
+    return checks.check_run(planned, recorded, counters, bool(run.get("prefix")), sglang=checks.serves_sglang(lane))
 
 
 def host(probes: dict) -> dict:
@@ -472,11 +470,11 @@ def main() -> int:
                     (ld / f).write_text(read(f"{lane_name}/{f}"))
             facts = server_facts(log)
             routed = routing(log)
-            if lane.get("framework") == "sglang":
+            is_sglang = checks.serves_sglang(lane)
+            if is_sglang:
                 (ld / "decode_batches.csv").write_text(decode_batches(log))
             args = lane.get("serve_args", [])
             flags = dict(zip(args[::2], args[1::2]))
-            is_sglang = lane.get("framework") == "sglang"
             versions = lane_meta["versions"]
             planned = order.get(lane_name, runs)
             for run_name in runs:
@@ -587,7 +585,7 @@ def main() -> int:
                 elif not res["ok"]:
                     entry["confounded"] = "check failed: " + "; ".join(res["problems"])
                 index["runs"].append(entry)
-    sglang_index = any(r.get("framework") == "sglang" for r in index["runs"])
+    sglang_index = any(checks.serves_sglang(r) for r in index["runs"])  # a run names its framework as a lane does
     index["about"] = (
         "Real SGLang servers recorded with tools/e2e (`python -m sglang.launch_server`, dummy weights, exact model "
         "configs; driven by `vllm bench serve` with --ignore-eos; data/e2e/ holds the recordings and their README). "

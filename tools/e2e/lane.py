@@ -266,8 +266,12 @@ def datasets(d: Path, run: dict, vocab: int, clients: int, distinct_first: bool 
     return paths
 
 
-def sglang(lane: dict) -> bool:
-    return lane.get("framework") == "sglang"
+sglang = checks.serves_sglang
+
+
+def with_sglang_site(env: dict, root: Path) -> dict:
+    """``env`` with SGLang's site (``device.sh sginstall``) searched before the vLLM site."""
+    return {**env, "PYTHONPATH": str(root / "sgsite") + os.pathsep + env.get("PYTHONPATH", "")}
 
 
 class Sampler(threading.Thread):
@@ -323,7 +327,7 @@ def start_server(lane: dict, mdir: Path, tdir: Path, out: Path, root: Path) -> s
     )
     env.update(lane.get("env", {}))
     if sglang(lane):
-        env["PYTHONPATH"] = str(root / "sgsite") + os.pathsep + env.get("PYTHONPATH", "")
+        env = with_sglang_site(env, root)
     cmd = server_command(lane, mdir, tdir)
     if lane.get("server_cmd"):  # a stand-in server, to try the recorder without a GPU
         cmd = [PY if c == "python" else c for c in lane["server_cmd"]]
@@ -517,7 +521,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         recorded,
         info["counters"],
         bool(run.get("prefix")),
-        retraction_hits=sglang(lane),
+        sglang=sglang(lane),
     )
     log(
         f"{lane['name']}/{run['name']}: rc {rcs} in {t1 - t0:.1f} s; check {'passed' if info['check']['ok'] else 'FAILED'}"
@@ -605,8 +609,9 @@ def versions(lane: dict, root: Path) -> dict:
             "'sgl_kernel': sgl_kernel.__version__, 'flashinfer': flashinfer.__version__, "
             "'server_transformers': transformers.__version__}))"
         )
-        env = {**os.environ, "PYTHONPATH": str(root / "sgsite") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env)
+        r = subprocess.run(
+            [PY, "-c", code], capture_output=True, text=True, env=with_sglang_site(dict(os.environ), root)
+        )
         try:
             out.update(json.loads(r.stdout.strip().splitlines()[-1]))
         except (ValueError, IndexError):

@@ -14,7 +14,8 @@ endpoint, a fixed latency, the engine's CPU work per step and per sequence, the 
 that ends) for the least sum of |log(simulated / measured)| over the source's metrics (output
 throughput, mean TTFT and mean TPOT; for recorded runs also the medians, TTFT left out where the
 server's prefix cache was warm): coordinate search in log space, each constant multiplied by
-1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1). Not
+1/4 .. 4 in turn, from the set's current values (the first-pass shares, fractions, up to 1; a
+constant at 0, ``SEEDS``, from fixed values), kept only for a loss ``MIN_GAIN`` smaller. Not
 fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (``step_s``).
 A recorded run is replayed on its host's factor (its probe reading, as `servesim validate` replays
 it), the candidate costs being the reference host's. The held-out runs are never simulated here.
@@ -58,12 +59,12 @@ FITTED = {
         "engine_per_seq_s_019",
         "first_pass",
     ),
-    # The public SGLang runs and the recorded SGLang servers: the API server's costs (both endpoints)
-    # and the completions intake's first pass. Not the scheduler's: on the public bursts of a thousand
-    # requests its per-step cost went to 11 ms, which would floor every small batch's step there; with
-    # the recorded servers too, whose streaming binds from 256 clients, its per-request cost went to
-    # 0.3 us for a 0.03% smaller loss. They stay vLLM 0.26's recorded ones.
-    # With the recorded servers, also how a streamed token's cost grows with the streams a batch serves.
+    # The public SGLang runs and the recorded SGLang servers: the API server's costs (both endpoints),
+    # the completions intake's first pass, and how a streamed token's cost grows with the streams a
+    # batch serves. Not the scheduler's: on the public bursts of a thousand requests its per-step cost
+    # went to 11 ms, which would floor every small batch's step there; with the recorded servers too,
+    # whose streaming binds from 256 clients, its per-request cost went to 0.3 us for a 0.03% smaller
+    # loss. They stay vLLM 0.26's recorded ones.
     "sglang": (*API_SERVER, "chat_first_pass", "first_pass", "stream_doubling"),
 }
 # A constant at 0 is off (stream_doubling: no growth): the search, which multiplies, starts it at these.
@@ -113,31 +114,27 @@ def main() -> int:
     names = args.only or FITTED[args.source]
     if unknown := set(names) - set(FITTED[args.source]):
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
-    path = {"recorded": validate.E2E_FILE, "sglang": validate.SGLANG_FILE}.get(args.source, validate.RUNS_FILE)
-    recorded_path = {"recorded": validate.E2E_FILE, "sglang": validate.E2E_SGLANG_FILE}.get(args.source)
+    # The source's public runs (replayed as public runs are) and its recorded servers (each on its host's
+    # factor, validate.recorded_host: the candidate costs are the reference host's, scaled as the
+    # built-in ones are).
+    public_file = {"public": validate.RUNS_FILE, "sglang": validate.SGLANG_FILE}.get(args.source)
+    recorded_file = {"recorded": validate.E2E_FILE, "sglang": validate.E2E_SGLANG_FILE}.get(args.source)
 
     def calibration(p) -> list[dict]:
         # (runs that fit a GPU's kernels, ``fits: gpu``, are not the host's calibration)
         return [
             r
-            for r in validate.load(p)["runs"]
+            for r in (validate.load(p)["runs"] if p else [])
             if r["split"] == "calibrate" and r.get("fits", "host") == "host" and not r.get("confounded")
         ]
 
-    runs = calibration(path)
-    rec_runs = calibration(recorded_path) if recorded_path and recorded_path != path else []
-    metrics = {"recorded": validate.E2E_METRICS, "sglang": validate.SGLANG_METRICS}.get(args.source, validate.METRICS)
+    runs = calibration(public_file) + calibration(recorded_file)
+    metrics = validate.SGLANG_METRICS if args.source == "sglang" else validate.METRICS
     host = hosts.load_host_costs(args.source)
-
-    # A recorded run replays on its own host (validate.recorded_host): the candidate costs are the
-    # reference host's, scaled by that host's factor as the built-in ones are. Groups: (scale,
-    # recorded) -> runs.
-    groups: dict[tuple[float, bool], list[dict]] = {}
+    groups: dict[tuple[float, bool], list[dict]] = {}  # (host factor, recorded) -> runs
     for r in runs:
-        key = (validate.recorded_scale(r), True) if args.source == "recorded" else (1.0, False)
-        groups.setdefault(key, []).append(r)
-    for r in rec_runs:
-        groups.setdefault((validate.recorded_scale(r), True), []).append(r)
+        rec = "recording" in r
+        groups.setdefault((validate.recorded_scale(r) if rec else 1.0, rec), []).append(r)
 
     def evaluate(h) -> float:
         total = 0.0
@@ -147,7 +144,7 @@ def main() -> int:
         return total
 
     best = evaluate(host)
-    print(f"{len(runs) + len(rec_runs)} calibration runs; start: loss {best:.3f}", flush=True)
+    print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
         improved = False
         for name in names:
@@ -162,11 +159,11 @@ def main() -> int:
                     print(f"round {rnd}: {name} -> {value:.3g} (loss {best:.3f})", flush=True)
         if not improved:
             break
-    sources = sorted({r["recording"] if "recording" in r else r["source"].split(" (")[0] for r in runs + rec_runs})
+    sources = sorted({r["recording"] if "recording" in r else r["source"].split(" (")[0] for r in runs})
     write_set(
         args.source,
         [
-            f"fitted_on: {len(runs) + len(rec_runs)} runs ({', '.join(sources)})",
+            f"fitted_on: {len(runs)} runs ({', '.join(sources)})",
             *stamp(best),
             *section("host_costs", asdict(host)),
         ],
