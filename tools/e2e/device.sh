@@ -46,10 +46,12 @@ while [ $# -gt 0 ]; do
       rm -rf $E2E/sgsite && mv $E2E/sgunpack/site $E2E/sgsite
       # one wheel a package (a second file of one version, another platform tag, stops pip)
       python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 --target $E2E/sgsite $(ls $E2E/sgunpack/wheels/*.whl | awk -F/ '{split($NF, w, "-"); if (!seen[w[1]]++) print}') 2>&1 | tail -3
+      # transformers' own qwen3_asr config stands where SGLang registers one again (sglang_compat.py)
+      cp -f tools/e2e/sglang_compat.py $E2E/sgsite/sitecustomize.py
       du -sh $E2E/sgsite ;;
     sgcheck)
       PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang, sgl_kernel, flashinfer, transformers; print('sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'flashinfer', flashinfer.__version__, 'transformers', transformers.__version__)" 2>&1 | tail -5
-      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang.launch_server, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.models.llama, sglang.srt.layers.attention.flashattention_backend, sglang.srt.layers.sampler; from sgl_kernel import flash_ops; print('sglang imports ok')" 2>&1 | tail -8 ;;
+      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang.launch_server, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.models.llama, sglang.srt.models.qwen3_moe, sglang.srt.layers.attention.flashattention_backend, sglang.srt.layers.sampler; from sgl_kernel import flash_ops; print('sglang imports ok')" 2>&1 | tail -8 ;;
     check)
       python3 -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -3
       python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, vllm.benchmarks.serve; print('imports ok')" 2>&1 | tail -3

@@ -126,6 +126,7 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
 def bundle(sglang: bool, cache: Path) -> bytes:
     """The xz-compressed tar of the site's files and the wheels (xz on every core)."""
     raw = cache / ("sglang.tar" if sglang else "vllm.tar")
+    cache.mkdir(parents=True, exist_ok=True)  # a fresh checkout has no .e2e/ yet
     with tarfile.open(raw, mode="w") as tar:
         if sglang:
             download(SGLANG_SITE, cache / "sglang")

@@ -6,6 +6,7 @@
 The `_h200` variants push concurrency further, since an H200's larger KV cache fills later.
 `cpu_h200` (one GPU): the host's share of serving, lane by lane (`cpu_lanes`).
 `sglang_h200` (one GPU): SGLang 0.5.16 serving the same model (`sglang_lanes`).
+`sglang_moe_h200` (one GPU): an MoE model served by SGLang and then by vLLM (`sglang_moe_lanes`).
 """
 
 from __future__ import annotations
@@ -607,6 +608,28 @@ def sglang_lanes() -> list[dict]:
     return [defaults, capped]
 
 
+def sglang_moe_lanes() -> list[dict]:
+    """Qwen3-30B-A3B (MoE, 128 experts, top 8) on one H200 with dummy weights, served by SGLang 0.5.16
+    and then by vLLM 0.26, each with its own defaults, over the same requests (one seed a run, shared
+    by the two lanes): 1, 64 and 256 closed-loop clients, then the KV-bound and decode-heavy runs at
+    768 clients (their KV demand, 983k and 836k tokens at the end of a round, passes either pool)."""
+
+    def run(kind: str, **kw) -> dict:
+        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"sglang_moe_h200/{kind}".encode())}
+
+    runs = [
+        run("c1", max_concurrency=1, num_prompts=6, **FIXED),
+        run("c64", max_concurrency=64, num_prompts=192, **FIXED),
+        run("c256", max_concurrency=256, num_prompts=768, **FIXED),
+        run("kv", max_concurrency=768, num_prompts=2 * 768, **KV),
+        run("decode", max_concurrency=768, num_prompts=768, **DECODE),
+    ]
+    return [
+        lane("sglang_qwen30b", [0], "qwen3-30b-a3b", [], runs, framework="sglang"),
+        lane("vllm_qwen30b", [0], "qwen3-30b-a3b", [], runs),
+    ]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -640,6 +663,7 @@ def main() -> None:
         ("gptoss_noise2_h200", gptoss_noise2_lanes()),
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
         ("sglang_h200", sglang_lanes()),
+        ("sglang_moe_h200", sglang_moe_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -1,4 +1,4 @@
-"""The SGLang site's sitecustomize (device.sh sgcompat): SGLang 0.5.16 registers configs that the
+"""The SGLang site's sitecustomize (device.sh sginstall copies it there): SGLang 0.5.16 registers configs that the
 image's transformers (5.17) already has (qwen3_asr), which raises; registering lets the newer one stand."""
 
 try:
