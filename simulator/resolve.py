@@ -113,18 +113,22 @@ def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
 
 def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
-    runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published), then
-    any per-field overrides."""
+    runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published; its
+    Triton attention on an AMD GPU before 0.19, fitted where the GPU's file has them), then any
+    per-field overrides."""
     from simulator.engine import calibration
 
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
     over: dict[str, float] = {}
-    kernel = versions.attention_kernel(gpu.compute_capability)
+    rocm = versions.version(sc.engine.vllm_version).rocm_attention if sc.engine.framework == "vllm" else ""
+    kernel = versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
     if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
         over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
     elif kernel == "fa2" and not model.is_mla:
         over.update(attn_compute=FA2_ATTN_COMPUTE)
+    elif kernel == "rocm_triton" and not model.is_mla and c.calibration == "auto":  # a user's file stands
+        over.update(calibration.vllm_attention(gpu.key))
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from simulator.engine import calibration
+from simulator.engine.calibration import builtin, vllm_attention
 from simulator.engine.cost import FA3_ATTN_COMPUTE, CostModel, Efficiency, decode_work
 from simulator.errors import ConfigError
 from simulator.resolve import efficiency
@@ -85,6 +86,32 @@ def test_an_amd_gpu_does_not_get_flashattention():
     assert attention_kernel(load_gpu("b300").compute_capability) == "other"
 
 
+def test_vllm_before_0_19_runs_its_triton_attention_on_an_amd_gpu():
+    """vLLM's default attention on an AMD GPU is its Triton kernel before 0.19 (ROCM_ATTN from 0.19):
+    where the GPU's calibration fitted that kernel's rates (the MI355X, on llm-d's vLLM 0.15.1 runs)
+    a scenario of such a release gets them; 0.19 on, SGLang, and a user's calibration file do not."""
+    m = load_model("llama-3.1-8b")
+    g = load_gpu("mi355x")
+    assert attention_kernel(g.compute_capability, g.gfx, "triton") == "rocm_triton"
+    assert attention_kernel(g.compute_capability, g.gfx, "rocm") == "other"
+    assert attention_kernel(load_gpu("h200").compute_capability, None, "triton") == "fa3"
+    fitted = vllm_attention("mi355x")
+    assert set(fitted) == {"attn_compute", "attn_memory"}
+    assert vllm_attention("mi300x") == {}  # nothing fitted there: its efficiency stands
+
+    def eff(*sets):
+        return efficiency(blank_scenario(["model=llama-3.1-8b", "hardware.gpu=mi355x", *sets]), g, m)
+
+    for release in ("0.15.1", "0.11", "0.10.2"):
+        e = eff(f"engine.vllm_version={release}")
+        assert (e.attn_compute, e.attn_memory) == (fitted["attn_compute"], fitted["attn_memory"]), release
+    base = builtin("mi355x")
+    for sets in (["engine.vllm_version=0.19"], ["engine.vllm_version=0.26"], ["engine.framework=sglang"]):
+        e = eff(*sets)
+        assert (e.attn_compute, e.attn_memory) == (base.attn_compute, base.attn_memory), sets
+    assert eff("engine.vllm_version=0.15.1", "cost.calibration=none").attn_compute == Efficiency().attn_compute
+
+
 def test_gfx_is_checked():
     base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}}
     base |= {"interconnect_bandwidth": 4e11, "host_link_bandwidth": 6.4e10}
@@ -104,6 +131,8 @@ def test_gfx_is_checked():
 # GPUs whose MoE rate and per-layer kernel time are fitted on public SGLang runs (the B200's and the
 # MI300X's own; the others share them with the GPU whose kernels they run).
 PUBLIC_FIT = {"b200": "b200", "b300": "b200", "gb200": "b200", "mi300x": "mi300x", "mi325x": "mi300x"}
+# ... and those whose per-layer kernel time is fitted on public vLLM runs (fit_gpu_family.py --engine vllm)
+VLLM_FIT = ("mi355x",)
 
 
 def test_new_gpus_take_efficiencies_derived_from_public_measurements():
@@ -123,6 +152,7 @@ def test_new_gpus_take_efficiencies_derived_from_public_measurements():
         assert eff.matmul_compute == pytest.approx(scale * measured[key], abs=1e-4)
         assert eff.matmul_memory == pytest.approx(memory[key], abs=1e-3)
         fitted = ("moe_memory", "per_layer_overhead_s") if key in PUBLIC_FIT else ()
+        fitted += ("per_layer_overhead_s",) if key in VLLM_FIT else ()
         rest = {
             f: getattr(eff, f) for f in calibration.GPU_FIELDS if f not in ("matmul_compute", "matmul_memory", *fitted)
         }
@@ -157,7 +187,9 @@ def test_servesim_gpus_lists_every_built_in_gpu(capsys):
     checked = runs_per_gpu()
     rec, pub, sgl = checked["h200"]
     assert rec > 50 and pub > 0 and sgl > 0 and listed["h200"].endswith(f"{rec} rec, {pub} pub, {sgl} SGLang")
-    assert checked["b200"][1] >= 1 and listed["mi355x"].endswith("none") and "mi355x" not in checked
+    assert checked["b200"][1] >= 1 and listed["mi325x"].endswith("none") and "mi325x" not in checked
+    # llm-d's MI355X page: vLLM 0.15.1, nine rows counted (three whose outputs stopped early are not)
+    assert checked["mi355x"] == (0, 9, 0) and listed["mi355x"].endswith("0 rec, 9 pub")
     # dstack's MI300X runs are SGLang 0.4.x, before the modelled 0.5 line (reported, not counted); the
     # cookbook's DeepSeek-V3.1 sweep on SGLang 0.5.7 counts
     assert checked["mi300x"] == (0, 0, 9) and listed["mi300x"].endswith("0 rec, 0 pub, 9 SGLang")

@@ -62,6 +62,21 @@ def resolve(spec: str, gpu_key: str) -> Efficiency:
 SAME_CHIP = {"a100-40gb": "a100-80gb"}
 
 
+# The attention rates (attn_compute, attn_memory) of the kernel vLLM runs by default on an AMD GPU
+# before 0.19 (its Triton unified attention, ``versions.attention_kernel``), where a GPU's file fitted
+# them: SGLang and later vLLM releases run other kernels there, which the file's ``efficiency`` covers.
+VLLM_TRITON_ATTENTION = "vllm_triton_attention"
+
+
+def vllm_attention(gpu_key: str) -> dict[str, float]:
+    """The built-in file's rates of vLLM's Triton attention on ``gpu_key`` ({} where none were fitted)."""
+    p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
+    if not p.is_file():
+        return {}
+    rates = load_yaml_text(read_text(p), str(p)).get(VLLM_TRITON_ATTENTION) or {}
+    return {k: float(rates[k]) for k in ("attn_compute", "attn_memory") if k in rates}
+
+
 def builtin(gpu_key: str) -> Efficiency | None:
     """The shipped calibration for a built-in GPU, if we have measurements for it."""
     p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"

@@ -29,6 +29,9 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
   does not in 0.22-0.26 (``profile_cudagraph_memory`` returns 0) and does in 0.33. Seen in the
   recorded 0.26 servers (data/e2e/): "Available KV cache memory" leaves the graphs out for dense
   models and subtracts them for Qwen3-30B-A3B.
+- rocm_attention: the attention backend vLLM picks on an AMD GPU when none is asked for: TRITON_ATTN
+  (its Triton unified attention, prefill and decode) before 0.19, ROCM_ATTN from 0.19
+  (``vllm/platforms/rocm.py``); ROCM_AITER_FA only with AITER turned on.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ class VllmVersion:
     graphs_in_budget_v2: bool  # the V2 runner does
     host_set: str  # which fitted host costs (hosts.HOST_SETS) apply
     host: HostCosts
+    # vLLM's default attention backend on an AMD GPU: "triton" (TRITON_ATTN) | "rocm" (ROCM_ATTN)
+    rocm_attention: str = "triton"
     # The API server paces the engine (simulator.engine.host.step_start): a stand-in that fits the
     # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
@@ -101,6 +106,7 @@ _V019 = replace(
     async_scheduling=True,
     capture_by16_from=256,
     capture_cap_by_budget=True,
+    rocm_attention="rocm",
 )
 _V026 = replace(
     _V019,
@@ -156,7 +162,7 @@ def _releases() -> dict[str, Release]:
     for n in ("0.12.0", "0.13.0"):
         rows.append(Release(n, "0.11", _BY16_CAP))
     for n in ("0.14.0", "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1"):
-        rows.append(Release(n, "0.19", (("admission", "first_chunk"),)))
+        rows.append(Release(n, "0.19", (("admission", "first_chunk"), ("rocm_attention", "triton"))))
     for n in ("0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2"):
         rows.append(Release(n, "0.19"))
     rows.append(Release("0.21.0", "0.19", (("graphs_in_budget_v1", True),)))
@@ -280,6 +286,7 @@ _OVERRIDE_TEXT = {
     "capture_cap_by_budget": "the largest capture size capped at max_num_batched_tokens",
     "admission": "admission first_chunk (the whole-prompt check comes in 0.19)",
     "graphs_in_budget_v1": "the CUDA-graph estimate taken from the KV budget",
+    "rocm_attention": "TRITON_ATTN on AMD GPUs (ROCM_ATTN comes in 0.19)",
 }
 
 
@@ -289,13 +296,16 @@ def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int
     return (1024, 8192) if big else (256, 2048)
 
 
-def attention_kernel(compute_capability: str | None) -> str:
-    """The flash-attention kernel vLLM's FlashAttention backend runs on a GPU: FlashAttention-3 on
-    Hopper (compute capability 9.x), FlashAttention-2 on Ampere and Ada (8.x); ``other`` elsewhere
-    (Blackwell, 10.x, defaults to FlashInfer; a custom GPU without a capability; and every AMD GPU,
-    which carries ``gfx`` and no compute capability: vLLM runs its ROCm backends there, TRITON_ATTN
-    before 0.19, ROCM_ATTN from 0.19, ROCM_AITER_FA with AITER on; servesim gives them the cost
-    model's default attention efficiencies)."""
+def attention_kernel(compute_capability: str | None, gfx: str | None = None, rocm_attention: str = "") -> str:
+    """The attention kernel vLLM runs on a GPU: FlashAttention-3 on Hopper (compute capability 9.x),
+    FlashAttention-2 on Ampere and Ada (8.x); on an AMD GPU (``gfx``, no compute capability) its
+    Triton unified attention (``rocm_triton``) where the release's default backend is TRITON_ATTN
+    (``VllmVersion.rocm_attention``); ``other`` elsewhere (Blackwell, 10.x, defaults to FlashInfer; a
+    custom GPU without a capability; ROCM_ATTN from 0.19). servesim gives ``other`` the cost model's
+    default attention efficiencies, and ``rocm_triton`` the rates a GPU's calibration file fitted for
+    it where it has them (``simulator.engine.calibration.vllm_attention``)."""
+    if gfx:
+        return "rocm_triton" if rocm_attention == "triton" else "other"
     major = (compute_capability or "").partition(".")[0]
     return {"8": "fa2", "9": "fa3"}.get(major, "other")
 

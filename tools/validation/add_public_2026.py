@@ -22,7 +22,12 @@ in), the blog's fp8 run that keeps the sliding-window layers in bf16 (no such kn
 the TensorRT-LLM and FlashInfer-attention attempts (they failed on SM80: no numbers). Each run is held
 out (nothing was fitted to it) except issue #30326's, which decided between two forms of the MXFP4 MoE
 cost on Hopper (the notes on recording h200_gptoss_2026-11-29 in data/e2e/README.md) and is marked
-calibrate. Running it twice adds nothing (runs already present are skipped).
+calibrate. Then llm-d's MI355X reference page (Llama-3.3-70B FP8 at TP8, vLLM 0.15.1 on ROCm), every
+row, held out: the first vLLM runs on an AMD GPU servesim replays. Its rows are each the best of a
+51-configuration sweep within 1-3% of each other (the serve command's own settings are taken), its
+request counts are the reproducer's four per client, and three of its short-prompt rows stopped
+early (no --ignore-eos) by unknown amounts: those are shown, not counted (``CONFOUNDED``). Running it
+twice adds nothing (runs already present are skipped).
 """
 
 from __future__ import annotations
@@ -68,6 +73,11 @@ MXFP4_PATH = {
     "a100-80gb": "gpt-oss's MXFP4 experts on an A100 (no FP4 or FP8 tensor cores): weight-only, 16-bit math "
     "(vLLM's Marlin MoE kernels on SM80, where Hopper runs its Triton ones)."
 }
+
+# llm-d's MI355X rows the GPU's vLLM kernel rates are fitted on (tools/validation/fit_gpu_family.py
+# --engine vllm): the fewest rows that pin its three rates (decode at short and at long context, a long
+# prefill), chosen after every row had been replayed blind and before anything was fitted
+LLMD_FITS = ("4k4k-c4", "16k2k-c16", "32k128-c4")
 
 # source id -> (our id, servesim model, GPU, release line, quantization, endpoint, engine flags, split)
 TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
@@ -146,8 +156,39 @@ TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
         for model, runs in GPUSTACK_A100.items()
         for k, (tp, tag, engine) in enumerate(runs)
     },
+    # llm-d's MI355X reference page (vLLM 0.15.1 on ROCm): the first public vLLM runs on an AMD GPU
+    # servesim replays; max_model_len the reproducer's (the 64k-token prompts need it)
+    **{
+        f"llmd-mi355x-llama70b-fp8kv-tp8-{tag}": (
+            f"mi355xx8_llama-3.3-70b-fp8_llmd_tp8_{tag.replace('-', '_')}",
+            "llama-3.3-70b-fp8",
+            "mi355x",
+            "0.15.1",  # the release itself: its ROCm attention default is 0.19's line's no longer
+            "fp8",
+            "completions",
+            {"gpu_memory_utilization": 0.85, "block_size": 128, "max_model_len": 131072},
+            "calibrate" if tag in LLMD_FITS else "heldout",
+        )
+        for tag in (
+            *(f"1k256-c{c}" for c in (16, 64, 128, 256)),
+            *(f"4k4k-c{c}" for c in (4, 16, 32)),
+            *(f"16k2k-c{c}" for c in (4, 16, 32)),
+            "32k128-c4",
+            "64k128-c2",
+        )
+    },
 }
 API_SERVERS = {"vllm-issue30326-h200-120b-tp8-c8-before": 20}
+# runs shown but not counted, and why
+_EARLY = (
+    "its outputs stopped early (no --ignore-eos: the printed total/output throughput gives a mean near {mean} of the "
+    "{asked} tokens asked, their spread not printed), and the page's row is the best of 51 configurations"
+)
+CONFOUNDED = {
+    "llmd-mi355x-llama70b-fp8kv-tp8-1k256-c64": _EARLY.format(mean=64, asked=256),
+    "llmd-mi355x-llama70b-fp8kv-tp8-1k256-c128": _EARLY.format(mean=128, asked=256),
+    "llmd-mi355x-llama70b-fp8kv-tp8-1k256-c256": _EARLY.format(mean=128, asked=256),
+}
 
 
 def entry(src: dict) -> dict:
@@ -201,6 +242,14 @@ def entry(src: dict) -> dict:
         "results": {k: v for k, v in res.items() if v is not None},
         "notes": notes,
     }
+    if split == "calibrate" and src["id"].startswith("llmd-"):
+        notes[1] = (
+            "Marked calibrate: the MI355X's per-layer kernel time and the rates of vLLM's Triton attention "
+            "there were fitted on it with two other rows of the page (tools/validation/fit_gpu_family.py --engine vllm)."
+        )
+        out["fits"] = "gpu"
+    if src["id"] in CONFOUNDED:
+        out["confounded"] = CONFOUNDED[src["id"]]
     if src["id"] in API_SERVERS:
         out["frontend"] = {"api_server_count": API_SERVERS[src["id"]]}
     return out

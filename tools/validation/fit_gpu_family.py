@@ -13,6 +13,16 @@ and p50 TPOT of the GPU's runs marked ``fits: gpu`` in simulator/data/validation
 (the 1k/8k runs, decode-bound: ``tools/validation/add_sglang_runs.py``); every other run of the GPU
 is held out. ``--write`` stores them in simulator/data/calibration/<gpu>.yaml and in the files of
 the GPUs that share its kernels (``FAMILY``), each keeping its own matmul rates.
+
+    python tools/validation/fit_gpu_family.py --gpu mi355x --engine vllm [--write]
+
+``--engine vllm`` fits an AMD GPU on its public vLLM runs marked ``fits: gpu`` in
+simulator/data/validation/runs.yaml (llm-d's MI355X page: tools/validation/add_public_2026.py):
+``per_layer_overhead_s`` and the two rates of the attention vLLM runs there by default before 0.19
+(its Triton kernel: ``vllm_triton_attention`` in the GPU's file, ``versions.attention_kernel``), by
+coordinate descent over grids (the per-layer time with the decode rate, then the prefill rate, until
+neither moves), on the least sum of |log error| in output throughput and mean TTFT. The other runs
+of the GPU are held out.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator.engine.calibration import builtin
+from simulator.engine.calibration import VLLM_TRITON_ATTENTION, builtin, vllm_attention
 from simulator.engine.cost import Efficiency
 from simulator.validation import validate
 from tools.validation.fit_host import loss as fit_loss
@@ -39,14 +49,23 @@ METRICS = ("output_throughput", "median_tpot_ms")
 # GPUs that run the same kernels as the one fitted: the same die (GB200), the same architecture
 # (B300, Blackwell Ultra), the same compute die with more memory (MI325X).
 FAMILY = {"b200": ("b300", "gb200"), "mi300x": ("mi325x",)}
+# --engine vllm: the AMD GPUs with public vLLM runs to fit on, and the grids of vLLM's Triton attention
+VLLM_GPUS = ("mi355x",)
+ATTN_MEMORY = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.6, 0.8)
+ATTN_COMPUTE = (0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.08, 0.15, 0.3)
+VLLM_METRICS = ("output_throughput", "mean_ttft_ms")
 
 
-def runs_of(gpu: str) -> list[dict]:
-    return [r for r in validate.load(validate.SGLANG_FILE)["runs"] if r["gpu"] == gpu and r.get("fits") == "gpu"]
+def runs_of(gpu: str, path: Path = validate.SGLANG_FILE) -> list[dict]:
+    """The runs of ``gpu`` in ``path`` marked to fit its kernels (``fits: gpu``)."""
+    return [r for r in validate.load(path)["runs"] if r["gpu"] == gpu and r.get("fits") == "gpu"]
 
 
-def loss(runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs: int) -> float:
-    eff = {**vars(builtin(gpu) or Efficiency()), "moe_memory": moe_memory, "per_layer_overhead_s": per_layer_s}
+def replay_loss(runs: list[dict], gpu: str, factors: dict[str, float], metrics: tuple[str, ...], jobs: int) -> float:
+    """The runs' loss with the GPU's built-in factors changed so: the scenarios' calibration is a file
+    of them (for vLLM's Triton attention rates too, which efficiency() otherwise takes from the built-in
+    file's own section)."""
+    eff = {**vars(builtin(gpu) or Efficiency()), **factors}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump({"efficiency": eff}, f)
     try:
@@ -56,7 +75,65 @@ def loss(runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs
     for r in res:
         if r.error:
             raise SystemExit(f"{r.id}: {r.error}")
-    return fit_loss(res, METRICS)
+    return fit_loss(res, metrics)
+
+
+def loss(runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs: int) -> float:
+    return replay_loss(runs, gpu, {"moe_memory": moe_memory, "per_layer_overhead_s": per_layer_s}, METRICS, jobs)
+
+
+def vllm_loss(runs: list[dict], gpu: str, per_layer_s: float, attn: dict[str, float], jobs: int) -> float:
+    return replay_loss(runs, gpu, {"per_layer_overhead_s": per_layer_s, **attn}, VLLM_METRICS, jobs)
+
+
+def fit_vllm(gpu: str, write_it: bool, jobs: int) -> int:
+    runs = runs_of(gpu, validate.RUNS_FILE)
+    if not runs:
+        print(f"no vLLM run of {gpu} is marked fits: gpu", file=sys.stderr)
+        return 1
+    base = builtin(gpu) or Efficiency()
+    stored = {"attn_compute": base.attn_compute, "attn_memory": base.attn_memory, **vllm_attention(gpu)}
+    was = vllm_loss(runs, gpu, base.per_layer_overhead_s, stored, jobs)
+    per_layer, attn = base.per_layer_overhead_s, dict(stored)
+    while True:
+        seen = {
+            (p, m): vllm_loss(runs, gpu, p * 1e-6, {**attn, "attn_memory": m}, jobs)
+            for p in PER_LAYER_US
+            for m in ATTN_MEMORY
+        }
+        (p, m), _ = min(seen.items(), key=lambda kv: kv[1])
+        seen_c = {c: vllm_loss(runs, gpu, p * 1e-6, {"attn_memory": m, "attn_compute": c}, jobs) for c in ATTN_COMPUTE}
+        c, best = min(seen_c.items(), key=lambda kv: kv[1])
+        moved = (p * 1e-6, m, c) != (per_layer, attn["attn_memory"], attn["attn_compute"])
+        per_layer, attn = p * 1e-6, {"attn_memory": m, "attn_compute": c}
+        if not moved:
+            break
+    print(
+        f"{gpu} (vLLM): per_layer_overhead {per_layer * 1e6:g} us, Triton attention compute {attn['attn_compute']} "
+        f"memory {attn['attn_memory']}: loss {best:.3f} over {len(runs)} runs (stored: {was:.3f})"
+    )
+    edge = (
+        per_layer * 1e6 in (PER_LAYER_US[0], PER_LAYER_US[-1])
+        or attn["attn_memory"] in (ATTN_MEMORY[0], ATTN_MEMORY[-1])
+        or attn["attn_compute"] in (ATTN_COMPUTE[0], ATTN_COMPUTE[-1])
+    )
+    if edge:
+        print("  the least sits on the grid's edge: widen the grid before writing", file=sys.stderr)
+        return 1
+    if write_it:
+        path = CALIBRATION / f"{gpu}.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc["efficiency"]["per_layer_overhead_s"] = round(per_layer, 9)
+        doc[VLLM_TRITON_ATTENTION] = attn
+        doc["fitted_on_public_vllm_runs"] = (
+            f"per_layer_overhead_s and {VLLM_TRITON_ATTENTION} (the rates of the attention vLLM runs here by default "
+            f"before 0.19, its Triton kernel): python tools/validation/fit_gpu_family.py --gpu {gpu} --engine vllm "
+            f"--write, on llm-d's {', '.join(r['id'].split('tp8_')[-1] for r in runs)} (sum of |log error| in output "
+            f"throughput and mean TTFT {best:.3f}); the page's other rows held out"
+        )
+        path.write_text(yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True))
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
 
 
 def write(gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float) -> None:
@@ -76,10 +153,13 @@ def write(gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], bes
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gpu", required=True, choices=sorted(FAMILY))
+    ap.add_argument("--gpu", required=True, choices=sorted({*FAMILY, *VLLM_GPUS}))
+    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="whose public runs to fit on")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
+    if args.engine == "vllm":
+        return fit_vllm(args.gpu, args.write, args.jobs)
     runs = runs_of(args.gpu)
     if not runs:
         print(f"no run of {args.gpu} is marked fits: gpu", file=sys.stderr)

@@ -69,6 +69,9 @@ points.append(collections.OrderedDict(
     results=dict(total_token_throughput=2394, output_token_throughput=479),
     notes="Partial point: headline figures only ('2394 Total tok/s (serve bench)', '479 Output tok/s (serve bench)'). Use only as a sanity check."))
 
+# llm-d's MI355X reference page (Llama-3.3-70B FP8, vLLM 0.15.1 on ROCm)
+points.extend(collections.OrderedDict(d) for d in load("runs_llmd_mi355x").points())
+
 meta = dict(
     description="Public vLLM serving benchmark runs (one point = one benchmark invocation / concurrency). Numbers quoted as printed.",
     read="2026-11-28",
