@@ -605,7 +605,16 @@ def sglang_lanes() -> list[dict]:
         ],
         framework="sglang",
     )
-    return [defaults, capped]
+    # the capped lane's decode run alone, as planned (its seed), for the recording that had no time left for it
+    decode_only = lane(
+        "sglang_llama8b_r128_decode",
+        [0],
+        "llama-3.1-8b",
+        ["--max-running-requests", "128"],
+        [run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE)],
+        framework="sglang",
+    )
+    return [defaults, capped, decode_only]
 
 
 def sglang_moe_lanes() -> list[dict]:
