@@ -349,13 +349,16 @@ def test_deepseek_r1_on_sglang_runs_at_every_load_and_shape_the_public_benchmark
 
 
 def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool():
-    """The SGLang 0.5.16 servers recorded with tools/e2e (data/e2e/h200_sglang_2026-11-30): every run
-    passed its check, their split alternates in the order they ran, they replay on SGLang's engine with
-    the knobs they were given, and servesim sizes the pool SGLang logged within 1%."""
+    """The SGLang 0.5.16 servers recorded with tools/e2e (data/e2e/h200_sglang_2026-11-30, and the MoE
+    model of h200_moe_2026-11-30, recorded after the fit and all held out): every run passed its check,
+    the first recording's split alternates in the order they ran, they replay on SGLang's engine with
+    the knobs they were given, and servesim sizes the pool SGLang logged within 1%, Llama's and Qwen3-MoE's."""
     from simulator.validation import validate
 
     runs = validate.load(validate.E2E_SGLANG_FILE)["runs"]
-    assert len(runs) == 7 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
+    assert len(runs) == 13 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
+    later = [r for r in runs if r["recording"] == "h200_moe_2026-11-30"]
+    assert len(later) == 6 and all(r["split"] == "heldout" for r in later)
     by = {r["id"].rsplit("sglang_", 1)[1]: r for r in runs}
     assert [by[k]["split"] for k in ("llama8b_c1", "llama8b_c64", "llama8b_c256", "llama8b_kv")] == [
         "calibrate",
@@ -372,3 +375,38 @@ def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool(
     assert not res.error and set(res.simulated) == set(validate.E2E_METRICS)
     pool, server = res.detail["kv_cache_tokens"], res.detail["server_kv_cache_tokens"]
     assert server == 905_795 and abs(pool / server - 1) < 0.01
+    moe = validate.simulate_e2e(by["qwen30b_c1"])
+    pool, server = moe.detail["kv_cache_tokens"], moe.detail["server_kv_cache_tokens"]
+    assert not moe.error and server == 750_170 and abs(pool / server - 1) < 0.01
+
+
+def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():
+    """`fit_host.py --source sglang --scheduler` reads the recorded SGLang lane's own log at the steady
+    state of its calibration runs (1 and 256 clients: as many running as clients, none queued, a CUDA
+    graph replayed) and finds the scheduler costs with which servesim's decode step (the longer of the
+    GPU's time and that CPU work) reproduces each logged step within 5%; the 64-client run, held out,
+    gives none of its rows."""
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario import hosts
+    from simulator.scenario.hardware import load_gpu
+    from simulator.validation import validate
+    from tools.validation import fit_host
+
+    runs = [r for r in validate.load(validate.E2E_SGLANG_FILE)["runs"] if r["split"] == "calibrate"]
+    lane = [r for r in runs if r["lane"] == "sglang_llama8b"]
+    rows = fit_host.scheduler_rows(lane[0], {1, 256})
+    assert {b for b, _, _ in rows} == {1, 256} and len(rows) > 100
+    # the fit asks only for its calibration runs' levels: the held-out 64-client run's rows stay out
+    assert {r["arrival"]["max_concurrency"] for r in lane} == {1, 256, 768} and fit_host.scheduler_rows(lane[0], {64})
+    fitted = fit_host.fit_scheduler(hosts.load_host_costs("sglang"), runs)
+    assert 3e-3 < fitted.engine_step_s < 5e-3 and 10e-6 < fitted.engine_per_seq_s_019 < 30e-6
+    sc = validate.e2e_scenario(lane[0])
+    model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+    cm = cost_model(sc, model, gpu, *engine_defaults(gpu, sc))
+    scale = validate.recorded_scale(lane[0])
+    for level in (1, 256):
+        logged = sorted(ms for b, _, ms in rows if b == level)
+        ctx = sorted(x for b, x, _ in rows if b == level)
+        args = (fitted.engine_step_s, fitted.engine_per_seq_s_019, level, ctx[len(ctx) // 2])
+        model_ms = fit_host.scheduler_step_ms(cm, scale, *args)
+        assert abs(model_ms / logged[len(logged) // 2] - 1) < 0.05, (level, model_ms, logged[len(logged) // 2])

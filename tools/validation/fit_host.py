@@ -21,6 +21,17 @@ A recorded run is replayed on its host's factor (its probe reading, as `servesim
 it), the candidate costs being the reference host's. The held-out runs are never simulated here.
 Writes the set into simulator/data/host_costs.yaml.
 ``--only``: search these constants alone (the others stay as the set has them).
+
+    python tools/validation/fit_host.py --source sglang --scheduler
+
+``--scheduler`` fits SGLang's scheduler instead and reports, writing nothing: on what its own log measured, the mean decode step
+its calibration recordings logged every 40 steps (each lane's decode_batches.csv, ingest.py), at the
+steady state of each closed-loop run (as many requests running as its clients, none queued, a CUDA
+graph replayed), against servesim's step for that batch and context, the longer of the GPU's time
+and the scheduler's CPU work (``engine_step_s`` per step and ``engine_per_seq_s_019`` per request,
+scaled by the lane's host factor), on a grid for the least sum over the running counts of the
+median |log error|; then the set's end-to-end loss with them. Not adopted: alone it moves a held-out
+run closer and two further away (docs/sglang.md, "How close to real SGLang servers").
 """
 
 from __future__ import annotations
@@ -36,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from simulator.scenario import hosts
 from simulator.validation import validate
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The API server's costs, per endpoint, and its fixed latency.
 API_SERVER = ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")
@@ -104,13 +117,93 @@ def section(name: str, values: dict) -> list[str]:
     return [f"{name}:", *(f"  {k}: {v!r}" for k, v in values.items())]
 
 
+# --scheduler: the grids of SGLang's scheduler costs on the reference host (seconds)
+SCHED_STEP_S = tuple(round(x * 1e-4, 7) for x in range(20, 61))  # 2.0 .. 6.0 ms
+SCHED_PER_SEQ_S = tuple(round(x * 1e-6, 8) for x in range(81))  # 0 .. 80 us
+
+
+def scheduler_rows(run: dict, clients: set[int]) -> list[tuple[int, int, float]]:
+    """(running, mean context, measured step ms) in ``run``'s lane's SGLang scheduler log
+    (data/e2e/RECORDING/LANE/decode_batches.csv) at the steady state of its closed-loop runs of
+    ``clients`` clients."""
+    import csv
+
+    path = ROOT / "data" / "e2e" / run["recording"] / run["lane"] / "decode_batches.csv"
+    out = []
+    for row in csv.DictReader(path.open()):
+        b = int(row["running"])
+        if b in clients and int(row["queued"]) == 0 and row["cuda_graph"] == "True":
+            out.append((b, round(int(row["tokens"]) / b), float(row["step_ms"])))
+    return out
+
+
+def scheduler_step_ms(cm, scale: float, step_s: float, per_seq_s: float, running: int, context: int) -> float:
+    """servesim's decode step of ``running`` requests at ``context`` tokens each, in ms: ``cm``'s GPU
+    time and SGLang's scheduler CPU work (reference-host costs times ``scale``) as they meet, overlapped."""
+    from simulator.engine.cost import CostModel, decode_work
+    from simulator.engine.host import EngineCpu, HostModel
+
+    cpu = HostModel(EngineCpu(step_s * scale, per_seq_s * scale), None, True)
+    c = CostModel(cm.model, cm.gpu, cm.tp, cm.eff, cm.kv_dtype_bytes, cm.quantization, cm.execution, cpu,
+                  dummy_weights=cm.dummy_weights)  # fmt: skip
+    return c.step_time(decode_work(running, context)) * 1e3
+
+
+def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> hosts.HostCosts:
+    """SGLang's scheduler costs fitted on its recorded lanes' own decode steps (``--scheduler``)."""
+    import statistics
+
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario.hardware import load_gpu
+
+    lanes: dict[tuple[str, str], list[dict]] = {}  # the calibration runs of each recorded lane
+    for r in runs:
+        if "recording" in r:
+            lanes.setdefault((r["recording"], r["lane"]), []).append(r)
+    cases, used = [], []  # (cost model, host factor, rows); the lanes they come from
+    for lane_runs in lanes.values():
+        run = lane_runs[0]
+        sc = validate.e2e_scenario(run)
+        model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
+        cm = cost_model(sc, model, gpu, *engine_defaults(gpu, sc))
+        clients = {int(r["arrival"]["max_concurrency"]) for r in lane_runs if r["arrival"].get("max_concurrency")}
+        if rows := scheduler_rows(run, clients):
+            cases.append((cm, validate.recorded_scale(run), rows))
+            used.append(f"{run['recording']}/{run['lane']}")
+
+    def err(step_s: float, per_seq_s: float) -> float:
+        total = 0.0
+        for cm, scale, rows in cases:
+            by: dict[int, list[float]] = {}
+            for b, ctx, ms in rows:
+                by.setdefault(b, []).append(abs(math.log(scheduler_step_ms(cm, scale, step_s, per_seq_s, b, ctx) / ms)))
+            total += sum(statistics.median(v) for v in by.values())
+        return total
+
+    was = err(host.engine_step_s, host.engine_per_seq_s_019)
+    (step_s, per_seq_s), best = min(
+        (((a, b), err(a, b)) for a in SCHED_STEP_S for b in SCHED_PER_SEQ_S), key=lambda kv: kv[1]
+    )
+    levels = sorted({b for _, _, rows in cases for b, _, _ in rows})
+    print(
+        f"scheduler, on the steady decode steps of {', '.join(used)} at {', '.join(map(str, levels))} running: "
+        f"engine_step_s {step_s * 1e3:.2f} ms, engine_per_seq_s_019 {per_seq_s * 1e6:.1f} us (sum of median "
+        f"|log error| {was:.3f} with the set's {host.engine_step_s * 1e3:.2f} ms and "
+        f"{host.engine_per_seq_s_019 * 1e6:.1f} us, {best:.3f} fitted)"
+    )
+    return replace(host, engine_step_s=step_s, engine_per_seq_s_019=per_seq_s)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", choices=hosts.HOST_SETS, default="public")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--only", action="append", default=[], help="search this constant alone (repeat for more)")
+    ap.add_argument("--scheduler", action="store_true", help="SGLang's scheduler costs, on its own logged decode steps")
     args = ap.parse_args()
+    if args.scheduler and args.source != "sglang":
+        ap.error("--scheduler fits SGLang's scheduler: use it with --source sglang")
     names = args.only or FITTED[args.source]
     if unknown := set(names) - set(FITTED[args.source]):
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
@@ -143,6 +236,11 @@ def main() -> int:
             total += loss(results, validate.E2E_METRICS if rec else metrics)
         return total
 
+    if args.scheduler:
+        print(f"end-to-end loss of the set as it is: {evaluate(host):.3f}", flush=True)
+        host = fit_scheduler(host, runs)
+        print(f"with the scheduler's costs fitted on its steps: {evaluate(host):.3f} (nothing written)")
+        return 0
     best = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
