@@ -112,6 +112,25 @@ def test_vllm_before_0_19_runs_its_triton_attention_on_an_amd_gpu():
     assert eff("engine.vllm_version=0.15.1", "cost.calibration=none").attn_compute == Efficiency().attn_compute
 
 
+def test_vllm_on_an_amd_gpu_says_which_attention_it_prices_and_whether_measured():
+    """A note where vLLM's default attention on an AMD GPU was not measured (its Triton kernel on the
+    MI300X; ROCM_ATTN, 0.19 on, anywhere); none where it was (the MI355X before 0.19), for SGLang,
+    for a user's calibration file, or on an NVIDIA GPU."""
+    from simulator.outputs.notes import scenario_notes
+
+    def notes(*sets):
+        sc = blank_scenario(["model=llama-3.1-8b", *sets])
+        return [n for n in scenario_notes(sc) if "attention is priced at the GPU's calibration" in n]
+
+    assert not notes("hardware.gpu=mi355x", "engine.vllm_version=0.15.1")
+    assert "Triton attention (TRITON_ATTN" in notes("hardware.gpu=mi300x", "engine.vllm_version=0.15.1")[0]
+    assert "runs ROCM_ATTN" in notes("hardware.gpu=mi355x", "engine.vllm_version=0.26")[0]
+    assert not notes("hardware.gpu=mi355x", "engine.vllm_version=0.26", "cost.calibration=none")
+    assert not notes("hardware.gpu=mi355x", "engine.framework=sglang", "engine.max_num_seqs=null",
+                     "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null")  # fmt: skip
+    assert not notes("hardware.gpu=h200", "engine.vllm_version=0.15.1")
+
+
 def test_gfx_is_checked():
     base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}}
     base |= {"interconnect_bandwidth": 4e11, "host_link_bandwidth": 6.4e10}

@@ -52,7 +52,42 @@ def scenario_notes(sc: Scenario) -> list[str]:
             "with --swap-space"
         )
     notes += _hybrid_notes(sc.name, sorted({str(g.model) for g in groups}))
+    notes += _rocm_attention_notes(sc.name, groups)
     return notes
+
+
+def _rocm_attention_notes(name: str, groups: list[Scenario]) -> list[str]:
+    """vLLM on an AMD GPU: which attention kernel the release runs there by default, and whether its
+    rates were measured (only vLLM's Triton kernel, on the MI355X) or are the GPU's calibration."""
+    from simulator.engine import calibration
+    from simulator.errors import ConfigError
+    from simulator.scenario.hardware import load_gpu
+
+    out = []
+    for g in groups:
+        if g.engine.framework != "vllm" or g.cost.calibration != "auto":
+            continue
+        try:
+            gpu = load_gpu(g.hardware.gpu)
+        except ConfigError:
+            continue  # said where the scenario is built
+        rocm = versions.version(g.engine.vllm_version).rocm_attention
+        if versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm) == "rocm_triton":
+            if calibration.vllm_attention(gpu.key):
+                continue  # measured: docs/validation.md, "AMD Instinct under vLLM"
+            text = "its Triton attention (TRITON_ATTN, the default before 0.19), measured only on the MI355X"
+        elif gpu.gfx:
+            text = "ROCM_ATTN (the default from 0.19), which nothing here measured"
+        else:
+            continue
+        note = (
+            f"{name}: vLLM {g.engine.vllm_version} on {gpu.key} runs {text}: attention is priced at the GPU's "
+            "calibration, which may be far from that kernel (vLLM 0.15.1's Triton attention reached 2.5% of the "
+            "MI355X's bf16 peak in prefill)"
+        )
+        if note not in out:
+            out.append(note)
+    return out
 
 
 def _hybrid_notes(name: str, models: list[str]) -> list[str]:
