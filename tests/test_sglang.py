@@ -398,7 +398,7 @@ def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():
     assert {b for b, _, _ in rows} == {1, 256} and len(rows) > 100
     # the fit asks only for its calibration runs' levels: the held-out 64-client run's rows stay out
     assert {r["arrival"]["max_concurrency"] for r in lane} == {1, 256, 768} and fit_host.scheduler_rows(lane[0], {64})
-    fitted = fit_host.fit_scheduler(hosts.load_host_costs("sglang"), runs)
+    fitted, _ = fit_host.fit_scheduler(hosts.load_host_costs("sglang"), runs)
     assert 3e-3 < fitted.engine_step_s < 5e-3 and 10e-6 < fitted.engine_per_seq_s_019 < 30e-6
     sc = validate.e2e_scenario(lane[0])
     model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)

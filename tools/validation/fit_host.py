@@ -20,24 +20,29 @@ fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (
 A recorded run is replayed on its host's factor (its probe reading, as `servesim validate` replays
 it), the candidate costs being the reference host's. The held-out runs are never simulated here.
 Writes the set into simulator/data/host_costs.yaml.
-``--only``: search these constants alone (the others stay as the set has them).
+``--only``: search these constants alone (the others stay as the set has them). ``--start NAME=VALUE``:
+start the search from these values instead of the set's.
 
     python tools/validation/fit_host.py --source sglang --scheduler
 
-``--scheduler`` fits SGLang's scheduler instead and reports, writing nothing: on what its own log measured, the mean decode step
+``--scheduler`` fits SGLang's scheduler instead, on what its own log measured: the mean decode step
 its calibration recordings logged every 40 steps (each lane's decode_batches.csv, ingest.py), at the
 steady state of each closed-loop run (as many requests running as its clients, none queued, a CUDA
 graph replayed), against servesim's step for that batch and context, the longer of the GPU's time
 and the scheduler's CPU work (``engine_step_s`` per step and ``engine_per_seq_s_019`` per request,
 scaled by the lane's host factor), on a grid for the least sum over the running counts of the
-median |log error|; then the set's end-to-end loss with them. Not adopted: alone it moves a held-out
-run closer and two further away (docs/sglang.md, "How close to real SGLang servers").
+median |log error|; writes them into the set with its end-to-end loss, the API server's constants as
+they were, and a line saying so (kept by later fits). The SGLang set was fitted so: ``--scheduler``,
+then the plain command with ``--start token_s=4.9e-05 --start stream_doubling=550``, the streaming
+cost the calibration recording's own log implies (docs/sglang.md, "How close to real SGLang servers").
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
+import json
 import math
 import sys
 from dataclasses import asdict, replace
@@ -149,7 +154,7 @@ def scheduler_step_ms(cm, scale: float, step_s: float, per_seq_s: float, running
     return c.step_time(decode_work(running, context)) * 1e3
 
 
-def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> hosts.HostCosts:
+def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, list[str]]:
     """SGLang's scheduler costs fitted on its recorded lanes' own decode steps (``--scheduler``)."""
     import statistics
 
@@ -191,7 +196,12 @@ def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> hosts.HostCosts:
         f"|log error| {was:.3f} with the set's {host.engine_step_s * 1e3:.2f} ms and "
         f"{host.engine_per_seq_s_019 * 1e6:.1f} us, {best:.3f} fitted)"
     )
-    return replace(host, engine_step_s=step_s, engine_per_seq_s_019=per_seq_s)
+    note = "scheduler_fitted_on: " + json.dumps(  # a YAML string
+        f"engine_step_s and engine_per_seq_s_019 on the steady decode steps of {', '.join(used)} at "
+        f"{', '.join(map(str, levels))} running (fit_host.py --source sglang --scheduler; sum of median |log error| "
+        f"{was:.3f} to {best:.3f})"
+    )
+    return replace(host, engine_step_s=step_s, engine_per_seq_s_019=per_seq_s), [note]
 
 
 def main() -> int:
@@ -201,6 +211,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--only", action="append", default=[], help="search this constant alone (repeat for more)")
     ap.add_argument("--scheduler", action="store_true", help="SGLang's scheduler costs, on its own logged decode steps")
+    ap.add_argument("--start", action="append", default=[], metavar="NAME=VALUE", help="start a constant here")
     args = ap.parse_args()
     if args.scheduler and args.source != "sglang":
         ap.error("--scheduler fits SGLang's scheduler: use it with --source sglang")
@@ -236,11 +247,15 @@ def main() -> int:
             total += loss(results, validate.E2E_METRICS if rec else metrics)
         return total
 
+    kept = [t.strip() for t in set_lines(args.source) if t.strip().startswith("scheduler_fitted_on:")]
+    for item in args.start:
+        name, _, value = item.partition("=")
+        if name not in FITTED[args.source]:
+            ap.error(f"--start: {name} is not among the {args.source} set's fitted constants")
+        host = replace(host, **{name: float(value)})
     if args.scheduler:
-        print(f"end-to-end loss of the set as it is: {evaluate(host):.3f}", flush=True)
-        host = fit_scheduler(host, runs)
-        print(f"with the scheduler's costs fitted on its steps: {evaluate(host):.3f} (nothing written)")
-        return 0
+        host, kept = fit_scheduler(host, runs)
+        args.rounds = 0  # the API server's constants stay as they are
     best = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
@@ -262,12 +277,22 @@ def main() -> int:
         args.source,
         [
             f"fitted_on: {len(runs)} runs ({', '.join(sources)})",
+            *kept,
             *stamp(best),
             *section("host_costs", asdict(host)),
         ],
     )
     print(f"wrote the {args.source} set to {hosts.HOST_COSTS_FILE}")
     return 0
+
+
+def set_lines(name: str) -> list[str]:
+    """The lines of set ``name`` in simulator/data/host_costs.yaml as written (none if it has none)."""
+    out = hosts.HOST_COSTS_FILE
+    text = out.read_text().splitlines() if out.is_file() else []
+    if f"{name}:" not in text:
+        return []
+    return list(itertools.takewhile(lambda t: t.startswith(" "), text[text.index(f"{name}:") + 1 :]))
 
 
 def write_set(name: str, lines: list[str]) -> None:
