@@ -82,7 +82,7 @@ FITTED = {
     # batch serves. Not the scheduler's: on the public bursts of a thousand requests its per-step cost
     # went to 11 ms, which would floor every small batch's step there; with the recorded servers too,
     # whose streaming binds from 256 clients, its per-request cost went to 0.3 us for a 0.03% smaller
-    # loss. They stay vLLM 0.26's recorded ones.
+    # loss. They are fitted apart, on what SGLang's own log measured (``--scheduler``).
     "sglang": (*API_SERVER, "chat_first_pass", "first_pass", "stream_doubling"),
 }
 # A constant at 0 is off (stream_doubling: no growth): the search, which multiplies, starts it at these.
