@@ -84,11 +84,18 @@ def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
     return seqs, SGL_UNCHUNKED if chunk < 0 else dp * (chunk // dp)
 
 
+def attention_kernel(sc: Scenario, gpu: GPU) -> str:
+    """The attention kernel ``sc``'s engine runs on ``gpu`` (``versions.attention_kernel``): on an AMD
+    GPU vLLM's default depends on its release; SGLang runs none of vLLM's ROCm backends."""
+    rocm = versions.version(sc.engine.vllm_version).rocm_attention if sc.engine.framework == "vllm" else ""
+    return versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
+
+
 def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
-    mixed_rows = FA2_MIXED_DECODE_ROWS if versions.attention_kernel(gpu.compute_capability) == "fa2" else 0.0
+    mixed_rows = FA2_MIXED_DECODE_ROWS if attention_kernel(sc, gpu) == "fa2" else 0.0
     if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs (a rank's) replay graphs
         _, graph_bs = sglang_batches(sc, gpu)
         return Execution(
@@ -121,8 +128,7 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
     over: dict[str, float] = {}
-    rocm = versions.version(sc.engine.vllm_version).rocm_attention if sc.engine.framework == "vllm" else ""
-    kernel = versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
+    kernel = attention_kernel(sc, gpu)
     if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
         over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
     elif kernel == "fa2" and not model.is_mla:

@@ -70,14 +70,19 @@ VLLM_TRITON_ATTENTION = "vllm_triton_attention"
 
 def vllm_attention(gpu_key: str) -> dict[str, float]:
     """The built-in file's rates of vLLM's Triton attention on ``gpu_key`` ({} where none were fitted)."""
-    p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
+    p = builtin_path(gpu_key)
     if not p.is_file():
         return {}
     rates = load_yaml_text(read_text(p), str(p)).get(VLLM_TRITON_ATTENTION) or {}
     return {k: float(rates[k]) for k in ("attn_compute", "attn_memory") if k in rates}
 
 
+def builtin_path(gpu_key: str) -> Path:
+    """Where a built-in GPU's shipped calibration file is (or would be)."""
+    return CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
+
+
 def builtin(gpu_key: str) -> Efficiency | None:
     """The shipped calibration for a built-in GPU, if we have measurements for it."""
-    p = CALIBRATION_DIR / f"{SAME_CHIP.get(gpu_key, gpu_key)}.yaml"
+    p = builtin_path(gpu_key)
     return load(p) if p.is_file() else None

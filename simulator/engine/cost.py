@@ -643,8 +643,8 @@ class CostModel:
         """Seconds one engine step takes."""
         return work_time(self.params, w)
 
-    def with_execution(self, x: Execution) -> CostModel:
-        """The same model, GPU and factors, run as ``x`` says, on the GPU alone (no host)."""
+    def with_execution(self, x: Execution, host: HostModel | None = None) -> CostModel:
+        """The same model, GPU and factors, run as ``x`` says, on the GPU alone (no host) or with ``host``."""
         return CostModel(
             self.model,
             self.gpu,
@@ -653,6 +653,7 @@ class CostModel:
             self.kv_dtype_bytes,
             self.quantization,
             x,
+            host,
             spec=self.spec,
             lora=self.lora,
             dummy_weights=self.dummy_weights,

@@ -61,6 +61,7 @@ def _rocm_attention_notes(name: str, groups: list[Scenario]) -> list[str]:
     rates were measured (only vLLM's Triton kernel, on the MI355X) or are the GPU's calibration."""
     from simulator.engine import calibration
     from simulator.errors import ConfigError
+    from simulator.resolve import attention_kernel
     from simulator.scenario.hardware import load_gpu
 
     out = []
@@ -71,8 +72,7 @@ def _rocm_attention_notes(name: str, groups: list[Scenario]) -> list[str]:
             gpu = load_gpu(g.hardware.gpu)
         except ConfigError:
             continue  # said where the scenario is built
-        rocm = versions.version(g.engine.vllm_version).rocm_attention
-        if versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm) == "rocm_triton":
+        if attention_kernel(g, gpu) == "rocm_triton":
             if calibration.vllm_attention(gpu.key):
                 continue  # measured: docs/validation.md, "AMD Instinct under vLLM"
             text = "its Triton attention (TRITON_ATTN, the default before 0.19), measured only on the MI355X"

@@ -23,7 +23,8 @@ the TensorRT-LLM and FlashInfer-attention attempts (they failed on SM80: no numb
 out (nothing was fitted to it) except issue #30326's, which decided between two forms of the MXFP4 MoE
 cost on Hopper (the notes on recording h200_gptoss_2026-11-29 in data/e2e/README.md) and is marked
 calibrate. Then llm-d's MI355X reference page (Llama-3.3-70B FP8 at TP8, vLLM 0.15.1 on ROCm), every
-row, held out: the first vLLM runs on an AMD GPU servesim replays. Its rows are each the best of a
+row: the first vLLM runs on an AMD GPU servesim replays, three of them the calibration of the MI355X's
+vLLM kernels (``LLMD_FITS``), the rest held out. Its rows are each the best of a
 51-configuration sweep within 1-3% of each other (the serve command's own settings are taken), its
 request counts are the reproducer's four per client, and three of its short-prompt rows stopped
 early (no --ignore-eos) by unknown amounts: those are shown, not counted (``CONFOUNDED``). Running it

@@ -121,34 +121,42 @@ def fit_vllm(gpu: str, write_it: bool, jobs: int) -> int:
         print("  the least sits on the grid's edge: widen the grid before writing", file=sys.stderr)
         return 1
     if write_it:
-        path = CALIBRATION / f"{gpu}.yaml"
-        doc = yaml.safe_load(path.read_text())
-        doc["efficiency"]["per_layer_overhead_s"] = round(per_layer, 9)
-        doc[VLLM_TRITON_ATTENTION] = attn
-        doc["fitted_on_public_vllm_runs"] = (
-            f"per_layer_overhead_s and {VLLM_TRITON_ATTENTION} (the rates of the attention vLLM runs here by default "
-            f"before 0.19, its Triton kernel): python tools/validation/fit_gpu_family.py --gpu {gpu} --engine vllm "
-            f"--write, on llm-d's {', '.join(r['id'].split('tp8_')[-1] for r in runs)} (sum of |log error| in output "
-            f"throughput and mean TTFT {best:.3f}); the page's other rows held out"
+        rewrite(
+            gpu,
+            {"per_layer_overhead_s": round(per_layer, 9)},
+            {
+                VLLM_TRITON_ATTENTION: attn,
+                "fitted_on_public_vllm_runs": (
+                    f"per_layer_overhead_s and {VLLM_TRITON_ATTENTION} (the rates of the attention vLLM runs here by "
+                    f"default before 0.19, its Triton kernel): python tools/validation/fit_gpu_family.py --gpu {gpu} "
+                    f"--engine vllm --write, on llm-d's {', '.join(r['id'].split('tp8_')[-1] for r in runs)} (sum of "
+                    f"|log error| in output throughput and mean TTFT {best:.3f}); the page's other rows held out"
+                ),
+            },
         )
-        path.write_text(yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True))
-        print(f"wrote {path.relative_to(ROOT)}")
     return 0
+
+
+def rewrite(gpu: str, efficiency: dict, entries: dict) -> None:
+    """GPU ``gpu``'s calibration file with these efficiency factors and top-level entries set."""
+    path = CALIBRATION / f"{gpu}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["efficiency"].update(efficiency)
+    doc.update(entries)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True))
+    print(f"wrote {path.relative_to(ROOT)}")
 
 
 def write(gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float) -> None:
     for g in (gpu, *FAMILY.get(gpu, ())):
-        path = CALIBRATION / f"{g}.yaml"
-        doc = yaml.safe_load(path.read_text())
-        doc["efficiency"].update({"moe_memory": round(moe_memory, 4), "per_layer_overhead_s": round(per_layer_s, 9)})
         src = "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)"
-        doc["fitted_on_public_runs"] = (
+        note = (
             f"moe_memory and per_layer_overhead_s{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
             f"--write, on the SGLang cookbook's {', '.join(r['id'].split('_')[-1] for r in runs)} "
             f"(sum of |log error| in output throughput and p50 TPOT {best:.3f}); its other runs held out"
         )
-        path.write_text(yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True))
-        print(f"wrote {path.relative_to(ROOT)}")
+        factors = {"moe_memory": round(moe_memory, 4), "per_layer_overhead_s": round(per_layer_s, 9)}
+        rewrite(g, factors, {"fitted_on_public_runs": note})
 
 
 def main() -> int:

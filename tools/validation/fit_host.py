@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import itertools
 import json
 import math
 import sys
@@ -145,13 +144,11 @@ def scheduler_rows(run: dict, clients: set[int]) -> list[tuple[int, int, float]]
 def scheduler_step_ms(cm, scale: float, step_s: float, per_seq_s: float, running: int, context: int) -> float:
     """servesim's decode step of ``running`` requests at ``context`` tokens each, in ms: ``cm``'s GPU
     time and SGLang's scheduler CPU work (reference-host costs times ``scale``) as they meet, overlapped."""
-    from simulator.engine.cost import CostModel, decode_work
+    from simulator.engine.cost import decode_work
     from simulator.engine.host import EngineCpu, HostModel
 
     cpu = HostModel(EngineCpu(step_s * scale, per_seq_s * scale), None, True)
-    c = CostModel(cm.model, cm.gpu, cm.tp, cm.eff, cm.kv_dtype_bytes, cm.quantization, cm.execution, cpu,
-                  dummy_weights=cm.dummy_weights)  # fmt: skip
-    return c.step_time(decode_work(running, context)) * 1e3
+    return cm.with_execution(cm.execution, cpu).step_time(decode_work(running, context)) * 1e3
 
 
 def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, list[str]]:
@@ -286,20 +283,10 @@ def main() -> int:
     return 0
 
 
-def set_lines(name: str) -> list[str]:
-    """The lines of set ``name`` in simulator/data/host_costs.yaml as written (none if it has none)."""
+def read_sets() -> tuple[list[str], dict[str, list[str]]]:
+    """simulator/data/host_costs.yaml as written: its comment lines, and each set's lines by name."""
     out = hosts.HOST_COSTS_FILE
     text = out.read_text().splitlines() if out.is_file() else []
-    if f"{name}:" not in text:
-        return []
-    return list(itertools.takewhile(lambda t: t.startswith(" "), text[text.index(f"{name}:") + 1 :]))
-
-
-def write_set(name: str, lines: list[str]) -> None:
-    """Replace set ``name`` of simulator/data/host_costs.yaml (the other sets stay as they are)."""
-    out = hosts.HOST_COSTS_FILE
-    text = out.read_text().splitlines() if out.is_file() else []
-    head = [t for t in text if t.startswith("#")]
     sets: dict[str, list[str]] = {}
     current = None
     for t in text:
@@ -308,6 +295,18 @@ def write_set(name: str, lines: list[str]) -> None:
             sets[current] = []
         elif current is not None and t.startswith(" "):
             sets[current].append(t)
+    return [t for t in text if t.startswith("#")], sets
+
+
+def set_lines(name: str) -> list[str]:
+    """The lines of set ``name`` as written (none if it has none)."""
+    return read_sets()[1].get(name, [])
+
+
+def write_set(name: str, lines: list[str]) -> None:
+    """Replace set ``name`` of simulator/data/host_costs.yaml (the other sets stay as they are)."""
+    out = hosts.HOST_COSTS_FILE
+    head, sets = read_sets()
     sets[name] = ["  " + t for t in lines]
     body = [f"{k}:\n" + "\n".join(v) for k, v in sorted(sets.items(), key=lambda kv: hosts.HOST_SETS.index(kv[0]))]
     out.write_text("\n".join(head) + "\n" + "\n".join(body) + "\n")
