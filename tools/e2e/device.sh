@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
       du -sh $E2E/sgsite ;;
     sgcheck)
       PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang, sgl_kernel, flashinfer, transformers; print('sglang', sglang.__version__, 'sgl_kernel', sgl_kernel.__version__, 'flashinfer', flashinfer.__version__, 'transformers', transformers.__version__)" 2>&1 | tail -5
-      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang.launch_server, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.models.llama, sglang.srt.models.qwen3_moe, sglang.srt.layers.attention.flashattention_backend, sglang.srt.layers.sampler; from sgl_kernel import flash_ops; print('sglang imports ok')" 2>&1 | tail -8 ;;
+      PYTHONPATH=$E2E/sgsite:$PYTHONPATH python3 -c "import sglang.launch_server, sglang.srt.entrypoints.http_server, sglang.srt.managers.scheduler, sglang.srt.models.llama, sglang.srt.models.qwen3_moe, sglang.srt.models.deepseek_v2, sglang.srt.layers.attention.flashattention_backend, sglang.srt.layers.sampler; from sgl_kernel import flash_ops; print('sglang imports ok')" 2>&1 | tail -8 ;;
     check)
       python3 -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -3
       python3 -c "import vllm.entrypoints.openai.api_server, vllm.v1.engine.core, vllm.benchmarks.serve; print('imports ok')" 2>&1 | tail -3

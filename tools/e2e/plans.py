@@ -7,6 +7,7 @@ The `_h200` variants push concurrency further, since an H200's larger KV cache f
 `cpu_h200` (one GPU): the host's share of serving, lane by lane (`cpu_lanes`).
 `sglang_h200` (one GPU): SGLang 0.5.16 serving the same model (`sglang_lanes`).
 `sglang_moe_h200` (one GPU): an MoE model served by SGLang and then by vLLM (`sglang_moe_lanes`).
+`sglang_mla_h200` (one GPU): a DeepSeek-architecture model (MLA, DeepSeekMoE) the same way (`sglang_mla_lanes`).
 """
 
 from __future__ import annotations
@@ -639,6 +640,31 @@ def sglang_moe_lanes() -> list[dict]:
     ]
 
 
+def sglang_mla_lanes() -> list[dict]:
+    """DeepSeek-V2-Lite (multi-head latent attention and DeepSeekMoE: 64 routed experts, top 6, two
+    shared; the first layer dense) on one H200 with dummy weights, served by SGLang 0.5.16 and then by
+    vLLM 0.26 over the same requests, as ``sglang_moe_lanes``, each engine's memory share set to 0.4
+    (SGLang's ``--mem-fraction-static``, vLLM's ``--gpu-memory-utilization``): MLA's KV is so small
+    (31 KB a token) that the defaults' pools (about 3.5M tokens) hold any run here, and at 0.4 the
+    KV-bound and decode-heavy runs' demand (983k and 836k tokens at the end of a round) passes either
+    pool (about 0.7-0.8M tokens)."""
+
+    def run(kind: str, **kw) -> dict:
+        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"sglang_mla_h200/{kind}".encode())}
+
+    runs = [
+        run("c1", max_concurrency=1, num_prompts=6, **FIXED),
+        run("c64", max_concurrency=64, num_prompts=192, **FIXED),
+        run("c256", max_concurrency=256, num_prompts=768, **FIXED),
+        run("kv", max_concurrency=768, num_prompts=2 * 768, **KV),
+        run("decode", max_concurrency=768, num_prompts=768, **DECODE),
+    ]
+    return [
+        lane("sglang_dsv2lite", [0], "deepseek-v2-lite", ["--mem-fraction-static", "0.4"], runs, framework="sglang"),
+        lane("vllm_dsv2lite", [0], "deepseek-v2-lite", ["--gpu-memory-utilization", "0.4"], runs),
+    ]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -673,6 +699,7 @@ def main() -> None:
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
+        ("sglang_mla_h200", sglang_mla_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
