@@ -189,10 +189,10 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         max_num_seqs=seqs,
         kv_dtype_bytes=kv_bytes,
         quantization=quantization(sc, model),
-        graphs_in_budget=v.graphs_in_budget(model.is_moe) and not e.enforce_eager,
+        graphs_in_budget=v.graphs_in_budget(model) and not e.enforce_eager,
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
-        runner=v.runner(model.is_moe),
+        runner=v.runner(model),
         window_requests=most_in_flight(sc.workload) if model.is_hybrid else None,
         **extra_memory(sc, model, kv_bytes),
     )

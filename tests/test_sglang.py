@@ -350,15 +350,16 @@ def test_deepseek_r1_on_sglang_runs_at_every_load_and_shape_the_public_benchmark
 
 def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool():
     """The SGLang 0.5.16 servers recorded with tools/e2e (data/e2e/h200_sglang_2026-11-30, and the MoE
-    model of h200_moe_2026-11-30, recorded after the fit and all held out): every run passed its check,
-    the first recording's split alternates in the order they ran, they replay on SGLang's engine with
-    the knobs they were given, and servesim sizes the pool SGLang logged within 1%, Llama's and Qwen3-MoE's."""
+    models of h200_moe_2026-11-30 and h200_mla_2026-11-30, recorded after the fit and all held out):
+    every run passed its check, the first recording's split alternates in the order they ran, they
+    replay on SGLang's engine with the knobs they were given, and servesim sizes the pool SGLang
+    logged within 1%: Llama's, Qwen3-MoE's, and DeepSeek-V2-Lite's (MLA) at a memory share of 0.4."""
     from simulator.validation import validate
 
     runs = validate.load(validate.E2E_SGLANG_FILE)["runs"]
-    assert len(runs) == 13 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
-    later = [r for r in runs if r["recording"] == "h200_moe_2026-11-30"]
-    assert len(later) == 6 and all(r["split"] == "heldout" for r in later)
+    assert len(runs) == 18 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
+    later = [r for r in runs if r["recording"] in ("h200_moe_2026-11-30", "h200_mla_2026-11-30")]
+    assert len(later) == 11 and all(r["split"] == "heldout" for r in later)
     by = {r["id"].rsplit("sglang_", 1)[1]: r for r in runs}
     assert [by[k]["split"] for k in ("llama8b_c1", "llama8b_c64", "llama8b_c256", "llama8b_kv")] == [
         "calibrate",
@@ -378,6 +379,10 @@ def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool(
     moe = validate.simulate_e2e(by["qwen30b_c1"])
     pool, server = moe.detail["kv_cache_tokens"], moe.detail["server_kv_cache_tokens"]
     assert not moe.error and server == 750_170 and abs(pool / server - 1) < 0.01
+    mla = validate.simulate_e2e(by["dsv2lite_c1"])
+    assert validate.e2e_scenario(by["dsv2lite_c1"]).engine.mem_fraction_static == 0.4
+    pool, server = mla.detail["kv_cache_tokens"], mla.detail["server_kv_cache_tokens"]
+    assert not mla.error and server == 901_313 and abs(pool / server - 1) < 0.01
 
 
 def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():

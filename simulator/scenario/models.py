@@ -112,6 +112,7 @@ class ModelArch:
     # "none", "fp8", "int8", "int4", "mxfp4" or "nvfp4"; quant_scope: which weights it covers (QUANT_SCOPES).
     quantization: str = "none"
     quant_scope: str = "all"
+    architectures: tuple[str, ...] = ()  # config.json's class names (which model runner vLLM gives it)
 
     # ---- per-layer shapes -------------------------------------------------------------------
     @property
@@ -506,6 +507,7 @@ def from_hf_config(cfg: dict, name: str) -> ModelArch:
         published_params=float(_get(cfg, "_published_params", default=0.0)),
         quantization=checkpoint_quantization(cfg, name),
         quant_scope=checkpoint_quant_scope(cfg),
+        architectures=tuple(str(a) for a in cfg.get("architectures") or []),
     )
 
 

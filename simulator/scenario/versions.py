@@ -25,7 +25,7 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 - model_runner: which GPU model runner serves the model, since it sizes the profiling pass and the
   CUDA graphs differently (simulator.scenario.memory): V1 up to 0.19; from 0.22 the V2 runner serves models
   without mixture-of-experts layers by default (``VllmConfig.use_v2_model_runner``; MoE models stay on
-  V1); by 0.33, every model. V1 subtracts its CUDA-graph estimate from the KV budget from 0.21; V2
+  V1 unless their architecture is in ``V2_MOE_ARCHITECTURES``); by 0.33, every model. V1 subtracts its CUDA-graph estimate from the KV budget from 0.21; V2
   does not in 0.22-0.26 (``profile_cudagraph_memory`` returns 0) and does in 0.33. Seen in the
   recorded 0.26 servers (data/e2e/): "Available KV cache memory" leaves the graphs out for dense
   models and subtracts them for Qwen3-30B-A3B.
@@ -41,6 +41,13 @@ from typing import Any
 
 from simulator.errors import ConfigError
 from simulator.scenario.hosts import HostCosts, load_host_costs
+from simulator.scenario.models import ModelArch
+
+# MoE architectures vLLM serves on its V2 model runner all the same where the default is V1 for MoE
+# models (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` in vllm/config/vllm.py, read in the 0.26.0 wheel;
+# its log names the runner: ``vllm.v1.worker.gpu.model_runner`` for DeepSeek-V2-Lite in
+# data/e2e/h200_mla_2026-11-30, ``vllm.v1.worker.gpu_model_runner`` for Qwen3-30B-A3B).
+V2_MOE_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM"})
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,16 @@ class VllmVersion:
     def engine_per_seq_s(self) -> float:
         return self.host.engine_per_seq(self.name)
 
-    def runner(self, is_moe: bool) -> str:
-        """The model runner that serves a model: "v1" or "v2"."""
+    def runner(self, model: ModelArch) -> str:
+        """The model runner that serves ``model``: "v1" or "v2"."""
         if self.model_runner == "v2_dense":
-            return "v1" if is_moe else "v2"
+            v2 = not model.is_moe or not V2_MOE_ARCHITECTURES.isdisjoint(model.architectures)
+            return "v2" if v2 else "v1"
         return self.model_runner
 
-    def graphs_in_budget(self, is_moe: bool) -> bool:
+    def graphs_in_budget(self, model: ModelArch) -> bool:
         """Whether the CUDA graphs' estimated memory is taken from the KV budget."""
-        return self.graphs_in_budget_v2 if self.runner(is_moe) == "v2" else self.graphs_in_budget_v1
+        return self.graphs_in_budget_v2 if self.runner(model) == "v2" else self.graphs_in_budget_v1
 
 
 _PUBLIC, _RECORDED = load_host_costs("public"), load_host_costs("recorded")

@@ -58,7 +58,16 @@ ROUTING_NOTE = (
     "decode steps were as short as with dummy routing (data/e2e/README.md, h200_gptoss_spread_2026-11-29)"
 )
 # servesim's names for the models served (tools/e2e/models/)
-MODELS = {m: m for m in ("llama-3.1-8b", "qwen3-32b", "qwen3-30b-a3b", "gpt-oss-20b", "gpt-oss-120b", "qwen3-0.6b", "deepseek-v2-lite")}
+MODEL_NAMES = (
+    "llama-3.1-8b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "qwen3-0.6b",
+    "deepseek-v2-lite",
+)
+MODELS = {m: m for m in MODEL_NAMES}
 MEASURED = (
     "completed",
     "duration",
