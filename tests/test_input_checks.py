@@ -417,3 +417,23 @@ def test_yaml_is_bounded_and_x_keys_hold_anchors(tmp_path):
     (tmp_path / "plain.yaml").write_text("engine: {max_num_seqs: 64, enable_prefix_caching: false}\nname: same\n")
     a, raw = load_scenario(str(tmp_path / "anchors.yaml"))
     assert a == load_scenario(str(tmp_path / "plain.yaml"))[0] and "x-engine" not in raw
+
+
+def test_an_moe_models_decode_steps_without_cuda_graphs_are_noted(tmp_path):
+    """An MoE model on one GPU whose decode batches outgrow the largest CUDA graph (vLLM's 512 by
+    default, SGLang's 256 on an H200) is noted, with the knob that keeps them graphed; capturing
+    graphs past max_num_seqs silences it, and so does a dense model."""
+    moe = tmp_path / "moe.yaml"
+    moe.write_text(
+        "model: qwen3-30b-a3b\nhardware: {gpu: h200}\n"
+        "workload: {arrival: {type: closed_loop, concurrency: 768}, prompt_tokens: {dist: fixed, value: 64},"
+        " output_tokens: {dist: fixed, value: 256}}\nrun: {seed: 0, num_requests: 1536}\n"
+    )
+    code, out, _ = _main(["run", str(moe), "--out", str(tmp_path / "a")])
+    assert code == 0 and "decode more requests than its largest CUDA graph (512) and run without one" in out
+    assert "engine.max_cudagraph_capture_size at least max_num_seqs, or max_num_seqs within 512" in out
+    code, out, _ = _main(["run", str(moe), "--out", str(tmp_path / "b"), "--set", "engine.framework=sglang"])
+    assert code == 0 and "engine.cuda_graph_max_bs at least max_running_requests" in out
+    for extra in ("engine.max_cudagraph_capture_size=1024", "model=llama-3.1-8b"):
+        code, out, _ = _main(["run", str(moe), "--out", str(tmp_path / "c"), "--set", extra])
+        assert code == 0 and "largest CUDA graph" not in out, extra

@@ -139,12 +139,51 @@ def run_notes(summary: dict, result) -> list[str]:
     notes += load
     if any(": overloaded: " in n for n in load):
         notes += _api_bound_notes(summary, result)
+    notes += _ungraphed_moe_notes(summary, result)
     if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
         notes.append(
             f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
             "--set run.step_log_bin_s=1 keeps one row per simulated second instead"
         )
     return notes
+
+
+# What an MoE model's decode steps cost without CUDA graphs where they were measured (one GPU): vLLM
+# 0.26 offline (data/profiles/README-measurements.md, "A step without CUDA graphs in vLLM 0.26") and the
+# recorded vLLM and SGLang servers (data/e2e/README.md, h200_moe_2026-11-30 and h200_mla_2026-11-30).
+UNGRAPHED_MOE = (
+    "such MoE steps were measured at about twice servesim's price for them (one H200: Qwen3-30B-A3B on vLLM "
+    "0.26, 62.7 and 74.2 ms at 640 and 768 requests, 25.5 and 28.9 with graphs; the recorded vLLM and SGLang "
+    "servers of two MoE models, 55-69 ms)"
+)
+UNGRAPHED_SHARE = 0.05  # of a run's steps: fewer such steps change little
+
+
+def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
+    """An MoE model on one GPU whose decode steps outgrow its largest CUDA graph: such steps were
+    measured about twice as long as servesim prices them (``UNGRAPHED_MOE``; two forms of that cost
+    were tried and not kept, data/profiles/README-measurements.md); the knob that keeps them graphed."""
+    from simulator.metrics import step_columns
+
+    sc, name = result.scenario, summary["scenario"]
+    if not result.model.is_moe or sc.hardware.tensor_parallel_size != 1 or hasattr(result.engine, "replicas"):
+        return []
+    cap = result.engine.cost.execution.max_capture_size
+    if cap <= 0 or sc.run.step_log_bin_s is not None:
+        return []  # eager throughout (said apart), or no per-step rows to tell
+    st = step_columns(result)
+    seqs = np.asarray(st["num_seqs"], dtype=float)
+    ungraphed = (np.asarray(st["prefill_tokens"], dtype=float) == 0) & (seqs > cap)
+    if not seqs.size or ungraphed.mean() < UNGRAPHED_SHARE:
+        return []
+    sglang = sc.engine.framework == "sglang"
+    knob = "engine.cuda_graph_max_bs" if sglang else "engine.max_cudagraph_capture_size"
+    cap_of = "max_running_requests" if sglang else "max_num_seqs"
+    return [
+        f"{name}: {ungraphed.mean():.0%} of its steps decode more requests than its largest CUDA graph ({cap:,}) "
+        f"and run without one; {UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its throughput "
+        f"high; {knob} at least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
+    ]
 
 
 def _startup_notes(engine, name: str) -> list[str]:
