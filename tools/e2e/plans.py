@@ -618,22 +618,29 @@ def sglang_lanes() -> list[dict]:
     return [defaults, capped, decode_only]
 
 
-def sglang_moe_lanes() -> list[dict]:
-    """Qwen3-30B-A3B (MoE, 128 experts, top 8) on one H200 with dummy weights, served by SGLang 0.5.16
-    and then by vLLM 0.26, each with its own defaults, over the same requests (one seed a run, shared
-    by the two lanes): 1, 64 and 256 closed-loop clients, then the KV-bound and decode-heavy runs at
-    768 clients (their KV demand, 983k and 836k tokens at the end of a round, passes either pool)."""
+def engine_pair_runs(plan: str) -> list[dict]:
+    """The runs both lanes of an engine-pair plan serve over the same requests (one seed a run, from the
+    plan's name): 1, 64 and 256 closed-loop clients, then the KV-bound and decode-heavy runs at 768."""
 
     def run(kind: str, **kw) -> dict:
-        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"sglang_moe_h200/{kind}".encode())}
+        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"{plan}/{kind}".encode())}
 
-    runs = [
+    return [
         run("c1", max_concurrency=1, num_prompts=6, **FIXED),
         run("c64", max_concurrency=64, num_prompts=192, **FIXED),
         run("c256", max_concurrency=256, num_prompts=768, **FIXED),
         run("kv", max_concurrency=768, num_prompts=2 * 768, **KV),
         run("decode", max_concurrency=768, num_prompts=768, **DECODE),
     ]
+
+
+def sglang_moe_lanes() -> list[dict]:
+    """Qwen3-30B-A3B (MoE, 128 experts, top 8) on one H200 with dummy weights, served by SGLang 0.5.16
+    and then by vLLM 0.26, each with its own defaults, over the same requests (one seed a run, shared
+    by the two lanes): 1, 64 and 256 closed-loop clients, then the KV-bound and decode-heavy runs at
+    768 clients (their KV demand, 983k and 836k tokens at the end of a round, passes either pool)."""
+
+    runs = engine_pair_runs("sglang_moe_h200")
     return [
         lane("sglang_qwen30b", [0], "qwen3-30b-a3b", [], runs, framework="sglang"),
         lane("vllm_qwen30b", [0], "qwen3-30b-a3b", [], runs),
@@ -649,16 +656,7 @@ def sglang_mla_lanes() -> list[dict]:
     KV-bound and decode-heavy runs' demand (983k and 836k tokens at the end of a round) passes either
     pool (about 0.7-0.8M tokens)."""
 
-    def run(kind: str, **kw) -> dict:
-        return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"sglang_mla_h200/{kind}".encode())}
-
-    runs = [
-        run("c1", max_concurrency=1, num_prompts=6, **FIXED),
-        run("c64", max_concurrency=64, num_prompts=192, **FIXED),
-        run("c256", max_concurrency=256, num_prompts=768, **FIXED),
-        run("kv", max_concurrency=768, num_prompts=2 * 768, **KV),
-        run("decode", max_concurrency=768, num_prompts=768, **DECODE),
-    ]
+    runs = engine_pair_runs("sglang_mla_h200")
     return [
         lane("sglang_dsv2lite", [0], "deepseek-v2-lite", ["--mem-fraction-static", "0.4"], runs, framework="sglang"),
         lane("vllm_dsv2lite", [0], "deepseek-v2-lite", ["--gpu-memory-utilization", "0.4"], runs),
