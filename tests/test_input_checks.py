@@ -434,6 +434,12 @@ def test_an_moe_models_decode_steps_without_cuda_graphs_are_noted(tmp_path):
     assert "engine.max_cudagraph_capture_size at least max_num_seqs, or max_num_seqs within 512" in out
     code, out, _ = _main(["run", str(moe), "--out", str(tmp_path / "b"), "--set", "engine.framework=sglang"])
     assert code == 0 and "engine.cuda_graph_max_bs at least max_running_requests" in out
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["ungraphed_decode_steps"] > 0.5
     for extra in ("engine.max_cudagraph_capture_size=1024", "model=llama-3.1-8b"):
         code, out, _ = _main(["run", str(moe), "--out", str(tmp_path / "c"), "--set", extra])
         assert code == 0 and "largest CUDA graph" not in out, extra
+        assert "ungraphed_decode_steps" not in json.loads((tmp_path / "c" / "summary.json").read_text())
+    # a sweep whose recommended point decodes past the largest graph says so beside its recommendation
+    code, out, _ = _main(["sweep", str(moe), "--param", "engine.max_num_seqs=256,768", "--out", str(tmp_path / "s")])
+    line = next(x for x in out.splitlines() if x.startswith("recommended:"))
+    assert code == 0 and "max_num_seqs=768" in line and "decode more requests than the largest CUDA graph" in line

@@ -159,30 +159,48 @@ UNGRAPHED_MOE = (
 UNGRAPHED_SHARE = 0.05  # of a run's steps: fewer such steps change little
 
 
+def ungraphed_moe_share(result) -> float | None:
+    """The share of an MoE model's steps on one GPU that decode more requests than its largest CUDA
+    graph (``summary.json``'s ``ungraphed_decode_steps``), where at least ``UNGRAPHED_SHARE`` do; None
+    otherwise (a dense model, more GPUs, no graphs at all, or a binned step log)."""
+    from simulator.metrics import step_columns
+
+    sc = result.scenario
+    if not result.model.is_moe or sc.hardware.tensor_parallel_size != 1 or hasattr(result.engine, "replicas"):
+        return None
+    cap = result.engine.cost.execution.max_capture_size
+    if cap <= 0 or sc.run.step_log_bin_s is not None:
+        return None  # eager throughout (said apart), or no per-step rows to tell
+    st = step_columns(result)
+    seqs = np.asarray(st["num_seqs"], dtype=float)
+    if not seqs.size:
+        return None
+    share = float(((np.asarray(st["prefill_tokens"], dtype=float) == 0) & (seqs > cap)).mean())
+    return share if share >= UNGRAPHED_SHARE else None
+
+
+def ungraphed_moe_advice(sc: Scenario, cap: int) -> str:
+    """What a run or a sweep point whose MoE decode steps outgrow the largest CUDA graph should read."""
+    sglang = sc.engine.framework == "sglang"
+    knob = "engine.cuda_graph_max_bs" if sglang else "engine.max_cudagraph_capture_size"
+    cap_of = "max_running_requests" if sglang else "max_num_seqs"
+    return (
+        f"{UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its throughput high; {knob} at "
+        f"least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
+    )
+
+
 def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
     """An MoE model on one GPU whose decode steps outgrow its largest CUDA graph: such steps were
     measured about twice as long as servesim prices them (``UNGRAPHED_MOE``; two forms of that cost
     were tried and not kept, data/profiles/README-measurements.md); the knob that keeps them graphed."""
-    from simulator.metrics import step_columns
-
-    sc, name = result.scenario, summary["scenario"]
-    if not result.model.is_moe or sc.hardware.tensor_parallel_size != 1 or hasattr(result.engine, "replicas"):
+    share = summary.get("ungraphed_decode_steps")
+    if share is None:
         return []
     cap = result.engine.cost.execution.max_capture_size
-    if cap <= 0 or sc.run.step_log_bin_s is not None:
-        return []  # eager throughout (said apart), or no per-step rows to tell
-    st = step_columns(result)
-    seqs = np.asarray(st["num_seqs"], dtype=float)
-    ungraphed = (np.asarray(st["prefill_tokens"], dtype=float) == 0) & (seqs > cap)
-    if not seqs.size or ungraphed.mean() < UNGRAPHED_SHARE:
-        return []
-    sglang = sc.engine.framework == "sglang"
-    knob = "engine.cuda_graph_max_bs" if sglang else "engine.max_cudagraph_capture_size"
-    cap_of = "max_running_requests" if sglang else "max_num_seqs"
     return [
-        f"{name}: {ungraphed.mean():.0%} of its steps decode more requests than its largest CUDA graph ({cap:,}) "
-        f"and run without one; {UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its throughput "
-        f"high; {knob} at least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
+        f"{summary['scenario']}: {share:.0%} of its steps decode more requests than its largest CUDA graph "
+        f"({cap:,}) and run without one; {ungraphed_moe_advice(result.scenario, cap)}"
     ]
 
 

@@ -10,6 +10,7 @@ import yaml
 from simulator.errors import ConfigError
 from simulator.metrics import request_columns, step_columns, summarize
 from simulator.outputs.background import BackgroundPlots
+from simulator.outputs.notes import ungraphed_moe_share
 from simulator.outputs.writers import atomic_write_text, write_csv, write_json
 
 
@@ -109,6 +110,8 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
     (out / "summary.json").unlink(missing_ok=True)
     plots = plots or BackgroundPlots(fork=False)
     summary = summarize(result)
+    if (ungraphed := ungraphed_moe_share(result)) is not None:
+        summary["ungraphed_decode_steps"] = round(ungraphed, 4)
     steps = step_columns(result)
     requests = request_columns(result)
     scaler = getattr(result.engine, "autoscaler", None)

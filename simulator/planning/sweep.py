@@ -292,6 +292,7 @@ def _best(ok: pd.DataFrame, ctl: list[str], n: int) -> tuple[pd.Series, str]:
         return best, (
             f"{_point_str(best, ctl)}: every point preempts; this one has the most output throughput "
             f"{among} ({best['output_throughput']:,.0f} tok/s, {int(best['num_preemptions']):,} preemptions)"
+            + _ungraphed_caveat(best)
         )
     best = _top(calm, "output_throughput")
     text = (
@@ -309,7 +310,20 @@ def _best(ok: pd.DataFrame, ctl: list[str], n: int) -> tuple[pd.Series, str]:
         else:  # a rounded "-0%" would read as a change
             verb = "has the same throughput (within 0.5%)"
         text += f"; {_point_str(w, ctl)} preempts {int(w['num_preemptions']):,} times and {verb}"
-    return best, text
+    return best, text + _ungraphed_caveat(best)
+
+
+def _ungraphed_caveat(point: pd.Series) -> str:
+    """A recommended point whose MoE decode steps run without CUDA graphs (``ungraphed_decode_steps``,
+    simulator.outputs.notes): servesim prices them at about half their measured time."""
+    share = point.get("ungraphed_decode_steps")
+    if share is None or pd.isna(share):
+        return ""
+    return (
+        f"; but {share:.0%} of its steps decode more requests than the largest CUDA graph, and an MoE "
+        "model's such steps were measured at about twice servesim's price (its run's note): a larger "
+        "CUDA-graph capture size keeps them graphed"
+    )
 
 
 def _per_situation(ok: pd.DataFrame, ctl: list[str], cond: list[str], slo: bool) -> dict:
