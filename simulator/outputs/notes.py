@@ -151,10 +151,10 @@ def run_notes(summary: dict, result) -> list[str]:
 # What an MoE model's decode steps cost without CUDA graphs where they were measured (one GPU): vLLM
 # 0.26 offline (data/profiles/README-measurements.md, "A step without CUDA graphs in vLLM 0.26") and the
 # recorded vLLM and SGLang servers (data/e2e/README.md, h200_moe_2026-11-30 and h200_mla_2026-11-30).
+UNGRAPHED_CLAIM = "such MoE steps were measured at about twice servesim's price for them"
 UNGRAPHED_MOE = (
-    "such MoE steps were measured at about twice servesim's price for them (one H200: Qwen3-30B-A3B on vLLM "
-    "0.26, 62.7 and 74.2 ms at 640 and 768 requests, 25.5 and 28.9 with graphs; the recorded vLLM and SGLang "
-    "servers of two MoE models, 55-69 ms)"
+    f"{UNGRAPHED_CLAIM} (one H200: Qwen3-30B-A3B on vLLM 0.26, 62.7 and 74.2 ms at 640 and 768 requests, 25.5 "
+    "and 28.9 with graphs; the recorded vLLM and SGLang servers of two MoE models, 55-69 ms)"
 )
 UNGRAPHED_SHARE = 0.05  # of a run's steps: fewer such steps change little
 
@@ -179,17 +179,6 @@ def ungraphed_moe_share(result) -> float | None:
     return share if share >= UNGRAPHED_SHARE else None
 
 
-def ungraphed_moe_advice(sc: Scenario, cap: int) -> str:
-    """What a run or a sweep point whose MoE decode steps outgrow the largest CUDA graph should read."""
-    sglang = sc.engine.framework == "sglang"
-    knob = "engine.cuda_graph_max_bs" if sglang else "engine.max_cudagraph_capture_size"
-    cap_of = "max_running_requests" if sglang else "max_num_seqs"
-    return (
-        f"{UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its throughput high; {knob} at "
-        f"least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
-    )
-
-
 def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
     """An MoE model on one GPU whose decode steps outgrow its largest CUDA graph: such steps were
     measured about twice as long as servesim prices them (``UNGRAPHED_MOE``; two forms of that cost
@@ -198,9 +187,13 @@ def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
     if share is None:
         return []
     cap = result.engine.cost.execution.max_capture_size
+    sglang = result.scenario.engine.framework == "sglang"
+    knob = "engine.cuda_graph_max_bs" if sglang else "engine.max_cudagraph_capture_size"
+    cap_of = "max_running_requests" if sglang else "max_num_seqs"
     return [
         f"{summary['scenario']}: {share:.0%} of its steps decode more requests than its largest CUDA graph "
-        f"({cap:,}) and run without one; {ungraphed_moe_advice(result.scenario, cap)}"
+        f"({cap:,}) and run without one; {UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its "
+        f"throughput high; {knob} at least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
     ]
 
 

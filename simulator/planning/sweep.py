@@ -316,13 +316,14 @@ def _best(ok: pd.DataFrame, ctl: list[str], n: int) -> tuple[pd.Series, str]:
 def _ungraphed_caveat(point: pd.Series) -> str:
     """A recommended point whose MoE decode steps run without CUDA graphs (``ungraphed_decode_steps``,
     simulator.outputs.notes): servesim prices them at about half their measured time."""
+    from simulator.outputs.notes import UNGRAPHED_CLAIM
+
     share = point.get("ungraphed_decode_steps")
     if share is None or pd.isna(share):
         return ""
     return (
-        f"; but {share:.0%} of its steps decode more requests than the largest CUDA graph, and an MoE "
-        "model's such steps were measured at about twice servesim's price (its run's note): a larger "
-        "CUDA-graph capture size keeps them graphed"
+        f"; but {share:.0%} of its steps decode more requests than the largest CUDA graph, and "
+        f"{UNGRAPHED_CLAIM} (its run's note): a larger CUDA-graph capture size keeps them graphed"
     )
 
 
