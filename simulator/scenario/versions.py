@@ -23,12 +23,13 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
   API server) need >= 70 GiB and a GPU that is not an A100 (``EngineArgs._set_default_args``).
 - gpu_memory_utilization: the default is 0.9 up to 0.19 and 0.92 from 0.22 (``CacheConfig``).
 - model_runner: which GPU model runner serves the model, since it sizes the profiling pass and the
-  CUDA graphs differently (simulator.scenario.memory): V1 up to 0.19; from 0.22 the V2 runner serves models
-  without mixture-of-experts layers by default (``VllmConfig.use_v2_model_runner``; MoE models stay on
-  V1 unless their architecture is in ``V2_MOE_ARCHITECTURES``); by 0.33, every model. V1 subtracts its CUDA-graph estimate from the KV budget from 0.21; V2
-  does not in 0.22-0.26 (``profile_cudagraph_memory`` returns 0) and does in 0.33. Seen in the
-  recorded 0.26 servers (data/e2e/): "Available KV cache memory" leaves the graphs out for dense
-  models and subtracts them for Qwen3-30B-A3B.
+  CUDA graphs differently (simulator.scenario.memory): V1 up to 0.19; from 0.22 the V2 runner serves
+  models without mixture-of-experts layers by default (``VllmConfig.use_v2_model_runner``; MoE models
+  stay on V1 unless their architecture is in ``V2_MOE_ARCHITECTURES``); by 0.33, every model. V1
+  subtracts its CUDA-graph estimate from the KV budget from 0.21; V2 does not in 0.22-0.26
+  (``profile_cudagraph_memory`` returns 0) and does in 0.33. Seen in the recorded 0.26 servers
+  (data/e2e/): "Available KV cache memory" leaves the graphs out for dense models and DeepSeek-V2-Lite
+  and subtracts them for Qwen3-30B-A3B.
 - rocm_attention: the attention backend vLLM picks on an AMD GPU when none is asked for: TRITON_ATTN
   (its Triton unified attention, prefill and decode) before 0.19, ROCM_ATTN from 0.19
   (``vllm/platforms/rocm.py``); ROCM_AITER_FA only with AITER turned on.
