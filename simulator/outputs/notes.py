@@ -159,23 +159,21 @@ UNGRAPHED_MOE = (
 UNGRAPHED_SHARE = 0.05  # of a run's steps: fewer such steps change little
 
 
-def ungraphed_moe_share(result) -> float | None:
+def ungraphed_moe_share(result, steps: dict) -> float | None:
     """The share of an MoE model's steps on one GPU that decode more requests than its largest CUDA
-    graph (``summary.json``'s ``ungraphed_decode_steps``), where at least ``UNGRAPHED_SHARE`` do; None
-    otherwise (a dense model, more GPUs, no graphs at all, or a binned step log)."""
-    from simulator.metrics import step_columns
-
+    graph (``summary.json``'s ``ungraphed_decode_steps``; ``steps``: the run's steps.csv columns), where
+    at least ``UNGRAPHED_SHARE`` do; None otherwise (a dense model, more GPUs, no graphs at all, or a
+    binned step log)."""
     sc = result.scenario
     if not result.model.is_moe or sc.hardware.tensor_parallel_size != 1 or hasattr(result.engine, "replicas"):
         return None
     cap = result.engine.cost.execution.max_capture_size
     if cap <= 0 or sc.run.step_log_bin_s is not None:
         return None  # eager throughout (said apart), or no per-step rows to tell
-    st = step_columns(result)
-    seqs = np.asarray(st["num_seqs"], dtype=float)
+    seqs = np.asarray(steps["num_seqs"], dtype=float)
     if not seqs.size:
         return None
-    share = float(((np.asarray(st["prefill_tokens"], dtype=float) == 0) & (seqs > cap)).mean())
+    share = float(((np.asarray(steps["prefill_tokens"], dtype=float) == 0) & (seqs > cap)).mean())
     return share if share >= UNGRAPHED_SHARE else None
 
 

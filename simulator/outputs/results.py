@@ -110,9 +110,9 @@ def write_run(result, raw_scenario: dict, out: Path, plots: BackgroundPlots | No
     (out / "summary.json").unlink(missing_ok=True)
     plots = plots or BackgroundPlots(fork=False)
     summary = summarize(result)
-    if (ungraphed := ungraphed_moe_share(result)) is not None:
-        summary["ungraphed_decode_steps"] = round(ungraphed, 4)
     steps = step_columns(result)
+    if (ungraphed := ungraphed_moe_share(result, steps)) is not None:
+        summary["ungraphed_decode_steps"] = round(ungraphed, 4)
     requests = request_columns(result)
     scaler = getattr(result.engine, "autoscaler", None)
     fleet = None if scaler is None else scaler.columns(result.scenario, result.reqs.columns())
