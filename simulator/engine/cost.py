@@ -125,6 +125,16 @@ class Efficiency:
     # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
     # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
     vllm_eager_launch_s: float = 30e-6
+    # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts: the activations' per-group
+    # quantization and the scales' handling around each expert matmul) take more time a layer still,
+    # whatever the batch, in small-kernel equivalents a layer. The default is fitted on the one public
+    # vLLM run of DeepSeek-R1 at a few requests in flight on a Hopper GPU (GPUStack, 8 x H200, ShareGPT
+    # at 4 in flight, runs.yaml: its TPOT was 40% above servesim's, where the weights, all-reduces and
+    # small kernels give 10.7 ms a step); the other DeepSeek-R1 runs, vLLM's and SGLang's, are held out
+    # (closer with it: vLLM's 2K-token burst from 27% to 23% fast in throughput, SGLang's runs from a
+    # median of 177% to 114%). A GPU whose fit runs separate it from the per-layer time (two models,
+    # one of them such: the B200's SGLang cookbook runs) has its own (tools/validation/fit_gpu_family.py).
+    fp8_mla_moe_kernels: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -420,13 +430,6 @@ MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.54
 # dummy-weight gpt-oss steps on an H200), with which its held-out public runs at 4 in flight came
 # within 5-8% in throughput and TPOT (GPUStack's A100 runs, runs.yaml).
 MXFP4_MARLIN_KERNELS = 9.0
-# DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts) on a GPU without FP4 tensor
-# cores take more time a layer still, whatever the batch: fitted on the one public vLLM run of
-# DeepSeek-R1 at a few requests in flight (GPUStack, 8 x H200, ShareGPT at 4 in flight, runs.yaml:
-# its TPOT was 40% above servesim's, where the weights, all-reduces and small kernels give 10.7 ms
-# a step); the other DeepSeek-R1 runs, vLLM's and SGLang's, are held out (closer with it: vLLM's
-# 2K-token burst from 27% to 23% fast in throughput, SGLang's runs from a median of 177% to 114%).
-FP8_MLA_MOE_KERNELS = 20.0
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -472,17 +475,18 @@ def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> floa
     return e.moe_memory
 
 
-def moe_path_kernels(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
-    """Small-kernel equivalents a step's MoE layers add, all layers together, where their expert
-    format runs on a GPU without FP4 tensor cores (``MXFP4_WEIGHT_ONLY_KERNELS`` on Hopper,
-    ``MXFP4_MARLIN_KERNELS`` on Ampere, ``FP8_MLA_MOE_KERNELS``); 0 elsewhere."""
-    if not m.is_moe or "fp4" in gpu.peak_flops:
+def moe_path_kernels(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
+    """Small-kernel equivalents a step's MoE layers add, all layers together: MXFP4 experts on a GPU
+    without FP4 tensor cores (``MXFP4_WEIGHT_ONLY_KERNELS`` on Hopper, ``MXFP4_MARLIN_KERNELS`` on
+    Ampere) and FP8 block-scaled experts of an MLA model on any GPU (``Efficiency.fp8_mla_moe_kernels``);
+    0 elsewhere."""
+    if not m.is_moe:
         return 0.0
-    if quantization == "mxfp4":
+    if quantization == "fp8" and m.is_mla:
+        return e.fp8_mla_moe_kernels * m.num_moe_layers
+    if quantization == "mxfp4" and "fp4" not in gpu.peak_flops:
         k = MXFP4_WEIGHT_ONLY_KERNELS if triton_mxfp4(gpu) else MXFP4_MARLIN_KERNELS
         return k * m.num_moe_layers / tp
-    if quantization == "fp8" and m.is_mla:
-        return FP8_MLA_MOE_KERNELS * m.num_moe_layers
     return 0.0
 
 
@@ -550,7 +554,7 @@ class CostModel:
         m = model
         L = m.num_layers
         kernels = small_kernels_per_layer(m)
-        extra_kernels = moe_path_kernels(m, gpu, quantization, tp)
+        extra_kernels = moe_path_kernels(e, m, gpu, quantization, tp)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)

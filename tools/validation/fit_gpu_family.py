@@ -11,8 +11,12 @@ and ``per_layer_overhead_s``, the small kernels' time a layer (the floor at one 
 They are searched on a grid for the least sum of |log(simulated / measured)| over output throughput
 and p50 TPOT of the GPU's runs marked ``fits: gpu`` in simulator/data/validation/sglang_runs.yaml
 (the 1k/8k runs, decode-bound: ``tools/validation/add_sglang_runs.py``); every other run of the GPU
-is held out. ``--write`` stores them in simulator/data/calibration/<gpu>.yaml and in the files of
-the GPUs that share its kernels (``FAMILY``), each keeping its own matmul rates.
+is held out. Where those runs hold a DeepSeek-V3-architecture model with FP8 experts beside another
+model (the B200's: DeepSeek-R1 and Qwen3-235B-A22B), the one floor cannot serve both, and
+``fp8_mla_moe_kernels`` (that model's MoE layers' extra small kernels) is searched too, by coordinate
+descent from none: the two factors' grid, then the count's, until neither moves. ``--write`` stores
+them in simulator/data/calibration/<gpu>.yaml and in the files of the GPUs that share its kernels
+(``FAMILY``), each keeping its own matmul rates.
 
     python tools/validation/fit_gpu_family.py --gpu mi355x --engine vllm [--write]
 
@@ -38,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from simulator.engine.calibration import VLLM_TRITON_ATTENTION, builtin, vllm_attention
 from simulator.engine.cost import Efficiency
+from simulator.scenario.models import load_model
 from simulator.validation import validate
 from tools.validation.fit_host import loss as fit_loss
 
@@ -45,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION = ROOT / "simulator" / "data" / "calibration"
 MOE_MEMORY = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.81, 0.9)
 PER_LAYER_US = (20.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0, 60.0, 70.0, 80.0, 100.0, 120.0, 150.0)
+FP8_MLA_KERNELS = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 14.0, 20.0, 30.0)
 METRICS = ("output_throughput", "median_tpot_ms")
 # GPUs that run the same kernels as the one fitted: the same die (GB200), the same architecture
 # (B300, Blackwell Ultra), the same compute die with more memory (MI325X).
@@ -78,8 +84,20 @@ def replay_loss(runs: list[dict], gpu: str, factors: dict[str, float], metrics: 
     return fit_loss(res, metrics)
 
 
-def loss(runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs: int) -> float:
-    return replay_loss(runs, gpu, {"moe_memory": moe_memory, "per_layer_overhead_s": per_layer_s}, METRICS, jobs)
+def loss(
+    runs: list[dict], gpu: str, moe_memory: float, per_layer_s: float, jobs: int, fp8_mla: float | None = None
+) -> float:
+    factors = {"moe_memory": moe_memory, "per_layer_overhead_s": per_layer_s}
+    if fp8_mla is not None:
+        factors["fp8_mla_moe_kernels"] = fp8_mla
+    return replay_loss(runs, gpu, factors, METRICS, jobs)
+
+
+def separates_fp8_mla(runs: list[dict]) -> bool:
+    """Whether ``runs`` hold a model whose MoE layers take ``fp8_mla_moe_kernels`` (MLA, FP8 experts)
+    and another model, so that the count and the per-layer time can be told apart."""
+    kinds = {r["quantization"] == "fp8" and load_model(r["model"]).is_mla for r in runs}
+    return kinds == {True, False}
 
 
 def vllm_loss(runs: list[dict], gpu: str, per_layer_s: float, attn: dict[str, float], jobs: int) -> float:
@@ -147,15 +165,24 @@ def rewrite(gpu: str, efficiency: dict, entries: dict) -> None:
     print(f"wrote {path.relative_to(ROOT)}")
 
 
-def write(gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float) -> None:
+def write(
+    gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float, fp8_mla: float | None
+) -> None:
     for g in (gpu, *FAMILY.get(gpu, ())):
         src = "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)"
+        what = (
+            "moe_memory and per_layer_overhead_s"
+            if fp8_mla is None
+            else "moe_memory, per_layer_overhead_s and fp8_mla_moe_kernels"
+        )
         note = (
-            f"moe_memory and per_layer_overhead_s{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
+            f"{what}{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
             f"--write, on the SGLang cookbook's {', '.join(r['id'].split('_')[-1] for r in runs)} "
             f"(sum of |log error| in output throughput and p50 TPOT {best:.3f}); its other runs held out"
         )
         factors = {"moe_memory": round(moe_memory, 4), "per_layer_overhead_s": round(per_layer_s, 9)}
+        if fp8_mla is not None:
+            factors["fp8_mla_moe_kernels"] = fp8_mla
         rewrite(g, factors, {"fitted_on_public_runs": note})
 
 
@@ -172,19 +199,38 @@ def main() -> int:
     if not runs:
         print(f"no run of {args.gpu} is marked fits: gpu", file=sys.stderr)
         return 1
-    seen = {(m, p): loss(runs, args.gpu, m, p * 1e-6, args.jobs) for m in MOE_MEMORY for p in PER_LAYER_US}
-    (m, p), best = min(seen.items(), key=lambda kv: kv[1])
     base = builtin(args.gpu) or Efficiency()
-    was = loss(runs, args.gpu, base.moe_memory, base.per_layer_overhead_s, args.jobs)
+    k = FP8_MLA_KERNELS[0] if separates_fp8_mla(runs) else None  # from none
+    while True:
+        seen = {(m, p): loss(runs, args.gpu, m, p * 1e-6, args.jobs, k) for m in MOE_MEMORY for p in PER_LAYER_US}
+        (m, p), best = min(seen.items(), key=lambda kv: kv[1])
+        if k is None:
+            break
+        seen_k = {c: loss(runs, args.gpu, m, p * 1e-6, args.jobs, c) for c in FP8_MLA_KERNELS}
+        c, best = min(seen_k.items(), key=lambda kv: kv[1])
+        if c == k:
+            break
+        k = c
+    was = loss(
+        runs,
+        args.gpu,
+        base.moe_memory,
+        base.per_layer_overhead_s,
+        args.jobs,
+        None if k is None else base.fp8_mla_moe_kernels,
+    )
+    counted = "" if k is None else f", fp8_mla_moe_kernels {k:g}"
     print(
-        f"{args.gpu}: moe_memory {m}, per_layer_overhead {p} us: loss {best:.3f} over {len(runs)} runs (stored: {was:.3f})"
+        f"{args.gpu}: moe_memory {m}, per_layer_overhead {p} us{counted}: loss {best:.3f} over {len(runs)} runs "
+        f"(stored: {was:.3f})"
     )
     edge = m in (MOE_MEMORY[0], MOE_MEMORY[-1]) or p in (PER_LAYER_US[0], PER_LAYER_US[-1])
+    edge = edge or k == FP8_MLA_KERNELS[-1]  # none (0) is a bound, not an edge
     if edge:
         print("  the least sits on the grid's edge: widen the grid before writing", file=sys.stderr)
         return 1
     if args.write:
-        write(args.gpu, m, p * 1e-6, runs, best)
+        write(args.gpu, m, p * 1e-6, runs, best, k)
     return 0
 
 
