@@ -27,8 +27,10 @@ row: the first vLLM runs on an AMD GPU servesim replays, three of them the calib
 vLLM kernels (``LLMD_FITS``), the rest held out. Its rows are each the best of a
 51-configuration sweep within 1-3% of each other (the serve command's own settings are taken), its
 request counts are the reproducer's four per client, and three of its short-prompt rows stopped
-early (no --ignore-eos) by unknown amounts: those are shown, not counted (``CONFOUNDED``). Running it
-twice adds nothing (runs already present are skipped).
+early (no --ignore-eos) by unknown amounts: those are shown, not counted (``CONFOUNDED``). Then the
+vLLM recipes' DeepSeek-R1 guide for 8 x MI300X (random 3,200/800 at 128 and 256 in flight, AMD's vLLM
+0.9.1 build, replayed on the 0.10 line), held out. Running it twice adds nothing (runs already present
+are skipped).
 """
 
 from __future__ import annotations
@@ -177,6 +179,21 @@ TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
             "32k128-c4",
             "64k128-c2",
         )
+    },
+    # the vLLM recipes' DeepSeek-R1 guide for AMD GPUs (8 x MI300X): AMD's vLLM 0.9.1 build, replayed on
+    # the earliest line servesim models; the serve command's own settings
+    **{
+        f"vllm-recipes-dsr1-mi300x-tp8-3200-800-c{c}": (
+            f"mi300xx8_deepseek-r1_vllm-recipes_tp8_random3200-800_c{c}",
+            "deepseek-r1",
+            "mi300x",
+            "0.10",
+            "fp8",
+            "completions",
+            {"max_num_seqs": 1024, "max_num_batched_tokens": 32768, "block_size": 1, "max_model_len": mml},
+            "heldout",
+        )
+        for c, mml in ((128, 32768), (256, 65536))
     },
 }
 API_SERVERS = {"vllm-issue30326-h200-120b-tp8-c8-before": 20}

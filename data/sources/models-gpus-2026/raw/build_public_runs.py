@@ -72,6 +72,9 @@ points.append(collections.OrderedDict(
 # llm-d's MI355X reference page (Llama-3.3-70B FP8, vLLM 0.15.1 on ROCm)
 points.extend(collections.OrderedDict(d) for d in load("runs_llmd_mi355x").points())
 
+# vLLM recipes' DeepSeek-R1 guide for AMD GPUs (8 x MI300X, vLLM 0.9.1 on ROCm)
+points.extend(collections.OrderedDict(d) for d in load("runs_recipes_mi300x").points())
+
 meta = dict(
     description="Public vLLM serving benchmark runs (one point = one benchmark invocation / concurrency). Numbers quoted as printed.",
     read="2026-11-28",
