@@ -58,6 +58,7 @@ HELD_OUT = {
     "h200_cpu8_2026-11-30",  # recorded after the rule became the fitted line: its blind check
     "h200_moe_2026-11-30",  # an MoE model (Qwen3-30B-A3B), SGLang's lanes beside it
     "h200_mla_2026-11-30",  # DeepSeek-V2-Lite on SGLang and vLLM: recorded to check, blind
+    "h200_cpu9_2026-12-01",  # the closed-loop sweep and Poisson lanes again on a new machine: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
