@@ -74,11 +74,11 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
         r["id"] for r in RUNS["runs"] if r["model"].startswith("gpt-oss") and r["source"].startswith("GPUStack")
     } - a100
     # added from the 2026 collection (tools/validation/add_public_2026.py): DeepSeek-R1 on 8 H200s,
-    # gpt-oss-120b on 8 B200s and 8 H200s, gpt-oss-20b on an H100; each within 1.5x in throughput
-    # and llm-d's Llama-3.3-70B FP8 rows on 8 MI355Xs (vLLM 0.15.1 on ROCm), guarded apart below
+    # gpt-oss-120b on 8 B200s and 8 H200s, gpt-oss-20b on an H100, DeepSeek-R1 on 8 MI300Xs (the vLLM
+    # recipes' guide); each within 1.5x in throughput; and llm-d's Llama-3.3-70B FP8 rows on 8 MI355Xs (vLLM 0.15.1 on ROCm), guarded apart below
     mi355x = {r["id"] for r in RUNS["runs"] if r["gpu"] == "mi355x"}
     later = {r["id"] for r in RUNS["runs"] if any("models-gpus-2026" in n for n in r.get("notes", []))} - a100 - mi355x
-    assert len(later) == 7 and len(a100) == 27 and len(mi355x) == 12
+    assert len(later) == 9 and len(a100) == 27 and len(mi355x) == 12
     for r in results:
         if r.id in later:
             assert 1 / 1.5 < 1 + r.rel_error("output_throughput") < 1.5, (r.id, r.rel_error("output_throughput"))
