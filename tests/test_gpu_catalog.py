@@ -211,7 +211,7 @@ def test_servesim_gpus_lists_every_built_in_gpu(capsys):
     assert checked["mi355x"] == (0, 9, 0) and listed["mi355x"].endswith("0 rec, 9 pub")
     # dstack's MI300X runs are SGLang 0.4.x, before the modelled 0.5 line (reported, not counted); the
     # cookbook's DeepSeek-V3.1 sweep on SGLang 0.5.7 counts
-    assert checked["mi300x"] == (0, 0, 9) and listed["mi300x"].endswith("0 rec, 0 pub, 9 SGLang")
+    assert checked["mi300x"] == (0, 2, 9) and listed["mi300x"].endswith("0 rec, 2 pub, 9 SGLang")
     assert "gfx950" in listed["mi355x"] and "13,500" in listed["b300"]
 
 
