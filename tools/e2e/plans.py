@@ -412,6 +412,15 @@ def gptoss20b_lanes() -> list[dict]:
     return [lane("gptoss20b", [0], "gpt-oss-20b", GPTOSS_SERVE, runs)]
 
 
+# gptoss_kv_h200 (one GPU, about 5 minutes): where gpt-oss's KV cache binds, how many requests the
+# server runs at once against its logged pool (a small memory share: 4k-token prompts at 256 in flight
+# need about five times the pool). GPUStack's KV-bound gpt-oss bursts fit servesim with half its pool.
+def gptoss_kv_lanes() -> list[dict]:
+    serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.2"]
+    runs = [closed("kv4k_c256", 256, 512, {"prompt": 4000, "output": 256}, timeout_s=240, seed=seed("gptoss_kv_h200/kv4k_c256"))]
+    return [lane("gptoss20b_kv", [0], "gpt-oss-20b", serve, runs)]
+
+
 # floor_h200 (one GPU, about 10 minutes): the engine core's CPU work per step where the GPU's step
 # is short. A 0.6B model's decode step takes the GPU well under a millisecond, so at 1-16 requests
 # in flight its TPOT is the engine's and API server's own time per step; Llama-3.1-8B and
@@ -688,6 +697,7 @@ def main() -> None:
     for name, lanes in (
         ("gptoss_h200", gptoss_lanes()),
         ("gptoss20b_h200", gptoss20b_lanes()),
+        ("gptoss_kv_h200", gptoss_kv_lanes()),
         ("floor_h200", floor_lanes()),
         ("gptoss20b_repeat_h200", gptoss_repeat_lanes()),
         ("gptoss120b_uniform_h200", gptoss_uniform_lanes()),

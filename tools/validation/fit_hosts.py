@@ -59,6 +59,7 @@ HELD_OUT = {
     "h200_moe_2026-11-30",  # an MoE model (Qwen3-30B-A3B), SGLang's lanes beside it
     "h200_mla_2026-11-30",  # DeepSeek-V2-Lite on SGLang and vLLM: recorded to check, blind
     "h200_cpu9_2026-12-01",  # the closed-loop sweep and Poisson lanes again on a new machine: blind
+    "h200_gptoss_kv_2026-12-01",  # gpt-oss-20b where its KV cache binds: recorded to check the hybrid pool
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
