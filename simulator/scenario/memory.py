@@ -99,12 +99,22 @@ def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> f
     return per_gpu - quantized * (model.dtype_bytes - weight_format_bytes(quantization, model.dtype_bytes))
 
 
-def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_seqs: int, runner: str = "v1") -> float:
+def activation_peak(
+    model: ModelArch,
+    tp: int,
+    max_batched_tokens: int,
+    max_num_seqs: int,
+    runner: str = "v1",
+    quantization: str = "none",
+) -> float:
     """Peak PyTorch memory of vLLM's profiling pass: the larger of the forward pass's (gate/up and
     down-projection inputs of the dense MLP, hidden-sized buffers) and the sampler's (for
     ``min(tokens, seqs)`` requests over the whole vocabulary on every GPU: V1, fp32 logits and their
-    derivatives; V2, the logits in the model's dtype); MoE layers add the fused-MoE intermediate
-    buffers."""
+    derivatives; V2, the logits in the model's dtype); MoE layers add the fused-MoE kernel's
+    intermediate buffers, but MXFP4 experts, which run through another kernel, add none: the
+    recorded gpt-oss-20b and gpt-oss-120b servers (vLLM 0.26, H200) each printed 2.87 GiB, the
+    sampler's 2.82 alone (the buffers would add 0.53), where Qwen3-30B-A3B's 2.68 is its sampler's
+    2.21 and the buffers' 0.44 (data/e2e/, h200_gptoss_kv_2026-12-01, whose pool of 11 GiB showed it)."""
     m, T = model, max_batched_tokens
     forward = T * m.dtype_bytes * (3 * m.intermediate_size / tp + FORWARD_HIDDEN_COPIES * m.hidden_size)
     if m.is_moe and m.num_layers == m.num_moe_layers:
@@ -115,7 +125,7 @@ def activation_peak(model: ModelArch, tp: int, max_batched_tokens: int, max_num_
     else:
         sampler = SAMPLER_BASE_BYTES + SAMPLER_COPIES * rows * m.vocab_size * 4.0
     peak = max(forward, sampler)
-    if m.is_moe:
+    if m.is_moe and quantization != "mxfp4":
         peak += T * m.experts_per_token * (2 * m.moe_intermediate_size / tp + m.hidden_size) * m.dtype_bytes
     return peak
 
@@ -179,7 +189,7 @@ def plan_memory(
     requests = max_num_seqs if window_requests is None else min(window_requests, max_num_seqs)
     window = window_reserve_bytes(model, block_size, requests, kv_dtype_bytes, tp)
     if reserve_bytes is None:
-        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner)
+        act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner, quantization)
         other = non_torch_bytes(tp, runner)
         graphs = graph_bytes(model) if graphs_in_budget else 0.0
     else:

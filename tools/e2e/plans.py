@@ -417,7 +417,11 @@ def gptoss20b_lanes() -> list[dict]:
 # need about five times the pool). GPUStack's KV-bound gpt-oss bursts fit servesim with half its pool.
 def gptoss_kv_lanes() -> list[dict]:
     serve = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.2"]
-    runs = [closed("kv4k_c256", 256, 512, {"prompt": 4000, "output": 256}, timeout_s=240, seed=seed("gptoss_kv_h200/kv4k_c256"))]
+    runs = [
+        closed(
+            "kv4k_c256", 256, 512, {"prompt": 4000, "output": 256}, timeout_s=240, seed=seed("gptoss_kv_h200/kv4k_c256")
+        )
+    ]
     return [lane("gptoss20b_kv", [0], "gpt-oss-20b", serve, runs)]
 
 
