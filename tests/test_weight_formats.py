@@ -366,3 +366,32 @@ def test_gpt_oss_120b_runs_at_every_tp_load_and_shape_the_public_benchmarks_use(
         grid = shape_grid_throughputs(over, ((1024, 1024), (1024, 8192), (8192, 1024)), (4, 128))
         for shape, (low, high) in grid.items():
             assert high > 1.5 * low, (gpu, tp, shape, low, high)
+
+
+def test_mxfp4_experts_add_no_fused_moe_buffers_to_the_activation_peak():
+    """vLLM's profiling peak for an MoE model: the sampler's or the forward pass's, plus the fused-MoE
+    kernel's intermediate buffers (tokens x experts a token x (2 x MoE width + hidden) x 2 bytes);
+    MXFP4 experts run through another kernel and add none (every recorded gpt-oss server printed
+    2.87 GiB, its sampler's peak alone)."""
+    from simulator.scenario.memory import activation_peak
+
+    m = load_model("gpt-oss-20b")
+    as_mxfp4 = activation_peak(m, 1, 8192, 1024, "v1", "mxfp4")
+    as_bf16 = activation_peak(m, 1, 8192, 1024, "v1", "none")
+    assert as_bf16 - as_mxfp4 == 8192 * 4 * (2 * 2880 + 2880) * 2
+    assert abs(as_mxfp4 / GIB - 2.87) < 0.06  # the printed peak, within 2%
+
+
+def test_deepseeks_fp8_mla_moe_kernels_are_counted_per_gpu_family():
+    """DeepSeek-R1's FP8 MoE layers (58 of 61) add ``fp8_mla_moe_kernels`` small kernels a layer on
+    every GPU: Hopper's default 20, the B200 family's fitted 6, none on the MI355X (its file says why);
+    a bf16 MoE model adds none."""
+    from simulator.engine.calibration import builtin
+    from simulator.engine.cost import moe_path_kernels
+
+    dsr1, qwen = load_model("deepseek-r1"), load_model("qwen3-235b-a22b")
+    assert dsr1.num_moe_layers == 58
+    for gpu, count in (("h200", 20.0), ("b200", 6.0), ("gb200", 6.0), ("mi300x", 20.0), ("mi355x", 0.0)):
+        e = builtin(gpu) or Efficiency()
+        assert moe_path_kernels(e, dsr1, load_gpu(gpu), "fp8", 8) == count * 58, gpu
+        assert moe_path_kernels(e, qwen, load_gpu(gpu), "none", 8) == 0.0, gpu
