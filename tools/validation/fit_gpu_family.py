@@ -211,14 +211,7 @@ def main() -> int:
         if c == k:
             break
         k = c
-    was = loss(
-        runs,
-        args.gpu,
-        base.moe_memory,
-        base.per_layer_overhead_s,
-        args.jobs,
-        None if k is None else base.fp8_mla_moe_kernels,
-    )
+    was = loss(runs, args.gpu, base.moe_memory, base.per_layer_overhead_s, args.jobs)  # the file's own factors
     counted = "" if k is None else f", fp8_mla_moe_kernels {k:g}"
     print(
         f"{args.gpu}: moe_memory {m}, per_layer_overhead {p} us{counted}: loss {best:.3f} over {len(runs)} runs "
