@@ -91,19 +91,23 @@ def attention_kernel(sc: Scenario, gpu: GPU) -> str:
     return versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
 
 
-def execution(sc: Scenario, gpu: GPU, seqs: int, tokens: int) -> Execution:
+def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) -> Execution:
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
     mixed_rows = FA2_MIXED_DECODE_ROWS if attention_kernel(sc, gpu) == "fa2" else 0.0
     if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs (a rank's) replay graphs
-        _, graph_bs = sglang_batches(sc, gpu)
+        chunk, graph_bs = sglang_batches(sc, gpu)
         return Execution(
             max_capture_size=graph_bs * e.dp_attention,
             capture_by16_from=256,
             full_decode_graphs=True,
             pad=True,
             mixed_decode_rows=mixed_rows,
+            prefill_capture_size=sglang.prefill_graph_max(
+                e.sglang_version, bool(gpu.gfx), model.is_mla, e.dp_attention, chunk
+            ),
+            framework="sglang",
         )
     v = versions.version(e.vllm_version)
     return Execution(
@@ -288,7 +292,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     and its host's CPU side."""
     e = sc.engine
     kv_bytes = kv_dtype_bytes(sc, model)
-    tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, seqs, tokens)
+    tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, model, seqs, tokens)
     return CostModel(
         model,
         gpu,

@@ -153,8 +153,8 @@ def test_mixed_step_decodes_cost_the_fa2_tile_rows():
     from simulator.scenario.config import blank_scenario
 
     sc = blank_scenario(["model=qwen3-14b"])
-    assert execution(sc, g, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
-    assert execution(sc, load_gpu("h100-sxm"), 256, 2048).mixed_decode_rows == 0.0
+    assert execution(sc, g, m, 256, 2048).mixed_decode_rows == FA2_MIXED_DECODE_ROWS
+    assert execution(sc, load_gpu("h100-sxm"), m, 256, 2048).mixed_decode_rows == 0.0
 
 
 def test_hopper_attention_runs_at_vllm_fa3_rates():

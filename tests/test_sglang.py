@@ -246,7 +246,9 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
     assert sum(r.get("fits") == "host" for r in runs) == 5 and sum(r.get("fits") == "gpu" for r in runs) == 9
     for r in runs:
         sc = validate.run_scenario(r)
-        assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5"), r["id"]
+        # replayed on its own release (0.5.3-0.5.7: prefills without graphs); 0.4.x on the line's newest
+        own = str(r["sglang_version"]) if str(r["sglang_version"]).startswith("0.5") else "0.5"
+        assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", own), r["id"]
         assert r["url"].startswith("https://")
     dp = next(r for r in runs if r["id"].endswith("dstack-dsr1-h200-random-3200-800-c4"))
     assert validate.run_scenario(dp).engine.dp_attention == 8  # 0.4.x's --enable-dp-attention: DP over TP8
@@ -370,7 +372,7 @@ def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool(
     kv = by["llama8b_kv"]
     assert kv["server"]["num_preemptions"] > 0 and kv["check"]["server_retracted"] > 0  # retraction's own hits allowed
     sc = validate.e2e_scenario(kv)
-    assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5")
+    assert (sc.engine.framework, sc.engine.sglang_version) == ("sglang", "0.5.16")
     assert validate.e2e_scenario(by["llama8b_r128_kv"]).engine.max_running_requests == 128
     res = validate.simulate_e2e(by["llama8b_c1"])
     assert not res.error and set(res.simulated) == set(validate.E2E_METRICS)
@@ -415,3 +417,41 @@ def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():
         args = (fitted.engine_step_s, fitted.engine_per_seq_s_019, level, ctx[len(ctx) // 2])
         model_ms = fit_host.scheduler_step_ms(cm, scale, *args)
         assert abs(model_ms / logged[len(logged) // 2] - 1) < 0.05, (level, model_ms, logged[len(logged) // 2])
+
+
+# ---- prefills with and without graphs --------------------------------------------------------------
+def test_which_sglang_releases_replay_prefills_from_graphs():
+    pg = sglang.prefill_graph_max
+    # up to 0.5.9 a prefill always ran eagerly (enable_piecewise_cuda_graph off by default)
+    assert [pg(v, False, False, 1, 8192) for v in ("0.5.0", "0.5.6.post1", "0.5.9")] == [0, 0, 0]
+    # from 0.5.10 captured up to chunked_prefill_size, an MLA model's up to 2,048 tokens, until 0.5.15
+    assert [pg(v, False, False, 1, 8192) for v in ("0.5.10", "0.5.14", "0.5.16", "0.5")] == [8192] * 4
+    assert [pg(v, False, True, 1, 8192) for v in ("0.5.10", "0.5.14.post1", "0.5.15", "0.5")] == [2048, 2048, 0, 0]
+    # never on an AMD GPU, nor with DP attention
+    assert pg("0.5.16", True, False, 1, 8192) == 0 and pg("0.5.16", False, False, 8, 8192) == 0
+    assert sglang.release_key("0.5") == sglang.NEWEST == (0, 5, 17)
+
+
+def test_an_eager_sglang_prefill_is_no_faster_than_launching_its_kernels():
+    from simulator.engine.cost import CostModel, Efficiency, Execution, StepWork
+    from simulator.scenario.models import load_model
+
+    m, g = load_model("llama-3.1-8b"), load_gpu("h200")
+    eager = CostModel(m, g, 1, execution=Execution(max_capture_size=256, prefill_capture_size=0, framework="sglang"))
+    graphed = CostModel(
+        m, g, 1, execution=Execution(max_capture_size=256, prefill_capture_size=8192, framework="sglang")
+    )
+    alone = CostModel(m, g, 1)  # every shape graphed (a prefill piecewise, as vLLM's)
+    prefill = StepWork(num_seqs=1, num_tokens=64, attn_pairs=64 * 65 / 2, num_sampled=1)
+    # 32 layers x (6 small kernels + 4 GEMMs) launched one by one at 75 us: 24 ms, above the GPU's ~6 ms
+    floor = 75e-6 * 32 * (6 + 4)
+    assert alone.step_time(prefill) < floor / 3
+    assert eager.step_time(prefill) == pytest.approx(floor, rel=1e-12)
+    # captured piecewise (0.5.10 on): the GPU's time and 13.5 us a layer around the attention launched
+    # between the pieces, as vLLM's piecewise graphs
+    assert graphed.step_time(prefill) == alone.step_time(prefill)
+    no_pieces = CostModel(m, g, 1, eff=Efficiency(piecewise_layer_s=0.0))
+    assert alone.step_time(prefill) - no_pieces.step_time(prefill) == pytest.approx(32 * 13.5e-6, rel=1e-9)
+    # decodes replay their full graph either way
+    dec = StepWork(num_seqs=64, num_tokens=64, context_tokens=64 * 512, attn_pairs=64 * 513.0, num_sampled=64)
+    assert eager.step_time(dec) == graphed.step_time(dec) == alone.step_time(dec)

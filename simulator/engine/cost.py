@@ -125,6 +125,17 @@ class Efficiency:
     # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
     # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
     vllm_eager_launch_s: float = 30e-6
+    # SGLang runs a step with a prefill through its own model code, uncompiled and, before 0.5.10 (and
+    # on AMD GPUs, with DP attention, for MLA models from 0.5.15), without graphs: kernel by kernel,
+    # each launched through its Python modules (simulator.scenario.sglang.prefill_graph_max). Its
+    # prefill cannot be faster than that, whatever its few tokens: the SGLang cookbook's 1k-token
+    # prompts at one request in flight took 126-156 ms to a first token where the GPU's work is 30-90
+    # ms (8 x B200, DeepSeek-R1 and Qwen3-235B-A22B; 8 x MI300X, DeepSeek-V3.1). One value for every
+    # GPU, fitted on the p50 TTFT of those GPUs' 1k/8k calibration runs (`python
+    # tools/validation/fit_gpu_family.py --eager`: loss 1.005 over 9 runs, against 2.16 at 55 us and
+    # 1.63 at 95); their other runs held out. It is the launch time of a kernel counted as the
+    # launch floors count them (small kernels and four GEMMs a layer, and the MoE path's extra ones).
+    sglang_eager_launch_s: float = 75e-6
     # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts: the activations' per-group
     # quantization and the scales' handling around each expert matmul) take more time a layer still,
     # whatever the batch, in small-kernel equivalents a layer. The default is fitted on the one public
@@ -149,6 +160,12 @@ class Execution:
     full_decode_graphs: bool = True
     pad: bool = False
     enforce_eager: bool = False  # no graphs and no compilation: kernels launched at vllm_eager_launch_s
+    # The largest step with a prefill replayed from piecewise graphs (None: max_capture_size, as vLLM
+    # captures them; SGLang: simulator.scenario.sglang.prefill_graph_max, 0 for none).
+    prefill_capture_size: int | None = None
+    # Whose eager kernels a step without graphs launches: vLLM's compiled model (eager_launch_s a
+    # kernel) or SGLang's uncompiled one (sglang_eager_launch_s).
+    framework: str = "vllm"
     # In a step that also carries a prefill chunk, the extra query rows each one-token request's
     # attention costs (FA2_MIXED_DECODE_ROWS where vLLM runs FlashAttention-2; 0: none).
     mixed_decode_rows: float = 0.0
@@ -276,15 +293,17 @@ def padded_tokens(cp, num_tokens):
 
 
 def graphed_s(cp, num_seqs, num_tokens, gpu):
-    """The GPU's time ``gpu`` as the step is launched: without a graph (above the largest capture
-    size, or eager), no less than launching every kernel from the host; with piecewise graphs (a
-    mixed step, or no full decode graphs), plus the gaps around each layer's eagerly launched
-    attention; with a full graph, as is."""
-    if num_tokens > cp[P.GRAPH_MAX]:
-        return max(gpu, cp[P.EAGER_FLOOR_S])
+    """The GPU's time ``gpu`` as the step is launched: without a graph (decodes above the largest
+    capture size, a step with a prefill above the largest piecewise one, or eager), no less than
+    launching every kernel from the host; with piecewise graphs (a step with a prefill, or decodes
+    without full decode graphs), plus the gaps around each layer's eagerly launched attention; with
+    a full graph, as is. vLLM captures both kinds up to one size; SGLang captures decodes alone, and
+    prefills (from 0.5.10) up to a size of their own (``simulator.scenario.sglang.prefill_graph_max``)."""
     uniform = num_tokens == num_seqs or num_tokens == num_seqs * (
         1.0 + cp[P.SPEC_TOKENS]
     )  # decodes (with their drafts)
+    if num_tokens > (cp[P.GRAPH_MAX] if uniform else cp[P.PREFILL_GRAPH_MAX]):
+        return max(gpu, cp[P.EAGER_FLOOR_S])
     if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform:
         return gpu + cp[P.PIECEWISE_FLOOR_S]
     return gpu
@@ -447,6 +466,15 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     if quant_scope(m, quantization) == "all":
         return fmt_bytes, fmt_bytes, peak, peak
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
+
+
+def eager_launch_s(e: Efficiency, x: Execution) -> float:
+    """Seconds the host takes to launch one kernel of a step run without graphs: vLLM's compiled
+    model (``eager_launch_s``), vLLM with ``enforce_eager`` (``vllm_eager_launch_s``), or SGLang's
+    model, never compiled (``sglang_eager_launch_s``)."""
+    if x.framework == "sglang":
+        return e.sglang_eager_launch_s
+    return e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
 
 
 def small_kernels_per_layer(m: ModelArch) -> float:
@@ -617,9 +645,8 @@ class CostModel:
             "graph_by16": x.capture_by16_from,
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
-            "eager_floor_s": (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s)
-            * L
-            * (kernels + GEMMS_PER_LAYER),
+            "prefill_graph_max": x.max_capture_size if x.prefill_capture_size is None else x.prefill_capture_size,
+            "eager_floor_s": eager_launch_s(e, x) * (L * (kernels + GEMMS_PER_LAYER) + extra_kernels),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
             "moe_flops": moe_peak * e.moe_compute,

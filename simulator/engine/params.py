@@ -76,6 +76,7 @@ class P(IntEnum):
     WINDOW_KV_BYTES_PER_TOKEN = 58  # KV bytes per token of those layers (KV_BYTES_PER_TOKEN: the others')
     WINDOW_FLOPS_PER_PAIR = 59  # their attention FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR: the others')
     FE_TOKEN_GROWTH = 60  # a streamed token's cost grows by this share per token of its batch (host.tokens_streamed_s)
+    PREFILL_GRAPH_MAX = 61  # largest step with a prefill run from piecewise graphs, tokens (GRAPH_MAX for vLLM)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -66,6 +66,36 @@ def release_name(value: object) -> str:
     return text
 
 
+NEWEST = (0, 5, 17)  # the newest release modelled: what the line's name alone ("0.5") stands for
+PREFILL_GRAPHS_FROM = (0, 5, 10)  # the first release capturing prefill graphs by default
+MLA_PREFILL_EAGER_FROM = (0, 5, 15)  # the first whose default prefill graphs leave MLA models eager
+MLA_PREFILL_GRAPH_MAX = 2048  # MLA models' largest prefill graph before that (server_args.py)
+
+
+def release_key(release: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a release name of the line (``release_name``); the line's name alone is
+    its newest modelled release."""
+    parts = [int(p) for p in release.split(".post")[0].split(".")]
+    return (parts[0], parts[1], parts[2]) if len(parts) > 2 else NEWEST
+
+
+def prefill_graph_max(release: str, amd: bool, mla: bool, dp_attention: int, chunked_prefill_size: int) -> int:
+    """The largest step with a prefill SGLang replays from CUDA graphs, in tokens (0: none; a larger one
+    runs eagerly, launched kernel by kernel). Up to 0.5.9 prefills always ran eagerly
+    (``enable_piecewise_cuda_graph`` off by default). From 0.5.10 they are captured piecewise by default
+    (``disable_piecewise_cuda_graph``; from 0.5.15 the "breakable" backend,
+    ``model_executor/cuda_graph_config.py: default_prefill_backend``) up to ``chunked_prefill_size``
+    tokens, 2,048 for MLA models; not on AMD GPUs, nor with DP attention (``server_args.py:
+    _handle_piecewise_cuda_graph``, 0.5.10; ``_disable_*_cudagraph_if_incompatible``, 0.5.14-0.5.17),
+    and from 0.5.15 not for MLA models (the breakable backend's first rule)."""
+    key = release_key(release)
+    if key < PREFILL_GRAPHS_FROM or amd or dp_attention > 1:
+        return 0
+    if mla:
+        return 0 if key >= MLA_PREFILL_EAGER_FROM else MLA_PREFILL_GRAPH_MAX
+    return max(chunked_prefill_size, 0)
+
+
 def new_token_ratio(conservativeness: float) -> tuple[float, float, float]:
     """(initial, floor, decay per decode step) of the scheduler's new-token ratio
     (``scheduler_components/new_token_ratio_tracker.py``; 0.5.6: ``Scheduler.__init__``)."""

@@ -302,8 +302,10 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
 def release_overrides(run: dict) -> list[str]:
     """The engine and its release line a public run is replayed on: vLLM's, or SGLang's
     (``framework: sglang``)."""
-    if run.get("framework") == "sglang":
-        return ["engine.framework=sglang", f"engine.sglang_version={run['servesim_version']}"]
+    if run.get("framework") == "sglang":  # its own release where the 0.5 line has it (0.4.x: the line's)
+        release = str(run.get("sglang_version") or "")
+        release = release if release.startswith("0.5") else run["servesim_version"]
+        return ["engine.framework=sglang", f"engine.sglang_version={release}"]
     return [f"engine.vllm_version={run['servesim_version']}"]
 
 

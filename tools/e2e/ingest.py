@@ -262,9 +262,8 @@ SGLANG_FLAGS = {  # an SGLang server's flags as servesim's engine settings (the 
 
 def sglang_engine(flags: dict, version: str) -> dict:
     """servesim's engine settings for an SGLang server's flags (``SGLANG_FLAGS``; unflagged knobs as
-    servesim derives SGLang's defaults), on the release's line."""
-    line = ".".join(version.split(".")[:2])
-    return {"framework": "sglang", "sglang_version": line} | {
+    servesim derives SGLang's defaults), on the server's release."""
+    return {"framework": "sglang", "sglang_version": version} | {
         key: cast(flags[flag]) for flag, (key, cast) in SGLANG_FLAGS.items() if flag in flags
     }
 

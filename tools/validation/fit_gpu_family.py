@@ -27,6 +27,13 @@ simulator/data/validation/runs.yaml (llm-d's MI355X page: tools/validation/add_p
 coordinate descent over grids (the per-layer time with the decode rate, then the prefill rate, until
 neither moves), on the least sum of |log error| in output throughput and mean TTFT. The other runs
 of the GPU are held out.
+
+    python tools/validation/fit_gpu_family.py --eager
+
+``--eager`` fits ``sglang_eager_launch_s`` (the host's time to launch one kernel of a prefill SGLang
+runs without graphs, as every release before 0.5.10 does), one value for every GPU, on the p50 TTFT
+of the same runs of every GPU that has them (the B200's and the MI300X's); it prints the value for
+the default in simulator/engine/cost.py.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ VLLM_GPUS = ("mi355x",)
 ATTN_MEMORY = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.6, 0.8)
 ATTN_COMPUTE = (0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.08, 0.15, 0.3)
 VLLM_METRICS = ("output_throughput", "mean_ttft_ms")
+EAGER_US = (45.0, 55.0, 65.0, 70.0, 75.0, 80.0, 85.0, 95.0, 110.0)  # --eager: sglang_eager_launch_s's grid, us
 
 
 def runs_of(gpu: str, path: Path = validate.SGLANG_FILE) -> list[dict]:
@@ -186,13 +194,40 @@ def write(
         rewrite(g, factors, {"fitted_on_public_runs": note})
 
 
+def fit_eager(jobs: int) -> int:
+    """``Efficiency.sglang_eager_launch_s``, one for every GPU: the least sum of |log error| in p50 TTFT
+    over the SGLang runs marked ``fits: gpu`` of every GPU that has them (their prompts prefilled
+    eagerly, SGLang 0.5.6-0.5.7); printed, for the default in simulator/engine/cost.py."""
+    runs = {g: runs_of(g) for g in FAMILY}
+    seen = {
+        us: sum(
+            replay_loss(rs, g, {"sglang_eager_launch_s": us * 1e-6}, ("median_ttft_ms",), jobs)
+            for g, rs in runs.items()
+        )
+        for us in EAGER_US
+    }
+    us, best = min(seen.items(), key=lambda kv: kv[1])
+    grid = ", ".join(f"{k:g}: {v:.3f}" for k, v in seen.items())
+    n = sum(len(rs) for rs in runs.values())
+    print(f"sglang_eager_launch_s {us:g} us: p50 TTFT loss {best:.3f} over {n} runs of {', '.join(runs)} ({grid})")
+    if us in (EAGER_US[0], EAGER_US[-1]):
+        print("  the least sits on the grid's edge: widen the grid", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gpu", required=True, choices=sorted({*FAMILY, *VLLM_GPUS}))
+    ap.add_argument("--gpu", choices=sorted({*FAMILY, *VLLM_GPUS}))
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="whose public runs to fit on")
+    ap.add_argument("--eager", action="store_true", help="fit SGLang's eager launch time a kernel, every GPU's runs")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
+    if args.eager:
+        return fit_eager(args.jobs)
+    if args.gpu is None:
+        ap.error("--gpu is required (or --eager)")
     if args.engine == "vllm":
         return fit_vllm(args.gpu, args.write, args.jobs)
     runs = runs_of(args.gpu)
