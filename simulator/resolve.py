@@ -104,9 +104,9 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
             full_decode_graphs=True,
             pad=True,
             mixed_decode_rows=mixed_rows,
-            prefill_capture_size=sglang.prefill_graph_max(
-                e.sglang_version, bool(gpu.gfx), model.is_mla, e.dp_attention, chunk
-            ),
+            prefill_capture_size=0
+            if e.disable_prefill_cuda_graph
+            else sglang.prefill_graph_max(e.sglang_version, bool(gpu.gfx), model.is_mla, e.dp_attention, chunk),
             framework="sglang",
         )
     v = versions.version(e.vllm_version)

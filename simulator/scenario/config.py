@@ -371,6 +371,12 @@ class EngineConfig:
         ge=1,
         **_SGL("engine.max_cudagraph_capture_size"),
     )
+    disable_prefill_cuda_graph: bool = F(
+        False,
+        "SGLang: run every prefill without CUDA graphs, launched kernel by kernel, as every release before 0.5.10 does (false: as the release does: captured from 0.5.10, except on AMD GPUs, with DP attention and, from 0.5.15, for MLA models)",
+        vllm="sglang --disable-prefill-cuda-graph",
+        **_SGL("engine.enforce_eager"),
+    )
     page_size: Union[int, None] = F(
         None,
         "SGLang: tokens per KV page (null: 1; pages under 16 tokens are counted in pages of 16, simulator/scenario/sglang.py)",

@@ -260,12 +260,29 @@ SGLANG_FLAGS = {  # an SGLang server's flags as servesim's engine settings (the 
 }
 
 
+SGLANG_SWITCHES = {"--disable-prefill-cuda-graph": "disable_prefill_cuda_graph"}  # flags without a value
+
+
 def sglang_engine(flags: dict, version: str) -> dict:
-    """servesim's engine settings for an SGLang server's flags (``SGLANG_FLAGS``; unflagged knobs as
-    servesim derives SGLang's defaults), on the server's release."""
-    return {"framework": "sglang", "sglang_version": version} | {
-        key: cast(flags[flag]) for flag, (key, cast) in SGLANG_FLAGS.items() if flag in flags
-    }
+    """servesim's engine settings for an SGLang server's flags (``SGLANG_FLAGS``, ``SGLANG_SWITCHES``;
+    unflagged knobs as servesim derives SGLang's defaults), on the server's release."""
+    return (
+        {"framework": "sglang", "sglang_version": version}
+        | {key: cast(flags[flag]) for flag, (key, cast) in SGLANG_FLAGS.items() if flag in flags}
+        | {key: True for flag, key in SGLANG_SWITCHES.items() if flag in flags}
+    )
+
+
+def serve_flags(args: list[str]) -> dict:
+    """A server's command-line flags, each with its value; a switch (followed by another flag, or the
+    last) with True."""
+    out: dict = {}
+    i = 0
+    while i < len(args):
+        has_value = i + 1 < len(args) and not str(args[i + 1]).startswith("--")
+        out[args[i]] = args[i + 1] if has_value else True
+        i += 2 if has_value else 1
+    return out
 
 
 def prefix_groups(rd: Path, run: dict, reqs: list[dict], exact: bool = False) -> list[tuple[int, int]]:
@@ -482,7 +499,7 @@ def main() -> int:
             if is_sglang:
                 (ld / "decode_batches.csv").write_text(decode_batches(log))
             args = lane.get("serve_args", [])
-            flags = dict(zip(args[::2], args[1::2]))
+            flags = serve_flags(args)
             versions = lane_meta["versions"]
             planned = order.get(lane_name, runs)
             for run_name in runs:

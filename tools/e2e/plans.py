@@ -8,6 +8,7 @@ The `_h200` variants push concurrency further, since an H200's larger KV cache f
 `sglang_h200` (one GPU): SGLang 0.5.16 serving the same model (`sglang_lanes`).
 `sglang_moe_h200` (one GPU): an MoE model served by SGLang and then by vLLM (`sglang_moe_lanes`).
 `sglang_mla_h200` (one GPU): a DeepSeek-architecture model (MLA, DeepSeekMoE) the same way (`sglang_mla_lanes`).
+`sglang_prefill_h200` (one GPU): SGLang's prefills with and without CUDA graphs (`sglang_prefill_lanes`).
 """
 
 from __future__ import annotations
@@ -676,6 +677,35 @@ def sglang_mla_lanes() -> list[dict]:
     ]
 
 
+def sglang_prefill_lanes() -> list[dict]:
+    """SGLang 0.5.16 on one H200, each model twice over the same requests: as SGLang runs it (prefills
+    replayed from its "breakable" CUDA graphs, the default from 0.5.15) and with
+    `--disable-prefill-cuda-graph` (prefills launched kernel by kernel, as every release before 0.5.10
+    ran them): one request at a time with short prompts (where the launches, not the GPU, set a
+    prefill's time) and with long ones (where the GPU does), and 16 at a time (where every prefill
+    holds up the running decodes). Llama-3.1-8B (32 layers) and Qwen3-32B (64)."""
+
+    def run(lane_name: str, kind: str, **kw) -> dict:
+        return {
+            "name": kind,
+            **kw,
+            "timeout_s": 300,
+            "seed": zlib.crc32(f"sglang_prefill_h200/{lane_name}/{kind}".encode()),
+        }
+
+    lanes = []
+    for model, short in (("llama-3.1-8b", "llama8b"), ("qwen3-32b", "qwen32b")):
+        for kind, args in (("graphs", []), ("eager", ["--disable-prefill-cuda-graph"])):
+            name = f"sglang_{short}_{kind}"
+            runs = [
+                run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
+                run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
+                run(name, "c16", max_concurrency=16, num_prompts=96, prompt=512, output=256),
+            ]
+            lanes.append(lane(name, [0], model, args, runs, framework="sglang"))
+    return lanes
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -712,6 +742,7 @@ def main() -> None:
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),
+        ("sglang_prefill_h200", sglang_prefill_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
