@@ -23,6 +23,7 @@ by one for ``servesim step-time --json``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -127,15 +128,20 @@ class Efficiency:
     vllm_eager_launch_s: float = 30e-6
     # SGLang runs a step with a prefill through its own model code, uncompiled and, before 0.5.10 (and
     # on AMD GPUs, with DP attention, for MLA models from 0.5.15), without graphs: kernel by kernel,
-    # each launched through its Python modules (simulator.scenario.sglang.prefill_graph_max). Its
-    # prefill cannot be faster than that, whatever its few tokens: the SGLang cookbook's 1k-token
-    # prompts at one request in flight took 126-156 ms to a first token where the GPU's work is 30-90
-    # ms (8 x B200, DeepSeek-R1 and Qwen3-235B-A22B; 8 x MI300X, DeepSeek-V3.1). One value for every
-    # GPU, fitted on the p50 TTFT of those GPUs' 1k/8k calibration runs (`python
-    # tools/validation/fit_gpu_family.py --eager`: loss 1.005 over 9 runs, against 2.16 at 55 us and
-    # 1.63 at 95); their other runs held out. It is the launch time of a kernel counted as the
-    # launch floors count them (small kernels and four GEMMs a layer, and the MoE path's extra ones).
-    sglang_eager_launch_s: float = 75e-6
+    # each launched through its Python modules (simulator.scenario.sglang.prefill_graph_max), counted
+    # as the launch floors count them (small kernels and four GEMMs a layer, and the MoE path's
+    # extra ones). On one GPU: fitted on a recorded pair of SGLang 0.5.16 servers on an H200, the
+    # same requests with and without prefill graphs (data/e2e/h200_sgprefill_2026-12-01, Llama-3.1-8B:
+    # 128-token prompts one at a time reached their first token 7.1 ms later without them; servesim
+    # 7.0 ms at 38 us). Held out, Qwen3-32B's pair: 11.1 ms measured, 9.6 servesim.
+    sglang_eager_launch_s: float = 38e-6
+    # With tensor parallelism every layer's all-reduces wait for the slowest rank's launches: the time
+    # a kernel grows by this share per doubling of the ranks. Fitted on the p50 TTFT of the SGLang
+    # cookbook's 1k/8k runs at TP 8 (8 x B200, DeepSeek-R1 and Qwen3-235B-A22B; 8 x MI300X,
+    # DeepSeek-V3.1: 1k-token prompts at one request in flight took 126-156 ms to a first token where
+    # the GPU's work is 30-90 ms), the base above held; their other runs held out
+    # (`python tools/validation/fit_gpu_family.py --eager` fits both).
+    sglang_eager_tp_growth: float = 0.35
     # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts: the activations' per-group
     # quantization and the scales' handling around each expert matmul) take more time a layer still,
     # whatever the batch, in small-kernel equivalents a layer. The default is fitted on the one public
@@ -468,12 +474,13 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
 
 
-def eager_launch_s(e: Efficiency, x: Execution) -> float:
+def eager_launch_s(e: Efficiency, x: Execution, tp: int) -> float:
     """Seconds the host takes to launch one kernel of a step run without graphs: vLLM's compiled
     model (``eager_launch_s``), vLLM with ``enforce_eager`` (``vllm_eager_launch_s``), or SGLang's
-    model, never compiled (``sglang_eager_launch_s``)."""
+    model, never compiled (``sglang_eager_launch_s``, longer by ``sglang_eager_tp_growth`` for
+    each doubling of the tensor-parallel ranks)."""
     if x.framework == "sglang":
-        return e.sglang_eager_launch_s
+        return e.sglang_eager_launch_s * (1.0 + e.sglang_eager_tp_growth * math.log2(tp))
     return e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
 
 
@@ -646,7 +653,7 @@ class CostModel:
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
             "prefill_graph_max": x.max_capture_size if x.prefill_capture_size is None else x.prefill_capture_size,
-            "eager_floor_s": eager_launch_s(e, x) * (L * (kernels + GEMMS_PER_LAYER) + extra_kernels),
+            "eager_floor_s": eager_launch_s(e, x, tp) * (L * (kernels + GEMMS_PER_LAYER) + extra_kernels),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
             "moe_flops": moe_peak * e.moe_compute,

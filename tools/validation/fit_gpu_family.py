@@ -31,14 +31,15 @@ of the GPU are held out.
     python tools/validation/fit_gpu_family.py --eager
 
 ``--eager`` fits ``sglang_eager_launch_s`` (the host's time to launch one kernel of a prefill SGLang
-runs without graphs, as every release before 0.5.10 does), one value for every GPU, on the p50 TTFT
-of the same runs of every GPU that has them (the B200's and the MI300X's); it prints the value for
-the default in simulator/engine/cost.py.
+runs without graphs, as every release before 0.5.10 does) on a recorded pair of servers with and
+without prefill graphs, and ``sglang_eager_tp_growth`` (its growth with the tensor-parallel ranks)
+on the TP8 runs above (``fit_eager``); it prints them for the defaults in simulator/engine/cost.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -67,7 +68,16 @@ VLLM_GPUS = ("mi355x",)
 ATTN_MEMORY = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.6, 0.8)
 ATTN_COMPUTE = (0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.08, 0.15, 0.3)
 VLLM_METRICS = ("output_throughput", "mean_ttft_ms")
-EAGER_US = (45.0, 55.0, 65.0, 70.0, 75.0, 80.0, 85.0, 95.0, 110.0)  # --eager: sglang_eager_launch_s's grid, us
+# --eager: the grids of sglang_eager_launch_s (us) and sglang_eager_tp_growth, and the recorded pairs
+# (without prefill graphs, with them) of calibration runs the first is fitted on
+EAGER_US = (20.0, 26.0, 30.0, 34.0, 36.0, 38.0, 40.0, 42.0, 46.0, 55.0, 70.0)
+EAGER_TP_GROWTH = (0.0, 0.1, 0.2, 0.25, 0.3, 0.32, 0.35, 0.4, 0.5, 0.7)
+EAGER_PAIRS = (
+    (
+        "h200_sgprefill_2026-12-01_sglang_llama8b_eager_c1_short",
+        "h200_sgprefill_2026-12-01_sglang_llama8b_graphs_c1_short",
+    ),
+)
 
 
 def runs_of(gpu: str, path: Path = validate.SGLANG_FILE) -> list[dict]:
@@ -195,25 +205,63 @@ def write(
 
 
 def fit_eager(jobs: int) -> int:
-    """``Efficiency.sglang_eager_launch_s``, one for every GPU: the least sum of |log error| in p50 TTFT
-    over the SGLang runs marked ``fits: gpu`` of every GPU that has them (their prompts prefilled
-    eagerly, SGLang 0.5.6-0.5.7); printed, for the default in simulator/engine/cost.py."""
+    """SGLang's eager launch time a kernel (``Efficiency.sglang_eager_launch_s``) and its growth with the
+    tensor-parallel ranks (``sglang_eager_tp_growth``), one pair for every GPU, in two stages: the
+    time on one GPU from the recorded SGLang servers' calibration pairs (``EAGER_PAIRS``: the same
+    requests with and without prefill graphs), the least |log| error of the difference their p50
+    TTFTs show at one request in flight with short prompts, where the launches set a prefill's time;
+    then, that held, the growth from the SGLang runs marked ``fits: gpu`` of every GPU that has them
+    (the cookbook's TP8 runs, prefilled without graphs by SGLang 0.5.6-0.5.7), the least sum of
+    |log error| in p50 TTFT. Printed, for the defaults in simulator/engine/cost.py."""
+    recorded = {r["id"]: r for r in validate.load(validate.E2E_SGLANG_FILE)["runs"] if r["split"] == "calibrate"}
+    pairs = [(recorded[e], recorded[g]) for e, g in EAGER_PAIRS]
+
+    def pair_loss(us: float) -> float:
+        eff = {**vars(builtin("h200") or Efficiency()), "sglang_eager_launch_s": us * 1e-6}
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump({"efficiency": eff}, f)
+        try:
+            runs = [r for pair in pairs for r in pair]
+            res = validate.run_all(runs, extra=[f"cost.calibration={f.name}"], jobs=jobs, recorded=True)
+        finally:
+            Path(f.name).unlink()
+        ttft = {r.id: (r.simulated["median_ttft_ms"], r.measured["median_ttft_ms"]) for r in res}
+        total = 0.0
+        for e, g in pairs:
+            (se, me), (sg, mg) = ttft[e["id"]], ttft[g["id"]]
+            total += abs(math.log(max(se - sg, 1e-3) / (me - mg)))
+        return total
+
+    seen = {us: pair_loss(us) for us in EAGER_US}
+    base, best = min(seen.items(), key=lambda kv: kv[1])
+    print(f"sglang_eager_launch_s {base:g} us: loss {best:.3f} over {len(pairs)} recorded pairs ({_grid(seen)})")
     runs = {g: runs_of(g) for g in FAMILY}
-    seen = {
-        us: sum(
-            replay_loss(rs, g, {"sglang_eager_launch_s": us * 1e-6}, ("median_ttft_ms",), jobs)
+    growth = {
+        k: sum(
+            replay_loss(
+                rs,
+                g,
+                {"sglang_eager_launch_s": base * 1e-6, "sglang_eager_tp_growth": k},
+                ("median_ttft_ms",),
+                jobs,
+            )
             for g, rs in runs.items()
         )
-        for us in EAGER_US
+        for k in EAGER_TP_GROWTH
     }
-    us, best = min(seen.items(), key=lambda kv: kv[1])
-    grid = ", ".join(f"{k:g}: {v:.3f}" for k, v in seen.items())
+    k, best_k = min(growth.items(), key=lambda kv: kv[1])
     n = sum(len(rs) for rs in runs.values())
-    print(f"sglang_eager_launch_s {us:g} us: p50 TTFT loss {best:.3f} over {n} runs of {', '.join(runs)} ({grid})")
-    if us in (EAGER_US[0], EAGER_US[-1]):
+    print(
+        f"sglang_eager_tp_growth {k:g}: p50 TTFT loss {best_k:.3f} over {n} runs of {', '.join(runs)} ({_grid(growth)})"
+    )
+    if base in (EAGER_US[0], EAGER_US[-1]) or k == EAGER_TP_GROWTH[-1]:
         print("  the least sits on the grid's edge: widen the grid", file=sys.stderr)
         return 1
     return 0
+
+
+def _grid(seen: dict) -> str:
+    return ", ".join(f"{k:g}: {v:.3f}" for k, v in seen.items())
 
 
 def main() -> int:
