@@ -1,6 +1,7 @@
 """Fit each recorded host's CPU factor, and the rule that gives it from the host's probe reading.
 
     python tools/validation/fit_hosts.py [--jobs 2] [--write]
+    python tools/validation/fit_hosts.py --probe-check
 
 Every recording of tools/e2e (a folder of data/e2e/, one cloud machine) is a host. For each, the
 factor ``scale`` by which the recorded set of host costs (simulator/data/host_costs.yaml, fitted on
@@ -13,7 +14,9 @@ or of every timing of the readings each lane took around its server): the least-
 log(factor) on log(reading), its slope the exponent and its intercept the reference reading. A reading
 is noisy (docs/hosts.md), so the line is flatter than a rule of proportion (exponent 1): given a new
 host's reading, the fitted line is the best guess of its factor. ``--write`` writes both into
-simulator/data/hosts.yaml; the table goes to stdout (docs/hosts.md).
+simulator/data/hosts.yaml; the table goes to stdout (docs/hosts.md). ``--probe-check`` asks how
+well a reading tells a host's factor at all (``probe_check``): it fits every read host's own factor,
+held-out hosts too, and writes nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ HELD_OUT = {
     "h200_mla_2026-11-30",  # DeepSeek-V2-Lite on SGLang and vLLM: recorded to check, blind
     "h200_cpu9_2026-12-01",  # the closed-loop sweep and Poisson lanes again on a new machine: blind
     "h200_gptoss_kv_2026-12-01",  # gpt-oss-20b where its KV cache binds: recorded to check the hybrid pool
+    "h200_cpu10_2026-12-01",  # the KV-bound and decode-heavy runs at 512 on the machine of h200_sgprefill: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
@@ -112,16 +116,49 @@ def probe_rule(points: list[tuple[float, float]]) -> tuple[float, float]:
     return math.exp(mx - my / exponent), exponent
 
 
+def probe_check(by_host: dict[str, list[dict]], base: hosts.HostCosts, jobs: int) -> int:
+    """How well a reading tells a host's factor, leave one out: every read host whose runs tell its
+    factor (held-out hosts too: nothing is written) gets its own factor; each in turn is predicted by
+    the line fitted on the others, and by their mean (no reading at all)."""
+    points = []
+    for name, rs in sorted(by_host.items()):
+        p = None if name in NOT_A_HOST_CHECK else probe_of(name, rs)
+        if p is None:
+            continue
+        s, best, seen = fit_one(rs, base, jobs)
+        if max(seen.values()) - best < IDENTIFIED:
+            continue
+        points.append((name, p, s))
+        print(f"{name}: reading {p:.2f} us, own factor {s:.3f}", flush=True)
+    line, mean = [], []
+    for i, (_, p, s) in enumerate(points):
+        rest = [(q, t) for j, (_, q, t) in enumerate(points) if j != i]
+        try:
+            ref, exponent = probe_rule(rest)
+            line.append(abs(math.log((p / ref) ** exponent / s)))
+        except ValueError:  # the others' factors do not rise with their readings: the line is flat
+            line.append(abs(statistics.fmean(math.log(t) for _, t in rest) - math.log(s)))
+        mean.append(abs(statistics.fmean(math.log(t) for _, t in rest) - math.log(s)))
+    print(
+        f"leave one out over {len(points)} hosts, mean |log error| of the factor: the reading's line "
+        f"{statistics.fmean(line):.3f}, the others' mean {statistics.fmean(mean):.3f}"
+    )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--probe-check", action="store_true", help="how well a reading tells a host's factor")
     args = ap.parse_args()
     base = hosts.load_host_costs("recorded")
     runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if not r.get("confounded")]
     by_host: dict[str, list[dict]] = {}
     for r in runs:
         by_host.setdefault(r["recording"], []).append(r)
+    if args.probe_check:
+        return probe_check(by_host, base, args.jobs)
     fitted = {}
     for name, rs in sorted(by_host.items()):
         if name in NOT_A_HOST_CHECK:
