@@ -295,7 +295,7 @@ class EngineConfig:
     # SGLang's own knobs, with its names (engine.framework: sglang; simulator/scenario/sglang.py).
     sglang_version: Any = F(
         sglang.LINE,
-        "the SGLang release whose defaults and behaviour to follow: the 0.5 line (0.5, 0.5.x, 0.5.x.postN), read in 0.5.6.post2 and 0.5.17 (data/sources/sglang/sglang_scheduler.md)",
+        "the SGLang release whose defaults and behaviour to follow: the 0.5 line (0.5.x, 0.5.x.postN; 0.5 alone: its newest modelled release, 0.5.17), read in 0.5.6.post2 and 0.5.17 (data/sources/sglang/sglang_scheduler.md); the release decides whether prefills replay CUDA graphs (from 0.5.10, docs/sglang.md)",
         shape="release as 0.5, 0.5.x or 0.5.x.postN",
         **_SGL("engine.vllm_version"),
     )

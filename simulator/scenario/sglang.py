@@ -26,7 +26,7 @@ from simulator.scenario.hosts import HostCosts, load_host_costs
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 
-LINE = "0.5"  # the modelled release line (0.5.0 to 0.5.17 behave alike in everything modelled)
+LINE = "0.5"  # the modelled release line (0.5.0 to 0.5.17 alike in everything modelled but prefill graphs)
 ACCOUNTING_PAGE = 16  # tokens of the pool's page standing in for SGLang's per-token slots
 CONTEXT_BYTES = 1.0 * GIB  # CUDA context and distributed init, before the weights load (per GPU)
 
