@@ -143,6 +143,16 @@ def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
     assert validate._load_text({"arrival": {"request_rate": 60}}) == "60 req/s"
     (run,) = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == "h100_long_2026-11-28"]
     assert run["engine"] == {"max_model_len": 8192} and validate._load_text(run) == "burst of 40"
+    # a switch (a flag with no value) reads as True, wherever it stands; an SGLang server's, on its release
+    args = ["--disable-prefill-cuda-graph", "--mem-fraction-static", "0.4", "--enable-metrics"]
+    flags = ingest.serve_flags(args)
+    assert flags == {"--disable-prefill-cuda-graph": True, "--mem-fraction-static": "0.4", "--enable-metrics": True}
+    assert ingest.sglang_engine(flags, "0.5.16") == {
+        "framework": "sglang",
+        "sglang_version": "0.5.16",
+        "mem_fraction_static": 0.4,
+        "disable_prefill_cuda_graph": True,
+    }
 
 
 # The recorder's prompts and its check (tools/e2e/lane.py, checks.py, bench_tokens.py, ingest.py)
