@@ -683,7 +683,8 @@ def sglang_prefill_lanes() -> list[dict]:
     `--disable-prefill-cuda-graph` (prefills launched kernel by kernel, as every release before 0.5.10
     ran them): one request at a time with short prompts (where the launches, not the GPU, set a
     prefill's time) and with long ones (where the GPU does), and 16 at a time (where every prefill
-    holds up the running decodes). Llama-3.1-8B (32 layers) and Qwen3-32B (64)."""
+    holds up the running decodes). Llama-3.1-8B (32 layers) and Qwen3-32B (64); and Qwen3-30B-A3B (an
+    MoE model, 48 layers) without graphs, one request at a time."""
 
     def run(lane_name: str, kind: str, **kw) -> dict:
         return {
@@ -703,6 +704,13 @@ def sglang_prefill_lanes() -> list[dict]:
                 run(name, "c16", max_concurrency=16, num_prompts=96, prompt=512, output=256),
             ]
             lanes.append(lane(name, [0], model, args, runs, framework="sglang"))
+    # an MoE model's prefill without graphs, one request at a time (its graphed runs: h200_moe_2026-11-30)
+    name = "sglang_qwen30b_eager"
+    runs = [
+        run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
+        run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
+    ]
+    lanes.append(lane(name, [0], "qwen3-30b-a3b", ["--disable-prefill-cuda-graph"], runs, framework="sglang"))
     return lanes
 
 
