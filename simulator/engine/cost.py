@@ -133,7 +133,8 @@ class Efficiency:
     # extra ones). On one GPU: fitted on a recorded pair of SGLang 0.5.16 servers on an H200, the
     # same requests with and without prefill graphs (data/e2e/h200_sgprefill_2026-12-01, Llama-3.1-8B:
     # 128-token prompts one at a time reached their first token 7.1 ms later without them; servesim
-    # 7.0 ms at 38 us). Held out, Qwen3-32B's pair: 11.1 ms measured, 9.6 servesim.
+    # 7.0 ms at 38 us). Held out, Qwen3-32B's pair: 11.1 ms measured, 10.2 servesim; an MoE model's
+    # eager layers launch far more than counted (Qwen3-30B-A3B: 42% early; docs/sglang.md).
     sglang_eager_launch_s: float = 38e-6
     # With tensor parallelism every layer's all-reduces wait for the slowest rank's launches: the time
     # a kernel grows by this share per doubling of the ranks. Fitted on the p50 TTFT of the SGLang
