@@ -98,14 +98,15 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
     mixed_rows = FA2_MIXED_DECODE_ROWS if attention_kernel(sc, gpu) == "fa2" else 0.0
     if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs (a rank's) replay graphs
         chunk, graph_bs = sglang_batches(sc, gpu)
+        eager = e.enforce_eager  # SGLang's --disable-cuda-graph: no graphs at all
         return Execution(
-            max_capture_size=graph_bs * e.dp_attention,
+            max_capture_size=0 if eager else graph_bs * e.dp_attention,
             capture_by16_from=256,
             full_decode_graphs=True,
-            pad=True,
+            pad=not eager,
             mixed_decode_rows=mixed_rows,
             prefill_capture_size=0
-            if e.disable_prefill_cuda_graph
+            if eager or e.disable_prefill_cuda_graph
             else sglang.prefill_graph_max(e.sglang_version, bool(gpu.gfx), model.is_mla, e.dp_attention, chunk),
             framework="sglang",
         )

@@ -465,3 +465,11 @@ def test_an_eager_sglang_prefill_is_no_faster_than_launching_its_kernels():
     # decodes replay their full graph either way
     dec = StepWork(num_seqs=64, num_tokens=64, context_tokens=64 * 512, attn_pairs=64 * 513.0, num_sampled=64)
     assert eager.step_time(dec) == graphed.step_time(dec) == alone.step_time(dec)
+    # enforce_eager (SGLang's --disable-cuda-graph): no graphs at all, the decodes launched one by one too
+    from simulator.resolve import execution
+    from simulator.scenario.config import scenario_from_dict
+
+    sc = scenario_from_dict({"engine": {"framework": "sglang", "sglang_version": "0.5.16", "enforce_eager": True}})
+    x = execution(sc, g, m, 256, 8192)
+    assert (x.max_capture_size, x.prefill_capture_size, x.pad) == (0, 0, False)
+    assert CostModel(m, g, 1, execution=x).step_time(dec) == pytest.approx(floor, rel=1e-12)

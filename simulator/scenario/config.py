@@ -211,7 +211,7 @@ class EngineConfig:
     )
     enforce_eager: bool = F(
         False,
-        "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels)",
+        "run every step without CUDA graphs (no padding; each step at least as long as launching all its kernels; with framework sglang, SGLang's --disable-cuda-graph)",
         vllm="--enforce-eager",
     )
     max_cudagraph_capture_size: Union[int, None] = F(

@@ -260,7 +260,10 @@ SGLANG_FLAGS = {  # an SGLang server's flags as servesim's engine settings (the 
 }
 
 
-SGLANG_SWITCHES = {"--disable-prefill-cuda-graph": "disable_prefill_cuda_graph"}  # flags without a value
+SGLANG_SWITCHES = {  # flags without a value
+    "--disable-prefill-cuda-graph": "disable_prefill_cuda_graph",
+    "--disable-cuda-graph": "enforce_eager",
+}
 
 
 def sglang_engine(flags: dict, version: str) -> dict:
