@@ -53,3 +53,16 @@ def test_a_reading_runs_at_the_rules_factor():
     assert load_host({"probe_us": 2 * cat.reference_probe_us}).scale == pytest.approx(2**cat.exponent)
     scales = [load_host({"probe_us": p}).scale for p in (3.5, 4.0, 5.0, 8.0)]
     assert scales == sorted(scales) and scales[0] < scales[-1]
+
+
+def test_a_probe_reading_comes_with_a_note_on_what_it_tells():
+    """A scenario on a probe reading says that, on the machines recorded, a reading did no better than
+    the catalog's median host (docs/hosts.md, --probe-check); a catalog host or none says nothing."""
+    from simulator.outputs.notes import PROBE_NOTE, scenario_notes
+    from simulator.scenario.config import scenario_from_dict
+
+    def notes(host):
+        return scenario_notes(scenario_from_dict({"hardware": {"host": host}}))
+
+    assert any(PROBE_NOTE in n for n in notes({"probe_us": 4.0}))
+    assert not any(PROBE_NOTE in n for n in notes(None) + notes(next(iter(catalog().hosts))))

@@ -33,6 +33,13 @@ SGLANG_NOTE = (
 )
 
 
+PROBE_NOTE = (
+    "hardware.host gives a probe reading: on the cloud machines servesim was recorded on (one CPU model), a "
+    "reading told a host's CPU factor no better than the catalog's median host did (leave one out over 18 "
+    "hosts, docs/hosts.md); leave hardware.host out to get the band across hosts"
+)
+
+
 def scenario_notes(sc: Scenario) -> list[str]:
     """Notes on the scenario itself, before it runs (``servesim check`` prints them too)."""
     from simulator.fleet import engine_groups
@@ -41,6 +48,8 @@ def scenario_notes(sc: Scenario) -> list[str]:
     notes = []
     if any(g.engine.framework == "sglang" for g in groups):
         notes.append(f"{sc.name}: {SGLANG_NOTE}")
+    if any(isinstance(g.hardware.host, dict) for g in groups):
+        notes.append(f"{sc.name}: {PROBE_NOTE}")
     for release in sorted({g.engine.vllm_version for g in groups if g.engine.framework == "vllm"}):
         note = versions.release_note(release)
         if note:
