@@ -459,9 +459,9 @@ def test_an_eager_sglang_prefill_is_no_faster_than_launching_its_kernels():
     assert graphed.step_time(prefill) == alone.step_time(prefill)
     no_pieces = CostModel(m, g, 1, eff=Efficiency(piecewise_layer_s=0.0))
     assert alone.step_time(prefill) - no_pieces.step_time(prefill) == pytest.approx(32 * 13.5e-6, rel=1e-9)
-    # at TP 8 each kernel takes 35% longer per doubling of the ranks: 38 us x (1 + 0.35 x 3)
+    # at TP 8 each kernel takes 40% longer per doubling of the ranks: 38 us x (1 + 0.4 x 3)
     tp8 = CostModel(m, g, 8, execution=Execution(max_capture_size=256, prefill_capture_size=0, framework="sglang"))
-    assert tp8.params[P.EAGER_FLOOR_S] == pytest.approx(38e-6 * 2.05 * 32 * (6 + 4), rel=1e-12)
+    assert tp8.params[P.EAGER_FLOOR_S] == pytest.approx(38e-6 * 2.2 * 32 * (6 + 4), rel=1e-12)
     # decodes replay their full graph either way
     dec = StepWork(num_seqs=64, num_tokens=64, context_tokens=64 * 512, attn_pairs=64 * 513.0, num_sampled=64)
     assert eager.step_time(dec) == graphed.step_time(dec) == alone.step_time(dec)
