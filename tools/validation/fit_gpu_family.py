@@ -85,21 +85,26 @@ def runs_of(gpu: str, path: Path = validate.SGLANG_FILE) -> list[dict]:
     return [r for r in validate.load(path)["runs"] if r["gpu"] == gpu and r.get("fits") == "gpu"]
 
 
-def replay_loss(runs: list[dict], gpu: str, factors: dict[str, float], metrics: tuple[str, ...], jobs: int) -> float:
-    """The runs' loss with the GPU's built-in factors changed so: the scenarios' calibration is a file
+def replay(runs: list[dict], gpu: str, factors: dict[str, float], jobs: int, recorded: bool = False) -> list:
+    """The runs replayed with the GPU's built-in factors changed so: the scenarios' calibration is a file
     of them (for vLLM's Triton attention rates too, which efficiency() otherwise takes from the built-in
     file's own section)."""
     eff = {**vars(builtin(gpu) or Efficiency()), **factors}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump({"efficiency": eff}, f)
     try:
-        res = validate.run_all(runs, extra=[f"cost.calibration={f.name}"], jobs=jobs)
+        res = validate.run_all(runs, extra=[f"cost.calibration={f.name}"], jobs=jobs, recorded=recorded)
     finally:
         Path(f.name).unlink()
     for r in res:
         if r.error:
             raise SystemExit(f"{r.id}: {r.error}")
-    return fit_loss(res, metrics)
+    return res
+
+
+def replay_loss(runs: list[dict], gpu: str, factors: dict[str, float], metrics: tuple[str, ...], jobs: int) -> float:
+    """The runs' loss with the GPU's built-in factors changed so (``replay``)."""
+    return fit_loss(replay(runs, gpu, factors, jobs), metrics)
 
 
 def loss(
@@ -217,14 +222,8 @@ def fit_eager(jobs: int) -> int:
     pairs = [(recorded[e], recorded[g]) for e, g in EAGER_PAIRS]
 
     def pair_loss(us: float) -> float:
-        eff = {**vars(builtin("h200") or Efficiency()), "sglang_eager_launch_s": us * 1e-6}
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            yaml.safe_dump({"efficiency": eff}, f)
-        try:
-            runs = [r for pair in pairs for r in pair]
-            res = validate.run_all(runs, extra=[f"cost.calibration={f.name}"], jobs=jobs, recorded=True)
-        finally:
-            Path(f.name).unlink()
+        runs = [r for pair in pairs for r in pair]
+        res = replay(runs, runs[0]["gpu"], {"sglang_eager_launch_s": us * 1e-6}, jobs, recorded=True)
         ttft = {r.id: (r.simulated["median_ttft_ms"], r.measured["median_ttft_ms"]) for r in res}
         total = 0.0
         for e, g in pairs:

@@ -133,12 +133,12 @@ def probe_check(by_host: dict[str, list[dict]], base: hosts.HostCosts, jobs: int
     line, mean = [], []
     for i, (_, p, s) in enumerate(points):
         rest = [(q, t) for j, (_, q, t) in enumerate(points) if j != i]
+        mean.append(abs(statistics.fmean(math.log(t) for _, t in rest) - math.log(s)))
         try:
             ref, exponent = probe_rule(rest)
             line.append(abs(math.log((p / ref) ** exponent / s)))
         except ValueError:  # the others' factors do not rise with their readings: the line is flat
-            line.append(abs(statistics.fmean(math.log(t) for _, t in rest) - math.log(s)))
-        mean.append(abs(statistics.fmean(math.log(t) for _, t in rest) - math.log(s)))
+            line.append(mean[-1])
     print(
         f"leave one out over {len(points)} hosts, mean |log error| of the factor: the reading's line "
         f"{statistics.fmean(line):.3f}, the others' mean {statistics.fmean(mean):.3f}"
