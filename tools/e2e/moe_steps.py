@@ -9,15 +9,26 @@ tokens twice, with ``--short`` and ``--long`` output tokens (ignore_eos), and ta
 B requests as (T_long - T_short) / (long - short): the prefill and the fixed costs cancel. Run it
 twice, at vLLM 0.26's default capture size (512) and above the largest batch, and compare the steps
 at the batches between (``device.sh moesteps``; data/profiles/moe_steps/).
+
+``--profile B,...`` also traces those batches' decode steps with torch's profiler (CUDA activity
+only: kernels and the runtime's launch calls, no per-op CPU records that would slow the host) and
+reports per decode step, again as the difference of two generations: the kernels run and their
+summed time, the time the GPU was busy (the union of kernel intervals), launches by kind, and the
+kernels that took the most time. The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``)
+so that the profiler sees its GPU work. A step whose GPU is busy for much less than the step lasts
+waits on the host.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +45,12 @@ def main() -> int:
     ap.add_argument("--long", type=int, default=80)
     ap.add_argument("--root", default="/root/e2e")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--profile", default="", help="batches whose decode steps to trace (comma-separated)")
+    ap.add_argument("--profile-short", type=int, default=4)
+    ap.add_argument("--profile-long", type=int, default=12)
     a = ap.parse_args()
+    if a.profile:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its kernels traced
     import vllm
     from vllm import LLM, SamplingParams
 
@@ -52,7 +68,8 @@ def main() -> int:
         seed=0,
     )
     rng = random.Random(0)
-    rows = []
+    rows, profiles = [], []
+    traced = {int(x) for x in a.profile.split(",") if x}
     for b in (int(x) for x in a.batches.split(",")):
         prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(32)]} for _ in range(b)]
 
@@ -68,6 +85,10 @@ def main() -> int:
             {"batch": b, "short_s": short, "long_s": long, "step_ms": (long - short) / (a.long - a.short) * 1e3}
         )
         print(json.dumps(rows[-1]), flush=True)
+        if b in traced:
+            lo, hi = (trace(timed, n) for n in (a.profile_short, a.profile_long))
+            profiles.append({"batch": b, **per_step(lo, hi, a.profile_long - a.profile_short)})
+            print(json.dumps(profiles[-1])[:600], flush=True)
     out = {
         "model": a.model,
         "capture": a.capture,
@@ -75,9 +96,75 @@ def main() -> int:
         "long": a.long,
         "vllm": vllm.__version__,
         "rows": rows,
+        **({"profiles": profiles} if profiles else {}),
     }
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
+
+
+def trace(timed, n: int) -> dict:
+    """One generation of ``n`` tokens under torch's profiler (CUDA activity): its wall time, kernel
+    count and summed time by name, the GPU's busy time, and the runtime's launch calls by kind."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        wall = timed(n)
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text()).get("traceEvents", [])
+    return summarize(events, wall)
+
+
+def summarize(events: list[dict], wall: float) -> dict:
+    """A chrome trace's kernels and launch calls, summed (``trace``)."""
+    kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
+    by_name, count = Counter(), Counter()
+    for e in kernels:
+        by_name[e["name"][:90]] += float(e["dur"])
+        count[e["name"][:90]] += 1
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels)
+    busy, end = 0.0, float("-inf")
+    for t0, t1 in spans:  # the union of the kernels' intervals
+        if t1 > end:
+            busy += t1 - max(t0, end)
+            end = t1
+    launches = Counter(e["name"] for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCHES)
+    return {
+        "wall_us": wall * 1e6,
+        "kernels": len(kernels),
+        "kernel_us": sum(by_name.values()),
+        "busy_us": busy,
+        "launches": dict(launches),
+        "by_name": dict(by_name),
+        "count": dict(count),
+    }
+
+
+def per_step(lo: dict, hi: dict, steps: int) -> dict:
+    """A decode step's share of the difference between two traced generations."""
+    names = set(lo["by_name"]) | set(hi["by_name"])
+    top = sorted(names, key=lambda k: hi["by_name"].get(k, 0.0) - lo["by_name"].get(k, 0.0), reverse=True)[:20]
+    return {
+        "step_wall_ms": (hi["wall_us"] - lo["wall_us"]) / steps / 1e3,
+        "kernels": (hi["kernels"] - lo["kernels"]) / steps,
+        "kernel_ms": (hi["kernel_us"] - lo["kernel_us"]) / steps / 1e3,
+        "busy_ms": (hi["busy_us"] - lo["busy_us"]) / steps / 1e3,
+        "launches": {k: (hi["launches"].get(k, 0) - lo["launches"].get(k, 0)) / steps for k in LAUNCHES},
+        "top": [
+            {
+                "name": k,
+                "ms": (hi["by_name"].get(k, 0.0) - lo["by_name"].get(k, 0.0)) / steps / 1e3,
+                "count": (hi["count"].get(k, 0) - lo["count"].get(k, 0)) / steps,
+            }
+            for k in top
+        ],
+    }
 
 
 if __name__ == "__main__":

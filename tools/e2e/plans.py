@@ -711,6 +711,15 @@ def sglang_prefill_lanes() -> list[dict]:
         run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
     ]
     lanes.append(lane(name, [0], "qwen3-30b-a3b", ["--disable-prefill-cuda-graph"], runs, framework="sglang"))
+    # the MoE model both ways on one machine, and at 1,024-token prompts (the public TP8 runs' length)
+    for kind, args in (("graphs", []), ("eager", ["--disable-prefill-cuda-graph"])):
+        name = f"sglang_qwen30b_pair_{kind}"
+        runs = [
+            run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
+            run(name, "c1_mid", max_concurrency=1, num_prompts=8, prompt=1024, output=32),
+            run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
+        ]
+        lanes.append(lane(name, [0], "qwen3-30b-a3b", args, runs, framework="sglang"))
     return lanes
 
 
