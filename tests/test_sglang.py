@@ -473,3 +473,35 @@ def test_an_eager_sglang_prefill_is_no_faster_than_launching_its_kernels():
     x = execution(sc, g, m, 256, 8192)
     assert (x.max_capture_size, x.prefill_capture_size, x.pad) == (0, 0, False)
     assert CostModel(m, g, 1, execution=x).step_time(dec) == pytest.approx(floor, rel=1e-12)
+
+
+def test_an_moe_layer_without_graphs_adds_its_python_path_on_one_hopper_gpu():
+    """800 us an MoE layer (Efficiency.moe_eager_layer_s), fitted on the recorded SGLang pair of
+    Qwen3-30B-A3B, added to the launch floor of a step without graphs, SGLang's and vLLM's alike;
+    not with MXFP4 experts, nor beyond one GPU, nor off Hopper, where nothing measured it."""
+    from simulator.engine.cost import CostModel, Execution, small_kernels_per_layer
+    from simulator.engine.params import P
+    from simulator.scenario.models import load_model
+
+    sg = Execution(max_capture_size=256, prefill_capture_size=0, framework="sglang")
+    m, h200 = load_model("qwen3-30b-a3b"), load_gpu("h200")
+    # 48 layers x (6 small kernels + 2 q/k norms + 1 for the router, + 4 GEMMs) at 38 us, and 48 x 800 us
+    assert small_kernels_per_layer(m) == 9
+    assert CostModel(m, h200, 1, execution=sg).params[P.EAGER_FLOOR_S] == pytest.approx(
+        38e-6 * 48 * 13 + 800e-6 * 48, rel=1e-12
+    )
+    # vLLM's compiled model above its largest graph: 20 us a kernel, the same MoE path
+    vllm = Execution(max_capture_size=512)
+    assert CostModel(m, h200, 1, execution=vllm).params[P.EAGER_FLOOR_S] == pytest.approx(
+        20e-6 * 48 * 13 + 800e-6 * 48, rel=1e-12
+    )
+    # TP 2 (the kernels' launches grow with the ranks), a B200, MXFP4 experts: the kernels alone
+    assert CostModel(m, h200, 2, execution=sg).params[P.EAGER_FLOOR_S] == pytest.approx(
+        38e-6 * 1.4 * 48 * 13, rel=1e-12
+    )
+    assert CostModel(m, load_gpu("b200"), 1, execution=sg).params[P.EAGER_FLOOR_S] == pytest.approx(
+        38e-6 * 48 * 13, rel=1e-12
+    )
+    oss = load_model("gpt-oss-20b")
+    floor = CostModel(oss, h200, 1, quantization="mxfp4", execution=sg).params[P.EAGER_FLOOR_S]
+    assert floor < 38e-6 * 24 * 20  # 24 layers: their kernels and the MXFP4 path's, no MoE Python path

@@ -143,6 +143,17 @@ class Efficiency:
     # the GPU's work is 30-90 ms), the base above held; their other runs held out
     # (`python tools/validation/fit_gpu_family.py --eager` fits both).
     sglang_eager_tp_growth: float = 0.4
+    # An MoE layer run without graphs also goes through its routing and experts' Python code (the
+    # router's GEMM, top-k, the tokens' sort by expert, two Triton launches and the reduction, each a
+    # call through torch's dispatcher): host time a layer beyond the kernels counted above, whoever
+    # launches it (vLLM's and SGLang's fused-MoE paths are the same design). Fitted on a recorded pair
+    # of SGLang 0.5.16 servers on one H200 (data/e2e/h200_sgprefill3_2026-12-01: Qwen3-30B-A3B, 48 MoE
+    # layers, 128- and 1,024-token prompts one at a time reached their first token 36.9 and 34.5 ms
+    # later without prefill graphs, where dense models' pairs show 7-11 ms; `python
+    # tools/validation/fit_gpu_family.py --eager`). The stack sampler on vLLM 0.26's offline engine
+    # (data/profiles/moe_steps/) puts half of such a step's host time in the MoE path. Priced where it
+    # was measured, one Hopper GPU (fused_moe_eager_layers).
+    moe_eager_layer_s: float = 800e-6
     # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts: the activations' per-group
     # quantization and the scales' handling around each expert matmul) take more time a layer still,
     # whatever the batch, in small-kernel equivalents a layer. The default is fitted on the one public
@@ -475,14 +486,16 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
 
 
-def eager_launch_s(e: Efficiency, x: Execution, tp: int) -> float:
-    """Seconds the host takes to launch one kernel of a step run without graphs: vLLM's compiled
-    model (``eager_launch_s``), vLLM with ``enforce_eager`` (``vllm_eager_launch_s``), or SGLang's
-    model, never compiled (``sglang_eager_launch_s``, longer by ``sglang_eager_tp_growth`` for
-    each doubling of the tensor-parallel ranks)."""
+def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, tp: int) -> float:
+    """Seconds the host takes to launch a step run without graphs, ``kernels`` kernels and
+    ``moe_layers`` MoE layers' Python paths (``moe_eager_layer_s`` each; ``fused_moe_eager_layers``):
+    vLLM's compiled model (``eager_launch_s`` a kernel), vLLM with ``enforce_eager``
+    (``vllm_eager_launch_s``), or SGLang's model, never compiled (``sglang_eager_launch_s``), all of
+    it longer by ``sglang_eager_tp_growth`` for each doubling of the tensor-parallel ranks."""
+    moe = e.moe_eager_layer_s * moe_layers
     if x.framework == "sglang":
-        return e.sglang_eager_launch_s * (1.0 + e.sglang_eager_tp_growth * math.log2(tp))
-    return e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
+        return e.sglang_eager_launch_s * kernels * (1.0 + e.sglang_eager_tp_growth * math.log2(tp)) + moe
+    return (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s) * kernels + moe
 
 
 def small_kernels_per_layer(m: ModelArch) -> float:
@@ -509,6 +522,19 @@ def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> floa
     if m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu):
         return MXFP4_WEIGHT_ONLY_MOE_MEMORY
     return e.moe_memory
+
+
+def fused_moe_eager_layers(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> int:
+    """The MoE layers whose Python path a step without graphs pays (``Efficiency.moe_eager_layer_s``),
+    where it was measured: all of them on one Hopper GPU (compute capability 9.0), but with MXFP4
+    experts (another kernel library, whose recorded prefills without graphs show no such time: gpt-oss
+    on an H200, data/e2e/). None elsewhere: on other GPUs the fused-MoE kernels differ and nothing
+    measured it (the SGLang cookbook's TP8 runs on B200 and MI300X fit worse with it), and the public
+    TP8 runs on Hopper GPUs fit worse with it too (GPUStack's SGLang bursts on 8 x H100 and 8 x H200:
+    docs/sglang.md), where ``sglang_eager_tp_growth`` may already stand for it."""
+    if not m.is_moe or quantization == "mxfp4" or gpu.compute_capability != "9.0" or tp != 1:
+        return 0
+    return m.num_moe_layers
 
 
 def moe_path_kernels(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str, tp: int) -> float:
@@ -654,7 +680,13 @@ class CostModel:
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
             "prefill_graph_max": x.max_capture_size if x.prefill_capture_size is None else x.prefill_capture_size,
-            "eager_floor_s": eager_launch_s(e, x, tp) * (L * (kernels + GEMMS_PER_LAYER) + extra_kernels),
+            "eager_floor_s": eager_floor_s(
+                e,
+                x,
+                L * (kernels + GEMMS_PER_LAYER) + extra_kernels,
+                fused_moe_eager_layers(m, gpu, quantization, tp),
+                tp,
+            ),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
             "moe_flops": moe_peak * e.moe_compute,

@@ -32,8 +32,10 @@ of the GPU are held out.
 
 ``--eager`` fits ``sglang_eager_launch_s`` (the host's time to launch one kernel of a prefill SGLang
 runs without graphs, as every release before 0.5.10 does) on a recorded pair of servers with and
-without prefill graphs, and ``sglang_eager_tp_growth`` (its growth with the tensor-parallel ranks)
-on the TP8 runs above (``fit_eager``); it prints them for the defaults in simulator/engine/cost.py.
+without prefill graphs, ``moe_eager_layer_s`` (the host time an MoE layer adds to such a step) on a
+recorded pair of an MoE model, then ``sglang_eager_tp_growth`` (the growth of both with the
+tensor-parallel ranks) on the TP8 runs above (``fit_eager``); it prints them for the defaults in
+simulator/engine/cost.py.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ EAGER_PAIRS = (
         "h200_sgprefill_2026-12-01_sglang_llama8b_eager_c1_short",
         "h200_sgprefill_2026-12-01_sglang_llama8b_graphs_c1_short",
     ),
+)
+# ... and of an MoE model, which the MoE layer's host time (moe_eager_layer_s, in us) is fitted on
+EAGER_MOE_US = (0.0, 200.0, 400.0, 500.0, 600.0, 650.0, 700.0, 725.0, 750.0, 775.0, 800.0, 850.0, 1000.0, 1400.0)
+EAGER_MOE_PAIRS = tuple(
+    (
+        f"h200_sgprefill3_2026-12-01_sglang_qwen30b_pair_eager_{run}",
+        f"h200_sgprefill3_2026-12-01_sglang_qwen30b_pair_graphs_{run}",
+    )
+    for run in ("c1_short", "c1_mid")
 )
 
 
@@ -210,20 +221,22 @@ def write(
 
 
 def fit_eager(jobs: int) -> int:
-    """SGLang's eager launch time a kernel (``Efficiency.sglang_eager_launch_s``) and its growth with the
-    tensor-parallel ranks (``sglang_eager_tp_growth``), one pair for every GPU, in two stages: the
-    time on one GPU from the recorded SGLang servers' calibration pairs (``EAGER_PAIRS``: the same
+    """SGLang's eager launch time a kernel (``Efficiency.sglang_eager_launch_s``), an MoE layer's host
+    time without graphs (``moe_eager_layer_s``) and their growth with the tensor-parallel ranks
+    (``sglang_eager_tp_growth``), one set for every GPU, in three stages: the time a kernel on one GPU
+    from the recorded SGLang servers' calibration pairs of a dense model (``EAGER_PAIRS``: the same
     requests with and without prefill graphs), the least |log| error of the difference their p50
     TTFTs show at one request in flight with short prompts, where the launches set a prefill's time;
-    then, that held, the growth from the SGLang runs marked ``fits: gpu`` of every GPU that has them
+    that held, the MoE layer's time from an MoE model's pairs (``EAGER_MOE_PAIRS``) alike; then, both
+    held, the growth from the SGLang runs marked ``fits: gpu`` of every GPU that has them
     (the cookbook's TP8 runs, prefilled without graphs by SGLang 0.5.6-0.5.7), the least sum of
     |log error| in p50 TTFT. Printed, for the defaults in simulator/engine/cost.py."""
     recorded = {r["id"]: r for r in validate.load(validate.E2E_SGLANG_FILE)["runs"] if r["split"] == "calibrate"}
-    pairs = [(recorded[e], recorded[g]) for e, g in EAGER_PAIRS]
 
-    def pair_loss(us: float) -> float:
+    def pair_loss(ids: tuple, factors: dict) -> float:
+        pairs = [(recorded[e], recorded[g]) for e, g in ids]
         runs = [r for pair in pairs for r in pair]
-        res = replay(runs, runs[0]["gpu"], {"sglang_eager_launch_s": us * 1e-6}, jobs, recorded=True)
+        res = replay(runs, runs[0]["gpu"], factors, jobs, recorded=True)
         ttft = {r.id: (r.simulated["median_ttft_ms"], r.measured["median_ttft_ms"]) for r in res}
         total = 0.0
         for e, g in pairs:
@@ -231,19 +244,20 @@ def fit_eager(jobs: int) -> int:
             total += abs(math.log(max(se - sg, 1e-3) / (me - mg)))
         return total
 
-    seen = {us: pair_loss(us) for us in EAGER_US}
+    seen = {us: pair_loss(EAGER_PAIRS, {"sglang_eager_launch_s": us * 1e-6}) for us in EAGER_US}
     base, best = min(seen.items(), key=lambda kv: kv[1])
-    print(f"sglang_eager_launch_s {base:g} us: loss {best:.3f} over {len(pairs)} recorded pairs ({_grid(seen)})")
+    print(f"sglang_eager_launch_s {base:g} us: loss {best:.3f} over {len(EAGER_PAIRS)} recorded pairs ({_grid(seen)})")
+    held = {"sglang_eager_launch_s": base * 1e-6}
+    seen = {us: pair_loss(EAGER_MOE_PAIRS, {**held, "moe_eager_layer_s": us * 1e-6}) for us in EAGER_MOE_US}
+    moe, best = min(seen.items(), key=lambda kv: kv[1])
+    print(
+        f"moe_eager_layer_s {moe:g} us: loss {best:.3f} over {len(EAGER_MOE_PAIRS)} recorded MoE pairs ({_grid(seen)})"
+    )
+    held["moe_eager_layer_s"] = moe * 1e-6
     runs = {g: runs_of(g) for g in FAMILY}
     growth = {
         k: sum(
-            replay_loss(
-                rs,
-                g,
-                {"sglang_eager_launch_s": base * 1e-6, "sglang_eager_tp_growth": k},
-                ("median_ttft_ms",),
-                jobs,
-            )
+            replay_loss(rs, g, {**held, "sglang_eager_tp_growth": k}, ("median_ttft_ms",), jobs)
             for g, rs in runs.items()
         )
         for k in EAGER_TP_GROWTH
@@ -253,7 +267,7 @@ def fit_eager(jobs: int) -> int:
     print(
         f"sglang_eager_tp_growth {k:g}: p50 TTFT loss {best_k:.3f} over {n} runs of {', '.join(runs)} ({_grid(growth)})"
     )
-    if base in (EAGER_US[0], EAGER_US[-1]) or k == EAGER_TP_GROWTH[-1]:
+    if base in (EAGER_US[0], EAGER_US[-1]) or moe in (EAGER_MOE_US[0], EAGER_MOE_US[-1]) or k == EAGER_TP_GROWTH[-1]:
         print("  the least sits on the grid's edge: widen the grid", file=sys.stderr)
         return 1
     return 0
