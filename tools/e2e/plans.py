@@ -694,32 +694,28 @@ def sglang_prefill_lanes() -> list[dict]:
             "seed": zlib.crc32(f"sglang_prefill_h200/{lane_name}/{kind}".encode()),
         }
 
+    def alone(lane_name: str, *sizes: tuple[str, int, int]) -> list[dict]:
+        """Runs of one request at a time, 32 outputs each: (kind, prompt tokens, prompts)."""
+        return [run(lane_name, k, max_concurrency=1, num_prompts=n, prompt=p, output=32) for k, p, n in sizes]
+
+    short, mid, long = ("c1_short", 128, 8), ("c1_mid", 1024, 8), ("c1_long", 4096, 6)
+    both = (("graphs", []), ("eager", ["--disable-prefill-cuda-graph"]))
     lanes = []
-    for model, short in (("llama-3.1-8b", "llama8b"), ("qwen3-32b", "qwen32b")):
-        for kind, args in (("graphs", []), ("eager", ["--disable-prefill-cuda-graph"])):
-            name = f"sglang_{short}_{kind}"
+    for model, tag in (("llama-3.1-8b", "llama8b"), ("qwen3-32b", "qwen32b")):
+        for kind, args in both:
+            name = f"sglang_{tag}_{kind}"
             runs = [
-                run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
-                run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
+                *alone(name, short, long),
                 run(name, "c16", max_concurrency=16, num_prompts=96, prompt=512, output=256),
             ]
             lanes.append(lane(name, [0], model, args, runs, framework="sglang"))
     # an MoE model's prefill without graphs, one request at a time (its graphed runs: h200_moe_2026-11-30)
     name = "sglang_qwen30b_eager"
-    runs = [
-        run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
-        run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
-    ]
-    lanes.append(lane(name, [0], "qwen3-30b-a3b", ["--disable-prefill-cuda-graph"], runs, framework="sglang"))
+    lanes.append(lane(name, [0], "qwen3-30b-a3b", both[1][1], alone(name, short, long), framework="sglang"))
     # the MoE model both ways on one machine, and at 1,024-token prompts (the public TP8 runs' length)
-    for kind, args in (("graphs", []), ("eager", ["--disable-prefill-cuda-graph"])):
+    for kind, args in both:
         name = f"sglang_qwen30b_pair_{kind}"
-        runs = [
-            run(name, "c1_short", max_concurrency=1, num_prompts=8, prompt=128, output=32),
-            run(name, "c1_mid", max_concurrency=1, num_prompts=8, prompt=1024, output=32),
-            run(name, "c1_long", max_concurrency=1, num_prompts=6, prompt=4096, output=32),
-        ]
-        lanes.append(lane(name, [0], "qwen3-30b-a3b", args, runs, framework="sglang"))
+        lanes.append(lane(name, [0], "qwen3-30b-a3b", args, alone(name, short, mid, long), framework="sglang"))
     return lanes
 
 
