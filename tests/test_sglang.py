@@ -359,7 +359,7 @@ def test_recorded_sglang_servers_replay_on_sglangs_engine_with_the_servers_pool(
     from simulator.validation import validate
 
     runs = validate.load(validate.E2E_SGLANG_FILE)["runs"]
-    assert len(runs) == 32 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
+    assert len(runs) == 38 and all(r["framework"] == "sglang" and r["check"]["ok"] for r in runs)
     later = [r for r in runs if r["recording"] in ("h200_moe_2026-11-30", "h200_mla_2026-11-30")]
     assert len(later) == 11 and all(r["split"] == "heldout" for r in later)
     # the pair with and without prefill graphs: Llama-3.1-8B's calibrate, Qwen3-32B's held out
