@@ -505,3 +505,29 @@ def test_an_moe_layer_without_graphs_adds_its_python_path_on_one_hopper_gpu():
     oss = load_model("gpt-oss-20b")
     floor = CostModel(oss, h200, 1, quantization="mxfp4", execution=sg).params[P.EAGER_FLOOR_S]
     assert floor < 38e-6 * 24 * 20  # 24 layers: their kernels and the MXFP4 path's, no MoE Python path
+
+
+def test_the_eager_fits_pairs_are_calibration_runs_that_show_the_launches():
+    """fit_gpu_family.py --eager fits the launch times on recorded pairs (the same requests without and
+    with prefill graphs): each run is a calibration run of the index, passed its check, and the run
+    without graphs reached its first token later; the shipped values lie on the tool's grids, inside."""
+    import importlib.util
+    from pathlib import Path
+
+    from simulator.engine.cost import Efficiency
+    from simulator.validation import validate
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "validation" / "fit_gpu_family.py"
+    spec = importlib.util.spec_from_file_location("fit_gpu_family", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = {r["id"]: r for r in validate.load(validate.E2E_SGLANG_FILE)["runs"]}
+    for eager, graphs in (*mod.EAGER_PAIRS, *mod.EAGER_MOE_PAIRS):
+        e, g = runs[eager], runs[graphs]
+        assert e["split"] == g["split"] == "calibrate" and e["check"]["ok"] and g["check"]["ok"]
+        assert e["measured"]["median_ttft_ms"] > g["measured"]["median_ttft_ms"] + 5.0
+    e = Efficiency()
+    assert e.sglang_eager_launch_s * 1e6 in mod.EAGER_US[1:-1]
+    assert e.moe_eager_layer_s * 1e6 in mod.EAGER_MOE_US[1:-1]
+    assert e.sglang_eager_tp_growth in mod.EAGER_TP_GROWTH[:-1]
