@@ -490,8 +490,9 @@ def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, 
     """Seconds the host takes to launch a step run without graphs, ``kernels`` kernels and
     ``moe_layers`` MoE layers' Python paths (``moe_eager_layer_s`` each; ``fused_moe_eager_layers``):
     vLLM's compiled model (``eager_launch_s`` a kernel), vLLM with ``enforce_eager``
-    (``vllm_eager_launch_s``), or SGLang's model, never compiled (``sglang_eager_launch_s``), all of
-    it longer by ``sglang_eager_tp_growth`` for each doubling of the tensor-parallel ranks."""
+    (``vllm_eager_launch_s``), or SGLang's model, never compiled (``sglang_eager_launch_s``, longer
+    by ``sglang_eager_tp_growth`` for each doubling of the tensor-parallel ranks; the MoE layers'
+    time is priced on one GPU only)."""
     moe = e.moe_eager_layer_s * moe_layers
     if x.framework == "sglang":
         return e.sglang_eager_launch_s * kernels * (1.0 + e.sglang_eager_tp_growth * math.log2(tp)) + moe
