@@ -159,12 +159,15 @@ def run_notes(summary: dict, result) -> list[str]:
 
 
 # What an MoE model's decode steps cost without CUDA graphs where they were measured (one GPU): vLLM
-# 0.26 offline (data/profiles/README-measurements.md, "A step without CUDA graphs in vLLM 0.26") and the
-# recorded vLLM and SGLang servers (data/e2e/README.md, h200_moe_2026-11-30 and h200_mla_2026-11-30).
-UNGRAPHED_CLAIM = "such MoE steps were measured at about twice servesim's price for them"
+# 0.26 offline (data/profiles/README-measurements.md, "A step without CUDA graphs in vLLM 0.26" and "What
+# a step without graphs waits on") and the recorded vLLM and SGLang servers (data/e2e/README.md,
+# h200_moe_2026-11-30 and h200_mla_2026-11-30). servesim prices their MoE layers' host time on one Hopper
+# GPU (cost.fused_moe_eager_layers), still short of what was measured.
+UNGRAPHED_CLAIM = "such MoE steps were measured longer than servesim prices them"
 UNGRAPHED_MOE = (
-    f"{UNGRAPHED_CLAIM} (one H200: Qwen3-30B-A3B on vLLM 0.26, 62.7 and 74.2 ms at 640 and 768 requests, 25.5 "
-    "and 28.9 with graphs; the recorded vLLM and SGLang servers of two MoE models, 55-69 ms)"
+    f"{UNGRAPHED_CLAIM} (one H200: Qwen3-30B-A3B on vLLM 0.26, 63-90 ms at 640-768 requests on two machines "
+    "where servesim gives 51 ms, and 25.5-28.9 ms with graphs; the recorded vLLM and SGLang servers of two MoE "
+    "models, 55-69 ms)"
 )
 UNGRAPHED_SHARE = 0.05  # of a run's steps: fewer such steps change little
 
@@ -189,8 +192,8 @@ def ungraphed_moe_share(result, steps: dict) -> float | None:
 
 def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
     """An MoE model on one GPU whose decode steps outgrow its largest CUDA graph: such steps were
-    measured about twice as long as servesim prices them (``UNGRAPHED_MOE``; two forms of that cost
-    were tried and not kept, data/profiles/README-measurements.md); the knob that keeps them graphed."""
+    measured longer than servesim prices them (``UNGRAPHED_MOE``; data/profiles/README-measurements.md
+    says which forms of that cost were tried); the knob that keeps them graphed."""
     share = summary.get("ungraphed_decode_steps")
     if share is None:
         return []
