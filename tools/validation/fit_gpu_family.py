@@ -81,6 +81,7 @@ EAGER_PAIRS = (
     ),
 )
 # ... and of an MoE model, which the MoE layer's host time (moe_eager_layer_s, in us) is fitted on
+# (marked ``fits: eager`` in the index: not the host costs' calibration, as the dense pair is)
 EAGER_MOE_US = (0.0, 200.0, 400.0, 500.0, 600.0, 650.0, 700.0, 725.0, 750.0, 775.0, 800.0, 850.0, 1000.0, 1400.0)
 EAGER_MOE_PAIRS = tuple(
     (

@@ -222,7 +222,8 @@ def main() -> int:
     recorded_file = {"recorded": validate.E2E_FILE, "sglang": validate.E2E_SGLANG_FILE}.get(args.source)
 
     def calibration(p) -> list[dict]:
-        # (runs that fit a GPU's kernels, ``fits: gpu``, are not the host's calibration)
+        # (runs that fit a GPU's kernels, ``fits: gpu``, or the launch times, ``fits: eager``, are not
+        # the host's calibration)
         return [
             r
             for r in (validate.load(p)["runs"] if p else [])
