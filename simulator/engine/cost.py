@@ -493,10 +493,11 @@ def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, 
     (``vllm_eager_launch_s``), or SGLang's model, never compiled (``sglang_eager_launch_s``, longer
     by ``sglang_eager_tp_growth`` for each doubling of the tensor-parallel ranks; the MoE layers'
     time is priced on one GPU only)."""
-    moe = e.moe_eager_layer_s * moe_layers
     if x.framework == "sglang":
-        return e.sglang_eager_launch_s * kernels * (1.0 + e.sglang_eager_tp_growth * math.log2(tp)) + moe
-    return (e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s) * kernels + moe
+        per_kernel = e.sglang_eager_launch_s * (1.0 + e.sglang_eager_tp_growth * math.log2(tp))
+    else:
+        per_kernel = e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
+    return per_kernel * kernels + e.moe_eager_layer_s * moe_layers
 
 
 def small_kernels_per_layer(m: ModelArch) -> float:
