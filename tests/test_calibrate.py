@@ -241,3 +241,79 @@ def test_enforce_eager_launches_at_vllms_eager_rate():
     cm = cost_model(sc, m, g, 256, 8192)
     step = cm.step_time(decode_work(8, 96))
     assert step >= e.vllm_eager_launch_s * per_step > cm.with_execution(Execution()).step_time(decode_work(8, 96))
+
+
+def test_a_blended_roofline_is_the_norm_of_compute_and_memory_time():
+    """Hand-computed: 3 s of compute and 4 s of memory traffic cost 4 s under the max (blend 0) and
+    (3^2 + 4^2)^(1/2) = 5 s under blend 2; a blend never makes an operator faster than the max."""
+    from simulator.engine.cost import roofline
+
+    assert roofline((3.0, 4.0), 1.0, 1.0, 0.0) == 4.0
+    assert roofline((3.0, 4.0), 1.0, 1.0, 2.0) == pytest.approx(5.0, rel=1e-12)
+    assert roofline((3.0, 4.0), 1.0, 1.0, 3.0) == pytest.approx((27.0 + 64.0) ** (1 / 3), rel=1e-12)
+    for blend in (2.0, 3.0, 6.0):
+        assert roofline((3.0, 4.0), 1.0, 1.0, blend) > 4.0
+    # the step of a calibration with blend 0 (every built-in file) is the max's, term for term
+    g, m = load_gpu("h200"), load_model("llama-3.1-8b")
+    w = decode_work(128, 80, 1)
+    assert CostModel(m, g, 1, Efficiency(roofline_blend=0.0)).step_time(w) == CostModel(m, g, 1).step_time(w)
+    assert CostModel(m, g, 1, Efficiency(roofline_blend=3.0)).step_time(w) > CostModel(m, g, 1).step_time(w)
+
+
+def test_calibrate_finds_the_blend_its_profile_was_made_with_and_refits_the_overheads_on_served_steps(tmp_path):
+    """A profile made by the cost model with blend 3: `--roofline-blend auto` picks 3 and fits it
+    almost exactly; `--overheads-from` fits the per-layer and per-sequence overheads again on served
+    steps made with other overheads (everything else held) and says so under `adjusted`; `--pin`
+    holds an efficiency at the value given."""
+    truth = Efficiency(matmul_memory=0.8, step_overhead_s=0.0, per_layer_overhead_s=5e-5, roofline_blend=3.0)
+    prof = tmp_path / "prof.csv"
+    _synthetic_profile("h200", truth).to_csv(prof, index=False)
+    served_truth = dataclasses.replace(truth, per_layer_overhead_s=3e-5, per_seq_overhead_s=2e-6)
+    cm = CostModel(load_model("llama-3.1-8b"), load_gpu("h200"), 1, served_truth)
+    rows = [
+        ["h200", "llama-3.1-8b", b, 1, 80, cm.step_time(decode_work(b, 80, 1)) * 1e3] for b in (1, 16, 64, 128, 256)
+    ]
+    served = tmp_path / "served.csv"
+    pd.DataFrame(rows, columns=["gpu", "model", "batch", "new_tokens", "context", "ms"]).to_csv(served, index=False)
+    out = tmp_path / "cal.yaml"
+    args = [str(prof), "--pin", "matmul_memory=0.8", "--roofline-blend", "auto", "--overheads-from", str(served)]
+    r = subprocess.run(
+        [sys.executable, "-m", "simulator", "calibrate", *args, "-o", str(out)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["efficiency"]["roofline_blend"] == 3.0
+    assert doc["mape"] < 0.01
+    assert doc["pinned"]["matmul_memory"] == {"value": 0.8, "given": "--pin"}
+    assert doc["efficiency"]["per_layer_overhead_s"] == pytest.approx(3e-5, rel=0.05)
+    assert doc["adjusted"]["per_layer_overhead_s"]["from"] == pytest.approx(5e-5, rel=0.05)
+    assert "served.csv" in doc["adjusted"]["why"]
+    # without --roofline-blend the max is kept, as every built-in calibration has it
+    r = subprocess.run(
+        [sys.executable, "-m", "simulator", "calibrate", str(prof), "-o", str(tmp_path / "max.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load((tmp_path / "max.yaml").read_text())["efficiency"]["roofline_blend"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--pin", "matmul_memory=1.5"], "--pin: 'matmul_memory=1.5' must be NAME=VALUE"),
+        (["--pin", "per_layer_overhead_s=0.5"], "NAME an efficiency"),
+        (["--roofline-blend", "sharp"], "--roofline-blend: 'sharp' must be 'auto' or a number from 0 to 64"),
+    ],
+)
+def test_calibrate_names_a_bad_pin_or_blend_in_one_line(tmp_path, args, says):
+    prof = tmp_path / "prof.csv"
+    _synthetic_profile("h200", Efficiency()).to_csv(prof, index=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "simulator", "calibrate", str(prof), *args, "-o", str(tmp_path / "c.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0
+    assert says in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -857,3 +857,75 @@ def test_uniform_routing_patches_vllms_dummy_loader_only_as_the_sites_sitecustom
         sys.meta_path[:] = before
         for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
             del sys.modules[name]
+
+
+def test_a_lane_turns_its_servers_iteration_log_off_only_when_asked():
+    lane = _load("lane")
+    base = {"name": "x", "gpus": [0], "port": 8100, "model": "llama-3.1-8b", "serve_args": ["--max-num-seqs", "64"]}
+    logged = lane.server_command(base, Path("/m"), Path("/t"))
+    unlogged = lane.server_command({**base, "iteration_log": False}, Path("/m"), Path("/t"))
+    assert "--enable-logging-iteration-details" in logged
+    assert "--enable-logging-iteration-details" not in unlogged
+    assert [a for a in logged if a != "--enable-logging-iteration-details"] == unlogged
+
+
+def test_the_overlap_plans_send_every_run_its_own_prompts():
+    """The light-load lanes and the logged/unlogged pair: one seed a run, none shared with another plan,
+    and the pair's two lanes alike but for the iteration log."""
+    plans = _load("plans")
+    lanes = plans.overlap_lanes() + plans.overlap_log_lanes()
+    seeds = [r["seed"] for x in lanes for r in x["runs"]]
+    assert len(set(seeds)) == len(seeds)
+    others = {
+        r.get("seed")
+        for path in (E2E / "plans").glob("*.json")
+        if not path.name.startswith("overlap")
+        for x in json.loads(path.read_text())["lanes"]
+        for r in x["runs"]
+    }
+    assert not set(seeds) & others
+    logged, unlogged = plans.overlap_log_lanes()
+    assert logged["iteration_log"] and not unlogged["iteration_log"]
+    assert [(r["name"], r.get("max_concurrency"), r.get("request_rate")) for r in logged["runs"]] == [
+        (r["name"], r.get("max_concurrency"), r.get("request_rate")) for r in unlogged["runs"]
+    ]
+    for path, got in (
+        ("overlap_h200.json", plans.overlap_lanes()),
+        ("overlap_log_h200.json", plans.overlap_log_lanes()),
+    ):
+        assert json.loads((E2E / "plans" / path).read_text()) == {"lanes": got}
+
+
+def test_a_step_timing_becomes_a_profile_at_the_mean_context_of_its_decodes():
+    """Hand-computed: prompts of 32 tokens, a step taken between a 16- and an 80-token generation
+    averages the decodes at contexts 48 to 111: 79.5, written 80; batches above --upto are left out.
+    The served GEMMs' efficiency: the model's dense weights and LM head over the GEMM kernels' time."""
+    sp = _load("steps_profile")
+    timing = {
+        "model": "llama-3.1-8b",
+        "short": 16,
+        "long": 80,
+        "async_scheduling": True,
+        "rows": [{"batch": 1, "step_ms": 4.9}, {"batch": 256, "step_ms": 9.8}, {"batch": 384, "step_ms": 17.0}],
+    }
+    assert sp.rows(timing, "h200", 256) == [
+        ["h200", "llama-3.1-8b", 1, 1, 80, 4.9],
+        ["h200", "llama-3.1-8b", 256, 1, 80, 9.8],
+    ]
+    prof = {
+        "model": "llama-3.1-8b",
+        "profiles": [
+            {
+                "batch": 1,
+                "top": [
+                    {"name": "nvjet_sm90_tst_128x8", "ms": 3.0},
+                    {"name": "void cublasLt::splitKreduce_kernel", "ms": 0.5},
+                    {"name": "flash::FlashAttnFwdSm90", "ms": 0.3},
+                ],
+            }
+        ],
+    }
+    eff, nbytes, ms = sp.gemm_efficiency(prof, "h200")
+    assert ms == 3.5
+    assert nbytes == pytest.approx(6979321856 * 2 + 1050673152, rel=1e-9)  # Llama-3.1-8B's linears + LM head, bf16
+    assert eff == pytest.approx(nbytes / 3.5e-3 / 4.8e12, rel=1e-12)

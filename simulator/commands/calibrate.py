@@ -25,6 +25,26 @@ def add_parser(sub) -> None:
         default=1,
         help="tensor-parallel GPUs the profiles were measured on (default 1)",
     )
+    k.add_argument(
+        "--overheads-from",
+        default=None,
+        metavar="CSV",
+        help="the engine's served steps (a profile CSV) to fit the per-layer and per-sequence overheads on again",
+    )
+    k.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="hold an efficiency (matmul_compute, matmul_memory, attn_compute, attn_memory) at a measured value",
+    )
+    k.add_argument(
+        "--roofline-blend",
+        default="0",
+        metavar="P",
+        help="how an operator's compute and memory times combine: 0, their max (default); P > 0, their "
+        "P-norm; 'auto', the exponent among 0, 6, 4, 3, 2.5, 2 that fits the profiles best",
+    )
     k.set_defaults(fn=main)
 
 
@@ -35,4 +55,32 @@ def main(args: argparse.Namespace) -> int:
     out = named_output(args.output, RESULTS)
     check_file(out, "--output")
     out.parent.mkdir(parents=True, exist_ok=True)
-    return main_calibrate(args.profiles, str(out), args.gpu, args.tp)
+    from simulator.errors import ConfigError
+    from simulator.validation.calibrate import FITTED
+
+    pins = {}
+    for item in args.pin:
+        name, _, value = item.partition("=")
+        try:
+            v = float(value)
+        except ValueError:
+            v = -1.0
+        if name not in FITTED or name.endswith("_s") or not 0.0 < v <= 1.0:
+            raise ConfigError(
+                f"--pin: {item!r} must be NAME=VALUE with NAME an efficiency "
+                f"(matmul_compute, matmul_memory, attn_compute, attn_memory) and 0 < VALUE <= 1"
+            )
+        pins[name] = v
+    from simulator.validation.calibrate import BLENDS
+
+    blends: tuple[float, ...]
+    if args.roofline_blend == "auto":
+        blends = BLENDS
+    else:
+        try:
+            blends = (float(args.roofline_blend),)
+        except ValueError:
+            blends = (-1.0,)
+        if not 0.0 <= blends[0] <= 64.0:
+            raise ConfigError(f"--roofline-blend: {args.roofline_blend!r} must be 'auto' or a number from 0 to 64")
+    return main_calibrate(args.profiles, str(out), args.gpu, args.tp, args.overheads_from, pins, blends)

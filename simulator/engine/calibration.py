@@ -27,6 +27,7 @@ GPU_FIELDS = (
     "per_layer_overhead_s",
     "per_token_overhead_s",
     "allreduce_latency_s",
+    "roofline_blend",
 )
 
 

@@ -103,6 +103,11 @@ class Efficiency:
     # for a layer with vLLM's six such kernels; a layer with more (Qwen3's q/k norms) scales it.
     per_layer_overhead_s: float = 3.5e-5
     per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
+    # How an operator's compute and memory times combine (roofline): 0, the longer of the two; p > 0,
+    # their p-norm. A calibration of one's own may choose it (`servesim calibrate --roofline-blend
+    # auto`: the exponent with the least error on the profiles); every built-in file keeps the max
+    # (docs/cost-model.md, "Near the ridge").
+    roofline_blend: float = 0.0
     allreduce_latency_s: float = 1.0e-5
     # Share of the datasheet link bandwidth an all-reduce reaches: 302 of 450 GB/s on two NVLink-4
     # GPUs at 256 MiB (NCCL in a CUDA graph, data/profiles/allreduce/h200-x2.csv, whose 16 KiB
@@ -293,9 +298,15 @@ def lm_head_work(cp, num_sampled):
     return num_sampled * cp[P.LM_FLOPS], cp[P.LM_BYTES]
 
 
-def roofline(work, flops_per_s, bytes_per_s):
-    """Seconds of one operator class: the slower of its compute and its memory traffic."""
-    return max(work[0] / flops_per_s, work[1] / bytes_per_s)
+def roofline(work, flops_per_s, bytes_per_s, blend):
+    """Seconds of one operator class: the slower of its compute and its memory traffic (``blend``
+    0), or their ``blend``-norm, (tc^p + tm^p)^(1/p), which the measured steps of a GPU may prefer:
+    near the ridge, where the two are alike, a real kernel is bound by neither alone and takes
+    longer than either (``Efficiency.roofline_blend``)."""
+    tc, tm = work[0] / flops_per_s, work[1] / bytes_per_s
+    if blend == 0.0:
+        return max(tc, tm)
+    return (tc**blend + tm**blend) ** (1.0 / blend)
 
 
 def padded_tokens(cp, num_tokens):
@@ -333,7 +344,7 @@ def lora_s(cp, num_tokens, num_loras):
     if num_loras == 0:
         return 0.0
     work = (num_tokens * cp[P.LORA_FLOPS_PER_TOKEN], num_loras * cp[P.LORA_BYTES_PER_ADAPTER])
-    return cp[P.LORA_FIXED_S] + roofline(work, cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
+    return cp[P.LORA_FIXED_S] + roofline(work, cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW], cp[P.ROOFLINE_BLEND])
 
 
 def gpu_s(
@@ -353,13 +364,14 @@ def gpu_s(
     T = padded_tokens(cp, num_tokens)
     t = overhead_s(cp, num_seqs, T)
     if T:
-        t += roofline(linear_work(cp, T), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
+        t += roofline(linear_work(cp, T), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW], cp[P.ROOFLINE_BLEND])
         if num_loras:
             t += lora_s(cp, T, num_loras)
         t += roofline(
             attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_row_context),
             cp[P.ATTN_FLOPS],
             cp[P.ATTN_BW],
+            cp[P.ROOFLINE_BLEND],
         )
         if cp[P.MOE_LAYERS] != 0.0 or cp[P.ALLREDUCE_COUNT] != 0.0:
             s = 0.0
@@ -369,7 +381,9 @@ def gpu_s(
                 s += allreduce_s(cp, T)
             t += s
     if num_sampled:
-        t += roofline(lm_head_work(cp, num_sampled + draft_tokens), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])
+        t += roofline(
+            lm_head_work(cp, num_sampled + draft_tokens), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW], cp[P.ROOFLINE_BLEND]
+        )
     if swap_bytes:
         t += swap_bytes / cp[P.HOST_BW]
     return t
@@ -707,6 +721,7 @@ class CostModel:
             "window": m.sliding_window if m.is_hybrid else 0,
             "window_kv_bytes_per_token": m.window_kv_bytes_per_token(kv_dtype_bytes, tp),
             "window_flops_per_pair": window_fpp,
+            "roofline_blend": e.roofline_blend,
         }
         own = np.array([float(p[name]) for name in PARAMS], np.float64)
         draft = spec.draft.params[:DRAFT] if spec and spec.draft else np.zeros(DRAFT)
@@ -741,7 +756,15 @@ class CostModel:
 
         def add(name: str, work: tuple[float, float], c: float, mb: float) -> None:
             tc, tm = work[0] / c, work[1] / mb
-            out.append(OpCost(name, work[0], work[1], roofline(work, c, mb), "compute" if tc >= tm else "memory"))
+            out.append(
+                OpCost(
+                    name,
+                    work[0],
+                    work[1],
+                    roofline(work, c, mb, cp[P.ROOFLINE_BLEND]),
+                    "compute" if tc >= tm else "memory",
+                )
+            )
 
         if Tp:  # as gpu_s: a step with no tokens runs no layer
             add("linear", linear_work(cp, Tp), cp[P.MATMUL_FLOPS], cp[P.MATMUL_BW])

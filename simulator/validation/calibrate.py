@@ -11,6 +11,16 @@ per-layer overhead: at small batches both only add a constant. A streaming CSV
 shapes) measures that efficiency directly, as the slope of time over bytes; given one, the fit
 pins ``matmul_memory`` to it and fits the rest. The result is a small YAML file that scenarios reference with
 ``cost: {calibration: FILE}``; built-in calibrations live in ``simulator/data/calibration/``.
+
+How an operator's compute and memory times combine (``Efficiency.roofline_blend``) is their max
+unless ``--roofline-blend`` says otherwise: a p-norm's exponent, or ``auto``, the one among
+``BLENDS`` whose fit has the least mean absolute error.
+
+``--pin NAME=VALUE`` holds an efficiency at a value measured elsewhere (over a streaming CSV's).
+``--overheads-from CSV``: step latencies of the engine as served (a profile CSV of the same columns:
+vLLM's own decode steps, whose graphs run compiled kernels the step profiles may not), on which the
+small-kernel overheads (per layer, per sequence) are fitted again with everything else held; the
+file says so under ``adjusted``.
 """
 
 from __future__ import annotations
@@ -46,6 +56,9 @@ FITTED = (
     "per_seq_overhead_s",
 )
 _EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
+# The roofline blends tried (Efficiency.roofline_blend; 0: the max of compute and memory time).
+BLENDS = (0.0, 6.0, 4.0, 3.0, 2.5, 2.0)
+OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps (--overheads-from)
 # The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
 # two apart; ``tools/profiler`` writes both from these tuples.
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
@@ -186,15 +199,17 @@ def fit(
     tp: int = 1,
     start: Efficiency | None = None,
     pinned: dict[str, float] | None = None,
+    fitted: tuple[str, ...] = FITTED,
 ) -> Efficiency:
     """Efficiencies and overheads that minimise the mean squared relative error on ``df``;
-    ``pinned`` parameters are held at the given values (e.g. a measured ``matmul_memory``)."""
+    ``pinned`` parameters are held at the given values (e.g. a measured ``matmul_memory``), and only
+    ``fitted`` are fitted (the rest as ``start`` has them)."""
     gpu_key = gpu_key or str(df["gpu"].iloc[0])
     base = _models(df, gpu_key, tp)
     start = start or Efficiency(per_layer_overhead_s=4e-5, step_overhead_s=0.0)
     pinned = pinned or {}
     start = replace(start, **pinned)
-    free = tuple(n for n in FITTED if n not in pinned)
+    free = tuple(n for n in fitted if n not in pinned)
     meas = df["ms"].to_numpy(float)
     rows = cast("Iterable[Any]", df.itertuples(index=False))  # (pandas types a row's fields as any scalar)
     works = [decode_work(int(r.batch), int(r.context), int(r.new_tokens)) for r in rows]
@@ -218,7 +233,14 @@ def mape(df: pd.DataFrame, eff: Efficiency, gpu_key: str | None = None, tp: int 
 
 
 def save(
-    eff: Efficiency, path: Path, gpu_key: str, sources: list[str], err: float, n: int, pinned_note: dict | None = None
+    eff: Efficiency,
+    path: Path,
+    gpu_key: str,
+    sources: list[str],
+    err: float,
+    n: int,
+    pinned_note: dict | None = None,
+    adjusted: dict | None = None,
 ) -> None:
     doc = {
         "gpu": gpu_key,
@@ -230,10 +252,20 @@ def save(
     if pinned_note:
         doc["pinned"] = pinned_note
     doc["efficiency"] = {k: float(v) for k, v in asdict(eff).items() if k in GPU_FIELDS}
+    if adjusted:
+        doc["adjusted"] = adjusted
     atomic_write_text(Path(path), yaml.safe_dump(doc, sort_keys=False))
 
 
-def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> int:
+def main_calibrate(
+    profiles: list[str],
+    out: str,
+    gpu: str | None,
+    tp: int,
+    overheads_from: str | None = None,
+    pins: dict[str, float] | None = None,
+    blends: tuple[float, ...] = (0.0,),
+) -> int:
     streaming = [p for p in profiles if is_streaming(p)]
     steps = [p for p in profiles if p not in streaming]
     if not steps:
@@ -260,13 +292,36 @@ def main_calibrate(profiles: list[str], out: str, gpu: str | None, tp: int) -> i
             }
         }
         print(f"matmul_memory pinned to {eff_m:.3f}: weight streaming measured at {bw / 1e9:,.0f} GB/s")
+    for name, value in (pins or {}).items():  # given on the command line: they win over a streaming CSV's
+        pinned[name] = value
+        note = {**(note or {}), name: {"value": value, "given": "--pin"}}
+        print(f"{name} pinned to {value:g} (--pin)")
     before = mape(df, Efficiency(), key, tp)
-    eff = fit(df, key, tp, pinned=pinned)
-    after = mape(df, eff, key, tp)
-    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note)
+    eff, after = Efficiency(), float("inf")
+    for blend in blends:  # each blend's own fit; the least error wins
+        got = fit(df, key, tp, start=Efficiency(per_layer_overhead_s=4e-5, roofline_blend=blend), pinned=pinned)
+        err = mape(df, got, key, tp)
+        if len(blends) > 1:
+            print(f"  roofline blend {blend:g} ({'the max' if blend == 0 else 'a norm'}): {err:.2%}")
+        if err < after:
+            eff, after = got, err
+    adjusted: dict[str, Any] | None = None
+    if overheads_from:
+        served = read_profile(overheads_from)
+        was = mape(served, eff, key, tp)
+        refit = fit(served, key, tp, start=eff, fitted=OVERHEADS)
+        adjusted = {name: {"from": float(getattr(eff, name)), "to": float(getattr(refit, name))} for name in OVERHEADS}
+        adjusted["why"] = (
+            f"fitted again on the engine's served steps in {overheads_from} (mean error {was:.1%} before, "
+            f"{mape(served, refit, key, tp):.1%} after), everything else held"
+        )
+        eff = refit
+    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note, adjusted)
     print(
         f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated"
     )
+    if adjusted:
+        print(f"  {adjusted['why']}")
     for k, v in asdict(eff).items():
         if k in GPU_FIELDS:
             print(f"  {k}: {v:.4g}")

@@ -345,7 +345,9 @@ def server_command(lane: dict, mdir: Path, tdir: Path) -> list[str]:
         tail = ["--enable-metrics"]
     else:
         head = ["-m", "vllm.entrypoints.cli.main", "serve", str(mdir), "--tokenizer", str(tdir)]
-        tail = ["--enable-logging-iteration-details"]
+        # its iteration log on, unless the lane turns it off ("iteration_log": false) to time its
+        # steps as a server without it runs them
+        tail = ["--enable-logging-iteration-details"] if lane.get("iteration_log", True) else []
     common = ["--served-model-name", lane["model"], "--load-format", "dummy", "--host", "127.0.0.1"]
     return [PY, *head, *common, "--port", str(lane["port"]), *tail, *lane.get("serve_args", [])]
 

@@ -8,7 +8,9 @@ One offline engine (``vllm.LLM``: dummy weights, prefix caching off, graphs capt
 tokens twice, with ``--short`` and ``--long`` output tokens (ignore_eos), and takes a decode step of
 B requests as (T_long - T_short) / (long - short): the prefill and the fixed costs cancel. Run it
 twice, at vLLM 0.26's default capture size (512) and above the largest batch, and compare the steps
-at the batches between (``device.sh moesteps``; data/profiles/moe_steps/).
+at the batches between (``device.sh moesteps``; data/profiles/moe_steps/). ``--async-scheduling off``
+times the same steps with the engine core's CPU work not overlapped with the GPU's: with ``on``, it
+shows how the two meet as the batch grows (any model: ``--model llama-3.1-8b``).
 
 ``--profile B,...`` also traces those batches' decode steps with torch's profiler (CUDA activity
 only: kernels and the runtime's launch calls, no per-op CPU records that would slow the host) and
@@ -35,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lane import model_dir
 
+PROMPT = 32  # prompt tokens of every request
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -48,6 +52,10 @@ def main() -> int:
     ap.add_argument("--profile", default="", help="batches whose decode steps to trace (comma-separated)")
     ap.add_argument("--profile-short", type=int, default=4)
     ap.add_argument("--profile-long", type=int, default=12)
+    ap.add_argument(
+        "--async-scheduling", choices=("default", "on", "off"), default="default",
+        help="the engine's async scheduling (default: as the release has it)",
+    )  # fmt: skip
     a = ap.parse_args()
     if a.profile:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its kernels traced
@@ -66,12 +74,17 @@ def main() -> int:
         enable_prefix_caching=False,
         gpu_memory_utilization=0.9,
         seed=0,
+        **({} if a.async_scheduling == "default" else {"async_scheduling": a.async_scheduling == "on"}),
     )
+    try:  # what the engine ran with, as its config says
+        async_on = bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling)
+    except AttributeError:
+        async_on = None
     rng = random.Random(0)
     rows, profiles = [], []
     traced = {int(x) for x in a.profile.split(",") if x}
     for b in (int(x) for x in a.batches.split(",")):
-        prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(32)]} for _ in range(b)]
+        prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(PROMPT)]} for _ in range(b)]
 
         def timed(n: int, prompts: list = prompts) -> float:
             sp = SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0.0)
@@ -95,6 +108,7 @@ def main() -> int:
         "short": a.short,
         "long": a.long,
         "vllm": vllm.__version__,
+        "async_scheduling": async_on,
         "rows": rows,
         **({"profiles": profiles} if profiles else {}),
     }

@@ -64,6 +64,8 @@ HELD_OUT = {
     "h200_cpu9_2026-12-01",  # the closed-loop sweep and Poisson lanes again on a new machine: blind
     "h200_gptoss_kv_2026-12-01",  # gpt-oss-20b where its KV cache binds: recorded to check the hybrid pool
     "h200_cpu10_2026-12-01",  # the KV-bound and decode-heavy runs at 512 on the machine of h200_sgprefill: blind
+    "h200_overlap_2026-12-01",  # light loads (8-128 in flight) beside the offline engine's steps on one machine
+    "h200_overlog_2026-12-01",  # the same server with its iteration log and without, on one machine
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
