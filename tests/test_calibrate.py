@@ -317,3 +317,27 @@ def test_calibrate_names_a_bad_pin_or_blend_in_one_line(tmp_path, args, says):
     assert r.returncode != 0
     assert says in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_served_steps_of_another_gpu_are_refused_in_one_line(tmp_path):
+    prof, served = tmp_path / "prof.csv", tmp_path / "served.csv"
+    _synthetic_profile("h200", Efficiency()).to_csv(prof, index=False)
+    _synthetic_profile("h100-sxm", Efficiency()).to_csv(served, index=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simulator",
+            "calibrate",
+            str(prof),
+            "--overheads-from",
+            str(served),
+            "-o",
+            str(tmp_path / "c.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"--overheads-from {served} holds steps of h100-sxm, not h200" in r.stderr
+    assert not (tmp_path / "c.yaml").exists()

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
         default="0",
         metavar="P",
         help="how an operator's compute and memory times combine: 0, their max (default); P > 0, their "
-        "P-norm; 'auto', the exponent among 0, 6, 4, 3, 2.5, 2 that fits the profiles best",
+        "P-norm; 'auto', the exponent among a few (and the max) that fits the profiles best",
     )
     k.set_defaults(fn=main)
 

@@ -296,6 +296,9 @@ def main_calibrate(
         pinned[name] = value
         note = {**(note or {}), name: {"value": value, "given": "--pin"}}
         print(f"{name} pinned to {value:g} (--pin)")
+    served = read_profile(overheads_from) if overheads_from else None  # read first: a bad file stops before any fit
+    if served is not None and (other := sorted(set(served["gpu"]) - {key})):
+        raise ConfigError(f"calibrate: --overheads-from {overheads_from} holds steps of {', '.join(other)}, not {key}")
     before = mape(df, Efficiency(), key, tp)
     eff, after = Efficiency(), float("inf")
     for blend in blends:  # each blend's own fit; the least error wins
@@ -306,8 +309,7 @@ def main_calibrate(
         if err < after:
             eff, after = got, err
     adjusted: dict[str, Any] | None = None
-    if overheads_from:
-        served = read_profile(overheads_from)
+    if served is not None:
         was = mape(served, eff, key, tp)
         refit = fit(served, key, tp, start=eff, fitted=OVERHEADS)
         adjusted = {name: {"from": float(getattr(eff, name)), "to": float(getattr(refit, name))} for name in OVERHEADS}
