@@ -19,6 +19,7 @@
 #   plain            remove the site's sitecustomize: servers started since run as vLLM ships
 #   moesteps CAP     time an MoE model's decode steps, CUDA graphs up to CAP tokens (moe_steps.py)
 #   moeprof CAP B,.. the same at batches B, each also traced with torch's profiler (kernels, launches)
+#   prefill CAP N,..  time one request's prefill at prompt lengths N (STEPS_MODEL, default Qwen3-30B-A3B)
 #   steps CAP B,.. ASYNC   time any model's decode steps (STEPS_MODEL, default llama-3.1-8b) at batches
 #                    B, async scheduling ASYNC (on, off, default)
 #   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
@@ -69,7 +70,7 @@ while [ $# -gt 0 ]; do
       rm -f $SITE/sitecustomize.py && echo "no sitecustomize in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|plain|lanes|wait|moesteps|moeprof|steps|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|plain|lanes|wait|moesteps|moeprof|prefill|steps|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &
@@ -99,6 +100,10 @@ while [ $# -gt 0 ]; do
       cap=$1; batches=$2; shift 2
       python3 tools/e2e/moe_steps.py --model ${STEPS_MODEL:-qwen3-30b-a3b} --capture $cap --batches $batches --profile $batches --root $E2E --out $E2E/results/moe_prof_${STEPS_MODEL:-qwen3-30b-a3b}_$cap.json > $E2E/logs/moe_prof_$cap.log 2>&1
       tail -12 $E2E/logs/moe_prof_$cap.log | cut -c1-600 ;;
+    prefill)
+      cap=$1; lengths=$2; shift 2; model=${STEPS_MODEL:-qwen3-30b-a3b}
+      python3 tools/e2e/moe_steps.py --model $model --capture $cap --prefill $lengths --root $E2E --out $E2E/results/prefill_${model}_$cap.json > $E2E/logs/prefill_${model}_$cap.log 2>&1
+      tail -12 $E2E/logs/prefill_${model}_$cap.log | cut -c1-300 ;;
     steps)
       cap=$1; batches=$2; async=$3; shift 3; model=${STEPS_MODEL:-llama-3.1-8b}
       python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --root $E2E --out $E2E/results/steps_${model}_${cap}_$async.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1

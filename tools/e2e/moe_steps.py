@@ -53,6 +53,11 @@ def main() -> int:
     ap.add_argument("--profile-short", type=int, default=4)
     ap.add_argument("--profile-long", type=int, default=12)
     ap.add_argument(
+        "--prefill",
+        default="",
+        help="prompt lengths whose prefill to time, one request at a time (comma-separated; then no decode steps)",
+    )
+    ap.add_argument(
         "--async-scheduling", choices=("default", "on", "off"), default="default",
         help="the engine's async scheduling (default: as the release has it)",
     )  # fmt: skip
@@ -83,7 +88,9 @@ def main() -> int:
     rng = random.Random(0)
     rows, profiles = [], []
     traced = {int(x) for x in a.profile.split(",") if x}
-    for b in (int(x) for x in a.batches.split(",")):
+    if a.prefill:
+        rows = prefills(llm, SamplingParams, [int(x) for x in a.prefill.split(",") if x], vocab, rng)
+    for b in (int(x) for x in ("" if a.prefill else a.batches).split(",") if x):
         prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(PROMPT)]} for _ in range(b)]
 
         def timed(n: int, prompts: list = prompts) -> float:
@@ -114,6 +121,28 @@ def main() -> int:
     }
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def prefills(llm, sampling, lengths: list[int], vocab: int, rng: random.Random, repeats: int = 5) -> list[dict]:
+    """One request of each prompt length, generating one token: the wall time of ``repeats``
+    generations, each with prompts of its own (the prefix cache is off anyway), after one untimed;
+    their median is the prefill step and the engine's fixed cost of a request (a short prompt's
+    time gives the latter)."""
+    sp = sampling(max_tokens=1, temperature=0.0)
+    rows = []
+    for n in lengths:
+
+        def once(n: int = n) -> float:
+            prompt = {"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(n)]}
+            t0 = time.perf_counter()
+            llm.generate([prompt], sp, use_tqdm=False)
+            return time.perf_counter() - t0
+
+        once()
+        times = sorted(once() for _ in range(repeats))
+        rows.append({"prompt": n, "ms": times[repeats // 2] * 1e3, "all_ms": [t * 1e3 for t in times]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
