@@ -929,3 +929,24 @@ def test_a_step_timing_becomes_a_profile_at_the_mean_context_of_its_decodes():
     assert ms == 3.5
     assert nbytes == pytest.approx(6979321856 * 2 + 1050673152, rel=1e-9)  # Llama-3.1-8B's linears + LM head, bf16
     assert eff == pytest.approx(nbytes / 3.5e-3 / 4.8e12, rel=1e-12)
+
+
+def test_prefills_time_one_request_of_each_length_after_an_untimed_one():
+    """``moe_steps.prefills`` with a stand-in engine: one request a generation, one token each, prompts
+    of the asked length and of their own, one untimed then ``repeats`` timed; the median is reported."""
+    import random
+
+    ms = _load("moe_steps")
+    seen = []
+
+    class Engine:
+        def generate(self, prompts, sp, use_tqdm=False):
+            assert len(prompts) == 1 and sp == {"max_tokens": 1, "temperature": 0.0}
+            seen.append(tuple(prompts[0]["prompt_token_ids"]))
+
+    rows = ms.prefills(Engine(), lambda **k: k, [16, 128], 1000, random.Random(0), repeats=3)
+    assert [r["prompt"] for r in rows] == [16, 128]
+    assert [len(p) for p in seen] == [16] * 4 + [128] * 4
+    assert len(set(seen)) == len(seen)  # prompts of their own
+    for r in rows:
+        assert len(r["all_ms"]) == 3 and r["all_ms"] == sorted(r["all_ms"]) and r["ms"] == r["all_ms"][1]
