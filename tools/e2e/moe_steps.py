@@ -10,7 +10,8 @@ B requests as (T_long - T_short) / (long - short): the prefill and the fixed cos
 twice, at vLLM 0.26's default capture size (512) and above the largest batch, and compare the steps
 at the batches between (``device.sh moesteps``; data/profiles/moe_steps/). ``--async-scheduling off``
 times the same steps with the engine core's CPU work not overlapped with the GPU's: with ``on``, it
-shows how the two meet as the batch grows (any model: ``--model llama-3.1-8b``).
+shows how the two meet as the batch grows (any model: ``--model llama-3.1-8b``). ``--prefill N,...``
+times one request's prefill at each prompt length instead of decode steps (``prefills``).
 
 ``--profile B,...`` also traces those batches' decode steps with torch's profiler (CUDA activity
 only: kernels and the runtime's launch calls, no per-op CPU records that would slow the host) and
