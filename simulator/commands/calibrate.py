@@ -35,12 +35,14 @@ def add_parser(sub) -> None:
         "--pin",
         action="append",
         default=[],
+        type=pin,
         metavar="NAME=VALUE",
-        help="hold an efficiency (matmul_compute, matmul_memory, attn_compute, attn_memory) at a measured value",
+        help="hold one of the four efficiencies (matmul_* and attn_* compute and memory) at a measured value",
     )
     k.add_argument(
         "--roofline-blend",
-        default="0",
+        type=blend,
+        default=0.0,
         metavar="P",
         help="how an operator's compute and memory times combine: 0, their max (default); P > 0, their "
         "P-norm; 'auto', the exponent among a few (and the max) that fits the profiles best",
@@ -48,39 +50,46 @@ def add_parser(sub) -> None:
     k.set_defaults(fn=main)
 
 
+def pin(text: str) -> tuple[str, float]:
+    """``--pin NAME=VALUE``: an efficiency and its value, refused in one line naming the rule."""
+    from simulator.validation.calibrate import EFFICIENCIES
+
+    name, _, value = text.partition("=")
+    try:
+        v = float(value)
+    except ValueError:
+        v = -1.0
+    if name not in EFFICIENCIES or not 0.0 < v <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"--pin: {text!r} must be NAME=VALUE with NAME an efficiency ({', '.join(EFFICIENCIES)}) and 0 < VALUE <= 1"
+        )
+    return name, v
+
+
+def blend(text: str) -> str | float:
+    """``--roofline-blend``: 'auto' or an exponent from 0 (the max) to MAX_BLEND."""
+    from simulator.validation.calibrate import MAX_BLEND
+
+    if text == "auto":
+        return text
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v <= MAX_BLEND:
+        raise argparse.ArgumentTypeError(
+            f"--roofline-blend: {text!r} must be 'auto' or a number from 0 to {MAX_BLEND:g}"
+        )
+    return v
+
+
 def main(args: argparse.Namespace) -> int:
     from simulator.outputs.outdir import RESULTS, check_file, named_output
-    from simulator.validation.calibrate import main_calibrate
+    from simulator.validation.calibrate import BLENDS, main_calibrate
 
     out = named_output(args.output, RESULTS)
     check_file(out, "--output")
     out.parent.mkdir(parents=True, exist_ok=True)
-    from simulator.errors import ConfigError
-    from simulator.validation.calibrate import FITTED
-
-    pins = {}
-    for item in args.pin:
-        name, _, value = item.partition("=")
-        try:
-            v = float(value)
-        except ValueError:
-            v = -1.0
-        if name not in FITTED or name.endswith("_s") or not 0.0 < v <= 1.0:
-            raise ConfigError(
-                f"--pin: {item!r} must be NAME=VALUE with NAME an efficiency "
-                f"(matmul_compute, matmul_memory, attn_compute, attn_memory) and 0 < VALUE <= 1"
-            )
-        pins[name] = v
-    from simulator.validation.calibrate import BLENDS
-
-    blends: tuple[float, ...]
-    if args.roofline_blend == "auto":
-        blends = BLENDS
-    else:
-        try:
-            blends = (float(args.roofline_blend),)
-        except ValueError:
-            blends = (-1.0,)
-        if not 0.0 <= blends[0] <= 64.0:
-            raise ConfigError(f"--roofline-blend: {args.roofline_blend!r} must be 'auto' or a number from 0 to 64")
+    pins = dict(args.pin)
+    blends = BLENDS if args.roofline_blend == "auto" else (args.roofline_blend,)
     return main_calibrate(args.profiles, str(out), args.gpu, args.tp, args.overheads_from, pins, blends)

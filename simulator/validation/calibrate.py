@@ -55,9 +55,11 @@ FITTED = (
     "per_layer_overhead_s",
     "per_seq_overhead_s",
 )
-_EFFICIENCIES = {"matmul_compute", "matmul_memory", "attn_compute", "attn_memory"}
-# The roofline blends tried (Efficiency.roofline_blend; 0: the max of compute and memory time).
+EFFICIENCIES = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory")  # fractions of a peak, at most 1
+# The roofline blends tried (Efficiency.roofline_blend; 0: the max of compute and memory time), and
+# the largest one may give (a step's seconds to a higher power would underflow).
 BLENDS = (0.0, 6.0, 4.0, 3.0, 2.5, 2.0)
+MAX_BLEND = 64.0
 OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps (--overheads-from)
 # The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
 # two apart; ``tools/profiler`` writes both from these tuples.
@@ -189,7 +191,7 @@ def _nelder_mead(f, x0: np.ndarray, step: float = 0.3, iters: int = 3000, tol: f
 def _eff_from(x: np.ndarray, base: Efficiency, names: tuple[str, ...] = FITTED) -> Efficiency:
     vals = {}
     for name, v in zip(names, np.exp(x)):
-        vals[name] = min(float(v), 1.0) if name in _EFFICIENCIES else float(v)
+        vals[name] = min(float(v), 1.0) if name in EFFICIENCIES else float(v)
     return replace(base, **vals)
 
 

@@ -719,6 +719,9 @@ def sglang_prefill_lanes() -> list[dict]:
     return lanes
 
 
+OVERLAP_SERVE = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
+
+
 # overlap_h200 (one GPU, about 6 minutes): the decode steps between one request and the engine
 # core's CPU-bound batches, where a step's GPU and CPU times are alike. Llama-3.1-8B, 64 + 512
 # tokens, closed loops of 8 to 128 clients and Poisson arrivals at 10 and 20 requests/s (light
@@ -730,8 +733,7 @@ def overlap_lanes() -> list[dict]:
         for c in (8, 32, 64, 96, 128)
     ]
     runs += [rate(f"r{r}", r, 30, lengths, seed=seed(f"overlap_h200/r{r}")) for r in (10, 20)]
-    serve = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
-    return [lane("llama8b_overlap", [0], "llama-3.1-8b", serve, runs)]
+    return [lane("llama8b_overlap", [0], "llama-3.1-8b", OVERLAP_SERVE, runs)]
 
 
 # overlap_log_h200 (one GPU, about 8 minutes): whether the iteration log the recorder turns on slows
@@ -739,12 +741,11 @@ def overlap_lanes() -> list[dict]:
 # Llama-3.1-8B at 64 and 128 closed-loop clients and 20 requests/s (64 + 512 tokens).
 def overlap_log_lanes() -> list[dict]:
     lengths = {"prompt": 64, "output": 512}
-    serve = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
     out = []
     for name, logged in (("llama8b_logged", True), ("llama8b_unlogged", False)):
         runs = [closed(f"c{c}", c, 3 * c, lengths, seed=seed(f"overlap_log_h200/{name}/c{c}")) for c in (64, 128)]
         runs.append(rate("r20", 20, 30, lengths, seed=seed(f"overlap_log_h200/{name}/r20")))
-        out.append(lane(name, [0], "llama-3.1-8b", serve, runs, iteration_log=logged))
+        out.append(lane(name, [0], "llama-3.1-8b", OVERLAP_SERVE, runs, iteration_log=logged))
     return out
 
 

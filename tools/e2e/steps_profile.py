@@ -27,12 +27,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from moe_steps import PROMPT
 
+from simulator.validation.calibrate import PROFILE_COLUMNS
+
 
 def rows(timing: dict, gpu: str, upto: int) -> list[list]:
-    """(gpu, model, batch, new_tokens, context, ms) of each timed batch up to ``upto``: a step taken
+    """The profile's rows (``PROFILE_COLUMNS``) of each timed batch up to ``upto``: a step taken
     as the difference of a ``long`` and a ``short`` generation averages the decodes between, whose
     contexts run from PROMPT + short to PROMPT + long - 1."""
     context = round(PROMPT + (timing["short"] + timing["long"] - 1) / 2)
@@ -47,8 +50,9 @@ GEMM_KERNELS = ("nvjet", "splitKreduce")  # cuBLAS's Hopper GEMMs and their spli
 
 
 def gemm_efficiency(profiled: dict, gpu_key: str) -> tuple[float, float, float]:
-    """(efficiency, bytes, ms): the served GEMMs' weight streaming at batch 1 of a profiled timing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    """(efficiency, bytes, ms): the served GEMMs' weight streaming at batch 1 of a profiled timing,
+    from the kernels it lists (``moe_steps.per_step``'s twenty that took the most time: at one
+    request the GEMMs lead them)."""
     from simulator.engine.cost import CostModel
     from simulator.engine.params import P
     from simulator.scenario.hardware import load_gpu
@@ -81,7 +85,7 @@ def main() -> int:
         sys.exit(f"{a.timing}: not taken with async scheduling on")
     with open(a.out, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["gpu", "model", "batch", "new_tokens", "context", "ms"])
+        w.writerow(PROFILE_COLUMNS)
         w.writerows(rows(timing, a.gpu, a.upto))
     print(a.out)
     return 0
