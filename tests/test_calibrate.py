@@ -298,11 +298,66 @@ def test_calibrate_finds_the_blend_its_profile_was_made_with_and_refits_the_over
     assert yaml.safe_load((tmp_path / "max.yaml").read_text())["efficiency"]["roofline_blend"] == 0.0
 
 
+def test_calibrate_scales_then_refits_what_it_is_told_on_served_steps(tmp_path):
+    """`--scale` multiplies a fitted value before the served steps' refit; `--refit` names what that
+    refit fits (here the weights' streaming share and the per-sequence time, the per-layer time held
+    at its scaled value); `--pin` holds an overhead too. The file records each step under `adjusted`."""
+    truth = Efficiency(matmul_memory=0.9, step_overhead_s=0.0, per_layer_overhead_s=6e-5, per_seq_overhead_s=4e-6)
+    prof = tmp_path / "prof.csv"
+    _synthetic_profile("h200", truth).to_csv(prof, index=False)
+    served_truth = dataclasses.replace(truth, per_layer_overhead_s=3e-5, matmul_memory=0.75, per_seq_overhead_s=2e-6)
+    cm = CostModel(load_model("llama-3.1-8b"), load_gpu("h200"), 1, served_truth)
+    rows = [
+        ["h200", "llama-3.1-8b", b, 1, 80, cm.step_time(decode_work(b, 80, 1)) * 1e3]
+        for b in (1, 8, 16, 32, 64, 128, 256, 384)
+    ]
+    served = tmp_path / "served.csv"
+    pd.DataFrame(rows, columns=["gpu", "model", "batch", "new_tokens", "context", "ms"]).to_csv(served, index=False)
+    out = tmp_path / "cal.yaml"
+    args = [
+        "--scale",
+        "per_layer_overhead_s=0.5",
+        "--served",
+        str(served),
+        "--refit",
+        "matmul_memory,per_seq_overhead_s",
+    ]
+    r = _calibrate(str(prof), *args, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(out.read_text())
+    adj, eff = doc["adjusted"], doc["efficiency"]
+    assert adj["per_layer_overhead_s"]["from"] == pytest.approx(6e-5, rel=0.05)
+    assert adj["per_layer_overhead_s"]["factor"] == 0.5
+    assert eff["per_layer_overhead_s"] == pytest.approx(adj["per_layer_overhead_s"]["from"] * 0.5)  # held
+    assert eff["matmul_memory"] == pytest.approx(0.75, rel=0.03)
+    assert adj["matmul_memory"]["from"] == pytest.approx(0.9, rel=0.03)
+    assert eff["per_seq_overhead_s"] == pytest.approx(2e-6, rel=0.2)
+    assert "scaled by 0.5" in adj["why"] and "served.csv" in adj["why"]
+    # an overhead pinned holds in the profiles' fit
+    r = _calibrate(str(prof), "--pin", "per_layer_overhead_s=5e-05", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(out.read_text())["efficiency"]["per_layer_overhead_s"] == 5e-5
+    # a value both pinned and refitted is refused in one line
+    both = ["--pin", "matmul_memory=0.8", "--served", str(served), "--refit", "matmul_memory"]
+    r = _calibrate(str(prof), *both, "-o", str(out))
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert "matmul_memory both pinned (--pin) and refitted (--refit)" in r.stderr
+
+
+def _calibrate(*args: str) -> subprocess.CompletedProcess:
+    """``servesim calibrate ARGS`` in a child process, its output captured."""
+    return subprocess.run([sys.executable, "-m", "simulator", "calibrate", *args], capture_output=True, text=True)
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
         (["--pin", "matmul_memory=1.5"], "--pin: 'matmul_memory=1.5' must be NAME=VALUE"),
-        (["--pin", "per_layer_overhead_s=0.5"], "NAME an efficiency"),
+        (["--pin", "per_layer_overhead_s=0.5"], "0 <= VALUE <= 0.01 s for an overhead"),
+        (["--pin", "step_overhead_s=0.001"], "NAME one of matmul_compute"),
+        (["--scale", "matmul_memory=0"], "--scale: 'matmul_memory=0' must be NAME=VALUE"),
+        (["--refit", "matmul_memory,matmul_memory"], "--refit: 'matmul_memory,matmul_memory' must be names"),
+        (["--refit", "matmul_memory"], "calibrate: --refit names what --served CSV refits"),
         (["--roofline-blend", "sharp"], "--roofline-blend: 'sharp' must be 'auto' or a number from 0 to 64"),
     ],
 )
@@ -330,7 +385,7 @@ def test_served_steps_of_another_gpu_are_refused_in_one_line(tmp_path):
             "simulator",
             "calibrate",
             str(prof),
-            "--overheads-from",
+            "--served",
             str(served),
             "-o",
             str(tmp_path / "c.yaml"),
@@ -339,5 +394,5 @@ def test_served_steps_of_another_gpu_are_refused_in_one_line(tmp_path):
         text=True,
     )
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert f"--overheads-from {served} holds steps of h100-sxm, not h200" in r.stderr
+    assert f"--served {served} holds steps of h100-sxm, not h200" in r.stderr
     assert not (tmp_path / "c.yaml").exists()

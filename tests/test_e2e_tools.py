@@ -950,3 +950,15 @@ def test_prefills_time_one_request_of_each_length_after_an_untimed_one():
     assert len(set(seen)) == len(seen)  # prompts of their own
     for r in rows:
         assert len(r["all_ms"]) == 3 and r["all_ms"] == sorted(r["all_ms"]) and r["ms"] == r["all_ms"][1]
+
+
+def test_prompt_lengths_even_or_spread_with_the_same_mean():
+    """``moe_steps.prompt_lengths``: ``N`` gives every request N tokens; ``LO-HI`` spreads them evenly
+    from LO to HI (hand-computed for 5 requests: 64, 192, 320, 448, 576), in a shuffled order."""
+    import random
+
+    ms = _load("moe_steps")
+    assert ms.prompt_lengths("320", 4, random.Random(0)) == [320] * 4
+    spread = ms.prompt_lengths("64-576", 5, random.Random(0))
+    assert sorted(spread) == [64, 192, 320, 448, 576] and sum(spread) / 5 == 320
+    assert ms.prompt_lengths("64-576", 1, random.Random(0)) == [64]

@@ -238,7 +238,7 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     # each allows (docs/validation.md, "The host").
     rep = validate.replicate_lines(E2E["runs"], results)
     assert rep[0].startswith("  the same run recorded on different machines") and len(rep) >= 8, rep
-    assert rep[-1].endswith("output throughput 5 of 17, p50 TPOT 9 of 17"), rep[-1]
+    assert rep[-1].endswith("output throughput 5 of 24, p50 TPOT 9 of 24"), rep[-1]
     lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
     assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
 

@@ -26,10 +26,19 @@ def add_parser(sub) -> None:
         help="tensor-parallel GPUs the profiles were measured on (default 1)",
     )
     k.add_argument(
+        "--served",
         "--overheads-from",
+        dest="served",
         default=None,
         metavar="CSV",
-        help="the engine's served steps (a profile CSV) to fit the per-layer and per-sequence overheads on again",
+        help="the engine's served steps (a profile CSV) to fit the --refit parameters on again",
+    )
+    k.add_argument(
+        "--refit",
+        type=refit,
+        default=None,
+        metavar="NAME,...",
+        help="what --served refits, everything else held (default: per_layer_overhead_s,per_seq_overhead_s)",
     )
     k.add_argument(
         "--pin",
@@ -37,7 +46,16 @@ def add_parser(sub) -> None:
         default=[],
         type=pin,
         metavar="NAME=VALUE",
-        help="hold one of the four efficiencies (matmul_* and attn_* compute and memory) at a measured value",
+        help="hold an efficiency (matmul_* and attn_* compute and memory) or an overhead (per_layer_overhead_s, "
+        "per_seq_overhead_s, seconds) at a measured value",
+    )
+    k.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        type=scale,
+        metavar="NAME=FACTOR",
+        help="multiply a fitted efficiency or overhead by FACTOR before --served refits (a ratio measured elsewhere)",
     )
     k.add_argument(
         "--roofline-blend",
@@ -50,20 +68,46 @@ def add_parser(sub) -> None:
     k.set_defaults(fn=main)
 
 
-def pin(text: str) -> tuple[str, float]:
-    """``--pin NAME=VALUE``: an efficiency and its value, refused in one line naming the rule."""
-    from simulator.validation.calibrate import EFFICIENCIES
+def _named(option: str, text: str, rule: str, ok) -> tuple[str, float]:
+    """``NAME=VALUE`` with NAME an efficiency or an overhead (``calibrate.REFITTABLE``) and ``ok(NAME,
+    VALUE)``; else refused in one line naming the option and the rule."""
+    from simulator.validation.calibrate import REFITTABLE
 
     name, _, value = text.partition("=")
     try:
         v = float(value)
     except ValueError:
         v = -1.0
-    if name not in EFFICIENCIES or not 0.0 < v <= 1.0:
+    if name not in REFITTABLE or not ok(name, v):
         raise argparse.ArgumentTypeError(
-            f"--pin: {text!r} must be NAME=VALUE with NAME an efficiency ({', '.join(EFFICIENCIES)}) and 0 < VALUE <= 1"
+            f"{option}: {text!r} must be NAME=VALUE with NAME one of {', '.join(REFITTABLE)} and {rule}"
         )
     return name, v
+
+
+def pin(text: str) -> tuple[str, float]:
+    """``--pin NAME=VALUE``: an efficiency (a fraction, at most 1) or an overhead (seconds)."""
+    from simulator.validation.calibrate import EFFICIENCIES, MAX_OVERHEAD_S
+
+    rule = f"0 < VALUE <= 1 for an efficiency, 0 <= VALUE <= {MAX_OVERHEAD_S:g} s for an overhead"
+    return _named("--pin", text, rule, lambda n, v: 0.0 < v <= 1.0 if n in EFFICIENCIES else 0.0 <= v <= MAX_OVERHEAD_S)
+
+
+def scale(text: str) -> tuple[str, float]:
+    """``--scale NAME=FACTOR``: a positive factor for a fitted efficiency or overhead."""
+    return _named("--scale", text, "FACTOR > 0", lambda n, v: v > 0.0)
+
+
+def refit(text: str) -> tuple[str, ...]:
+    """``--refit NAME,...``: efficiencies and overheads, at least one, each once."""
+    from simulator.validation.calibrate import REFITTABLE
+
+    names = tuple(text.split(","))
+    if not names or any(n not in REFITTABLE for n in names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"--refit: {text!r} must be names from {', '.join(REFITTABLE)}, comma-separated, each once"
+        )
+    return names
 
 
 def blend(text: str) -> str | float:
@@ -85,11 +129,18 @@ def blend(text: str) -> str | float:
 
 def main(args: argparse.Namespace) -> int:
     from simulator.outputs.outdir import RESULTS, check_file, named_output
-    from simulator.validation.calibrate import BLENDS, main_calibrate
+    from simulator.validation.calibrate import BLENDS, OVERHEADS, main_calibrate
 
     out = named_output(args.output, RESULTS)
     check_file(out, "--output")
     out.parent.mkdir(parents=True, exist_ok=True)
     pins = dict(args.pin)
     blends = BLENDS if args.roofline_blend == "auto" else (args.roofline_blend,)
-    return main_calibrate(args.profiles, str(out), args.gpu, args.tp, args.overheads_from, pins, blends)
+    if args.refit and not args.served:
+        from simulator.errors import ConfigError
+
+        raise ConfigError("calibrate: --refit names what --served CSV refits; give the served steps too")
+    refits = args.refit or OVERHEADS
+    return main_calibrate(
+        args.profiles, str(out), args.gpu, args.tp, args.served, pins, blends, refits, dict(args.scale)
+    )

@@ -16,11 +16,13 @@ How an operator's compute and memory times combine (``Efficiency.roofline_blend`
 unless ``--roofline-blend`` says otherwise: a p-norm's exponent, or ``auto``, the one among
 ``BLENDS`` whose fit has the least mean absolute error.
 
-``--pin NAME=VALUE`` holds an efficiency at a value measured elsewhere (over a streaming CSV's).
-``--overheads-from CSV``: step latencies of the engine as served (a profile CSV of the same columns:
+``--pin NAME=VALUE`` holds an efficiency or an overhead at a value measured elsewhere (over a
+streaming CSV's). ``--scale NAME=FACTOR`` multiplies a fitted value afterwards (a profile run
+uncompiled, say, scaled by the ratio a compiled one showed on another GPU). ``--served CSV``
+(``--overheads-from``): step latencies of the engine as served (a profile CSV of the same columns:
 vLLM's own decode steps, whose graphs run compiled kernels the step profiles may not), on which the
-small-kernel overheads (per layer, per sequence) are fitted again with everything else held; the
-file says so under ``adjusted``.
+``--refit`` parameters (default: the small-kernel overheads, per layer and per sequence) are fitted
+again with everything else held. The file says what was scaled and refitted under ``adjusted``.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ EFFICIENCIES = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"
 # the largest one may give (a step's seconds to a higher power would underflow).
 BLENDS = (0.0, 6.0, 4.0, 3.0, 2.5, 2.0)
 MAX_BLEND = 64.0
-OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps (--overheads-from)
+OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps by default (--served)
+REFITTABLE = (*EFFICIENCIES, *OVERHEADS)  # what --pin, --scale and --refit may name
+MAX_OVERHEAD_S = 0.01  # the most seconds an overhead may be pinned at (measured ones are microseconds)
 # The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
 # two apart; ``tools/profiler`` writes both from these tuples.
 PROFILE_COLUMNS = ("gpu", "model", "batch", "new_tokens", "context", "ms")
@@ -264,14 +268,18 @@ def main_calibrate(
     out: str,
     gpu: str | None,
     tp: int,
-    overheads_from: str | None = None,
+    served_steps: str | None = None,
     pins: dict[str, float] | None = None,
     blends: tuple[float, ...] = (0.0,),
+    refit: tuple[str, ...] = OVERHEADS,
+    scales: dict[str, float] | None = None,
 ) -> int:
     streaming = [p for p in profiles if is_streaming(p)]
     steps = [p for p in profiles if p not in streaming]
     if not steps:
         raise ConfigError("calibrate: no step profile given (only weight-streaming measurements)")
+    if clash := sorted(set(pins or {}) & set(refit) if served_steps else ()):
+        raise ConfigError(f"calibrate: {', '.join(clash)} both pinned (--pin) and refitted (--refit); give one")
     import pandas as pd
 
     frames = [read_profile(p) for p in steps]
@@ -298,9 +306,9 @@ def main_calibrate(
         pinned[name] = value
         note = {**(note or {}), name: {"value": value, "given": "--pin"}}
         print(f"{name} pinned to {value:g} (--pin)")
-    served = read_profile(overheads_from) if overheads_from else None  # read first: a bad file stops before any fit
+    served = read_profile(served_steps) if served_steps else None  # read first: a bad file stops before any fit
     if served is not None and (other := sorted(set(served["gpu"]) - {key})):
-        raise ConfigError(f"calibrate: --overheads-from {overheads_from} holds steps of {', '.join(other)}, not {key}")
+        raise ConfigError(f"calibrate: --served {served_steps} holds steps of {', '.join(other)}, not {key}")
     before = mape(df, Efficiency(), key, tp)
     eff, after = Efficiency(), float("inf")
     for blend in blends:  # each blend's own fit; the least error wins
@@ -310,17 +318,28 @@ def main_calibrate(
             print(f"  roofline blend {blend:g} ({'the max' if blend == 0 else 'a norm'}): {err:.2%}")
         if err < after:
             eff, after = got, err
-    adjusted: dict[str, Any] | None = None
+    adjusted: dict[str, Any] = {}
+    why = []
+    for name, factor in (scales or {}).items():
+        adjusted[name] = {"from": float(getattr(eff, name)), "factor": factor}
+        eff = replace(eff, **{name: getattr(eff, name) * factor})
+        why.append(f"{name} scaled by {factor:g} after the fit (--scale)")
     if served is not None:
         was = mape(served, eff, key, tp)
-        refit = fit(served, key, tp, start=eff, fitted=OVERHEADS)
-        adjusted = {name: {"from": float(getattr(eff, name)), "to": float(getattr(refit, name))} for name in OVERHEADS}
-        adjusted["why"] = (
-            f"fitted again on the engine's served steps in {overheads_from} (mean error {was:.1%} before, "
-            f"{mape(served, refit, key, tp):.1%} after), everything else held"
+        refitted = fit(served, key, tp, start=eff, fitted=refit)
+        for name in refit:
+            adjusted[name] = {
+                **adjusted.get(name, {"from": float(getattr(eff, name))}),
+                "to": float(getattr(refitted, name)),
+            }
+        why.append(
+            f"{', '.join(refit)} fitted again on the engine's served steps in {served_steps} (mean error {was:.1%} "
+            f"before, {mape(served, refitted, key, tp):.1%} after), everything else held"
         )
-        eff = refit
-    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note, adjusted)
+        eff = refitted
+    if why:
+        adjusted["why"] = "; ".join(why)
+    save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note, adjusted or None)
     print(
         f"{len(df)} points on {key}: mean absolute percentage error {before:.1%} with the defaults, {after:.1%} calibrated"
     )

@@ -22,6 +22,8 @@
 #   prefill CAP N,..  time one request's prefill at prompt lengths N (STEPS_MODEL, default Qwen3-30B-A3B)
 #   steps CAP B,.. ASYNC   time any model's decode steps (STEPS_MODEL, default llama-3.1-8b) at batches
 #                    B, async scheduling ASYNC (on, off, default)
+#                    (moeprof, steps: STEPS_PROMPTS=320,64-576 times each batch with each set of prompt
+#                    lengths, moe_steps.py --prompts; default 32 tokens each)
 #   collect          pack /root/e2e/results (and the lanes' logs) into $OUT/results.tar.xz
 set -uo pipefail
 E2E=${E2E:-/root/e2e}
@@ -98,7 +100,7 @@ while [ $# -gt 0 ]; do
       tail -12 $E2E/logs/moe_steps_$cap.log | cut -c1-300 ;;
     moeprof)
       cap=$1; batches=$2; shift 2
-      python3 tools/e2e/moe_steps.py --model ${STEPS_MODEL:-qwen3-30b-a3b} --capture $cap --batches $batches --profile $batches --root $E2E --out $E2E/results/moe_prof_${STEPS_MODEL:-qwen3-30b-a3b}_$cap.json > $E2E/logs/moe_prof_$cap.log 2>&1
+      python3 tools/e2e/moe_steps.py --model ${STEPS_MODEL:-qwen3-30b-a3b} --capture $cap --batches $batches --profile $batches --prompts ${STEPS_PROMPTS:-32} --root $E2E --out $E2E/results/moe_prof_${STEPS_MODEL:-qwen3-30b-a3b}_$cap${STEPS_PROMPTS:+_spread}.json > $E2E/logs/moe_prof_$cap.log 2>&1
       tail -12 $E2E/logs/moe_prof_$cap.log | cut -c1-600 ;;
     prefill)
       cap=$1; lengths=$2; shift 2; model=${STEPS_MODEL:-qwen3-30b-a3b}
@@ -106,7 +108,7 @@ while [ $# -gt 0 ]; do
       tail -12 $E2E/logs/prefill_${model}_$cap.log | cut -c1-300 ;;
     steps)
       cap=$1; batches=$2; async=$3; shift 3; model=${STEPS_MODEL:-llama-3.1-8b}
-      python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --root $E2E --out $E2E/results/steps_${model}_${cap}_$async.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1
+      python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --prompts ${STEPS_PROMPTS:-32} --root $E2E --out $E2E/results/steps_${model}_${cap}_$async${STEPS_PROMPTS:+_spread}.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1
       tail -12 $E2E/logs/steps_${model}_${cap}_$async.log | cut -c1-300 ;;
     collect)
       for lane in $(ls $E2E/results); do

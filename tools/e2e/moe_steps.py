@@ -12,6 +12,9 @@ at the batches between (``device.sh moesteps``; data/profiles/moe_steps/). ``--a
 times the same steps with the engine core's CPU work not overlapped with the GPU's: with ``on``, it
 shows how the two meet as the batch grows (any model: ``--model llama-3.1-8b``). ``--prefill N,...``
 times one request's prefill at each prompt length instead of decode steps (``prefills``).
+``--prompts 320,64-576`` times each batch once for each set of prompt lengths (``prompt_lengths``):
+every request of the same length, or lengths spread over a range with the same mean, as open-loop
+traffic has them (does a decode step cost what its summed context says, or more?).
 
 ``--profile B,...`` also traces those batches' decode steps with torch's profiler (CUDA activity
 only: kernels and the runtime's launch calls, no per-op CPU records that would slow the host) and
@@ -59,6 +62,11 @@ def main() -> int:
         help="prompt lengths whose prefill to time, one request at a time (comma-separated; then no decode steps)",
     )
     ap.add_argument(
+        "--prompts",
+        default=str(PROMPT),
+        help="sets of prompt lengths, each batch timed with each (comma-separated: N, or LO-HI spread evenly)",
+    )
+    ap.add_argument(
         "--async-scheduling", choices=("default", "on", "off"), default="default",
         help="the engine's async scheduling (default: as the release has it)",
     )  # fmt: skip
@@ -92,24 +100,27 @@ def main() -> int:
     if a.prefill:
         rows = prefills(llm, SamplingParams, [int(x) for x in a.prefill.split(",") if x], vocab, rng)
     for b in (int(x) for x in ("" if a.prefill else a.batches).split(",") if x):
-        prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(PROMPT)]} for _ in range(b)]
+        for spec in a.prompts.split(","):
+            lengths = prompt_lengths(spec, b, rng)
+            prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(n)]} for n in lengths]
 
-        def timed(n: int, prompts: list = prompts) -> float:
-            sp = SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0.0)
-            t0 = time.perf_counter()
-            llm.generate(prompts, sp, use_tqdm=False)
-            return time.perf_counter() - t0
+            def timed(n: int, prompts: list = prompts) -> float:
+                sp = SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0.0)
+                t0 = time.perf_counter()
+                llm.generate(prompts, sp, use_tqdm=False)
+                return time.perf_counter() - t0
 
-        timed(4)  # the batch's shapes once before timing
-        short, long = timed(a.short), timed(a.long)
-        rows.append(
-            {"batch": b, "short_s": short, "long_s": long, "step_ms": (long - short) / (a.long - a.short) * 1e3}
-        )
-        print(json.dumps(rows[-1]), flush=True)
-        if b in traced:
-            lo, hi = (trace(timed, n) for n in (a.profile_short, a.profile_long))
-            profiles.append({"batch": b, **per_step(lo, hi, a.profile_long - a.profile_short)})
-            print(json.dumps(profiles[-1])[:600], flush=True)
+            timed(4)  # the batch's shapes once before timing
+            short, long = timed(a.short), timed(a.long)
+            shape = {"batch": b, "prompts": spec, "mean_prompt": sum(lengths) / b, "max_prompt": max(lengths)}
+            rows.append(
+                {**shape, "short_s": short, "long_s": long, "step_ms": (long - short) / (a.long - a.short) * 1e3}
+            )
+            print(json.dumps(rows[-1]), flush=True)
+            if b in traced:
+                lo, hi = (trace(timed, n) for n in (a.profile_short, a.profile_long))
+                profiles.append({**shape, **per_step(lo, hi, a.profile_long - a.profile_short)})
+                print(json.dumps(profiles[-1])[:600], flush=True)
     out = {
         "model": a.model,
         "capture": a.capture,
@@ -122,6 +133,18 @@ def main() -> int:
     }
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def prompt_lengths(spec: str, batch: int, rng: random.Random) -> list[int]:
+    """The prompt lengths of a batch's ``batch`` requests: ``N``, every one N tokens; ``LO-HI``, spread
+    evenly from LO to HI (mean (LO + HI) / 2), in a shuffled order."""
+    lo, _, hi = spec.partition("-")
+    if not hi:
+        return [int(lo)] * batch
+    a, b = int(lo), int(hi)
+    lengths = [round(a + (b - a) * i / max(batch - 1, 1)) for i in range(batch)]
+    rng.shuffle(lengths)
+    return lengths
 
 
 def prefills(llm, sampling, lengths: list[int], vocab: int, rng: random.Random, repeats: int = 5) -> list[dict]:

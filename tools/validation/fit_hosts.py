@@ -66,6 +66,8 @@ HELD_OUT = {
     "h200_cpu10_2026-12-01",  # the KV-bound and decode-heavy runs at 512 on the machine of h200_sgprefill: blind
     "h200_overlap_2026-12-01",  # light loads (8-128 in flight) beside the offline engine's steps on one machine
     "h200_overlog_2026-12-01",  # the same server with its iteration log and without, on one machine
+    "h200_overlap2_2026-12-01",  # light loads again, on the machine of the uniform and spread offline steps
+    "h200_cpu11_2026-12-01",  # the decode-heavy, KV-bound and Poisson runs at 512 on that machine: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
