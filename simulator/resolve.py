@@ -91,6 +91,24 @@ def attention_kernel(sc: Scenario, gpu: GPU) -> str:
     return versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
 
 
+def kernel_attention_rates(kernel: str, model: ModelArch, gpu_key: str, builtin_file: bool = True) -> dict[str, float]:
+    """The attention rates of ``kernel`` (``versions.attention_kernel``) where they were measured apart
+    from a GPU's step profiles: FlashAttention-3 on Hopper, FlashAttention-2's compute on 8.x, and on
+    an AMD GPU vLLM's Triton attention as the GPU's built-in file fitted it (``builtin_file``: a
+    user's own file stands). {} for an MLA model (FlashMLA) and elsewhere."""
+    from simulator.engine import calibration
+
+    if model.is_mla:
+        return {}
+    if kernel == "fa3":
+        return {"attn_compute": FA3_ATTN_COMPUTE, "attn_memory": FA3_ATTN_MEMORY}
+    if kernel == "fa2":
+        return {"attn_compute": FA2_ATTN_COMPUTE}
+    if kernel == "rocm_triton" and builtin_file:
+        return calibration.vllm_attention(gpu_key)
+    return {}
+
+
 def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) -> Execution:
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
@@ -132,14 +150,7 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
 
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
-    over: dict[str, float] = {}
-    kernel = attention_kernel(sc, gpu)
-    if kernel == "fa3" and not model.is_mla:  # MLA runs FlashMLA instead
-        over.update(attn_compute=FA3_ATTN_COMPUTE, attn_memory=FA3_ATTN_MEMORY)
-    elif kernel == "fa2" and not model.is_mla:
-        over.update(attn_compute=FA2_ATTN_COMPUTE)
-    elif kernel == "rocm_triton" and not model.is_mla and c.calibration == "auto":  # a user's file stands
-        over.update(calibration.vllm_attention(gpu.key))
+    over = kernel_attention_rates(attention_kernel(sc, gpu), model, gpu.key, c.calibration == "auto")
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:

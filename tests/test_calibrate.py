@@ -11,7 +11,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.engine.cost import CostModel, Efficiency, Execution, StepWork, decode_work
+from simulator.engine.cost import (
+    FA3_ATTN_COMPUTE,
+    FA3_ATTN_MEMORY,
+    CostModel,
+    Efficiency,
+    Execution,
+    StepWork,
+    decode_work,
+)
 from simulator.engine.params import P
 from simulator.scenario.hardware import load_gpu
 from simulator.scenario.models import load_model
@@ -301,15 +309,26 @@ def test_calibrate_finds_the_blend_its_profile_was_made_with_and_refits_the_over
 def test_calibrate_scales_then_refits_what_it_is_told_on_served_steps(tmp_path):
     """`--scale` multiplies a fitted value before the served steps' refit; `--refit` names what that
     refit fits (here the weights' streaming share and the per-sequence time, the per-layer time held
-    at its scaled value); `--pin` holds an overhead too. The file records each step under `adjusted`."""
+    at its scaled value); `--pin` holds an overhead too. The file records each step under `adjusted`.
+    The served steps are priced as servesim prices vLLM's on the GPU: attention at FlashAttention-3's
+    rates on an H200 (steps made so, at long contexts, are fitted exactly), while the file keeps the
+    profiles' own attention rates; refitting those is refused in one line."""
     truth = Efficiency(matmul_memory=0.9, step_overhead_s=0.0, per_layer_overhead_s=6e-5, per_seq_overhead_s=4e-6)
     prof = tmp_path / "prof.csv"
     _synthetic_profile("h200", truth).to_csv(prof, index=False)
-    served_truth = dataclasses.replace(truth, per_layer_overhead_s=3e-5, matmul_memory=0.75, per_seq_overhead_s=2e-6)
+    served_truth = dataclasses.replace(
+        truth,
+        per_layer_overhead_s=3e-5,
+        matmul_memory=0.75,
+        per_seq_overhead_s=2e-6,
+        attn_compute=FA3_ATTN_COMPUTE,
+        attn_memory=FA3_ATTN_MEMORY,
+    )
     cm = CostModel(load_model("llama-3.1-8b"), load_gpu("h200"), 1, served_truth)
     rows = [
-        ["h200", "llama-3.1-8b", b, 1, 80, cm.step_time(decode_work(b, 80, 1)) * 1e3]
+        ["h200", "llama-3.1-8b", b, 1, c, cm.step_time(decode_work(b, c, 1)) * 1e3]
         for b in (1, 8, 16, 32, 64, 128, 256, 384)
+        for c in (80, 1024)
     ]
     served = tmp_path / "served.csv"
     pd.DataFrame(rows, columns=["gpu", "model", "batch", "new_tokens", "context", "ms"]).to_csv(served, index=False)
@@ -333,6 +352,11 @@ def test_calibrate_scales_then_refits_what_it_is_told_on_served_steps(tmp_path):
     assert adj["matmul_memory"]["from"] == pytest.approx(0.9, rel=0.03)
     assert eff["per_seq_overhead_s"] == pytest.approx(2e-6, rel=0.2)
     assert "scaled by 0.5" in adj["why"] and "served.csv" in adj["why"]
+    assert "0.0% after" in adj["why"] and "attn_memory 0.87" in adj["why"]
+    assert eff["attn_memory"] == pytest.approx(truth.attn_memory, rel=0.05)  # the profiles' rate, kept
+    r = _calibrate(str(prof), "--served", str(served), "--refit", "attn_memory", "-o", str(out))
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert "--refit attn_memory: the served steps' attention runs a kernel" in r.stderr
     # an overhead pinned holds in the profiles' fit
     r = _calibrate(str(prof), "--pin", "per_layer_overhead_s=5e-05", "-o", str(out))
     assert r.returncode == 0, r.stderr

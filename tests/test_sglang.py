@@ -409,10 +409,13 @@ def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():
     assert {b for b, _, _ in rows} == {1, 256} and len(rows) > 100
     # the fit asks only for its calibration runs' levels: the held-out 64-client run's rows stay out
     assert {r["arrival"]["max_concurrency"] for r in lane} == {1, 256, 768} and fit_host.scheduler_rows(lane[0], {64})
-    # fitted on that lane, as the set's scheduler costs were (scheduler_fitted_on); the later
-    # calibration pair's lanes move it to 5.1 ms and 5 us, which the end-to-end fit did not take
-    fitted, _ = fit_host.fit_scheduler(hosts.load_host_costs("sglang"), lane)
-    assert 3e-3 < fitted.engine_step_s < 5e-3 and 10e-6 < fitted.engine_per_seq_s_019 < 30e-6
+    # fitted on that lane, as the set's scheduler costs were (scheduler_fitted_on: 3.9 ms and 19 us,
+    # with the H200's step as its profiles alone priced it). Since the H200's calibration took vLLM's
+    # served steps (docs/cost-model.md, "Near the ridge") the GPU's step covers these logged steps by
+    # itself: the fit finds no more CPU work than the set has, and either reproduces them.
+    costs = hosts.load_host_costs("sglang")
+    fitted, _ = fit_host.fit_scheduler(costs, lane)
+    assert fitted.engine_step_s <= costs.engine_step_s and fitted.engine_per_seq_s_019 <= costs.engine_per_seq_s_019
     sc = validate.e2e_scenario(lane[0])
     model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
     cm = cost_model(sc, model, gpu, *engine_defaults(gpu, sc))
@@ -420,9 +423,10 @@ def test_sglangs_own_decode_steps_give_its_scheduler_costs_at_steady_state():
     for level in (1, 256):
         logged = sorted(ms for b, _, ms in rows if b == level)
         ctx = sorted(x for b, x, _ in rows if b == level)
-        args = (fitted.engine_step_s, fitted.engine_per_seq_s_019, level, ctx[len(ctx) // 2])
-        model_ms = fit_host.scheduler_step_ms(cm, scale, *args)
-        assert abs(model_ms / logged[len(logged) // 2] - 1) < 0.05, (level, model_ms, logged[len(logged) // 2])
+        for c in (fitted, costs):
+            args = (c.engine_step_s, c.engine_per_seq_s_019, level, ctx[len(ctx) // 2])
+            model_ms = fit_host.scheduler_step_ms(cm, scale, *args)
+            assert abs(model_ms / logged[len(logged) // 2] - 1) < 0.05, (level, model_ms, logged[len(logged) // 2])
 
 
 # ---- prefills with and without graphs --------------------------------------------------------------

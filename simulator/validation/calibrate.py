@@ -263,6 +263,23 @@ def save(
     atomic_write_text(Path(path), yaml.safe_dump(doc, sort_keys=False))
 
 
+def served_attention_rates(served: pd.DataFrame, gpu_key: str) -> dict[str, float]:
+    """The attention rates of the kernel vLLM's newest line runs on ``gpu_key``
+    (``resolve.kernel_attention_rates``), with which servesim prices a served step there: the same for
+    every model of ``served`` ({} where any is MLA, whose FlashMLA keeps the file's rates)."""
+    from simulator.resolve import kernel_attention_rates
+    from simulator.scenario import versions
+
+    gpu = load_gpu(gpu_key)
+    kernel = versions.attention_kernel(
+        gpu.compute_capability, gpu.gfx, versions.version(versions.LATEST).rocm_attention
+    )
+    models = [load_model(m) for m in sorted(set(served["model"]))]
+    if any(m.is_mla for m in models):
+        return {}
+    return kernel_attention_rates(kernel, models[0], gpu_key)
+
+
 def main_calibrate(
     profiles: list[str],
     out: str,
@@ -325,8 +342,16 @@ def main_calibrate(
         eff = replace(eff, **{name: getattr(eff, name) * factor})
         why.append(f"{name} scaled by {factor:g} after the fit (--scale)")
     if served is not None:
-        was = mape(served, eff, key, tp)
-        refitted = fit(served, key, tp, start=eff, fitted=refit)
+        # priced as servesim prices a served step: attention at the rates of the kernel the engine runs
+        rates = served_attention_rates(served, key)
+        if clash := sorted(set(refit) & set(rates)):
+            raise ConfigError(
+                f"calibrate: --refit {', '.join(clash)}: the served steps' attention runs a kernel whose rates "
+                f"servesim takes from its own measurement ({key}: {', '.join(f'{k} {v:g}' for k, v in rates.items())})"
+            )
+        as_served = replace(eff, **rates)
+        was = mape(served, as_served, key, tp)
+        refitted = fit(served, key, tp, start=as_served, fitted=refit)
         for name in refit:
             adjusted[name] = {
                 **adjusted.get(name, {"from": float(getattr(eff, name))}),
@@ -334,9 +359,10 @@ def main_calibrate(
             }
         why.append(
             f"{', '.join(refit)} fitted again on the engine's served steps in {served_steps} (mean error {was:.1%} "
-            f"before, {mape(served, refitted, key, tp):.1%} after), everything else held"
+            f"before, {mape(served, refitted, key, tp):.1%} after, attention at its kernel's rates"
+            f"{''.join(f', {k} {v:g}' for k, v in rates.items())}), everything else held"
         )
-        eff = refitted
+        eff = replace(refitted, **{k: getattr(eff, k) for k in rates})  # the file keeps the profiles' rates
     if why:
         adjusted["why"] = "; ".join(why)
     save(eff, Path(out), key, [str(p) for p in profiles], after, len(df), note, adjusted or None)

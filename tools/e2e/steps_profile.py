@@ -37,10 +37,11 @@ from simulator.validation.calibrate import PROFILE_COLUMNS
 def rows(timing: dict, gpu: str, upto: int) -> list[list]:
     """The profile's rows (``PROFILE_COLUMNS``) of each timed batch up to ``upto``: a step taken
     as the difference of a ``long`` and a ``short`` generation averages the decodes between, whose
-    contexts run from PROMPT + short to PROMPT + long - 1."""
-    context = round(PROMPT + (timing["short"] + timing["long"] - 1) / 2)
+    contexts run from the prompt + short to the prompt + long - 1 (the prompt: a row's mean prompt
+    length where its batch was timed with several, ``moe_steps.py --prompts``; else PROMPT)."""
+    decoded = (timing["short"] + timing["long"] - 1) / 2
     return [
-        [gpu, timing["model"], r["batch"], 1, context, round(r["step_ms"], 4)]
+        [gpu, timing["model"], r["batch"], 1, round(r.get("mean_prompt", PROMPT) + decoded), round(r["step_ms"], 4)]
         for r in timing["rows"]
         if r["batch"] <= upto
     ]
