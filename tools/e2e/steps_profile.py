@@ -1,5 +1,5 @@
 """A decode-step timing of ``moe_steps.py`` (async scheduling on) as a step profile CSV for
-``servesim calibrate --overheads-from``: one row a batch, the step's time in ms at the mean context
+``servesim calibrate --served``: one row a batch, the step's time in ms at the mean context
 of the decode steps it was taken over.
 
     python tools/e2e/steps_profile.py data/profiles/served_steps/llama8b_async_on.json \\
