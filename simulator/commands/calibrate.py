@@ -103,7 +103,7 @@ def refit(text: str) -> tuple[str, ...]:
     from simulator.validation.calibrate import REFITTABLE
 
     names = tuple(text.split(","))
-    if not names or any(n not in REFITTABLE for n in names) or len(set(names)) != len(names):
+    if any(n not in REFITTABLE for n in names) or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(
             f"--refit: {text!r} must be names from {', '.join(REFITTABLE)}, comma-separated, each once"
         )
