@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from simulator.engine.cost import (
+    FA2_ATTN_COMPUTE,
     FA3_ATTN_COMPUTE,
     FA3_ATTN_MEMORY,
     CostModel,
@@ -420,3 +421,21 @@ def test_served_steps_of_another_gpu_are_refused_in_one_line(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert f"--served {served} holds steps of h100-sxm, not h200" in r.stderr
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_served_steps_are_priced_with_the_attention_kernel_vllm_runs_on_the_gpu():
+    """Hand-checked against resolve.kernel_attention_rates: FlashAttention-3's measured rates on Hopper,
+    FlashAttention-2's published compute on Ampere; none on an AMD GPU under the newest line (ROCM_ATTN,
+    unmeasured) nor for an MLA model (FlashMLA), whose served steps keep the file's own rates."""
+    from simulator.validation.calibrate import served_attention_rates
+
+    def steps(model: str) -> pd.DataFrame:
+        return pd.DataFrame({"model": [model]})
+
+    assert served_attention_rates(steps("llama-3.1-8b"), "h200") == {
+        "attn_compute": FA3_ATTN_COMPUTE,
+        "attn_memory": FA3_ATTN_MEMORY,
+    }
+    assert served_attention_rates(steps("llama-3.1-8b"), "a100-80gb") == {"attn_compute": FA2_ATTN_COMPUTE}
+    assert served_attention_rates(steps("llama-3.1-8b"), "mi300x") == {}
+    assert served_attention_rates(steps("deepseek-v2-lite"), "h200") == {}
