@@ -137,6 +137,9 @@ CASES = {
     # A hybrid sliding-window MoE model with MXFP4 experts (gpt-oss): the window's attention terms and
     # the expert weights' own width, under a full pool.
     "hybrid_window_mxfp4": (C1200, [*SMALL, "model=gpt-oss-20b", "hardware.gpu=h200"]),
+    # A GPU whose calibration blends compute and memory time (the H200's: a norm, not the max) on a
+    # dense model, under a full pool.
+    "roofline_blend_h200": (C1200, [*SMALL, "hardware.gpu=h200"]),
     # A FlashAttention-2 GPU: the decodes of a step that also carries a prefill chunk cost extra rows.
     "fa2_mixed_steps": (C1200, [*SMALL, "hardware.gpu=a100-80gb"]),
     # Speculative decoding under preemption (drafts lost, lookahead slots), and with a budget that

@@ -68,19 +68,24 @@ def add_parser(sub) -> None:
     k.set_defaults(fn=main)
 
 
+def _number(text: str) -> float:
+    """``text`` as a number; -1 where it is none (every option here refuses a negative value)."""
+    try:
+        return float(text)
+    except ValueError:
+        return -1.0
+
+
 def _named(option: str, text: str, rule: str, ok) -> tuple[str, float]:
-    """``NAME=VALUE`` with NAME an efficiency or an overhead (``calibrate.REFITTABLE``) and ``ok(NAME,
+    """``NAME=VALUE`` with NAME an efficiency or an overhead (``calibrate.FITTED``) and ``ok(NAME,
     VALUE)``; else refused in one line naming the option and the rule."""
-    from simulator.validation.calibrate import REFITTABLE
+    from simulator.validation.calibrate import FITTED
 
     name, _, value = text.partition("=")
-    try:
-        v = float(value)
-    except ValueError:
-        v = -1.0
-    if name not in REFITTABLE or not ok(name, v):
+    v = _number(value)
+    if name not in FITTED or not ok(name, v):
         raise argparse.ArgumentTypeError(
-            f"{option}: {text!r} must be NAME=VALUE with NAME one of {', '.join(REFITTABLE)} and {rule}"
+            f"{option}: {text!r} must be NAME=VALUE with NAME one of {', '.join(FITTED)} and {rule}"
         )
     return name, v
 
@@ -100,12 +105,12 @@ def scale(text: str) -> tuple[str, float]:
 
 def refit(text: str) -> tuple[str, ...]:
     """``--refit NAME,...``: efficiencies and overheads, at least one, each once."""
-    from simulator.validation.calibrate import REFITTABLE
+    from simulator.validation.calibrate import FITTED
 
     names = tuple(text.split(","))
-    if any(n not in REFITTABLE for n in names) or len(set(names)) != len(names):
+    if any(n not in FITTED for n in names) or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(
-            f"--refit: {text!r} must be names from {', '.join(REFITTABLE)}, comma-separated, each once"
+            f"--refit: {text!r} must be names from {', '.join(FITTED)}, comma-separated, each once"
         )
     return names
 
@@ -116,10 +121,7 @@ def blend(text: str) -> str | float:
 
     if text == "auto":
         return text
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
+    v = _number(text)
     if not 0.0 <= v <= MAX_BLEND:
         raise argparse.ArgumentTypeError(
             f"--roofline-blend: {text!r} must be 'auto' or a number from 0 to {MAX_BLEND:g}"

@@ -105,8 +105,8 @@ class Efficiency:
     per_token_overhead_s: float = 0.0  # unfused elementwise work per token (not fitted by default)
     # How an operator's compute and memory times combine (roofline): 0, the longer of the two; p > 0,
     # their p-norm. A calibration of one's own may choose it (`servesim calibrate --roofline-blend
-    # auto`: the exponent with the least error on the profiles); every built-in file keeps the max
-    # (docs/cost-model.md, "Near the ridge").
+    # auto`: the exponent with the least error on the profiles); the built-in H200 file takes 3, every
+    # other built-in file the max (docs/cost-model.md, "Near the ridge").
     roofline_blend: float = 0.0
     allreduce_latency_s: float = 1.0e-5
     # Share of the datasheet link bandwidth an all-reduce reaches: 302 of 450 GB/s on two NVLink-4

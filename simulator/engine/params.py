@@ -77,9 +77,7 @@ class P(IntEnum):
     WINDOW_FLOPS_PER_PAIR = 59  # their attention FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR: the others')
     FE_TOKEN_GROWTH = 60  # a streamed token's cost grows by this share per token of its batch (host.tokens_streamed_s)
     PREFILL_GRAPH_MAX = 61  # largest step with a prefill run from piecewise graphs, tokens (GRAPH_MAX for vLLM)
-    ROOFLINE_BLEND = (
-        62  # how an operator's compute and memory times combine: a norm's exponent (cost.roofline; 0: the max)
-    )
+    ROOFLINE_BLEND = 62  # compute and memory times combined: a norm's exponent (cost.roofline; 0: the max)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -49,21 +49,13 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-FITTED = (
-    "matmul_compute",
-    "matmul_memory",
-    "attn_compute",
-    "attn_memory",
-    "per_layer_overhead_s",
-    "per_seq_overhead_s",
-)
 EFFICIENCIES = ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory")  # fractions of a peak, at most 1
+OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps by default (--served)
+FITTED = (*EFFICIENCIES, *OVERHEADS)  # what a fit fits, and what --pin, --scale and --refit may name
 # The roofline blends tried (Efficiency.roofline_blend; 0: the max of compute and memory time), and
 # the largest one may give (a step's seconds to a higher power would underflow).
 BLENDS = (0.0, 6.0, 4.0, 3.0, 2.5, 2.0)
 MAX_BLEND = 64.0
-OVERHEADS = ("per_layer_overhead_s", "per_seq_overhead_s")  # refitted on served steps by default (--served)
-REFITTABLE = (*EFFICIENCIES, *OVERHEADS)  # what --pin, --scale and --refit may name
 MAX_OVERHEAD_S = 0.01  # the most seconds an overhead may be pinned at (measured ones are microseconds)
 # The headers of a step profile and of a weight-streaming CSV, by which ``is_streaming`` tells the
 # two apart; ``tools/profiler`` writes both from these tuples.

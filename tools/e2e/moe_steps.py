@@ -105,10 +105,9 @@ def main() -> int:
             prompts = [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(n)]} for n in lengths]
 
             def timed(n: int, prompts: list = prompts) -> float:
-                sp = SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0.0)
-                t0 = time.perf_counter()
-                llm.generate(prompts, sp, use_tqdm=False)
-                return time.perf_counter() - t0
+                return generate_s(
+                    llm, prompts, SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=0.0)
+                )
 
             timed(4)  # the batch's shapes once before timing
             short, long = timed(a.short), timed(a.long)
@@ -135,6 +134,13 @@ def main() -> int:
     return 0
 
 
+def generate_s(llm, prompts: list, sp) -> float:
+    """Seconds the engine takes to generate ``prompts`` with sampling parameters ``sp``."""
+    t0 = time.perf_counter()
+    llm.generate(prompts, sp, use_tqdm=False)
+    return time.perf_counter() - t0
+
+
 def prompt_lengths(spec: str, batch: int, rng: random.Random) -> list[int]:
     """The prompt lengths of a batch's ``batch`` requests: ``N``, every one N tokens; ``LO-HI``, spread
     evenly from LO to HI (mean (LO + HI) / 2), in a shuffled order."""
@@ -157,10 +163,7 @@ def prefills(llm, sampling, lengths: list[int], vocab: int, rng: random.Random, 
     for n in lengths:
 
         def once(n: int = n) -> float:
-            prompt = {"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(n)]}
-            t0 = time.perf_counter()
-            llm.generate([prompt], sp, use_tqdm=False)
-            return time.perf_counter() - t0
+            return generate_s(llm, [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(n)]}], sp)
 
         once()
         times = sorted(once() for _ in range(repeats))
