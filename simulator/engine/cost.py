@@ -479,6 +479,17 @@ MLA_LAYER_KERNELS = 4
 # dearer): both within 0.4%.
 MXFP4_WEIGHT_ONLY_KERNELS = 2.25
 MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.54
+# The fraction of the 16-bit peak at which that path multiplies the experts in a prefill, in place
+# of Efficiency.moe_compute (vLLM's bf16/fp8 fused-MoE kernel, 0.33): fitted on one step, gpt-oss-120b's
+# 8,180-token prefill chunk with the routing spread (178 ms: data/e2e/h200_gptoss_noise_2026-11-29,
+# 0.33 gave 228). Held out: the same server's chunk with 63 requests decoding beside it (181.5 ms),
+# gpt-oss-20b's chunk (109 ms: +6%), both models' steps of eight 1k prompts (162 and 95 ms: +2%, +12%;
+# 0.33 gave +34% to +47%), and a blind recording made after the choice
+# (data/e2e/h200_gptoss_blind_2026-12-01: 8k/1k at 4 and 16 in flight, p50 TTFT +15% and -2%, against
+# +46% and +26% at 0.33). GPUStack's public H100 bursts of long prompts (vLLM 0.10.2/0.11, real
+# weights) come out faster with it, 66-82% in throughput, as that machine's dense-model bursts do
+# (docs/validation.md, "Bursts of long prompts on GPUStack's H100").
+MXFP4_WEIGHT_ONLY_MOE_COMPUTE = 0.46
 # An Ampere GPU runs MXFP4 experts through another kernel (Marlin), measured apart nowhere here: it
 # keeps the GPU's moe_memory and the per-layer count fitted before the routing could be spread (on
 # dummy-weight gpt-oss steps on an H200), with which its held-out public runs at 4 in flight came
@@ -531,6 +542,15 @@ def triton_mxfp4(gpu: GPU) -> bool:
     """Whether vLLM runs MXFP4 experts on ``gpu`` through its weight-only Triton kernel (Hopper,
     compute capability 9.0), whose rates were measured; else Marlin (Ampere) or FP4 tensor cores."""
     return gpu.compute_capability == "9.0"
+
+
+def moe_compute(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
+    """The fraction of the experts' peak FLOP/s at which a step's MoE layers multiply:
+    ``MXFP4_WEIGHT_ONLY_MOE_COMPUTE`` where MXFP4 experts run through vLLM's Triton kernel on Hopper,
+    else the GPU's ``moe_compute``."""
+    if m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu):
+        return MXFP4_WEIGHT_ONLY_MOE_COMPUTE
+    return e.moe_compute
 
 
 def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
@@ -708,7 +728,7 @@ class CostModel:
             ),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
-            "moe_flops": moe_peak * e.moe_compute,
+            "moe_flops": moe_peak * moe_compute(e, m, gpu, quantization),
             "moe_bw": gpu.hbm_bandwidth * moe_memory(e, m, gpu, quantization),
             "mixed_rows": x.mixed_decode_rows,
             "spec_tokens": spec.tokens if spec else 0,

@@ -582,6 +582,30 @@ def gptoss_tp2_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_tp2", "gpt-oss-120b", TP2_POINTS, timeout_s=300, gpus=(0, 1))]
 
 
+# gptoss_blind_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
+# gpt-oss-120b routed at random, recorded after the MXFP4 prefill on Hopper took its measured rate
+# (cost.MXFP4_WEIGHT_ONLY_MOE_COMPUTE) as that rate's blind check: 8k/1k at 4 and 16 in flight, 1k/8k
+# at 16 (long contexts' decode), 1k/1k at 64; warm-up runs of 1k and 8k prompts first. Each run's
+# seed as the plan was first written (drawn at random, not from its name). About 11 minutes with the
+# server's start (six minutes on its machine).
+BLIND_POINTS = (
+    ("1k1k_c64_warm", 1024, 64, 64, 128, 4154097660),
+    ("8k_c16_warm", 8192, 16, 16, 16, 639480276),
+    ("8k1k_c16", 8192, 16, 32, 1024, 829617218),
+    ("1k8k_c16", 1024, 16, 16, 8192, 3989175941),
+    ("1k1k_c64", 1024, 64, 128, 1024, 986040103),
+    ("8k1k_c4", 8192, 4, 8, 1024, 3807983881),
+)
+
+
+def gptoss_blind_lanes() -> list[dict]:
+    runs = [
+        closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=300, seed=s)
+        for r, prompt, c, n, output, s in BLIND_POINTS
+    ]
+    return [lane("gptoss120b_blind", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
+
+
 def sglang_lanes() -> list[dict]:
     """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
     with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
@@ -782,6 +806,7 @@ def main() -> None:
         ("gptoss_noise_h200", gptoss_noise_lanes()),
         ("gptoss_noise2_h200", gptoss_noise2_lanes()),
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
+        ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),

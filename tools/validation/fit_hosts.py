@@ -68,6 +68,7 @@ HELD_OUT = {
     "h200_overlog_2026-12-01",  # the same server with its iteration log and without, on one machine
     "h200_overlap2_2026-12-01",  # light loads again, on the machine of the uniform and spread offline steps
     "h200_cpu11_2026-12-01",  # the decode-heavy, KV-bound and Poisson runs at 512 on that machine: blind
+    "h200_gptoss_blind_2026-12-01",  # gpt-oss-120b routed at random: the MXFP4 prefill rate's blind check
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
