@@ -396,3 +396,31 @@ def test_deepseeks_fp8_mla_moe_kernels_are_counted_per_gpu_family():
         e = builtin(gpu) or Efficiency()
         assert moe_path_kernels(e, dsr1, load_gpu(gpu), "fp8", 8) == count * 58, gpu
         assert moe_path_kernels(e, qwen, load_gpu(gpu), "none", 8) == 0.0, gpu
+
+
+@pytest.mark.parametrize(
+    "model, batch, tokens, measured_ms, tolerance",
+    [
+        ("gpt-oss-120b", 1, 8180, 178.0, 0.01),  # the step the rate is fitted on
+        ("gpt-oss-20b", 1, 8180, 109.0, 0.10),  # held out
+        ("gpt-oss-120b", 8, 1024, 162.0, 0.05),  # held out
+        ("gpt-oss-20b", 8, 1024, 95.0, 0.15),  # held out
+    ],
+)
+def test_mxfp4_prefill_on_hopper_at_its_measured_rate(model, batch, tokens, measured_ms, tolerance):
+    """gpt-oss's prefill steps on an H200 as vLLM 0.26 ran them with the routing spread (the servers'
+    iteration logs, data/e2e/README.md: h200_gptoss_noise_2026-11-29 and noise2), priced as `servesim
+    step-time` prices them: MXFP4 experts through the weight-only Triton path at
+    ``MXFP4_WEIGHT_ONLY_MOE_COMPUTE`` of the bf16 peak (at the fused-MoE kernel's 0.33 these came out
+    27-49% long)."""
+    from simulator.engine.cost import decode_work
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario.config import load_scenario
+
+    sc, _ = load_scenario(
+        None, [f"model={model}", "hardware.gpu=h200", "engine.vllm_version=0.26", "engine.load_format=auto"]
+    )
+    m, gpu = load_arch(sc), load_gpu("h200")
+    cm = cost_model(sc, m, gpu, *engine_defaults(gpu, sc))
+    ms = cm.step_time(decode_work(batch, 0, tokens)) * 1e3
+    assert abs(ms / measured_ms - 1) < tolerance, ms

@@ -487,7 +487,7 @@ MXFP4_WEIGHT_ONLY_MOE_MEMORY = 0.54
 # 0.33 gave +34% to +47%), and a blind recording made after the choice
 # (data/e2e/h200_gptoss_blind_2026-12-01: 8k/1k at 4 and 16 in flight, p50 TTFT +15% and -2%, against
 # +46% and +26% at 0.33). GPUStack's public H100 bursts of long prompts (vLLM 0.10.2/0.11, real
-# weights) come out faster with it, 66-82% in throughput, as that machine's dense-model bursts do
+# weights) come out faster with it, 34-81% in throughput (14-54% at 0.33), as that machine's dense-model bursts do
 # (docs/validation.md, "Bursts of long prompts on GPUStack's H100").
 MXFP4_WEIGHT_ONLY_MOE_COMPUTE = 0.46
 # An Ampere GPU runs MXFP4 experts through another kernel (Marlin), measured apart nowhere here: it
