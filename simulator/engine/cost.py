@@ -544,23 +544,15 @@ def triton_mxfp4(gpu: GPU) -> bool:
     return gpu.compute_capability == "9.0"
 
 
-def moe_compute(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
-    """The fraction of the experts' peak FLOP/s at which a step's MoE layers multiply:
-    ``MXFP4_WEIGHT_ONLY_MOE_COMPUTE`` where MXFP4 experts run through vLLM's Triton kernel on Hopper,
-    else the GPU's ``moe_compute``."""
+def moe_rates(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, float]:
+    """The fractions of the experts' peak FLOP/s and of HBM bandwidth at which a step's MoE layers
+    multiply and stream their weights: ``MXFP4_WEIGHT_ONLY_MOE_COMPUTE`` and ``_MEMORY`` where MXFP4
+    experts run through vLLM's Triton kernel on Hopper (compute capability 9.0: no FP4 tensor cores),
+    else the GPU's ``moe_compute`` and ``moe_memory`` (an Ampere GPU runs them through Marlin, which
+    nothing here measured apart)."""
     if m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu):
-        return MXFP4_WEIGHT_ONLY_MOE_COMPUTE
-    return e.moe_compute
-
-
-def moe_memory(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> float:
-    """The fraction of HBM bandwidth at which a step's MoE layers stream their experts' weights:
-    ``MXFP4_WEIGHT_ONLY_MOE_MEMORY`` where MXFP4 experts run through vLLM's Triton kernel on Hopper
-    (compute capability 9.0: no FP4 tensor cores), else the GPU's ``moe_memory`` (an Ampere GPU runs
-    them through Marlin, which nothing here measured apart)."""
-    if m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu):
-        return MXFP4_WEIGHT_ONLY_MOE_MEMORY
-    return e.moe_memory
+        return MXFP4_WEIGHT_ONLY_MOE_COMPUTE, MXFP4_WEIGHT_ONLY_MOE_MEMORY
+    return e.moe_compute, e.moe_memory
 
 
 def fused_moe_eager_layers(m: ModelArch, gpu: GPU, quantization: str, tp: int) -> int:
@@ -659,6 +651,7 @@ class CostModel:
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
         wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
+        moe_compute, moe_memory = moe_rates(e, m, gpu, quantization)
         lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
         # SGLang's DP attention over D ranks (dp_attention = D; the attention's own TP is tp / D): each
         # GPU runs its rank's tokens through attention weights split D times less, the same FLOPs a GPU
@@ -728,8 +721,8 @@ class CostModel:
             ),
             "piecewise_floor_s": e.piecewise_layer_s * L,
             **(host or HostModel()).params(),
-            "moe_flops": moe_peak * moe_compute(e, m, gpu, quantization),
-            "moe_bw": gpu.hbm_bandwidth * moe_memory(e, m, gpu, quantization),
+            "moe_flops": moe_peak * moe_compute,
+            "moe_bw": gpu.hbm_bandwidth * moe_memory,
             "mixed_rows": x.mixed_decode_rows,
             "spec_tokens": spec.tokens if spec else 0,
             "spec_host_seq_s": spec.host_seq_s if spec else 0.0,
