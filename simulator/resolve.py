@@ -20,6 +20,7 @@ from simulator.engine.cost import (
     FA2_MIXED_DECODE_ROWS,
     FA3_ATTN_COMPUTE,
     FA3_ATTN_MEMORY,
+    TRITON_ATTN_COMPUTE,
     CostModel,
     Efficiency,
     Execution,
@@ -84,11 +85,15 @@ def sglang_limits(sc: Scenario, model: ModelArch, gpu: GPU) -> tuple[int, int]:
     return seqs, SGL_UNCHUNKED if chunk < 0 else dp * (chunk // dp)
 
 
-def attention_kernel(sc: Scenario, gpu: GPU) -> str:
-    """The attention kernel ``sc``'s engine runs on ``gpu`` (``versions.attention_kernel``): on an AMD
-    GPU vLLM's default depends on its release; SGLang runs none of vLLM's ROCm backends."""
-    rocm = versions.version(sc.engine.vllm_version).rocm_attention if sc.engine.framework == "vllm" else ""
-    return versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm)
+def attention_kernel(sc: Scenario, gpu: GPU, model: ModelArch | None = None) -> str:
+    """The attention kernel ``sc``'s engine runs on ``gpu`` for ``model`` (``versions.attention_kernel``):
+    on an AMD GPU vLLM's default depends on its release, on Ampere whether the model has attention
+    sinks (None: a caller asking only about AMD GPUs, where sinks change nothing); SGLang runs none of
+    vLLM's ROCm backends, and its own kernels are priced as they were fitted (no fallback for sinks)."""
+    vllm = sc.engine.framework == "vllm"
+    rocm = versions.version(sc.engine.vllm_version).rocm_attention if vllm else ""
+    sinks = vllm and model is not None and model.attention_sinks
+    return versions.attention_kernel(gpu.compute_capability, gpu.gfx, rocm, sinks)
 
 
 def kernel_attention_rates(kernel: str, model: ModelArch, gpu_key: str, builtin_file: bool = True) -> dict[str, float]:
@@ -104,6 +109,8 @@ def kernel_attention_rates(kernel: str, model: ModelArch, gpu_key: str, builtin_
         return {"attn_compute": FA3_ATTN_COMPUTE, "attn_memory": FA3_ATTN_MEMORY}
     if kernel == "fa2":
         return {"attn_compute": FA2_ATTN_COMPUTE}
+    if kernel == "triton":
+        return {"attn_compute": TRITON_ATTN_COMPUTE}
     if kernel == "rocm_triton" and builtin_file:
         return calibration.vllm_attention(gpu_key)
     return {}
@@ -113,7 +120,7 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
     """How the engine runs its steps on the GPU (CUDA graphs, the attention kernel's extra cost in
     mixed steps), from the version's defaults and the GPU."""
     e = sc.engine
-    mixed_rows = FA2_MIXED_DECODE_ROWS if attention_kernel(sc, gpu) == "fa2" else 0.0
+    mixed_rows = FA2_MIXED_DECODE_ROWS if attention_kernel(sc, gpu, model) == "fa2" else 0.0
     if e.framework == "sglang":  # decode batches up to cuda_graph_max_bs (a rank's) replay graphs
         chunk, graph_bs = sglang_batches(sc, gpu)
         eager = e.enforce_eager  # SGLang's --disable-cuda-graph: no graphs at all
@@ -150,7 +157,7 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
 
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
-    over = kernel_attention_rates(attention_kernel(sc, gpu), model, gpu.key, c.calibration == "auto")
+    over = kernel_attention_rates(attention_kernel(sc, gpu, model), model, gpu.key, c.calibration == "auto")
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:

@@ -131,6 +131,25 @@ def test_vllm_on_an_amd_gpu_says_which_attention_it_prices_and_whether_measured(
     assert not notes("hardware.gpu=h200", "engine.vllm_version=0.15.1")
 
 
+def test_gpt_oss_on_an_a100_says_its_attention_runs_on_vllms_triton_kernel():
+    """vLLM's Triton fallback for attention sinks is said where it prices a run (gpt-oss on Ampere),
+    with its rate; not on Hopper, for a model without sinks, for SGLang, or where the scenario sets
+    the attention rate itself."""
+    from simulator.outputs.notes import scenario_notes
+
+    def notes(*sets, gpu="a100-80gb"):
+        sc = blank_scenario([f"hardware.gpu={gpu}", *sets])
+        return [n for n in scenario_notes(sc) if "with its Triton kernel (TRITON_ATTN" in n]
+
+    (note,) = notes("model=gpt-oss-20b")
+    assert "gpt-oss-20b's attention on a100-80gb" in note and "11% of the bf16 peak" in note
+    assert not notes("model=gpt-oss-20b", gpu="h200")
+    assert not notes("model=llama-3.1-8b")
+    assert not notes("model=gpt-oss-20b", "cost.attn_compute=0.3")
+    assert not notes("model=gpt-oss-20b", "engine.framework=sglang", "engine.max_num_seqs=null",
+                     "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null")  # fmt: skip
+
+
 def test_gfx_is_checked():
     base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}}
     base |= {"interconnect_bandwidth": 4e11, "host_link_bandwidth": 6.4e10}
@@ -241,3 +260,66 @@ def test_a_public_fit_replays_its_calibration_runs_closer_than_the_defaults(gpu)
     fitted = mod.loss(runs, gpu, eff.moe_memory, eff.per_layer_overhead_s, jobs=1)
     default = mod.loss(runs, gpu, base.moe_memory, base.per_layer_overhead_s, jobs=1)
     assert fitted < 0.8 * default, (fitted, default)
+
+
+def test_vllm_runs_its_triton_attention_where_flashattention_cannot_take_attention_sinks():
+    """FlashAttention-2 takes no attention sinks (vLLM's ``flash_attn_supports_sinks``: FA3 and FA4
+    only), nor does FlashInfer off Blackwell, so vLLM runs gpt-oss on Ampere with its Triton kernel,
+    priced at ``TRITON_ATTN_COMPUTE``; Hopper keeps FA3, Blackwell FlashInfer, a model without sinks
+    FA2, an AMD GPU its own rule, and SGLang what it had."""
+    from simulator.engine.cost import FA2_ATTN_COMPUTE, TRITON_ATTN_COMPUTE
+
+    a100 = load_gpu("a100-80gb")
+    assert attention_kernel(a100.compute_capability, None, "", True) == "triton"
+    assert attention_kernel(a100.compute_capability, None, "", False) == "fa2"
+    assert attention_kernel(load_gpu("l40s").compute_capability, None, "", True) == "triton"
+    assert attention_kernel(load_gpu("h200").compute_capability, None, "", True) == "fa3"
+    assert attention_kernel(load_gpu("b200").compute_capability, None, "", True) == "other"
+    g = load_gpu("mi355x")
+    assert attention_kernel(g.compute_capability, g.gfx, "triton", True) == "rocm_triton"
+    oss, llama = load_model("gpt-oss-120b"), load_model("llama-3.1-8b")
+    vllm = blank_scenario(["model=gpt-oss-120b", "hardware.gpu=a100-80gb"])
+    assert efficiency(vllm, a100, oss).attn_compute == TRITON_ATTN_COMPUTE < FA2_ATTN_COMPUTE / 4
+    assert efficiency(blank_scenario(["model=llama-3.1-8b"]), a100, llama).attn_compute == FA2_ATTN_COMPUTE
+    sglang = blank_scenario(["model=gpt-oss-120b", "hardware.gpu=a100-80gb", "engine.framework=sglang"])
+    assert efficiency(sglang, a100, oss).attn_compute == FA2_ATTN_COMPUTE
+
+
+def test_the_triton_attention_measured_on_an_h200_is_a_tenth_of_flashattention_3():
+    """vLLM 0.26.0's offline engine on an H200, gpt-oss-20b (dummy weights, routing spread), one
+    prompt at a time in chunks of 8,192 on each backend (data/profiles/served_steps/
+    gptoss20b_prefill_{fa3,triton}.json): what 16k and 32k tokens took beyond 8k (the request's fixed
+    costs cancel) is what ``servesim step-time`` prices at FA3's rate and at 6.3% of the bf16 peak, a
+    tenth of it, within 6%; at the A100's fitted rate the Triton prefills would be far shorter."""
+    import json
+    from pathlib import Path
+
+    from simulator.engine.cost import TRITON_ATTN_COMPUTE
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario.config import load_scenario
+
+    served = Path(__file__).resolve().parents[1] / "data" / "profiles" / "served_steps"
+
+    def measured(backend: str) -> dict[int, float]:
+        doc = json.loads((served / f"gptoss20b_prefill_{backend}.json").read_text())
+        assert (
+            doc["vllm"] == "0.26.0" and doc["attention_backend"] == {"fa3": "default", "triton": "TRITON_ATTN"}[backend]
+        )
+        return {r["prompt"]: r["ms"] for r in doc["rows"]}
+
+    def priced(rate: float) -> dict[int, float]:
+        sc, _ = load_scenario(
+            None, ["model=gpt-oss-20b", "hardware.gpu=h200", "engine.vllm_version=0.26", f"cost.attn_compute={rate}"]
+        )
+        m, gpu = load_arch(sc), load_gpu("h200")
+        cm = cost_model(sc, m, gpu, *engine_defaults(gpu, sc))
+        chunk_ms = {c: cm.step_time(decode_work(1, c, 8192)) * 1e3 for c in range(0, 32768, 8192)}
+        return {n: sum(chunk_ms[c] for c in range(0, n, 8192)) for n in (8192, 16384, 32768)}
+
+    for backend, rate in (("fa3", FA3_ATTN_COMPUTE), ("triton", FA3_ATTN_COMPUTE / 10)):
+        got, want = priced(rate), measured(backend)
+        for n in (16384, 32768):
+            extra = got[n] - got[8192]
+            assert abs(extra / (want[n] - want[8192]) - 1) < 0.06, (backend, n, extra)
+    fitted = priced(TRITON_ATTN_COMPUTE)
+    assert fitted[32768] - fitted[8192] < 0.7 * (measured("triton")[32768] - measured("triton")[8192])

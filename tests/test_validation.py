@@ -99,13 +99,15 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
     # long-prompt bursts 34-81% fast, as this machine's dense-model bursts are: docs/validation.md)
     assert oss[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.42
     assert oss[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.47
-    # the A100 runs at their own errors: 14% in throughput, 29% in mean TTFT, 16% in mean TPOT (26%,
-    # 43% and 16% before gpt-oss's Harmony chat was taken in as a completion; 32k-token prompts 66-81% fast)
+    # the A100 runs at their own errors, once vLLM's Triton attention (gpt-oss's sinks) is priced at the
+    # rate one of them fits (cost.TRITON_ATTN_COMPUTE): 9.5% in throughput, 18% in mean TTFT, 20% in
+    # mean TPOT over the other 26 (14%, 29% and 16% over 27 at FlashAttention-2's rate, the 32k-token
+    # prompts 66-81% fast; 26%, 43% and 16% before gpt-oss's Harmony chat was taken in as a completion)
     amp = validate.error_summary([r for r in results if r.id in a100])
-    assert amp[("heldout", "output_throughput")]["runs"] == 27
-    assert amp[("heldout", "output_throughput")]["median_abs_error"] < 0.20
-    assert amp[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.35
-    assert amp[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.20
+    assert amp[("heldout", "output_throughput")]["runs"] == 26 and amp[("calibrate", "output_throughput")]["runs"] == 1
+    assert amp[("heldout", "output_throughput")]["median_abs_error"] < 0.12
+    assert amp[("heldout", "mean_ttft_ms")]["median_abs_error"] < 0.22
+    assert amp[("heldout", "mean_tpot_ms")]["median_abs_error"] < 0.22
     # the MI355X's six held-out rows at their errors once its per-layer time and vLLM's Triton attention
     # rates were fitted on three others (12% in throughput, 8% in mean TTFT; blind, 59% and 37%)
     amd = validate.error_summary([r for r in results if r.id in mi355x])

@@ -63,27 +63,43 @@ def scenario_notes(sc: Scenario) -> list[str]:
             "with --swap-space"
         )
     notes += _hybrid_notes(sc.name, sorted({str(g.model) for g in groups}))
-    notes += _rocm_attention_notes(sc.name, groups)
+    notes += _attention_notes(sc.name, groups)
     return notes
 
 
-def _rocm_attention_notes(name: str, groups: list[Scenario]) -> list[str]:
-    """vLLM on an AMD GPU: which attention kernel the release runs there by default, and whether its
-    rates were measured (only vLLM's Triton kernel, on the MI355X) or are the GPU's calibration."""
+def _attention_notes(name: str, groups: list[Scenario]) -> list[str]:
+    """vLLM's attention kernel where it is not FlashAttention: on an AMD GPU, which kernel the release
+    runs there by default, and whether its rates were measured (only vLLM's Triton kernel, on the
+    MI355X) or are the GPU's calibration; on Ampere or Ada, the Triton kernel vLLM falls back to for a
+    model with attention sinks (gpt-oss), and at what rate it is priced."""
     from simulator.engine import calibration
+    from simulator.engine.cost import TRITON_ATTN_COMPUTE
     from simulator.errors import ConfigError
     from simulator.resolve import attention_kernel
     from simulator.scenario.hardware import load_gpu
+    from simulator.scenario.models import load_model
 
     out = []
     for g in groups:
         if g.engine.framework != "vllm" or g.cost.calibration != "auto":
             continue
         try:
-            gpu = load_gpu(g.hardware.gpu)
+            gpu, model = load_gpu(g.hardware.gpu), load_model(g.model)
         except ConfigError:
             continue  # said where the scenario is built
-        if attention_kernel(g, gpu) == "rocm_triton":
+        kernel = attention_kernel(g, gpu, model)
+        if kernel == "triton":
+            note = (
+                f"{name}: vLLM runs {model.name}'s attention on {gpu.key} with its Triton kernel (TRITON_ATTN: "
+                "FlashAttention-2 has no attention sinks), whose prefill is priced at "
+                f"{TRITON_ATTN_COMPUTE:.0%} of the bf16 peak (fitted on one public A100 run; on an H200 the kernel "
+                "measured a tenth of FlashAttention-3's rate): long prompts prefill several times slower than "
+                "FlashAttention would take them"
+            )
+            if g.cost.attn_compute is None and note not in out:
+                out.append(note)
+            continue
+        if kernel == "rocm_triton":
             if calibration.vllm_attention(gpu.key):
                 continue  # measured: docs/validation.md, "AMD Instinct under vLLM"
             text = "its Triton attention (TRITON_ATTN, the default before 0.19), measured only on the MI355X"

@@ -305,17 +305,26 @@ def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int
     return (1024, 8192) if big else (256, 2048)
 
 
-def attention_kernel(compute_capability: str | None, gfx: str | None = None, rocm_attention: str = "") -> str:
+def attention_kernel(
+    compute_capability: str | None, gfx: str | None = None, rocm_attention: str = "", sinks: bool = False
+) -> str:
     """The attention kernel vLLM runs on a GPU: FlashAttention-3 on Hopper (compute capability 9.x),
-    FlashAttention-2 on Ampere and Ada (8.x); on an AMD GPU (``gfx``, no compute capability) its
-    Triton unified attention (``rocm_triton``) where the release's default backend is TRITON_ATTN
-    (``VllmVersion.rocm_attention``); ``other`` elsewhere (Blackwell, 10.x, defaults to FlashInfer; a
-    custom GPU without a capability; ROCM_ATTN from 0.19). servesim gives ``other`` the cost model's
-    default attention efficiencies, and ``rocm_triton`` the rates a GPU's calibration file fitted for
-    it where it has them (``simulator.engine.calibration.vllm_attention``)."""
+    FlashAttention-2 on Ampere and Ada (8.x), except for a model with attention sinks (``sinks``:
+    gpt-oss), which FlashAttention-2 cannot take (``flash_attn_supports_sinks``: FA3 and FA4 only,
+    vllm/v1/attention/backends/fa_utils.py) nor FlashInfer off Blackwell, so vLLM falls back to its
+    Triton unified attention there (``triton``; ``_get_backend_priorities`` in vllm/platforms/cuda.py,
+    0.26.0); on an AMD GPU (``gfx``, no compute capability) its Triton unified attention
+    (``rocm_triton``) where the release's default backend is TRITON_ATTN (``VllmVersion.rocm_attention``);
+    ``other`` elsewhere (Blackwell, 10.x, defaults to FlashInfer, sinks included; a custom GPU without a
+    capability; ROCM_ATTN from 0.19). servesim gives ``other`` the cost model's default attention
+    efficiencies, ``triton`` the rate measured on an H200 (``cost.TRITON_ATTN_COMPUTE``), and
+    ``rocm_triton`` the rates a GPU's calibration file fitted for it where it has them
+    (``simulator.engine.calibration.vllm_attention``)."""
     if gfx:
         return "rocm_triton" if rocm_attention == "triton" else "other"
     major = (compute_capability or "").partition(".")[0]
+    if major == "8" and sinks:
+        return "triton"
     return {"8": "fa2", "9": "fa3"}.get(major, "other")
 
 

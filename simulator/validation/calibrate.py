@@ -263,12 +263,12 @@ def served_attention_rates(served: pd.DataFrame, gpu_key: str) -> dict[str, floa
     from simulator.scenario import versions
 
     gpu = load_gpu(gpu_key)
-    kernel = versions.attention_kernel(
-        gpu.compute_capability, gpu.gfx, versions.version(versions.LATEST).rocm_attention
-    )
     models = [load_model(m) for m in sorted(set(served["model"]))]
     if any(m.is_mla for m in models):
         return {}
+    kernel = versions.attention_kernel(
+        gpu.compute_capability, gpu.gfx, versions.version(versions.LATEST).rocm_attention, models[0].attention_sinks
+    )
     return kernel_attention_rates(kernel, models[0], gpu_key)
 
 

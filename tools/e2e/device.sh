@@ -19,7 +19,8 @@
 #   plain            remove the site's sitecustomize: servers started since run as vLLM ships
 #   moesteps CAP     time an MoE model's decode steps, CUDA graphs up to CAP tokens (moe_steps.py)
 #   moeprof CAP B,.. the same at batches B, each also traced with torch's profiler (kernels, launches)
-#   prefill CAP N,..  time one request's prefill at prompt lengths N (STEPS_MODEL, default Qwen3-30B-A3B)
+#   prefill CAP N,..  time one request's prefill at prompt lengths N (STEPS_MODEL, default Qwen3-30B-A3B;
+#                    STEPS_ATTN=TRITON_ATTN: on that attention backend, not vLLM's pick)
 #   steps CAP B,.. ASYNC   time any model's decode steps (STEPS_MODEL, default llama-3.1-8b) at batches
 #                    B, async scheduling ASYNC (on, off, default)
 #                    (moeprof, steps: STEPS_PROMPTS=320,64-576 times each batch with each set of prompt
@@ -104,8 +105,10 @@ while [ $# -gt 0 ]; do
       tail -12 $E2E/logs/moe_prof_$cap.log | cut -c1-600 ;;
     prefill)
       cap=$1; lengths=$2; shift 2; model=${STEPS_MODEL:-qwen3-30b-a3b}
-      python3 tools/e2e/moe_steps.py --model $model --capture $cap --prefill $lengths --root $E2E --out $E2E/results/prefill_${model}_$cap.json > $E2E/logs/prefill_${model}_$cap.log 2>&1
-      tail -12 $E2E/logs/prefill_${model}_$cap.log | cut -c1-300 ;;
+      attn=${STEPS_ATTN:+_$STEPS_ATTN}
+      python3 tools/e2e/moe_steps.py --model $model --capture $cap --prefill $lengths ${STEPS_ATTN:+--attention-backend $STEPS_ATTN} --root $E2E --out $E2E/results/prefill_${model}_$cap$attn.json > $E2E/logs/prefill_${model}_$cap$attn.log 2>&1
+      grep -i -m3 "attention backend\|Using .*backend" $E2E/logs/prefill_${model}_$cap$attn.log | cut -c1-200
+      tail -8 $E2E/logs/prefill_${model}_$cap$attn.log | cut -c1-300 ;;
     steps)
       cap=$1; batches=$2; async=$3; shift 3; model=${STEPS_MODEL:-llama-3.1-8b}
       python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --prompts ${STEPS_PROMPTS:-32} --root $E2E --out $E2E/results/steps_${model}_${cap}_$async${STEPS_PROMPTS:+_spread}.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1

@@ -11,7 +11,8 @@ twice, at vLLM 0.26's default capture size (512) and above the largest batch, an
 at the batches between (``device.sh moesteps``; data/profiles/moe_steps/). ``--async-scheduling off``
 times the same steps with the engine core's CPU work not overlapped with the GPU's: with ``on``, it
 shows how the two meet as the batch grows (any model: ``--model llama-3.1-8b``). ``--prefill N,...``
-times one request's prefill at each prompt length instead of decode steps (``prefills``).
+times one request's prefill at each prompt length instead of decode steps (``prefills``);
+``--attention-backend TRITON_ATTN`` runs the engine on that attention backend rather than vLLM's pick.
 ``--prompts 320,64-576`` times each batch once for each set of prompt lengths (``prompt_lengths``):
 every request of the same length, or lengths spread over a range with the same mean, as open-loop
 traffic has them (does a decode step cost what its summed context says, or more?).
@@ -70,6 +71,10 @@ def main() -> int:
         "--async-scheduling", choices=("default", "on", "off"), default="default",
         help="the engine's async scheduling (default: as the release has it)",
     )  # fmt: skip
+    ap.add_argument(
+        "--attention-backend", default="",
+        help="vLLM's attention backend by name, e.g. TRITON_ATTN (default: the one vLLM picks)",
+    )  # fmt: skip
     a = ap.parse_args()
     if a.profile:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its kernels traced
@@ -89,6 +94,7 @@ def main() -> int:
         gpu_memory_utilization=0.9,
         seed=0,
         **({} if a.async_scheduling == "default" else {"async_scheduling": a.async_scheduling == "on"}),
+        **({"attention_backend": a.attention_backend} if a.attention_backend else {}),
     )
     try:  # what the engine ran with, as its config says
         async_on = bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling)
@@ -127,6 +133,7 @@ def main() -> int:
         "long": a.long,
         "vllm": vllm.__version__,
         "async_scheduling": async_on,
+        "attention_backend": a.attention_backend or "default",
         "rows": rows,
         **({"profiles": profiles} if profiles else {}),
     }
