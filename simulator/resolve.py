@@ -151,13 +151,16 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
 def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     """Calibrated factors (built-in for the GPU, or a file), the attention rates of the kernel vLLM
     runs on the GPU (FlashAttention-3 on Hopper, measured; FlashAttention-2 on 8.x, published; its
-    Triton attention on an AMD GPU before 0.19, fitted where the GPU's file has them), then any
-    per-field overrides."""
+    Triton attention for sinks on 8.x and on an AMD GPU before 0.19, fitted), SGLang's own kernels'
+    rates where the GPU's file fitted them (``calibration.sglang_rates``), then any per-field
+    overrides."""
     from simulator.engine import calibration
 
     c = sc.cost
     base = calibration.resolve(c.calibration, gpu.key)
     over = kernel_attention_rates(attention_kernel(sc, gpu, model), model, gpu.key, c.calibration == "auto")
+    if sc.engine.framework == "sglang" and c.calibration == "auto":
+        over.update(calibration.sglang_rates(gpu.key))
     for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
         v = getattr(c, f)
         if v is not None:

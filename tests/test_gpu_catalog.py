@@ -323,3 +323,23 @@ def test_the_triton_attention_measured_on_an_h200_is_a_tenth_of_flashattention_3
             assert abs(extra / (want[n] - want[8192]) - 1) < 0.06, (backend, n, extra)
     fitted = priced(TRITON_ATTN_COMPUTE)
     assert fitted[32768] - fitted[8192] < 0.7 * (measured("triton")[32768] - measured("triton")[8192])
+
+
+def test_sglang_on_the_mi300x_family_multiplies_its_moe_experts_at_its_own_fitted_rate():
+    """SGLang's MoE kernels on the MI300X (and the MI325X, which shares them) take the rate fitted on the
+    cookbook's prefill-bound run (``sglang_rates`` in the GPU's file); vLLM there, SGLang elsewhere and
+    a user's own calibration file keep the file's efficiency."""
+    m = load_model("deepseek-r1")
+    sets = ["model=deepseek-r1", "hardware.tensor_parallel_size=8", "engine.max_num_seqs=null",
+            "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null"]  # fmt: skip
+    for key in ("mi300x", "mi325x"):
+        fitted = calibration.sglang_rates(key)
+        assert set(fitted) == {"moe_compute"} and fitted["moe_compute"] < Efficiency().moe_compute / 5
+        gpu = load_gpu(key)
+        sglang = blank_scenario([*sets, f"hardware.gpu={key}", "engine.framework=sglang"])
+        assert efficiency(sglang, gpu, m).moe_compute == fitted["moe_compute"]
+        vllm = blank_scenario([*sets, f"hardware.gpu={key}"])
+        assert efficiency(vllm, gpu, m).moe_compute == builtin(key).moe_compute == Efficiency().moe_compute
+    assert calibration.sglang_rates("b200") == {} and calibration.sglang_rates("h200") == {}
+    own = blank_scenario([*sets, "hardware.gpu=mi300x", "engine.framework=sglang", "cost.calibration=none"])
+    assert efficiency(own, load_gpu("mi300x"), m).moe_compute == Efficiency().moe_compute

@@ -69,13 +69,29 @@ SAME_CHIP = {"a100-40gb": "a100-80gb"}
 VLLM_TRITON_ATTENTION = "vllm_triton_attention"
 
 
+# The rate at which SGLang's MoE kernels multiply on a GPU where its public runs showed them far from
+# the GPU's own (``moe_compute`` of the MI300X family, fitted on a prefill-bound run:
+# tools/validation/fit_gpu_family.py --prefill): vLLM's kernels there keep the file's ``efficiency``.
+SGLANG_RATES = "sglang_rates"
+
+
 def vllm_attention(gpu_key: str) -> dict[str, float]:
     """The built-in file's rates of vLLM's Triton attention on ``gpu_key`` ({} where none were fitted)."""
+    return _section(gpu_key, VLLM_TRITON_ATTENTION, ("attn_compute", "attn_memory"))
+
+
+def sglang_rates(gpu_key: str) -> dict[str, float]:
+    """The built-in file's rates of SGLang's own kernels on ``gpu_key`` ({} where none were fitted)."""
+    return _section(gpu_key, SGLANG_RATES, ("moe_compute",))
+
+
+def _section(gpu_key: str, name: str, keys: tuple[str, ...]) -> dict[str, float]:
+    """The factors ``keys`` of section ``name`` of ``gpu_key``'s built-in file, where it has them."""
     p = builtin_path(gpu_key)
     if not p.is_file():
         return {}
-    rates = load_yaml_text(read_text(p), str(p)).get(VLLM_TRITON_ATTENTION) or {}
-    return {k: float(rates[k]) for k in ("attn_compute", "attn_memory") if k in rates}
+    rates = load_yaml_text(read_text(p), str(p)).get(name) or {}
+    return {k: float(rates[k]) for k in keys if k in rates}
 
 
 def builtin_path(gpu_key: str) -> Path:

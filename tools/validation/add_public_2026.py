@@ -50,6 +50,9 @@ _ASYNC = {"async_scheduling": True}
 _MBT4K = {**_ASYNC, "max_num_batched_tokens": 4096}
 _MBT8K = {**_ASYNC, "max_num_batched_tokens": 8192}
 _LENGTHS = ("random32000-100", "random4000-200", "random2000-100", "random128-4")
+# the one that fits the prefill rate of vLLM's Triton attention (gpt-oss's sinks on an A100:
+# cost.TRITON_ATTN_COMPUTE, on its output throughput and mean TTFT); the others are held out
+A100_FITS = {"gpustack-gptoss120b-a100-05"}
 GPUSTACK_A100: dict[str, list[tuple[int, str, dict]]] = {
     "gpt-oss-120b": [
         (1, "sharegpt", {}),
@@ -154,7 +157,7 @@ TAKEN: dict[str, tuple[str, str, str, str, str, str, dict, str]] = {
             "mxfp4",
             "chat",
             {**({"max_model_len": 32768} if model == "gpt-oss-120b" else {}), **engine},
-            "heldout",
+            "calibrate" if f"gpustack-{model.replace('-', '')}-a100-{k:02d}" in A100_FITS else "heldout",
         )
         for model, runs in GPUSTACK_A100.items()
         for k, (tp, tag, engine) in enumerate(runs)
@@ -260,6 +263,13 @@ def entry(src: dict) -> dict:
         "results": {k: v for k, v in res.items() if v is not None},
         "notes": notes,
     }
+    if src["id"] in A100_FITS:
+        notes[1] = (
+            "Marked calibrate: it fits cost.TRITON_ATTN_COMPUTE, the prefill rate of vLLM's Triton attention, which "
+            "vLLM runs for gpt-oss on an A100 (its attention sinks: FlashAttention-2 has none), on output "
+            "throughput and mean TTFT; nothing else was fitted to it."
+        )
+        out["fits"] = "attention"
     if split == "calibrate" and src["id"].startswith("llmd-"):
         notes[1] = (
             "Marked calibrate: the MI355X's per-layer kernel time and the rates of vLLM's Triton attention "

@@ -18,8 +18,9 @@ and blog numbers that give no request lengths or no GPU. Also taken: the SGLang 
 sweeps (DeepSeek-R1 and Qwen3-235B-A22B on 8 x B200, DeepSeek-V3.1 on 8 x MI300X, Llama-3.1-70B on
 8 x A100, gpt-oss-120b on 8 x B200; SGLang 0.5.6-0.5.7), whose client drew lengths uniformly. Five
 runs (``CALIBRATE``, ``fits: host``) fit SGLang's host costs, nine of the cookbook's
-(``CALIBRATE_GPU``, ``fits: gpu``) the B200's and MI300X's MoE and per-layer costs; the rest are
-held out. The file is rewritten whole.
+(``CALIBRATE_GPU``, ``fits: gpu``) the B200's and MI300X's MoE and per-layer costs, one
+(``CALIBRATE_PREFILL``, ``fits: prefill``) the rate of SGLang's MoE kernels on the MI300X; the rest
+are held out. The file is rewritten whole.
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ CALIBRATE_GPU = {
     for m, g in (("dsr1", "b200"), ("qwen3-235b", "b200"), ("dsv31", "mi300x"))
     for c in (1, 16, 64)
 }
+# The cookbook's one prefill-bound MI300X run (8k-token prompts, one in flight) fits the rate SGLang's
+# MoE kernels multiply at there (fit_gpu_family.py --prefill); its 8k/1k runs at 16 and 64 in flight,
+# and dstack's MI300X runs, are held out.
+CALIBRATE_PREFILL = {"cookbook-dsv31-mi300x-8000-1000-c1"}
 RESULTS = {  # runs.yaml's names for the source's
     "output_throughput": "output_token_throughput",
     "mean_ttft_ms": "mean_ttft_ms",
@@ -124,10 +129,19 @@ def entry(src: dict) -> dict:
     prompt = res["total_input_tokens"] / n
     output = res["total_generated_tokens"] / n
     version = str(src["sglang_version"]).lstrip("v")
-    fits = "gpu" if src["id"] in CALIBRATE_GPU else "host" if src["id"] in CALIBRATE else None
+    fits = (
+        "gpu"
+        if src["id"] in CALIBRATE_GPU
+        else "prefill"
+        if src["id"] in CALIBRATE_PREFILL
+        else "host"
+        if src["id"] in CALIBRATE
+        else None
+    )
     split = "calibrate" if fits else "heldout"
     fitted = {
         "gpu": f"The {gpu.upper()}'s MoE rate and per-layer kernel time were fitted on it",
+        "prefill": f"The rate SGLang's MoE kernels multiply at on the {gpu.upper()} was fitted on it",
         "host": "SGLang's host costs were fitted on it",
         None: "Held out: nothing was fitted to it",
     }[fits]

@@ -38,7 +38,10 @@ def main() -> int:
     runs = [
         r
         for r in validate.load(validate.RUNS_FILE)["runs"]
-        if r["split"] == "calibrate" and not r.get("confounded") and r["gpu"] == args.gpu
+        if r["split"] == "calibrate"
+        and r.get("fits", "host") == "host"  # not a run that fits a kernel's rate (``fits: attention``, ``gpu``)
+        and not r.get("confounded")
+        and r["gpu"] == args.gpu
     ]
     if not runs:
         print(f"no calibration runs on {args.gpu}", file=sys.stderr)

@@ -28,6 +28,14 @@ coordinate descent over grids (the per-layer time with the decode rate, then the
 neither moves), on the least sum of |log error| in output throughput and mean TTFT. The other runs
 of the GPU are held out.
 
+    python tools/validation/fit_gpu_family.py --gpu mi300x --prefill [--write]
+
+``--prefill`` fits the rate SGLang's MoE kernels multiply at on the GPU (``moe_compute`` in the file's
+``sglang_rates`` section: SGLang's own kernels, which vLLM's runs there do not share) on its SGLang
+runs marked ``fits: prefill`` (a prefill-bound run: long prompts at one request in flight), the
+least |log error| of their p50 TTFT; every other run is held out. ``--write`` stores it in the GPU's
+file and those of its family.
+
     python tools/validation/fit_gpu_family.py --eager
 
 ``--eager`` fits ``sglang_eager_launch_s`` (the host's time to launch one kernel of a prefill SGLang
@@ -50,7 +58,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulator.engine.calibration import VLLM_TRITON_ATTENTION, builtin, vllm_attention
+from simulator.engine.calibration import SGLANG_RATES, VLLM_TRITON_ATTENTION, builtin, vllm_attention
 from simulator.engine.cost import Efficiency
 from simulator.scenario.models import load_model
 from simulator.validation import validate
@@ -62,6 +70,8 @@ MOE_MEMORY = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.81,
 PER_LAYER_US = (20.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0, 60.0, 70.0, 80.0, 100.0, 120.0, 150.0)
 FP8_MLA_KERNELS = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 14.0, 20.0, 30.0)
 METRICS = ("output_throughput", "median_tpot_ms")
+# --prefill: the grid of the rate SGLang's MoE kernels multiply at (of the GPU's peak for the experts' format)
+MOE_PREFILL = (0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.065, 0.08, 0.12, 0.2, 0.33, 0.5)
 # GPUs that run the same kernels as the one fitted: the same die (GB200), the same architecture
 # (B300, Blackwell Ultra), the same compute die with more memory (MI325X).
 FAMILY = {"b200": ("b300", "gb200"), "mi300x": ("mi325x",)}
@@ -92,9 +102,9 @@ EAGER_MOE_PAIRS = tuple(
 )
 
 
-def runs_of(gpu: str, path: Path = validate.SGLANG_FILE) -> list[dict]:
-    """The runs of ``gpu`` in ``path`` marked to fit its kernels (``fits: gpu``)."""
-    return [r for r in validate.load(path)["runs"] if r["gpu"] == gpu and r.get("fits") == "gpu"]
+def runs_of(gpu: str, path: Path = validate.SGLANG_FILE, fits: str = "gpu") -> list[dict]:
+    """The runs of ``gpu`` in ``path`` marked to fit its kernels (``fits: gpu``, or ``fits``)."""
+    return [r for r in validate.load(path)["runs"] if r["gpu"] == gpu and r.get("fits") == fits]
 
 
 def replay(runs: list[dict], gpu: str, factors: dict[str, float], jobs: int, recorded: bool = False) -> list:
@@ -187,6 +197,35 @@ def fit_vllm(gpu: str, write_it: bool, jobs: int) -> int:
                 ),
             },
         )
+    return 0
+
+
+def fit_prefill(gpu: str, write_it: bool, jobs: int) -> int:
+    runs = runs_of(gpu, fits="prefill")
+    if not runs:
+        print(f"no SGLang run of {gpu} is marked fits: prefill", file=sys.stderr)
+        return 1
+    seen = {c: replay_loss(runs, gpu, {"moe_compute": c}, ("median_ttft_ms",), jobs) for c in MOE_PREFILL}
+    c, best = min(seen.items(), key=lambda kv: kv[1])
+    print(f"{gpu} (SGLang): moe_compute {c:g}: p50 TTFT loss {best:.3f} over {len(runs)} runs ({_grid(seen)})")
+    if c in (MOE_PREFILL[0], MOE_PREFILL[-1]):
+        print("  the least sits on the grid's edge: widen the grid before writing", file=sys.stderr)
+        return 1
+    if write_it:
+        for g in (gpu, *FAMILY.get(gpu, ())):
+            src = "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)"
+            rewrite(
+                g,
+                {},
+                {
+                    SGLANG_RATES: {"moe_compute": c},
+                    "fitted_sglang_rates": (
+                        f"{SGLANG_RATES}.moe_compute{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
+                        f"--prefill --write, on the SGLang cookbook's {', '.join(r['id'].split('_')[-1] for r in runs)} "
+                        f"(|log error| of p50 TTFT {best:.3f}); its other runs held out"
+                    ),
+                },
+            )
     return 0
 
 
@@ -283,6 +322,7 @@ def main() -> int:
     ap.add_argument("--gpu", choices=sorted({*FAMILY, *VLLM_GPUS}))
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang", help="whose public runs to fit on")
     ap.add_argument("--eager", action="store_true", help="fit SGLang's eager launch time a kernel, every GPU's runs")
+    ap.add_argument("--prefill", action="store_true", help="fit the rate of SGLang's MoE kernels on its prefill runs")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
@@ -292,6 +332,8 @@ def main() -> int:
         ap.error("--gpu is required (or --eager)")
     if args.engine == "vllm":
         return fit_vllm(args.gpu, args.write, args.jobs)
+    if args.prefill:
+        return fit_prefill(args.gpu, args.write, args.jobs)
     runs = runs_of(args.gpu)
     if not runs:
         print(f"no run of {args.gpu} is marked fits: gpu", file=sys.stderr)
