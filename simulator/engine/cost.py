@@ -231,7 +231,7 @@ FA2_ATTN_COMPUTE = 0.60
 # below FlashAttention's rate. Measured on an H200 with vLLM 0.26.0 run on that backend, gpt-oss-20b's
 # prefills of 16k and 32k tokens in chunks of 8,192 took 426 and 1,931 ms more than its 8k one, where
 # FlashAttention-3 took 139 and 491 (data/profiles/served_steps/gptoss20b_prefill_*.json): 6.3% of the
-# bf16 peak against FA3's 63% (which prices the FA3 prefills within 2-5%). On the A100, the GPU vLLM
+# bf16 peak against FA3's 63% (which prices the FA3 prefills within 2-7%). On the A100, the GPU vLLM
 # runs it on for gpt-oss, it reaches a larger share of a smaller peak: 0.11, fitted on one public run
 # (GPUStack's gpt-oss-120b burst of 32k-token prompts, output throughput and mean TTFT, which the
 # FA2 rate had 79% fast and 43% early); held out, the other three such bursts (docs/validation.md).

@@ -317,7 +317,7 @@ def attention_kernel(
     (``rocm_triton``) where the release's default backend is TRITON_ATTN (``VllmVersion.rocm_attention``);
     ``other`` elsewhere (Blackwell, 10.x, defaults to FlashInfer, sinks included; a custom GPU without a
     capability; ROCM_ATTN from 0.19). servesim gives ``other`` the cost model's default attention
-    efficiencies, ``triton`` the rate measured on an H200 (``cost.TRITON_ATTN_COMPUTE``), and
+    efficiencies, ``triton`` the rate fitted on a public A100 run (``cost.TRITON_ATTN_COMPUTE``), and
     ``rocm_triton`` the rates a GPU's calibration file fitted for it where it has them
     (``simulator.engine.calibration.vllm_attention``)."""
     if gfx:
