@@ -212,21 +212,28 @@ def fit_prefill(gpu: str, write_it: bool, jobs: int) -> int:
         print("  the least sits on the grid's edge: widen the grid before writing", file=sys.stderr)
         return 1
     if write_it:
-        for g in (gpu, *FAMILY.get(gpu, ())):
-            src = "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)"
-            rewrite(
-                g,
-                {},
-                {
-                    SGLANG_RATES: {"moe_compute": c},
-                    "fitted_sglang_rates": (
-                        f"{SGLANG_RATES}.moe_compute{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
-                        f"--prefill --write, on the SGLang cookbook's {', '.join(r['id'].split('_')[-1] for r in runs)} "
-                        f"(|log error| of p50 TTFT {best:.3f}); its other runs held out"
-                    ),
-                },
+        for g, src in family(gpu):
+            note = (
+                f"{SGLANG_RATES}.moe_compute{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
+                f"--prefill --write, on the SGLang cookbook's {run_names(runs)} "
+                f"(|log error| of p50 TTFT {best:.3f}); its other runs held out"
             )
+            rewrite(g, {}, {SGLANG_RATES: {"moe_compute": c}, "fitted_sglang_rates": note})
     return 0
+
+
+def family(gpu: str) -> list[tuple[str, str]]:
+    """The GPU and those that share its kernels (``FAMILY``), each with what its file says of where a fit
+    was made ("" for the GPU itself)."""
+    return [
+        (g, "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)")
+        for g in (gpu, *FAMILY.get(gpu, ()))
+    ]
+
+
+def run_names(runs: list[dict]) -> str:
+    """The runs' names as the cookbook's sweep gives them (the part of the id after its last '_')."""
+    return ", ".join(r["id"].split("_")[-1] for r in runs)
 
 
 def rewrite(gpu: str, efficiency: dict, entries: dict) -> None:
@@ -242,8 +249,7 @@ def rewrite(gpu: str, efficiency: dict, entries: dict) -> None:
 def write(
     gpu: str, moe_memory: float, per_layer_s: float, runs: list[dict], best: float, fp8_mla: float | None
 ) -> None:
-    for g in (gpu, *FAMILY.get(gpu, ())):
-        src = "" if g == gpu else f" (fitted on the {gpu.upper()}, whose kernels this GPU shares)"
+    for g, src in family(gpu):
         what = (
             "moe_memory and per_layer_overhead_s"
             if fp8_mla is None
@@ -251,7 +257,7 @@ def write(
         )
         note = (
             f"{what}{src}: python tools/validation/fit_gpu_family.py --gpu {gpu} "
-            f"--write, on the SGLang cookbook's {', '.join(r['id'].split('_')[-1] for r in runs)} "
+            f"--write, on the SGLang cookbook's {run_names(runs)} "
             f"(sum of |log error| in output throughput and p50 TPOT {best:.3f}); its other runs held out"
         )
         factors = {"moe_memory": round(moe_memory, 4), "per_layer_overhead_s": round(per_layer_s, 9)}
