@@ -5,13 +5,16 @@ ingest.py: every prompt exactly its planned tokens, no prefix shared unless plan
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +127,49 @@ def test_profile_report_splits_time_by_activity_within_the_run(tmp_path):
     assert "MainThread 80%" in out  # 16 CPU seconds over 20 s
     assert "75.0%  API: stream chunks (build, write)" in out
     assert "25.0%  API: process outputs (detokenize, collect)" in out
+
+
+def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp_path):
+    """cpu_report.py on a made-up lane whose API server spends 60 us a streamed token, 10 ns more
+    a token for each stream open, and 2 ms a prompt taken in; its engine core 30 us a token."""
+    lane = tmp_path / "lane"
+    (lane / "r1").mkdir(parents=True)
+    spec = {"runs": [{"name": "r1", "prompt": 128}]}
+    (lane / "lane.json").write_text(json.dumps({"lane": spec, "runs": [{"name": "r1", "server_pid": 7}]}))
+    rng = np.random.default_rng(0)
+    tokens = prompts = api = engine = 0.0
+    cpu, metrics = ["t,pid,process,cpu_s"], []
+    for t in range(61):
+        streams = 100 + 15 * t  # 100 to 1,000 streams open
+        if 0 < t < 60:
+            dt, dp = 8000.0 + 2000 * rng.random(), float(rng.integers(0, 40))
+            tokens, prompts = tokens + dt, prompts + dp
+            api += dt * (60e-6 + 10e-9 * streams) + dp * 2e-3
+            engine += dt * 30e-6
+        cpu += [f"{t}.000,7,python3,{api:.6f}", f"{t}.000,8,VLLM::EngineCor,{engine:.6f}"]
+        metrics.append(
+            {
+                "t": t,
+                "vllm:generation_tokens_total": tokens,
+                "vllm:prompt_tokens_total": prompts * 128,
+                "vllm:num_requests_running": streams - 10,
+                "vllm:num_requests_waiting": 10,
+            }
+        )
+    (lane / "r1" / "cpu.csv").write_text("\n".join(cpu) + "\n")
+    with (lane / "r1" / "metrics.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, list(metrics[0]))
+        w.writeheader()
+        w.writerows(metrics)
+    out = subprocess.run(
+        [sys.executable, str(E2E / "cpu_report.py"), str(lane)], capture_output=True, text=True, check=True
+    ).stdout
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("lane/r1")]
+    assert float(row[2]) == pytest.approx(30.0, abs=0.05)  # the engine core's us a token
+    # the API server's: 60 us, 10 ns x 550 streams on average, 2 ms x 20 prompts / 9,000 tokens
+    assert float(row[1]) == pytest.approx(60 + 5.5 + 2000 * 20 / 9000, rel=0.03)
+    fit = re.search(r"([\d.]+) us a streamed token \+ ([\d.-]+) ns a token per stream open \+ ([\d.-]+) us a", out)
+    assert [float(x) for x in fit.groups()] == pytest.approx([60.0, 10.0, 2000.0], rel=0.01)
 
 
 def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
@@ -454,6 +500,7 @@ def test_ingest_draws_the_plan_again_for_a_run_recorded_without_planned_csv():
 
 
 BENCH_DATASETS = """
+import csv
 import json
 from dataclasses import dataclass
 
@@ -716,6 +763,12 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     assert "run again failed its check" in meta["error"] and (out / "FAILED").read_text().startswith("RuntimeError")
     assert {"before", "after"} <= set(meta["host_probe"]) and meta["host_probe"]["after"]["alone_us_median"] > 0
     assert (out / "two" / "planned.csv").read_text().count("\n") == 10 and not list(out.glob("*/dataset*.jsonl"))
+    # the server's processes' CPU seconds, read from /proc once a second: the stand-in server is the
+    # session's leader, its readings never fall
+    cpu = list(csv.DictReader((out / "c4" / "cpu.csv").open()))
+    assert cpu and {r["pid"] for r in cpu} == {str(meta["runs"][0]["server_pid"])}
+    seconds = [float(r["cpu_s"]) for r in cpu]
+    assert seconds == sorted(seconds) and seconds[0] > 0
     assert "--tokenizer" in meta["runs"][0]["commands"][0] and "bench_tokens.py" in meta["runs"][0]["commands"][0]
     longer = json.loads((tmp_path / "root" / "results" / "longer" / "lane.json").read_text())
     assert longer["runs"][0]["check"]["problems"] == [

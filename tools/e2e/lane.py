@@ -27,7 +27,8 @@ stops its lane, with the reasons in lane.json (`error`, the run's `check`) and a
 For each run, under ROOT/results/LANE/RUN/: bench.json (`vllm bench serve`'s result without its
 per-request arrays), requests.csv (a row per request: start, lengths, TTFT, latency, ITL
 quantiles), planned.csv (the lengths asked), itl_quantiles.csv (every inter-token latency of the
-run), metrics.csv (the server's /metrics once a second), steps.csv (the engine's iteration log: a
+run), metrics.csv (the server's /metrics once a second), cpu.csv (each server process's CPU seconds
+so far, once a second, from /proc: unprofiled, what its API server and engine core spend), steps.csv (the engine's iteration log: a
 row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
 host_probe_before.json / _after.json and lane.json (commands, versions, timings, checks).
 """
@@ -274,17 +275,43 @@ def with_sglang_site(env: dict, root: Path) -> dict:
     return {**env, "PYTHONPATH": str(root / "sgsite") + os.pathsep + env.get("PYTHONPATH", "")}
 
 
-class Sampler(threading.Thread):
-    """/metrics once a second into rows."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-    def __init__(self, port: int, aliases: dict | None = None) -> None:
+
+def process_cpu(group: int) -> list[tuple[int, str, float]]:
+    """(pid, name, CPU seconds so far: user + system) of every live process of the session ``group``
+    (the server's: it starts in a session of its own), read from /proc; the API server is the
+    session's leader with one API server, the engine core a process named ``VLLM::EngineCor``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        f = stat[stat.rindex(")") + 2 :].split()  # from the state on: field 3 of proc(5) is f[0]
+        if int(f[3]) == group:  # f[3]: the session id (field 6)
+            out.append((int(d.name), name, (int(f[11]) + int(f[12])) / CLOCK_TICKS))  # utime, stime
+    return sorted(out)
+
+
+class Sampler(threading.Thread):
+    """/metrics once a second into rows; with ``group``, the CPU seconds of the server's processes
+    too (``process_cpu``), into ``cpu_rows``: what its API server and engine core spend, unprofiled."""
+
+    def __init__(self, port: int, aliases: dict | None = None, group: int | None = None) -> None:
         super().__init__(daemon=True)
         self.url, self.rows, self.stop = f"http://127.0.0.1:{port}/metrics", [], threading.Event()
-        self.aliases = aliases
+        self.aliases, self.group, self.cpu_rows = aliases, group, []
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.time()
+            if self.group is not None:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    self.cpu_rows += [(t, *row) for row in process_cpu(self.group)]
             try:
                 text = urllib.request.urlopen(self.url, timeout=2).read().decode()
                 self.rows.append(parse_metrics(text, t, aliases=self.aliases))
@@ -414,7 +441,7 @@ def counters(port: int, tries: int = 5, aliases: dict | None = None) -> dict:
     return {}
 
 
-def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
+def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int | None = None) -> dict:
     d = out / run["name"]
     d.mkdir(parents=True, exist_ok=True)
     clients = int(run.get("clients", 1))
@@ -474,7 +501,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         cmds.append(cmd)
     flushed = flush_cache(lane["port"]) if sglang(lane) else None
     before = counters(lane["port"], aliases=aliases)
-    sampler = Sampler(lane["port"], aliases)
+    sampler = Sampler(lane["port"], aliases, group)
     sampler.start()
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
     log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
@@ -499,6 +526,11 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         w.writeheader()
         for r in sampler.rows:
             w.writerow({**r, "t": f"{r['t'] - t0:.3f}"})
+    if sampler.cpu_rows:  # process_cpu's readings, once a second (t as metrics.csv's)
+        with (d / "cpu.csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["t", "pid", "process", "cpu_s"])
+            w.writerows((f"{t - t0:.3f}", pid, name, f"{c:.2f}") for t, pid, name, c in sampler.cpu_rows)
     with (d / "steps.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(
@@ -513,6 +545,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int) -> dict:
         "rc": rcs,
         "wall_s": t1 - t0,
         "start_epoch": t0,  # to place stack samples (stack_sampler.py) in their run
+        "server_pid": group,  # the API server's process with one API server (cpu.csv)
         "commands": [shlex.join(c) for c in cmds],
         "counters": {"before": before, "after": after},
         **({"flush_cache": flushed} if flushed else {}),
@@ -667,7 +700,7 @@ def main() -> int:
         meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s, out / "server.log" if sglang(lane) else None)
         log(f"{lane['name']}: ready in {meta['ready_s']:.0f} s")
         for run in lane["runs"]:
-            info = bench(lane, run, tdir, out, vocab)
+            info = bench(lane, run, tdir, out, vocab, p.pid)
             meta["runs"].append(info)
             (out / "lane.json").write_text(json.dumps(meta, indent=1))
             if not info["check"]["ok"]:

@@ -1,0 +1,94 @@
+"""What a recorded server's processes spent on the CPU, from the cpu.csv lane.py reads once a second
+(/proc, unprofiled), against the tokens its /metrics counted.
+
+    python tools/e2e/cpu_report.py data/e2e/NAME/LANE [...] [--window 5]
+
+Per run: the API server's and the engine core's CPU seconds per output token over the run, and the
+share of the wall time the API server was on the CPU (near 1: it is the limit). Over every window of
+``--window`` seconds of the runs given, a least-squares fit of the API server's CPU seconds in the
+window to its output tokens, those tokens times the requests open (running and waiting: the streams
+it holds), and the prompts it took in (the prompt tokens counted over the run's prompt length):
+whether a streamed token costs more with more streams open, and by how much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def series(run: Path, server_pid: int) -> dict[str, np.ndarray]:
+    """The run's readings on one clock (metrics.csv's seconds): the API server's and the engine
+    core's CPU seconds, and the server's counters, at each CPU reading."""
+    cpu = list(csv.DictReader((run / "cpu.csv").open()))
+    api = [(float(r["t"]), float(r["cpu_s"])) for r in cpu if int(r["pid"]) == server_pid]
+    eng = [(float(r["t"]), float(r["cpu_s"])) for r in cpu if r["process"].startswith("VLLM::Engine")]
+    rows = [m for m in csv.DictReader((run / "metrics.csv").open()) if m.get("vllm:generation_tokens_total")]
+    mt = np.array([float(m["t"]) for m in rows])
+
+    def at(name: str, t: np.ndarray) -> np.ndarray:
+        return np.interp(t, mt, np.array([float(m[name] or 0) for m in rows]))
+
+    t = np.array([a[0] for a in api])
+    return {
+        "t": t,
+        "api": np.array([a[1] for a in api]),
+        "engine": np.interp(t, [e[0] for e in eng], [e[1] for e in eng]) if eng else np.zeros_like(t),
+        "tokens": at("vllm:generation_tokens_total", t),
+        "prompt_tokens": at("vllm:prompt_tokens_total", t),
+        "open": at("vllm:num_requests_running", t) + at("vllm:num_requests_waiting", t),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("lanes", nargs="+", type=Path)
+    ap.add_argument("--window", type=int, default=5, help="seconds a window of the fit spans (default 5)")
+    a = ap.parse_args()
+    X, Y = [], []
+    print(f"{'run':<32} {'API us/token':>12} {'engine us/token':>15} {'API on CPU':>10} {'tokens/s':>9}")
+    for lane in a.lanes:
+        meta = json.loads((lane / "lane.json").read_text())
+        for info in meta["runs"]:
+            run = lane / info["name"]
+            if not (run / "cpu.csv").is_file() or "server_pid" not in info:
+                continue
+            s = series(run, int(info["server_pid"]))
+            spec = next(r for r in meta["lane"]["runs"] if r["name"] == info["name"])
+            prompt = spec["prompt"] if isinstance(spec["prompt"], (int, float)) else spec["prompt"]["mean"]
+            busy = np.flatnonzero(np.diff(s["tokens"]) > 0)
+            if busy.size == 0:
+                continue
+            i, j = busy[0], busy[-1] + 1
+            tok = s["tokens"][j] - s["tokens"][i]
+            print(
+                f"{lane.name + '/' + info['name']:<32} {(s['api'][j] - s['api'][i]) / tok * 1e6:>12.1f}"
+                f" {(s['engine'][j] - s['engine'][i]) / tok * 1e6:>15.1f}"
+                f" {(s['api'][j] - s['api'][i]) / (s['t'][j] - s['t'][i]):>10.2f} {tok / (s['t'][j] - s['t'][i]):>9.0f}"
+            )
+            for k in range(i, j - a.window + 1, a.window):
+                d = {n: v[k + a.window] - v[k] for n, v in s.items() if n != "open"}
+                if d["tokens"] < 1000:  # a window with hardly any streaming says nothing of a token's cost
+                    continue
+                streams = s["open"][k : k + a.window + 1].mean()
+                X.append((d["tokens"], d["tokens"] * streams, d["prompt_tokens"] / prompt))
+                Y.append(d["api"])
+    if len(X) < 4:
+        return 0
+    X, Y = np.array(X), np.array(Y)
+    coef = np.linalg.lstsq(X, Y, rcond=None)[0]
+    miss = np.median(np.abs(X @ coef / Y - 1))
+    print(
+        f"API server over {len(Y)} windows of {a.window} s: {coef[0] * 1e6:.1f} us a streamed token"
+        f" + {coef[1] * 1e9:.1f} ns a token per stream open + {coef[2] * 1e6:.0f} us a prompt taken in"
+        f" (median miss {miss:.1%}); a token with 1,000 streams open: {(coef[0] + 1000 * coef[1]) * 1e6:.1f} us"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
