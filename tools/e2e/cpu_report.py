@@ -1,5 +1,6 @@
 """What a recorded server's processes spent on the CPU, from the cpu.csv lane.py reads once a second
-(/proc, unprofiled), against the tokens its /metrics counted.
+(/proc, unprofiled), against the tokens its /metrics counted; lanes with one API server (the
+server's session leader), others skipped.
 
     python tools/e2e/cpu_report.py data/e2e/NAME/LANE [...] [--window 5]
 
@@ -53,6 +54,10 @@ def main() -> int:
     print(f"{'run':<32} {'API us/token':>12} {'engine us/token':>15} {'API on CPU':>10} {'tokens/s':>9}")
     for lane in a.lanes:
         meta = json.loads((lane / "lane.json").read_text())
+        args = meta["lane"].get("serve_args", [])
+        if "--api-server-count" in args and int(args[args.index("--api-server-count") + 1]) > 1:
+            print(f"{lane.name}: skipped (more than one API server: the session's leader is not one of them)")
+            continue
         for info in meta["runs"]:
             run = lane / info["name"]
             if not (run / "cpu.csv").is_file() or "server_pid" not in info:
