@@ -28,8 +28,8 @@ For each run, under ROOT/results/LANE/RUN/: bench.json (`vllm bench serve`'s res
 per-request arrays), requests.csv (a row per request: start, lengths, TTFT, latency, ITL
 quantiles), planned.csv (the lengths asked), itl_quantiles.csv (every inter-token latency of the
 run), metrics.csv (the server's /metrics once a second), cpu.csv (each server process's CPU seconds
-so far, once a second, from /proc: unprofiled, what its API server and engine core spend), steps.csv (the engine's iteration log: a
-row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
+so far, once a second, from /proc: unprofiled, what its API server and engine core spend),
+steps.csv (the engine's iteration log: a row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
 host_probe_before.json / _after.json and lane.json (commands, versions, timings, checks).
 """
 

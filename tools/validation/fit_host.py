@@ -34,9 +34,11 @@ scaled by the lane's host factor), on a grid for the least sum over the running 
 median |log error|. Where the GPU's time alone explains a logged step, any smaller CPU cost fits as
 well: of the costs within 0.1% of the least error it takes the largest (the most the log allows, as
 the 0.26 line's engine step was read off Qwen3-0.6B's short steps). Writes them into the set with its
-end-to-end loss, the API server's constants as they were, and a line saying so (kept by later fits). The SGLang set was fitted so: ``--scheduler``,
-then the plain command with ``--start token_s=4.9e-05 --start stream_doubling=550``, the streaming
-cost the calibration recording's own log implies (docs/sglang.md, "How close to real SGLang servers").
+end-to-end loss, the API server's constants as they were, and a line saying so (kept by later
+fits). The SGLang set was fitted so: ``--scheduler``, then the plain command with ``--start
+token_s=4.9e-05 --start stream_doubling=550``, the streaming cost the calibration recording's own log
+implies (docs/sglang.md, "How close to real SGLang servers"); ``--scheduler`` again on 2026-12-01,
+with Qwen3-0.6B's short steps among its lanes (h200_sgfloor_2026-12-01).
 """
 
 from __future__ import annotations
