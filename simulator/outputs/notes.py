@@ -248,11 +248,11 @@ def _startup_notes(engine, name: str) -> list[str]:
 
 
 # What the recorded servers did where this note fires (data/e2e/README.md, h200x2_overload_2026-11-27 and -28,
-# h200x2_2026-11-27, h200x2_steps_2026-11-27, h100_profile_2026-11-28: eight overloaded Poisson runs behind
-# one API server; docs/hosts.md).
+# h200x2_2026-11-27, h200x2_steps_2026-11-27, h100_profile_2026-11-28, h200_streams_2026-12-01: nine overloaded
+# Poisson runs behind one API server; docs/hosts.md).
 RECORDED_API_BOUND = (
     "On recorded servers behind one API server past its rate, the engines held 320-980 requests where "
-    "servesim's held 120-190 at the same load, and TPOT was 1.3-2.5x servesim's (docs/hosts.md)"
+    "servesim's held 120-190 at the same load, and TPOT was 1.2-2.5x servesim's (docs/hosts.md)"
 )
 
 
