@@ -71,6 +71,7 @@ HELD_OUT = {
     "h200_gptoss_blind_2026-12-01",  # gpt-oss-120b routed at random: the MXFP4 prefill rate's blind check
     "h200_cpu12_2026-12-01",  # the KV-bound and decode-heavy runs at 128 and 512 on one more machine: blind
     "h200_streams_2026-12-01",  # closed loops of 64-1,200 and Poisson 30/60 per s, their CPU read from /proc: blind
+    "h200_sweep_2026-12-01",  # KV-bound and decode-heavy runs at 512 and 1,024, their CPU read from /proc: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
