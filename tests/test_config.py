@@ -73,6 +73,28 @@ def test_overrides_apply_and_are_checked():
         load_scenario(None, ["engine.block_size=0"])
 
 
+def test_switching_a_distribution_by_override_drops_the_files_fields_of_the_old_one(tmp_path):
+    """The default scenario's output lengths are lognormal (mean, sigma): ``--set
+    workload.output_tokens.dist=fixed`` with a value gives fixed lengths, where it used to fail on the
+    file's mean; a field the user also sets for the wrong distribution still fails, with the rule;
+    and a file's own inconsistent fields still fail."""
+    sc, _ = load_scenario(None, ["workload.output_tokens.dist=fixed", "workload.output_tokens.value=300"])
+    assert sc.workload.output_tokens.dist == "fixed" and sc.workload.output_tokens.value == 300
+    with pytest.raises(ConfigError, match=r"workload.output_tokens.mean: only for dist 'lognormal' or 'normal'"):
+        load_scenario(None, ["workload.output_tokens.dist=fixed", "workload.output_tokens.mean=300"])
+    p = tmp_path / "s.yaml"
+    p.write_text("workload: {output_tokens: {dist: fixed, mean: 300}}\n")
+    with pytest.raises(ConfigError, match=r"only for dist 'lognormal' or 'normal' \(got dist 'fixed'\)"):
+        load_scenario(str(p))
+    # An arrival switched to Poisson drops the closed loop's clients; the engine's knobs are not
+    # dropped when the framework changes (they have counterparts, which the error names).
+    sc, _ = load_scenario(None, ["workload.arrival.type=poisson", "workload.arrival.rate=5"])
+    assert sc.workload.arrival.type == "poisson" and sc.workload.arrival.rate == 5
+    p.write_text("engine: {max_num_seqs: 64}\n")
+    with pytest.raises(ConfigError, match=r"set engine\.max_running_requests"):
+        load_scenario(str(p), ["engine.framework=sglang"])
+
+
 def test_file_names_in_a_scenario_are_read_from_its_folder(tmp_path, monkeypatch):
     """A relative trace path in a scenario file is found beside the file whatever the current
     directory; one given with --set is read from the current directory."""

@@ -835,7 +835,27 @@ def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
             raise ConfigError(f"--set {key} given twice ({seen[key]!r}, then {text.split('=', 1)[1]!r}); give it once")
         seen[key] = text.split("=", 1)[1]
         _set_path(data, key, value)
+    _drop_gated(data, seen)
     return data
+
+
+def _drop_gated(data: dict, given: dict[str, str]) -> None:
+    """A ``--set`` of a field others depend on (``workload.output_tokens.dist=fixed``) drops the
+    scenario file's fields beside it that mean nothing for its new value (the lognormal's mean and
+    sigma), as a user switching it means; fields the user also set are kept, and checked. The serving
+    engine (``framework``) is left out: its knobs have counterparts, which the check names."""
+    from simulator.scenario.fields import gated_fields
+
+    for key in given:
+        parent, _, leaf = key.rpartition(".")
+        node: Any = data
+        for k in parent.split(".") if parent else []:
+            node = node.get(k) if isinstance(node, dict) else None
+        if leaf == "framework" or not isinstance(node, dict) or node.get(leaf) is None:
+            continue
+        for name, allowed in gated_fields(Scenario, key).items():
+            if name in node and f"{parent}.{name}".lstrip(".") not in given and node[leaf] not in allowed:
+                del node[name]
 
 
 def _deep_copy(d: Any) -> Any:

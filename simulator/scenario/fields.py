@@ -151,6 +151,38 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str, raw: Any = None, 
         )
 
 
+def _inner(tp: Any, key: str) -> Any:
+    """The type at ``key`` inside ``tp`` (a dataclass, a mapping of free keys, or an optional one of
+    them); None where there is none."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        found = [t for t in (_inner(a, key) for a in typing.get_args(tp)) if t is not None]
+        return found[0] if found else None
+    if typing.get_origin(tp) is dict:
+        return typing.get_args(tp)[1]
+    if dataclasses.is_dataclass(tp):
+        return typing.get_type_hints(tp).get(key)
+    return None
+
+
+def gated_fields(cls: type, dotted: str) -> dict[str, tuple]:
+    """The fields beside ``dotted`` (a path into ``cls``) that mean something only for some values of
+    it (``F``'s ``only``): name -> those values. Empty where the path leads to no mapping of fields."""
+    keys = dotted.split(".")
+    tp: Any = cls
+    for k in keys[:-1]:
+        tp = _inner(tp, k)
+        if tp is None:
+            return {}
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        tp = next((a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)), None)
+    if not dataclasses.is_dataclass(tp):
+        return {}
+    leaf = keys[-1]
+    return {
+        f.name: tuple(f.metadata["only"][leaf]) for f in dataclasses.fields(tp) if leaf in f.metadata.get("only", {})
+    }
+
+
 def default_of(f: dataclasses.Field) -> Any:
     """A field's default value (an instance, for a field whose default is a mapping of fields)."""
     if f.default is not dataclasses.MISSING:
@@ -203,7 +235,14 @@ def _check_only(fields: dict, data: dict, kwargs: dict, path: str, base: Any) ->
             where = f"{path}.{name}" if path else name
             if sibling != "framework":
                 choices = " or ".join(repr(a) for a in allowed)
-                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value!r})")
+                hint = ""
+                if sibling not in data:  # the sibling was left at its default: say what to set beside it
+                    at = f"{path}.{sibling}" if path else sibling
+                    hint = f"; set {at}={allowed[0]} too" if len(allowed) == 1 else f"; set {at} too"
+                    value_note = f"{value!r}, the default"
+                else:
+                    value_note = repr(value)
+                raise ConfigError(f"{where}: only for {sibling} {choices} (got {sibling} {value_note}){hint}")
             if kwargs[name] != default_of(fields[name]):
                 wrong.append((where, sibling, value, meta.get("instead", {}).get(value)))
     if not wrong:
