@@ -91,7 +91,9 @@ def test_switching_a_distribution_by_override_drops_the_files_fields_of_the_old_
     sc, _ = load_scenario(None, ["workload.arrival.type=poisson", "workload.arrival.rate=5"])
     assert sc.workload.arrival.type == "poisson" and sc.workload.arrival.rate == 5
     p.write_text("engine: {max_num_seqs: 64}\n")
-    with pytest.raises(ConfigError, match=r"set engine\.max_running_requests"):
+    with pytest.raises(
+        ConfigError, match=r"--set engine\.max_num_seqs=null, and give sglang.s engine\.max_running_requests"
+    ):
         load_scenario(str(p), ["engine.framework=sglang"])
 
 

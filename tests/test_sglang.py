@@ -272,16 +272,19 @@ def test_public_sglang_runs_replay_as_sglang_with_their_split():
 
 
 def test_a_vllm_scenario_switched_to_sglang_names_every_knob_to_change():
-    """The default scenario (vLLM knobs, some at their defaults) with framework sglang: the knobs left at
-    vLLM's defaults pass, the others are named in one line with their counterparts."""
+    """The default scenario (vLLM knobs, some at their defaults) switched to SGLang by --set: the knobs
+    left at vLLM's defaults pass, the others are named in one line with the --set that leaves them out
+    and their counterparts."""
     from simulator.scenario.config import load_scenario
 
     with pytest.raises(ConfigError) as e:
         load_scenario(None, ["engine.framework=sglang"])
     assert str(e.value) == (
-        "engine.max_num_seqs, engine.max_num_batched_tokens, engine.gpu_memory_utilization: only for framework "
-        "'vllm' (got framework 'sglang'); set engine.max_running_requests, engine.chunked_prefill_size, "
-        "engine.mem_fraction_static instead, or remove them"
+        "--set engine.framework=sglang: the scenario sets engine.max_num_seqs (2048), engine.max_num_batched_tokens "
+        "(8192), engine.gpu_memory_utilization (0.9), which sglang does not have; leave them out with --set "
+        "engine.max_num_seqs=null --set engine.max_num_batched_tokens=null --set engine.gpu_memory_utilization=null, "
+        "and give sglang's engine.max_running_requests, engine.chunked_prefill_size, engine.mem_fraction_static if "
+        "you want them"
     )
     nulls = ["engine.max_num_seqs=null", "engine.max_num_batched_tokens=null", "engine.gpu_memory_utilization=null"]
     sc, _ = load_scenario(None, ["engine.framework=sglang", *nulls])

@@ -851,11 +851,26 @@ def _drop_gated(data: dict, given: dict[str, str]) -> None:
         node: Any = data
         for k in parent.split(".") if parent else []:
             node = node.get(k) if isinstance(node, dict) else None
-        if leaf == "framework" or not isinstance(node, dict) or node.get(leaf) is None:
+        if not isinstance(node, dict) or node.get(leaf) is None:
             continue
-        for name, allowed in gated_fields(Scenario, key).items():
-            if name in node and f"{parent}.{name}".lstrip(".") not in given and node[leaf] not in allowed:
-                del node[name]
+        gated = gated_fields(Scenario, key)
+        stale = [
+            name
+            for name, (allowed, *_) in gated.items()
+            if name in node and f"{parent}.{name}".lstrip(".") not in given and node[leaf] not in allowed
+        ]
+        if leaf == "framework":  # a knob at its default may stay (the check allows it); the others are named
+            stale = [n for n in stale if node[n] != gated[n][1]]
+        if leaf == "framework" and stale:
+            paths = [f"{parent}.{n}".lstrip(".") for n in stale]
+            twins = [t for t in (gated[n][2].get(node[leaf]) for n in stale) if t]
+            raise ConfigError(
+                f"--set {key}={node[leaf]}: the scenario sets {', '.join(f'{p} ({node[n]!r})' for p, n in zip(paths, stale))}, "
+                f"which {node[leaf]} does not have; leave them out with {' '.join(f'--set {p}=null' for p in paths)}"
+                + (f", and give {node[leaf]}'s {', '.join(twins)} if you want them" if twins else "")
+            )
+        for name in stale:
+            del node[name]
 
 
 def _deep_copy(d: Any) -> Any:

@@ -164,9 +164,10 @@ def _inner(tp: Any, key: str) -> Any:
     return None
 
 
-def gated_fields(cls: type, dotted: str) -> dict[str, tuple]:
+def gated_fields(cls: type, dotted: str) -> dict[str, tuple[tuple, Any, dict]]:
     """The fields beside ``dotted`` (a path into ``cls``) that mean something only for some values of
-    it (``F``'s ``only``): name -> those values. Empty where the path leads to no mapping of fields."""
+    it (``F``'s ``only``): name -> (those values, the field's default, its counterparts by value:
+    ``instead``). Empty where the path leads to no mapping of fields."""
     keys = dotted.split(".")
     tp: Any = cls
     for k in keys[:-1]:
@@ -179,7 +180,9 @@ def gated_fields(cls: type, dotted: str) -> dict[str, tuple]:
         return {}
     leaf = keys[-1]
     return {
-        f.name: tuple(f.metadata["only"][leaf]) for f in dataclasses.fields(tp) if leaf in f.metadata.get("only", {})
+        f.name: (tuple(f.metadata["only"][leaf]), default_of(f), dict(f.metadata.get("instead", {})))
+        for f in dataclasses.fields(tp)
+        if leaf in f.metadata.get("only", {})
     }
 
 
