@@ -117,6 +117,29 @@ def test_a_run_that_measured_nothing_says_why(tmp_path):
         ]
     )
     assert code == 0 and "every request arrived during the warm-up" in out and "run longer" not in out
+    # Most requests, not all, in the warm-up: the figures are the rest's, and the note says how many
+    # (vllm bench serve counts every prompt); no note once the warm-up holds fewer than half.
+    notes = []
+    for warm in (2, 1):
+        code, out, _ = _main(
+            [
+                "run",
+                "--out",
+                str(tmp_path / f"c{warm}"),
+                *POISSON[:2],
+                *POISSON[4:],
+                "--set",
+                "run.num_requests=100",
+                "--set",
+                f"run.warmup_s={warm}",
+                "--set",
+                "workload.arrival={type: constant, rate: 40}",
+            ]
+        )
+        assert code == 0
+        notes.append([line for line in out.splitlines() if "leaves out" in line])
+    assert len(notes[0]) == 1 and "leaves out the 80 of the 100 requests that arrived in it" in notes[0][0], notes
+    assert "set run.warmup_s=0" in notes[0][0] and notes[1] == []
 
 
 def test_fleet_timeline_sums_throughput_and_averages_kv_over_replicas():

@@ -328,6 +328,12 @@ def _load_notes(summary: dict, result) -> list[str]:
             f"run.warmup_s {warm:g}): nothing was measured; lower run.warmup_s, or raise run.num_requests or "
             "the rate"
         )
+    elif sc.run.num_requests is not None and warm > 0 and (early := int(np.count_nonzero(arrival < warm))) * 2 > n_sub:
+        notes.append(
+            f"{name}: run.warmup_s ({warm:g} s) leaves out the {early:,} of the {n_sub:,} requests that arrived "
+            f"in it: the figures are the last {n_sub - early:,}'s; `vllm bench serve --num-prompts` counts every "
+            "request, so set run.warmup_s=0 to compare with it"
+        )
     elif summary["num_completed"] == 0 and summary["output_throughput"] > 0:
         notes.append(
             f"{name}: no request that arrived after the warm-up finished before the run ended "
