@@ -641,7 +641,7 @@ def check_fleet(base: dict, best: dict, spec: PlanSpec, space: dict) -> dict:
             break
     last = runs[-1]
     verdict = "meets the targets" if last["meets_slo"] else "still misses the targets"
-    extra = "" if len(runs) == 1 else f" (with {runs[0]['units']} units it missed them; {last['units']} needed)"
+    extra = "" if len(runs) == 1 else f" (with {_n(runs[0]['units'], 'unit')} it missed them; {last['units']} needed)"
     att = f", {share(last['slo_attainment'])} of requests within both" if last.get("slo_attainment") is not None else ""
     text = (
         f"check: the fleet of {_n(last['units'], 'unit')} at {spec.rate:g} req/s for {spec.check_s:g} s {verdict}{extra}: "
