@@ -380,6 +380,36 @@ def test_feature_sweeps_draw_the_readme_plots(tmp_path):
     assert plots.feature_plots(["engine.max_num_seqs"], pd.DataFrame({"param:engine.max_num_seqs": [1]})) == []
 
 
+def test_a_sweep_with_an_slo_marks_its_pick_and_draws_the_target(tmp_path, monkeypatch):
+    """A max_num_seqs sweep with a p99 TPOT target: recommendation.json carries the targets beside the
+    point with the most goodput, that point meets the target where a larger max_num_seqs does not,
+    and the per-knob plot draws the target line and marks the SLO's pick apart from the throughput
+    pick (their labels in the one legend)."""
+    import json
+
+    import matplotlib.figure
+
+    labels: list[str] = []
+    real_legend = matplotlib.figure.Figure.legend
+
+    def legend(self, handles, found, *a, **k):
+        labels.extend(found)
+        return real_legend(self, handles, found, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "legend", legend)
+    out = tmp_path / "sw"
+    args = ["sweep", "collapse_c1200", "--param", "engine.max_num_seqs=128,512,1024", "--out", str(out)]
+    args += ["--set", "slo.p99_tpot_ms=40", "--set", "run.duration_s=120", "--set", "run.warmup_s=30", "--jobs", "1"]
+    assert _main(args)[0] == 0
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["slo_targets"] == {"p99_tpot_ms": 40}
+    df = pd.read_csv(out / "sweep.csv")
+    tpot = dict(zip(df["param:engine.max_num_seqs"], df["p99_tpot_ms"]))
+    pick = rec["best_goodput"]["param:engine.max_num_seqs"]
+    assert tpot[pick] <= 40 < tpot[1024], tpot
+    assert {"recommended", "most goodput within the SLO", "SLO target"} <= set(labels), labels
+
+
 def test_plots_read_well(tmp_path, monkeypatch):
     """Any scenario name is drawn without empty boxes or mathematics (a character no font has as its
     code point); a plan's GPUs keep one colour across its plots; no '0 candidates cannot meet the

@@ -211,6 +211,9 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
 
     picks = [rec["best_no_preemption"]] if x in rec.get("best_no_preemption", {}) else []
     picks += rec.get("best_per_situation", [])
+    # With an SLO: the point with the most goodput marked apart, and the targets drawn on their panels.
+    slo_pick = rec["best_goodput"] if x in rec.get("best_goodput", {}) else None
+    targets = rec.get("slo_targets", {})
     load = rec.get("highest_without_preemption", {})
     panels = [
         ("output_throughput", "output throughput (tokens/s)"),
@@ -239,6 +242,15 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
                     zorder=5,
                     label="recommended" if j == 0 else None,
                 )
+        if slo_pick is not None:
+            row = df[(df[x] == at(slo_pick[x])) & ((df[group] == slo_pick[group]) if group in slo_pick else True)]
+            if len(row):
+                ax.plot(
+                    row[x].iloc[:1], row[col].iloc[:1], "D", ms=9, mfc="none", mec="#1f77b4", mew=2, zorder=6,
+                    label="most goodput within the SLO",
+                )  # fmt: skip
+        if col in targets:
+            ax.axhline(targets[col], color="#d62728", ls=":", lw=1.4, label="SLO target")
         if x in load:
             ax.axvline(at(load[x]), color="#2ca02c", ls="--", lw=1.2, label="most throughput, no preemption")
         ax.set_xlabel(knobs[0])
@@ -263,9 +275,16 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
         if col == "output_throughput":
             ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
     head = rec.get("label", "recommended")
-    fig.suptitle(_wrap(f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}", 130), fontsize=10)
+    text = f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}"
+    if slo_pick is not None and rec.get("text_goodput"):
+        text += f"\nwith the SLO: {rec['text_goodput']}"
+    fig.suptitle(_wrap(text, 130), fontsize=10)
     fig.tight_layout()
-    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    seen: dict[str, object] = {}
+    for a in axes.ravel():  # every panel's labels once (the SLO's line is on the latency panels only)
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    handles, labels = list(seen.values()), list(seen)
     if handles:  # one legend for the four panels, below them: it covers no line and no label
         fig.legend(
             handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 5), fontsize=9

@@ -555,6 +555,10 @@ def _sweep(
     n_fail = sum(1 for r in results if r is not None and "error" in r)
     n_left = sum(1 for r in results if r is None)
     rec = recommend(df, has_slo)
+    if has_slo and isinstance(base_clean["slo"], dict) and not any(k.startswith("slo") for k in grid_spec):
+        targets = {k: v for k, v in base_clean["slo"].items() if v is not None}
+        if targets:  # the targets the SLO pick met, for the plot's lines
+            rec["slo_targets"] = targets
     if n_ok and n_ok < len(points):  # a recommendation from part of the grid says so
         why = ", ".join(
             part
