@@ -843,7 +843,9 @@ def _drop_gated(data: dict, given: dict[str, str]) -> None:
     """A ``--set`` of a field others depend on (``workload.output_tokens.dist=fixed``) drops the
     scenario file's fields beside it that mean nothing for its new value (the lognormal's mean and
     sigma), as a user switching it means; fields the user also set are kept, and checked. The serving
-    engine (``framework``) is left out: its knobs have counterparts, which the check names."""
+    engine (``framework``) is the exception: the file's knobs of the other engine (those not at their
+    defaults) are part of what the scenario means, so they are named in one error with the ``--set``
+    that leaves them out and their counterparts, never dropped silently."""
     from simulator.scenario.fields import gated_fields
 
     for key in given:
