@@ -72,6 +72,7 @@ HELD_OUT = {
     "h200_cpu12_2026-12-01",  # the KV-bound and decode-heavy runs at 128 and 512 on one more machine: blind
     "h200_streams_2026-12-01",  # closed loops of 64-1,200 and Poisson 30/60 per s, their CPU read from /proc: blind
     "h200_sweep_2026-12-01",  # KV-bound and decode-heavy runs at 512 and 1,024, their CPU read from /proc: blind
+    "h200_blind_2026-12-01",  # the decode-heavy run at 512 alone, the blind check of the reading taken as the fastest timing
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
