@@ -209,6 +209,10 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     def at(v):
         return position[_flow(v)] if position else v
 
+    def row_of(pick: dict):
+        """The rows of a recommended point (its first knob's value, and its second's where it names one)."""
+        return df[(df[x] == at(pick[x])) & ((df[group] == pick[group]) if group in pick else True)]
+
     picks = [rec["best_no_preemption"]] if x in rec.get("best_no_preemption", {}) else []
     picks += rec.get("best_per_situation", [])
     # With an SLO: the point with the most goodput marked apart, and the targets drawn on their panels.
@@ -230,7 +234,7 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
             lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
             ax.plot(sub[x], sub[col], "o-", color=COLORS[(i + 1) % len(COLORS)], lw=1.5, ms=5, label=lab)
         for j, pick in enumerate(picks):
-            row = df[(df[x] == at(pick[x])) & ((df[group] == pick[group]) if group in pick else True)]
+            row = row_of(pick)
             if len(row):
                 ax.plot(
                     row[x].iloc[:1],
@@ -243,7 +247,7 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
                     label="recommended" if j == 0 else None,
                 )
         if slo_pick is not None:
-            row = df[(df[x] == at(slo_pick[x])) & ((df[group] == slo_pick[group]) if group in slo_pick else True)]
+            row = row_of(slo_pick)
             if len(row):
                 ax.plot(
                     row[x].iloc[:1], row[col].iloc[:1], "D", ms=9, mfc="none", mec="#1f77b4", mew=2, zorder=6,
