@@ -606,6 +606,35 @@ def gptoss_blind_lanes() -> list[dict]:
     return [lane("gptoss120b_blind", [0], "gpt-oss-120b", GPTOSS_SERVE, runs)]
 
 
+# gptoss_grid_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
+# gpt-oss-120b routed at random over the grid the models-of-2026 check names for one H200 (1k/1k,
+# 8k/1k and 1k/8k at 4, 16, 64 and 128 in flight), less 1k/8k at 16 and 128 (the longest runs; the
+# blind recording has 1k/8k at 16), recorded blind on a new host. A warm-up at every concurrency the
+# grid runs, and one of 8k prompts, come first: the earlier lanes stalled at mixed steps of token
+# counts their warm-ups had not run. About 20 minutes with the server's start.
+GRID_POINTS = (
+    ("w1k_c4", 1024, 4, 8, 64),
+    ("w1k_c16", 1024, 16, 16, 64),
+    ("w1k_c64", 1024, 64, 64, 64),
+    ("w1k_c128", 1024, 128, 128, 64),
+    ("w8k_c16", 8192, 16, 16, 16),
+    ("1k1k_c4", 1024, 4, 8, 1024),
+    ("1k1k_c16", 1024, 16, 32, 1024),
+    ("1k1k_c64", 1024, 64, 128, 1024),
+    ("1k1k_c128", 1024, 128, 256, 1024),
+    ("8k1k_c4", 8192, 4, 8, 1024),
+    ("8k1k_c16", 8192, 16, 32, 1024),
+    ("8k1k_c64", 8192, 64, 64, 1024),
+    ("8k1k_c128", 8192, 128, 128, 1024),
+    ("1k8k_c4", 1024, 4, 4, 8192),
+    ("1k8k_c64", 1024, 64, 64, 8192),
+)
+
+
+def gptoss_grid_lanes() -> list[dict]:
+    return [spread_lane("gptoss120b_grid", "gpt-oss-120b", GRID_POINTS, timeout_s=330)]
+
+
 def sglang_lanes() -> list[dict]:
     """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
     with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
@@ -784,7 +813,8 @@ def main() -> None:
     others = {
         r.get("seed")
         for path in (HERE / "plans").glob("*.json")
-        if path.name not in ("cpu_h200.json", "cpu_h200x4.json")
+        # blind_h200.json replays one of cpu_h200.json's runs on another host, with its seed
+        if path.name not in ("cpu_h200.json", "cpu_h200x4.json", "blind_h200.json")
         for x in json.loads(path.read_text())["lanes"]
         for r in x["runs"]
     }
@@ -807,6 +837,7 @@ def main() -> None:
         ("gptoss_noise2_h200", gptoss_noise2_lanes()),
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
         ("gptoss_blind_h200", gptoss_blind_lanes()),
+        ("gptoss_grid_h200", gptoss_grid_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),

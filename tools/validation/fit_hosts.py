@@ -49,6 +49,8 @@ NOT_A_HOST_CHECK = {
     "0.16 from 0.70 to 1.4 and the least sits at the grid's lowest",
     "h200x2_gptoss_tp2_2026-11-29": "gpt-oss at tensor parallel 2, its two counted runs at 1 and 4 in flight, "
     "GPU-bound: its loss moves by 0.02 from 0.70 to 1.65 and the least sits at the grid's lowest",
+    "h200_gptoss_grid_2026-12-01": "gpt-oss at 4-128 in flight, GPU-bound: its loss moves by 0.10 from 0.70 to "
+    "1.05 and the least sits at the grid's lowest",
 }
 # Recorded after the catalog and its rule were fitted, to check them: held out by host (docs/hosts.md).
 HELD_OUT = {
@@ -73,6 +75,7 @@ HELD_OUT = {
     "h200_streams_2026-12-01",  # closed loops of 64-1,200 and Poisson 30/60 per s, their CPU read from /proc: blind
     "h200_sweep_2026-12-01",  # KV-bound and decode-heavy runs at 512 and 1,024, their CPU read from /proc: blind
     "h200_blind_2026-12-01",  # the decode-heavy run at 512 alone, the blind check of the reading taken as the fastest timing
+    "h200_gptoss_grid_2026-12-01",  # gpt-oss-120b routed at random over 1k/1k, 8k/1k and 1k/8k at 4-128 in flight: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
