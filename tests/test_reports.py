@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -359,6 +360,63 @@ def test_sweeps_recommend_what_the_user_sets_and_say_why():
     rec = recommend(two, False)
     assert rec["text"].startswith("engine.max_num_seqs=256, engine.max_num_batched_tokens=8192: the most output")
     assert "with no preemption among the 4 points" in rec["text"]
+
+
+def test_sweeps_of_server_size_rank_per_gpu_and_name_the_latency_pick():
+    """Points holding different numbers of GPUs (tensor parallelism, a fleet's replicas) are ranked by
+    output throughput per GPU, or the largest server would always win; the sentence gives both figures
+    and the point with the shortest p50 TPOT, and the fleet's GPUs come from its GPU-hours."""
+    from simulator.planning.sweep import gpus_held, sweep_title
+
+    rows = []
+    for tp, thr, tpot in ((1, 1800.0, 34.0), (2, 2700.0, 23.0), (8, 4000.0, 15.8)):
+        rows.append({"param:hardware.tensor_parallel_size": tp, "status": "ok", "num_preemptions": 0,
+                     "output_throughput": thr, "kv_cache_usage_mean": 0.05, "median_tpot_ms": tpot,
+                     "tensor_parallel_size": tp})  # fmt: skip
+    df = pd.DataFrame(rows)
+    df["gpus"] = gpus_held(df)
+    df["output_throughput_per_gpu"] = df["output_throughput"] / df["gpus"]
+    rec = recommend(df, False)
+    # per GPU: 1,800, 1,350 and 500 tok/s; in all the TP8 point has the most
+    assert rec["best_no_preemption"] == {"param:hardware.tensor_parallel_size": 1}
+    assert "the most output throughput per GPU with no preemption" in rec["text"]
+    assert "1,800 tok/s per GPU, 1,800 on 1 GPU," in rec["text"]
+    assert (
+        "the shortest p50 TPOT is hardware.tensor_parallel_size=8's (15.8 ms against 34.0, at 500 tok/s per GPU)"
+        in rec["text"]
+    )
+    assert rec["ranked_by"].startswith("output throughput per GPU")
+    # one size throughout: the plain rule, nothing said per GPU
+    same = df.assign(gpus=1.0, output_throughput_per_gpu=df["output_throughput"])
+    rec = recommend(same, False)
+    assert rec["best_no_preemption"] == {"param:hardware.tensor_parallel_size": 8}
+    assert "per GPU" not in rec["text"] and "ranked_by" not in rec
+    # a fleet of 8 one-GPU replicas over 300 s held 0.667 GPU-hours: 8 GPUs
+    fleet = pd.DataFrame(
+        {"tensor_parallel_size": [1, 1], "gpu_hours": [2 / 3, None], "simulated_time_s": [300.0, 300.0]}
+    )
+    assert list(gpus_held(fleet)) == pytest.approx([8.0, 1.0])
+    # the plots' title keeps what every point ran and drops what the sweep varies
+    s0 = {"model": "gpt-oss-120b", "gpu": "h200"}
+    assert sweep_title("gpt-oss-120b on h200 x1", s0, ["hardware.tensor_parallel_size"]) == "gpt-oss-120b on h200"
+    assert sweep_title("gpt-oss-120b on h200 x1", s0, ["hardware.gpu"]) == "gpt-oss-120b"
+    assert sweep_title("gpt-oss-120b on h200 x1", s0, ["engine.max_num_seqs"]) == "gpt-oss-120b on h200 x1"
+
+
+def test_a_sweep_over_tensor_parallelism_plots_throughput_per_gpu(tmp_path):
+    """The CLI end to end: sweep.csv gets each point's GPUs and throughput per GPU, the recommendation
+    says it ranked per GPU, and the plot's title leaves out the size the sweep varies."""
+    out = tmp_path / "sw"
+    args = ["sweep", "--param", "hardware.tensor_parallel_size=1,2", "--set", "run.num_requests=40"]
+    args += ["--set", "run.duration_s=null", "--set", "run.warmup_s=0", "--set", "workload.arrival.concurrency=32"]
+    assert _main([*args, "--out", str(out), "--jobs", "1"])[0] == 0
+    table = pd.read_csv(out / "sweep.csv")
+    assert list(table["gpus"]) == [1, 2]
+    assert table["output_throughput_per_gpu"].tolist() == pytest.approx(
+        (table["output_throughput"] / table["gpus"]).tolist()
+    )
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert "per GPU" in rec["ranked_by"] and "per GPU" in rec["text"]
 
 
 def test_feature_sweeps_draw_the_readme_plots(tmp_path):

@@ -219,8 +219,12 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     slo_pick = rec["best_goodput"] if x in rec.get("best_goodput", {}) else None
     targets = rec.get("slo_targets", {})
     load = rec.get("highest_without_preemption", {})
+    # Points that hold different numbers of GPUs were ranked per GPU (simulator.planning.sweep): so is the panel.
+    per_gpu = "ranked_by" in rec and "output_throughput_per_gpu" in df
     panels = [
-        ("output_throughput", "output throughput (tokens/s)"),
+        ("output_throughput_per_gpu", "output throughput per GPU (tokens/s)")
+        if per_gpu
+        else ("output_throughput", "output throughput (tokens/s)"),
         ("p99_ttft_ms", "p99 TTFT (ms)"),
         ("p99_tpot_ms", "p99 TPOT (ms)"),
         ("num_preemptions", "preemptions in the window"),
@@ -274,9 +278,9 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
             ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
         elif col.endswith("_ms"):
             ax.set_ylim(bottom=0)
-        if col in ("output_throughput", "p99_ttft_ms"):
+        if col in ("output_throughput", "output_throughput_per_gpu", "p99_ttft_ms"):
             ax.yaxis.set_major_formatter(thousands)
-        if col == "output_throughput":
+        if col in ("output_throughput", "output_throughput_per_gpu"):
             ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
     head = rec.get("label", "recommended")
     text = f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}"

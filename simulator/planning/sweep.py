@@ -266,50 +266,104 @@ def recommend(df: pd.DataFrame, slo: bool) -> dict:
     ctl = [k for k in knobs if controlled(k)]
     if not ctl:
         return _load_finding(ok, knobs)
+    per_gpu = "gpus" in ok and ok["gpus"].nunique() > 1
     cond = [k for k in knobs if not controlled(k)]
     if cond:
-        return _per_situation(ok, ctl, cond, slo)
-    best, text = _best(ok, ctl, len(ok))
+        return _ranked(_per_situation(ok, ctl, cond, slo, per_gpu), per_gpu)
+    best, text = _best(ok, ctl, len(ok), per_gpu)
     out: dict = {"best_no_preemption": {f"param:{k}": _plain(best[f"param:{k}"]) for k in ctl}, "text": text}
     if slo and "goodput" in ok:
-        g = _top(ok, "goodput")
+        g = _top(ok, "goodput_per_gpu" if per_gpu else "goodput")
         out["best_goodput"] = {f"param:{k}": _plain(g[f"param:{k}"]) for k in ctl}
-        out["text_goodput"] = (
-            f"{_point_str(g, ctl)}: the most goodput, {g['goodput']:.2f} req/s, "
-            f"{share(g['slo_attainment'])} of requests meet the SLO"
-        )
+        out["text_goodput"] = f"{_point_str(g, ctl)}: the most goodput{_per(per_gpu)}, {_goodput(g, per_gpu)}"
         if "cost_usd" in ok and ok["cost_usd"].notna().any():
             out.update(_cheapest_within_slo(ok))
-    return out
+    return _ranked(out, per_gpu)
 
 
-def _best(ok: pd.DataFrame, ctl: list[str], n: int) -> tuple[pd.Series, str]:
-    """The point of ``ok`` to recommend and a sentence saying why (``n``: the points weighed)."""
+def sweep_title(first: str, s0: dict, knobs: list[str]) -> str:
+    """What every point of a sweep ran: its first point's title (``first``: the model on its GPUs, or
+    the fleet), less what the sweep varies (the model, the GPU, its tensor-parallel size, the fleet)."""
+    sized = ("hardware.gpu", "hardware.tensor_parallel_size")
+    if not any(k == "model" or k in sized or k.startswith("cluster.") for k in knobs):
+        return first
+    model = "the models swept" if "model" in knobs else s0["model"]
+    return model if "hardware.gpu" in knobs else f"{model} on {s0['gpu']}"
+
+
+def gpus_held(df: pd.DataFrame) -> pd.Series:
+    """The GPUs each point's server holds: a fleet's GPU-hours over its run (an autoscaled fleet's
+    mean), else one engine's tensor-parallel group."""
+    gpus = pd.to_numeric(df["tensor_parallel_size"], errors="coerce") if "tensor_parallel_size" in df else None
+    if "gpu_hours" in df and "simulated_time_s" in df:
+        fleet = pd.to_numeric(df["gpu_hours"], errors="coerce") * 3600.0 / pd.to_numeric(df["simulated_time_s"])
+        gpus = fleet if gpus is None else fleet.where(fleet.notna(), gpus)
+    return gpus if gpus is not None else pd.Series(np.nan, index=df.index)
+
+
+def _ranked(rec: dict, per_gpu: bool) -> dict:
+    """``rec`` with the figure its picks were ranked by, when the points held different numbers of
+    GPUs: per GPU, or a larger server would always win."""
+    if per_gpu:
+        rec["ranked_by"] = "output throughput per GPU (the points hold different numbers of GPUs)"
+    return rec
+
+
+def _per(per_gpu: bool) -> str:
+    return " per GPU" if per_gpu else ""
+
+
+def _tokens(row: pd.Series, per_gpu: bool) -> str:
+    """A point's output throughput as a sentence gives it: per GPU (and in all, on how many) where
+    the points weighed hold different numbers of GPUs."""
+    if per_gpu:
+        g = row["gpus"]
+        n = f"{g:.0f} GPU{'' if g == 1 else 's'}" if abs(g - round(g)) < 1e-9 else f"{g:.1f} GPUs"
+        return f"{row['output_throughput_per_gpu']:,.0f} tok/s per GPU, {row['output_throughput']:,.0f} on {n}"
+    return f"{row['output_throughput']:,.0f} tok/s"
+
+
+def _goodput(row: pd.Series, per_gpu: bool) -> str:
+    per = f" ({row['goodput_per_gpu']:.2f} per GPU)" if per_gpu else ""
+    return f"{row['goodput']:.2f} req/s{per}, {share(row['slo_attainment'])} of requests meet the SLO"
+
+
+def _best(ok: pd.DataFrame, ctl: list[str], n: int, per_gpu: bool = False) -> tuple[pd.Series, str]:
+    """The point of ``ok`` to recommend and a sentence saying why (``n``: the points weighed;
+    ``per_gpu``: rank by output throughput per GPU, the points holding different numbers of GPUs)."""
+    col = "output_throughput_per_gpu" if per_gpu else "output_throughput"
     calm = ok[ok["num_preemptions"] == 0]
     among = f"among the {n} points" if n > 2 else "of the two points" if n == 2 else "the one point"
     if calm.empty:
-        best = _top(ok, "output_throughput")
+        best = _top(ok, col)
         return best, (
-            f"{_point_str(best, ctl)}: every point preempts; this one has the most output throughput "
-            f"{among} ({best['output_throughput']:,.0f} tok/s, {int(best['num_preemptions']):,} preemptions)"
+            f"{_point_str(best, ctl)}: every point preempts; this one has the most output throughput{_per(per_gpu)} "
+            f"{among} ({_tokens(best, per_gpu)}, {int(best['num_preemptions']):,} preemptions)"
             + _ungraphed_caveat(best)
         )
-    best = _top(calm, "output_throughput")
+    best = _top(calm, col)
     text = (
-        f"{_point_str(best, ctl)}: the most output throughput with no preemption {among} "
-        f"({best['output_throughput']:,.0f} tok/s, KV cache {best['kv_cache_usage_mean']:.0%} full on average)"
+        f"{_point_str(best, ctl)}: the most output throughput{_per(per_gpu)} with no preemption {among} "
+        f"({_tokens(best, per_gpu)}, KV cache {best['kv_cache_usage_mean']:.0%} full on average)"
     )
     worse = ok[ok["num_preemptions"] > 0]
     if not worse.empty:
         w = _top(worse, "num_preemptions")
-        loss = 1 - w["output_throughput"] / best["output_throughput"]
+        loss = 1 - w[col] / best[col]
         if loss >= 0.005:
-            verb = f"loses {loss:.0%} of throughput"
+            verb = f"loses {loss:.0%} of throughput{_per(per_gpu)}"
         elif loss <= -0.005:
-            verb = f"has {-loss:.0%} more throughput"
+            verb = f"has {-loss:.0%} more throughput{_per(per_gpu)}"
         else:  # a rounded "-0%" would read as a change
             verb = "has the same throughput (within 0.5%)"
         text += f"; {_point_str(w, ctl)} preempts {int(w['num_preemptions']):,} times and {verb}"
+    if per_gpu:  # a larger server buys latency: say what the shortest TPOT costs
+        fast = _top(calm, "median_tpot_ms", lowest=True)
+        if fast[col] < best[col] and fast["median_tpot_ms"] < best["median_tpot_ms"]:
+            text += (
+                f"; the shortest p50 TPOT is {_point_str(fast, ctl)}'s ({fast['median_tpot_ms']:.1f} ms against "
+                f"{best['median_tpot_ms']:.1f}, at {fast[col]:,.0f} tok/s per GPU)"
+            )
     return best, text + _ungraphed_caveat(best)
 
 
@@ -327,12 +381,12 @@ def _ungraphed_caveat(point: pd.Series) -> str:
     )
 
 
-def _per_situation(ok: pd.DataFrame, ctl: list[str], cond: list[str], slo: bool) -> dict:
+def _per_situation(ok: pd.DataFrame, ctl: list[str], cond: list[str], slo: bool, per_gpu: bool = False) -> dict:
     """The best setting of the ``ctl`` fields for each combination of the ``cond`` fields."""
     cols = [f"param:{k}" for k in cond]
     picks = []
     for _, group in ok.groupby(cols, sort=False):
-        best, _ = _best(group, ctl, len(group))
+        best, _ = _best(group, ctl, len(group), per_gpu)
         picks.append(best)
     winners = [_point_str(b, ctl) for b in picks]
     what = ", ".join(cond)
@@ -344,22 +398,27 @@ def _per_situation(ok: pd.DataFrame, ctl: list[str], cond: list[str], slo: bool)
             if len(cond) == 1 and all(isinstance(v, (int, float)) for v in vals)
             else f"{len(picks)} in all"
         )
-        text = f"{winners[0]} at every {what} swept ({span}): the most output throughput with no preemption at each"
+        text = (
+            f"{winners[0]} at every {what} swept ({span}): the most output throughput{_per(per_gpu)} "
+            "with no preemption at each"
+        )
     else:
         text = f"the best setting depends on {what}: " + "; ".join(
-            f"at {_point_str(b, cond)}, {w} ({b['output_throughput']:,.0f} tok/s"
+            f"at {_point_str(b, cond)}, {w} ({_tokens(b, per_gpu)}"
             + (f", {int(b['num_preemptions']):,} preemptions)" if b["num_preemptions"] else ")")
             for b, w in zip(picks, winners)
         )
-        text += "; each the most output throughput with no preemption at its " + what
+        text += f"; each the most output throughput{_per(per_gpu)} with no preemption at its " + what
     out: dict = {
         "best_per_situation": [{c: _plain(b[c]) for c in _param_cols(ok)} for b in picks],
         "text": f"{text} ({theirs})",
     }
     if slo and "goodput" in ok:
-        gs = [_top(group, "goodput") for _, group in ok.groupby(cols, sort=False)]
+        gs = [_top(group, "goodput_per_gpu" if per_gpu else "goodput") for _, group in ok.groupby(cols, sort=False)]
         out["text_goodput"] = "; ".join(
-            f"at {_point_str(g, cond)}, {_point_str(g, ctl)}: goodput {g['goodput']:.2f} req/s, "
+            f"at {_point_str(g, cond)}, {_point_str(g, ctl)}: goodput {g['goodput']:.2f} req/s"
+            + (f" ({g['goodput_per_gpu']:.2f} per GPU)" if per_gpu else "")
+            + ", "
             f"{share(g['slo_attainment'])} meet the SLO"
             for g in gs
         )
@@ -550,6 +609,11 @@ def _sweep(
                     row[k] = v
         rows.append(row)
     df = pd.DataFrame(rows)
+    if "output_throughput" in df:  # per GPU, to compare servers of different sizes
+        df["gpus"] = gpus_held(df)
+        df["output_throughput_per_gpu"] = df["output_throughput"] / df["gpus"]
+        if "goodput" in df:
+            df["goodput_per_gpu"] = df["goodput"] / df["gpus"]
     has_slo = base_clean.get("slo") is not None
     n_ok = sum(1 for r in results if r is not None and "error" not in r)
     n_fail = sum(1 for r in results if r is not None and "error" in r)
@@ -653,7 +717,7 @@ def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict
     runs = [load_run(out / "points" / slug(pt)) for pt in points]
     series = [(slug(pt), overlay_series(st, float(s["simulated_time_s"]))) for pt, (s, st) in zip(points, runs)]
     s0 = runs[0][0]
-    title = run_title(s0)
+    title = sweep_title(run_title(s0), s0, knobs)
     warm = float(s0["simulated_time_s"]) - float(s0["duration_s"])
     end = max(float(s["simulated_time_s"]) for s, _ in runs)
     plot_kv_usage(series, out / "kv_cache_usage.png", f"KV-cache usage: {title}", warm, end)
