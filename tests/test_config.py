@@ -97,6 +97,45 @@ def test_switching_a_distribution_by_override_drops_the_files_fields_of_the_old_
         load_scenario(str(p), ["engine.framework=sglang"])
 
 
+def test_a_set_that_shortens_the_run_below_the_scenarios_warmup_says_whose_warmup_it_is():
+    """The built-in scenario's 60-s warm-up is the scenario's, not the user's: a --set of a 30-s run
+    says so and what to set beside it; with the warm-up given too, the plain rule."""
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, ["run.duration_s=30"])
+    assert str(e.value) == (
+        "run.warmup_s must be < run.duration_s (30 s) (got 60, the scenario's); "
+        "--set run.warmup_s too (0: measure from the start)"
+    )
+    with pytest.raises(ConfigError) as e:
+        load_scenario(None, ["run.duration_s=30", "run.warmup_s=40"])
+    assert str(e.value) == "run.warmup_s must be < run.duration_s (30 s) (got 40)"
+    sc, _ = load_scenario(None, ["run.duration_s=30", "run.warmup_s=0"])
+    assert sc.run.duration_s == 30
+
+
+def test_a_hugging_face_repository_id_names_its_built_in_model(tmp_path, monkeypatch):
+    """A model given as the Hugging Face repository a built-in config.json was copied from, or a
+    tuned or dated version of it, runs as that built-in (a note says so); another repository id gets
+    one line saying where its config.json is; a folder of that name on disk stays a path."""
+    from simulator.outputs.notes import scenario_notes
+    from simulator.scenario.models import builtin_for_repo, load_model
+
+    assert builtin_for_repo("meta-llama/Llama-3.1-8B-Instruct") == "llama-3.1-8b"
+    assert builtin_for_repo("openai/gpt-oss-120b") == "gpt-oss-120b"
+    assert builtin_for_repo("deepseek-ai/DeepSeek-R1-0528") == "deepseek-r1"
+    assert builtin_for_repo("Qwen/Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b-fp8"
+    assert builtin_for_repo("Qwen/Qwen3-32B-FP8") is None and builtin_for_repo("llama-3.1-8b") is None
+    assert load_model("meta-llama/Llama-3.1-8B-Instruct").num_layers == 32
+    sc, _ = load_scenario(None, ["model=openai/gpt-oss-20b"])
+    assert any("model 'openai/gpt-oss-20b' runs as the built-in gpt-oss-20b" in n for n in scenario_notes(sc))
+    with pytest.raises(ConfigError, match=r"model: 'mistralai/Mistral-7B-v0\.1' is not a built-in model and no folder here; "
+                       r"save its config\.json \(https://huggingface\.co/mistralai/Mistral-7B-v0\.1/blob/main/config\.json\)"):  # fmt: skip
+        load_model("mistralai/Mistral-7B-v0.1")
+    monkeypatch.chdir(tmp_path)  # a folder named like a repository is read from disk
+    (tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct").mkdir(parents=True)
+    assert builtin_for_repo("meta-llama/Llama-3.1-8B-Instruct") is None
+
+
 def test_file_names_in_a_scenario_are_read_from_its_folder(tmp_path, monkeypatch):
     """A relative trace path in a scenario file is found beside the file whatever the current
     directory; one given with --set is read from the current directory."""

@@ -121,7 +121,7 @@ def _attention_notes(name: str, groups: list[Scenario]) -> list[str]:
 def _hybrid_notes(name: str, models: list[str]) -> list[str]:
     """A model with sliding-window layers beside full-attention ones: how its KV pool is sized."""
     from simulator.errors import ConfigError
-    from simulator.scenario.models import load_model
+    from simulator.scenario.models import builtin_for_repo, load_model
 
     out = []
     for spec in models:
@@ -129,6 +129,9 @@ def _hybrid_notes(name: str, models: list[str]) -> list[str]:
             m = load_model(spec)
         except ConfigError:
             continue  # said where the scenario is built
+        builtin = builtin_for_repo(spec)
+        if builtin is not None:
+            out.append(f"{name}: model '{spec}' runs as the built-in {builtin} (its config.json's architecture)")
         if m.is_hybrid:
             out.append(
                 f"{name}: {m.name} has {m.num_sliding_layers} sliding-window layers ({m.sliding_window} tokens) of "

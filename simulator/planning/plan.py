@@ -45,7 +45,7 @@ from simulator.outputs.writers import atomic_write_text, write_csv, write_json
 from simulator.planning.executor import Progress, check_executor, run_tasks
 from simulator.planning.sweep import check_fields, grid, parse_grid, point_key, slug
 from simulator.progress import compile_step
-from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
+from simulator.scenario.config import apply_overrides, load_scenario_data, scenario_error, scenario_from_dict
 
 KEEP_UP = 0.9  # a unit keeps up when it finishes at least this share of the request rate offered
 LOWEST = 1.0 / 64  # the lowest rate probed before a candidate is called infeasible (requests/s)
@@ -283,7 +283,7 @@ def _base(path: str | None, overrides: list[str]) -> dict:
     try:
         sc = scenario_from_dict(data)
     except ConfigError as e:
-        raise in_file(path, e) from None
+        raise scenario_error(path, e, overrides) from None
     if any(c.arrival is not None for c in sc.workload.class_list()):
         raise ConfigError(
             "plan: a class with its own arrivals (workload.classes.*.arrival); the plan varies "

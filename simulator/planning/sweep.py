@@ -26,7 +26,7 @@ from simulator.outputs.writers import atomic_write_text, write_csv
 from simulator.planning.executor import Progress, check_executor, cores, run_tasks
 from simulator.progress import compile_step
 from simulator.scenario import yamlio
-from simulator.scenario.config import apply_overrides, in_file, load_scenario_data, scenario_from_dict
+from simulator.scenario.config import apply_overrides, load_scenario_data, scenario_error, scenario_from_dict
 
 
 def parse_param(text: str, flag: str = "--param") -> tuple[str, list]:
@@ -520,7 +520,7 @@ def run_sweep(
     try:
         scenario_from_dict(base_clean)  # the base itself must be valid before any work starts
     except ConfigError as e:
-        raise in_file(path, e) from None
+        raise scenario_error(path, e, overrides) from None
     check_fields(base_clean, grid_spec, "--param")
     points = grid(grid_spec)
     check_folder(out, "--out")

@@ -770,7 +770,11 @@ def replica_groups(raw: Any, path: str) -> tuple[ReplicaGroup, ...]:
 @dataclass(frozen=True)
 class Scenario:
     name: str = F("scenario", "label used in plots and tables")
-    model: str = F("llama-3.1-8b", "built-in model name or path to a Hugging Face config.json")
+    model: str = F(
+        "llama-3.1-8b",
+        "built-in model name, the Hugging Face repository id of one (meta-llama/Llama-3.1-8B-Instruct), "
+        "or path to a Hugging Face config.json",
+    )
     hardware: HardwareConfig = F(HardwareConfig(), "GPU and parallelism")
     engine: EngineConfig = F(EngineConfig(), "serving-engine knobs")
     frontend: FrontendConfig = F(FrontendConfig(), "the API server in front of the engine")
@@ -987,7 +991,18 @@ def load_scenario(path: str | None, overrides: list[str] | None = None) -> tuple
     try:
         return scenario_from_dict(data), data
     except ConfigError as e:
-        raise in_file(path, e) from None
+        raise scenario_error(path, e, overrides) from None
+
+
+def scenario_error(path: str | None, e: ConfigError, overrides: list[str] | None) -> ConfigError:
+    """``e`` about the scenario ``path`` with ``overrides`` (``in_file``), said better where a ``--set``
+    shortened the run below the scenario's own warm-up: that the warm-up is the scenario's, and how
+    to set it too."""
+    text, given = str(e), {o.split("=", 1)[0].strip() for o in overrides or []}
+    shortened = "run.duration_s" in given and "run.warmup_s" not in given
+    if text.startswith("run.warmup_s must be <") and shortened and text.endswith(")"):
+        e = ConfigError(f"{text[:-1]}, the scenario's); --set run.warmup_s too (0: measure from the start)")
+    return in_file(path, e)
 
 
 def load_scenario_data(path: str | None, overrides: list[str] | None = None) -> dict:

@@ -6,7 +6,9 @@ active), weight bytes, KV bytes per token, and the per-layer shapes of the matmu
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -515,8 +517,41 @@ def builtin_models() -> list[str]:
     return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
 
 
+# A tuned or dated version's suffix on a Hugging Face repository's name: it shares its base model's
+# config.json architecture (Llama-3.1-8B and Llama-3.1-8B-Instruct, Qwen3-235B-A22B and its
+# Instruct-2507, DeepSeek-R1 and DeepSeek-R1-0528).
+TUNED_SUFFIX = re.compile(r"(-(instruct|chat|hf|base|it))?(-\d{4})?$")
+
+
+def _untuned(repo: str) -> str:
+    return TUNED_SUFFIX.sub("", repo.lower())
+
+
+@functools.cache
+def hf_repos() -> dict[str, str]:
+    """The built-in models by the Hugging Face repository their config.json was copied from (the first
+    word of its ``_source``), lower case, and by that name less a tuned version's suffix."""
+    out: dict[str, str] = {}
+    for name in builtin_models():
+        src = str(json.loads(read_text(MODELS_DIR / f"{name}.json")).get("_source", "")).split()
+        if src and src[0].count("/") == 1:
+            out.setdefault(src[0].lower(), name)
+            out.setdefault(_untuned(src[0]), name)
+    return out
+
+
+def builtin_for_repo(spec: str) -> str | None:
+    """The built-in model a Hugging Face repository id (``meta-llama/Llama-3.1-8B-Instruct``) names, or
+    None; a path on disk is never one."""
+    if spec.count("/") != 1 or Path(spec).exists():
+        return None
+    repos = hf_repos()
+    return repos.get(spec.lower()) or repos.get(_untuned(spec))
+
+
 def load_model(spec: str) -> ModelArch:
-    """A built-in model name (``llama-3.1-8b``) or a path to a config.json."""
+    """A built-in model name (``llama-3.1-8b``), the Hugging Face repository id of one
+    (``meta-llama/Llama-3.1-8B-Instruct``: ``builtin_for_repo``), or a path to a config.json."""
     path = Path(spec)
     if path.is_dir() and (path / "config.json").is_file():  # a Hugging Face model folder
         path = path / "config.json"
@@ -526,13 +561,18 @@ def load_model(spec: str) -> ModelArch:
             raise ConfigError(f"model: file not found (got {spec})")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
-        path = MODELS_DIR / f"{spec}.json"
+        name = builtin_for_repo(spec) or spec
+        path = MODELS_DIR / f"{name}.json"
         if not path.is_file():
+            if spec.count("/") == 1 and not Path(spec).parent.is_dir():  # a repository id, not a folder here
+                raise ConfigError(
+                    f"model: '{spec}' is not a built-in model and no folder here; save its config.json "
+                    f"(https://huggingface.co/{spec}/blob/main/config.json) and give that file's path"
+                )
             raise ConfigError(
                 f"model: unknown model '{spec}'; built-in models are {', '.join(builtin_models())}"
                 " (or give a path to a Hugging Face config.json)"
             )
-        name = spec
     try:
         cfg = json.loads(read_text(path))
     except json.JSONDecodeError as e:
