@@ -343,3 +343,19 @@ def test_sglang_on_the_mi300x_family_multiplies_its_moe_experts_at_its_own_fitte
     assert calibration.sglang_rates("b200") == {} and calibration.sglang_rates("h200") == {}
     own = blank_scenario([*sets, "hardware.gpu=mi300x", "engine.framework=sglang", "cost.calibration=none"])
     assert efficiency(own, load_gpu("mi300x"), m).moe_compute == Efficiency().moe_compute
+
+
+def test_a_gpu_named_as_its_maker_writes_it_is_found_and_a_short_name_asks_which():
+    """H200, NVIDIA_H100_SXM or AMD Instinct MI300X find their catalog entry; a name that starts
+    several (h100, a100) asks which, one that starts one (mi300) asks whether it was meant."""
+    from simulator.scenario.hardware import load_gpu
+
+    assert load_gpu("H200").key == "h200"
+    assert load_gpu("NVIDIA_H100_SXM").key == "h100-sxm"
+    assert load_gpu("AMD Instinct MI300X").key == "mi300x"
+    with pytest.raises(
+        ConfigError, match=r"^hardware\.gpu: 'h100' is more than one GPU; give 'h100-pcie' or 'h100-sxm'$"
+    ):
+        load_gpu("h100")
+    with pytest.raises(ConfigError, match=r"^hardware\.gpu: unknown GPU 'mi300'; did you mean 'mi300x'\?$"):
+        load_gpu("mi300")

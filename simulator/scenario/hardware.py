@@ -164,4 +164,21 @@ def load_gpu(spec: str | dict) -> GPU:
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return gpu_from_dict(path.stem, yamlio.parse(read_text(path), f"hardware.gpu: {path}"), "hardware.gpu")
-    raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))}")
+    key = catalog_key(spec)
+    if key in cat:  # the same name written otherwise: H200, NVIDIA_H100_SXM, AMD Instinct MI300X
+        return gpu_from_dict(key, cat[key], f"catalog[{key}]")
+    near = sorted(k for k in cat if k.startswith(key)) if key else []
+    if len(near) > 1:
+        raise ConfigError(f"hardware.gpu: '{spec}' is more than one GPU; give {' or '.join(repr(k) for k in near)}")
+    if near:
+        raise ConfigError(f"hardware.gpu: unknown GPU '{spec}'; did you mean '{near[0]}'?")
+    raise ConfigError(
+        f"hardware.gpu: unknown GPU '{spec}'; built-in GPUs are {', '.join(sorted(cat))} (another: a YAML file "
+        "or a mapping of its numbers, as simulator/data/hardware/catalog.yaml gives them)"
+    )
+
+
+def catalog_key(spec: str) -> str:
+    """A GPU's name as the catalog keys it: lower case, words joined by '-', the maker's names left out."""
+    words = spec.lower().replace("_", " ").replace("-", " ").split()
+    return "-".join(w for w in words if w not in ("nvidia", "amd", "instinct", "tesla"))
