@@ -10,6 +10,7 @@ import re
 import sys
 
 from simulator.commands import (
+    bench,
     calibrate,
     check,
     compare,
@@ -40,6 +41,7 @@ COMMANDS = (
     sweep,
     plan,
     compare,
+    bench,
     plot,
     report,
     calibrate,

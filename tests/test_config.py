@@ -131,6 +131,10 @@ def test_a_hugging_face_repository_id_names_its_built_in_model(tmp_path, monkeyp
     with pytest.raises(ConfigError, match=r"model: 'mistralai/Mistral-7B-v0\.1' is not a built-in model and no folder here; "
                        r"save its config\.json \(https://huggingface\.co/mistralai/Mistral-7B-v0\.1/blob/main/config\.json\)"):  # fmt: skip
         load_model("mistralai/Mistral-7B-v0.1")
+    f = tmp_path / "s.yaml"  # in a scenario file too, where a name with a folder is read beside the file
+    f.write_text("model: openai/gpt-oss-120b\nhardware: {gpu: h200}\n")
+    sc, _ = load_scenario(str(f))
+    assert sc.model == "openai/gpt-oss-120b" and load_model(sc.model).name == "gpt-oss-120b"
     monkeypatch.chdir(tmp_path)  # a folder named like a repository is read from disk
     (tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct").mkdir(parents=True)
     assert builtin_for_repo("meta-llama/Llama-3.1-8B-Instruct") is None

@@ -980,6 +980,10 @@ def resolve_paths(data: Any, folder: Path, key: str = "") -> Any:
     if isinstance(data, list):
         return [resolve_paths(v, folder, key) for v in data]
     if _is_path(key, data) and not Path(data).expanduser().is_absolute():
+        from simulator.scenario.models import builtin_for_repo
+
+        if key in ("model", "draft_model") and not (folder / data).exists() and builtin_for_repo(data):
+            return data  # a Hugging Face repository id naming a built-in model, no folder beside the file
         return os.path.normpath(folder / data)
     return data
 

@@ -1,0 +1,208 @@
+"""``servesim bench``: replay a ``vllm bench serve --save-result`` file and set servesim's figures beside
+the benchmark's, metric by metric, in the layout the benchmark prints.
+
+The file says how the requests were sent (``--max-concurrency``, ``--request-rate`` and
+``--burstiness``), how many, and their lengths: each request's own with ``--save-detailed``
+(``input_lens``, ``output_lens``), else the means of its totals. It does not say what served them: the
+GPU, tensor parallelism and engine knobs come from ``--set`` (the model from the file's ``model_id``
+where servesim knows it). The scenario the replay ran is written beside its results
+(``bench_scenario.yaml``, with ``bench_lengths.csv``), to run again with ``servesim run`` or change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+from simulator.commands.args import out_option, set_option
+from simulator.errors import ConfigError
+
+# The figures set side by side: (the benchmark's key, which summary.json shares, its line's label).
+ROWS = (
+    ("request_throughput", "Request throughput (req/s)"),
+    ("output_throughput", "Output token throughput (tok/s)"),
+    ("total_token_throughput", "Total token throughput (tok/s)"),
+    ("mean_ttft_ms", "Mean TTFT (ms)"),
+    ("median_ttft_ms", "Median TTFT (ms)"),
+    ("p99_ttft_ms", "P99 TTFT (ms)"),
+    ("mean_tpot_ms", "Mean TPOT (ms)"),
+    ("median_tpot_ms", "Median TPOT (ms)"),
+    ("p99_tpot_ms", "P99 TPOT (ms)"),
+    ("mean_itl_ms", "Mean ITL (ms)"),
+    ("median_itl_ms", "Median ITL (ms)"),
+    ("p99_itl_ms", "P99 ITL (ms)"),
+    ("mean_e2el_ms", "Mean E2EL (ms)"),
+    ("median_e2el_ms", "Median E2EL (ms)"),
+    ("p99_e2el_ms", "P99 E2EL (ms)"),
+)
+SECTIONS = {"mean_ttft_ms": "Time to First Token", "mean_tpot_ms": "Time per Output Token (excl. 1st)",
+            "mean_itl_ms": "Inter-token Latency", "mean_e2el_ms": "End-to-end Latency"}  # fmt: skip
+MAX_BYTES = 1 << 30  # a detailed result keeps every token's gap: hundreds of MB for a long run
+INPUT_FILES = ("bench_scenario.yaml", "bench_lengths.csv", "bench_compare.csv")
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser(
+        "bench",
+        help="replay a `vllm bench serve --save-result` file and set servesim's figures beside its own",
+    )
+    b.add_argument("result", help="the benchmark's JSON result (--save-result; --save-detailed keeps each length)")
+    set_option(b, help="what served the requests, e.g. hardware.gpu=h200 (required: the file does not say)")
+    out_option(b, "--out", default=None, help="results folder (default: results/bench/<result file name>)")
+    b.set_defaults(fn=main)
+
+
+def load_result(path: Path) -> dict:
+    """The benchmark's result, checked for what a replay needs; one line naming what is wrong."""
+    if not path.is_file():
+        raise ConfigError(f"bench: {path}: no such file")
+    if path.stat().st_size > MAX_BYTES:
+        raise ConfigError(f"bench: {path}: {path.stat().st_size:,} bytes; servesim reads results up to {MAX_BYTES:,}")
+    try:
+        r = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"bench: {path}: not a JSON file ({e})") from None
+    if isinstance(r, list) and len(r) == 1:  # one result in a list, as some tools keep them
+        r = r[0]
+    if not isinstance(r, dict) or "completed" not in r:
+        raise ConfigError(f"bench: {path}: not a `vllm bench serve --save-result` file (no 'completed')")
+    for k in ("completed", "total_input_tokens", "total_output_tokens"):
+        v = r.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < (1 if k == "completed" else 0):
+            raise ConfigError(f"bench: {path}: {k} must be a number >= {1 if k == 'completed' else 0} (got {v!r})")
+    return r
+
+
+def lengths(r: dict) -> list[tuple[int, int]] | None:
+    """Each completed request's (prompt, output) tokens, where the file kept them (--save-detailed)."""
+    ins, outs = r.get("input_lens"), r.get("output_lens")
+    if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) or not ins:
+        return None
+    pairs = [(int(i), int(o)) for i, o in zip(ins, outs) if isinstance(i, int) and isinstance(o, int) and o > 0]
+    return pairs if len(pairs) == int(r["completed"]) else None
+
+
+def positive(r: dict, key: str) -> float | None:
+    """The file's ``key``, a number > 0, or None where it is absent or null."""
+    v = r.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ConfigError(f"bench: {key} must be a number > 0 or null (got {v!r})")
+    return float(v)
+
+
+def request_rate(r: dict) -> float | None:
+    """The file's ``--request-rate`` in requests/s, or None for 'inf' (every request sent at once)."""
+    v = r.get("request_rate")
+    try:
+        rate = float("inf") if v is None else float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"bench: request_rate must be a number > 0 or 'inf' (got {v!r})") from None
+    if rate <= 0 or math.isnan(rate):
+        raise ConfigError(f"bench: request_rate must be a number > 0 or 'inf' (got {v!r})")
+    return None if math.isinf(rate) else rate
+
+
+def scenario_data(r: dict, name: str, detailed: list[tuple[int, int]] | None, lengths_file: str) -> dict:
+    """The scenario that sends the file's requests as the benchmark sent them."""
+    n = int(r["completed"])
+    rate, conc = request_rate(r), positive(r, "max_concurrency")
+    workload: dict = {}
+    if conc or rate is None:  # the benchmark's clients send back to back (all at once without a cap)
+        workload["arrival"] = {"type": "closed_loop", "concurrency": int(conc) if conc else n}
+    else:
+        burstiness = positive(r, "burstiness") or 1.0
+        workload["arrival"] = (
+            {"type": "poisson", "rate": rate}
+            if burstiness == 1.0
+            else {"type": "gamma", "rate": rate, "cv": 1.0 / math.sqrt(burstiness)}
+        )
+    if detailed and workload["arrival"]["type"] == "closed_loop":
+        workload.update(trace=lengths_file, trace_arrivals="closed_loop")  # each request's lengths, in order
+    elif detailed:  # open loop: the lengths drawn from the file's
+        workload["prompt_tokens"] = {"dist": "empirical", "file": lengths_file, "column": "prompt_tokens"}
+        workload["output_tokens"] = {"dist": "empirical", "file": lengths_file, "column": "output_tokens"}
+    else:
+        workload["prompt_tokens"] = {"dist": "fixed", "value": max(1, round(r["total_input_tokens"] / n))}
+        workload["output_tokens"] = {"dist": "fixed", "value": max(1, round(r["total_output_tokens"] / n))}
+    chat = "chat" in str(r.get("endpoint_type") or r.get("backend") or "")
+    data: dict = {"name": name, "frontend": {"endpoint": "chat" if chat else "completions"}, "workload": workload}
+    if r.get("model_id"):
+        data["model"] = str(r["model_id"])
+    data["run"] = {"num_requests": n, "duration_s": None, "warmup_s": 0, "seed": 0}
+    return data
+
+
+def compare_rows(measured: dict, simulated: dict) -> list[tuple[str, str, float, float | None, float | None]]:
+    """(key, label, the benchmark's figure, servesim's, servesim's error) for each figure the file has."""
+    out = []
+    for key, label in ROWS:
+        m = measured.get(key)
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
+            continue
+        s = simulated.get(key)
+        err = s / m - 1.0 if isinstance(s, (int, float)) and m > 0 else None
+        out.append((key, label, float(m), s, err))
+    return out
+
+
+def format_rows(rows: list, title: str) -> str:
+    """The comparison in the benchmark's layout, a column each."""
+    w = 40
+    lines = [f"{' ' + title + ' ':=^{w + 36}}", f"{'':<{w}}{'vllm bench':>12}{'servesim':>12}{'error':>12}"]
+    for key, label, m, s, err in rows:
+        if key in SECTIONS:
+            lines.append(f"{' ' + SECTIONS[key] + ' ':-^{w + 36}}")
+        sv = f"{s:,.2f}" if isinstance(s, (int, float)) else "-"
+        ev = f"{err:+.1%}" if err is not None else "-"
+        lines.append(f"{label:<{w}}{m:>12,.2f}{sv:>12}{ev:>12}")
+    lines.append("=" * (w + 36))
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from simulator.commands.run import band_lines, run_one
+    from simulator.outputs.outdir import RESULTS, Writing, check_folder, folder_name
+    from simulator.outputs.writers import atomic_write_text
+    from simulator.scenario.config import apply_overrides
+
+    apply_overrides({}, args.set)  # a malformed --set: said before anything is read
+    given = {o.split("=", 1)[0].strip() for o in args.set}
+    if not given & {"hardware.gpu", "hardware"}:
+        raise ConfigError(
+            "bench: the result does not say what served it; give --set hardware.gpu=... (and "
+            "hardware.tensor_parallel_size, the engine's knobs as the server had them)"
+        )
+    path = Path(args.result)
+    r = load_result(path)
+    if "model" not in given and not r.get("model_id"):
+        raise ConfigError(f"bench: {path} names no model (model_id); give --set model=...")
+    out = Path(args.out) if args.out else RESULTS / "bench" / folder_name(path.stem)
+    check_folder(out, "--out")
+    detailed = lengths(r)
+    with Writing(out, "--out"):
+        out.mkdir(parents=True, exist_ok=True)
+        if detailed:
+            csv = "".join(f"0,{p},{o}\n" for p, o in detailed)
+            atomic_write_text(out / "bench_lengths.csv", "arrival_time_s,prompt_tokens,output_tokens\n" + csv)
+        data = scenario_data(r, folder_name(path.stem), detailed, "bench_lengths.csv")
+        atomic_write_text(out / "bench_scenario.yaml", yaml.safe_dump(data, sort_keys=False))
+        summary = run_one(str(out / "bench_scenario.yaml"), args.set, out)
+        if "error" in summary:
+            raise ConfigError(summary["error"])
+        rows = compare_rows(r, summary)
+        text = "\n".join(f"{k},{m!r},{'' if s is None else repr(s)}" for k, _, m, s, _ in rows)
+        atomic_write_text(out / "bench_compare.csv", "metric,vllm_bench,servesim\n" + text + "\n")
+    how = "each request's lengths" if detailed else "the mean lengths (no --save-detailed)"
+    print(format_rows(rows, f"{path.name} against servesim"))
+    print(f"replayed {int(r['completed'])} requests with {how}, on {summary['gpu']} x{summary['tensor_parallel_size']}")
+    for b in band_lines([summary]):
+        print(b)
+    for n in summary.get("_notes", []):
+        print(f"note: {n}")
+    print(f"\nresults in {out}/ (bench_compare.csv, bench_scenario.yaml, summary.json, requests.csv, steps.csv)")
+    return 0 if rows else 1
