@@ -9,7 +9,7 @@ import json
 import pytest
 
 from simulator.cli import main
-from simulator.commands.bench import compare_rows, scenario_data
+from simulator.commands.bench import compare_rows, requests_kept, scenario_data
 from simulator.errors import ConfigError
 
 
@@ -38,12 +38,15 @@ def test_the_requests_are_sent_as_the_benchmark_sent_them():
     assert d["workload"]["prompt_tokens"] == {"dist": "fixed", "value": 256}
     assert d["workload"]["output_tokens"] == {"dist": "fixed", "value": 64}
     assert d["run"] == {"num_requests": 16, "duration_s": None, "warmup_s": 0, "seed": 0}
-    d = scenario_data(_result(max_concurrency=None), "b", [(256, 64)] * 16, "l.csv")
+    d = scenario_data(_result(max_concurrency=None), "b", [(0.0, 256, 64)] * 16, "l.csv")
     assert d["workload"]["arrival"] == {"type": "closed_loop", "concurrency": 16}
     assert d["workload"]["trace"] == "l.csv" and d["workload"]["trace_arrivals"] == "closed_loop"
-    d = scenario_data(_result(max_concurrency=None, request_rate=8), "b", [(256, 64)] * 16, "l.csv")
+    d = scenario_data(_result(max_concurrency=None, request_rate=8), "b", [(0.0, 256, 64)] * 16, "l.csv")
     assert d["workload"]["arrival"] == {"type": "poisson", "rate": 8.0}
     assert d["workload"]["prompt_tokens"] == {"dist": "empirical", "file": "l.csv", "column": "prompt_tokens"}
+    sent = [(k / 8, 256, 64) for k in range(16)]  # the file kept each request's send time: replayed as sent
+    d = scenario_data(_result(max_concurrency=None, request_rate=8), "b", sent, "l.csv")
+    assert d["workload"] == {"trace": "l.csv", "trace_arrivals": "recorded"}
     d = scenario_data(_result(max_concurrency=None, request_rate=8, burstiness=0.25), "b", None, "l.csv")
     assert d["workload"]["arrival"] == {"type": "gamma", "rate": 8.0, "cv": 2.0}
     assert scenario_data(_result(backend="openai-chat"), "b", None, "l.csv")["frontend"]["endpoint"] == "chat"
@@ -51,6 +54,16 @@ def test_the_requests_are_sent_as_the_benchmark_sent_them():
         scenario_data(_result(request_rate="fast"), "b", None, "l.csv")
     with pytest.raises(ConfigError, match=r"^bench: max_concurrency must be a number > 0 or null \(got -1\)$"):
         scenario_data(_result(max_concurrency=-1), "b", None, "l.csv")
+
+
+def test_the_requests_kept_are_the_completed_ones_with_their_send_times():
+    """A failed request (an error, no output) is left out; send times count from the first; a file
+    whose lists do not add up to its completed count gives none."""
+    r = _result(completed=3, input_lens=[10, 20, 30, 40], output_lens=[5, 0, 7, 9], errors=["", "boom", "", ""],
+                start_times=[100.5, 100.7, 101.0, 102.5])  # fmt: skip
+    assert requests_kept(r) == [(0.0, 10, 5), (0.5, 30, 7), (2.0, 40, 9)]
+    assert requests_kept({**r, "completed": 4}) is None
+    assert requests_kept({**r, "start_times": None}) == [(0.0, 10, 5), (0.0, 30, 7), (0.0, 40, 9)]
 
 
 def test_the_comparison_keeps_the_files_figures_and_servesims_error():
@@ -83,7 +96,7 @@ def test_bench_replays_a_detailed_result_end_to_end(tmp_path):
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["num_completed"] == 16 and summary["model"] == "llama-3.1-8b"
     trace = (tmp_path / "b" / "bench_lengths.csv").read_text().splitlines()
-    assert trace[1] == "0,256,64" and trace[-1] == "0,256,32"
+    assert trace[1] == "0.0,256,64" and trace[-1] == "0.0,256,32"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     code, _, err = _run(["bench", str(bad), "--set", "hardware.gpu=h200"])

@@ -76,13 +76,31 @@ def load_result(path: Path) -> dict:
     return r
 
 
-def lengths(r: dict) -> list[tuple[int, int]] | None:
-    """Each completed request's (prompt, output) tokens, where the file kept them (--save-detailed)."""
+def requests_kept(r: dict) -> list[tuple[float, int, int]] | None:
+    """Each completed request's (send time, prompt tokens, output tokens), in the file's order, where
+    it kept them (--save-detailed); a failed request (an error, no output) is left out. The send times
+    count from the first request's (0 for every request where the file has none)."""
     ins, outs = r.get("input_lens"), r.get("output_lens")
     if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) or not ins:
         return None
-    pairs = [(int(i), int(o)) for i, o in zip(ins, outs) if isinstance(i, int) and isinstance(o, int) and o > 0]
-    return pairs if len(pairs) == int(r["completed"]) else None
+    starts = r.get("start_times")
+    times: list | None = None
+    if isinstance(starts, list) and len(starts) == len(ins) and all(isinstance(t, (int, float)) for t in starts):
+        times = starts
+    errors = r.get("errors") if isinstance(r.get("errors"), list) and len(r["errors"]) == len(ins) else None
+    kept = []
+    for k, (i, o) in enumerate(zip(ins, outs)):
+        if isinstance(i, int) and isinstance(o, int) and i > 0 and o > 0 and not (errors and errors[k]):
+            kept.append((float(times[k]) if times is not None else 0.0, i, o))
+    if len(kept) != int(r["completed"]):
+        return None
+    t0 = min(t for t, _, _ in kept)
+    return [(t - t0, i, o) for t, i, o in kept]
+
+
+def timed(kept: list[tuple[float, int, int]] | None) -> bool:
+    """Whether the file kept when each request was sent (vLLM's ``start_times``)."""
+    return bool(kept) and any(t > 0 for t, _, _ in kept or [])
 
 
 def positive(r: dict, key: str) -> float | None:
@@ -107,7 +125,7 @@ def request_rate(r: dict) -> float | None:
     return None if math.isinf(rate) else rate
 
 
-def scenario_data(r: dict, name: str, detailed: list[tuple[int, int]] | None, lengths_file: str) -> dict:
+def scenario_data(r: dict, name: str, detailed: list[tuple[float, int, int]] | None, lengths_file: str) -> dict:
     """The scenario that sends the file's requests as the benchmark sent them."""
     n = int(r["completed"])
     rate, conc = request_rate(r), positive(r, "max_concurrency")
@@ -123,7 +141,9 @@ def scenario_data(r: dict, name: str, detailed: list[tuple[int, int]] | None, le
         )
     if detailed and workload["arrival"]["type"] == "closed_loop":
         workload.update(trace=lengths_file, trace_arrivals="closed_loop")  # each request's lengths, in order
-    elif detailed:  # open loop: the lengths drawn from the file's
+    elif detailed and timed(detailed):  # open loop: each request when it was sent, with its lengths
+        workload = {"trace": lengths_file, "trace_arrivals": "recorded"}
+    elif detailed:  # open loop, no send times kept: the lengths drawn from the file's
         workload["prompt_tokens"] = {"dist": "empirical", "file": lengths_file, "column": "prompt_tokens"}
         workload["output_tokens"] = {"dist": "empirical", "file": lengths_file, "column": "output_tokens"}
     else:
@@ -183,11 +203,11 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"bench: {path} names no model (model_id); give --set model=...")
     out = Path(args.out) if args.out else RESULTS / "bench" / folder_name(path.stem)
     check_folder(out, "--out")
-    detailed = lengths(r)
+    detailed = requests_kept(r)
     with Writing(out, "--out"):
         out.mkdir(parents=True, exist_ok=True)
         if detailed:
-            csv = "".join(f"0,{p},{o}\n" for p, o in detailed)
+            csv = "".join(f"{t!r},{p},{o}\n" for t, p, o in detailed)
             atomic_write_text(out / "bench_lengths.csv", "arrival_time_s,prompt_tokens,output_tokens\n" + csv)
         data = scenario_data(r, folder_name(path.stem), detailed, "bench_lengths.csv")
         atomic_write_text(out / "bench_scenario.yaml", yaml.safe_dump(data, sort_keys=False))
@@ -197,7 +217,11 @@ def main(args: argparse.Namespace) -> int:
         rows = compare_rows(r, summary)
         text = "\n".join(f"{k},{m!r},{'' if s is None else repr(s)}" for k, _, m, s, _ in rows)
         atomic_write_text(out / "bench_compare.csv", "metric,vllm_bench,servesim\n" + text + "\n")
-    how = "each request's lengths" if detailed else "the mean lengths (no --save-detailed)"
+    how = (
+        ("each request's lengths and send time" if timed(detailed) else "each request's lengths")
+        if detailed
+        else "the mean lengths (no --save-detailed)"
+    )
     print(format_rows(rows, f"{path.name} against servesim"))
     print(f"replayed {int(r['completed'])} requests with {how}, on {summary['gpu']} x{summary['tensor_parallel_size']}")
     for b in band_lines([summary]):
