@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 
 import pytest
 
@@ -101,3 +102,26 @@ def test_bench_replays_a_detailed_result_end_to_end(tmp_path):
     bad.write_text("{}")
     code, _, err = _run(["bench", str(bad), "--set", "hardware.gpu=h200"])
     assert code == 2 and "not a `vllm bench serve --save-result` file (no 'completed')" in err
+
+
+def test_bench_over_several_results_gives_one_table_and_goes_on_past_a_bad_file(tmp_path):
+    """A benchmark at several loads: a folder per file, one line per file with each headline figure
+    measured and servesim's; a file that is not a result is said in one line and the rest still run."""
+    files = []
+    for c in (2, 8):
+        f = tmp_path / f"c{c}.json"
+        f.write_text(json.dumps(_result(max_concurrency=c)))
+        files.append(str(f))
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    code, out, err = _run(["bench", files[0], str(bad), files[1], "--set", "hardware.gpu=h100-sxm",
+                           "--out", str(tmp_path / "all")])  # fmt: skip
+    assert code == 1 and err.count("error: ") == 1 and "bad.json: not a `vllm bench serve --save-result` file" in err
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["result", "load", "out", "tok/s"]
+    for line, c in zip(lines[1:3], (2, 8)):  # the file's 190 tok/s beside servesim's, and the error
+        cells = line.split()
+        assert cells[:4] == [f"c{c}.json", str(c), "in", "flight"] and cells[4] == "190"
+        assert re.fullmatch(r"[+-]\d+\.\d%", cells[6])
+    assert sorted(p.name for p in (tmp_path / "all").iterdir() if p.is_dir()) == ["c2", "c8"]
+    assert (tmp_path / "all" / "c8" / "bench_compare.csv").is_file()

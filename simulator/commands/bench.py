@@ -11,8 +11,10 @@ where servesim knows it). The scenario the replay ran is written beside its resu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import sys
 from pathlib import Path
 
 import yaml
@@ -49,9 +51,14 @@ def add_parser(sub) -> None:
         "bench",
         help="replay a `vllm bench serve --save-result` file and set servesim's figures beside its own",
     )
-    b.add_argument("result", help="the benchmark's JSON result (--save-result; --save-detailed keeps each length)")
+    b.add_argument(
+        "result", nargs="+", help="the benchmark's JSON results (--save-result; --save-detailed keeps each length)"
+    )
     set_option(b, help="what served the requests, e.g. hardware.gpu=h200 (required: the file does not say)")
-    out_option(b, "--out", default=None, help="results folder (default: results/bench/<result file name>)")
+    out_option(
+        b, "--out", default=None,
+        help="results folder (default: results/bench/<result file name>; several files: a folder each under it)",
+    )  # fmt: skip
     b.set_defaults(fn=main)
 
 
@@ -185,9 +192,7 @@ def format_rows(rows: list, title: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from simulator.commands.run import band_lines, run_one
-    from simulator.outputs.outdir import RESULTS, Writing, check_folder, folder_name
-    from simulator.outputs.writers import atomic_write_text
+    from simulator.outputs.outdir import RESULTS, Outputs, Writing, check_folder, folder_name
     from simulator.scenario.config import apply_overrides
 
     apply_overrides({}, args.set)  # a malformed --set: said before anything is read
@@ -197,21 +202,75 @@ def main(args: argparse.Namespace) -> int:
             "bench: the result does not say what served it; give --set hardware.gpu=... (and "
             "hardware.tensor_parallel_size, the engine's knobs as the server had them)"
         )
-    path = Path(args.result)
+    paths = [Path(p) for p in args.result]
+    if len(paths) == 1:
+        out = Path(args.out) if args.out else RESULTS / "bench" / folder_name(paths[0].stem)
+        check_folder(out, "--out")
+        one = replay(paths[0], args.set, given, out)
+        print(format_rows(one["rows"], f"{paths[0].name} against servesim"))
+        print(one["how"])
+        for line in one["more"]:
+            print(line)
+        kept = [f for f in BENCH_FILES if (out / f).is_file()]
+        print(f"\nresults in {out}/ ({', '.join(kept)}, summary.json, requests.csv, steps.csv)")
+        return 0
+    # Several results (a benchmark at several loads): each in a folder of its own, one table across them.
+    out = Path(args.out) if args.out else RESULTS / "bench"
+    check_folder(out, "--out")
+    names = _folders(paths)
+    done, failed = [], 0
+    with Writing(out, "--out"):
+        top = Outputs(out, names, "--out", "bench")
+        for path, name in zip(paths, names):
+            try:
+                done.append((path, replay(path, args.set, given, out / name, lock=False)))
+            except ConfigError as e:  # one bad file does not stop the rest
+                print(f"error: {e}", file=sys.stderr)
+                failed += 1
+        top.done([out / n for n in names if (out / n).is_dir()])
+    if done:
+        print(across_table(done))
+        for _, one in done:
+            for line in one["more"]:
+                print(line)
+        print(
+            f"\nresults in {out}/<result>/ ({', '.join(BENCH_FILES)}, ...): each file's full table in bench_compare.csv"
+        )
+    return 2 if failed and not done else (1 if failed else 0)
+
+
+BENCH_FILES = ("bench_compare.csv", "bench_scenario.yaml", "bench_lengths.csv")
+
+
+def _folders(paths: list[Path]) -> list[str]:
+    """A results folder for each file: its name, numbered where two files share one."""
+    from simulator.outputs.outdir import folder_name
+
+    names = [folder_name(p.stem) for p in paths]
+    return [f"{n}_{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
+def replay(path: Path, overrides: list[str], given: set[str], out: Path, lock: bool = True) -> dict:
+    """Replay one result file into ``out``: its comparison rows, how it was replayed, and the lines to
+    print under it (the band across hosts, the notes)."""
+    from simulator.commands.run import band_lines, run_one
+    from simulator.outputs.outdir import Writing, folder_name
+    from simulator.outputs.writers import atomic_write_text
+
     r = load_result(path)
     if "model" not in given and not r.get("model_id"):
         raise ConfigError(f"bench: {path} names no model (model_id); give --set model=...")
-    out = Path(args.out) if args.out else RESULTS / "bench" / folder_name(path.stem)
-    check_folder(out, "--out")
     detailed = requests_kept(r)
-    with Writing(out, "--out"):
+    with Writing(out, "--out") if lock else contextlib.nullcontext():
         out.mkdir(parents=True, exist_ok=True)
         if detailed:
             csv = "".join(f"{t!r},{p},{o}\n" for t, p, o in detailed)
             atomic_write_text(out / "bench_lengths.csv", "arrival_time_s,prompt_tokens,output_tokens\n" + csv)
+        else:
+            (out / "bench_lengths.csv").unlink(missing_ok=True)  # an earlier replay's, not this one's
         data = scenario_data(r, folder_name(path.stem), detailed, "bench_lengths.csv")
         atomic_write_text(out / "bench_scenario.yaml", yaml.safe_dump(data, sort_keys=False))
-        summary = run_one(str(out / "bench_scenario.yaml"), args.set, out)
+        summary = run_one(str(out / "bench_scenario.yaml"), overrides, out)
         if "error" in summary:
             raise ConfigError(summary["error"])
         rows = compare_rows(r, summary)
@@ -222,11 +281,39 @@ def main(args: argparse.Namespace) -> int:
         if detailed
         else "the mean lengths (no --save-detailed)"
     )
-    print(format_rows(rows, f"{path.name} against servesim"))
-    print(f"replayed {int(r['completed'])} requests with {how}, on {summary['gpu']} x{summary['tensor_parallel_size']}")
-    for b in band_lines([summary]):
-        print(b)
-    for n in summary.get("_notes", []):
-        print(f"note: {n}")
-    print(f"\nresults in {out}/ (bench_compare.csv, bench_scenario.yaml, summary.json, requests.csv, steps.csv)")
-    return 0 if rows else 1
+    rate = request_rate(r)
+    sent = (
+        f"{int(r['max_concurrency'])} in flight"
+        if r.get("max_concurrency")
+        else ("all at once" if rate is None else f"{rate:g} req/s")
+    )
+    return {
+        "rows": rows,
+        "load": sent,
+        "how": f"replayed {int(r['completed'])} requests with {how}, on {summary['gpu']} x{summary['tensor_parallel_size']}",
+        "more": band_lines([summary]) + [f"note: {n}" for n in summary.get("_notes", [])],
+    }
+
+
+# The figures the table across several results shows, one column pair each.
+ACROSS = (("output_throughput", "out tok/s"), ("median_ttft_ms", "TTFT p50 ms"), ("median_tpot_ms", "TPOT p50 ms"))
+
+
+def across_table(done: list[tuple[Path, dict]]) -> str:
+    """One line per result file: its load, and each headline figure measured, servesim's and the error."""
+    head = ["result", "load"] + [h for _, h in ACROSS for h in (h, "servesim", "error")]
+    rows = []
+    for path, one in done:
+        by = {k: (m, s, e) for k, _, m, s, e in one["rows"]}
+        cells = [path.name, one["load"]]
+        for key, _ in ACROSS:
+            m, s, e = by.get(key, (None, None, None))
+            cells += [_num(m), _num(s), f"{e:+.1%}" if e is not None else "-"]
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join(fmt(r) for r in [head, *rows])
+
+
+def _num(v) -> str:
+    return "-" if not isinstance(v, (int, float)) else f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}"
