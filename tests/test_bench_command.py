@@ -98,6 +98,11 @@ def test_bench_replays_a_detailed_result_end_to_end(tmp_path):
     assert summary["num_completed"] == 16 and summary["model"] == "llama-3.1-8b"
     trace = (tmp_path / "b" / "bench_lengths.csv").read_text().splitlines()
     assert trace[1] == "0.0,256,64" and trace[-1] == "0.0,256,32"
+    served = tmp_path / "served.json"  # a model the server loaded from its own disk
+    served.write_text(json.dumps(_result(model_id="/models/Llama-3.1-8B-Instruct")))
+    code, _, err = _run(["bench", str(served), "--set", "hardware.gpu=h200", "--out", str(tmp_path / "s")])
+    assert code == 2 and "its model_id '/models/Llama-3.1-8B-Instruct' is no built-in model" in err
+    assert "give --set model=..." in err
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     code, _, err = _run(["bench", str(bad), "--set", "hardware.gpu=h200"])

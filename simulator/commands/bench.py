@@ -43,7 +43,6 @@ ROWS = (
 SECTIONS = {"mean_ttft_ms": "Time to First Token", "mean_tpot_ms": "Time per Output Token (excl. 1st)",
             "mean_itl_ms": "Inter-token Latency", "mean_e2el_ms": "End-to-end Latency"}  # fmt: skip
 MAX_BYTES = 1 << 30  # a detailed result keeps every token's gap: hundreds of MB for a long run
-INPUT_FILES = ("bench_scenario.yaml", "bench_lengths.csv", "bench_compare.csv")
 
 
 def add_parser(sub) -> None:
@@ -65,11 +64,13 @@ def add_parser(sub) -> None:
 def load_result(path: Path) -> dict:
     """The benchmark's result, checked for what a replay needs; one line naming what is wrong."""
     if not path.is_file():
-        raise ConfigError(f"bench: {path}: no such file")
+        raise ConfigError(f"bench: {path}: {'not a regular file' if path.exists() else 'no such file'}")
     if path.stat().st_size > MAX_BYTES:
         raise ConfigError(f"bench: {path}: {path.stat().st_size:,} bytes; servesim reads results up to {MAX_BYTES:,}")
     try:
         r = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"bench: {path}: cannot read it ({e.strerror})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ConfigError(f"bench: {path}: not a JSON file ({e})") from None
     if isinstance(r, list) and len(r) == 1:  # one result in a list, as some tools keep them
@@ -258,8 +259,18 @@ def replay(path: Path, overrides: list[str], given: set[str], out: Path, lock: b
     from simulator.outputs.writers import atomic_write_text
 
     r = load_result(path)
-    if "model" not in given and not r.get("model_id"):
-        raise ConfigError(f"bench: {path} names no model (model_id); give --set model=...")
+    if "model" not in given:
+        if not r.get("model_id"):
+            raise ConfigError(f"bench: {path} names no model (model_id); give --set model=...")
+        from simulator.scenario.models import load_model
+
+        try:
+            load_model(str(r["model_id"]))
+        except ConfigError:
+            raise ConfigError(
+                f"bench: {path}: its model_id {r['model_id']!r} is no built-in model, Hugging Face id of one or "
+                "config.json here; give --set model=... (a built-in name or a config.json's path)"
+            ) from None
     detailed = requests_kept(r)
     with Writing(out, "--out") if lock else contextlib.nullcontext():
         out.mkdir(parents=True, exist_ok=True)
