@@ -235,7 +235,8 @@ def main(args: argparse.Namespace) -> int:
             for line in one["more"]:
                 print(line)
         print(
-            f"\nresults in {out}/<result>/ ({', '.join(BENCH_FILES)}, ...): each file's full table in bench_compare.csv"
+            f"\nresults in {out}/<result>/: each file's full table in bench_compare.csv, its scenario in "
+            "bench_scenario.yaml"
         )
     return 2 if failed and not done else (1 if failed else 0)
 
