@@ -96,6 +96,9 @@ def test_bench_replays_a_detailed_result_end_to_end(tmp_path):
     assert lines[0] == "metric,vllm_bench,servesim" and lines[2].startswith("output_throughput,190.0,")
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["num_completed"] == 16 and summary["model"] == "llama-3.1-8b"
+    code, _, err = _run(["report", str(tmp_path / "b")])  # the run's page shows the comparison too
+    page = (tmp_path / "b" / "report.html").read_text()
+    assert code == 0 and "<h2>Against vllm bench serve</h2>" in page and "Output token throughput (tok/s)" in page
     trace = (tmp_path / "b" / "bench_lengths.csv").read_text().splitlines()
     assert trace[1] == "0.0,256,64" and trace[-1] == "0.0,256,32"
     served = tmp_path / "served.json"  # a model the server loaded from its own disk

@@ -153,6 +153,8 @@ def _csv(path: Path, usecols: list[str] | None = None):
 def _run_section(d: Path) -> tuple[str, str]:
     s = _json(d / "summary.json")
     parts = [_table(["figure", "value"], [[label, _fmt(f, s.get(k))] for k, label, f in HEADLINE if k in s])]
+    if (d / "bench_compare.csv").is_file():  # a `servesim bench` replay: the benchmark's figures beside
+        parts.append("<h2>Against vllm bench serve</h2>" + _bench_table(d / "bench_compare.csv"))
     a = s.get("autoscaler")
     if a is not None:
         parts.append("<h2>Replicas over time</h2>")
@@ -191,6 +193,20 @@ def _run_section(d: Path) -> tuple[str, str]:
             parts.append(f"<p>... and {len(reps) - 64} more (summary.json has them all)</p>")
     kind = "fleet" if reps else "run"
     return f"{kind} {s.get('scenario', d.name)}: {s.get('model', '?')} on {s.get('gpu', '?')}", "".join(parts)
+
+
+def _bench_table(path: Path) -> str:
+    """A ``servesim bench`` replay's comparison (bench_compare.csv): each figure measured, servesim's,
+    and servesim's error."""
+    from simulator.commands.bench import ROWS
+
+    labels = dict(ROWS)
+    rows = []
+    for r in _csv(path).itertuples(index=False):
+        m, sim = _plain(r.vllm_bench), _plain(r.servesim)
+        err = f"{sim / m - 1:+.1%}" if isinstance(sim, (int, float)) and isinstance(m, (int, float)) and m > 0 else "-"
+        rows.append([html.escape(labels.get(r.metric, r.metric)), _fmt("{:,.2f}", m), _fmt("{:,.2f}", sim), err])
+    return _table(["figure", "vllm bench", "servesim", "error"], rows, (0,))
 
 
 def _recommendation(d: Path) -> str:
