@@ -21,6 +21,7 @@ import yaml
 
 from simulator.commands.args import out_option, set_option
 from simulator.errors import ConfigError
+from workloads.bench_client import bench_arrival
 
 # The figures set side by side: (the benchmark's key, which summary.json shares, its line's label).
 ROWS = (
@@ -111,42 +112,10 @@ def timed(kept: list[tuple[float, int, int]] | None) -> bool:
     return bool(kept) and any(t > 0 for t, _, _ in kept or [])
 
 
-def positive(r: dict, key: str) -> float | None:
-    """The file's ``key``, a number > 0, or None where it is absent or null."""
-    v = r.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ConfigError(f"bench: {key} must be a number > 0 or null (got {v!r})")
-    return float(v)
-
-
-def request_rate(r: dict) -> float | None:
-    """The file's ``--request-rate`` in requests/s, or None for 'inf' (every request sent at once)."""
-    v = r.get("request_rate")
-    try:
-        rate = float("inf") if v is None else float(v)
-    except (TypeError, ValueError):
-        raise ConfigError(f"bench: request_rate must be a number > 0 or 'inf' (got {v!r})") from None
-    if rate <= 0 or math.isnan(rate):
-        raise ConfigError(f"bench: request_rate must be a number > 0 or 'inf' (got {v!r})")
-    return None if math.isinf(rate) else rate
-
-
 def scenario_data(r: dict, name: str, detailed: list[tuple[float, int, int]] | None, lengths_file: str) -> dict:
     """The scenario that sends the file's requests as the benchmark sent them."""
     n = int(r["completed"])
-    rate, conc = request_rate(r), positive(r, "max_concurrency")
-    workload: dict = {}
-    if conc or rate is None:  # the benchmark's clients send back to back (all at once without a cap)
-        workload["arrival"] = {"type": "closed_loop", "concurrency": int(conc) if conc else n}
-    else:
-        burstiness = positive(r, "burstiness") or 1.0
-        workload["arrival"] = (
-            {"type": "poisson", "rate": rate}
-            if burstiness == 1.0
-            else {"type": "gamma", "rate": rate, "cv": 1.0 / math.sqrt(burstiness)}
-        )
+    workload: dict = {"arrival": bench_arrival(n, r.get("request_rate"), r.get("max_concurrency"), r.get("burstiness"))}
     if detailed and workload["arrival"]["type"] == "closed_loop":
         workload.update(trace=lengths_file, trace_arrivals="closed_loop")  # each request's lengths, in order
     elif detailed and timed(detailed):  # open loop: each request when it was sent, with its lengths
@@ -293,11 +262,15 @@ def replay(path: Path, overrides: list[str], given: set[str], out: Path, lock: b
         if detailed
         else "the mean lengths (no --save-detailed)"
     )
-    rate = request_rate(r)
+    a = data["workload"].get("arrival") or bench_arrival(
+        int(r["completed"]), r.get("request_rate"), r.get("max_concurrency"), r.get("burstiness")
+    )
     sent = (
-        f"{int(r['max_concurrency'])} in flight"
+        f"{a['rate']:g} req/s"
+        if "rate" in a
+        else f"{a['concurrency']} in flight"
         if r.get("max_concurrency")
-        else ("all at once" if rate is None else f"{rate:g} req/s")
+        else "all at once"
     )
     return {
         "rows": rows,

@@ -30,6 +30,7 @@ from pathlib import Path
 from simulator.outputs.writers import atomic_write_bytes, atomic_write_text, text_file
 from simulator.scenario import yamlio
 from simulator.validation import verdict
+from workloads.bench_client import bench_arrival
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "validation"
 KV_FILE = DATA / "kv_cache_lines.yaml"
@@ -267,13 +268,9 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
             f"workload.prompt_tokens={{dist: fixed, value: {max(1, round(p))}}}",
             f"workload.output_tokens={{dist: fixed, value: {max(1, round(o))}}}",
         ]
-    rate, conc = b.get("request_rate"), b.get("max_concurrency")
-    if rate in (None, "inf", float("inf")) or conc:
-        # With a cap, requests beyond it wait in the client (not timed): the cap's clients send back
-        # to back whenever the rate offers more than they take (true of every such run here).
-        arrival = f"workload.arrival={{type: closed_loop, concurrency: {int(conc) if conc else n}}}"
-    else:
-        arrival = f"workload.arrival={{type: poisson, rate: {float(rate)}}}"
+    # (with a cap, the cap's clients send back to back whenever the rate offers more than they take:
+    # true of every such run here)
+    arrival = "workload.arrival=" + json.dumps(bench_arrival(n, b.get("request_rate"), b.get("max_concurrency")))
     over = [
         f"name={run['id']}",
         f"model={run['model']}",
