@@ -10,8 +10,9 @@ import re
 import pytest
 
 from simulator.cli import main
-from simulator.commands.bench import compare_rows, requests_kept, scenario_data
+from simulator.commands.bench import requests_kept, scenario_data
 from simulator.errors import ConfigError
+from simulator.outputs.bench_table import compare_rows
 
 
 def _run(args: list[str]) -> tuple[int, str, str]:

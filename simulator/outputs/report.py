@@ -198,7 +198,7 @@ def _run_section(d: Path) -> tuple[str, str]:
 def _bench_table(path: Path) -> str:
     """A ``servesim bench`` replay's comparison (bench_compare.csv): each figure measured, servesim's,
     and servesim's error."""
-    from simulator.commands.bench import ROWS
+    from simulator.outputs.bench_table import ROWS
 
     labels = dict(ROWS)
     rows = []
