@@ -92,10 +92,22 @@ def timed(kept: list[tuple[float, int, int]] | None) -> bool:
     return bool(kept) and any(t > 0 for t, _, _ in kept or [])
 
 
+def arrival_of(r: dict) -> dict:
+    """How the file's requests were sent, as a scenario's ``workload.arrival``."""
+    return bench_arrival(int(r["completed"]), r.get("request_rate"), r.get("max_concurrency"), r.get("burstiness"))
+
+
+def load_label(r: dict, arrival: dict) -> str:
+    """The load a result was measured at, as the table across results shows it."""
+    if "rate" in arrival:
+        return f"{arrival['rate']:g} req/s"
+    return f"{arrival['concurrency']} in flight" if r.get("max_concurrency") else "all at once"
+
+
 def scenario_data(r: dict, name: str, detailed: list[tuple[float, int, int]] | None, lengths_file: str) -> dict:
     """The scenario that sends the file's requests as the benchmark sent them."""
     n = int(r["completed"])
-    workload: dict = {"arrival": bench_arrival(n, r.get("request_rate"), r.get("max_concurrency"), r.get("burstiness"))}
+    workload: dict = {"arrival": arrival_of(r)}
     if detailed and workload["arrival"]["type"] == "closed_loop":
         workload.update(trace=lengths_file, trace_arrivals="closed_loop")  # each request's lengths, in order
     elif detailed and timed(detailed):  # open loop: each request when it was sent, with its lengths
@@ -215,19 +227,9 @@ def replay(path: Path, overrides: list[str], given: set[str], out: Path, lock: b
         if detailed
         else "the mean lengths (no --save-detailed)"
     )
-    a = data["workload"].get("arrival") or bench_arrival(
-        int(r["completed"]), r.get("request_rate"), r.get("max_concurrency"), r.get("burstiness")
-    )
-    sent = (
-        f"{a['rate']:g} req/s"
-        if "rate" in a
-        else f"{a['concurrency']} in flight"
-        if r.get("max_concurrency")
-        else "all at once"
-    )
     return {
         "rows": rows,
-        "load": sent,
+        "load": load_label(r, arrival_of(r)),
         "how": f"replayed {int(r['completed'])} requests with {how}, on {summary['gpu']} x{summary['tensor_parallel_size']}",
         "more": band_lines([summary]) + [f"note: {n}" for n in summary.get("_notes", [])],
     }

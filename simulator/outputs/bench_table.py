@@ -36,9 +36,14 @@ def compare_rows(measured: dict, simulated: dict) -> list[tuple[str, str, float,
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m):
             continue
         s = simulated.get(key)
-        err = s / m - 1.0 if isinstance(s, (int, float)) and m > 0 else None
-        out.append((key, label, float(m), s, err))
+        out.append((key, label, float(m), s, error(m, s)))
     return out
+
+
+def error(measured, simulated) -> float | None:
+    """servesim's figure over the benchmark's, less 1 (None where either is missing or the measured is 0)."""
+    ok = isinstance(simulated, (int, float)) and isinstance(measured, (int, float)) and measured > 0
+    return simulated / measured - 1.0 if ok else None
 
 
 def format_rows(rows: list, title: str) -> str:

@@ -198,14 +198,21 @@ def _run_section(d: Path) -> tuple[str, str]:
 def _bench_table(path: Path) -> str:
     """A ``servesim bench`` replay's comparison (bench_compare.csv): each figure measured, servesim's,
     and servesim's error."""
-    from simulator.outputs.bench_table import ROWS
+    from simulator.outputs.bench_table import ROWS, error
 
     labels = dict(ROWS)
     rows = []
     for r in _csv(path).itertuples(index=False):
         m, sim = _plain(r.vllm_bench), _plain(r.servesim)
-        err = f"{sim / m - 1:+.1%}" if isinstance(sim, (int, float)) and isinstance(m, (int, float)) and m > 0 else "-"
-        rows.append([html.escape(labels.get(r.metric, r.metric)), _fmt("{:,.2f}", m), _fmt("{:,.2f}", sim), err])
+        err = error(m, sim)
+        rows.append(
+            [
+                html.escape(labels.get(r.metric, r.metric)),
+                _fmt("{:,.2f}", m),
+                _fmt("{:,.2f}", sim),
+                _fmt("{:+.1%}", err),
+            ]
+        )
     return _table(["figure", "vllm bench", "servesim", "error"], rows, (0,))
 
 
