@@ -373,6 +373,17 @@ def test_an_overload_held_in_the_api_server_says_tpot_is_a_floor_and_how_high_it
     assert 0 < running < 512
 
 
+def test_the_api_server_note_takes_the_cap_the_engine_ran_with_when_the_scenario_leaves_it():
+    """engine.max_num_seqs left null (the release line's default): the note gives the token interval
+    at the cap the engine ran with, as a user's scenario without the knob, or a `servesim bench`
+    replay, gets it (it raised a TypeError on None)."""
+    s, notes = _poisson_overload("frontend.request_ms=25", "engine.max_num_seqs=null")
+    api = [n for n in notes if "backlog waits in the API server" in n]
+    most = s["max_num_seqs"]
+    assert len(api) == 1 and most > 0 and f"were it max_num_seqs ({most:,})" in api[0]
+    assert f"every {1000.0 * most / s['output_throughput']:,.0f} ms" in api[0]
+
+
 def test_an_overload_held_in_the_engine_gives_no_api_server_note():
     """The same arrivals on an engine of 8 sequences at most, its API server nearly free: the backlog
     waits in the engine's own queue, and the note is not given."""

@@ -279,7 +279,7 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
         return []
     waiting = np.asarray(st["num_waiting"], dtype=float)[kept]
     running = float(np.median(np.asarray(st["num_running"], dtype=float)[kept]))
-    most = sc.engine.max_num_seqs
+    most = result.sched_cfg.max_num_seqs  # the cap the engine ran with (a scenario may leave it to the release)
     if np.median(waiting) > 0 or running >= 0.9 * most:
         return []  # the engine itself is the bottleneck, or already full
     return [
