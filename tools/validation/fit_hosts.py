@@ -76,6 +76,7 @@ HELD_OUT = {
     "h200_sweep_2026-12-01",  # KV-bound and decode-heavy runs at 512 and 1,024, their CPU read from /proc: blind
     "h200_blind_2026-12-01",  # the decode-heavy run at 512 alone, the blind check of the reading taken as the fastest timing
     "h200_gptoss_grid_2026-12-01",  # gpt-oss-120b routed at random over 1k/1k, 8k/1k and 1k/8k at 4-128 in flight: blind
+    "h200_cpu13_2026-12-01",  # the KV-bound and decode-heavy runs at 128, 256, 512 and 1,024 on one more machine: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
