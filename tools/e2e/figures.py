@@ -222,7 +222,9 @@ def collapse(out: Path, plt) -> int:
     return 0
 
 
-HOST_SWEEP = "h200x4_2026-11-28"
+# The recordings that swept max_num_seqs over 128-1,024 at 768 clients, each on its own machine: the
+# first (marker filled, servesim solid) and a blind one recorded after every change (hollow, dashed).
+HOST_SWEEPS = (("h200x4_2026-11-28", "o", "-"), ("h200_cpu13_2026-12-01", "s", "--"))
 HOST_KINDS = {
     ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
     ("decode", 1): ("decode-heavy: 64 + 1,024 tokens, one API server", "#d62728"),
@@ -231,41 +233,51 @@ HOST_KINDS = {
 
 
 def host_sweep(out: Path, plt) -> int:
-    """max_num_seqs swept on one recorded host (768 clients, Llama-3.1-8B, an H200): the server's
-    output throughput and p50 TPOT against servesim's, servesim given the host's probe reading (as
-    `servesim validate --recorded` replays it), with the band between the catalog's slowest and
-    fastest host; recorded_host_sweep.png and a markdown table."""
+    """max_num_seqs swept on two recorded hosts (768 clients, Llama-3.1-8B, an H200 each): the
+    servers' output throughput and p50 TPOT against servesim's, servesim given each host's probe
+    reading (as `servesim validate --recorded` replays it), with the band between the catalog's
+    slowest and fastest host (a scenario that names no host; the first recording's runs);
+    recorded_host_sweep.png and a markdown table."""
     from dataclasses import replace
 
     from simulator.scenario.hosts import band_hosts
 
-    runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == HOST_SWEEP]
+    every = validate.load(validate.E2E_FILE)["runs"]
     slow, fast = band_hosts()
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6))
     rows = []
-    for (kind, api), (label, color) in HOST_KINDS.items():
-        sel = sorted(
-            (r for r in runs if r["run"] == kind and (r.get("frontend") or {}).get("api_server_count", 1) == api),
-            key=lambda r: r["engine"]["max_num_seqs"],
-        )
-        if not sel:
-            continue
-        seqs = [r["engine"]["max_num_seqs"] for r in sel]
-        for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
-            sims, lo, hi = [], [], []
-            for r in sel:
-                sc = validate.e2e_scenario(r)
-                s = summarize(simulate(sc))
-                ends = [summarize(simulate(replace(sc, hardware=replace(sc.hardware, host=h.name))))[metric]
-                        for h in (slow, fast)]  # fmt: skip
-                sims.append(s[metric] * scale)
-                lo.append(min(ends) * scale)
-                hi.append(max(ends) * scale)
-                if ax is axes[0]:
-                    rows.append((label, r["engine"]["max_num_seqs"], r, s))
-            ax.fill_between(seqs, lo, hi, color=color, alpha=0.13, lw=0)
-            ax.plot(seqs, sims, "-", color=color, lw=1.6)
-            ax.plot(seqs, [r["measured"][metric] * scale for r in sel], "o", color=color, ms=6, label=label)
+    for i, (recording, marker, line) in enumerate(HOST_SWEEPS):
+        runs = [r for r in every if r["recording"] == recording]
+        for (kind, api), (label, color) in HOST_KINDS.items():
+            sel = sorted(
+                (r for r in runs if r["run"] == kind and (r.get("frontend") or {}).get("api_server_count", 1) == api),
+                key=lambda r: r["engine"]["max_num_seqs"],
+            )
+            if not sel:
+                continue
+            seqs = [r["engine"]["max_num_seqs"] for r in sel]
+            sims = [validate.e2e_scenario(r) for r in sel]
+            summaries = [summarize(simulate(sc)) for sc in sims]
+            for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
+                if i == 0:  # the band: the first recording's scenarios on the slowest and fastest host
+                    on = [
+                        [replace(sc, hardware=replace(sc.hardware, host=h.name)) for h in (slow, fast)] for sc in sims
+                    ]
+                    ends = [[summarize(simulate(x))[metric] * scale for x in pair] for pair in on]
+                    ax.fill_between(seqs, [min(e) for e in ends], [max(e) for e in ends], color=color, alpha=0.13, lw=0)
+                ax.plot(seqs, [s[metric] * scale for s in summaries], line, color=color, lw=1.6)
+                ax.plot(
+                    seqs,
+                    [r["measured"][metric] * scale for r in sel],
+                    marker,
+                    color=color,
+                    mfc=color if i == 0 else "white",
+                    mew=1.5,
+                    ms=6,
+                    ls="none",
+                    label=label if i == 0 else None,
+                )
+            rows += [(recording, label, n, r, s) for n, r, s in zip(seqs, sel, summaries)]
     for ax, title in zip(axes, ("p50 TPOT (ms)", "output throughput (k tokens/s)")):
         ax.set_xscale("log", base=2)
         ax.set_xticks([128, 256, 512, 1024], ["128", "256", "512", "1,024"])
@@ -273,9 +285,15 @@ def host_sweep(out: Path, plt) -> int:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-    axes[0].legend(loc="upper left", fontsize=8, title="dots: vLLM 0.26 server; lines: servesim", title_fontsize=8)
+    (first, _, _), (second, _, _) = HOST_SWEEPS
+    axes[0].legend(
+        loc="upper left",
+        fontsize=8,
+        title=f"vLLM 0.26 servers: filled {first}, hollow {second};\nlines: servesim on each host's reading (dashed: the second)",
+        title_fontsize=7.5,
+    )
     fig.suptitle(
-        f"Llama-3.1-8B on one H200 ({HOST_SWEEP}): servesim on the host's probe reading; "
+        "Llama-3.1-8B on one H200, two machines: servesim on each host's probe reading; "
         f"shaded: from the fastest to the slowest catalog host (CPU x{fast.scale:.2f} to x{slow.scale:.2f})",
         fontsize=9,
     )
@@ -284,13 +302,14 @@ def host_sweep(out: Path, plt) -> int:
     fig.savefig(out / "recorded_host_sweep.png", dpi=110)
     print(f"wrote {out / 'recorded_host_sweep.png'}")
     print(
-        "| run | max_num_seqs | tok/s server / servesim | p50 TPOT ms server / servesim | p50 TTFT ms server / servesim |"
+        "| host | run | max_num_seqs | tok/s server / servesim | p50 TPOT ms server / servesim "
+        "| p50 TTFT ms server / servesim |"
     )
-    print("|---|---|---|---|---|")
-    for label, n, r, s in rows:
+    print("|---|---|---|---|---|---|")
+    for recording, label, n, r, s in rows:
         m = r["measured"]
         print(
-            f"| {label} | {n:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
+            f"| {recording} | {label} | {n:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
             f"{m['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | {m['median_ttft_ms']:,.0f} / {s['median_ttft_ms']:,.0f} |"
         )
     return 0
