@@ -293,7 +293,7 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
             step_s=cost(h.step_s, f.step_us, 1e6),
             token_s=cost(a["token_s"], f.output_token_us, 1e6),
             servers=f.api_server_count,
-            latency_s=h.latency_s if f.latency_ms is None else f.latency_ms / 1e3,
+            latency_s=a["latency_s"] if f.latency_ms is None else f.latency_ms / 1e3,
             finish_s=cost(a["finish_s"], f.finish_ms, 1e3),
             first_pass=a["first_pass"] if f.first_pass is None else f.first_pass,
             paces_engine=paces if f.paces_engine is None else f.paces_engine,

@@ -405,8 +405,16 @@ def test_gpt_oss_chat_runs_no_template_so_a_request_costs_what_a_completion_does
         "token_s": 2e-5,
         "finish_s": 0.001,
         "first_pass": h.chat_first_pass,
+        "latency_s": h.harmony_latency_s,
     }
     assert h.api_costs(True)["request_s"] == 0.011 and h.api_costs(False)["token_s"] == h.token_s
+    # the fixed delay: a Harmony chat's own, a Jinja chat's and a completion's the same
+    h = HostCosts(latency_s=0.04, harmony_latency_s=0.003)
+    assert [h.api_costs(c, harmony=m)["latency_s"] for c, m in ((True, False), (True, True), (False, False))] == [
+        0.04,
+        0.003,
+        0.04,
+    ]
 
     def api(model):
         sc = blank_scenario([f"model={model}", "hardware.gpu=h100-sxm", "frontend.endpoint=chat", "hardware.host=null"])

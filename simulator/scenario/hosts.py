@@ -51,6 +51,11 @@ class HostCosts:
     engine_per_seq_s: float = 2.1e-5
     engine_per_seq_s_019: float = 2.1e-5
     latency_s: float = 0.02
+    # The fixed delay of a chat rendered in the Harmony format (gpt-oss) rather than by a Jinja chat
+    # template: on the public set's machines its chat at 4 in flight waited far less outside any queue
+    # than the Jinja chats and the completions did (fitted on one such run, three held out;
+    # docs/validation.md, "gpt-oss's chat").
+    harmony_latency_s: float = 0.02
     # ~1 us per token: "DGX H100's CPU can do about only about 1k tokens/ms" (tokenizer, one
     # thread; https://github.com/vllm-project/vllm/issues/19012).
     prompt_token_s: float = 1.0e-6
@@ -83,15 +88,16 @@ class HostCosts:
     def api_costs(self, chat: bool, harmony: bool = False) -> dict[str, float]:
         """The API server's costs through one endpoint (/v1/chat/completions if ``chat``), for a model
         whose chat is rendered in the Harmony format or not: per request taken in, per output token
-        streamed, per request that ends, and the share of a request's intake before it first yields."""
+        streamed, per request that ends, the share of a request's intake before it first yields, and
+        the fixed delay outside any queue."""
         if not chat:
             return {"request_s": self.request_s, "token_s": self.token_s, "finish_s": self.finish_s,
-                    "first_pass": self.first_pass}  # fmt: skip
+                    "first_pass": self.first_pass, "latency_s": self.latency_s}  # fmt: skip
         if harmony:  # no chat template to run: a request taken in and ended as through /v1/completions
             return {"request_s": self.request_s, "token_s": self.chat_token_s, "finish_s": self.finish_s,
-                    "first_pass": self.chat_first_pass}  # fmt: skip
+                    "first_pass": self.chat_first_pass, "latency_s": self.harmony_latency_s}  # fmt: skip
         return {"request_s": self.chat_request_s, "token_s": self.chat_token_s, "finish_s": self.chat_finish_s,
-                "first_pass": self.chat_first_pass}  # fmt: skip
+                "first_pass": self.chat_first_pass, "latency_s": self.latency_s}  # fmt: skip
 
     def scaled(self, scale: float) -> HostCosts:
         """The same costs on a host ``scale`` times as slow: the CPU times scaled, the shares, the

@@ -63,6 +63,7 @@ API_SERVER = ("latency_s", "request_s", "token_s", "finish_s", "chat_request_s",
 FITTED = {
     "public": (
         *API_SERVER,
+        "harmony_latency_s",  # gpt-oss's chat at a few in flight fixes it apart
         "engine_step_s",
         "engine_per_seq_s",
         "engine_per_seq_s_019",
@@ -281,7 +282,8 @@ def main() -> int:
     write_set(
         args.source,
         [
-            f"fitted_on: {len(runs)} runs ({', '.join(sources)})",
+            # a YAML string: a source's title may hold ": "
+            "fitted_on: " + json.dumps(f"{len(runs)} runs ({', '.join(sources)})"),
             *kept,
             *stamp(best),
             *section("host_costs", asdict(host)),
