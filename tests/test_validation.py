@@ -61,7 +61,7 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
     """All runs simulate (none fails), the report and plot are written, and the errors stay where
     they were when the constants were fitted (a regression guard, not the targets); the plot shows
     every run as a point (measured, simulated) per metric, and the medians in its titles. The gpt-oss
-    runs, added held out after the fit (nothing fitted to them), are guarded apart at their own
+    runs, added held out after the fit (one since fits a Harmony chat's fixed delay), are guarded apart at their own
     errors: 25-40% median per metric (short chat requests are served far faster than servesim's
     host costs allow; TP2 and TP4 ShareGPT bursts are underestimated, long-prompt bursts overestimated),
     and GPUStack's A100 runs of them, added later still, at theirs."""
@@ -89,9 +89,10 @@ def test_every_run_simulates_and_errors_are_summarised_per_split(tmp_path, monke
         assert fitted_era[(split, "mean_ttft_ms")]["median_abs_error"] < 0.35
         assert fitted_era[(split, "mean_tpot_ms")]["median_abs_error"] < 0.20
     oss = validate.error_summary([r for r in results if r.id in gpt_oss])
+    # one of them, the H100's chat at 4 in flight, since fits gpt-oss's Harmony chat its own fixed delay
     assert (
-        oss[("heldout", "output_throughput")]["runs"] == len(gpt_oss) == 25
-        and not oss[("calibrate", "mean_ttft_ms")]["runs"]
+        oss[("heldout", "output_throughput")]["runs"] == len(gpt_oss) - 1 == 24
+        and oss[("calibrate", "mean_ttft_ms")]["runs"] == 1
     )
     assert oss[("heldout", "output_throughput")]["median_abs_error"] < 0.45
     # GPUStack's H100 gpt-oss runs at their errors once the MXFP4 prefill on Hopper took the rate measured

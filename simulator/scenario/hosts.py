@@ -54,7 +54,7 @@ class HostCosts:
     # The fixed delay of a chat rendered in the Harmony format (gpt-oss) rather than by a Jinja chat
     # template: on the public set's machines its chat at 4 in flight waited far less outside any queue
     # than the Jinja chats and the completions did (fitted on one such run, three held out;
-    # docs/validation.md, "gpt-oss's chat").
+    # docs/validation.md, "The public runs": gpt-oss's chat).
     harmony_latency_s: float = 0.02
     # ~1 us per token: "DGX H100's CPU can do about only about 1k tokens/ms" (tokenizer, one
     # thread; https://github.com/vllm-project/vllm/issues/19012).
