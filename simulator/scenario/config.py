@@ -491,7 +491,7 @@ class FrontendConfig:
     )
     latency_ms: Union[float, None] = F(
         None,
-        "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default)",
+        "fixed delay each request spends outside any queue: network round trip, process hops (null: the version's default; a chat rendered in the Harmony format, gpt-oss's, has its own on the 0.10-0.19 lines)",
         "ms",
         ge=0.0,
     )
