@@ -392,6 +392,44 @@ def test_an_overload_held_in_the_engine_gives_no_api_server_note():
     assert not any("backlog waits in the API server" in n for n in notes)
 
 
+def _closed_loop(*over, clients: int = 640):
+    from simulator.metrics import summarize
+    from simulator.outputs.notes import run_notes
+
+    sc = blank_scenario(
+        [
+            *(b for b in BASE if not b.startswith("hardware.gpu=")),
+            "hardware.gpu=h200",
+            f"workload.arrival={{type: closed_loop, concurrency: {clients}}}",
+            f"run.num_requests={2 * clients}",
+            "workload.prompt_tokens={dist: fixed, value: 64}",
+            "workload.output_tokens={dist: fixed, value: 512}",
+            "engine.max_num_seqs=1024",
+            *over,
+        ]
+    )
+    res = simulate(sc)
+    s = summarize(res)
+    return s, run_notes(s, res)
+
+
+def test_a_closed_loop_paced_by_one_api_server_at_many_running_says_how_far_to_trust_it():
+    """640 clients of short prompts and 512 output tokens, most of them running at once: streaming a
+    token for each of them costs one API server more than the H200's step, so the engine waits for it
+    most steps, and the note says throughput is an upper bound there, with what recorded servers did;
+    two API servers keep up (no note), and one with 256 clients has too few running for it."""
+    _, notes = _closed_loop()
+    paced = [n for n in notes if "one API server paced the engine" in n]
+    assert len(paced) == 1 and "upper bound" in paced[0] and "three of four recorded machines" in paced[0]
+    share = int(paced[0].split("API server in ")[1].split("%")[0])
+    running = int(paced[0].split("% of its steps, ")[1].split(" requests running")[0].replace(",", ""))
+    assert 50 <= share <= 100 and 512 <= running <= 640
+    _, notes = _closed_loop("frontend.api_server_count=2")
+    assert not any("paced the engine" in n for n in notes)
+    _, notes = _closed_loop(clients=256)
+    assert not any("paced the engine" in n for n in notes)
+
+
 def test_gpt_oss_chat_runs_no_template_so_a_request_costs_what_a_completion_does():
     """vLLM renders gpt-oss's chat in the Harmony format (``use_harmony``: model_type gpt_oss) instead of
     running a Jinja chat template: through /v1/chat/completions its requests are taken in and ended at
