@@ -340,11 +340,18 @@ def test_api_servers_share_the_work_and_a_disabled_frontend_adds_nothing():
     assert off < 1.0
 
 
-def _poisson_overload(*over):
+def _noted(overrides: list[str]) -> tuple[dict, list[str]]:
+    """A run's summary and its notes."""
     from simulator.metrics import summarize
     from simulator.outputs.notes import run_notes
 
-    sc = blank_scenario(
+    res = simulate(blank_scenario(overrides))
+    s = summarize(res)
+    return s, run_notes(s, res)
+
+
+def _poisson_overload(*over):
+    return _noted(
         [
             *BASE,
             "workload.arrival={type: poisson, rate: 60}",
@@ -354,9 +361,6 @@ def _poisson_overload(*over):
             *over,
         ]
     )
-    res = simulate(sc)
-    s = summarize(res)
-    return s, run_notes(s, res)
 
 
 def test_an_overload_held_in_the_api_server_says_tpot_is_a_floor_and_how_high_it_could_go():
@@ -393,10 +397,7 @@ def test_an_overload_held_in_the_engine_gives_no_api_server_note():
 
 
 def _closed_loop(*over, clients: int = 640):
-    from simulator.metrics import summarize
-    from simulator.outputs.notes import run_notes
-
-    sc = blank_scenario(
+    return _noted(
         [
             *(b for b in BASE if not b.startswith("hardware.gpu=")),
             "hardware.gpu=h200",
@@ -408,9 +409,6 @@ def _closed_loop(*over, clients: int = 640):
             *over,
         ]
     )
-    res = simulate(sc)
-    s = summarize(res)
-    return s, run_notes(s, res)
 
 
 def test_a_closed_loop_paced_by_one_api_server_at_many_running_says_how_far_to_trust_it():
