@@ -258,12 +258,14 @@ def host_sweep(out: Path, plt) -> int:
             seqs = [r["engine"]["max_num_seqs"] for r in sel]
             sims = [validate.e2e_scenario(r) for r in sel]
             summaries = [summarize(simulate(sc)) for sc in sims]
+            # the band: the first recording's scenarios on the slowest and fastest host, run once each
+            band = [
+                [summarize(simulate(replace(sc, hardware=replace(sc.hardware, host=h.name)))) for h in (slow, fast)]
+                for sc in sims
+            ] if i == 0 else []  # fmt: skip
             for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
-                if i == 0:  # the band: the first recording's scenarios on the slowest and fastest host
-                    on = [
-                        [replace(sc, hardware=replace(sc.hardware, host=h.name)) for h in (slow, fast)] for sc in sims
-                    ]
-                    ends = [[summarize(simulate(x))[metric] * scale for x in pair] for pair in on]
+                if band:
+                    ends = [[b[metric] * scale for b in pair] for pair in band]
                     ax.fill_between(seqs, [min(e) for e in ends], [max(e) for e in ends], color=color, alpha=0.13, lw=0)
                 ax.plot(seqs, [s[metric] * scale for s in summaries], line, color=color, lw=1.6)
                 ax.plot(
