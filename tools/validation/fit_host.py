@@ -147,20 +147,27 @@ def scheduler_rows(run: dict, clients: set[int]) -> list[tuple[int, int, float]]
     return out
 
 
+def scheduler_model(cm, scale: float, step_s: float, per_seq_s: float):
+    """``cm`` with SGLang's scheduler CPU work (reference-host costs times ``scale``) met with the GPU's
+    time, overlapped: one model per pair of costs, to price many steps."""
+    from simulator.engine.host import EngineCpu, HostModel
+
+    return cm.with_execution(cm.execution, HostModel(EngineCpu(step_s * scale, per_seq_s * scale), None, True))
+
+
 def scheduler_step_ms(cm, scale: float, step_s: float, per_seq_s: float, running: int, context: int) -> float:
     """servesim's decode step of ``running`` requests at ``context`` tokens each, in ms: ``cm``'s GPU
     time and SGLang's scheduler CPU work (reference-host costs times ``scale``) as they meet, overlapped."""
     from simulator.engine.cost import decode_work
-    from simulator.engine.host import EngineCpu, HostModel
 
-    cpu = HostModel(EngineCpu(step_s * scale, per_seq_s * scale), None, True)
-    return cm.with_execution(cm.execution, cpu).step_time(decode_work(running, context)) * 1e3
+    return scheduler_model(cm, scale, step_s, per_seq_s).step_time(decode_work(running, context)) * 1e3
 
 
 def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, list[str]]:
     """SGLang's scheduler costs fitted on its recorded lanes' own decode steps (``--scheduler``)."""
     import statistics
 
+    from simulator.engine.cost import decode_work
     from simulator.resolve import cost_model, engine_defaults, load_arch
     from simulator.scenario.hardware import load_gpu
 
@@ -179,12 +186,16 @@ def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCo
             cases.append((cm, validate.recorded_scale(run), rows))
             used.append(f"{run['recording']}/{run['lane']}")
 
+    # each logged step's work, built once: the grid prices every one of them at each pair of costs
+    works = [[decode_work(b, ctx) for b, ctx, _ in rows] for _, _, rows in cases]
+
     def err(step_s: float, per_seq_s: float) -> float:
         total = 0.0
-        for cm, scale, rows in cases:
+        for (cm, scale, rows), work in zip(cases, works):
+            model = scheduler_model(cm, scale, step_s, per_seq_s)
             by: dict[int, list[float]] = {}
-            for b, ctx, ms in rows:
-                by.setdefault(b, []).append(abs(math.log(scheduler_step_ms(cm, scale, step_s, per_seq_s, b, ctx) / ms)))
+            for (b, _, ms), w in zip(rows, work):
+                by.setdefault(b, []).append(abs(math.log(model.step_time(w) * 1e3 / ms)))
             total += sum(statistics.median(v) for v in by.values())
         return total
 
