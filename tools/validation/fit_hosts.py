@@ -77,6 +77,7 @@ HELD_OUT = {
     "h200_blind_2026-12-01",  # the decode-heavy run at 512 alone, the blind check of the reading taken as the fastest timing
     "h200_gptoss_grid_2026-12-01",  # gpt-oss-120b routed at random over 1k/1k, 8k/1k and 1k/8k at 4-128 in flight: blind
     "h200_cpu13_2026-12-01",  # the KV-bound and decode-heavy runs at 128, 256, 512 and 1,024 on one more machine: blind
+    "h200_repeat_2026-12-02",  # the decode-heavy run three times at 512 and at 1,024, alternating, under the stack sampler: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
