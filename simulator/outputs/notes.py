@@ -297,9 +297,9 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
 # spread and servesim's bias are largest (docs/hosts.md, "How it is checked, and what is not held out").
 API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
-    "at 768 running, three of four recorded machines served 11-17% less than servesim on their readings "
-    "and their p50 TPOT was 13-21% higher; behind two API servers servesim was within 8% in throughput "
-    "(docs/hosts.md)"
+    "at 768 running, seven recorded runs on five machines served 1-17% less than servesim on their readings "
+    "(median 12%) with p50 TPOT 1-21% higher (median 13%), and one machine served the same run at 13,173-15,132 "
+    "tok/s minutes apart; behind two API servers servesim was within 8% in throughput (docs/hosts.md)"
 )
 
 
