@@ -192,15 +192,17 @@ def _band_point(sc: Scenario) -> dict:
 
 class HostBand:
     """The band's two runs, started beside the scenario's own (one process each, forked, so they
-    cost the run's wall time next to nothing where the machine has a core for them); ``result``
-    gathers them: ``{metric: [low, high]}`` over the slowest host, the fastest and the run itself,
-    and which hosts."""
+    cost the run's wall time next to nothing where the machine has a core for them), or, ``serial``,
+    run one after the other when ``result`` asks (a sweep's point, in a worker that has no core to
+    spare); ``result`` gathers them: ``{metric: [low, high]}`` over the slowest host, the fastest and
+    the run itself, and which hosts."""
 
-    def __init__(self, sc: Scenario) -> None:
+    def __init__(self, sc: Scenario, serial: bool = False) -> None:
         self.scenarios = band_scenarios(sc)
+        self._serial = serial and bool(self.scenarios)
         self._pool = None
         self._jobs: list = []
-        if self.scenarios:
+        if self.scenarios and not serial:
             import multiprocessing
 
             self._pool = multiprocessing.get_context("fork").Pool(len(self.scenarios))
@@ -208,10 +210,10 @@ class HostBand:
 
     def result(self, own: dict) -> dict | None:
         """The band, once both runs are done (None: no band was asked for, or a run of it failed)."""
-        if self._pool is None:
+        if not self._serial and self._pool is None:
             return None
         try:
-            points = [j.get() for j in self._jobs]
+            points = [_band_point(s) for s in self.scenarios] if self._serial else [j.get() for j in self._jobs]
         except Exception:  # the run itself stands; only its band is missing
             return None
         finally:

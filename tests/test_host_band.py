@@ -68,3 +68,43 @@ def test_the_margins_are_what_their_fit_on_the_calibration_runs_gives():
     data = load(R.MARGIN_FILE.read_text())
     assert data["margin"] == margin and data["runs"] == n >= 15
     assert all(0.0 < v < 1.0 for v in margin.values())
+
+
+def test_a_sweep_with_band_gives_every_point_its_band_and_shades_it(tmp_path, capsys):
+    """``servesim sweep --band``: every point's figures lie inside its band in sweep.csv, which is each
+    point's own run's ``host_band`` (as ``servesim run`` gives the same scenario); the recommendation's
+    band is its point's; points reused from a sweep without it are run again, once; a sweep on a named
+    host has none."""
+    import pandas as pd
+
+    sweep = ["sweep", "collapse_c512", *SHORT, "--param", "engine.max_num_seqs=32,64", "--jobs", "1"]
+    out = tmp_path / "s"
+    assert main([*sweep, "--out", str(out)]) == 0
+    assert not any(c.startswith("band.") for c in pd.read_csv(out / "sweep.csv").columns)
+    capsys.readouterr()
+    assert main([*sweep, "--band", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.count("recomputed, run without its band across hosts") == 2
+    df = pd.read_csv(out / "sweep.csv")
+    rec = json.loads((out / "recommendation.json").read_text())
+    for _, row in df.iterrows():
+        s = json.loads(
+            (out / "points" / f"max_num_seqs={row['param:engine.max_num_seqs']}" / "summary.json").read_text()
+        )
+        for m in R.BAND_METRICS:
+            assert row[f"band.{m}.lo"] == pytest.approx(s["host_band"][m][0])
+            assert row[f"band.{m}.lo"] <= row[m] <= row[f"band.{m}.hi"]
+        if rec["best_no_preemption"]["param:engine.max_num_seqs"] == row["param:engine.max_num_seqs"]:
+            assert rec["host_band"] == s["host_band"]
+    one = tmp_path / "one"
+    assert main(["run", "collapse_c512", *SHORT, "--set", "engine.max_num_seqs=64", "--out", str(one)]) == 0
+    alone = json.loads((one / "summary.json").read_text())["host_band"]
+    assert df[df["param:engine.max_num_seqs"] == 64]["band.output_throughput.hi"].item() == pytest.approx(
+        alone["output_throughput"][1]
+    )
+    capsys.readouterr()
+    assert main([*sweep, "--band", "--out", str(out)]) == 0  # now every point is reused as it is
+    assert "recomputed" not in capsys.readouterr().out
+    host = band_hosts()[1].name
+    named = tmp_path / "named"
+    assert main([*sweep, "--band", "--set", f"hardware.host={host}", "--out", str(named)]) == 0
+    assert not any(c.startswith("band.") for c in pd.read_csv(named / "sweep.csv").columns)

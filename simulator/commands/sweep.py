@@ -19,6 +19,12 @@ def add_parser(sub) -> None:
         help="a swept field, e.g. engine.max_num_seqs=256,512,1024 (values as YAML, split at commas outside "
         "brackets and quotes; one --param per field; repeat for a grid)",
     )
+    w.add_argument(
+        "--band",
+        action="store_true",
+        help="run every point on the slowest and the fastest catalog host too (a scenario that names no host: "
+        "three runs a point): each figure's band in sweep.csv and shaded on metrics_vs_knob.png",
+    )
     set_option(w, "override a field in every point")
     out_option(w, "--out", default="results/sweep", help="results folder (default: results/sweep)")
     executor_options(w)
@@ -28,4 +34,6 @@ def add_parser(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     from simulator.planning.sweep import run_sweep
 
-    return run_sweep(args.scenario, args.param, args.set, Path(args.out), args.jobs, args.executor, args.address)
+    return run_sweep(
+        args.scenario, args.param, args.set, Path(args.out), args.jobs, args.executor, args.address, args.band
+    )

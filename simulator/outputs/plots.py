@@ -187,6 +187,17 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float =
         ax.legend(loc="best", fontsize=9, framealpha=0.9)
 
 
+def _shade_band(ax, sub, x: str, col: str, color: str, labelled: bool) -> bool:
+    """``servesim sweep --band``: each point's range of ``col`` across the catalog's hosts shaded
+    (labelled once over the panels: ``labelled``); whether there was one to shade."""
+    lo, hi = f"band.{col}.lo", f"band.{col}.hi"
+    if lo not in sub or not sub[lo].notna().any():
+        return False
+    label = None if labelled else "across the catalog's hosts (throughput: and servesim's own error)"
+    ax.fill_between(sub[x], sub[lo], sub[hi], color=color, alpha=0.15, lw=0, label=label)
+    return True
+
+
 def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) -> None:
     """Throughput, p99 TTFT, p99 TPOT and preemptions against the first swept knob (a line per value
     of the second), the swept values on the axis; the recommended point starred (one per situation
@@ -232,11 +243,14 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     fig, axes = _figure((11, 7), 2, 2)
     groups = [(None, df)] if group is None else list(df.groupby(group))
     thousands = FuncFormatter(lambda v, _p: f"{v:,.0f}")
+    banded = False
     for ax, (col, label) in zip(axes.ravel(), panels):
         for i, (g, sub) in enumerate(groups):
             sub = sub.sort_values(x)
             lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
-            ax.plot(sub[x], sub[col], "o-", color=COLORS[(i + 1) % len(COLORS)], lw=1.5, ms=5, label=lab)
+            color = COLORS[(i + 1) % len(COLORS)]
+            ax.plot(sub[x], sub[col], "o-", color=color, lw=1.5, ms=5, label=lab)
+            banded = _shade_band(ax, sub, x, col, color, banded) or banded
         for j, pick in enumerate(picks):
             row = row_of(pick)
             if len(row):
@@ -281,7 +295,8 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
         if col in ("output_throughput", "output_throughput_per_gpu", "p99_ttft_ms"):
             ax.yaxis.set_major_formatter(thousands)
         if col in ("output_throughput", "output_throughput_per_gpu"):
-            ax.set_ylim(0, max(float(df[col].max()) * 1.1, 1))
+            top = df[f"band.{col}.hi"].max() if f"band.{col}.hi" in df else np.nan
+            ax.set_ylim(0, max(float(np.nanmax([df[col].max(), top])) * 1.1, 1))
     head = rec.get("label", "recommended")
     text = f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}"
     if slo_pick is not None and rec.get("text_goodput"):

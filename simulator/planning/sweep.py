@@ -213,26 +213,36 @@ def run_point(task: tuple) -> dict:
     """Run one point (in a worker process), or reuse it when its directory holds a complete result
     of the same key (``point_key``). ``task``: (scenario data, folder), and optionally the (label,
     line) of the run's own progress bar (a day plan's policy; a sweep's points have one bar for
-    all). Never raises: errors come back as {'error': ...}."""
+    all; None: none) and whether to run the point on the slowest and fastest catalog host too
+    (``simulator.run.HostBand``, one after the other: its summary's ``host_band``; a point reused
+    without one is run again). Never raises: errors come back as {'error': ...}."""
     from simulator.outputs.results import write_run
     from simulator.progress import labelled
-    from simulator.run import simulate
+    from simulator.run import HostBand, simulate
 
-    data, out, *bar = task
+    data, out, *rest = task
+    bar, band = (rest + [None, False])[:2]
     out_dir = Path(out)
     key = point_key(data)
     summary, why = _cached(out_dir, key)
+    if (
+        summary is not None
+        and band
+        and "host_band" not in summary
+        and HostBand(scenario_from_dict(data), True).scenarios
+    ):
+        summary, why = None, "run without its band across hosts"
     if summary is not None:
         return {**summary, "cached": True}
     try:
         sc = scenario_from_dict(data)
         if bar:
-            with labelled(*bar[0]):
+            with labelled(*bar):
                 result = simulate(sc, progress=True)
         else:
             result = simulate(sc)
         (out_dir / "scenario.yaml").unlink(missing_ok=True)  # no stale key beside a half-written point
-        summary = write_run(result, data, out_dir)
+        summary = write_run(result, data, out_dir, band=HostBand(sc, serial=True) if band else None)
         atomic_write_text(
             out_dir / "scenario.yaml", f"# servesim point {key}\n" + yaml.safe_dump(data, sort_keys=False)
         )
@@ -508,6 +518,7 @@ def run_sweep(
     jobs: int,
     executor: str = "local",
     address: str | None = None,
+    band: bool = False,
 ) -> int:
     check_executor(executor)
     base = load_scenario_data(path, overrides)
@@ -526,7 +537,7 @@ def run_sweep(
     check_folder(out, "--out")
     outputs = Outputs(out, [*SWEEP_FILES, "points"], "--out", "sweep")
     with Writing(out, "--out"):
-        return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address)
+        return _sweep(points, grid_spec, base_clean, out, outputs, jobs, executor, address, band)
 
 
 SWEEP_FILES = (
@@ -549,8 +560,10 @@ def _sweep(
     jobs: int,
     executor: str,
     address: str | None,
+    band: bool = False,
 ) -> int:
-    """Run (or reuse) every point and write the sweep's files; ``out`` is locked and checked."""
+    """Run (or reuse) every point and write the sweep's files; ``out`` is locked and checked.
+    ``band``: every point on the slowest and fastest catalog host too (``run_point``)."""
     datas = [_point_data(base_clean, pt) for pt in points]
     dirs = [out / "points" / slug(pt) for pt in points]
     results: list[dict | None] = [None] * len(points)
@@ -561,7 +574,7 @@ def _sweep(
     interrupted = False
     compile_step()  # once, here: the workers then find it compiled
     bar = Progress(len(points), "sweep")
-    tasks = run_tasks(run_point, [(d, str(o)) for d, o in zip(datas, dirs)], jobs, executor, address)
+    tasks = run_tasks(run_point, [(d, str(o), None, band) for d, o in zip(datas, dirs)], jobs, executor, address)
     r: dict | None  # a point's result (None: not run)
     try:
         for done_n, (i, r) in enumerate(tasks, 1):
@@ -589,26 +602,7 @@ def _sweep(
                 kept, _ = _cached(dirs[i], point_key(datas[i]))
                 if kept is not None:
                     results[i] = {**kept, "cached": True}
-    rows = []
-    for pt, r in zip(points, results):
-        row = {f"param:{k}": v for k, v in pt.items()}
-        if r is None:
-            row["status"] = "not run"
-        elif "error" in r:
-            row.update(status="failed", error=r["error"])
-        else:
-            # A fleet's per-replica summaries stay in the point's own summary.json; a feature's
-            # figures (kv_offload, lora, spec_decode) get a column each: kv_offload.host_hit_rate.
-            row["status"] = "ok"
-            for k, v in r.items():
-                if k in ("cached", "wall_time_s", "recomputed", "replicas"):
-                    continue
-                if isinstance(v, dict):
-                    row.update({f"{k}.{kk}": vv for kk, vv in v.items()})
-                else:
-                    row[k] = v
-        rows.append(row)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([_row(pt, r) for pt, r in zip(points, results)])
     if "output_throughput" in df:  # per GPU, to compare servers of different sizes
         df["gpus"] = gpus_held(df)
         df["output_throughput_per_gpu"] = df["output_throughput"] / df["gpus"]
@@ -636,7 +630,7 @@ def _sweep(
         for k in ("text", "text_goodput", "text_cost"):
             if k in rec:
                 rec[k] += f" (from the {n_ok} of {len(points)} points that finished; {why})"
-    _host_band(rec, df, datas, points)
+    _host_band(rec, df, datas, points, results)
     written = write_sweep_outputs(out, df, list(grid_spec), rec)
     removed = outputs.done([*written, out / "points"])
     if removed:
@@ -658,10 +652,38 @@ def _sweep(
     return 1 if n_fail else 0
 
 
-def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict]) -> None:
-    """The recommended point again on the slowest and fastest catalog host (``simulator.run.HostBand``),
-    when the sweep names no host: how wide its figures are, and, with an SLO, whether it still holds
-    on the slowest host."""
+def _row(pt: dict, r: dict | None) -> dict:
+    """A point's row of sweep.csv: its swept values, its status, and its summary's figures. A fleet's
+    per-replica summaries stay in the point's own summary.json; a feature's figures (kv_offload, lora,
+    spec_decode) get a column each (kv_offload.host_hit_rate); its band across hosts (``--band``) two
+    a figure (band.output_throughput.lo and .hi)."""
+    from simulator.run import BAND_METRICS
+
+    row: dict = {f"param:{k}": v for k, v in pt.items()}
+    if r is None:
+        row["status"] = "not run"
+    elif "error" in r:
+        row.update(status="failed", error=r["error"])
+    else:
+        row["status"] = "ok"
+        for k, v in r.items():
+            if k in ("cached", "wall_time_s", "recomputed", "replicas"):
+                continue
+            if k == "host_band":
+                row.update(
+                    {f"band.{m}.{end}": v[m][j] for m in BAND_METRICS if m in v for j, end in enumerate(("lo", "hi"))}
+                )
+            elif isinstance(v, dict):
+                row.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+            else:
+                row[k] = v
+    return row
+
+
+def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict], results: list) -> None:
+    """The recommended point again on the slowest and fastest catalog host (``simulator.run.HostBand``;
+    its point's own band where the sweep ran every point's, ``--band``), when the sweep names no host:
+    how wide its figures are, and, with an SLO, whether it still holds on the slowest host."""
     from simulator.run import BAND_METRICS, HostBand, band_text
     from simulator.scenario.config import scenario_from_dict
 
@@ -672,11 +694,13 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     if not at or df.iloc[at[0]]["status"] != "ok":
         return
     sc = scenario_from_dict(datas[at[0]])
-    band = HostBand(sc)
-    if not band.scenarios:
-        return
     row = df.iloc[at[0]]
-    b = band.result({m: _plain(row[m]) for m in BAND_METRICS if m in row})
+    b = (results[at[0]] or {}).get("host_band")
+    if b is None:
+        band = HostBand(sc)
+        if not band.scenarios:
+            return
+        b = band.result({m: _plain(row[m]) for m in BAND_METRICS if m in row})
     if b is None:  # a run of the band failed: the recommendation stands without it
         return
     rec["host_band"] = b
