@@ -218,20 +218,15 @@ def run_point(task: tuple) -> dict:
     without one is run again). Never raises: errors come back as {'error': ...}."""
     from simulator.outputs.results import write_run
     from simulator.progress import labelled
-    from simulator.run import HostBand, simulate
+    from simulator.run import HostBand, band_scenarios, simulate
 
     data, out, *rest = task
     bar, band = (rest + [None, False])[:2]
     out_dir = Path(out)
     key = point_key(data)
     summary, why = _cached(out_dir, key)
-    if (
-        summary is not None
-        and band
-        and "host_band" not in summary
-        and HostBand(scenario_from_dict(data), True).scenarios
-    ):
-        summary, why = None, "run without its band across hosts"
+    if summary is not None and band and "host_band" not in summary and band_scenarios(scenario_from_dict(data)):
+        summary, why = None, "run without its band across hosts"  # (its data was valid when it ran)
     if summary is not None:
         return {**summary, "cached": True}
     try:
