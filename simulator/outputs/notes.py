@@ -299,7 +299,7 @@ API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
     "at 768 running, seven recorded runs on five machines served 1-17% less than servesim on their readings "
     "(median 12%) with p50 TPOT 1-21% higher (median 13%), and one machine served the same run at 13,173-15,132 "
-    "tok/s minutes apart; behind two API servers servesim was within 8% in throughput (docs/hosts.md)"
+    "tok/s minutes apart; behind two API servers servesim was within 9% in throughput (docs/hosts.md)"
 )
 
 
