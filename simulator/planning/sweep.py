@@ -691,6 +691,7 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     sc = scenario_from_dict(datas[at[0]])
     row = df.iloc[at[0]]
     b = (results[at[0]] or {}).get("host_band")
+    every = b is not None  # ``--band``: every point has its own
     if b is None:
         band = HostBand(sc)
         if not band.scenarios:
@@ -710,7 +711,9 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
                 else f"; on the slowest host its {what} ({slowest:,.0f} ms) misses the {target:g} ms target: "
                 "it holds only on a faster host"
             )
-    rec["text_hosts"] = text + " (set hardware.host to narrow it)"
+    rec["text_hosts"] = (
+        text + f" (set hardware.host to narrow it{'' if every else '; --band gives every point its band'})"
+    )
 
 
 def write_sweep_outputs(out: Path, df: pd.DataFrame, knobs: list[str], rec: dict) -> list[Path]:
