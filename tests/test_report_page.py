@@ -34,7 +34,8 @@ def pages(tmp_path_factory):
     assert main(["run", str(ROOT / "scenarios" / "workload_diurnal_ramp.yaml"), "--out", str(d / "fleet"), *FLEET]) == 0
     assert main(["report", str(d / "fleet")]) == 0
     short = ["--set", "run.duration_s=20", "--set", "run.warmup_s=0"]
-    assert main(["sweep", "--param", "engine.max_num_seqs=256,512", *short, "--out", str(d / "sw"), "--jobs", "1"]) == 0
+    sweep = ["sweep", "--param", "engine.max_num_seqs=256,512", *short, "--band", "--out", str(d / "sw"), "--jobs", "1"]
+    assert main(sweep) == 0
     assert main(["report", str(d / "sw"), "-o", str(d / "sweep.html")]) == 0
     return {"fleet": d / "fleet" / "report.html", "sweep": d / "sweep.html"}
 
@@ -49,6 +50,8 @@ def test_pages_hold_everything_they_show(pages):
     assert "GPU-hours" in fleet and "requests within the SLO" in fleet and "scale-ups" in fleet
     sweep = pages["sweep"].read_text()
     assert '<div class="rec"><b>Recommendation</b><p>Recommended: engine.max_num_seqs=' in sweep
+    # the recommendation's band across hosts, and each point's (``--band``) in the table
+    assert "<p>Across hosts: engine.max_num_seqs=" in sweep and "band tok/s low" in sweep
     assert sweep.count("data:image/png;base64,") == 3
 
 

@@ -218,14 +218,14 @@ def _bench_table(path: Path) -> str:
 
 def _recommendation(d: Path) -> str:
     """The folder's recommendation as a banner of sentences: each line of its texts (the choice,
-    the runner-up, with the SLO, the cheapest) a paragraph starting with a capital and ending with a
+    the runner-up, with the SLO, its band across hosts, the cheapest) a paragraph starting with a capital and ending with a
     full stop."""
     f = d / "recommendation.json"
     if not f.is_file():
         return ""
     rec = _json(f)
-    texts = [rec.get(k) for k in ("text", "text_goodput", "text_cost")]
-    heads = [f"{rec.get('label', 'recommended')}: ", "with the SLO: ", "cheapest within the SLO: "]
+    texts = [rec.get(k) for k in ("text", "text_goodput", "text_hosts", "text_cost")]
+    heads = [f"{rec.get('label', 'recommended')}: ", "with the SLO: ", "across hosts: ", "cheapest within the SLO: "]
     lines = [
         (h if i == 0 and _names_a_field(line) else "") + line
         for h, t in zip(heads, texts)
@@ -269,7 +269,17 @@ _KEY_COLUMNS: list[tuple[str, str, Any]] = [
     ("cost_usd", "cost $", "{:,.2f}"),
 ]
 COLUMNS: dict[str, list[tuple[str, str, Any]]] = {
-    "sweep.csv": [*_KEY_COLUMNS, ("error", "error", "{}")],
+    "sweep.csv": [
+        *_KEY_COLUMNS[:2],
+        # ``servesim sweep --band``: each point's range across the catalog's hosts
+        ("band.output_throughput.lo", "band tok/s low", "{:,.0f}"),
+        ("band.output_throughput.hi", "band tok/s high", "{:,.0f}"),
+        *_KEY_COLUMNS[2:8],
+        ("band.p99_tpot_ms.lo", "band TPOT p99 low", "{:,.1f}"),
+        ("band.p99_tpot_ms.hi", "band TPOT p99 high", "{:,.1f}"),
+        *_KEY_COLUMNS[8:],
+        ("error", "error", "{}"),
+    ],
     "comparison.csv": [("scenario", "run", "{}"), *_KEY_COLUMNS[1:]],
     "plan.csv": [
         ("status", "status", "{}"),
