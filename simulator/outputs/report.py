@@ -218,8 +218,8 @@ def _bench_table(path: Path) -> str:
 
 def _recommendation(d: Path) -> str:
     """The folder's recommendation as a banner of sentences: each line of its texts (the choice,
-    the runner-up, with the SLO, its band across hosts, the cheapest) a paragraph starting with a capital and ending with a
-    full stop."""
+    the runner-up, with the SLO, its band across hosts, the cheapest) a paragraph starting with a
+    capital and ending with a full stop."""
     f = d / "recommendation.json"
     if not f.is_file():
         return ""
