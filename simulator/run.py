@@ -171,16 +171,21 @@ def band_text(band: dict) -> str:
     return ", ".join(parts)
 
 
-def band_scenarios(sc: Scenario) -> list[Scenario]:
-    """``sc`` on the slowest and on the fastest catalog host, when it names no host ([] when it does,
-    or when ``run.host_band`` is off)."""
+def on_band_hosts(sc: Scenario) -> list[Scenario]:
+    """``sc`` on the slowest and on the fastest catalog host, whatever host it names."""
     from dataclasses import replace
 
     from simulator.scenario.hosts import band_hosts
 
+    return [replace(sc, hardware=replace(sc.hardware, host=h.name)) for h in band_hosts()]
+
+
+def band_scenarios(sc: Scenario) -> list[Scenario]:
+    """``sc`` on the slowest and on the fastest catalog host, when it names no host ([] when it does,
+    or when ``run.host_band`` is off)."""
     if sc.hardware.host is not None or not sc.run.host_band:
         return []
-    return [replace(sc, hardware=replace(sc.hardware, host=h.name)) for h in band_hosts()]
+    return on_band_hosts(sc)
 
 
 def _band_point(sc: Scenario) -> dict:

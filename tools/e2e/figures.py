@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from simulator.metrics import step_columns, summarize  # noqa: E402
-from simulator.run import simulate  # noqa: E402
+from simulator.run import on_band_hosts, simulate  # noqa: E402
 from simulator.validation import validate  # noqa: E402
 
 LANES = {"llama8b_fixed": "fixed lengths (all clients in step)", "llama8b_spread": "lognormal output lengths"}
@@ -241,8 +241,6 @@ def host_sweep(out: Path, plt) -> int:
     reading (as `servesim validate --recorded` replays it), with the band between the catalog's
     slowest and fastest host (a scenario that names no host; the first recording's runs);
     recorded_host_sweep.png and a markdown table."""
-    from dataclasses import replace
-
     from simulator.scenario.hosts import band_hosts
 
     every = validate.load(validate.E2E_FILE)["runs"]
@@ -263,7 +261,7 @@ def host_sweep(out: Path, plt) -> int:
             summaries = [summarize(simulate(sc)) for sc in sims]
             # the band: the first recording's scenarios on the slowest and fastest host, run once each
             band = [
-                [summarize(simulate(replace(sc, hardware=replace(sc.hardware, host=h.name)))) for h in (slow, fast)]
+                [summarize(simulate(x)) for x in on_band_hosts(sc)]  # (the replays name their host's reading)
                 for sc in sims
             ] if i == 0 else []  # fmt: skip
             for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
