@@ -161,14 +161,19 @@ def efficiency(sc: Scenario, gpu: GPU, model: ModelArch) -> Efficiency:
     over = kernel_attention_rates(attention_kernel(sc, gpu, model), model, gpu.key, c.calibration == "auto")
     if sc.engine.framework == "sglang" and c.calibration == "auto":
         over.update(calibration.sglang_rates(gpu.key))
-    for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory"):
+    for f in ("matmul_compute", "matmul_memory", "attn_compute", "attn_memory", "allreduce_bandwidth"):
         v = getattr(c, f)
         if v is not None:
             over[f] = v
-    if c.step_overhead_ms is not None:
-        over["step_overhead_s"] = c.step_overhead_ms / 1e3
-    if c.per_seq_overhead_us is not None:
-        over["per_seq_overhead_s"] = c.per_seq_overhead_us / 1e6
+    for f, unit in (
+        ("step_overhead_ms", 1e3),
+        ("per_seq_overhead_us", 1e6),
+        ("allreduce_latency_us", 1e6),
+        ("allreduce_hop_us", 1e6),
+    ):
+        v = getattr(c, f)
+        if v is not None:
+            over[f.rsplit("_", 1)[0] + "_s"] = v / unit
     return replace(base, **over)
 
 

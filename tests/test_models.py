@@ -9,6 +9,7 @@ import pytest
 
 from simulator.engine.cost import CostModel, Efficiency, decode_work
 from simulator.engine.params import P
+from simulator.errors import ConfigError
 from simulator.run import build
 from simulator.scenario.config import load_scenario
 from simulator.scenario.hardware import builtin_gpus, load_gpu
@@ -205,7 +206,6 @@ def test_a_checkpoints_quantization_config_sizes_its_weights(tmp_path):
     the config.json names the model."""
     import json
 
-    from simulator.errors import ConfigError
     from simulator.scenario.models import checkpoint_quantization
 
     cfg = json.loads((ROOT / "simulator" / "data" / "models" / "qwen3-32b.json").read_text())
@@ -265,3 +265,25 @@ def test_tensor_parallel_beyond_the_nvlink_group_all_reduces_over_pcie():
     base = {"hbm_bytes": 8e10, "hbm_bandwidth": 3e12, "peak_flops": {"bf16": 1e15}, "host_link_bandwidth": 6.4e10}
     assert gpu_from_dict("x", {**base, "interconnect_bandwidth": 4.5e11}).link_group == 8
     assert gpu_from_dict("y", {**base, "interconnect_bandwidth": 3.2e10}).link_group == 1
+
+
+def test_a_scenario_sets_the_all_reduce_latency_its_growth_and_bandwidth():
+    """cost.allreduce_latency_us / _hop_us / _bandwidth replace the calibration's: at TP8 a decode
+    step of gpt-oss-120b (36 layers, two all-reduces each) loses 72 x 6 hops x 2.75 us without the
+    growth per GPU, and 72 x 5 us more with the latency at 15 us; the bandwidth halved doubles the
+    bytes' time."""
+
+    def ar(*over):
+        sc, _ = load_scenario(
+            None, ["model=gpt-oss-120b", "hardware.gpu=h200", "hardware.tensor_parallel_size=8", *over]
+        )
+        _, e, _ = build(sc)
+        return {o.name: o for o in e.cost.ops(decode_work(8, 1024))}["allreduce"].seconds
+
+    base = ar()
+    assert base - ar("cost.allreduce_hop_us=0") == pytest.approx(72 * 6 * 2.75e-6)
+    assert ar("cost.allreduce_latency_us=15") - base == pytest.approx(72 * 5e-6)
+    fixed = 72 * (10e-6 + 6 * 2.75e-6)
+    assert ar("cost.allreduce_bandwidth=0.335") - fixed == pytest.approx(2 * (base - fixed))
+    with pytest.raises(ConfigError, match=r"cost\.allreduce_bandwidth"):
+        load_scenario(None, ["cost.allreduce_bandwidth=0"])

@@ -589,6 +589,26 @@ class CostConfig:
         None, "the engine's fixed CPU work per step (scheduling, input preparation, output bookkeeping)", "ms", ge=0.0
     )
     engine_cpu_per_seq_us: Union[float, None] = F(None, "the engine's CPU work per scheduled sequence", "us", ge=0.0)
+    allreduce_latency_us: Union[float, None] = F(
+        None,
+        "one tensor-parallel all-reduce's latency on two GPUs of one NVLink/xGMI group, besides its bytes "
+        "(null: the calibration's, 10 us on the built-in ones)",
+        "us",
+        ge=0.0,
+    )
+    allreduce_hop_us: Union[float, None] = F(
+        None,
+        "latency an all-reduce adds per GPU beyond two (a ring's hop; 0 for one whose latency does not grow "
+        "with the GPUs; null: 2.75, NCCL's measured on H200s)",
+        "us",
+        ge=0.0,
+    )
+    allreduce_bandwidth: Union[float, None] = F(
+        None,
+        "share of the link's bandwidth an all-reduce's bytes reach (null: 0.67, NCCL's measured on H200s)",
+        ge=EFFICIENCY_MIN,
+        le=1.0,
+    )
 
 
 REPLICAS_SHAPE = "integer or list of groups"
