@@ -209,8 +209,9 @@ def routing(log: str) -> str:
 
 
 def engine_flags(flags: dict, facts: dict) -> dict:
-    """servesim's engine settings for a server's flags: the scheduler's caps, the longest request, the memory share, KV
-    offloading, and a pool given in bytes (``--kv-cache-memory-bytes``) as the blocks the server logged."""
+    """servesim's engine settings for a server's flags: the scheduler's caps, the longest request, the memory
+    share, the weights' quantization, KV offloading, and a pool given in bytes (``--kv-cache-memory-bytes``)
+    as the blocks the server logged."""
     out: dict = {
         k: int(v)
         for k, v in (
@@ -222,6 +223,8 @@ def engine_flags(flags: dict, facts: dict) -> dict:
     }
     if "--gpu-memory-utilization" in flags:
         out["gpu_memory_utilization"] = float(flags["--gpu-memory-utilization"])
+    if "--quantization" in flags:  # weights quantized at load (fp8: per tensor, vLLM's online path)
+        out["quantization"] = flags["--quantization"]
     if "--kv-offloading-size" in flags:
         out["kv_offloading_size"] = float(flags["--kv-offloading-size"])
     if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):

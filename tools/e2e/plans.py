@@ -802,6 +802,34 @@ def overlap_log_lanes() -> list[dict]:
     return out
 
 
+# fp8_h200 (one GPU, about 14 minutes): FP8 weights as vLLM serves them on Hopper (`--quantization
+# fp8`: the bf16 checkpoint's linear layers quantized to FP8 at load, per tensor, the activations per
+# token at run time, CUTLASS FP8 GEMMs), each model beside its bf16 server on the same machine:
+# Llama-3.1-8B and Qwen3-32B, a warm-up, then decodes at 1, 16 and 64 in flight (1k prompts) and
+# 8k-token prefills four at a time. No FP8 server had been recorded before.
+FP8_POINTS = (
+    ("warm", 1024, 16, 16, 32),
+    ("c1", 1024, 1, 4, 256),
+    ("c16", 1024, 16, 32, 256),
+    ("c64", 1024, 64, 128, 256),
+    ("p8k_c4", 8192, 4, 16, 16),
+)
+
+
+def fp8_lanes() -> list[dict]:
+    out = []
+    for model, short in (("llama-3.1-8b", "llama8b"), ("qwen3-32b", "qwen32b")):
+        for fmt, extra in (("bf16", []), ("fp8", ["--quantization", "fp8"])):
+            name = f"{short}_{fmt}"
+            runs = [
+                closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_h200/{name}/{r}"))
+                for r, prompt, c, n, output in FP8_POINTS
+            ]
+            serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", *extra]
+            out.append(lane(name, [0], model, serve, runs))
+    return out
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -813,8 +841,9 @@ def main() -> None:
     others = {
         r.get("seed")
         for path in (HERE / "plans").glob("*.json")
-        # blind_h200.json replays one of cpu_h200.json's runs on another host, with its seed
-        if path.name not in ("cpu_h200.json", "cpu_h200x4.json", "blind_h200.json")
+        # blind_h200.json replays one of cpu_h200.json's runs on another host, with its seed, and
+        # repeat_h200.json two of them, three times each
+        if path.name not in ("cpu_h200.json", "cpu_h200x4.json", "blind_h200.json", "repeat_h200.json")
         for x in json.loads(path.read_text())["lanes"]
         for r in x["runs"]
     }
@@ -844,6 +873,7 @@ def main() -> None:
         ("sglang_prefill_h200", sglang_prefill_lanes()),
         ("overlap_h200", overlap_lanes()),
         ("overlap_log_h200", overlap_log_lanes()),
+        ("fp8_h200", fp8_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
