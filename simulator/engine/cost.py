@@ -505,6 +505,16 @@ MXFP4_WEIGHT_ONLY_MOE_COMPUTE = 0.46
 # dummy-weight gpt-oss steps on an H200), with which its held-out public runs at 4 in flight came
 # within 5-8% in throughput and TPOT (GPUStack's A100 runs, runs.yaml).
 MXFP4_MARLIN_KERNELS = 9.0
+# FP8 dense linear layers on Hopper (vLLM's CUTLASS scaled-mm: weights per tensor, activations
+# quantized per token as they run) reach this share of the fraction of peak that bf16 GEMMs reach:
+# an 8,192-token prefill of Llama-3.1-8B took 0.67 of its bf16 time on one H200 (145 against 217 ms
+# a step, the means of 12 steps each, data/e2e/h200_fp8_2026-12-02, the two servers one after the
+# other), where the FP8 tensor cores' twice the rate at the bf16 fraction gives 0.50; with attention
+# in bf16 the linear layers' share that fits is 0.82. Held out: Qwen3-32B's FP8 prefill on the same
+# machine (623 ms a step, the median of 12; 598 priced). The experts of an FP8 MoE model keep their
+# fused kernel's rates, and an MLA model (DeepSeek's block-scaled FP8) its rates as they were, with
+# its attention's (``attention_peak``).
+HOPPER_FP8_GEMM_SHARE = 0.82
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
@@ -520,8 +530,19 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     dense_rate = {"none": m.dtype, "int4": m.dtype, "mxfp4": "fp4", "nvfp4": "fp4"}.get(quantization, quantization)
     peak = gpu.flops(dense_rate)
     if quant_scope(m, quantization) == "all":
-        return fmt_bytes, fmt_bytes, peak, peak
+        hopper_fp8 = quantization == "fp8" and gpu.compute_capability == "9.0" and not m.is_mla
+        share = HOPPER_FP8_GEMM_SHARE if hopper_fp8 else 1.0
+        return fmt_bytes, fmt_bytes, peak * share, peak
     return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
+
+
+def attention_peak(m: ModelArch, gpu: GPU, weights_peak: float) -> float:
+    """The peak FLOP/s attention multiplies at: the activations' dtype's, whatever format the weights
+    are read in (FP8 weights on one H200, data/e2e/h200_fp8_2026-12-02: the prefills' time left
+    after the linear layers is bf16 attention's). An MLA model keeps its weights' rate
+    (``weights_peak``): its prefill's attention is priced in the absorbed, latent form, whose FLOPs
+    exceed those of the form vLLM and SGLang prefill in, and the two stand together until measured."""
+    return weights_peak if m.is_mla else gpu.flops(m.dtype)
 
 
 def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, tp: int) -> float:
@@ -694,7 +715,7 @@ class CostModel:
             * (4 * m.hidden_size + 2 * inner / tp + 3 * m.intermediate_size / tp),
             "matmul_bw": gpu.hbm_bandwidth * e.matmul_memory,
             "attn_flops_per_pair": attn_fpp,
-            "attn_flops": peak * e.attn_compute,
+            "attn_flops": attention_peak(m, gpu, peak) * e.attn_compute,
             "kv_bytes_per_token": m.paged_kv_bytes_per_token(kv_dtype_bytes, attn_tp) / dp_attention,
             "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
             "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
