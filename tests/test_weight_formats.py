@@ -8,7 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from simulator.engine.cost import MXFP4_WEIGHT_ONLY_MOE_COMPUTE, CostModel, Efficiency, attention_work
+from simulator.engine.cost import (
+    HOPPER_FP8_GEMM_SHARE,
+    MXFP4_WEIGHT_ONLY_MOE_COMPUTE,
+    CostModel,
+    Efficiency,
+    attention_work,
+    decode_work,
+)
 from simulator.engine.params import PARAMS, P
 from simulator.errors import ConfigError
 from simulator.metrics import summarize
@@ -218,6 +225,31 @@ def test_fp4_math_rate_where_the_gpu_has_one():
     assert rp[P.WEIGHT_BYTES] == pytest.approx((attn * 2 + dense * 0.5625) / (attn + dense))
 
 
+def test_fp8_weights_multiply_at_their_rate_and_attention_at_the_activations():
+    """FP8 linear layers on Hopper at HOPPER_FP8_GEMM_SHARE of the FP8 peak's fitted fraction, on a
+    Blackwell GPU at all of it; attention at the bf16 rate whatever the weights' format, NVFP4 too;
+    an MLA model (DeepSeek-R1, block-scaled FP8) keeps the FP8 rate for both, as before the recording
+    that set them (data/e2e/h200_fp8_2026-12-02)."""
+    e = Efficiency()
+    h200, b200 = load_gpu("h200"), load_gpu("b200")
+    llama = load_model("llama-3.1-8b")
+    bf16, fp8 = CostModel(llama, h200, 1, e).params, CostModel(llama, h200, 1, e, None, "fp8").params
+    assert fp8[P.MATMUL_FLOPS] == pytest.approx(h200.flops("fp8") * HOPPER_FP8_GEMM_SHARE * e.matmul_compute)
+    assert fp8[P.ATTN_FLOPS] == bf16[P.ATTN_FLOPS] == h200.flops("bf16") * e.attn_compute
+    assert fp8[P.WEIGHT_BYTES] == 1.0 and bf16[P.WEIGHT_BYTES] == 2.0
+    blackwell = CostModel(llama, b200, 1, e, None, "fp8").params
+    assert blackwell[P.MATMUL_FLOPS] == pytest.approx(b200.flops("fp8") * e.matmul_compute)
+    fp4 = CostModel(load_model("llama-3.3-70b-fp4"), b200, 1, e, None, "nvfp4").params
+    assert fp4[P.ATTN_FLOPS] == b200.flops("bf16") * e.attn_compute
+    r1 = CostModel(load_model("deepseek-r1"), h200, 8, e, None, "fp8").params
+    assert r1[P.MATMUL_FLOPS] == pytest.approx(h200.flops("fp8") * e.matmul_compute)
+    assert r1[P.ATTN_FLOPS] == pytest.approx(h200.flops("fp8") * e.attn_compute)
+    # the bf16 prefill of 8,192 tokens against the FP8 one: 0.67 measured, priced within a point
+    sc = {q: load_scenario(None, ["hardware.gpu=h200", f"engine.quantization={q}"])[0] for q in ("none", "fp8")}
+    step = {q: build(s)[1].cost.step_time(decode_work(1, 0, 8192)) for q, s in sc.items()}
+    assert step["fp8"] / step["none"] == pytest.approx(0.67, abs=0.01)
+
+
 NEW_MODELS = [  # (model, tensor_parallel_size on H200s)
     ("gpt-oss-20b", 1),
     ("gpt-oss-120b", 1),
@@ -413,7 +445,6 @@ def test_mxfp4_prefill_on_hopper_at_its_measured_rate(model, batch, tokens, meas
     step-time` prices them: MXFP4 experts through the weight-only Triton path at
     ``MXFP4_WEIGHT_ONLY_MOE_COMPUTE`` of the bf16 peak (at the fused-MoE kernel's 0.33 these came out
     27-49% long)."""
-    from simulator.engine.cost import decode_work
     from simulator.resolve import cost_model, engine_defaults, load_arch
     from simulator.scenario.config import load_scenario
 

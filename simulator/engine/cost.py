@@ -522,7 +522,8 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     """How a weight format is read and multiplied: bytes per weight of the dense linear layers and of
     the experts, and the peak FLOP/s of each. The format covers every linear layer, or a checkpoint's
     MLP only (``models.quant_scope``: gpt-oss's MXFP4 experts, NVFP4 with bf16 attention), the rest
-    keeping the model's dtype. fp8 and int8 multiply at their own tensor-core rate; int4 is
+    keeping the model's dtype. fp8 and int8 multiply at their own tensor-core rate (on Hopper, FP8 dense
+    layers other than an MLA model's at ``HOPPER_FP8_GEMM_SHARE`` of it); int4 is
     dequantized to 16 bits; MXFP4 and NVFP4 multiply at the GPU's fp4 rate where it has one
     (Blackwell), and elsewhere are read at their width and multiplied at 16 bits (vLLM's weight-only
     Marlin kernels on Hopper)."""
