@@ -87,6 +87,13 @@ def confounded(run: dict, recorded: bool = False) -> bool:
     return bool(run.get("confounded"))
 
 
+def host_calibration(run: dict) -> bool:
+    """Whether a run calibrates the host side (the host costs, the band's margins, a GPU's matmul rates
+    fitted end to end): marked ``split: calibrate``, and not one that fits a kernel's rate instead
+    (``fits: gpu``, ``attention``, ``prefill``, ``eager``)."""
+    return run["split"] == "calibrate" and run.get("fits", "host") == "host"
+
+
 def median(xs: list[float]) -> float:
     xs = sorted(x for x in xs if not math.isnan(x))
     if not xs:

@@ -90,13 +90,8 @@ def main() -> int:
 def fit_margins(jobs: int = 2, say=print) -> tuple[dict[str, float], int]:
     """Per metric, the ``MARGIN_QUANTILE`` quantile of |ln(servesim / server)| over the counted
     calibration runs, each on its own machine's catalog host (rounded as the file keeps it); and how
-    many runs. A run that fits a GPU's kernels (``fits: gpu``) is not the host's calibration, as in
-    tools/validation/fit_host.py."""
-    runs = [
-        r
-        for r in validate.load(validate.E2E_FILE)["runs"]
-        if r["split"] == "calibrate" and r.get("fits", "host") == "host"
-    ]
+    many runs (``validate.host_calibration``: a run that fits a GPU's kernels is not the host's)."""
+    runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if validate.host_calibration(r)]
     hosts = catalog().hosts
     groups: dict[str | None, list[dict]] = {}
     for r in runs:

@@ -38,8 +38,7 @@ def main() -> int:
     runs = [
         r
         for r in validate.load(validate.RUNS_FILE)["runs"]
-        if r["split"] == "calibrate"
-        and r.get("fits", "host") == "host"  # not a run that fits a kernel's rate (``fits: attention``, ``gpu``)
+        if validate.host_calibration(r)  # not a run that fits a kernel's rate (``fits: attention``, ``gpu``)
         and not r.get("confounded")
         and r["gpu"] == args.gpu
     ]

@@ -246,7 +246,7 @@ def main() -> int:
         return [
             r
             for r in (validate.load(p)["runs"] if p else [])
-            if r["split"] == "calibrate" and r.get("fits", "host") == "host" and not r.get("confounded")
+            if validate.host_calibration(r) and not r.get("confounded")
         ]
 
     runs = calibration(public_file) + calibration(recorded_file)
