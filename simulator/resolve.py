@@ -405,7 +405,7 @@ def sglang_scheduler_config(sc: Scenario, seqs: int, tokens: int) -> SchedulerCo
         block_size=sglang.accounting_page(e.page_size or 1),
         enable_prefix_caching=e.prefix_caching,
         admission="sglang",
-        policy=e.schedule_policy,
+        policy=sglang.active_policy(e.schedule_policy, e.prefix_caching),
         cache_finished_content=keeps_finished_content(sc.workload),
         sgl_prefill_tokens=e.max_prefill_tokens,
         sgl_page=e.page_size or 1,

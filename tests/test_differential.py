@@ -223,6 +223,29 @@ CASES = {
             "workload.shared_prefix={num_groups: 4, tokens: 500, fraction: 0.7}",
         ],
     ),
+    # The cache-aware policies: many groups' prefixes contending for a small pool, queues both under
+    # and over lpm's 128, retraction bringing requests back with their own prompts cached.
+    "sglang_lpm_prefixes": (
+        SGL,
+        [
+            *SHORT,
+            "engine.mem_fraction_static=0.215",
+            "engine.chunked_prefill_size=1024",
+            "engine.schedule_policy=lpm",
+            "workload.prompt_tokens={dist: uniform, min: 100, max: 1500}",
+            "workload.shared_prefix={num_groups: 40, tokens: 800, fraction: 0.9}",
+        ],
+    ),
+    "sglang_dfs_weight_prefixes": (
+        SGL,
+        [
+            *SHORT,
+            "engine.mem_fraction_static=0.215",
+            "engine.schedule_policy=dfs-weight",
+            "workload.prompt_tokens={dist: uniform, min: 100, max: 1500}",
+            "workload.shared_prefix={num_groups: 12, tokens: 600, fraction: 0.8}",
+        ],
+    ),
     "sglang_unchunked_no_radix": (
         SGL,
         [
@@ -425,12 +448,12 @@ def test_random_scenarios_are_byte_identical(d):
             "chunk": st.sampled_from([-1, 16, 256, 8192]),
             "prefill": st.sampled_from([16, 700, 16384]),
             "page": st.sampled_from([1, 16, 64]),
-            "policy": st.sampled_from(["fcfs", "lof"]),
+            "policy": st.sampled_from(["fcfs", "lof", "lpm", "dfs-weight"]),
             "radix": st.booleans(),
             "running": st.sampled_from([None, 1, 7, 300]),
             "conservativeness": st.sampled_from([0.3, 1.0, 3.0]),
             "overlap": st.booleans(),
-            "groups": st.sampled_from([0, 0, 3]),
+            "groups": st.sampled_from([0, 0, 3, 40]),
             "prompt": st.integers(1, 3000),
             "output": st.integers(1, 1500),
             "seed": st.integers(0, 1000),

@@ -3,7 +3,8 @@
 The readable reference (``simulator/engine/reference/``) calls these functions as plain Python; the
 compiled production step (``simulator/engine/compiled/``) compiles the very same functions with numba. A
 rule changed here changes both, and the differential tests then compare them byte for byte.
-Everything here is plain integer/float arithmetic (the subset numba compiles).
+Everything here is plain integer/float arithmetic (the subset numba compiles, with no array made:
+``sgl_waiting_order`` works in a scratch array its caller hands it).
 """
 
 from __future__ import annotations
@@ -461,3 +462,140 @@ def sgl_prompt_cacheable(num_tokens, num_out):
     """Tokens of a retracted request whose KV stays in the prefix cache: its prompt's (inserted into the
     radix tree when it was prefilled), not the tokens it decoded (released uncached)."""
     return num_tokens - num_out
+
+
+# ---- SGLang's cache-aware schedule policies (srt/managers/schedule_policy.py: SchedulePolicy) -------
+# Before each prefill step (``calc_priority``), lpm sorts the waiting queue by the tokens each request
+# finds in the prefix cache, longest first; dfs-weight rebuilds it by a depth-first walk of the radix
+# tree. Both first mark "in-batch" duplicates: a request that finds (almost) nothing cached but shares
+# a prefix with a request ahead of it in the queue waits one round, so that the other's prefill caches
+# the prefix for it.
+SGL_ORDER_CODES = {"lpm": 1, "dfs-weight": 2}  # the policies that re-order (cfg: 0 for the others)
+SGL_ORDER_LPM = 1
+SGL_ORDER_DFS = 2
+SGL_LPM_MAX_WAITING = 128  # _determine_active_policy: a longer queue is left in its order (fcfs)
+SGL_IN_BATCH_CHECK = 32  # IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD: cached tokens up to which it looks
+SGL_IN_BATCH_DEPRIORITIZE = 32  # IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD: shared tokens that defer
+SGL_DEFERRED = 1 << 62  # lpm's key of a deferred request (``float("inf")``: behind every other)
+
+
+def sgl_orders(policy, waiting, batch_full, chunking, running, max_running):
+    """Whether SGLang re-orders its waiting queue of ``waiting`` requests before this step's prefill
+    (``get_new_batch_prefill``: it returns first when the batch is full, or no request can join it,
+    and no prompt is being chunked; lpm then orders a queue of at most ``SGL_LPM_MAX_WAITING``)."""
+    if policy == 0 or waiting == 0:
+        return False
+    if not chunking and (batch_full or running >= max_running):
+        return False
+    return policy == SGL_ORDER_DFS or waiting <= SGL_LPM_MAX_WAITING
+
+
+def sgl_shared_tokens(group, group_len, num_tokens):
+    """Leading tokens a waiting request has in common with the others of its shared-prefix group, as
+    SGLang's in-queue match sees them: its group's prefix, within its tokens less the last
+    (``Req.adjust_max_prefix_ids``)."""
+    if group < 0:
+        return 0
+    return group_len if group_len < num_tokens - 1 else num_tokens - 1
+
+
+# Rows of the scratch the ordering works in (``sgl_waiting_order``: int64, a column per waiting request):
+# what the caller fills in for each request in queue order, then the new order and the sort's own rows.
+WO_HITS, WO_NGROUP, WO_GROUP, WO_SHARED, WO_ORDER, WO_TMP, WO_ROOT, WO_BRANCH, WO_DEPTH, WO_LIGHT, WO_FIRST = range(11)
+N_WO = 11
+
+
+def sgl_waiting_order(policy, w, n, block_size):
+    """Order a waiting queue of ``n`` requests under a cache-aware policy: ``w[WO_ORDER, k]`` becomes
+    the queue position of the k-th in the new order. Request i (column i, in queue order) finds
+    ``w[WO_HITS, i]`` leading blocks in the prefix cache, of which its group's prefix spans
+    ``w[WO_NGROUP, i]``; ``w[WO_GROUP, i]`` is its group (-1: none), ``w[WO_SHARED, i]`` its
+    ``sgl_shared_tokens``.
+
+    lpm (``_sort_by_longest_prefix``): most cached tokens first; a request deferred by the in-queue
+    check last; ties in the queue's order. dfs-weight (``_sort_by_dfs_weight``): the radix tree walked
+    depth first, each node's children heaviest first (a node's weight: the waiting requests whose
+    match ends at or below it), each node's requests after its children's; a request that finds
+    nothing cached ends at the root and comes last. The tree has a branch per group (its prefix, then
+    each request's own tokens below it) and one per request whose cached tokens are its own alone;
+    siblings of equal weight in the order of their first request in the queue (SGLang's: the order
+    the branches entered the tree, which a simulator without token contents does not keep)."""
+    for i in range(n):
+        w[WO_ORDER, i] = i
+    if policy == SGL_ORDER_LPM:
+        k = 0  # groups entered in the in-queue tree by a request that can defer others: w[WO_TMP, :k]
+        for i in range(n):
+            cached = w[WO_HITS, i] * block_size
+            w[WO_ROOT, i] = -cached
+            if cached > SGL_IN_BATCH_CHECK or w[WO_SHARED, i] < SGL_IN_BATCH_DEPRIORITIZE:
+                continue
+            deferred = False
+            for j in range(k):
+                if w[WO_TMP, j] == w[WO_GROUP, i]:
+                    deferred = True
+                    break
+            if deferred:
+                w[WO_ROOT, i] = SGL_DEFERRED
+            else:
+                w[WO_TMP, k] = w[WO_GROUP, i]
+                k += 1
+        _sort_stably(w, n, WO_ROOT)
+        return
+    for i in range(n):
+        h, ng = w[WO_HITS, i], w[WO_NGROUP, i]
+        w[WO_ROOT, i] = 1 if h == 0 else 0  # nothing cached: the root's own requests, last
+        w[WO_DEPTH, i] = 0  # within a group's branch: its own tokens' leaves, then its prefix deepest first
+        if h == 0:
+            w[WO_BRANCH, i] = -1
+        elif w[WO_GROUP, i] >= 0 and ng > 0:
+            w[WO_BRANCH, i] = w[WO_GROUP, i]
+            w[WO_DEPTH, i] = 0 if h > ng else ng - h + 1
+        else:
+            w[WO_BRANCH, i] = -2 - i
+    _sort_stably(w, n, WO_BRANCH)  # the root's children: each one's requests together
+    s = 0
+    while s < n:
+        e = s
+        while e < n and w[WO_BRANCH, w[WO_ORDER, e]] == w[WO_BRANCH, w[WO_ORDER, s]]:
+            e += 1
+        for t in range(s, e):
+            w[WO_LIGHT, w[WO_ORDER, t]] = s - e  # minus the branch's weight
+            w[WO_FIRST, w[WO_ORDER, t]] = w[WO_ORDER, s]  # its first request in the queue
+        s = e
+    for i in range(n):
+        w[WO_ORDER, i] = i
+    _sort_stably(w, n, WO_DEPTH)
+    _sort_stably(w, n, WO_FIRST)
+    _sort_stably(w, n, WO_LIGHT)
+    _sort_stably(w, n, WO_ROOT)
+
+
+def _sort_stably(w, n, key):
+    """``w[WO_ORDER, :n]`` sorted stably by ``w[key, position]`` (a merge sort through ``WO_TMP``)."""
+    width = 1
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if w[key, w[WO_ORDER, b]] < w[key, w[WO_ORDER, a]]:
+                    w[WO_TMP, k] = w[WO_ORDER, b]
+                    b += 1
+                else:
+                    w[WO_TMP, k] = w[WO_ORDER, a]
+                    a += 1
+                k += 1
+            while a < mid:
+                w[WO_TMP, k] = w[WO_ORDER, a]
+                a += 1
+                k += 1
+            while b < hi:
+                w[WO_TMP, k] = w[WO_ORDER, b]
+                b += 1
+                k += 1
+            lo = hi
+        for i in range(n):
+            w[WO_ORDER, i] = w[WO_TMP, i]
+        width *= 2

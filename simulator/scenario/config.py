@@ -336,9 +336,9 @@ class EngineConfig:
         vllm="sglang --disable-radix-cache",
         **_SGL("engine.enable_prefix_caching"),
     )
-    schedule_policy: Literal["fcfs", "lof"] = F(
+    schedule_policy: Literal["fcfs", "lof", "lpm", "dfs-weight"] = F(
         "fcfs",
-        "SGLang: the waiting queue's order: fcfs (arrival; retracted requests go to the back) or lof (longest output first); the cache-aware lpm and dfs-weight are not modelled",
+        "SGLang: the waiting queue's order: fcfs (arrival; retracted requests go to the back), lof (longest output first), or the cache-aware lpm (most prompt tokens in the prefix cache first; a queue over 128 keeps its order) and dfs-weight (the radix tree walked depth first, its busiest branches first); both defer a request whose prefix another request ahead of it is about to cache; with the radix cache off they are fcfs, as in SGLang",
         vllm="sglang --schedule-policy",
         **_SGL("engine.scheduling_policy"),
     )

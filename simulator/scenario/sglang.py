@@ -96,6 +96,15 @@ def prefill_graph_max(release: str, amd: bool, mla: bool, dp_attention: int, chu
     return max(chunked_prefill_size, 0)
 
 
+CACHE_AWARE_POLICIES = ("lpm", "dfs-weight")
+
+
+def active_policy(policy: str, radix_cache: bool) -> str:
+    """The schedule policy SGLang runs: a cache-aware one is fcfs without the radix cache
+    (``SchedulePolicy._validate_and_adjust_policy``)."""
+    return "fcfs" if policy in CACHE_AWARE_POLICIES and not radix_cache else policy
+
+
 def new_token_ratio(conservativeness: float) -> tuple[float, float, float]:
     """(initial, floor, decay per decode step) of the scheduler's new-token ratio
     (``scheduler_components/new_token_ratio_tracker.py``; 0.5.6: ``Scheduler.__init__``)."""

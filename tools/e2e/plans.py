@@ -9,6 +9,7 @@ The `_h200` variants push concurrency further, since an H200's larger KV cache f
 `sglang_moe_h200` (one GPU): an MoE model served by SGLang and then by vLLM (`sglang_moe_lanes`).
 `sglang_mla_h200` (one GPU): a DeepSeek-architecture model (MLA, DeepSeekMoE) the same way (`sglang_mla_lanes`).
 `sglang_prefill_h200` (one GPU): SGLang's prefills with and without CUDA graphs (`sglang_prefill_lanes`).
+`sglang_lpm_h200` (one GPU): SGLang's schedule policies over shared prefixes and a small pool (`sglang_lpm_lanes`).
 """
 
 from __future__ import annotations
@@ -685,6 +686,35 @@ def sglang_lanes() -> list[dict]:
     return [defaults, capped, decode_only]
 
 
+def sglang_lpm_lanes() -> list[dict]:
+    """SGLang 0.5.16 on one H200, Llama-3.1-8B with dummy weights, under each of its schedule policies
+    (`fcfs`, its default; the cache-aware `lpm` and `dfs-weight`), over the same requests: prompts of
+    one of 64 shared 2,048-token prefixes (drawn uniformly) and 256 tokens of their own, 64 output
+    tokens, a pool held to about 100k tokens (`--mem-fraction-static 0.2`: some 40 prefixes at once),
+    so that which waiting requests go first decides how often a prefix is found cached. 128 clients
+    (at most 128 waiting: lpm sorts the queue) and 384 (lpm leaves a queue over 128 in its order)."""
+
+    def run(kind: str, **kw) -> dict:
+        return {"name": kind, **kw, "timeout_s": 300, "seed": zlib.crc32(f"sglang_lpm_h200/{kind}".encode())}
+
+    shape = {"prompt": 256, "output": 64, "prefix": {"groups": 64, "words": 2048}}
+    runs = [
+        run("c128", max_concurrency=128, num_prompts=1024, **shape),
+        run("c384", max_concurrency=384, num_prompts=1536, **shape),
+    ]
+    return [
+        lane(
+            f"sglang_{policy.replace('-', '')}",
+            [0],
+            "llama-3.1-8b",
+            ["--mem-fraction-static", "0.2", "--schedule-policy", policy],
+            runs,
+            framework="sglang",
+        )
+        for policy in ("fcfs", "lpm", "dfs-weight")
+    ]
+
+
 def engine_pair_runs(plan: str) -> list[dict]:
     """The runs both lanes of an engine-pair plan serve over the same requests (one seed a run, from the
     plan's name): 1, 64 and 256 closed-loop clients, then the KV-bound and decode-heavy runs at 768."""
@@ -874,6 +904,7 @@ def main() -> None:
         ("overlap_h200", overlap_lanes()),
         ("overlap_log_h200", overlap_log_lanes()),
         ("fp8_h200", fp8_lanes()),
+        ("sglang_lpm_h200", sglang_lpm_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -188,6 +188,8 @@ class CompiledEngine(Engine):
             wq, wk, wa = np.zeros(k, np.int64), np.zeros((k, 2), np.int64), np.zeros(k)
             wq[: len(st.wq)], wk[: len(st.wq)], wa[: len(st.wq)] = st.wq, st.wk, st.wa
             st = self.st = st._replace(wq=wq, wk=wk, wa=wa)
+            if st.wo.shape[1] > 1:  # a cache-aware policy's scratch: a column per waiting request
+                st = self.st = st._replace(wo=np.zeros((st.wo.shape[0], k), np.int64))
         if in_intake > len(st.iqr):
             k = max(2 * len(st.iqr), in_intake)
             iq, iqr = np.zeros((k, 3)), np.zeros(k, np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 
 from simulator.engine.params import N_COST
 from simulator.engine.requests import ROW_LAYOUT
-from simulator.engine.rules import ITL_BINS
+from simulator.engine.rules import ITL_BINS, N_WO
 from simulator.engine.step_log import STAGE_ROWS
 from simulator.scenario.limits import SPEC_MAX_TOKENS
 
@@ -45,6 +45,7 @@ State = namedtuple(
         "wq",
         "wk",
         "wa",  # waiting queue: a heap of requests and their keys
+        "wo",  # scratch for re-ordering it (rules.sgl_waiting_order's rows, then the requests: WO_RID)
         "swq",  # swapped requests: a ring, in the order they went out
         "stage",
         "hist",
@@ -151,7 +152,7 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 ) = range(16)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
-# PRIORITY: 0 FCFS, 1 priority, 2 longest output first (SGLang's lof). WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
+# PRIORITY: 0 FCFS (and SGLang's lpm and dfs-weight, re-ordered before a prefill), 1 priority, 2 longest output first (SGLang's lof). WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's
 # tokens each step.
 (
     MAX_SEQS,
@@ -178,12 +179,13 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SGLANG,  # 1: SGLang's scheduling (compiled/sglang.py), with its max_prefill_tokens and page size
     SGL_PREFILL,
     SGL_PAGE,
+    SGL_ORDER,  # SGLang's cache-aware policy re-ordering the waiting queue (rules.SGL_ORDER_CODES; 0: none)
     CLOOP,  # 1: the engine runs the turns of closed-loop clients CL_BASE to CL_BASE + CL_N - 1 (clients.py)
     CL_BASE,
     CL_N,
     LIVELOCK_AT,  # rejections told in a row at one time that stop the run (core.REJECT_LIVELOCK)
     N_CFG,
-) = range(29)
+) = range(30)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
@@ -315,3 +317,5 @@ REFILL = 8  # closed-loop clients to tell at fctl[T_RET], with too few shapes or
 LIVELOCK = 9  # ctl[REJ_K] rejections told in a row at one time, the last ctl[REJ_RID]: stop the run
 
 HIST_LEN = ITL_BINS + 2
+WO_RID = N_WO  # the row of ``wo`` that holds the waiting requests while they are re-ordered
+N_WO_ROWS = N_WO + 1

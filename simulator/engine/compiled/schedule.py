@@ -68,6 +68,7 @@ from simulator.engine.compiled.layout import (
     S_RID,
     S_ROW,
     S_SPEC,
+    SGLANG,
     SPEC_LOOK,
     STAGE_N,
     STALLED,
@@ -241,8 +242,8 @@ def run_slot(st, s, a, m):
         take_blocks(st, slots[s, S_ROW], slots[s, S_NBLK], m)
         slots[s, S_NBLK] += m
     rid = slots[s, S_RID]
-    if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
-        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)
+    if st.cfg[SGLANG] == 0 and fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)  # SGLang's: after the step's scheduling (sglang.py)
     slots[s, S_A] = a
 
 
@@ -442,8 +443,8 @@ def admit_request(st, t, rid, nh, nc, a, m, nx):
         record(st, t, EventKind.RESUMED, rid, nc)
     st.status[rid] = RequestStatus.RUNNING
     start_slot(st, rid, nc, nh + m, a, row)
-    if fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
-        cache_group_blocks(st, rid, row, nc + a)
+    if st.cfg[SGLANG] == 0 and fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, row, nc + a)  # SGLang's: after the step's scheduling (sglang.py)
     if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
         st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
         host_loaded(st, nx)

@@ -15,6 +15,8 @@ from simulator.engine.compiled.layout import (
     CACHING,
     END,
     FREE,
+    I_GLEN,
+    I_GROUP,
     I_MAXT,
     I_NOUT,
     I_NTOK,
@@ -27,17 +29,21 @@ from simulator.engine.compiled.layout import (
     S_NOUT,
     S_NTOK,
     S_RID,
+    S_ROW,
+    SEQ_BACK,
     SGL_CHUNKED,
     SGL_FULL,
+    SGL_ORDER,
     SGL_PAGE,
     SGL_PREFILL,
     SGL_RATIO,
     SGL_RDECAY,
     SGL_RMIN,
+    WO_RID,
     WQ_LEN,
 )
-from simulator.engine.compiled.pool import lookup, unreferenced_hits
-from simulator.engine.compiled.queues import wq_peek, wq_pop
+from simulator.engine.compiled.pool import cache_group_blocks, lookup, unreferenced_hits
+from simulator.engine.compiled.queues import wq_insert, wq_peek, wq_pop
 from simulator.engine.compiled.schedule import (
     abort_slot,
     admit_request,
@@ -48,20 +54,30 @@ from simulator.engine.compiled.schedule import (
     run_slot,
 )
 from simulator.engine.rules import (
+    WO_GROUP,
+    WO_HITS,
+    WO_NGROUP,
+    WO_ORDER,
+    WO_SHARED,
+    fills_group_blocks,
+    group_blocks,
     hashed_blocks,
     new_blocks,
     sgl_admission_tokens,
     sgl_fits,
+    sgl_orders,
     sgl_over_prefill_budget,
     sgl_prompt_cacheable,
     sgl_ratio_after_retract,
     sgl_ratio_decayed,
     sgl_retract_first,
     sgl_running_reserve,
+    sgl_shared_tokens,
     sgl_truncated,
+    sgl_waiting_order,
 )
 
-COLD = ("schedule_sglang", "_retract", "_abort_last")  # not inlined (see build.py)
+COLD = ("schedule_sglang", "_retract", "_abort_last", "_order_waiting")  # not inlined (see build.py)
 
 
 def schedule_sglang(st, t):
@@ -72,6 +88,14 @@ def schedule_sglang(st, t):
         slots[s, S_A] = 0
     if not _prefill(st, t) and ctl[N_RUN] > 0:
         _decode(st, t)
+    for s in range(ctl[END]):  # a prefill's tokens reach the radix tree once it has run (after every admission)
+        r = slots[s, S_RID]
+        if (
+            r >= 0
+            and slots[s, S_A] > 0
+            and fills_group_blocks(st.req_i64[r, I_GROUP], st.req_i64[r, I_GLEN], slots[s, S_NCOMP])
+        ):
+            cache_group_blocks(st, r, slots[s, S_ROW], slots[s, S_NCOMP] + slots[s, S_A])
 
 
 # About 90 lines: PrefillAdder's budgets (chunk, prompt tokens, KV left) are running totals that the
@@ -81,9 +105,11 @@ def _prefill(st, t):
     them; returns whether anything was scheduled."""
     ctl, cfg, slots, fctl = st.ctl, st.cfg, st.slots, st.fctl
     bs, page = cfg[BS], cfg[SGL_PAGE]
+    chunked = ctl[SGL_CHUNKED]
+    if sgl_orders(cfg[SGL_ORDER], ctl[WQ_LEN], ctl[SGL_FULL] != 0, chunked >= 0, ctl[N_RUN], cfg[MAX_SEQS]):
+        _order_waiting(st)
     rem_chunk, rem_input = cfg[BUDGET], cfg[SGL_PREFILL]
     free0 = ctl[FREE]
-    chunked = ctl[SGL_CHUNKED]
     offset = 0.0
     cs = -1
     for s in range(ctl[END]):
@@ -155,6 +181,27 @@ def _prefill(st, t):
             ctl[SGL_FULL] = 1
             return scheduled
     return scheduled
+
+
+def _order_waiting(st):
+    """The waiting queue in the cache-aware policy's order (``calc_priority``): taken off the heap in
+    its order into ``st.wo``, ordered there by ``rules.sgl_waiting_order``, put back in the new one."""
+    ctl, cfg, req_i64, w = st.ctl, st.cfg, st.req_i64, st.wo
+    bs = cfg[BS]
+    n = ctl[WQ_LEN]
+    for k in range(n):
+        rid = wq_pop(st)
+        w[WO_RID, k] = rid
+        ntok, g, glen = req_i64[rid, I_NTOK], req_i64[rid, I_GROUP], req_i64[rid, I_GLEN]
+        w[WO_HITS, k] = lookup(st, rid, ntok) if cfg[CACHING] != 0 else 0
+        w[WO_NGROUP, k] = group_blocks(g, glen, bs)
+        w[WO_GROUP, k] = g
+        w[WO_SHARED, k] = sgl_shared_tokens(g, glen, ntok)
+    sgl_waiting_order(cfg[SGL_ORDER], w, n, bs)
+    ctl[SEQ_BACK] = 0  # the heap is empty: the queue's order starts again from its front
+    for k in range(n):
+        ctl[SEQ_BACK] += 1
+        wq_insert(st, w[WO_RID, w[WO_ORDER, k]], 0, ctl[SEQ_BACK], 0.0)
 
 
 def _decode(st, t):

@@ -8,7 +8,7 @@ import numpy as np
 from simulator.engine import host_tier
 from simulator.engine.compiled import layout as L
 from simulator.engine.requests import RequestTable
-from simulator.engine.rules import N_WORK, SchedulerConfig
+from simulator.engine.rules import N_WORK, SGL_ORDER_CODES, SchedulerConfig
 from simulator.engine.step_log import StepLog
 from simulator.scenario.limits import SPEC_MAX_TOKENS
 
@@ -36,7 +36,7 @@ def new_state(
     conf[L.CACHING] = cfg.enable_prefix_caching
     conf[L.THR] = cfg.long_prefill_token_threshold
     conf[L.FULL_PROMPT] = cfg.admission == "full_prompt"
-    conf[L.PRIORITY] = {"fcfs": 0, "priority": 1, "lof": 2}[cfg.policy]
+    conf[L.PRIORITY] = {"fcfs": 0, "lpm": 0, "dfs-weight": 0, "priority": 1, "lof": 2}[cfg.policy]
     conf[L.SWAP] = cfg.preemption_mode == "swap"
     conf[L.SWAP_SPACE] = cfg.swap_space_blocks
     conf[L.ABORT_ON_FULL] = cfg.on_swap_full == "abort"
@@ -53,6 +53,7 @@ def new_state(
     conf[L.SGLANG] = cfg.framework == "sglang"
     conf[L.SGL_PREFILL] = cfg.sgl_prefill_tokens
     conf[L.SGL_PAGE] = cfg.sgl_page
+    conf[L.SGL_ORDER] = SGL_ORDER_CODES.get(cfg.policy, 0)
     fctl = np.zeros(L.N_FCTL)
     fctl[L.SGL_RATIO], fctl[L.SGL_R0] = cfg.sgl_ratio[0], cfg.sgl_ratio[0]
     fctl[L.SGL_RMIN], fctl[L.SGL_RDECAY] = cfg.sgl_ratio[1], cfg.sgl_ratio[2]
@@ -99,6 +100,7 @@ def new_state(
         wq=np.zeros(wcap, np.int64),
         wk=np.zeros((wcap, 2), np.int64),
         wa=np.zeros(wcap),
+        wo=np.zeros((L.N_WO_ROWS, wcap if cfg.policy in SGL_ORDER_CODES else 1), np.int64),
         swq=np.zeros(seats, np.int64),
         stage=log._stage,
         hist=log.itl_hist,

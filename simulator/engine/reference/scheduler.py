@@ -116,6 +116,15 @@ class WaitingQueue:
     def pop(self) -> int:
         return heapq.heappop(self._heap).rid if self.priority else self._fifo.popleft()
 
+    def ids(self) -> list[int]:
+        """The waiting requests in queue order (FCFS: the deque's)."""
+        return list(self._fifo)
+
+    def reorder(self, order) -> None:
+        """Put the FCFS queue in a new order: ``order[k]`` is the position, in ``ids()``, of the k-th."""
+        ids = list(self._fifo)
+        self._fifo = deque(ids[int(i)] for i in order)
+
     def pop_entry(self) -> _Queued | int:
         """Take the first request off with its place in the queue (``restore`` puts it back there)."""
         return heapq.heappop(self._heap) if self.priority else self._fifo.popleft()
@@ -229,11 +238,18 @@ class Scheduler:
         if m:
             self.kv.allocate(rid, m)
             R.num_blocks[rid] += m
-        g, glen = int(R.group[rid]), int(R.group_len[rid])
-        if rules.fills_group_blocks(g, glen, nc):
-            self.kv.cache_group_blocks(rid, g, glen, nc + a)
+        self._cache_filled(rid, nc, nc + a)
         self._scheduled[rid] = a
         self._budget -= a
+
+    def _cache_filled(self, rid: int, nc: int, upto: int) -> None:
+        """The shared-prefix blocks ``rid`` (computed so far: ``nc``) fills up to token ``upto`` in this
+        step, cached now: a request admitted later in the same step finds them (vLLM caches a block as
+        it is scheduled)."""
+        R = self.reqs
+        g, glen = int(R.group[rid]), int(R.group_len[rid])
+        if rules.fills_group_blocks(g, glen, nc):
+            self.kv.cache_group_blocks(rid, g, glen, upto)
 
     def _victim(self) -> int:
         """The running request to preempt: the last admitted, or under priority scheduling the one

@@ -20,12 +20,18 @@ PrefillAdder`` (data/sources/sglang/sglang_scheduler.md, sections 2-6), the arit
   tokens first, then the longest prompt) to the back of the waiting queue until it fits, never the
   last one. A retracted request keeps its output; its prompt's KV stays in the prefix cache (the
   tokens it decoded do not) and it computes the rest again when re-admitted;
+- **the cache-aware policies** (``lpm``, ``dfs-weight``): before a prefill step the waiting queue is
+  re-ordered by what each request finds in the prefix cache (``rules.sgl_waiting_order``);
+- **a prefill's tokens are found after it has run**: a request admitted beside another of its group
+  does not find the prefix the other is computing in the same step;
 - **the new-token ratio** starts at 0.7, falls by a fixed step every decode step that retracts
   nothing down to a floor, is re-estimated from the requests kept after a retraction, and starts
   again whenever the scheduler goes idle.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from simulator.engine import rules
 from simulator.engine.reference.scheduler import Scheduler, StepOutput, StepPlan
@@ -37,19 +43,38 @@ class SGLangScheduler(Scheduler):
         self.ratio = self.cfg.sgl_ratio[0]  # the new-token ratio
         self.batch_full = False  # admission stopped on the KV budget or the request cap
         self.chunked: int | None = None  # the request whose prompt is being chunked
+        self.order = rules.SGL_ORDER_CODES.get(self.cfg.policy, 0)  # lpm, dfs-weight: re-ordered
 
     def schedule(self, now: float) -> StepPlan:
         self._begin_step(0)
+        self._filled: list[tuple[int, int, int]] = []
         before: dict[int, int] = {}
         self._prefill(now, before)
         if not self._scheduled and self.running:
             self._decode(now, before)
+        for rid, nc, upto in self._filled:
+            super()._cache_filled(rid, nc, upto)
         return self._plan(before)
+
+    def _cache_filled(self, rid: int, nc: int, upto: int) -> None:
+        """Held until the step's requests are all scheduled: SGLang puts a prefill's tokens into its radix
+        tree once the prefill has run (``cache_unfinished_req``), so a request admitted beside it does
+        not find them (and computes the prefix again, which is what lpm's in-queue check defers)."""
+        self._filled.append((rid, nc, upto))
 
     # ---- a prefill step ---------------------------------------------------------------------------
     def _prefill(self, now: float, before: dict) -> None:
         """The chunked request's next chunk, then waiting requests as ``PrefillAdder`` admits them."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
+        if rules.sgl_orders(
+            self.order,
+            len(self.waiting),
+            self.batch_full,
+            self.chunked is not None,
+            len(self.running),
+            cfg.max_num_seqs,
+        ):
+            self._order_waiting()
         page = cfg.sgl_page
         rem_chunk, rem_input = cfg.max_num_batched_tokens, cfg.sgl_prefill_tokens
         free0 = self.pool.num_free  # free and evictable blocks before this step's allocations
@@ -117,6 +142,20 @@ class SGLangScheduler(Scheduler):
             if (free0 - locked) * bs - offset <= 0 or (free0 - locked) * bs - cur_offset <= 0:
                 self.batch_full = True
                 return
+
+    def _order_waiting(self) -> None:
+        """The waiting queue in the cache-aware policy's order (``calc_priority``)."""
+        R, bs = self.reqs, self.cfg.block_size
+        ids = self.waiting.ids()
+        w = np.zeros((rules.N_WO, len(ids)), np.int64)
+        for i, rid in enumerate(ids):
+            ntok, g, glen = int(R.num_tokens[rid]), int(R.group[rid]), int(R.group_len[rid])
+            w[rules.WO_HITS, i] = len(self.kv.lookup(ntok, g, glen, int(R.content_key[rid])))
+            w[rules.WO_NGROUP, i] = rules.group_blocks(g, glen, bs)
+            w[rules.WO_GROUP, i] = g
+            w[rules.WO_SHARED, i] = rules.sgl_shared_tokens(g, glen, ntok)
+        rules.sgl_waiting_order(self.order, w, len(ids), bs)
+        self.waiting.reorder(w[rules.WO_ORDER])
 
     # ---- a decode step ----------------------------------------------------------------------------
     def _decode(self, now: float, before: dict) -> None:
