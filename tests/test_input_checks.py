@@ -343,6 +343,21 @@ def test_a_pool_that_cannot_hold_one_max_length_request_is_noted(tmp_path):
     assert code == 0 and "vLLM may not start this server: its KV pool (41,328 tokens)" in out
     code, out, _ = _main(["run", "--out", str(tmp_path / "c"), *SHORT])
     assert "start this server" not in out
+    # SGLang starts with any pool (a request is capped at the pool's tokens less one): no such note
+    sgl = [str(ROOT / "scenarios" / "sglang_collapse.yaml"), "--set", "engine.mem_fraction_static=0.3"]
+    code, out, _ = _main(["run", *sgl, "--out", str(tmp_path / "d"), *SHORT])
+    assert code == 0 and "KV pool" not in out and "start this server" not in out
+
+
+def test_a_cache_aware_sglang_policy_without_the_radix_cache_is_noted_as_fcfs(tmp_path):
+    """SGLang runs lpm (or dfs-weight) as fcfs when the radix cache is off, and servesim says so."""
+    sgl = [str(ROOT / "scenarios" / "sglang_collapse.yaml"), "--set", "engine.schedule_policy=lpm"]
+    code, out, _ = _main(
+        ["run", *sgl, "--out", str(tmp_path / "a"), *SHORT, "--set", "engine.disable_radix_cache=true"]
+    )
+    assert code == 0 and "engine.schedule_policy 'lpm' orders the queue by the radix cache" in out
+    code, out, _ = _main(["run", *sgl, "--out", str(tmp_path / "b"), *SHORT])
+    assert code == 0 and "orders the queue by the radix cache" not in out
 
 
 def test_errors_in_one_of_several_scenario_files_name_the_file(tmp_path):

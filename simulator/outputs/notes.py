@@ -11,7 +11,7 @@ import numpy as np
 
 from simulator.engine.rules import RequestStatus
 from simulator.outputs.figures import share
-from simulator.scenario import versions
+from simulator.scenario import sglang, versions
 from simulator.scenario.config import Scenario
 
 STEP_ROWS_HINT = 1_000_000  # more engine steps than this: suggest a binned step log
@@ -50,6 +50,14 @@ def scenario_notes(sc: Scenario) -> list[str]:
     notes = []
     if any(g.engine.framework == "sglang" for g in groups):
         notes.append(f"{sc.name}: {SGLANG_NOTE}")
+    for policy in sorted({g.engine.schedule_policy for g in groups if g.engine.framework == "sglang"}):
+        if sglang.active_policy(policy, False) != policy and any(
+            g.engine.schedule_policy == policy and not g.engine.prefix_caching for g in groups
+        ):
+            notes.append(
+                f"{sc.name}: engine.schedule_policy '{policy}' orders the queue by the radix cache, which "
+                "engine.disable_radix_cache turns off: it runs as 'fcfs', as SGLang adjusts it"
+            )
     if any(isinstance(g.hardware.host, dict) for g in groups):
         notes.append(f"{sc.name}: {PROBE_NOTE}")
     for release in sorted({g.engine.vllm_version for g in groups if g.engine.framework == "vllm"}):
@@ -232,8 +240,12 @@ def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
 
 def _startup_notes(engine, name: str) -> list[str]:
     """vLLM starts only if its KV pool holds one request of max_model_len (and says so at start-up,
-    with the longest it could hold); servesim runs such a server anyway, rejecting what cannot fit."""
+    with the longest it could hold); servesim runs such a server anyway, rejecting what cannot fit.
+    SGLang starts with any pool (it caps a request at the pool's tokens less one)."""
     engines = [r.engine for r in engine.replicas] if hasattr(engine, "replicas") else [engine]
+    engines = [e for e in engines if e.cfg.framework != "sglang"]
+    if not engines:
+        return []
     short = min(engines, key=lambda e: e.kv_cache_tokens / e.max_model_len)
     pool, max_len = short.kv_cache_tokens, short.max_model_len
     if pool < max_len:
