@@ -320,6 +320,13 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
     e = sc.engine
     kv_bytes = kv_dtype_bytes(sc, model)
     tp, eff, x = sc.hardware.tensor_parallel_size, efficiency(sc, gpu, model), execution(sc, gpu, model, seqs, tokens)
+    ep = sc.hardware.expert_parallel_size
+    if ep > 1 and not model.is_moe:
+        raise ConfigError(f"hardware.expert_parallel_size: {model.name} has no experts to deal (got {ep}); leave it 1")
+    if ep > 1 and model.num_experts % ep:
+        raise ConfigError(
+            f"hardware.expert_parallel_size must divide {model.name}'s {model.num_experts} experts (got {ep})"
+        )
     return CostModel(
         model,
         gpu,
@@ -333,6 +340,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
         e.load_format == "dummy",
         e.dp_attention,
+        ep,
     )
 
 

@@ -271,14 +271,61 @@ def attention_work(cp, num_seqs, num_tokens, context_tokens, attn_pairs, single_
 
 
 def moe_work(cp, num_tokens):
-    """FLOPs and bytes of the routed and shared experts: the bytes of the distinct experts the
-    step's tokens touch (expected number under uniform routing; a dummy-weight server whose router
-    has a bias sends every token to the same experts: ``NUM_EXPERTS`` is then ``EXPERTS_PER_TOKEN``)."""
-    flops = 2.0 * num_tokens * cp[P.MOE_LAYERS] * (cp[P.EXPERTS_PER_TOKEN] * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS])
-    p_miss = (1.0 - cp[P.EXPERTS_PER_TOKEN] / cp[P.NUM_EXPERTS]) ** float(num_tokens)
-    touched = cp[P.NUM_EXPERTS] * (1.0 - p_miss)
+    """FLOPs and bytes of the routed and shared experts on the busiest GPU: the bytes of the distinct
+    experts the step's tokens touch (expected number under uniform routing; a dummy-weight server
+    whose router has a bias sends every token to the same experts: ``NUM_EXPERTS`` is then
+    ``EXPERTS_PER_TOKEN``).
+
+    Split by tensor parallelism every GPU holds a slice of every expert and does an equal share. With
+    expert parallelism over R ranks (``EXPERT_RANKS``) each rank holds whole experts, E / R of them (a
+    slice of each within the rank): the step waits for the rank whose experts the tokens touch most.
+    Its experts touched and the routed tokens it computes are each taken as their mean over the ranks
+    plus ``EXPERT_RANKS_MAX_Z`` standard deviations (binomial counts; the expected largest of R draws,
+    in the normal approximation), at most all of them; 1 rank: the mean, exactly."""
+    k, n = cp[P.EXPERTS_PER_TOKEN], cp[P.NUM_EXPERTS]
+    routed = k  # experts a token computes on the busiest GPU
+    q = 1.0 - (1.0 - k / n) ** float(num_tokens)  # one expert touched by the step
+    touched = n * q
+    ranks = cp[P.EXPERT_RANKS]
+    if ranks > 1.0 and num_tokens > 0:
+        z, pairs = cp[P.EXPERT_RANKS_MAX_Z], num_tokens * k
+        busiest = pairs / ranks + z * math.sqrt(pairs * (1.0 / ranks) * (1.0 - 1.0 / ranks))
+        routed = (busiest if busiest < pairs else pairs) / num_tokens
+        held = n / ranks
+        touched = held * q + z * math.sqrt(held * q * (1.0 - q))
+        if touched > held:
+            touched = held
+    flops = 2.0 * num_tokens * cp[P.MOE_LAYERS] * (routed * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS])
     nbytes = cp[P.MOE_LAYERS] * (touched * cp[P.EXPERT_PARAMS] + cp[P.SHARED_PARAMS]) * cp[P.EXPERT_WEIGHT_BYTES]
     return flops, nbytes
+
+
+def expert_params(m: ModelArch, tp: int, expert_parallel: int, dummy_weights: bool) -> dict[str, float]:
+    """The MoE layers' constants of the cost vector (``moe_work``'s), on ``tp`` GPUs whose experts are
+    dealt to ``expert_parallel`` groups."""
+    return {
+        "moe_layers": m.num_moe_layers,
+        "experts_per_token": m.experts_per_token,
+        # A dummy-weight server whose router has a bias routes every token to the same experts
+        # (ModelArch.router_bias): as if there were only experts_per_token of them.
+        "num_experts": m.experts_per_token if dummy_weights and m.router_bias else m.num_experts,
+        # Expert parallelism over R groups: each expert split over a group's tp / R GPUs alone.
+        "expert_params": m.expert_params * expert_parallel / tp,
+        "expert_ranks": expert_parallel,
+        "expert_ranks_max_z": expected_largest_normal(expert_parallel),
+        "shared_params": m.num_shared_experts * m.expert_params / tp,
+    }
+
+
+def expected_largest_normal(n: int) -> float:
+    """The expected largest of ``n`` independent standard normal draws (0 for one; 1.424 for 8),
+    integrated on a fixed grid."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-8.0, 8.0, 16001)
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    cdf = (np.cumsum(pdf) - 0.5 * pdf) * (x[1] - x[0])  # trapezoids
+    return float(np.sum(x * n * pdf * cdf ** (n - 1)) * (x[1] - x[0]))
 
 
 # How the fused-MoE kernel's compute and weight streaming combine: (tc^p + tm^p)^(1/p), between their
@@ -668,9 +715,10 @@ class CostModel:
         lora: LoraCost | None = None,
         dummy_weights: bool = False,
         dp_attention: int = 1,
+        expert_parallel: int = 1,
     ) -> None:
         self.model, self.gpu, self.tp = model, gpu, tp
-        self.dummy_weights, self.dp_attention = dummy_weights, dp_attention
+        self.dummy_weights, self.dp_attention, self.expert_parallel = dummy_weights, dp_attention, expert_parallel
         self.spec, self.lora = spec, lora
         self.kv_dtype_bytes, self.quantization = kv_dtype_bytes, quantization
         self.eff = e = eff or Efficiency()
@@ -721,13 +769,7 @@ class CostModel:
             "attn_bw": gpu.hbm_bandwidth * e.attn_memory,
             "lm_flops": 2 * m.hidden_size * m.vocab_size / tp,
             "lm_bytes": m.hidden_size * m.vocab_size * m.dtype_bytes / tp,
-            "moe_layers": m.num_moe_layers,
-            "experts_per_token": m.experts_per_token,
-            # A dummy-weight server whose router has a bias routes every token to the same experts
-            # (ModelArch.router_bias): as if there were only experts_per_token of them.
-            "num_experts": m.experts_per_token if dummy_weights and m.router_bias else m.num_experts,
-            "expert_params": m.expert_params / tp,
-            "shared_params": m.num_shared_experts * m.expert_params / tp,
+            **expert_params(m, tp, expert_parallel, dummy_weights),
             # Tensor-parallel all-reduce: two per layer of T x hidden activations (ring algorithm).
             "allreduce_count": 2 * L if tp > 1 else 0,
             "allreduce_bytes_per_token": 2 * L * m.hidden_size * m.dtype_bytes * 2 * (tp - 1) / tp if tp > 1 else 0.0,
@@ -794,6 +836,7 @@ class CostModel:
             lora=self.lora,
             dummy_weights=self.dummy_weights,
             dp_attention=self.dp_attention,
+            expert_parallel=self.expert_parallel,
         )
 
     def ops(self, w: StepWork) -> list[OpCost]:

@@ -78,6 +78,8 @@ class P(IntEnum):
     FE_TOKEN_GROWTH = 60  # a streamed token's cost grows by this share per token of its batch (host.tokens_streamed_s)
     PREFILL_GRAPH_MAX = 61  # largest step with a prefill run from piecewise graphs, tokens (GRAPH_MAX for vLLM)
     ROOFLINE_BLEND = 62  # compute and memory times combined: a norm's exponent (cost.roofline; 0: the max)
+    EXPERT_RANKS = 63  # expert parallelism: the groups of GPUs the experts are dealt to (1: split by TP)
+    EXPERT_RANKS_MAX_Z = 64  # the expected largest of that many standard normals (cost.moe_work's busiest rank)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -27,7 +27,7 @@ KV_POOL_ERROR = 0.02
 
 SGLANG_NOTE = (
     "SGLang 0.5's scheduler (prefill first, admission that keeps room for output, retraction); not "
-    "modelled: expert parallelism, DP-attention ranks' imbalance, "
+    "modelled: expert parallelism's all-to-all and balancing, DP-attention ranks' imbalance, "
     "the overlap scheduler's one-step-late finish, an MoE layer's own launches in a prefill without CUDA "
     "graphs beyond one Hopper GPU; its host costs are fitted on five public runs and ten of two recorded "
     "servers (docs/sglang.md)"

@@ -32,6 +32,13 @@ class HardwareConfig:
     tensor_parallel_size: int = F(
         1, "GPUs one replica's weights and heads are split over", vllm="--tensor-parallel-size", ge=1, le=64
     )
+    expert_parallel_size: int = F(
+        1,
+        "an MoE model's experts dealt whole to this many groups of the tensor-parallel GPUs, instead of split across all of them (1: split; vLLM's --enable-expert-parallel is all of them, SGLang's --ep-size any divisor); priced on the roofline, no recorded run checks it",
+        vllm="--enable-expert-parallel, sglang --ep-size",
+        ge=1,
+        le=64,
+    )
     price_per_hour: Union[float, None] = F(
         None,
         "what one GPU costs per hour, for `servesim plan` (null: the catalogue's price for the GPU)",
@@ -925,6 +932,17 @@ def _cross_checks(sc: Scenario) -> None:
         raise ConfigError(
             "cluster.autoscaler: resizes co-located replicas; with disaggregation the pools are fixed "
             "(got an autoscaler and disaggregation)"
+        )
+    tp, ep = sc.hardware.tensor_parallel_size, sc.hardware.expert_parallel_size
+    if tp % ep:
+        raise ConfigError(
+            f"hardware.expert_parallel_size must divide hardware.tensor_parallel_size ({tp}): the experts are "
+            f"dealt to groups of its GPUs (got {ep})"
+        )
+    if sc.engine.framework == "vllm" and ep not in (1, tp):
+        raise ConfigError(
+            f"hardware.expert_parallel_size: vLLM's --enable-expert-parallel deals the experts to every GPU, so "
+            f"1 or hardware.tensor_parallel_size ({tp}) (got {ep}; SGLang's --ep-size takes any divisor)"
         )
     if sc.engine.dp_attention > 1 and sc.hardware.tensor_parallel_size % sc.engine.dp_size:
         raise ConfigError(
