@@ -44,10 +44,11 @@ class SGLangScheduler(Scheduler):
         self.batch_full = False  # admission stopped on the KV budget or the request cap
         self.chunked: int | None = None  # the request whose prompt is being chunked
         self.order = rules.SGL_ORDER_CODES.get(self.cfg.policy, 0)  # lpm, dfs-weight: re-ordered
+        self._filled: list[tuple[int, int, int]] = []  # this step's prefix blocks, cached after it
 
     def schedule(self, now: float) -> StepPlan:
         self._begin_step(0)
-        self._filled: list[tuple[int, int, int]] = []
+        self._filled = []
         before: dict[int, int] = {}
         self._prefill(now, before)
         if not self._scheduled and self.running:
