@@ -15,6 +15,8 @@ from enum import IntEnum
 
 from simulator.engine.events import PreemptionKind
 
+COLD = ("sgl_waiting_order", "_sort_stably")  # not inlined into the compiled step (a rare path; see compiled/build.py)
+
 
 class RequestStatus(IntEnum):
     """Where a request stands (the ``status`` column of the request records), as vLLM's
