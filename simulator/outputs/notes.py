@@ -51,7 +51,7 @@ def scenario_notes(sc: Scenario) -> list[str]:
     if any(g.engine.framework == "sglang" for g in groups):
         notes.append(f"{sc.name}: {SGLANG_NOTE}")
     for policy in sorted({g.engine.schedule_policy for g in groups if g.engine.framework == "sglang"}):
-        if sglang.active_policy(policy, False) != policy and any(
+        if policy in sglang.CACHE_AWARE_POLICIES and any(
             g.engine.schedule_policy == policy and not g.engine.prefix_caching for g in groups
         ):
             notes.append(
