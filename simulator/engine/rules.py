@@ -528,7 +528,7 @@ def sgl_waiting_order(policy, w, n, block_size):
         k = 0  # groups entered in the in-queue tree by a request that can defer others: w[WO_TMP, :k]
         for i in range(n):
             cached = w[WO_HITS, i] * block_size
-            w[WO_ROOT, i] = -cached
+            w[WO_ROOT, i] = -cached  # lpm's key, in the row dfs-weight keeps its root mark in
             if cached > SGL_IN_BATCH_CHECK or w[WO_SHARED, i] < SGL_IN_BATCH_DEPRIORITIZE:
                 continue
             deferred = False

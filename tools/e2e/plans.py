@@ -694,14 +694,8 @@ def sglang_lpm_lanes() -> list[dict]:
     so that which waiting requests go first decides how often a prefix is found cached. 128 clients
     (at most 128 waiting: lpm sorts the queue) and 384 (lpm leaves a queue over 128 in its order)."""
 
-    def run(kind: str, **kw) -> dict:
-        return {"name": kind, **kw, "timeout_s": 300, "seed": zlib.crc32(f"sglang_lpm_h200/{kind}".encode())}
-
     shape = {"prompt": 256, "output": 64, "prefix": {"groups": 64, "words": 2048}}
-    runs = [
-        run("c128", max_concurrency=128, num_prompts=1024, **shape),
-        run("c384", max_concurrency=384, num_prompts=1536, **shape),
-    ]
+    runs = [closed(f"c{c}", c, n, shape, seed=seed(f"sglang_lpm_h200/c{c}")) for c, n in ((128, 1024), (384, 1536))]
     return [
         lane(
             f"sglang_{policy.replace('-', '')}",

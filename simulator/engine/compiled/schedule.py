@@ -241,10 +241,16 @@ def run_slot(st, s, a, m):
     if m > 0:
         take_blocks(st, slots[s, S_ROW], slots[s, S_NBLK], m)
         slots[s, S_NBLK] += m
-    rid = slots[s, S_RID]
-    if st.cfg[SGLANG] == 0 and fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
-        cache_group_blocks(st, rid, slots[s, S_ROW], nc + a)  # SGLang's: after the step's scheduling (sglang.py)
+    if st.cfg[SGLANG] == 0:  # SGLang's: after the step's scheduling (sglang.py)
+        cache_filled(st, slots[s, S_RID], slots[s, S_ROW], nc, nc + a)
     slots[s, S_A] = a
+
+
+def cache_filled(st, rid, row, nc, upto):
+    """The shared-prefix blocks ``rid`` (table ``row``; computed so far: ``nc``) fills up to token
+    ``upto``, cached: findable by the requests admitted after this (the reference's ``_cache_filled``)."""
+    if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
+        cache_group_blocks(st, rid, row, upto)
 
 
 def _unschedule_after(st, j):
@@ -443,8 +449,8 @@ def admit_request(st, t, rid, nh, nc, a, m, nx):
         record(st, t, EventKind.RESUMED, rid, nc)
     st.status[rid] = RequestStatus.RUNNING
     start_slot(st, rid, nc, nh + m, a, row)
-    if st.cfg[SGLANG] == 0 and fills_group_blocks(req_i64[rid, I_GROUP], req_i64[rid, I_GLEN], nc):
-        cache_group_blocks(st, rid, row, nc + a)  # SGLang's: after the step's scheduling (sglang.py)
+    if st.cfg[SGLANG] == 0:  # SGLang's: after the step's scheduling (sglang.py)
+        cache_filled(st, rid, row, nc, nc + a)
     if nx > 0:  # copied in over the host link in this step; its shared prefix's cached again
         st.fctl[SWAP_BYTES] += nx * st.cp[C_BLOCK_BYTES]
         host_loaded(st, nx)

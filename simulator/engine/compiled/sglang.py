@@ -42,12 +42,13 @@ from simulator.engine.compiled.layout import (
     WO_RID,
     WQ_LEN,
 )
-from simulator.engine.compiled.pool import cache_group_blocks, lookup, unreferenced_hits
+from simulator.engine.compiled.pool import lookup, unreferenced_hits
 from simulator.engine.compiled.queues import wq_insert, wq_peek, wq_pop
 from simulator.engine.compiled.schedule import (
     abort_slot,
     admit_request,
     begin_step,
+    cache_filled,
     count_preemption,
     leave_slot,
     requeue_slot,
@@ -59,7 +60,6 @@ from simulator.engine.rules import (
     WO_NGROUP,
     WO_ORDER,
     WO_SHARED,
-    fills_group_blocks,
     group_blocks,
     hashed_blocks,
     new_blocks,
@@ -89,13 +89,8 @@ def schedule_sglang(st, t):
     if not _prefill(st, t) and ctl[N_RUN] > 0:
         _decode(st, t)
     for s in range(ctl[END]):  # a prefill's tokens reach the radix tree once it has run (after every admission)
-        r = slots[s, S_RID]
-        if (
-            r >= 0
-            and slots[s, S_A] > 0
-            and fills_group_blocks(st.req_i64[r, I_GROUP], st.req_i64[r, I_GLEN], slots[s, S_NCOMP])
-        ):
-            cache_group_blocks(st, r, slots[s, S_ROW], slots[s, S_NCOMP] + slots[s, S_A])
+        if slots[s, S_RID] >= 0 and slots[s, S_A] > 0:
+            cache_filled(st, slots[s, S_RID], slots[s, S_ROW], slots[s, S_NCOMP], slots[s, S_NCOMP] + slots[s, S_A])
 
 
 # About 90 lines: PrefillAdder's budgets (chunk, prompt tokens, KV left) are running totals that the
