@@ -48,7 +48,8 @@ def engine_defaults(gpu: GPU, sc: Scenario) -> tuple[int, int]:
     batches on 80 GB-class GPUs other than A100s), or SGLang's (``sglang_limits``)."""
     if sc.engine.framework == "sglang":
         return sglang_limits(sc, load_arch(sc), gpu)
-    seqs, tokens = versions.batch_defaults(versions.version(sc.engine.vllm_version), gpu.name, gpu.hbm_bytes)
+    v = versions.version(sc.engine.vllm_version)
+    seqs, tokens = versions.batch_defaults(v, gpu.name, gpu.hbm_bytes, sc.engine.performance_mode)
     return sc.engine.max_num_seqs or seqs, sc.engine.max_num_batched_tokens or tokens
 
 
@@ -141,6 +142,7 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
         if e.enforce_eager
         else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size),
         capture_by16_from=v.capture_by16_from,
+        capture_each=versions.capture_each(e.performance_mode),
         full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
         pad=not e.enforce_eager,
         enforce_eager=e.enforce_eager,

@@ -204,9 +204,12 @@ def test_new_gpus_take_efficiencies_derived_from_public_measurements():
 
 @pytest.mark.parametrize("key", NEW)
 def test_the_default_scenario_builds_on_each_new_gpu(key):
-    """What `servesim run --set hardware.gpu=KEY` resolves: the memory plan, the batch defaults."""
+    """What `servesim run --set hardware.gpu=KEY` resolves: the memory plan, the batch defaults (every
+    new GPU holds 160 GiB or more: vLLM 0.28 and later give `vllm serve` 16384 tokens a step there)."""
     _, eng, _ = build(scenario_from_dict({"hardware": {"gpu": key}}))
     assert eng.kv_cache_tokens > 0
+    assert (eng.cfg.max_num_seqs, eng.cfg.max_num_batched_tokens) == (1024, 16384)
+    _, eng, _ = build(scenario_from_dict({"hardware": {"gpu": key}, "engine": {"vllm_version": "0.26"}}))
     assert (eng.cfg.max_num_seqs, eng.cfg.max_num_batched_tokens) == (1024, 8192)
 
 

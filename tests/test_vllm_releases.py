@@ -81,6 +81,70 @@ def test_async_scheduling_knob_sets_any_release():
     assert overlaps(off) is False
 
 
+def _defaults(gpu: str, **engine) -> tuple[int, int]:
+    from simulator.resolve import engine_defaults, load_gpu
+
+    sc = scenario_from_dict({"hardware": {"gpu": gpu}, "engine": engine})
+    return engine_defaults(load_gpu(sc.hardware.gpu), sc)
+
+
+def test_from_0_28_gpus_of_160_gib_default_to_16384_batched_tokens():
+    """vLLM 0.28.0's get_batch_defaults: 1024 sequences and 16384 tokens for `vllm serve` on GPUs of
+    160 GiB or more; 0.27.1 and the H200 (140 GiB) keep 8192; an A100 keeps 2048; a budget the
+    scenario gives wins."""
+    for gpu in ("b200", "b300", "gb200", "mi300x", "mi355x"):
+        assert _defaults(gpu) == (1024, 16384), gpu  # the default release, 0.32
+        assert _defaults(gpu, vllm_version="0.28") == (1024, 16384), gpu
+        assert _defaults(gpu, vllm_version="0.27.1") == (1024, 8192), gpu
+        assert _defaults(gpu, vllm_version="0.26") == (1024, 8192), gpu
+    assert _defaults("h200") == (1024, 8192)
+    assert _defaults("a100-80gb") == (256, 2048)
+    assert _defaults("b200", max_num_batched_tokens=4096) == (1024, 4096)
+    assert versions.release_note("0.28") == (
+        "engine.vllm_version '0.28' runs as release line 0.26 with 16384 batched tokens by default on GPUs of "
+        "160 GiB or more, the --performance-mode knob (as 0.28.0 has them); no other modelled default differs"
+    )
+    assert (
+        versions.release_note("0.33")
+        == "engine.vllm_version '0.33' runs as release line 0.32; no modelled default differs"
+    )
+
+
+def test_performance_mode_throughput_doubles_the_defaults_left_null():
+    """--performance-mode throughput doubles max_num_seqs and max_num_batched_tokens where the user
+    gives neither (each on its own), as vLLM 0.28-0.33 do."""
+    assert _defaults("h200", performance_mode="throughput") == (2048, 16384)
+    assert _defaults("b200", performance_mode="throughput") == (2048, 32768)
+    assert _defaults("h200", performance_mode="throughput", max_num_seqs=64) == (64, 16384)
+    assert _defaults("h200", performance_mode="interactivity") == (1024, 8192)
+    assert _defaults("h200", vllm_version="0.28", performance_mode="throughput") == (2048, 16384)
+
+
+def test_performance_mode_interactivity_runs_small_batches_unpadded():
+    """interactivity captures every size from 1 to 32: a decode batch of 9 runs as 9 tokens, not
+    padded to 16; past 32 the default sizes (by 8) pad as before."""
+    from simulator.engine.cost import padded_tokens
+    from simulator.resolve import cost_model, engine_defaults, load_gpu
+
+    def padded(mode: str, n: int) -> int:
+        sc = scenario_from_dict({"engine": {"performance_mode": mode}})
+        gpu, model = load_gpu(sc.hardware.gpu), load_arch(sc)
+        return int(padded_tokens(cost_model(sc, model, gpu, *engine_defaults(gpu, sc)).params, n))
+
+    assert [padded("balanced", n) for n in (3, 9, 17, 32, 33)] == [4, 16, 24, 32, 40]
+    assert [padded("interactivity", n) for n in (3, 9, 17, 32, 33)] == [3, 9, 17, 32, 40]
+
+
+@pytest.mark.parametrize("version", ["0.26", "0.27.1", "0.13"])
+def test_performance_mode_before_0_28_is_a_one_line_error(version):
+    with pytest.raises(ConfigError) as e:
+        scenario_from_dict({"engine": {"vllm_version": version, "performance_mode": "throughput"}})
+    assert str(e.value) == (
+        f"engine.performance_mode: --performance-mode comes in vLLM 0.28; engine.vllm_version '{version}' has "
+        "only balanced (got throughput)"
+    )
+
+
 def test_versions_as_strings_or_numbers(tmp_path):
     """YAML reads 0.13 and 0.10 as numbers: they name 0.13 and 0.10 (a two-digit minor); a patch
     release is a string."""

@@ -174,12 +174,14 @@ class Efficiency:
 @dataclass(frozen=True)
 class Execution:
     """How the engine runs a step on the GPU: CUDA graphs (the largest captured step in tokens, 0
-    for none; capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``; full graphs
+    for none; capture sizes go 1, 2, 4, then by 8, and by 16 from ``capture_by16_from``, or one by
+    one up to ``capture_each`` first (vLLM's --performance-mode interactivity); full graphs
     for pure-decode steps or piecewise graphs only). The default is the GPU alone, as the profiles
     measure it: every shape graphed, nothing padded."""
 
     max_capture_size: int = 1 << 30
     capture_by16_from: int = 1 << 30
+    capture_each: int = 0
     full_decode_graphs: bool = True
     pad: bool = False
     enforce_eager: bool = False  # no graphs and no compilation: kernels launched at vllm_eager_launch_s
@@ -368,9 +370,10 @@ def roofline(work, flops_per_s, bytes_per_s, blend):
 
 def padded_tokens(cp, num_tokens):
     """The step's token count as the GPU runs it: padded up to the next CUDA-graph capture size
-    (1, 2, 4, then multiples of 8, and of 16 from ``graph_by16`` on), unless above the largest."""
+    (1, 2, 4, then multiples of 8, and of 16 from ``graph_by16`` on; every size up to
+    ``graph_each``), unless above the largest."""
     T = num_tokens
-    if cp[P.PAD] == 0.0 or cp[P.GRAPH_MAX] < T or T <= 2:
+    if cp[P.PAD] == 0.0 or cp[P.GRAPH_MAX] < T or T <= 2 or cp[P.GRAPH_EACH] >= T:
         return T
     if T <= 4:
         return 4
@@ -783,6 +786,7 @@ class CostModel:
             "host_bw": gpu.host_link_bandwidth,
             "graph_max": x.max_capture_size,
             "graph_by16": x.capture_by16_from,
+            "graph_each": x.capture_each,
             "full_decode_graphs": x.full_decode_graphs,
             "pad": x.pad,
             "prefill_graph_max": x.max_capture_size if x.prefill_capture_size is None else x.prefill_capture_size,

@@ -80,6 +80,7 @@ class P(IntEnum):
     ROOFLINE_BLEND = 62  # compute and memory times combined: a norm's exponent (cost.roofline; 0: the max)
     EXPERT_RANKS = 63  # expert parallelism: the groups of GPUs the experts are dealt to (1: split by TP)
     EXPERT_RANKS_MAX_Z = 64  # the expected largest of that many standard normals (cost.moe_work's busiest rank)
+    GRAPH_EACH = 65  # CUDA graphs captured for every step size up to this one (0: 1, 2, 4, then by 8)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -130,7 +130,7 @@ class EngineConfig:
     )
     max_num_seqs: Union[int, None] = F(
         None,
-        "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256)",
+        "cap on the running list (null: as vllm serve, 1024 on GPUs with >= 70 GiB that are not A100s, else 256; twice that with performance_mode throughput)",
         vllm="--max-num-seqs",
         ge=1,
         only={"framework": ("vllm",)},
@@ -138,7 +138,7 @@ class EngineConfig:
     )
     max_num_batched_tokens: Union[int, None] = F(
         None,
-        "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048)",
+        "token budget of one step (null: as vllm serve, 8192 on GPUs with >= 70 GiB that are not A100s, else 2048; from vLLM 0.28, 16384 on GPUs with >= 160 GiB; twice that with performance_mode throughput)",
         "tokens",
         vllm="--max-num-batched-tokens",
         ge=1,
@@ -210,6 +210,12 @@ class EngineConfig:
         vllm="--async-scheduling",
         only={"framework": ("vllm",)},
         instead={"sglang": "engine.disable_overlap_schedule"},
+    )
+    performance_mode: Literal["balanced", "interactivity", "throughput"] = F(
+        "balanced",
+        "vLLM 0.28 and later: throughput doubles the default max_num_seqs and max_num_batched_tokens (those left null); interactivity captures a CUDA graph for every decode batch from 1 to 32 (no padding there)",
+        vllm="--performance-mode",
+        only={"framework": ("vllm",)},
     )
     load_format: Literal["auto", "dummy"] = F(
         "auto",
@@ -444,6 +450,11 @@ class EngineConfig:
             object.__setattr__(self, "sglang_version", sglang.release_name(self.sglang_version))
             self._sglang_checks()
         object.__setattr__(self, "vllm_version", versions.release_name(self.vllm_version))
+        if self.performance_mode != "balanced" and not versions.version(self.vllm_version).performance_mode:
+            raise ConfigError(
+                f"engine.performance_mode: --performance-mode comes in vLLM 0.28; engine.vllm_version "
+                f"{self.vllm_version!r} has only balanced (got {self.performance_mode})"
+            )
         if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
             raise ConfigError(
                 f"engine.max_cpu_loras must be >= engine.max_loras ({self.max_loras}), as vLLM requires (got {self.max_cpu_loras})"

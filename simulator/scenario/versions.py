@@ -21,6 +21,14 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
   from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
 - a100_small_defaults: from 0.9.2 the large batch defaults (1024 sequences, 8192 tokens for the
   API server) need >= 70 GiB and a GPU that is not an A100 (``EngineArgs._set_default_args``).
+- tier_160: from 0.28.0 the API server's default step budget is 16384 tokens on a GPU of 160 GiB or
+  more (B200, B300, GB200, MI300X and up; ``EngineArgs.get_batch_defaults``: "for GPUs like
+  B200/B300 with >= 160GB memory, use the largest defaults"); 0.27.1 has no such tier.
+- performance_mode: ``--performance-mode`` (balanced, interactivity, throughput) exists from 0.28.0:
+  throughput doubles the default max_num_seqs and max_num_batched_tokens where the user sets
+  neither (``_set_default_max_num_seqs_and_batched_tokens_args``); interactivity captures every
+  CUDA-graph size from 1 to 32 (``VllmConfig._set_cudagraph_sizes``), not 1, 2, 4, 8, 16, 24, 32.
+  Nothing else reads it in 0.28.0 to 0.33.0.
 - gpu_memory_utilization: the default is 0.9 up to 0.19 and 0.92 from 0.22 (``CacheConfig``).
 - model_runner: which GPU model runner serves the model, since it sizes the profiling pass and the
   CUDA graphs differently (simulator.scenario.memory): V1 up to 0.19; from 0.22 the V2 runner serves
@@ -68,6 +76,8 @@ class VllmVersion:
     host: HostCosts
     # vLLM's default attention backend on an AMD GPU: "triton" (TRITON_ATTN) | "rocm" (ROCM_ATTN)
     rocm_attention: str = "triton"
+    tier_160: bool = False  # 16384 batched tokens by default on GPUs of 160 GiB or more
+    performance_mode: bool = False  # --performance-mode exists
     # The API server paces the engine (simulator.engine.host.step_start): a stand-in that fits the
     # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
@@ -127,7 +137,7 @@ _V026 = replace(
     host=_RECORDED,
     paces_engine=True,
 )
-_V032 = replace(_V026, name="0.32", model_runner="v2", graphs_in_budget_v2=True)
+_V032 = replace(_V026, name="0.32", model_runner="v2", graphs_in_budget_v2=True, tier_160=True, performance_mode=True)
 VERSIONS = {v.name: v for v in (_V010, _V011, _V019, _V026, _V032)}
 LATEST = "0.32"
 LINES = tuple(VERSIONS)
@@ -152,10 +162,7 @@ class Release:
 
 
 _V2_SOME = "the V2 model runner serves only some dense architectures ({}); servesim gives it every dense model"
-_TIER_160 = (
-    "vllm serve defaults max_num_batched_tokens to 16384 on GPUs with >= 160 GiB (B200 class); "
-    "servesim keeps 8192: set engine.max_num_batched_tokens"
-)
+_FROM_028 = (("tier_160", True), ("performance_mode", True))
 _BY16 = (("capture_by16_from", 256),)
 _BY16_CAP = (("capture_by16_from", 256), ("capture_cap_by_budget", True))
 
@@ -181,18 +188,17 @@ def _releases() -> dict[str, Release]:
     rows.append(Release("0.24.0", "0.26", unmodelled=_V2_SOME.format("Qwen3, Llama, Mistral")))
     for n in ("0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1"):
         rows.append(Release(n, "0.26"))
-    rows.append(Release("0.28.0", "0.26", unmodelled=_TIER_160))
+    rows.append(Release("0.28.0", "0.26", _FROM_028))
     for n in ("0.29.0", "0.30.0", "0.31.0"):
         rows.append(
             Release(
                 n,
                 "0.32",
-                unmodelled=_TIER_160
-                + "; the V2 runner's CUDA graphs are taken from the KV budget as in 0.32 (not checked)",
+                unmodelled="the V2 runner's CUDA graphs are taken from the KV budget as in 0.32 (not checked)",
             )
         )
     rows.append(Release("0.32.0", "0.32"))
-    rows.append(Release("0.33.0", "0.32", unmodelled=_TIER_160))
+    rows.append(Release("0.33.0", "0.32"))
     return {r.name: r for r in rows}
 
 
@@ -296,13 +302,32 @@ _OVERRIDE_TEXT = {
     "admission": "admission first_chunk (the whole-prompt check comes in 0.19)",
     "graphs_in_budget_v1": "the CUDA-graph estimate taken from the KV budget",
     "rocm_attention": "TRITON_ATTN on AMD GPUs (ROCM_ATTN comes in 0.19)",
+    "tier_160": "16384 batched tokens by default on GPUs of 160 GiB or more",
+    "performance_mode": "the --performance-mode knob",
 }
 
 
-def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float) -> tuple[int, int]:
-    """``vllm serve``'s max_num_seqs and max_num_batched_tokens when the user sets neither."""
-    big = hbm_bytes >= 70 * float(1 << 30) and not (v.a100_small_defaults and "a100" in gpu_name.lower())
-    return (1024, 8192) if big else (256, 2048)
+def batch_defaults(v: VllmVersion, gpu_name: str, hbm_bytes: float, mode: str = "balanced") -> tuple[int, int]:
+    """``vllm serve``'s max_num_seqs and max_num_batched_tokens when the user sets neither, under
+    ``--performance-mode`` ``mode`` (throughput doubles both)."""
+    gib = float(1 << 30)
+    if v.tier_160 and hbm_bytes >= 160 * gib:
+        seqs, tokens = 1024, 16384
+    elif hbm_bytes >= 70 * gib and not (v.a100_small_defaults and "a100" in gpu_name.lower()):
+        seqs, tokens = 1024, 8192
+    else:
+        seqs, tokens = 256, 2048
+    k = 2 if mode == "throughput" else 1
+    return k * seqs, k * tokens
+
+
+INTERACTIVITY_EACH = 32  # --performance-mode interactivity captures every size up to this one
+
+
+def capture_each(mode: str) -> int:
+    """The CUDA-graph capture sizes taken one by one (1 to this) under ``--performance-mode``
+    ``mode``; 0: the default sizes (1, 2, 4, then by 8)."""
+    return INTERACTIVITY_EACH if mode == "interactivity" else 0
 
 
 def attention_kernel(

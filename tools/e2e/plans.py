@@ -854,6 +854,23 @@ def fp8_lanes() -> list[dict]:
     return out
 
 
+# fp8_70b_h200 (one GPU, about 10 minutes): the 70B-class model people serve on one H200, in FP8
+# (`--quantization fp8`, as fp8_h200's: 70 GB of weights, which bf16 would not leave room beside):
+# Llama-3.3-70B, a warm-up, decodes at 1, 16, 64 and 128 in flight (1k prompts; at 128 the KV pool,
+# about 190k tokens, is nearly full), at 256 (past it: preemptions) and 8k-token prefills four at a
+# time. Recorded blind: nothing in servesim is fitted on a 70B model.
+FP8_70B_POINTS = (*FP8_POINTS[:4], ("c128", 1024, 128, 256, 256), ("c256", 1024, 256, 512, 256), FP8_POINTS[4])
+
+
+def fp8_70b_lanes() -> list[dict]:
+    runs = [
+        closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/llama70b_fp8/{r}"))
+        for r, prompt, c, n, output in FP8_70B_POINTS
+    ]
+    serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", "--quantization", "fp8"]
+    return [lane("llama70b_fp8", [0], "llama-3.3-70b", serve, runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -898,6 +915,7 @@ def main() -> None:
         ("overlap_h200", overlap_lanes()),
         ("overlap_log_h200", overlap_log_lanes()),
         ("fp8_h200", fp8_lanes()),
+        ("fp8_70b_h200", fp8_70b_lanes()),
         ("sglang_lpm_h200", sglang_lpm_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
