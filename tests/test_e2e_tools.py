@@ -184,6 +184,8 @@ def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
     spec.loader.exec_module(ingest)
     flags = {"--max-model-len": "8192", "--max-num-seqs": "4096"}
     assert ingest.engine_flags(flags, {}) == {"max_num_seqs": 4096, "max_model_len": 8192}
+    fp8 = {"--quantization": "fp8", "--kv-cache-dtype": "fp8"}
+    assert ingest.engine_flags(fp8, {}) == {"quantization": "fp8", "kv_cache_dtype": "fp8"}
     burst = {"arrival": {"request_rate": "inf"}, "measured": {"completed": 40}}
     assert validate._load_text(burst) == "burst of 40"
     assert validate._load_text({"arrival": {"request_rate": 60}}) == "60 req/s"
@@ -405,6 +407,22 @@ def test_a_stall_is_a_long_pause_with_requests_in_flight_not_a_long_step():
     assert checks.stalls(rows([0.0, 0.85, 1.70, 3.40, 3.47], [3] * 5)) == []
     # a pause at the limit is not over it
     assert checks.stalls(rows([0.0, 0.01, 1.01, 1.02], [4] * 4)) == []
+
+    # a 70B model's 8k-token prefills (1.1 s each, their lines a step late) between 25 ms decodes: as
+    # long as the run's other steps of as many prompt tokens, no stall; one of 4 s among them is one
+    def waves(prefill_s):
+        out, t = [], 0.0
+        for s in prefill_s:
+            out += [(t, 0), (t + s, 8192)] + [(t + s + 0.025 * k, 0) for k in range(1, 5)]
+            t += s + 0.125
+        return [
+            {"t": str(x), "ctx_requests": str(int(c > 0)), "ctx_tokens": str(c), "gen_requests": "4", "gen_tokens": "4"}
+            for x, c in out
+        ]
+
+    assert checks.stalls(waves([1.1, 1.12, 1.09, 1.1])) == []
+    ((_, stalled),) = checks.stalls(waves([1.1, 1.12, 4.0, 1.1]))
+    assert abs(stalled - 4.0) < 1e-9
 
 
 def test_a_stall_is_also_a_long_wait_for_a_first_token_at_an_idle_server():

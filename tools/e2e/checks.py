@@ -25,6 +25,7 @@ import bisect
 import csv
 import io
 import itertools
+import statistics
 from collections.abc import Sequence
 
 PROMPT = "vllm:prompt_tokens_total"
@@ -175,7 +176,9 @@ WAVE_S = 0.05  # requests sent this close together are one wave
 def stalls(steps: list[dict], requests: Sequence[dict] = ()) -> list[tuple[float, float]]:
     """The stalls in a run's steps.csv rows (t, ctx_requests, gen_requests, ...): (when, seconds).
 
-    Two kinds. A pause after a step that had requests in flight (the step before it busy). And, with
+    Two kinds. A pause after a step that had requests in flight (the step before it busy), longer
+    than STALL_RATIO times what the run's other steps of as many prompt tokens show (a 70B model's
+    8k-token prefill step is a 1.1 s pause, and no stall). And, with
     the run's requests.csv rows (start_s, ttft_s, itl_sum_s, prompt_tokens), a pause that a request
     sent to an idle server (no request sent more than ``WAVE_S`` before it still in flight) waited
     through for its first token, from its send to the first step logged after it: longer than
@@ -186,11 +189,25 @@ def stalls(steps: list[dict], requests: Sequence[dict] = ()) -> list[tuple[float
     t = [float(r["t"]) for r in steps]
     busy = [int(r["ctx_requests"]) + int(r["gen_requests"]) > 0 for r in steps]
     gaps = [b - a for a, b in itertools.pairwise(t)]  # gaps[i]: from step i to step i + 1
+    prefill = [int(r.get("ctx_tokens") or 0) for r in steps]
+
+    def shown(r: int) -> float:
+        """The pause step r's line shows: the gap that ends at it, or the one before (under async
+        scheduling a step's line comes a step late)."""
+        return max(gaps[j] for j in (r - 1, r - 2) if 0 <= j < len(gaps))
+
     out = []
     for i, g in enumerate(gaps):
         around = [gaps[j] for j in (i - 1, i + 1) if 0 <= j < len(gaps)]
-        if busy[i] and g > STALL_S and all(g > STALL_RATIO * x for x in around):
-            out.append((t[i + 1], g))
+        if not (busy[i] and g > STALL_S and all(g > STALL_RATIO * x for x in around)):
+            continue
+        # a pause no longer than the run's other steps of as many prompt tokens show is a long
+        # prefill (a 70B model's 8k-token step takes 1.1 s on an H200), not a stall
+        tokens = max(prefill[i + 1 : i + 3])
+        alike = [shown(r) for r in range(1, len(steps)) if r not in (i + 1, i + 2) and prefill[r] >= tokens > 0]
+        if alike and g <= STALL_RATIO * statistics.median(alike):
+            continue
+        out.append((t[i + 1], g))
     if not t or not requests or "itl_sum_s" not in requests[0]:
         return out
     sent = [float(r["start_s"]) + STEPS_LEAD_S for r in requests]

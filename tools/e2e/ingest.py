@@ -67,6 +67,7 @@ MODEL_NAMES = (
     "gpt-oss-120b",
     "qwen3-0.6b",
     "deepseek-v2-lite",
+    "llama-3.3-70b",
 )
 MODELS = {m: m for m in MODEL_NAMES}
 MEASURED = (
@@ -210,7 +211,7 @@ def routing(log: str) -> str:
 
 def engine_flags(flags: dict, facts: dict) -> dict:
     """servesim's engine settings for a server's flags: the scheduler's caps, the longest request, the memory
-    share, the weights' quantization, KV offloading, and a pool given in bytes (``--kv-cache-memory-bytes``)
+    share, the weights' quantization, the KV cache's format, KV offloading, and a pool given in bytes (``--kv-cache-memory-bytes``)
     as the blocks the server logged."""
     out: dict = {
         k: int(v)
@@ -225,6 +226,8 @@ def engine_flags(flags: dict, facts: dict) -> dict:
         out["gpu_memory_utilization"] = float(flags["--gpu-memory-utilization"])
     if "--quantization" in flags:  # weights quantized at load (fp8: per tensor, vLLM's online path)
         out["quantization"] = flags["--quantization"]
+    if "--kv-cache-dtype" in flags:
+        out["kv_cache_dtype"] = flags["--kv-cache-dtype"]
     if "--kv-offloading-size" in flags:
         out["kv_offloading_size"] = float(flags["--kv-offloading-size"])
     if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):

@@ -868,7 +868,16 @@ def fp8_70b_lanes() -> list[dict]:
         for r, prompt, c, n, output in FP8_70B_POINTS
     ]
     serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", "--quantization", "fp8"]
-    return [lane("llama70b_fp8", [0], "llama-3.3-70b", serve, runs)]
+    # the same server with an FP8 KV cache (twice the tokens in the pool): at 256 in flight, room
+    kv = [
+        closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/llama70b_fp8kv/{r}"))
+        for r, prompt, c, n, output in FP8_70B_POINTS
+        if r in ("warm", "c16", "c256", "p8k_c4")
+    ]
+    return [
+        lane("llama70b_fp8", [0], "llama-3.3-70b", serve, runs),
+        lane("llama70b_fp8kv", [0], "llama-3.3-70b", [*serve, "--kv-cache-dtype", "fp8"], kv),
+    ]
 
 
 def main() -> None:
