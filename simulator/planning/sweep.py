@@ -338,7 +338,7 @@ def _best(ok: pd.DataFrame, ctl: list[str], n: int, per_gpu: bool = False) -> tu
     ``per_gpu``: rank by output throughput per GPU, the points holding different numbers of GPUs)."""
     col = "output_throughput_per_gpu" if per_gpu else "output_throughput"
     calm = ok[ok["num_preemptions"] == 0]
-    among = f"among the {n} points" if n > 2 else "of the two points" if n == 2 else "the one point"
+    among = f"among the {n} points" if n > 2 else "of the two points" if n == 2 else "of the only point"
     if calm.empty:
         best = _top(ok, col)
         return best, (
