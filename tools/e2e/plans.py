@@ -863,19 +863,18 @@ FP8_70B_POINTS = (*FP8_POINTS[:4], ("c128", 1024, 128, 256, 256), ("c256", 1024,
 
 
 def fp8_70b_lanes() -> list[dict]:
-    runs = [
-        closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/llama70b_fp8/{r}"))
-        for r, prompt, c, n, output in FP8_70B_POINTS
-    ]
+    def runs(name: str, only: tuple[str, ...] = ()) -> list[dict]:
+        return [
+            closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/{name}/{r}"))
+            for r, prompt, c, n, output in FP8_70B_POINTS
+            if not only or r in only
+        ]
+
     serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", "--quantization", "fp8"]
     # the same server with an FP8 KV cache (twice the tokens in the pool): at 256 in flight, room
-    kv = [
-        closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/llama70b_fp8kv/{r}"))
-        for r, prompt, c, n, output in FP8_70B_POINTS
-        if r in ("warm", "c16", "c256", "p8k_c4")
-    ]
+    kv = runs("llama70b_fp8kv", ("warm", "c16", "c256", "p8k_c4"))
     return [
-        lane("llama70b_fp8", [0], "llama-3.3-70b", serve, runs),
+        lane("llama70b_fp8", [0], "llama-3.3-70b", serve, runs("llama70b_fp8")),
         lane("llama70b_fp8kv", [0], "llama-3.3-70b", [*serve, "--kv-cache-dtype", "fp8"], kv),
     ]
 
