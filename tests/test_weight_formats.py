@@ -455,3 +455,34 @@ def test_mxfp4_prefill_on_hopper_at_its_measured_rate(model, batch, tokens, meas
     cm = cost_model(sc, m, gpu, *engine_defaults(gpu, sc))
     ms = cm.step_time(decode_work(batch, 0, tokens)) * 1e3
     assert abs(ms / measured_ms - 1) < tolerance, ms
+
+
+def test_llama_70b_in_fp8_replays_its_recorded_server_collapse_included():
+    """Llama-3.3-70B in FP8 on one H200 (data/e2e/h200_fp8_70b_2026-12-02, recorded blind, nothing
+    fitted on it), replayed request for request on each lane's probe reading: every run within 10% in
+    throughput and p50 TPOT, the KV pool within 2%; at 256 clients the cache fills and the server
+    serves less than at 128, with preemptions within 1.5x of its 99; with an FP8 KV cache the pool
+    doubles and the same 256 clients fit, with no preemption."""
+    from simulator.validation import validate
+
+    runs = {
+        r["id"].removeprefix("h200_fp8_70b_2026-12-02_"): r
+        for r in validate.load(validate.E2E_FILE)["runs"]
+        if r["recording"] == "h200_fp8_70b_2026-12-02"
+    }
+    assert len(runs) == 11
+    got = {k: validate.simulate_e2e(r) for k, r in runs.items()}
+    for k, res in got.items():
+        assert not res.error, k
+        for m in ("output_throughput", "median_tpot_ms"):
+            assert res.simulated[m] == pytest.approx(res.measured[m], rel=0.10), (k, m)
+        server = runs[k]["server"]["kv_cache_tokens"]
+        assert res.detail["kv_cache_tokens"] == pytest.approx(server, rel=0.02), k
+    full, room = got["llama70b_fp8_c256"], got["llama70b_fp8_c128"]
+    assert full.measured["output_throughput"] < room.measured["output_throughput"]  # the server's collapse
+    assert full.simulated["output_throughput"] < room.simulated["output_throughput"]  # and servesim's
+    preempted, server_preempted = full.detail["num_preemptions"], runs["llama70b_fp8_c256"]["server"]["num_preemptions"]
+    assert server_preempted == 99 and server_preempted / 1.5 <= preempted <= server_preempted * 1.5
+    fp8_kv = got["llama70b_fp8kv_c256"]
+    assert fp8_kv.detail["num_preemptions"] == 0 == runs["llama70b_fp8kv_c256"]["server"]["num_preemptions"]
+    assert fp8_kv.detail["kv_cache_tokens"] > 1.9 * full.detail["kv_cache_tokens"]
