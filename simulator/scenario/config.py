@@ -450,7 +450,7 @@ class EngineConfig:
             object.__setattr__(self, "sglang_version", sglang.release_name(self.sglang_version))
             self._sglang_checks()
         object.__setattr__(self, "vllm_version", versions.release_name(self.vllm_version))
-        if self.performance_mode != "balanced" and not versions.version(self.vllm_version).performance_mode:
+        if self.performance_mode != "balanced" and not versions.version(self.vllm_version).has_performance_mode:
             raise ConfigError(
                 f"engine.performance_mode: --performance-mode comes in vLLM 0.28; engine.vllm_version "
                 f"{self.vllm_version!r} has only balanced (got {self.performance_mode})"

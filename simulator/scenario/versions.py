@@ -24,7 +24,7 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 - tier_160: from 0.28.0 the API server's default step budget is 16384 tokens on a GPU of 160 GiB or
   more (B200, B300, GB200, MI300X and up; ``EngineArgs.get_batch_defaults``: "for GPUs like
   B200/B300 with >= 160GB memory, use the largest defaults"); 0.27.1 has no such tier.
-- performance_mode: ``--performance-mode`` (balanced, interactivity, throughput) exists from 0.28.0:
+- has_performance_mode: ``--performance-mode`` (balanced, interactivity, throughput) exists from 0.28.0:
   throughput doubles the default max_num_seqs and max_num_batched_tokens where the user sets
   neither (``_set_default_max_num_seqs_and_batched_tokens_args``); interactivity captures every
   CUDA-graph size from 1 to 32 (``VllmConfig._set_cudagraph_sizes``), not 1, 2, 4, 8, 16, 24, 32.
@@ -77,7 +77,7 @@ class VllmVersion:
     # vLLM's default attention backend on an AMD GPU: "triton" (TRITON_ATTN) | "rocm" (ROCM_ATTN)
     rocm_attention: str = "triton"
     tier_160: bool = False  # 16384 batched tokens by default on GPUs of 160 GiB or more
-    performance_mode: bool = False  # --performance-mode exists
+    has_performance_mode: bool = False  # --performance-mode exists
     # The API server paces the engine (simulator.engine.host.step_start): a stand-in that fits the
     # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
@@ -137,7 +137,9 @@ _V026 = replace(
     host=_RECORDED,
     paces_engine=True,
 )
-_V032 = replace(_V026, name="0.32", model_runner="v2", graphs_in_budget_v2=True, tier_160=True, performance_mode=True)
+_V032 = replace(
+    _V026, name="0.32", model_runner="v2", graphs_in_budget_v2=True, tier_160=True, has_performance_mode=True
+)
 VERSIONS = {v.name: v for v in (_V010, _V011, _V019, _V026, _V032)}
 LATEST = "0.32"
 LINES = tuple(VERSIONS)
@@ -162,7 +164,7 @@ class Release:
 
 
 _V2_SOME = "the V2 model runner serves only some dense architectures ({}); servesim gives it every dense model"
-_FROM_028 = (("tier_160", True), ("performance_mode", True))
+_FROM_028 = (("tier_160", True), ("has_performance_mode", True))
 _BY16 = (("capture_by16_from", 256),)
 _BY16_CAP = (("capture_by16_from", 256), ("capture_cap_by_budget", True))
 
@@ -303,7 +305,7 @@ _OVERRIDE_TEXT = {
     "graphs_in_budget_v1": "the CUDA-graph estimate taken from the KV budget",
     "rocm_attention": "TRITON_ATTN on AMD GPUs (ROCM_ATTN comes in 0.19)",
     "tier_160": "16384 batched tokens by default on GPUs of 160 GiB or more",
-    "performance_mode": "the --performance-mode knob",
+    "has_performance_mode": "the --performance-mode knob",
 }
 
 

@@ -58,18 +58,9 @@ ROUTING_NOTE = (
     "routing not known: the server drew its routers' weights again (tools/e2e/uniform_routing.py), yet its "
     "decode steps were as short as with dummy routing (data/e2e/README.md, h200_gptoss_spread_2026-11-29)"
 )
-# servesim's names for the models served (tools/e2e/models/)
-MODEL_NAMES = (
-    "llama-3.1-8b",
-    "qwen3-32b",
-    "qwen3-30b-a3b",
-    "gpt-oss-20b",
-    "gpt-oss-120b",
-    "qwen3-0.6b",
-    "deepseek-v2-lite",
-    "llama-3.3-70b",
-)
-MODELS = {m: m for m in MODEL_NAMES}
+# servesim's names for the models served: the recorder's config.json files (tools/e2e/models/) are named
+# as servesim names the models
+MODELS = {p.stem: p.stem for p in sorted((HERE / "models").glob("*.json"))}
 MEASURED = (
     "completed",
     "duration",
