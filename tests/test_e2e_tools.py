@@ -173,7 +173,7 @@ def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp
 
 
 def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
-    """A lane's --max-model-len reaches the run's engine settings, and a run sent all at once is
+    """A lane's --max-model-len (and its async-scheduling switch) reaches the run's engine settings, and a run sent all at once is
     labelled a burst (not 'inf req/s')."""
     import importlib.util
 
@@ -186,6 +186,8 @@ def test_ingest_keeps_the_flags_servesim_needs_and_a_burst_reads_as_one():
     assert ingest.engine_flags(flags, {}) == {"max_num_seqs": 4096, "max_model_len": 8192}
     fp8 = {"--quantization": "fp8", "--kv-cache-dtype": "fp8"}
     assert ingest.engine_flags(fp8, {}) == {"quantization": "fp8", "kv_cache_dtype": "fp8"}
+    assert ingest.engine_flags({"--no-async-scheduling": True}, {}) == {"async_scheduling": False}
+    assert ingest.engine_flags({"--async-scheduling": True}, {}) == {"async_scheduling": True}
     burst = {"arrival": {"request_rate": "inf"}, "measured": {"completed": 40}}
     assert validate._load_text(burst) == "burst of 40"
     assert validate._load_text({"arrival": {"request_rate": 60}}) == "60 req/s"

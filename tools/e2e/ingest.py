@@ -202,7 +202,7 @@ def routing(log: str) -> str:
 
 def engine_flags(flags: dict, facts: dict) -> dict:
     """servesim's engine settings for a server's flags: the scheduler's caps, the longest request, the memory
-    share, the weights' quantization, the KV cache's format, KV offloading, and a pool given in bytes (``--kv-cache-memory-bytes``)
+    share, the weights' quantization, the KV cache's format, async scheduling where set, KV offloading, and a pool given in bytes (``--kv-cache-memory-bytes``)
     as the blocks the server logged."""
     out: dict = {
         k: int(v)
@@ -219,6 +219,9 @@ def engine_flags(flags: dict, facts: dict) -> dict:
         out["quantization"] = flags["--quantization"]
     if "--kv-cache-dtype" in flags:
         out["kv_cache_dtype"] = flags["--kv-cache-dtype"]
+    for switch, on in (("--async-scheduling", True), ("--no-async-scheduling", False)):
+        if switch in flags:  # the release's default otherwise (on from 0.14)
+            out["async_scheduling"] = on
     if "--kv-offloading-size" in flags:
         out["kv_offloading_size"] = float(flags["--kv-offloading-size"])
     if "--kv-cache-memory-bytes" in flags and facts.get("kv_cache_tokens"):

@@ -879,6 +879,24 @@ def fp8_70b_lanes() -> list[dict]:
     ]
 
 
+# sync_h200 (one GPU, about 15 minutes): vLLM 0.26 with async scheduling off (`--no-async-scheduling`,
+# as releases before 0.14 serve by default), where a step's CPU work is added to the GPU's rather than
+# overlapped with it. gpt-oss-120b routed at random (after `device.sh routing`) at the grid's 1k/1k
+# points and 8k/1k at 16 in flight, each shape's warm-up first; then Llama-3.1-8B's decode-heavy
+# closed loops (64 + 512 tokens, overlap_h200's shapes), whose steps are the CPU's more than the GPU's.
+SYNC_POINTS = (*GRID_POINTS[:5], *GRID_POINTS[5:9], GRID_POINTS[10])
+
+
+def sync_lanes() -> list[dict]:
+    oss = spread_lane("gptoss120b_sync", "gpt-oss-120b", SYNC_POINTS, timeout_s=330)
+    oss["serve_args"] = [*oss["serve_args"], "--no-async-scheduling"]
+    lengths = {"prompt": 64, "output": 512}
+    runs = [
+        closed(f"c{c}", c, 3 * c if c >= 32 else 96, lengths, seed=seed(f"sync_h200/c{c}")) for c in (8, 32, 64, 128)
+    ]
+    return [oss, lane("llama8b_sync", [0], "llama-3.1-8b", [*OVERLAP_SERVE, "--no-async-scheduling"], runs)]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -925,6 +943,7 @@ def main() -> None:
         ("fp8_h200", fp8_lanes()),
         ("fp8_70b_h200", fp8_70b_lanes()),
         ("sglang_lpm_h200", sglang_lpm_lanes()),
+        ("sync_h200", sync_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
