@@ -169,6 +169,35 @@ def test_recorded_kv_pools_match_the_servers_logs():
     assert all(abs(r["error"]) <= 0.02 for r in rows), [(r["id"], r["error"]) for r in rows]
 
 
+def test_a_hybrid_models_printed_pool_counts_the_batches_in_flight_by_hand():
+    """gpt-oss-120b (18 sliding-window layers of 128 tokens, 18 full-attention; max_model_len 10,240,
+    8,192 tokens a step, 16-token blocks): vLLM prints its pool as the pool's blocks over what one
+    request may hold, 640 blocks in the full group and, in the window group, its window plus the
+    tokens in flight, capped at 640: 127 + 8,192 tokens (520 + 1 blocks) without async scheduling,
+    two steps' (capped: 640 + 1) with it from 0.26.0; one step's before 0.26 either way. So the same
+    memory prints (640 + 641) / (640 + 521) = 1.103x the tokens without async scheduling on 0.26
+    (the recorded servers: 1,015,691 against 920,544 tokens, h200_sync_2026-12-02)."""
+    from simulator.resolve import engine_defaults, load_arch, memory_plan
+    from simulator.scenario.config import load_scenario
+    from simulator.scenario.hardware import load_gpu
+
+    def printed(version: str, overlap: bool) -> int:
+        over = [
+            "model=gpt-oss-120b",
+            "hardware.gpu=h200",
+            "engine.max_model_len=10240",
+            f"engine.vllm_version={version}",
+        ]
+        sc, _ = load_scenario(None, [*over, f"engine.async_scheduling={str(overlap).lower()}"])
+        model, gpu = load_arch(sc), load_gpu("h200")
+        seqs, tokens = engine_defaults(gpu, sc)
+        assert tokens == 8192
+        return validate.printed_pool(sc, model, memory_plan(sc, model, gpu, seqs, tokens), tokens)[0]
+
+    assert printed("0.26", False) / printed("0.26", True) == pytest.approx(1281 / 1161, rel=1e-4)
+    assert printed("0.25.1", False) == printed("0.25.1", True)
+
+
 def test_recorded_runs_replay_within_their_errors(tmp_path):
     """Replaying the recorded runs request for request, the held-out medians stay where they were
     when the host costs were fitted (a regression guard: throughput and p50 TPOT within 6%, p50

@@ -135,8 +135,9 @@ def kv_rows(path: Path = KV_FILE) -> list[dict]:
     for e in load(path)["lines"]:
         sc = kv_scenario(e)
         model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
-        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
-        got, gib = printed_pool(sc, model, mem)
+        seqs, tokens = engine_defaults(gpu, sc)
+        mem = memory_plan(sc, model, gpu, seqs, tokens)
+        got, gib = printed_pool(sc, model, mem, tokens)
         want = int(e["printed"]["kv_cache_tokens"])
         rows.append(
             {
@@ -167,18 +168,35 @@ def runs_per_gpu() -> dict[str, tuple[int, int, int]]:
     return {g: (n[0], n[1], n[2]) for g, n in out.items()}
 
 
-def printed_pool(sc, model, mem) -> tuple[int, float]:
+def printed_pool(sc, model, mem, max_batched_tokens: int) -> tuple[int, float]:
     """servesim's KV pool as vLLM's start-up log prints it: tokens and GiB. A hybrid model's pool
-    (sliding-window and full-attention layers sharing one block pool) is printed as its whole memory
-    over every layer's KV bytes per token, the window layers' share included; servesim keeps that
-    share apart (``window_bytes``) and counts the full-attention layers' blocks."""
+    (sliding-window and full-attention layers sharing one block pool, in groups of as many layers as
+    the smaller kind has) is printed as vLLM's ``get_kv_cache_capacity`` counts it: the pool's blocks
+    over the blocks one request of ``max_model_len`` may hold in a group of each kind, times
+    ``max_model_len``; a sliding-window group's share is its window plus the tokens in flight, capped
+    at ``max_model_len`` (``SlidingWindowSpec.max_admission_blocks_per_request``: the step's budget;
+    from 0.26.0 the budget of every batch in flight, two under async scheduling, read in the wheels of
+    0.19.0 to 0.26.0). servesim keeps the windows apart (``window_bytes``) and counts the
+    full-attention layers' blocks."""
     from simulator.resolve import kv_dtype_bytes
+    from simulator.scenario import versions
 
     if not model.is_hybrid:
         return mem.num_gpu_blocks * sc.engine.block_size, mem.kv_bytes / 2**30
-    total = mem.kv_bytes + mem.window_bytes
-    per_token = model.kv_bytes_per_token(kv_dtype_bytes(sc, model), sc.hardware.tensor_parallel_size)
-    return int(total // per_token), total / 2**30
+    total, block, max_len = mem.kv_bytes + mem.window_bytes, sc.engine.block_size, sc.engine.max_model_len
+    n_window = model.num_sliding_layers
+    group = min(n_window, model.num_layers - n_window)  # layers per group
+    page = model.kv_bytes_per_token(kv_dtype_bytes(sc, model), sc.hardware.tensor_parallel_size, 1) * block
+    blocks = total // (group * page)
+    release = versions.release_name(sc.engine.vllm_version)
+    overlap = (
+        versions.version(release).async_scheduling if sc.engine.async_scheduling is None else sc.engine.async_scheduling
+    )
+    in_flight = max_batched_tokens * (2 if overlap and versions.release_parts(release) >= (0, 26) else 1)
+    full = -(-max_len // block)
+    window = -(-min(model.sliding_window - 1 + in_flight, max_len) // block) + 1
+    per_request = (model.num_layers - n_window) // group * full + n_window // group * window
+    return int(blocks / per_request * max_len), total / 2**30
 
 
 # The recording whose Llama-3.1-8B servers' KV pools the V2 runner's sampler constant was read off.
@@ -200,8 +218,9 @@ def kv_rows_recorded(path: Path = E2E_FILE) -> list[dict]:
         seen.add(key)
         sc = e2e_scenario(run)
         model, gpu = load_arch(sc), load_gpu(sc.hardware.gpu)
-        mem = memory_plan(sc, model, gpu, *engine_defaults(gpu, sc))
-        (got, gib), want = printed_pool(sc, model, mem), int(run["server"]["kv_cache_tokens"])
+        seqs, tokens = engine_defaults(gpu, sc)
+        mem = memory_plan(sc, model, gpu, seqs, tokens)
+        (got, gib), want = printed_pool(sc, model, mem, tokens), int(run["server"]["kv_cache_tokens"])
         rows.append(
             {
                 "id": f"{run['recording']}_{run['lane']}",
