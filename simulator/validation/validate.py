@@ -174,10 +174,10 @@ def printed_pool(sc, model, mem, max_batched_tokens: int) -> tuple[int, float]:
     the smaller kind has) is printed as vLLM's ``get_kv_cache_capacity`` counts it: the pool's blocks
     over the blocks one request of ``max_model_len`` may hold in a group of each kind, times
     ``max_model_len``; a sliding-window group's share is its window plus the tokens in flight, capped
-    at ``max_model_len`` (``SlidingWindowSpec.max_admission_blocks_per_request``: the step's budget;
-    from 0.26.0 the budget of every batch in flight, two under async scheduling, read in the wheels of
-    0.19.0 to 0.26.0). servesim keeps the windows apart (``window_bytes``) and counts the
-    full-attention layers' blocks."""
+    at ``max_model_len`` (``SlidingWindowSpec.max_admission_blocks_per_request``: the step's budget
+    in the wheels of 0.19.0 and 0.22.0 to 0.25.0; in 0.26.0 the budget of every batch in flight, two
+    under async scheduling, and so taken for later releases). servesim keeps the windows apart
+    (``window_bytes``) and counts the full-attention layers' blocks."""
     from simulator.resolve import kv_dtype_bytes
     from simulator.scenario import versions
 

@@ -884,7 +884,7 @@ def fp8_70b_lanes() -> list[dict]:
 # overlapped with it. gpt-oss-120b routed at random (after `device.sh routing`) at the grid's 1k/1k
 # points and 8k/1k at 16 in flight, each shape's warm-up first; then Llama-3.1-8B's decode-heavy
 # closed loops (64 + 512 tokens, overlap_h200's shapes), whose steps are the CPU's more than the GPU's.
-SYNC_POINTS = (*GRID_POINTS[:5], *GRID_POINTS[5:9], GRID_POINTS[10])
+SYNC_POINTS = (*GRID_POINTS[:9], GRID_POINTS[10])
 
 
 def sync_lanes() -> list[dict]:
