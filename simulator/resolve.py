@@ -307,13 +307,15 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
             stream_doubling=h.stream_doubling if f.stream_doubling is None else f.stream_doubling,
         )
-    if e.framework == "sglang":
-        overlap = not e.disable_overlap_schedule
-    else:
-        overlap = (
-            versions.version(e.vllm_version).async_scheduling if e.async_scheduling is None else e.async_scheduling
-        )
+    overlap = not e.disable_overlap_schedule if e.framework == "sglang" else async_scheduling(sc)
     return HostModel(engine, api, overlap)
+
+
+def async_scheduling(sc: Scenario) -> bool:
+    """Whether ``sc``'s vLLM engine schedules a step ahead (``engine.async_scheduling``, or its
+    release's default)."""
+    e = sc.engine
+    return versions.version(e.vllm_version).async_scheduling if e.async_scheduling is None else e.async_scheduling
 
 
 def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int) -> CostModel:

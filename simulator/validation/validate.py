@@ -178,7 +178,7 @@ def printed_pool(sc, model, mem, max_batched_tokens: int) -> tuple[int, float]:
     in the wheels of 0.19.0 and 0.22.0 to 0.25.0; in 0.26.0 the budget of every batch in flight, two
     under async scheduling, and so taken for later releases). servesim keeps the windows apart
     (``window_bytes``) and counts the full-attention layers' blocks."""
-    from simulator.resolve import kv_dtype_bytes
+    from simulator.resolve import async_scheduling, kv_dtype_bytes
     from simulator.scenario import versions
 
     if not model.is_hybrid:
@@ -188,11 +188,8 @@ def printed_pool(sc, model, mem, max_batched_tokens: int) -> tuple[int, float]:
     group = min(n_window, model.num_layers - n_window)  # layers per group
     page = model.kv_bytes_per_token(kv_dtype_bytes(sc, model), sc.hardware.tensor_parallel_size, 1) * block
     blocks = total // (group * page)
-    release = versions.release_name(sc.engine.vllm_version)
-    overlap = (
-        versions.version(release).async_scheduling if sc.engine.async_scheduling is None else sc.engine.async_scheduling
-    )
-    in_flight = max_batched_tokens * (2 if overlap and versions.release_parts(release) >= (0, 26) else 1)
+    from_026 = versions.release_parts(sc.engine.vllm_version) >= (0, 26)
+    in_flight = max_batched_tokens * (2 if from_026 and async_scheduling(sc) else 1)
     full = -(-max_len // block)
     window = -(-min(model.sliding_window - 1 + in_flight, max_len) // block) + 1
     per_request = (model.num_layers - n_window) // group * full + n_window // group * window

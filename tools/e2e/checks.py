@@ -191,10 +191,9 @@ def stalls(steps: list[dict], requests: Sequence[dict] = ()) -> list[tuple[float
     gaps = [b - a for a, b in itertools.pairwise(t)]  # gaps[i]: from step i to step i + 1
     prefill = [int(r.get("ctx_tokens") or 0) for r in steps]
 
-    def shown(r: int) -> float:
-        """The pause step r's line shows: the gap that ends at it, or the one before (under async
-        scheduling a step's line comes a step late)."""
-        return max(gaps[j] for j in (r - 1, r - 2) if 0 <= j < len(gaps))
+    # the pause each step's line shows: the gap that ends at it, or the one before (under async
+    # scheduling a step's line comes a step late)
+    shown = [max((gaps[j] for j in (r - 1, r - 2) if 0 <= j < len(gaps)), default=0.0) for r in range(len(steps))]
 
     out = []
     for i, g in enumerate(gaps):
@@ -204,7 +203,7 @@ def stalls(steps: list[dict], requests: Sequence[dict] = ()) -> list[tuple[float
         # a pause no longer than the run's other steps of as many prompt tokens show is a long
         # prefill (a 70B model's 8k-token step takes 1.1 s on an H200), not a stall
         tokens = max(prefill[i + 1 : i + 3])
-        alike = [shown(r) for r in range(1, len(steps)) if r not in (i + 1, i + 2) and prefill[r] >= tokens > 0]
+        alike = [shown[r] for r in range(1, len(steps)) if r not in (i + 1, i + 2) and prefill[r] >= tokens > 0]
         if alike and g <= STALL_RATIO * statistics.median(alike):
             continue
         out.append((t[i + 1], g))
