@@ -283,9 +283,11 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
         v = versions.version(e.vllm_version)
         h, paces, line = v.host, v.paces_engine, v.name
     h = h.scaled(load_host(sc.hardware.host).scale)
+    overlap = not e.disable_overlap_schedule if e.framework == "sglang" else async_scheduling(sc)
+    step_s, per_seq_s = h.engine_cpu(line, overlap)
     engine = EngineCpu(
-        step_s=h.engine_step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
-        per_seq_s=h.engine_per_seq(line) if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
+        step_s=step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
+        per_seq_s=per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
     )
     api = None
     if f.enabled:
@@ -307,7 +309,6 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
             rounds=h.intake_rounds if f.intake_rounds is None else f.intake_rounds,
             stream_doubling=h.stream_doubling if f.stream_doubling is None else f.stream_doubling,
         )
-    overlap = not e.disable_overlap_schedule if e.framework == "sglang" else async_scheduling(sc)
     return HostModel(engine, api, overlap)
 
 

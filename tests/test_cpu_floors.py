@@ -55,37 +55,17 @@ def test_sglangs_scheduler_step_is_an_upper_bound_its_short_steps_keep():
 SYNC = "h200_sync_2026-12-02"
 
 
-def _full_decode_steps(run: dict) -> tuple[int, float, float]:
-    """A recorded run's steady state from its iteration log (data/e2e/<recording>/<lane>/<run>/steps.csv):
-    the most requests running, and the mean of the log's own time of a step (``elapsed_ms``) and of
-    the gap to the next step, over the steps that decode that many requests between two such steps."""
-    import csv
-    import itertools
-
-    from tools.e2e.ingest import DATA
-
-    with open(DATA / run["recording"] / run["lane"] / run["run"] / "steps.csv") as f:
-        rows = list(csv.DictReader(f))
-    full = max(int(r["gen_requests"]) for r in rows)
-    elapsed, gaps = [], []
-    for r, nxt in itertools.pairwise(rows):
-        if r["ctx_requests"] == nxt["ctx_requests"] == "0" and int(r["gen_requests"]) == full:
-            gap = (float(nxt["t"]) - float(r["t"])) * 1e3
-            if gap < 100:  # a stall is not a step
-                elapsed.append(float(r["elapsed_ms"]))
-                gaps.append(gap)
-    return full, sum(elapsed) / len(elapsed), sum(gaps) / len(gaps)
-
-
 def test_without_async_scheduling_a_step_is_the_gpus_time_and_then_the_engine_cores():
-    """vLLM 0.26 with --no-async-scheduling (data/e2e/h200_sync_2026-12-02, recorded blind): at each
-    full decode batch (Llama-3.1-8B at 8 to 128 running, gpt-oss-120b at 4 to 128), the log's own
-    time of a step is servesim's GPU step within 5%, and steps follow each other later by the engine
-    core's CPU work, 2-6.5 ms, growing with the batch, which servesim adds to the GPU's rather than
-    overlapping it. servesim's CPU a step is longer than measured, 1.2-1.8x (its
-    per-request cost is what async runs ask, docs/hosts.md), so its p50 TPOT of the 8B's CPU-heavy
-    steps is long (by under 30%); gpt-oss's, mostly the GPU's, within 10%."""
+    """vLLM 0.26 with --no-async-scheduling (data/e2e/h200_sync_2026-12-02): at each full decode batch
+    (Llama-3.1-8B at 8 to 128 running, gpt-oss-120b at 4 to 128), the log's own time of a step is
+    servesim's GPU step within 5%, and steps follow each other later by the engine core's CPU work,
+    2-6.5 ms, growing with the batch, which servesim adds to the GPU's rather than overlapping it.
+    Its sync costs were read off gpt-oss's steps (``fit_host.py --sync``: those runs stalled, so
+    their end-to-end figures count nowhere); on the 8B's, held out, they price the CPU part within
+    0.9-1.4x, and the 8B's p50 TPOT and throughput come within 10%."""
     recorded = hosts.load_host_costs("recorded")
+    step_s, per_seq_s = recorded.engine_cpu("0.26", overlapped=False)
+    assert (step_s, per_seq_s) != recorded.engine_cpu("0.26", overlapped=True)
     runs = {
         r["id"].removeprefix(f"{SYNC}_"): r for r in validate.load(validate.E2E_FILE)["runs"] if r["recording"] == SYNC
     }
@@ -95,20 +75,20 @@ def test_without_async_scheduling_a_step_is_the_gpus_time_and_then_the_engine_co
     for k in decodes:
         run = runs[k]
         assert run["engine"]["async_scheduling"] is False
-        running, elapsed, gap = _full_decode_steps(run)
+        assert (run.get("fits") == "sync") == k.startswith("gptoss"), k  # gpt-oss's calibrate, the 8B's held out
+        running, elapsed, gap = fit_host.steady_decode_steps(run)
         assert running == run["arrival"]["max_concurrency"], k
         sc = validate.e2e_scenario(run)
         cm = cost_model(sc, load_arch(sc), load_gpu("h200"), *engine_defaults(load_gpu("h200"), sc))
         context = run["lengths"]["prompt"] + run["lengths"]["output"] // 2
         assert fit_host.scheduler_step_ms(cm, 1.0, 0.0, 0.0, running, context) == pytest.approx(elapsed, rel=0.05), k
         cpu = gap - elapsed
-        priced = (
-            (recorded.engine_step_s + recorded.engine_per_seq("0.26") * running) * 1e3 * validate.recorded_scale(run)
-        )
-        assert 1.5 < cpu < 6.5 and cpu < priced < 1.9 * cpu, (k, cpu, priced)
+        priced = (step_s + per_seq_s * running) * 1e3 * validate.recorded_scale(run)
+        assert 1.5 < cpu < 6.5 and 0.9 * cpu < priced < 1.4 * cpu, (k, cpu, priced)
         cpus[k] = cpu
-        res = validate.simulate_e2e(run)
-        ratio = res.simulated["median_tpot_ms"] / res.measured["median_tpot_ms"]
-        assert (0.9 < ratio < 1.1) if run["model"] == "gpt-oss-120b" else (1.0 < ratio < 1.3), (k, ratio)
+        if k.startswith("llama"):
+            res = validate.simulate_e2e(run)
+            for m in ("median_tpot_ms", "output_throughput"):
+                assert res.simulated[m] == pytest.approx(res.measured[m], rel=0.10), (k, m)
     assert cpus["llama8b_sync_c8"] < cpus["llama8b_sync_c64"] < cpus["llama8b_sync_c128"]
     assert cpus["gptoss120b_sync_1k1k_c4"] < cpus["gptoss120b_sync_1k1k_c64"] < cpus["gptoss120b_sync_1k1k_c128"]

@@ -50,6 +50,12 @@ class HostCosts:
     # decode-to-decode gap of "about 5-6ms" at batch 256 (https://github.com/vllm-project/vllm/issues/10634).
     engine_per_seq_s: float = 2.1e-5
     engine_per_seq_s_019: float = 2.1e-5
+    # The engine core's work a step and a request where it is not overlapped with the GPU's (async
+    # scheduling off on a line that has it): read off the iteration log of servers recorded without
+    # it, where each step's CPU part shows as the gap after the GPU's (``fit_host.py --sync``). None:
+    # not measured for this set, the costs above stand for both.
+    engine_step_sync_s: float | None = None
+    engine_per_seq_sync_s: float | None = None
     latency_s: float = 0.02
     # The fixed delay of a chat rendered in the Harmony format (gpt-oss) rather than by a Jinja chat
     # template: on the public set's machines its chat at 4 in flight waited far less outside any queue
@@ -81,9 +87,16 @@ class HostCosts:
     # took about 90 us at 256 streams and 145 us at 750; a count, not scaled with the host.
     stream_doubling: float = 0.0
 
-    def engine_per_seq(self, line: str) -> float:
-        """The engine's CPU work per scheduled sequence on release line ``line``."""
-        return self.engine_per_seq_s if line in ("0.10", "0.11") else self.engine_per_seq_s_019
+    def engine_cpu(self, line: str, overlapped: bool) -> tuple[float, float]:
+        """The engine core's CPU work (per step, per scheduled request) on release line ``line``,
+        overlapped with the GPU's by async scheduling or not. Lines 0.10 and 0.11 (synchronous, model
+        runner V1) have their own per-request cost; without async scheduling on a later line, the
+        set's measured sync costs where it has them."""
+        if line in ("0.10", "0.11"):
+            return self.engine_step_s, self.engine_per_seq_s
+        if not overlapped and self.engine_step_sync_s is not None and self.engine_per_seq_sync_s is not None:
+            return self.engine_step_sync_s, self.engine_per_seq_sync_s
+        return self.engine_step_s, self.engine_per_seq_s_019
 
     def api_costs(self, chat: bool, harmony: bool = False) -> dict[str, float]:
         """The API server's costs through one endpoint (/v1/chat/completions if ``chat``), for a model
@@ -103,12 +116,13 @@ class HostCosts:
         """The same costs on a host ``scale`` times as slow: the CPU times scaled, the shares, the
         rounds and the network's latency kept (``simulator.resolve.host_model`` prices a scenario's
         host with it)."""
-        return replace(self, **{k: getattr(self, k) * scale for k in CPU_TIMES})
+        return replace(self, **{k: v * scale for k in CPU_TIMES if (v := getattr(self, k)) is not None})
 
 
 # The HostCosts fields that are CPU time, scaled by a host's factor.
-CPU_TIMES = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "prompt_token_s", "step_s", "request_s",
-             "token_s", "finish_s", "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
+CPU_TIMES = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "engine_step_sync_s", "engine_per_seq_sync_s",
+             "prompt_token_s", "step_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s",
+             "chat_finish_s")  # fmt: skip
 
 
 def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:

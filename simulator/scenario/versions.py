@@ -83,10 +83,6 @@ class VllmVersion:
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
     paces_engine: bool = False
 
-    @property
-    def engine_per_seq_s(self) -> float:
-        return self.host.engine_per_seq(self.name)
-
     def runner(self, model: ModelArch) -> str:
         """The model runner that serves ``model``: "v1" or "v2"."""
         if self.model_runner == "v2_dense":

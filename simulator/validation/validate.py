@@ -336,11 +336,12 @@ def host_line(run: dict) -> str:
     return sglang.HOST_SET if run.get("framework") == "sglang" else run["servesim_version"]
 
 
-def host_overrides(endpoint: str, line: str, host, harmony: bool = False) -> list[str]:
+def host_overrides(endpoint: str, line: str, host, harmony: bool = False, overlapped: bool = True) -> list[str]:
     """Scenario overrides that give a run through ``endpoint`` on release line ``line`` the host
     costs ``host`` (a ``hosts.HostCosts``; ``harmony``: a model whose chat is rendered in the
-    Harmony format)."""
+    Harmony format; ``overlapped``: an engine that schedules with async scheduling)."""
     a = host.api_costs(endpoint == "chat", harmony)
+    step_s, per_seq_s = host.engine_cpu(line, overlapped)
     return [
         f"frontend.request_ms={a['request_s'] * 1e3!r}",
         f"frontend.output_token_us={a['token_s'] * 1e6!r}",
@@ -351,8 +352,8 @@ def host_overrides(endpoint: str, line: str, host, harmony: bool = False) -> lis
         f"frontend.first_pass={a['first_pass']!r}",
         f"frontend.intake_rounds={host.intake_rounds!r}",
         f"frontend.stream_doubling={host.stream_doubling!r}",
-        f"cost.engine_cpu_ms={host.engine_step_s * 1e3!r}",
-        f"cost.engine_cpu_per_seq_us={host.engine_per_seq(line) * 1e6!r}",
+        f"cost.engine_cpu_ms={step_s * 1e3!r}",
+        f"cost.engine_cpu_per_seq_us={per_seq_s * 1e6!r}",
     ]
 
 
@@ -478,7 +479,8 @@ def simulate_e2e(run: dict, extra: list[str] | tuple[str, ...] = (), host=None) 
 
     if host is not None:
         line = host_line(run) if run.get("framework") == "sglang" else E2E_LINE
-        extra = [*host_overrides("completions", line, host), *extra]
+        overlapped = (run.get("engine") or {}).get("async_scheduling", True) is not False  # 0.26's default: on
+        extra = [*host_overrides("completions", line, host, overlapped=overlapped), *extra]
     measured = {m: run["measured"].get(m) for m in E2E_METRICS}
     server = run.get("server") or {}
     warm = confounded(run, recorded=True)

@@ -897,6 +897,27 @@ def sync_lanes() -> list[dict]:
     return [oss, lane("llama8b_sync", [0], "llama-3.1-8b", [*OVERLAP_SERVE, "--no-async-scheduling"], runs)]
 
 
+# sync2_h200 (one GPU, about 8 minutes): the blind check of the engine core's costs without async
+# scheduling, fitted on sync_h200's gpt-oss steps (fit_host.py --sync), on another machine: Llama-3.1-8B
+# at 16, 96 and 256 clients (64 + 512 tokens) and 1,024-token prompts at 32 (their chunks' steps),
+# and Qwen3-0.6B, whose GPU step is short beside the CPU's, at 8, 64 and 256 clients.
+def sync2_lanes() -> list[dict]:
+    serve = [*OVERLAP_SERVE, "--no-async-scheduling"]
+    short = {"prompt": 64, "output": 512}
+
+    def runs(name: str, clients: tuple[int, ...]) -> list[dict]:
+        return [
+            closed(f"c{c}", c, 3 * c if c >= 32 else 96, short, seed=seed(f"sync2_h200/{name}/c{c}")) for c in clients
+        ]
+
+    llama = runs("llama8b", (16, 96, 256))
+    llama.append(closed("p1k_c32", 32, 96, {"prompt": 1024, "output": 128}, seed=seed("sync2_h200/llama8b/p1k_c32")))
+    return [
+        lane("llama8b_sync2", [0], "llama-3.1-8b", serve, llama),
+        lane("qwen06b_sync2", [0], "qwen3-0.6b", serve, runs("qwen06b", (8, 64, 256))),
+    ]
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -944,6 +965,7 @@ def main() -> None:
         ("fp8_70b_h200", fp8_70b_lanes()),
         ("sglang_lpm_h200", sglang_lpm_lanes()),
         ("sync_h200", sync_lanes()),
+        ("sync2_h200", sync2_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -39,6 +39,14 @@ fits). The SGLang set was fitted so: ``--scheduler``, then the plain command wit
 token_s=4.9e-05 --start stream_doubling=550``, the streaming cost the calibration recording's own log
 implies (docs/sglang.md, "How close to real SGLang servers"); ``--scheduler`` again on 2026-12-01,
 with Qwen3-0.6B's short steps among its lanes (h200_sgfloor_2026-12-01).
+
+    python tools/validation/fit_host.py --source recorded --sync
+
+``--sync`` reads vLLM's engine core without async scheduling off the iteration logs of the
+calibration runs marked ``fits: sync`` (the gap from one steady decode step to the next, less the
+log's own time of the step), a line over the batch's requests (``fit_sync``), and writes it into
+the recorded set as ``engine_step_sync_s`` and ``engine_per_seq_sync_s`` with a line saying so
+(kept by later fits); the rest of the set as it was.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import statistics
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -123,7 +132,7 @@ def stamp(best: float) -> list[str]:
 
 def section(name: str, values: dict) -> list[str]:
     """A YAML mapping of fitted values, one per line, written as Python reprs (floats exact)."""
-    return [f"{name}:", *(f"  {k}: {v!r}" for k, v in values.items())]
+    return [f"{name}:", *(f"  {k}: {v!r}" for k, v in values.items() if v is not None)]
 
 
 # --scheduler: the grids of SGLang's scheduler costs on the reference host (seconds)
@@ -165,8 +174,6 @@ def scheduler_step_ms(cm, scale: float, step_s: float, per_seq_s: float, running
 
 def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, list[str]]:
     """SGLang's scheduler costs fitted on its recorded lanes' own decode steps (``--scheduler``)."""
-    import statistics
-
     from simulator.engine.cost import decode_work
     from simulator.resolve import cost_model, engine_defaults, load_arch
     from simulator.scenario.hardware import load_gpu
@@ -220,6 +227,63 @@ def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCo
     return replace(host, engine_step_s=step_s, engine_per_seq_s_019=per_seq_s), [note]
 
 
+# --sync: a logged step's gap after the GPU's time longer than this is a stall, not the engine core's work
+SYNC_STALL_MS = 100.0
+
+
+def steady_decode_steps(run: dict) -> tuple[int, float, float]:
+    """A recorded run's steady state from its iteration log (data/e2e/RECORDING/LANE/RUN/steps.csv):
+    the most requests running, and the means of the log's own time of a step (``elapsed_ms``) and
+    of the time to the next step's (ms), over the steps that decode that many requests between two
+    such steps (a gap over ``SYNC_STALL_MS`` is a stall, left out)."""
+    import csv
+    import itertools
+
+    with (ROOT / "data" / "e2e" / run["recording"] / run["lane"] / run["run"] / "steps.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    full = max(int(r["gen_requests"]) for r in rows)
+    elapsed, gaps = [], []
+    for r, nxt in itertools.pairwise(rows):
+        if r["ctx_requests"] == nxt["ctx_requests"] == "0" and int(r["gen_requests"]) == full:
+            gap = (float(nxt["t"]) - float(r["t"])) * 1e3
+            if gap < SYNC_STALL_MS:
+                elapsed.append(float(r["elapsed_ms"]))
+                gaps.append(gap)
+    return full, statistics.fmean(elapsed), statistics.fmean(gaps)
+
+
+def fit_sync(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, list[str]]:
+    """The engine core's CPU work without async scheduling (``--sync``), read off the iteration logs of
+    the calibration runs recorded so (``fits: sync``): at each run's steady decode batch, the time
+    from one step to the next less the log's own time of the step (the GPU's, within 4% of
+    servesim's GPU step on h200_sync_2026-12-02) is the engine core's work; divided by the run's host
+    factor, a least-squares line over the batch's requests gives its cost a step and a request on
+    the reference host."""
+    rows, used = [], []  # (running, CPU ms on the reference host); the runs they come from
+    for r in runs:
+        if r.get("fits") == "sync":
+            running, elapsed, gap = steady_decode_steps(r)
+            rows.append((running, (gap - elapsed) / validate.recorded_scale(r)))
+            used.append(f"{r['recording']}/{r['lane']}/{r['run']}")
+    if len(rows) < 2 or len({n for n, _ in rows}) < 2:
+        raise SystemExit("--sync: needs calibration runs marked fits: sync at two batch sizes or more")
+    n = [float(x) for x, _ in rows]
+    ms = [y for _, y in rows]
+    slope, intercept = statistics.linear_regression(n, ms)
+    step_s, per_seq_s = max(intercept, 0.0) * 1e-3, max(slope, 0.0) * 1e-3
+    worst = max(abs((step_s + per_seq_s * x) * 1e3 / y - 1) for x, y in rows)
+    print(
+        f"engine core without async scheduling, on {len(rows)} runs ({', '.join(used)}) at "
+        f"{', '.join(str(x) for x, _ in rows)} running: {step_s * 1e3:.2f} ms a step, {per_seq_s * 1e6:.1f} us a "
+        f"request (reference host; the line within {worst:.0%} of every run)"
+    )
+    note = "sync_fitted_on: " + json.dumps(
+        f"engine_step_sync_s and engine_per_seq_sync_s on the steady decode steps of {', '.join(used)} "
+        f"(fit_host.py --source recorded --sync; the line within {worst:.0%} of each)"
+    )
+    return replace(host, engine_step_sync_s=round(step_s, 7), engine_per_seq_sync_s=round(per_seq_s, 8)), [note]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", choices=hosts.HOST_SETS, default="public")
@@ -227,10 +291,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--only", action="append", default=[], help="search this constant alone (repeat for more)")
     ap.add_argument("--scheduler", action="store_true", help="SGLang's scheduler costs, on its own logged decode steps")
+    ap.add_argument(
+        "--sync", action="store_true", help="vLLM's engine core without async scheduling, on its own logged steps"
+    )
     ap.add_argument("--start", action="append", default=[], metavar="NAME=VALUE", help="start a constant here")
     args = ap.parse_args()
     if args.scheduler and args.source != "sglang":
         ap.error("--scheduler fits SGLang's scheduler: use it with --source sglang")
+    if args.sync and args.source != "recorded":
+        ap.error("--sync fits the recorded vLLM servers' engine core: use it with --source recorded")
     names = args.only or FITTED[args.source]
     if unknown := set(names) - set(FITTED[args.source]):
         ap.error(f"--only: {', '.join(sorted(unknown))} not among the {args.source} set's fitted constants")
@@ -264,7 +333,8 @@ def main() -> int:
             total += loss(results, validate.E2E_METRICS if rec else metrics)
         return total
 
-    kept = [t.strip() for t in set_lines(args.source) if t.strip().startswith("scheduler_fitted_on:")]
+    notes = ("scheduler_fitted_on:", "sync_fitted_on:")  # the log-read fits' lines, kept by later fits
+    kept = [t.strip() for t in set_lines(args.source) if t.strip().startswith(notes)]
     for item in args.start:
         name, _, value = item.partition("=")
         if name not in FITTED[args.source]:
@@ -273,6 +343,13 @@ def main() -> int:
     if args.scheduler:
         host, kept = fit_scheduler(host, runs)
         args.rounds = 0  # the API server's constants stay as they are
+    if args.sync:  # the set as written, with the sync costs and their line: nothing else is refitted
+        host, note = fit_sync(host, [r for r in validate.load(validate.E2E_FILE)["runs"] if r["split"] == "calibrate"])
+        lines = [t.strip() for t in set_lines(args.source)]
+        head = [t for t in lines[: lines.index("host_costs:")] if not t.startswith("sync_fitted_on:")]
+        write_set(args.source, [*head[:1], *note, *head[1:], *section("host_costs", asdict(host))])
+        print(f"wrote the {args.source} set's sync costs to {hosts.HOST_COSTS_FILE}")
+        return 0
     best = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
