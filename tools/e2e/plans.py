@@ -900,7 +900,8 @@ def sync_lanes() -> list[dict]:
 # sync2_h200 (one GPU, about 8 minutes): the blind check of the engine core's costs without async
 # scheduling, fitted on sync_h200's gpt-oss steps (fit_host.py --sync), on another machine: Llama-3.1-8B
 # at 16, 96 and 256 clients (64 + 512 tokens) and 1,024-token prompts at 32 (their chunks' steps),
-# and Qwen3-0.6B, whose GPU step is short beside the CPU's, at 8, 64 and 256 clients.
+# and Qwen3-0.6B, whose GPU step is short beside the CPU's, at 8, 64 and 256 clients, then with async
+# scheduling on.
 def sync2_lanes() -> list[dict]:
     serve = [*OVERLAP_SERVE, "--no-async-scheduling"]
     short = {"prompt": 64, "output": 512}
@@ -915,6 +916,8 @@ def sync2_lanes() -> list[dict]:
     return [
         lane("llama8b_sync2", [0], "llama-3.1-8b", serve, llama),
         lane("qwen06b_sync2", [0], "qwen3-0.6b", serve, runs("qwen06b", (8, 64, 256))),
+        # the same runs with async scheduling on (vLLM 0.26's default), on the same machine
+        lane("qwen06b_async2", [0], "qwen3-0.6b", OVERLAP_SERVE, runs("qwen06b_async", (8, 64, 256))),
     ]
 
 
