@@ -8,7 +8,8 @@ calls them as plain Python.
 the inputs, launching, and the bookkeeping of sampled tokens: ``engine_step_s`` per step plus
 ``engine_per_seq_s`` per scheduled request and ``engine_per_token_s`` per token
 (``engine_cpu_s``). With async scheduling (vLLM >= 0.14 by default) that work overlaps the GPU's:
-the step takes the longer of the two; without it they add (``step_wall_s``). Past a few hundred
+the step takes the longer of the two; without it they add (``step_wall_s``), at the costs measured
+so where the release line has them (``simulator.scenario.hosts.HostCosts.engine_cpu``). Past a few hundred
 running requests the CPU side is the longer one and TPOT grows with ``max_num_seqs`` even though the
 GPU's step barely does (data/e2e/README.md, "h200x2_steps_2026-11-27"; docs/hosts.md).
 
