@@ -803,13 +803,18 @@ OVERLAP_SERVE = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192", "
 # core's CPU-bound batches, where a step's GPU and CPU times are alike. Llama-3.1-8B, 64 + 512
 # tokens, closed loops of 8 to 128 clients and Poisson arrivals at 10 and 20 requests/s (light
 # load, behind one API server), each run its own seed.
+SHORT = {"prompt": 64, "output": 512}  # the decode-heavy requests of the overlap and sync plans
+
+
+def short_loops(seeds: str, clients: tuple[int, ...]) -> list[dict]:
+    """Closed loops of ``SHORT`` requests at each count of ``clients`` (three prompts a client, at
+    least 96), each seeded by ``seeds``/c<clients>."""
+    return [closed(f"c{c}", c, 3 * c if c >= 32 else 96, SHORT, seed=seed(f"{seeds}/c{c}")) for c in clients]
+
+
 def overlap_lanes() -> list[dict]:
-    lengths = {"prompt": 64, "output": 512}
-    runs = [
-        closed(f"c{c}", c, 3 * c if c >= 32 else 96, lengths, seed=seed(f"overlap_h200/c{c}"))
-        for c in (8, 32, 64, 96, 128)
-    ]
-    runs += [rate(f"r{r}", r, 30, lengths, seed=seed(f"overlap_h200/r{r}")) for r in (10, 20)]
+    runs = short_loops("overlap_h200", (8, 32, 64, 96, 128))
+    runs += [rate(f"r{r}", r, 30, SHORT, seed=seed(f"overlap_h200/r{r}")) for r in (10, 20)]
     return [lane("llama8b_overlap", [0], "llama-3.1-8b", OVERLAP_SERVE, runs)]
 
 
@@ -817,11 +822,10 @@ def overlap_lanes() -> list[dict]:
 # the steps it times. The same server twice on one machine, with its iteration log and without,
 # Llama-3.1-8B at 64 and 128 closed-loop clients and 20 requests/s (64 + 512 tokens).
 def overlap_log_lanes() -> list[dict]:
-    lengths = {"prompt": 64, "output": 512}
     out = []
     for name, logged in (("llama8b_logged", True), ("llama8b_unlogged", False)):
-        runs = [closed(f"c{c}", c, 3 * c, lengths, seed=seed(f"overlap_log_h200/{name}/c{c}")) for c in (64, 128)]
-        runs.append(rate("r20", 20, 30, lengths, seed=seed(f"overlap_log_h200/{name}/r20")))
+        runs = short_loops(f"overlap_log_h200/{name}", (64, 128))
+        runs.append(rate("r20", 20, 30, SHORT, seed=seed(f"overlap_log_h200/{name}/r20")))
         out.append(lane(name, [0], "llama-3.1-8b", OVERLAP_SERVE, runs, iteration_log=logged))
     return out
 
@@ -890,10 +894,7 @@ SYNC_POINTS = (*GRID_POINTS[:9], GRID_POINTS[10])
 def sync_lanes() -> list[dict]:
     oss = spread_lane("gptoss120b_sync", "gpt-oss-120b", SYNC_POINTS, timeout_s=330)
     oss["serve_args"] = [*oss["serve_args"], "--no-async-scheduling"]
-    lengths = {"prompt": 64, "output": 512}
-    runs = [
-        closed(f"c{c}", c, 3 * c if c >= 32 else 96, lengths, seed=seed(f"sync_h200/c{c}")) for c in (8, 32, 64, 128)
-    ]
+    runs = short_loops("sync_h200", (8, 32, 64, 128))
     return [oss, lane("llama8b_sync", [0], "llama-3.1-8b", [*OVERLAP_SERVE, "--no-async-scheduling"], runs)]
 
 
@@ -904,20 +905,13 @@ def sync_lanes() -> list[dict]:
 # scheduling on.
 def sync2_lanes() -> list[dict]:
     serve = [*OVERLAP_SERVE, "--no-async-scheduling"]
-    short = {"prompt": 64, "output": 512}
-
-    def runs(name: str, clients: tuple[int, ...]) -> list[dict]:
-        return [
-            closed(f"c{c}", c, 3 * c if c >= 32 else 96, short, seed=seed(f"sync2_h200/{name}/c{c}")) for c in clients
-        ]
-
-    llama = runs("llama8b", (16, 96, 256))
+    llama = short_loops("sync2_h200/llama8b", (16, 96, 256))
     llama.append(closed("p1k_c32", 32, 96, {"prompt": 1024, "output": 128}, seed=seed("sync2_h200/llama8b/p1k_c32")))
     return [
         lane("llama8b_sync2", [0], "llama-3.1-8b", serve, llama),
-        lane("qwen06b_sync2", [0], "qwen3-0.6b", serve, runs("qwen06b", (8, 64, 256))),
+        lane("qwen06b_sync2", [0], "qwen3-0.6b", serve, short_loops("sync2_h200/qwen06b", (8, 64, 256))),
         # the same runs with async scheduling on (vLLM 0.26's default), on the same machine
-        lane("qwen06b_async2", [0], "qwen3-0.6b", OVERLAP_SERVE, runs("qwen06b_async", (8, 64, 256))),
+        lane("qwen06b_async2", [0], "qwen3-0.6b", OVERLAP_SERVE, short_loops("sync2_h200/qwen06b_async", (8, 64, 256))),
     ]
 
 
