@@ -915,6 +915,40 @@ def sync2_lanes() -> list[dict]:
     ]
 
 
+# light_h200 (one GPU, about 10 minutes): the first token at light load, where the GPU's prefill is
+# short and the fixed overheads around it (the API server, the hops to the engine and back) are much
+# of it: Llama-3.1-8B at one request in flight with 64-, 1,024- and 4,096-token prompts, at 4 and 8
+# in flight and at Poisson 2 and 8 requests/s; Qwen3-32B at one and four in flight and 2 requests/s.
+# Each lane warms up first. Recorded blind, after the API server's fixed latency was refitted.
+LIGHT_POINTS = (
+    ("warm", 16, 32, 1024, 64),
+    ("c1_p64", 1, 8, 64, 64),
+    ("c1_p1k", 1, 8, 1024, 64),
+    ("c1_p4k", 1, 8, 4096, 64),
+    ("c4_p1k", 4, 32, 1024, 128),
+    ("c8_p64", 8, 64, 64, 256),
+)
+
+
+def light_lanes() -> list[dict]:
+    out = []
+    for model, short, only, rates in (
+        ("llama-3.1-8b", "llama8b", (), (2, 8)),
+        ("qwen3-32b", "qwen32b", ("warm", "c1_p64", "c1_p1k", "c4_p1k"), (2,)),
+    ):
+        name = f"{short}_light"
+        runs = [
+            closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"light_h200/{name}/{r}"))
+            for r, c, n, prompt, output in LIGHT_POINTS
+            if not only or r in only
+        ]
+        lengths = {"prompt": 1024, "output": 128}
+        runs += [rate(f"r{r}_p1k", r, 30, lengths, seed=seed(f"light_h200/{name}/r{r}")) for r in rates]
+        serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+        out.append(lane(name, [0], model, serve, runs))
+    return out
+
+
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -963,6 +997,7 @@ def main() -> None:
         ("sglang_lpm_h200", sglang_lpm_lanes()),
         ("sync_h200", sync_lanes()),
         ("sync2_h200", sync2_lanes()),
+        ("light_h200", light_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")

@@ -350,7 +350,7 @@ def main() -> int:
         write_set(args.source, [*head[:1], *note, *head[1:], *section("host_costs", asdict(host))])
         print(f"wrote the {args.source} set's sync costs to {hosts.HOST_COSTS_FILE}")
         return 0
-    best = evaluate(host)
+    best = start = evaluate(host)
     print(f"{len(runs)} calibration runs; start: loss {best:.3f}", flush=True)
     for rnd in range(args.rounds):
         improved = False
@@ -367,16 +367,20 @@ def main() -> int:
         if not improved:
             break
     sources = sorted({r["recording"] if "recording" in r else r["source"].split(" (")[0] for r in runs})
-    write_set(
-        args.source,
-        [
-            # a YAML string: a source's title may hold ": "
-            "fitted_on: " + json.dumps(f"{len(runs)} runs ({', '.join(sources)})"),
+    fitted_on = f"{len(runs)} runs ({', '.join(sources)})"
+    if args.only:  # the set's own line stands for the rest; this one says what was refitted alone
+        lines = [t.strip() for t in set_lines(args.source)]
+        head = [t for t in lines[: lines.index("host_costs:")] if t.startswith("fitted_on:")]
+        when = dt.date.today().isoformat()
+        moved = ", ".join(args.only)
+        kept = [
+            *head,
             *kept,
-            *stamp(best),
-            *section("host_costs", asdict(host)),
-        ],
-    )
+            "refitted_on: " + json.dumps(f"{moved} alone on {when}, on {fitted_on}: loss {start:.3f} to {best:.3f}"),
+        ]
+    else:
+        kept = ["fitted_on: " + json.dumps(fitted_on), *kept]  # a YAML string: a source's title may hold ": "
+    write_set(args.source, [*kept, *stamp(best), *section("host_costs", asdict(host))])
     print(f"wrote the {args.source} set to {hosts.HOST_COSTS_FILE}")
     return 0
 
