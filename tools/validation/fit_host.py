@@ -20,7 +20,9 @@ fitted: the tokenizer's rate (``prompt_token_s``) and the per-step output cost (
 A recorded run is replayed on its host's factor (its probe reading, as `servesim validate` replays
 it), the candidate costs being the reference host's. The held-out runs are never simulated here.
 Writes the set into simulator/data/host_costs.yaml.
-``--only``: search these constants alone (the others stay as the set has them). ``--start NAME=VALUE``:
+``--only``: search these constants alone (the others stay as the set has them; the set keeps its
+``fitted_on`` line and gains a ``refitted_on`` line: what moved, on which runs, the loss before and
+after). ``--start NAME=VALUE``:
 start the search from these values instead of the set's.
 
     python tools/validation/fit_host.py --source sglang --scheduler
