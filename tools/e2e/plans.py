@@ -844,15 +844,22 @@ FP8_POINTS = (
 )
 
 
+def point_runs(plan: str, name: str, points: tuple, only: tuple[str, ...] = ()) -> list[dict]:
+    """Closed loops of a plan's lane, one a point (name, prompt tokens, clients, prompts, output
+    tokens), each with its own seed; ``only``: these points alone."""
+    return [
+        closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"{plan}/{name}/{r}"))
+        for r, prompt, c, n, output in points
+        if not only or r in only
+    ]
+
+
 def fp8_lanes() -> list[dict]:
     out = []
     for model, short in (("llama-3.1-8b", "llama8b"), ("qwen3-32b", "qwen32b")):
         for fmt, extra in (("bf16", []), ("fp8", ["--quantization", "fp8"])):
             name = f"{short}_{fmt}"
-            runs = [
-                closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_h200/{name}/{r}"))
-                for r, prompt, c, n, output in FP8_POINTS
-            ]
+            runs = point_runs("fp8_h200", name, FP8_POINTS)
             serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", *extra]
             out.append(lane(name, [0], model, serve, runs))
     return out
@@ -868,11 +875,7 @@ FP8_70B_POINTS = (*FP8_POINTS[:4], ("c128", 1024, 128, 256, 256), ("c256", 1024,
 
 def fp8_70b_lanes() -> list[dict]:
     def runs(name: str, only: tuple[str, ...] = ()) -> list[dict]:
-        return [
-            closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"fp8_70b_h200/{name}/{r}"))
-            for r, prompt, c, n, output in FP8_70B_POINTS
-            if not only or r in only
-        ]
+        return point_runs("fp8_70b_h200", name, FP8_70B_POINTS, only)
 
     serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92", "--quantization", "fp8"]
     # the same server with an FP8 KV cache (twice the tokens in the pool): at 256 in flight, room
@@ -921,12 +924,12 @@ def sync2_lanes() -> list[dict]:
 # in flight and at Poisson 2 and 8 requests/s; Qwen3-32B at one and four in flight and 2 requests/s.
 # Each lane warms up first. Recorded blind, after the API server's fixed latency was refitted.
 LIGHT_POINTS = (
-    ("warm", 16, 32, 1024, 64),
-    ("c1_p64", 1, 8, 64, 64),
-    ("c1_p1k", 1, 8, 1024, 64),
-    ("c1_p4k", 1, 8, 4096, 64),
-    ("c4_p1k", 4, 32, 1024, 128),
-    ("c8_p64", 8, 64, 64, 256),
+    ("warm", 1024, 16, 32, 64),
+    ("c1_p64", 64, 1, 8, 64),
+    ("c1_p1k", 1024, 1, 8, 64),
+    ("c1_p4k", 4096, 1, 8, 64),
+    ("c4_p1k", 1024, 4, 32, 128),
+    ("c8_p64", 64, 8, 64, 256),
 )
 
 
@@ -937,11 +940,7 @@ def light_lanes() -> list[dict]:
         ("qwen3-32b", "qwen32b", ("warm", "c1_p64", "c1_p1k", "c4_p1k"), (2,)),
     ):
         name = f"{short}_light"
-        runs = [
-            closed(r, c, n, {"prompt": prompt, "output": output}, seed=seed(f"light_h200/{name}/{r}"))
-            for r, c, n, prompt, output in LIGHT_POINTS
-            if not only or r in only
-        ]
+        runs = point_runs("light_h200", name, LIGHT_POINTS, only)
         lengths = {"prompt": 1024, "output": 128}
         runs += [rate(f"r{r}_p1k", r, 30, lengths, seed=seed(f"light_h200/{name}/r{r}")) for r in rates]
         serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
