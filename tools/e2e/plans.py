@@ -948,25 +948,6 @@ def light_lanes() -> list[dict]:
     return out
 
 
-# light2_h200 (one GPU, about 5 minutes): light_h200's 8B lane again on another machine, with the
-# load between one request and the busy engine filled in (8, 16 and 32 clients of 64-token prompts):
-# whether a new request's wait grows with the running batch as that machine's did (p50 TTFT 21 ms at
-# one client, 38 at eight, servesim 22 and 30). Recorded blind.
-LIGHT2_POINTS = (
-    LIGHT_POINTS[0],
-    *(p for p in LIGHT_POINTS if p[0] in ("c1_p64", "c1_p1k", "c8_p64")),
-    ("c16_p64", 64, 16, 128, 256),
-    ("c32_p64", 64, 32, 256, 256),
-)
-
-
-def light2_lanes() -> list[dict]:
-    runs = point_runs("light2_h200", "llama8b_light2", LIGHT2_POINTS)
-    runs.append(rate("r8_p1k", 8, 30, {"prompt": 1024, "output": 128}, seed=seed("light2_h200/llama8b_light2/r8")))
-    serve = ["--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
-    return [lane("llama8b_light2", [0], "llama-3.1-8b", serve, runs)]
-
-
 def main() -> None:
     for h200 in (False, True):
         for name, plan in plans(h200).items():
@@ -1016,7 +997,6 @@ def main() -> None:
         ("sync_h200", sync_lanes()),
         ("sync2_h200", sync2_lanes()),
         ("light_h200", light_lanes()),
-        ("light2_h200", light2_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
