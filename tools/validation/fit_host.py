@@ -346,7 +346,7 @@ def main() -> int:
         return total
 
     notes = ("scheduler_fitted_on:", "sync_fitted_on:")  # the log-read fits' lines, kept by later fits
-    kept = [t.strip() for t in set_lines(args.source) if t.strip().startswith(notes)]
+    kept = [t for t in set_head(args.source) if t.startswith(notes)]
     for item in args.start:
         name, _, value = item.partition("=")
         if name not in FITTED[args.source]:
@@ -357,8 +357,7 @@ def main() -> int:
         args.rounds = 0  # the API server's constants stay as they are
     if args.sync:  # the set as written, with the sync costs and their line: nothing else is refitted
         host, note = fit_sync(host, [r for r in validate.load(validate.E2E_FILE)["runs"] if r["split"] == "calibrate"])
-        lines = [t.strip() for t in set_lines(args.source)]
-        head = [t for t in lines[: lines.index("host_costs:")] if not t.startswith("sync_fitted_on:")]
+        head = [t for t in set_head(args.source) if not t.startswith("sync_fitted_on:")]
         write_set(args.source, [*head[:1], *note, *head[1:], *section("host_costs", asdict(host))])
         print(f"wrote the {args.source} set's sync costs to {hosts.HOST_COSTS_FILE}")
         return 0
@@ -381,8 +380,7 @@ def main() -> int:
     sources = sorted({r["recording"] if "recording" in r else r["source"].split(" (")[0] for r in runs})
     fitted_on = f"{len(runs)} runs ({', '.join(sources)})"
     if args.only:  # the set's own line stands for the rest; this one says what was refitted alone
-        lines = [t.strip() for t in set_lines(args.source)]
-        head = [t for t in lines[: lines.index("host_costs:")] if t.startswith("fitted_on:")]
+        head = [t for t in set_head(args.source) if t.startswith("fitted_on:")]
         when = dt.date.today().isoformat()
         moved = ", ".join(args.only)
         kept = [
@@ -415,6 +413,13 @@ def read_sets() -> tuple[list[str], dict[str, list[str]]]:
 def set_lines(name: str) -> list[str]:
     """The lines of set ``name`` as written (none if it has none)."""
     return read_sets()[1].get(name, [])
+
+
+def set_head(name: str) -> list[str]:
+    """The lines of set ``name`` before its constants (what it was fitted on, the log-read fits' and
+    the partial refits' lines, the date, the loss), stripped."""
+    lines = [t.strip() for t in set_lines(name)]
+    return lines[: lines.index("host_costs:")] if "host_costs:" in lines else lines
 
 
 def write_set(name: str, lines: list[str]) -> None:
