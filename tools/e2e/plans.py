@@ -636,6 +636,33 @@ def gptoss_grid_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_grid", "gpt-oss-120b", GRID_POINTS, timeout_s=330)]
 
 
+# gptoss_pool_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
+# gpt-oss-120b routed at random in the memory one H100 gives it (`--gpu-memory-utilization 0.52` of an
+# H200's 139.8 GiB is the 72.7 GiB that 0.92 of an H100's 79.1 GiB is: the same weights, the same
+# pool), so that the grid's points where an H100's KV cache binds run here: 1k/1k at 64, 128 and
+# 256 in flight, 8k/1k at 16 and 64, 1k/8k at 64 (preemptions, with the sliding-window layers'
+# blocks in one pool with the full-attention layers'). A warm-up at every concurrency first. Recorded
+# blind. About 18 minutes with the server's start.
+POOL_POINTS = (
+    ("w1k_c64", 1024, 64, 64, 64),
+    ("w1k_c128", 1024, 128, 128, 64),
+    ("w1k_c256", 1024, 256, 256, 64),
+    ("w8k_c16", 8192, 16, 16, 16),
+    ("1k1k_c64", 1024, 64, 64, 1024),
+    ("1k1k_c128", 1024, 128, 128, 1024),
+    ("1k1k_c256", 1024, 256, 256, 1024),
+    ("8k1k_c16", 8192, 16, 16, 1024),
+    ("8k1k_c64", 8192, 64, 64, 1024),
+    ("1k8k_c64", 1024, 64, 64, 8192),
+)
+
+
+def gptoss_pool_lanes() -> list[dict]:
+    oss = spread_lane("gptoss120b_pool", "gpt-oss-120b", POOL_POINTS, timeout_s=420)
+    oss["serve_args"] = [*GPTOSS_SERVE[:-1], "0.52"]
+    return [oss]
+
+
 def sglang_lanes() -> list[dict]:
     """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
     with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
@@ -985,6 +1012,7 @@ def main() -> None:
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
         ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("gptoss_grid_h200", gptoss_grid_lanes()),
+        ("gptoss_pool_h200", gptoss_pool_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),
