@@ -665,14 +665,6 @@ def gptoss_pool_lanes() -> list[dict]:
     return [oss]
 
 
-# gptoss_pool1_h200: what six minutes of a machine hold of gptoss_pool_h200: the server's start (its
-# logged pool in an H100's memory) and 1k/1k at 128 in flight, where that pool binds, without a warm-up.
-def gptoss_pool1_lanes() -> list[dict]:
-    oss = spread_lane("gptoss120b_pool1", "gpt-oss-120b", (POOL_POINTS[5],), timeout_s=200)
-    oss["serve_args"] = [*GPTOSS_SERVE[:-1], "0.52"]
-    return [oss]
-
-
 def sglang_lanes() -> list[dict]:
     """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
     with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
@@ -1023,7 +1015,6 @@ def main() -> None:
         ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("gptoss_grid_h200", gptoss_grid_lanes()),
         ("gptoss_pool_h200", gptoss_pool_lanes()),
-        ("gptoss_pool1_h200", gptoss_pool1_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),
