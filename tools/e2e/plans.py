@@ -391,7 +391,14 @@ GPTOSS_SHAPES = {
 
 # gpt-oss as the recorder serves it: bf16 attention, the longest request 10,240 tokens.
 GPTOSS_1K1K = {"prompt": 1024, "output": 1024}
-GPTOSS_SERVE = ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", "0.92"]
+
+
+def gptoss_serve(memory: str = "0.92") -> list[str]:
+    """The gpt-oss lanes' serve flags, with ``memory`` as the share of the GPU's memory vLLM may use."""
+    return ["--dtype", "bfloat16", "--max-model-len", "10240", "--gpu-memory-utilization", memory]
+
+
+GPTOSS_SERVE = gptoss_serve()
 
 
 def gptoss_lanes() -> list[dict]:
@@ -509,16 +516,21 @@ SPREAD_POINTS = tuple(
 
 
 def spread_lane(
-    name: str, model: str, points=SPREAD_POINTS, timeout_s: float = 200, gpus: tuple[int, ...] = (0,)
+    name: str,
+    model: str,
+    points=SPREAD_POINTS,
+    timeout_s: float = 200,
+    gpus: tuple[int, ...] = (0,),
+    serve: list[str] = GPTOSS_SERVE,
 ) -> dict:
     """One gpt-oss lane on ``gpus`` (tensor-parallel over them) at ``points`` (run name, prompt, in
-    flight, prompts, output), each run seeded by its lane and name."""
+    flight, prompts, output), each run seeded by its lane and name; ``serve``: its serve flags."""
     runs = [
         closed(r, c, n, {"prompt": prompt, "output": output}, timeout_s=timeout_s, seed=seed(f"{name}_h200/{r}"))
         for r, prompt, c, n, output in points
     ]
     tp = ["--tensor-parallel-size", str(len(gpus))] if len(gpus) > 1 else []
-    return lane(name, list(gpus), model, GPTOSS_SERVE + tp, runs)
+    return lane(name, list(gpus), model, serve + tp, runs)
 
 
 def gptoss_spread_lanes() -> list[dict]:
@@ -660,9 +672,7 @@ POOL_POINTS = (
 
 
 def gptoss_pool_lanes() -> list[dict]:
-    oss = spread_lane("gptoss120b_pool", "gpt-oss-120b", POOL_POINTS, timeout_s=420)
-    oss["serve_args"] = [*GPTOSS_SERVE[:-1], "0.52"]
-    return [oss]
+    return [spread_lane("gptoss120b_pool", "gpt-oss-120b", POOL_POINTS, timeout_s=420, serve=gptoss_serve("0.52"))]
 
 
 def sglang_lanes() -> list[dict]:
