@@ -86,17 +86,70 @@ class MemoryPlan:
         )
 
 
-def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1) -> float:
+def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1, gpu: GPU | None = None) -> float:
     """Bytes of weights on one GPU of a ``tp``-way replica, as vLLM reports loading them
     (``ModelArch.weight_bytes_per_gpu``): a quantized format stores the weights it covers
     (``models.quant_scope``: every layer's, or a checkpoint's MLP and expert matrices only) in its
     width (``models.WEIGHT_BITS``, scales included) and keeps the rest (embeddings, LM head, and what
-    the checkpoint leaves unquantized) in the model's dtype."""
+    the checkpoint leaves unquantized) in the model's dtype. MXFP4 experts on ``gpu`` are stored as
+    the MoE kernel vLLM picks there lays them out (``mxfp4_expert_bytes``)."""
     per_gpu = model.weight_bytes_per_gpu(tp)
     if quantization == "none":
         return per_gpu
+    fmt = weight_format_bytes(quantization, model.dtype_bytes)
     quantized = model.quantized_params(quant_scope(model, quantization)) / tp
-    return per_gpu - quantized * (model.dtype_bytes - weight_format_bytes(quantization, model.dtype_bytes))
+    out = per_gpu - quantized * (model.dtype_bytes - fmt)
+    if quantization == "mxfp4" and model.is_moe and gpu is not None:
+        routed = model.num_moe_layers * model.num_experts
+        plain = routed * (model.expert_params * fmt + model.expert_bias_params * model.dtype_bytes) / tp
+        out += mxfp4_expert_bytes(model, tp, gpu) - plain
+    return out
+
+
+# ---- MXFP4 experts as vLLM 0.26's MoE kernels store them -----------------------------------------------
+# (hidden, intermediate per GPU) multiples the kernel pads the expert matrices to
+# (fused_moe/oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size), by the kernel vLLM
+# picks for gpt-oss: OpenAI's Triton kernels on Hopper (SM90), FlashInfer's TRT-LLM kernel on
+# Blackwell (SM100), AITER on AMD Instinct, Marlin on older NVIDIA GPUs.
+MXFP4_PAD = {"triton": (1, 64), "trtllm": (256, 256), "aiter": (256, 256), "marlin": (256, 128)}
+MXFP4_BLOCK = 32  # values per E8M0 scale
+
+
+def mxfp4_kernel(gpu: GPU) -> str:
+    """The MoE kernel vLLM 0.26 serves gpt-oss's MXFP4 experts with on ``gpu`` (the first its
+    priority list supports there)."""
+    if gpu.gfx:
+        return "aiter"
+    major = int(float(gpu.compute_capability or "9.0"))
+    return "trtllm" if major >= 10 else "triton" if major == 9 else "marlin"
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU) -> float:
+    """Bytes of the routed experts (values, E8M0 scales and bf16 biases) on one GPU of a ``tp``-way
+    replica, as vLLM stores them for its MXFP4 kernel on ``gpu``: hidden and intermediate sizes
+    padded to the kernel's multiples (``MXFP4_PAD``), each GPU holding every expert's 1/tp slice of
+    the intermediate size. On Hopper the Triton kernel's swizzled scale layout also pads each scale
+    matrix to a multiple of 4 scale groups along the reduction and 256 rows along the outputs
+    (triton_kernels' HopperMXScaleLayout with 8 warps, after vLLM's own pad to 4 groups); its value
+    layout pads the bytes of a row to 32 and the rows to 16."""
+    kernel = mxfp4_kernel(gpu)
+    h_pad, i_pad = MXFP4_PAD[kernel]
+    h = _round_up(model.hidden_size, h_pad)
+    i = _round_up(-(-model.moe_intermediate_size // tp), i_pad)
+
+    def matrix(rows: int, k: int) -> float:  # one expert's [rows x k] weight, values and scales
+        groups = -(-k // MXFP4_BLOCK)
+        if kernel != "triton":
+            return rows * k / 2 + rows * groups
+        values = _round_up(rows, 16) * _round_up(k // 2, 32)
+        return values + _round_up(rows, 256) * _round_up(groups, 4)
+
+    bias = (2 * i + h) * model.dtype_bytes if model.expert_bias else 0.0
+    return model.num_moe_layers * model.num_experts * (matrix(2 * i, h) + matrix(h, i) + bias)
 
 
 def activation_peak(
@@ -185,7 +238,7 @@ def plan_memory(
     kv_tok = model.paged_kv_bytes_per_token(kv_dtype_bytes, tp) + extra_kv_bytes_per_token
     block_bytes = kv_tok * block_size
     usable = gpu_memory_utilization * gpu.hbm_bytes
-    weights = weight_bytes(model, quantization, tp) + extra_weight_bytes
+    weights = weight_bytes(model, quantization, tp, gpu) + extra_weight_bytes
     requests = max_num_seqs if window_requests is None else min(window_requests, max_num_seqs)
     window = window_reserve_bytes(model, block_size, requests, kv_dtype_bytes, tp)
     if reserve_bytes is None:
