@@ -654,9 +654,10 @@ def gptoss_grid_lanes() -> list[dict]:
 # servesim sizes at 143,152 KV tokens against the H100's 145,312), so that the grid's points where an H100's KV cache binds run here: 1k/1k at 64, 128 and
 # 256 in flight, 8k/1k at 16 and 64, 1k/8k at 64 (preemptions, with the sliding-window layers'
 # blocks in one pool with the full-attention layers'). A warm-up at every concurrency first. To be
-# recorded blind (servesim's predictions: the commit that added it). About 18 minutes with the
-# server's start; a first attempt (2026-12-03) ran for about 18 minutes and lost its results before
-# they were collected (tools/e2e/README.md: end every waiting call with `collect`).
+# recorded blind (servesim's predictions: the commit that added it): data/e2e/h200_gptoss_pool_2026-12-03,
+# 19 minutes of lane with the server's start (the server logged a pool of 106,780 tokens). A first
+# attempt lost its results before they were collected (tools/e2e/README.md: end every waiting call
+# with `collect`).
 POOL_POINTS = (
     ("w1k_c64", 1024, 64, 64, 64),
     ("w1k_c128", 1024, 128, 128, 64),
