@@ -108,6 +108,22 @@ def test_mxfp4_experts_as_each_gpus_kernel_stores_them_by_hand(gpu, tp, hidden, 
     assert weight_bytes(m, "mxfp4", tp, g) == pytest.approx(weight_bytes(m, "mxfp4", tp) - plain + experts, rel=1e-12)
 
 
+def test_the_mxfp4_kernel_vllm_picks_by_gpu():
+    """TRT-LLM's kernel on SM100 only (B200, B300), OpenAI's Triton kernels on Hopper, Marlin on an
+    A100 or a consumer Blackwell (SM120), AITER on AMD Instinct."""
+    from simulator.scenario.memory import mxfp4_kernel
+
+    h200 = load_gpu("h200")
+    assert [mxfp4_kernel(load_gpu(g)) for g in ("b200", "b300", "h100-sxm", "a100-80gb", "mi300x")] == [
+        "trtllm",
+        "trtllm",
+        "triton",
+        "marlin",
+        "aiter",
+    ]
+    assert mxfp4_kernel(replace(h200, compute_capability="12.0")) == "marlin"
+
+
 def test_mxfp4_padding_matches_what_the_servers_loaded():
     """The recorded H200 servers' "Model loading took" (vLLM 0.26, gpt-oss on the Triton kernel):
     20b 13.03 GiB, 120b 61.43 (TP1) and 31.43 (TP2). The padded layouts take servesim from 12.83,

@@ -117,11 +117,12 @@ MXFP4_BLOCK = 32  # values per E8M0 scale
 
 def mxfp4_kernel(gpu: GPU) -> str:
     """The MoE kernel vLLM 0.26 serves gpt-oss's MXFP4 experts with on ``gpu`` (the first its
-    priority list supports there)."""
+    priority list supports there: TRT-LLM's on SM100 only, the Triton kernels on SM90-SM100, Marlin
+    elsewhere; a GPU that gives no compute capability is taken for Hopper)."""
     if gpu.gfx:
         return "aiter"
     major = int(float(gpu.compute_capability or "9.0"))
-    return "trtllm" if major >= 10 else "triton" if major == 9 else "marlin"
+    return "trtllm" if major == 10 else "triton" if major == 9 else "marlin"
 
 
 def _round_up(x: int, m: int) -> int:
