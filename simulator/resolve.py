@@ -226,6 +226,7 @@ def memory_plan(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int
         reserve_bytes=None if e.runtime_reserve_gb is None else e.runtime_reserve_gb * GIB,
         num_gpu_blocks_override=e.num_gpu_blocks_override,
         runner=v.runner(model),
+        early_allreduce=v.early_allreduce,
         window_requests=most_in_flight(sc.workload) if model.is_hybrid else None,
         **extra_memory(sc, model, kv_bytes),
     )

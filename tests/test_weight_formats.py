@@ -124,6 +124,27 @@ def test_the_mxfp4_kernel_vllm_picks_by_gpu():
     assert mxfp4_kernel(replace(h200, compute_capability="12.0")) == "marlin"
 
 
+def test_from_026_the_all_reduce_buffers_leave_the_budget_alone_whatever_the_runner():
+    """vLLM 0.26 allocates its all-reduce buffers before the memory profile: a V1-runner MoE model at
+    TP2 (gpt-oss-120b) leaves 0.07 GiB outside PyTorch there, as the V2 runner does, where vLLM
+    0.19's V1 runner left 2.085 GiB; at TP1 nothing changes. Through a scenario: the release line
+    carries it."""
+    from simulator.scenario import versions
+    from simulator.scenario.memory import non_torch_bytes
+
+    assert non_torch_bytes(2, "v1", early_allreduce=True) == non_torch_bytes(2, "v2") == 0.07 * GIB
+    assert non_torch_bytes(2, "v1") == 2.085 * GIB
+    assert non_torch_bytes(1, "v1", early_allreduce=True) == non_torch_bytes(1, "v1") == 0.25 * GIB
+    assert versions.version("0.26").early_allreduce and versions.version("0.32").early_allreduce
+    assert not versions.version("0.19").early_allreduce
+    m, g = load_model("gpt-oss-120b"), load_gpu("h200")
+    kw = dict(tp=2, gpu_memory_utilization=0.92, block_size=16, max_batched_tokens=8192, max_num_seqs=1024)
+    early = plan_memory(m, g, quantization="mxfp4", early_allreduce=True, **kw)
+    late = plan_memory(m, g, quantization="mxfp4", **kw)
+    assert early.non_torch_bytes == 0.07 * GIB and late.non_torch_bytes == 2.085 * GIB
+    assert early.kv_bytes > late.kv_bytes
+
+
 def test_mxfp4_padding_matches_what_the_servers_loaded():
     """The recorded H200 servers' "Model loading took" (vLLM 0.26, gpt-oss on the Triton kernel):
     20b 13.03 GiB, 120b 61.43 (TP1) and 31.43 (TP2). The padded layouts take servesim from 12.83,
@@ -256,7 +277,8 @@ def test_sliding_window_attention_reads_only_the_window():
 
 
 def test_fp4_math_rate_where_the_gpu_has_one():
-    """gpt-oss on an H200 (no fp4 rate): experts read at 4.25 bits, multiplied at the bf16 rate by
+    """gpt-oss on an H200 (no fp4 rate): experts read at 4.25 bits (and the Triton kernel's padded
+    scales: 13,265,920 bytes for an expert's 24,883,200 weights), multiplied at the bf16 rate by
     vLLM's weight-only Triton path (its own measured share of the peak), attention bf16; on a GPU
     with an fp4 rate (Blackwell) the experts use it, at the fused-MoE kernel's share. NVFP4 Llama-3.3-70B: every linear
     at 4.5 bits, at fp4 where the GPU has it."""
@@ -265,7 +287,11 @@ def test_fp4_math_rate_where_the_gpu_has_one():
     e = Efficiency()
     m = load_model("gpt-oss-120b")
     hop, bw = CostModel(m, h200, 1, e, None, "mxfp4").params, CostModel(m, fp4, 1, e, None, "mxfp4").params
-    assert hop[P.EXPERT_WEIGHT_BYTES] == 4.25 / 8 and hop[P.WEIGHT_BYTES] == pytest.approx(2.0)
+    assert hop[P.EXPERT_WEIGHT_BYTES] == pytest.approx(13_265_920 / 24_883_200) and hop[
+        P.WEIGHT_BYTES
+    ] == pytest.approx(2.0)
+    # TRT-LLM's kernel on Blackwell pads both sizes to 3,072: 6,144 x 3,072 and 3,072 x 3,072 at 4.25 bits
+    assert bw[P.EXPERT_WEIGHT_BYTES] == pytest.approx((6144 + 3072) * 3072 * 4.25 / 8 / 24_883_200)
     assert hop[P.MOE_FLOPS] == h200.flops("bf16") * MXFP4_WEIGHT_ONLY_MOE_COMPUTE
     assert bw[P.MOE_FLOPS] == 4 * h200.flops("bf16") * e.moe_compute
     assert bw[P.MATMUL_FLOPS] == hop[P.MATMUL_FLOPS] == h200.flops("bf16") * e.matmul_compute

@@ -32,6 +32,7 @@ from simulator.engine import rules
 from simulator.engine.host import HostModel, engine_cpu_s, step_wall_s
 from simulator.engine.params import DRAFT, PARAMS, P
 from simulator.scenario.hardware import GPU
+from simulator.scenario.memory import mxfp4_bytes_per_weight
 from simulator.scenario.models import PLAIN_LAYER_SMALL_KERNELS, ModelArch, quant_scope, weight_format_bytes
 
 
@@ -568,7 +569,7 @@ HOPPER_FP8_GEMM_SHARE = 0.82
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
-def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, float, float, float]:
+def weight_pricing(m: ModelArch, gpu: GPU, quantization: str, tp: int = 1) -> tuple[float, float, float, float]:
     """How a weight format is read and multiplied: bytes per weight of the dense linear layers and of
     the experts, and the peak FLOP/s of each. The format covers every linear layer, or a checkpoint's
     MLP only (``models.quant_scope``: gpt-oss's MXFP4 experts, NVFP4 with bf16 attention), the rest
@@ -576,7 +577,8 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
     layers other than an MLA model's at ``HOPPER_FP8_GEMM_SHARE`` of it); int4 is
     dequantized to 16 bits; MXFP4 and NVFP4 multiply at the GPU's fp4 rate where it has one
     (Blackwell), and elsewhere are read at their width and multiplied at 16 bits (vLLM's weight-only
-    Marlin kernels on Hopper)."""
+    Marlin kernels on Hopper). MXFP4 experts are read as their kernel stores them, padded
+    (``memory.mxfp4_bytes_per_weight``)."""
     fmt_bytes = weight_format_bytes(quantization, m.dtype_bytes)
     dense_rate = {"none": m.dtype, "int4": m.dtype, "mxfp4": "fp4", "nvfp4": "fp4"}.get(quantization, quantization)
     peak = gpu.flops(dense_rate)
@@ -584,7 +586,10 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, fl
         hopper_fp8 = quantization == "fp8" and gpu.compute_capability == "9.0" and not m.is_mla
         share = HOPPER_FP8_GEMM_SHARE if hopper_fp8 else 1.0
         return fmt_bytes, fmt_bytes, peak * share, peak
-    return m.dtype_bytes, fmt_bytes, gpu.flops(m.dtype), peak
+    expert_bytes = fmt_bytes
+    if quantization == "mxfp4" and m.is_moe:
+        expert_bytes = mxfp4_bytes_per_weight(m, tp, gpu)
+    return m.dtype_bytes, expert_bytes, gpu.flops(m.dtype), peak
 
 
 def attention_peak(m: ModelArch, gpu: GPU, weights_peak: float) -> float:
@@ -733,7 +738,7 @@ class CostModel:
         extra_kernels = moe_path_kernels(e, m, gpu, quantization, tp)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
-        wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization)
+        wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization, tp)
         moe_compute, moe_memory = moe_rates(e, m, gpu, quantization)
         lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
         # SGLang's DP attention over D ranks (dp_attention = D; the attention's own TP is tp / D): each

@@ -32,9 +32,11 @@ SAMPLER_COPIES = 3.223  # fp32 [requests x vocab] tensors alive at the sampler's
 SAMPLER_BASE_BYTES = 0.346 * GIB
 FORWARD_HIDDEN_COPIES = 4  # [tokens x hidden] activations alive at the forward pass's peak (residual, norms)
 # Memory that appears outside PyTorch during profiling (NCCL and custom all-reduce buffers), tp == 1
-# and tp >= 2, per model runner: V1 fitted as above; V2 as vLLM 0.26 logged it (0.22-0.23 GiB at TP1
-# for Llama-3.1-8B and Qwen3-32B, 0.07 GiB at TP2 for Qwen3-32B: its all-reduce buffers are
-# allocated before the profile).
+# and tp >= 2, per model runner: V1 fitted as above (vLLM 0.19); V2 as vLLM 0.26 logged it (0.22-0.23
+# GiB at TP1 for Llama-3.1-8B and Qwen3-32B, 0.07 GiB at TP2 for Qwen3-32B). From release line 0.26
+# the all-reduce buffers are allocated before the profile whatever the runner (``early_allreduce``),
+# so at tp >= 2 the V1 runner leaves the V2 runner's 0.07 GiB too (the V1 gpt-oss-120b TP2 server,
+# held out, logged 0.13).
 NON_TORCH_BYTES = {"v1": {1: 0.25 * GIB, 2: 2.085 * GIB}, "v2": {1: 0.23 * GIB, 2: 0.07 * GIB}}
 GRAPH_BASE_BYTES, GRAPH_PER_LAYER_BYTES = 0.364 * GIB, 0.0164 * GIB  # CUDA graphs of the default capture sizes
 # The V2 runner's sampler peak beyond one copy of the logits: Llama-3.1-8B with 4,096 sequences
@@ -129,7 +131,7 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU) -> float:
+def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU, biases: bool = True) -> float:
     """Bytes of the routed experts (values, E8M0 scales and bf16 biases) on one GPU of a ``tp``-way
     replica, as vLLM stores them for its MXFP4 kernel on ``gpu``: hidden and intermediate sizes
     padded to the kernel's multiples (``MXFP4_PAD``), each GPU holding every expert's 1/tp slice of
@@ -149,8 +151,15 @@ def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU) -> float:
         values = _round_up(rows, 16) * _round_up(k // 2, 32)
         return values + _round_up(rows, 256) * _round_up(groups, 4)
 
-    bias = (2 * i + h) * model.dtype_bytes if model.expert_bias else 0.0
+    bias = (2 * i + h) * model.dtype_bytes if model.expert_bias and biases else 0.0
     return model.num_moe_layers * model.num_experts * (matrix(2 * i, h) + matrix(h, i) + bias)
+
+
+def mxfp4_bytes_per_weight(model: ModelArch, tp: int, gpu: GPU) -> float:
+    """Bytes an MXFP4 expert's weight takes on ``gpu`` as its kernel stores (and so reads) them, its
+    padding and scales spread over the checkpoint's weights (4.25 bits unpadded)."""
+    plain = model.num_moe_layers * model.num_experts * model.expert_params / tp
+    return mxfp4_expert_bytes(model, tp, gpu, biases=False) / plain
 
 
 def activation_peak(
@@ -184,7 +193,9 @@ def activation_peak(
     return peak
 
 
-def non_torch_bytes(tp: int, runner: str = "v1") -> float:
+def non_torch_bytes(tp: int, runner: str = "v1", early_allreduce: bool = False) -> float:
+    if tp > 1 and early_allreduce:
+        return NON_TORCH_BYTES["v2"][2]
     return NON_TORCH_BYTES[runner][1 if tp == 1 else 2]
 
 
@@ -217,6 +228,7 @@ def plan_memory(
     reserve_bytes: float | None = None,
     num_gpu_blocks_override: int | None = None,
     runner: str = "v1",
+    early_allreduce: bool = False,
     extra_weight_bytes: float = 0.0,
     extra_kv_bytes_per_token: float = 0.0,
     window_requests: int | None = None,
@@ -224,6 +236,7 @@ def plan_memory(
     """The KV pool of one GPU (``graphs_in_budget``: CUDA graphs captured and their estimate taken
     from the budget; ``reserve_bytes``: a given total for activations, non-PyTorch memory and graphs;
     ``runner``: the model runner, "v1" or "v2", whose profiling pass sets the activation peak;
+    ``early_allreduce``: the release allocates the all-reduce buffers before the profile;
     ``extra_weight_bytes``, ``extra_kv_bytes_per_token``: per GPU, what a draft model adds).
 
     A hybrid model (sliding-window layers beside full-attention ones, ``ModelArch.is_hybrid``): vLLM's
@@ -244,7 +257,7 @@ def plan_memory(
     window = window_reserve_bytes(model, block_size, requests, kv_dtype_bytes, tp)
     if reserve_bytes is None:
         act = activation_peak(model, tp, max_batched_tokens, max_num_seqs, runner, quantization)
-        other = non_torch_bytes(tp, runner)
+        other = non_torch_bytes(tp, runner, early_allreduce)
         graphs = graph_bytes(model) if graphs_in_budget else 0.0
     else:
         act, other, graphs = reserve_bytes, 0.0, 0.0

@@ -82,6 +82,9 @@ class VllmVersion:
     # recorded 0.26 servers best with one set of host costs (their engine, profiled, runs ahead); the
     # public runs of 0.10-0.19 fit an engine that runs ahead of it (docs/validation.md).
     paces_engine: bool = False
+    # The all-reduce buffers are allocated before the memory profile (simulator.scenario.memory,
+    # NON_TORCH_BYTES): at TP >= 2 they leave the KV budget alone, whichever runner serves the model.
+    early_allreduce: bool = False
 
     def runner(self, model: ModelArch) -> str:
         """The model runner that serves ``model``: "v1" or "v2"."""
@@ -132,6 +135,7 @@ _V026 = replace(
     host_set="recorded",
     host=_RECORDED,
     paces_engine=True,
+    early_allreduce=True,
 )
 _V032 = replace(
     _V026, name="0.32", model_runner="v2", graphs_in_budget_v2=True, tier_160=True, has_performance_mode=True
