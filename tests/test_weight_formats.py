@@ -13,6 +13,7 @@ from simulator.engine.cost import (
     MXFP4_WEIGHT_ONLY_MOE_COMPUTE,
     CostModel,
     Efficiency,
+    Execution,
     attention_work,
     decode_work,
 )
@@ -292,6 +293,9 @@ def test_fp4_math_rate_where_the_gpu_has_one():
     ] == pytest.approx(2.0)
     # TRT-LLM's kernel on Blackwell pads both sizes to 3,072: 6,144 x 3,072 and 3,072 x 3,072 at 4.25 bits
     assert bw[P.EXPERT_WEIGHT_BYTES] == pytest.approx((6144 + 3072) * 3072 * 4.25 / 8 / 24_883_200)
+    # vLLM's layouts only: under SGLang the experts are read as the checkpoint has them
+    sg = CostModel(m, fp4, 1, e, None, "mxfp4", execution=Execution(framework="sglang")).params
+    assert sg[P.EXPERT_WEIGHT_BYTES] == 4.25 / 8
     assert hop[P.MOE_FLOPS] == h200.flops("bf16") * MXFP4_WEIGHT_ONLY_MOE_COMPUTE
     assert bw[P.MOE_FLOPS] == 4 * h200.flops("bf16") * e.moe_compute
     assert bw[P.MATMUL_FLOPS] == hop[P.MATMUL_FLOPS] == h200.flops("bf16") * e.matmul_compute

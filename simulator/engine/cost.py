@@ -569,7 +569,9 @@ HOPPER_FP8_GEMM_SHARE = 0.82
 GEMMS_PER_LAYER = 4  # q/k/v, output, gate/up and down projections
 
 
-def weight_pricing(m: ModelArch, gpu: GPU, quantization: str, tp: int = 1) -> tuple[float, float, float, float]:
+def weight_pricing(
+    m: ModelArch, gpu: GPU, quantization: str, tp: int = 1, framework: str = "vllm"
+) -> tuple[float, float, float, float]:
     """How a weight format is read and multiplied: bytes per weight of the dense linear layers and of
     the experts, and the peak FLOP/s of each. The format covers every linear layer, or a checkpoint's
     MLP only (``models.quant_scope``: gpt-oss's MXFP4 experts, NVFP4 with bf16 attention), the rest
@@ -577,8 +579,8 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str, tp: int = 1) -> tu
     layers other than an MLA model's at ``HOPPER_FP8_GEMM_SHARE`` of it); int4 is
     dequantized to 16 bits; MXFP4 and NVFP4 multiply at the GPU's fp4 rate where it has one
     (Blackwell), and elsewhere are read at their width and multiplied at 16 bits (vLLM's weight-only
-    Marlin kernels on Hopper). MXFP4 experts are read as their kernel stores them, padded
-    (``memory.mxfp4_bytes_per_weight``)."""
+    Marlin kernels on Hopper). Under vLLM, MXFP4 experts are read as its kernel stores them, padded
+    (``memory.mxfp4_bytes_per_weight``); SGLang's layouts are not modelled (read unpadded)."""
     fmt_bytes = weight_format_bytes(quantization, m.dtype_bytes)
     dense_rate = {"none": m.dtype, "int4": m.dtype, "mxfp4": "fp4", "nvfp4": "fp4"}.get(quantization, quantization)
     peak = gpu.flops(dense_rate)
@@ -587,7 +589,7 @@ def weight_pricing(m: ModelArch, gpu: GPU, quantization: str, tp: int = 1) -> tu
         share = HOPPER_FP8_GEMM_SHARE if hopper_fp8 else 1.0
         return fmt_bytes, fmt_bytes, peak * share, peak
     expert_bytes = fmt_bytes
-    if quantization == "mxfp4" and m.is_moe:
+    if quantization == "mxfp4" and m.is_moe and framework == "vllm":
         expert_bytes = mxfp4_bytes_per_weight(m, tp, gpu)
     return m.dtype_bytes, expert_bytes, gpu.flops(m.dtype), peak
 
@@ -738,7 +740,7 @@ class CostModel:
         extra_kernels = moe_path_kernels(e, m, gpu, quantization, tp)
         # Linear layers that every token passes through (per GPU after the TP split).
         dense_mlp_layers = L - m.num_moe_layers
-        wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization, tp)
+        wbytes, expert_wbytes, peak, moe_peak = weight_pricing(m, gpu, quantization, tp, x.framework)
         moe_compute, moe_memory = moe_rates(e, m, gpu, quantization)
         lin_params = (L * m.attn_params_per_layer + dense_mlp_layers * m.dense_mlp_params) / tp
         # SGLang's DP attention over D ranks (dp_attention = D; the attention's own TP is tp / D): each
