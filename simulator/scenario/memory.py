@@ -112,7 +112,8 @@ def weight_bytes(model: ModelArch, quantization: str = "none", tp: int = 1, gpu:
 # (hidden, intermediate per GPU) multiples the kernel pads the expert matrices to
 # (fused_moe/oracle/mxfp4.py, mxfp4_round_up_hidden_size_and_intermediate_size), by the kernel vLLM
 # picks for gpt-oss: OpenAI's Triton kernels on Hopper (SM90), FlashInfer's TRT-LLM kernel on
-# Blackwell (SM100), AITER on AMD Instinct, Marlin on older NVIDIA GPUs.
+# Blackwell (SM100), AITER on AMD Instinct, Marlin on older NVIDIA GPUs. Applied on every release
+# line: GPUStack's A100 runs of gpt-oss-120b on vLLM 0.11 (Marlin, held out) fit it.
 MXFP4_PAD = {"triton": (1, 64), "trtllm": (256, 256), "aiter": (256, 256), "marlin": (256, 128)}
 MXFP4_BLOCK = 32  # values per E8M0 scale
 
