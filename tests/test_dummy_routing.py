@@ -30,15 +30,16 @@ def test_a_dummy_biased_router_reads_the_same_k_experts_at_any_batch(tokens):
     m = load_model("gpt-oss-120b")
     cm = CostModel(m, load_gpu("h200"), quantization="mxfp4", dummy_weights=True)
     _, nbytes = moe_work(cm.params, tokens)
-    # 36 layers x 4 experts x (3 x 2880 x 2880) weights at MXFP4's 4.25 bits
-    expected = 36 * 4 * 3 * 2880 * 2880 * 4.25 / 8
+    # 36 layers x 4 experts x (3 x 2880 x 2880) weights at MXFP4's 4 bits, and their scales as the
+    # H200's Triton kernel pads them (5,888 x 92 and 3,072 x 92 bytes: memory.mxfp4_expert_bytes)
+    expected = 36 * 4 * (3 * 2880 * 2880 / 2 + 5888 * 92 + 3072 * 92)
     assert nbytes == pytest.approx(expected, rel=1e-9)
 
 
 def test_real_weights_read_the_experts_uniform_routing_touches():
     m = load_model("gpt-oss-120b")
     cm = CostModel(m, load_gpu("h200"), quantization="mxfp4")
-    per_expert = 3 * 2880 * 2880 * 4.25 / 8
+    per_expert = 3 * 2880 * 2880 / 2 + 5888 * 92 + 3072 * 92  # values and padded scales, as above
     for tokens in (4, 16, 128):
         touched = 128 * (1 - (1 - 4 / 128) ** tokens)
         assert moe_work(cm.params, tokens)[1] == pytest.approx(36 * touched * per_expert, rel=1e-9)
