@@ -133,13 +133,13 @@ def _round_up(x: int, m: int) -> int:
 
 
 def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU, biases: bool = True) -> float:
-    """Bytes of the routed experts (values, E8M0 scales and bf16 biases) on one GPU of a ``tp``-way
+    """Bytes of the routed experts (values, E8M0 scales and biases) on one GPU of a ``tp``-way
     replica, as vLLM stores them for its MXFP4 kernel on ``gpu``: hidden and intermediate sizes
     padded to the kernel's multiples (``MXFP4_PAD``), each GPU holding every expert's 1/tp slice of
     the intermediate size. On Hopper the Triton kernel's swizzled scale layout also pads each scale
     matrix to a multiple of 4 scale groups along the reduction and 256 rows along the outputs
     (triton_kernels' HopperMXScaleLayout with 8 warps, after vLLM's own pad to 4 groups); its value
-    layout pads the bytes of a row to 32 and the rows to 16."""
+    layout pads the bytes of a row to 32 and the rows to 16, and it keeps the biases in float32."""
     kernel = mxfp4_kernel(gpu)
     h_pad, i_pad = MXFP4_PAD[kernel]
     h = _round_up(model.hidden_size, h_pad)
@@ -152,7 +152,8 @@ def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU, biases: bool = True)
         values = _round_up(rows, 16) * _round_up(k // 2, 32)
         return values + _round_up(rows, 256) * _round_up(groups, 4)
 
-    bias = (2 * i + h) * model.dtype_bytes if model.expert_bias and biases else 0.0
+    bias_bytes = 4.0 if kernel == "triton" else model.dtype_bytes
+    bias = (2 * i + h) * bias_bytes if model.expert_bias and biases else 0.0
     return model.num_moe_layers * model.num_experts * (matrix(2 * i, h) + matrix(h, i) + bias)
 
 
