@@ -651,10 +651,11 @@ def gptoss_grid_lanes() -> list[dict]:
 # gptoss_pool_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
 # gpt-oss-120b routed at random in the memory one H100 gives it (`--gpu-memory-utilization 0.52` of an
 # H200's 139.8 GiB is the 72.7 GiB that 0.92 of an H100's 79.1 GiB is: the same weights, and a pool
-# servesim sizes at 143,152 KV tokens against the H100's 145,312), so that the grid's points where an H100's KV cache binds run here: 1k/1k at 64, 128 and
-# 256 in flight, 8k/1k at 16 and 64, 1k/8k at 64 (preemptions, with the sliding-window layers'
-# blocks in one pool with the full-attention layers'). A warm-up at every concurrency first. To be
-# recorded blind (servesim's predictions: the commit that added it): data/e2e/h200_gptoss_pool_2026-12-03,
+# servesim sizes at 139,168 KV tokens against the H100's 141,328, the MXFP4 padding counted), so
+# that the grid's points where an H100's KV cache binds run here: 1k/1k at 64, 128 and 256 in
+# flight, 8k/1k at 16 and 64, 1k/8k at 64 (preemptions, with the sliding-window layers' blocks in
+# one pool with the full-attention layers'). A warm-up at every concurrency first. Recorded blind
+# (servesim's predictions: the commit that added it): data/e2e/h200_gptoss_pool_2026-12-03,
 # 19 minutes of lane with the server's start (the server logged a pool of 106,780 tokens). A first
 # attempt lost its results before they were collected (tools/e2e/README.md: end every waiting call
 # with `collect`).
