@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.engine.rules import cdiv
 from simulator.errors import ConfigError
 from simulator.scenario.hardware import GPU
 from simulator.scenario.models import ModelArch, quant_scope, weight_format_bytes
@@ -130,7 +129,7 @@ def mxfp4_kernel(gpu: GPU) -> str:
 
 
 def _round_up(x: int, m: int) -> int:
-    return cdiv(x, m) * m
+    return -(-x // m) * m
 
 
 def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU, biases: bool = True) -> float:
@@ -144,10 +143,10 @@ def mxfp4_expert_bytes(model: ModelArch, tp: int, gpu: GPU, biases: bool = True)
     kernel = mxfp4_kernel(gpu)
     h_pad, i_pad = MXFP4_PAD[kernel]
     h = _round_up(model.hidden_size, h_pad)
-    i = _round_up(cdiv(model.moe_intermediate_size, tp), i_pad)
+    i = _round_up(-(-model.moe_intermediate_size // tp), i_pad)
 
     def matrix(rows: int, k: int) -> float:  # one expert's [rows x k] weight, values and scales
-        groups = cdiv(k, MXFP4_BLOCK)
+        groups = -(-k // MXFP4_BLOCK)
         if kernel != "triton":
             return rows * k / 2 + rows * groups
         values = _round_up(rows, 16) * _round_up(k // 2, 32)
