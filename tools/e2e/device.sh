@@ -16,6 +16,8 @@
 #                    lane started with SERVESIM_SAMPLE_DIR set records where its threads spend time
 #   routing          install uniform_routing.py as the site's sitecustomize instead: dummy-weight
 #                    servers started since zero their routers' biases (routing spread as trained)
+#   trace            add stack_sampler.py to the site's sitecustomize (after `routing` or alone): a lane
+#                    started with SERVESIM_SAMPLE_DIR (and SERVESIM_STALL_S) set samples its processes
 #   plain            remove the site's sitecustomize: servers started since run as vLLM ships
 #   moesteps CAP     time an MoE model's decode steps, CUDA graphs up to CAP tokens (moe_steps.py)
 #   moeprof CAP B,.. the same at batches B, each also traced with torch's profiler (kernels, launches)
@@ -69,11 +71,15 @@ while [ $# -gt 0 ]; do
       cp -f tools/e2e/stack_sampler.py $SITE/sitecustomize.py && echo "sampler installed in $SITE" ;;
     routing)
       cp -f tools/e2e/uniform_routing.py $SITE/sitecustomize.py && echo "uniform routing installed in $SITE" ;;
+    trace)
+      cp -f tools/e2e/stack_sampler.py $SITE/servesim_sampler.py
+      echo "import servesim_sampler  # device.sh trace" >> $SITE/sitecustomize.py && echo "sampler added to $SITE/sitecustomize.py" ;;
     plain)
+      rm -f $SITE/servesim_sampler.py
       rm -f $SITE/sitecustomize.py && echo "no sitecustomize in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|plain|lanes|wait|moesteps|moeprof|prefill|steps|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|trace|plain|lanes|wait|moesteps|moeprof|prefill|steps|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &

@@ -677,6 +677,27 @@ def gptoss_pool_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_pool", "gpt-oss-120b", POOL_POINTS, timeout_s=420, serve=gptoss_serve("0.52"))]
 
 
+# gptoss_stall_h200 (one GPU, after `device.sh routing trace`): the pool plan's two runs that paused
+# most in the least time (1k/1k at 256 in flight, 25.5 s), after its warm-up at 256, with the
+# stack sampler's stall trail on every process of the lane (tools/e2e/stack_sampler.py,
+# SERVESIM_STALL_S): what the engine core does while it pauses, a pause that came nearly every time a
+# running request was preempted (data/e2e/README.md, h200_gptoss_pool_2026-12-03).
+STALL_POINTS = tuple(p for p in POOL_POINTS if p[0] in ("w1k_c256", "1k1k_c256"))
+STALL_ENV = {
+    "SERVESIM_SAMPLE_AFTER_S": "190",
+    "SERVESIM_SAMPLE_DIR": "/root/e2e/results/gptoss120b_stall/samples",
+    "SERVESIM_SAMPLE_MS": "20",
+    "SERVESIM_STALL_S": "0.4",
+    # the engine core serves about 180 s after it starts (h200_gptoss_pool_2026-12-03's log)
+    "SERVESIM_STALL_DUMP_AFTER_S": "10",
+}
+
+
+def gptoss_stall_lanes() -> list[dict]:
+    x = spread_lane("gptoss120b_stall", "gpt-oss-120b", STALL_POINTS, timeout_s=420, serve=gptoss_serve("0.52"))
+    return [{**x, "env": STALL_ENV}]
+
+
 def sglang_lanes() -> list[dict]:
     """SGLang 0.5.16 on one H200 (`"framework": "sglang"`, lane.py), Llama-3.1-8B with dummy weights:
     with SGLang's own defaults (`sglang_llama8b`: memory share, chunk, running cap, CUDA graphs, all
@@ -1027,6 +1048,7 @@ def main() -> None:
         ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("gptoss_grid_h200", gptoss_grid_lanes()),
         ("gptoss_pool_h200", gptoss_pool_lanes()),
+        ("gptoss_stall_h200", gptoss_stall_lanes()),
         ("sglang_h200", sglang_lanes()),
         ("sglang_moe_h200", sglang_moe_lanes()),
         ("sglang_mla_h200", sglang_mla_lanes()),

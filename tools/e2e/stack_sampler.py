@@ -8,10 +8,23 @@ go) and counts, for every other thread, the stack it is in (file:function per fr
 first, 40 frames at most). Every ``SERVESIM_SAMPLE_WINDOW_S`` (default 10 s) it writes the window's counts, each thread's CPU seconds
 (from /proc) and the time spent in the cyclic garbage collector (``gc.callbacks``) to
 ``$SERVESIM_SAMPLE_DIR/<pid>-<window>.json``. tools/e2e/profile_report.py reads them.
+
+With ``SERVESIM_STALL_S`` set (seconds), it also writes what a process does during a pause, to
+``$SERVESIM_SAMPLE_DIR/<pid>-stalls.txt``, timestamped (epoch seconds): a thread whose stack stays
+the same for that long (waiting for the GPU, a lock, a queue) is written once with how long it
+stayed, and where the sampler itself could not run for that long (a thread holding the GIL in native
+code) a line says how late it woke. With ``SERVESIM_STALL_DUMP_AFTER_S`` also set, from that many
+seconds after sampling starts ``faulthandler``'s watchdog, re-armed at every sample, writes every
+thread's Python stack from C while such a pause lasts. Arm it only once the server serves: a dump
+taken while torch.compile traces the model killed vLLM's engine core (the first try of
+``gptoss_stall_h200``). ``SERVESIM_SAMPLE_AFTER_S`` holds the whole sampler back that many seconds
+after the process starts: sampled while it starts, the same engine core estimated its CUDA graphs'
+memory at 5.72 GiB where it had estimated 0.82 unsampled, and had no memory left for the KV cache.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import os
@@ -67,11 +80,17 @@ class StackSampler(threading.Thread):
             self.gc_runs[info.get("generation", 0)] += 1
 
     def run(self) -> None:
+        time.sleep(float(os.environ.get("SERVESIM_SAMPLE_AFTER_S", "0") or 0))
         me = threading.get_ident()
         t_win = time.time()
+        stall_s = float(os.environ.get("SERVESIM_STALL_S", "0") or 0)
+        trail = StallTrail(self.out_dir, stall_s) if stall_s > 0 else None
         while True:
+            if trail:
+                trail.arm()
             time.sleep(self.every_s)
             names = {t.ident: t.name for t in threading.enumerate()}
+            now = time.time()
             for ident, frame in sys._current_frames().items():
                 if ident == me:
                     continue
@@ -80,9 +99,13 @@ class StackSampler(threading.Thread):
                 while f is not None and len(keys) < DEPTH:
                     keys.append(_frame_key(f))
                     f = f.f_back
-                k = (names.get(ident, str(ident)), "|".join(keys))
+                name = names.get(ident, str(ident))
+                k = (name, "|".join(keys))
                 self.counts[k] = self.counts.get(k, 0) + 1
-            now = time.time()
+                if trail:
+                    trail.see(name, k[1], frame.f_lineno, now)
+            if trail:
+                trail.woke(now, self.every_s)
             if now - t_win >= self.window_s:
                 self.dump(t_win, now)
                 t_win = now
@@ -109,6 +132,41 @@ class StackSampler(threading.Thread):
             pass
 
 
+class StallTrail:
+    """A process's pauses: threads whose stack stays put, and the sampler's own late wake-ups."""
+
+    def __init__(self, out_dir: str, stall_s: float) -> None:
+        self.stall_s = stall_s
+        after = os.environ.get("SERVESIM_STALL_DUMP_AFTER_S")
+        self.dump_from = time.time() + float(after) if after else float("inf")
+        self.fh = open(os.path.join(out_dir, f"{os.getpid()}-stalls.txt"), "a", buffering=1)  # noqa: SIM115 (held open: faulthandler writes to it)
+        self.fh.write(f"# pid {os.getpid()} argv {sys.argv[:6]} stall_s {stall_s}\n")
+        self.since: dict[str, tuple[str, int, float, bool]] = {}
+        self.last = time.time()
+
+    def arm(self) -> None:
+        self.fh.flush()
+        if time.time() >= self.dump_from:
+            faulthandler.dump_traceback_later(self.stall_s, repeat=True, file=self.fh)
+
+    def see(self, name: str, stack: str, line: int, now: float) -> None:
+        prev = self.since.get(name)
+        if prev and prev[0] == stack and prev[1] == line:
+            if not prev[3] and now - prev[2] >= self.stall_s:
+                self.fh.write(f"{prev[2]:.3f} still {name} since then, {now - prev[2]:.2f} s: {stack}:{line}\n")
+                self.since[name] = (stack, line, prev[2], True)
+            return
+        if prev and prev[3]:
+            self.fh.write(f"{now:.3f} moved {name} after {now - prev[2]:.2f} s\n")
+        self.since[name] = (stack, line, now, False)
+
+    def woke(self, now: float, every_s: float) -> None:
+        late = now - self.last - every_s
+        if late >= self.stall_s:
+            self.fh.write(f"{now:.3f} sampler woke {late:.2f} s late (a thread held the GIL)\n")
+        self.last = now
+
+
 def start() -> None:
     out = os.environ.get("SERVESIM_SAMPLE_DIR")
     if not out:
@@ -127,3 +185,5 @@ def _after_fork() -> None:  # a forked child has no sampler thread: start its ow
 
 start()
 os.register_at_fork(after_in_child=_after_fork)
+if os.environ.get("SERVESIM_STALL_S"):  # a forked child must not inherit an armed watchdog
+    os.register_at_fork(before=faulthandler.cancel_dump_traceback_later)
