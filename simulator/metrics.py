@@ -254,6 +254,9 @@ def summarize(result) -> dict:
         s["lora"] = {"adapter_loads": loads, "adapter_loads_from_storage": disk}
     if sc.engine.kv_offloading_size:
         s["kv_offload"] = kv_offload_summary(result, c, measured)
+    jit_n, jit_s = result.engine.jit_counts()
+    if jit_n:  # steps that waited for their shape's kernels to be compiled (cost.shape_key), over the run
+        s["jit_compiles"] = {"steps": jit_n, "seconds": jit_s}
     from simulator.engine import speculative  # not at the top: the plot-drawing child imports this module
 
     if speculative.enabled(sc.engine.speculative_config):

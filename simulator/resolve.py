@@ -25,6 +25,7 @@ from simulator.engine.cost import (
     Efficiency,
     Execution,
     SpecCost,
+    jit_shape_s,
 )
 from simulator.engine.host import ApiServer, EngineCpu, HostModel
 from simulator.engine.requests import RequestTable
@@ -273,8 +274,9 @@ def load_arch(sc: Scenario) -> ModelArch:
     return model
 
 
-def host_model(sc: Scenario, model: ModelArch) -> HostModel:
-    """The CPU side of ``sc``'s engine (``simulator.engine.host``) serving ``model``: the release line's fitted costs
+def host_model(sc: Scenario, model: ModelArch, gpu: GPU | None = None) -> HostModel:
+    """The CPU side of ``sc``'s engine (``simulator.engine.host``) serving ``model`` (on ``gpu``: the
+    kernels compiled on a step shape's first use, ``cost.jit_shape_s``): the release line's fitted costs
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
@@ -283,12 +285,14 @@ def host_model(sc: Scenario, model: ModelArch) -> HostModel:
     else:
         v = versions.version(e.vllm_version)
         h, paces, line = v.host, v.paces_engine, v.name
-    h = h.scaled(load_host(sc.hardware.host).scale)
+    scale = load_host(sc.hardware.host).scale
+    h = h.scaled(scale)
     overlap = not e.disable_overlap_schedule if e.framework == "sglang" else async_scheduling(sc)
     step_s, per_seq_s = h.engine_cpu(line, overlap)
     engine = EngineCpu(
         step_s=step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
         per_seq_s=per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
+        jit_shape_s=0.0 if gpu is None else jit_shape_s(model, gpu, quantization(sc, model), e.framework) * scale,
     )
     api = None
     if f.enabled:
@@ -341,7 +345,7 @@ def cost_model(sc: Scenario, model: ModelArch, gpu: GPU, seqs: int, tokens: int)
         kv_bytes,
         quantization(sc, model),
         x,
-        host_model(sc, model),
+        host_model(sc, model, gpu),
         spec_cost(sc, model, gpu, tp, eff, kv_bytes, x),
         lora.lora_cost(model, e.max_lora_rank, tp, eff.per_layer_overhead_s) if e.enable_lora else None,
         e.load_format == "dummy",
@@ -404,6 +408,8 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         max_cpu_loras=(e.max_cpu_loras or e.max_loras) if e.enable_lora else 0,
         # vLLM's --kv-offloading-size is all ranks' host memory together; each rank holds its shard.
         host_blocks=int(e.kv_offloading_size * GIB // (block_bytes * sc.hardware.tensor_parallel_size)),
+        jit_warm=e.jit_cache == "warm",
+        jit_seen_tokens=tuple(int(t) for t in e.jit_cache) if isinstance(e.jit_cache, list) else (),
     )
 
 

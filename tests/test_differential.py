@@ -236,6 +236,18 @@ CASES = {
             "workload.shared_prefix={num_groups: 40, tokens: 800, fraction: 0.9}",
         ],
     ),
+    # gpt-oss on Hopper: steps above the graphs' largest size compile their shape's kernels first
+    # (cost.shape_key); a list of sizes run before seeds some keys.
+    "gptoss_jit_compiles": (
+        C1200,
+        [
+            *SHORT,
+            "model=gpt-oss-20b",
+            "engine.max_num_seqs=1024",
+            "engine.jit_cache=[1100, 2049]",
+            "workload.prompt_tokens={dist: uniform, min: 100, max: 1500}",
+        ],
+    ),
     "sglang_dfs_weight_prefixes": (
         SGL,
         [

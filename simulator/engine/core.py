@@ -18,6 +18,7 @@ import simpy
 
 from simulator.engine.cost import ConstantCost, CostModel
 from simulator.engine.host import turnaround
+from simulator.engine.params import P
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
@@ -332,6 +333,15 @@ class Engine:
 
     def host_counts(self) -> list[int]:
         """KV offloading: blocks loaded from the host tier into the GPU, and written to it, so far."""
+        raise NotImplementedError
+
+    def jit_counts(self) -> tuple[int, float]:
+        """Steps that waited for the engine core to compile their shape's kernels (``cost.shape_key``)
+        so far, and the seconds they waited."""
+        n = self._jit_n()
+        return n, n * float(self.cost.params[P.JIT_SHAPE_S])
+
+    def _jit_n(self) -> int:
         raise NotImplementedError
 
     def spec_counts(self) -> list[int]:

@@ -55,6 +55,7 @@ class StepWork:
     num_loras: int = 0  # LoRA adapters the running requests use
     lora_loads: int = 0  # adapters loaded into a GPU slot before the step
     lora_disk_loads: int = 0  # of them, read from storage first (not in host memory)
+    jit_shapes: int = 0  # 1: the engine core compiles kernels for this step's shape first (shape_key)
 
     @classmethod
     def of(
@@ -382,6 +383,55 @@ def padded_tokens(cp, num_tokens):
     return min(((T + step - 1) // step) * step, int(cp[P.GRAPH_MAX]))
 
 
+def eager(cp, num_seqs, num_tokens):
+    """Whether a step runs without a CUDA graph: decodes (with their drafts) above the largest
+    capture size, a step with a prefill above the largest piecewise one (every step when eager)."""
+    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (
+        1.0 + cp[P.SPEC_TOKENS]
+    )  # decodes (with their drafts)
+    return num_tokens > (cp[P.GRAPH_MAX] if uniform else cp[P.PREFILL_GRAPH_MAX])
+
+
+# vLLM's MXFP4 mixture-of-experts path on Hopper (the Triton kernels it vendors under
+# third_party/triton_kernels) routes a step's tokens with Triton kernels that take the routing
+# bitmatrix's row stride, the step's token count rounded up to 32, as a compile-time constant
+# (topk_details/_topk_forward.py, ``stride_rn``; reduce_bitmatrix.py, ``stride_bn``), and Triton
+# compiles an integer argument apart when it is divisible by 16. A step replayed from a CUDA graph
+# runs kernels compiled at capture; a step run without one whose token count falls in a 32-token
+# bucket, divisible by 16 or not, that the server has not run before waits while the engine core
+# compiles them (vLLM 0.26's JIT monitor names them: "_topk_forward", "_sum_bitmatrix_rows").
+SHAPE_BUCKET = 32
+SHAPE_DIVISOR = 16
+
+
+def token_key(num_tokens):
+    """The kernels' compile key of a step of ``num_tokens`` tokens (``shape_key``)."""
+    return 2 * ((num_tokens + SHAPE_BUCKET - 1) // SHAPE_BUCKET) + (1 if num_tokens % SHAPE_DIVISOR == 0 else 0)
+
+
+def shape_key(cp, num_seqs, num_tokens):
+    """The compile key of a step whose kernels the engine core compiles on first use (``token_key``),
+    or -1: a step replayed from a CUDA graph, or an engine without such kernels (``JIT_SHAPE_S`` 0)."""
+    if cp[P.JIT_SHAPE_S] == 0.0 or num_tokens == 0 or not eager(cp, num_seqs, num_tokens):
+        return -1
+    return token_key(num_tokens)
+
+
+def new_shapes(cp, cfg: rules.SchedulerConfig) -> np.ndarray:
+    """The compile keys a new engine has run (1) or not (0), every key a step may have: those of
+    its start-up's profile run (a step of the whole token budget, run without graphs), of the token
+    counts it is told it ran before (``jit_seen_tokens``), or all of them (``jit_warm``: a server
+    that has run every shape, or whose Triton cache holds their kernels). One slot for an engine
+    without such kernels (``shape_key`` is -1 throughout)."""
+    if cp[P.JIT_SHAPE_S] == 0.0:
+        return np.ones(1, np.int64)
+    most = cfg.max_num_batched_tokens + cfg.max_num_seqs * (cfg.spec_tokens + 1)
+    seen = np.full(token_key(most) + 2, 1 if cfg.jit_warm else 0, np.int64)
+    for t in (cfg.max_num_batched_tokens, *cfg.jit_seen_tokens):
+        seen[min(token_key(t), len(seen) - 1)] = 1
+    return seen
+
+
 def graphed_s(cp, num_seqs, num_tokens, gpu):
     """The GPU's time ``gpu`` as the step is launched: without a graph (decodes above the largest
     capture size, a step with a prefill above the largest piecewise one, or eager), no less than
@@ -389,11 +439,9 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     without full decode graphs), plus the gaps around each layer's eagerly launched attention; with
     a full graph, as is. vLLM captures both kinds up to one size; SGLang captures decodes alone, and
     prefills (from 0.5.10) up to a size of their own (``simulator.scenario.sglang.prefill_graph_max``)."""
-    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (
-        1.0 + cp[P.SPEC_TOKENS]
-    )  # decodes (with their drafts)
-    if num_tokens > (cp[P.GRAPH_MAX] if uniform else cp[P.PREFILL_GRAPH_MAX]):
+    if eager(cp, num_seqs, num_tokens):
         return max(gpu, cp[P.EAGER_FLOOR_S])
+    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P.SPEC_TOKENS])
     if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform:
         return gpu + cp[P.PIECEWISE_FLOOR_S]
     return gpu
@@ -463,10 +511,12 @@ def step_time(
     num_loras,
     lora_loads,
     lora_disk_loads,
+    jit_shapes,
 ):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
     speculative decoding, the drafter's, and the engine core's CPU work as they meet
-    (``host.step_wall_s``); the step first waits for the LoRA adapters it loads."""
+    (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
+    kernels the engine core compiles for it (``jit_shapes``: 1 where its shape is new, ``shape_key``)."""
     g = graphed_s(
         cp,
         num_seqs,
@@ -486,7 +536,7 @@ def step_time(
     )
     if cp[P.SPEC_TOKENS] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
-    load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
+    load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S] + jit_shapes * cp[P.JIT_SHAPE_S]
     return load + step_wall_s(cp, g, engine_cpu_s(cp, num_seqs, num_tokens))
 
 
@@ -631,6 +681,25 @@ def triton_mxfp4(gpu: GPU) -> bool:
     """Whether vLLM runs MXFP4 experts on ``gpu`` through its weight-only Triton kernel (Hopper,
     compute capability 9.0), whose rates were measured; else Marlin (Ampere) or FP4 tensor cores."""
     return gpu.compute_capability == "9.0"
+
+
+# The engine core's seconds per new compile key (``shape_key``) on the reference host: a fixed part and
+# a part per expert the routing kernels span (their width, the experts rounded up to 32), fitted on the
+# recorded gpt-oss-120b and -20b servers of data/e2e/h200_gptoss_2026-11-29 (the median pause after
+# the first, over the host's factor; `python tools/validation/fit_jit.py`, which reports the other
+# recorded gpt-oss servers held out against it).
+JIT_SHAPE_S = 0.866
+JIT_SHAPE_PER_EXPERT_S = 0.00771
+
+
+def jit_shape_s(m: ModelArch, gpu: GPU, quantization: str, framework: str) -> float:
+    """The engine core's seconds compiling the kernels of a new step shape (``shape_key``) on the
+    reference host: vLLM's MXFP4 experts through its Triton kernels (``triton_mxfp4``); 0 elsewhere
+    (kernels compiled ahead, or not measured)."""
+    if framework != "vllm" or not (m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu)):
+        return 0.0
+    width = rules.cdiv(m.num_experts, SHAPE_BUCKET) * SHAPE_BUCKET
+    return JIT_SHAPE_S + JIT_SHAPE_PER_EXPERT_S * width
 
 
 def moe_rates(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, float]:
@@ -915,6 +984,8 @@ class CostModel:
         if w.lora_loads or w.lora_disk_loads:
             load = w.lora_loads * cp[P.LORA_LOAD_S] + w.lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
             out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))
+        if w.jit_shapes:
+            out.append(OpCost("jit_compile", 0.0, 0.0, w.jit_shapes * cp[P.JIT_SHAPE_S], "cpu"))
         return out
 
     def breakdown(self, w: StepWork) -> dict:
@@ -965,6 +1036,7 @@ def work_time(cp, w: StepWork) -> float:
         w.num_loras,
         w.lora_loads,
         w.lora_disk_loads,
+        w.jit_shapes,
     )
 
 

@@ -62,11 +62,14 @@ from simulator.engine.params import P
 
 @dataclass(frozen=True)
 class EngineCpu:
-    """CPU seconds of the engine core per step, per scheduled request and per scheduled token."""
+    """CPU seconds of the engine core per step, per scheduled request and per scheduled token, and
+    per step shape it runs for the first time without CUDA graphs whose kernels it compiles then
+    (``jit_shape_s``, 0: none; ``simulator.engine.cost.shape_key``)."""
 
     step_s: float = 0.0
     per_seq_s: float = 0.0
     per_token_s: float = 0.0
+    jit_shape_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class HostModel:
             "engine_step_s": e.step_s,
             "engine_per_seq_s": e.per_seq_s,
             "engine_per_token_s": e.per_token_s,
+            "jit_shape_s": e.jit_shape_s,
             "async_scheduling": 1.0 if self.async_scheduling else 0.0,
         }
         if a is None:

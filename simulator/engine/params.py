@@ -81,6 +81,9 @@ class P(IntEnum):
     EXPERT_RANKS = 63  # expert parallelism: the groups of GPUs the experts are dealt to (1: split by TP)
     EXPERT_RANKS_MAX_Z = 64  # the expected largest of that many standard normals (cost.moe_work's busiest rank)
     GRAPH_EACH = 65  # CUDA graphs captured for every step size up to this one (0: 1, 2, 4, then by 8)
+    JIT_SHAPE_S = (
+        66  # the engine core's time compiling kernels for a step shape it has not run (0: none; cost.shape_key)
+    )
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -69,6 +69,10 @@ class SchedulerConfig:
     sgl_prefill_tokens: int = 16384
     sgl_page: int = 1
     sgl_ratio: tuple[float, float, float] = (0.7, 0.098, 0.001003)
+    # Kernels compiled on a step shape's first use (simulator.engine.cost.shape_key): every shape's
+    # already (a warm server), or those of these step token counts besides the start-up's.
+    jit_warm: bool = False
+    jit_seen_tokens: tuple[int, ...] = ()
 
 
 def kv_usage(num_free, num_blocks):

@@ -376,6 +376,11 @@ class Cluster:
         """The replicas' LoRA adapter loads, summed."""
         return [sum(c) for c in zip(*(r.engine.lora_counts() for r in self.replicas))]
 
+    def jit_counts(self) -> tuple[int, float]:
+        """The replicas' steps that waited for kernels compiled for their shape, and the seconds, summed."""
+        counts = [r.engine.jit_counts() for r in self.replicas]
+        return sum(n for n, _ in counts), sum(s for _, s in counts)
+
     def host_counts(self) -> list[int]:
         """The replicas' KV-offloading loads and writes (blocks), summed."""
         return [sum(c) for c in zip(*(r.engine.host_counts() for r in self.replicas))]

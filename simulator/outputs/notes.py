@@ -1,7 +1,8 @@
 """What a reader of a run's table should not miss, as one-line notes: a server vLLM would not start
 (its KV pool cannot hold one request of max_model_len); requests rejected, cut or aborted; a run that
 ended before its requests did; traffic the server could not keep up with; a run in which nothing was
-measured or nothing reached the engine, and why; a huge per-step log; and settings that follow an
+measured or nothing reached the engine, and why; steps that waited for kernels compiled on first
+use; a huge per-step log; and settings that follow an
 older vLLM than the release line named (swap preemption); a vLLM release that runs as the release
 line it shares its modelled behaviour with, and what differs."""
 
@@ -180,6 +181,7 @@ def run_notes(summary: dict, result) -> list[str]:
     else:
         notes += _api_paced_notes(summary, result)
     notes += _ungraphed_moe_notes(summary, result)
+    notes += _jit_notes(summary, result)
     if sc.run.step_log_bin_s is None and summary["num_steps"] > STEP_ROWS_HINT:
         notes.append(
             f"{name}: steps.csv has {summary['num_steps']:,} rows, one per engine step; "
@@ -235,6 +237,22 @@ def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
         f"{summary['scenario']}: {share:.0%} of its steps decode more requests than its largest CUDA graph "
         f"({cap:,}) and run without one; {UNGRAPHED_MOE}, so where they set the pace its TPOT is low and its "
         f"throughput high; {knob} at least {cap_of}, or {cap_of} within {cap:,}, keeps them graphed"
+    ]
+
+
+def _jit_notes(summary: dict, result) -> list[str]:
+    """Steps that waited for their shape's kernels to be compiled (``summary.json``'s ``jit_compiles``,
+    ``simulator.engine.cost.shape_key``): how long, and the setting for a server that ran them before."""
+    jit = summary.get("jit_compiles")
+    if jit is None:
+        return []
+    told = result.scenario.engine.jit_cache
+    state = "a server just started" if told == "cold" else f"a server that ran the {len(told):,} step sizes given"
+    return [
+        f"{summary['scenario']}: {jit['steps']:,} steps run without CUDA graphs waited for vLLM's Triton MoE "
+        f"kernels to compile for their token count, {jit['seconds']:.1f} s in all ({state}, engine.jit_cache); "
+        "engine.jit_cache: warm prices a server that has run every step size before, or whose Triton cache "
+        "holds their kernels"
     ]
 
 

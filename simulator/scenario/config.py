@@ -105,6 +105,11 @@ class SpeculativeConfig:
             )
 
 
+def _count(x: Any) -> bool:
+    """Whether ``x`` is a positive whole number (a step's token count)."""
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and x == int(x) and 1 <= x <= 2**31
+
+
 # Host memory a field may give (swap space, an offloading tier): 1 PiB, beyond any server's.
 HOST_GIB_MAX = 1_048_576.0
 
@@ -235,6 +240,12 @@ class EngineConfig:
         ge=1,
         only={"framework": ("vllm",)},
         instead={"sglang": "engine.cuda_graph_max_bs"},
+    )
+    jit_cache: Any = F(
+        "cold",
+        "kernels compiled on a step shape's first use, the step waiting meanwhile (vLLM's MXFP4 mixture-of-experts kernels on Hopper: gpt-oss; each 32-token bucket of a step run without CUDA graphs): cold, a server just started (its start-up's shape only); warm, one that has run every shape or whose Triton cache holds them; or a list of the step token counts it has run",
+        shape="cold, warm, or a list of step token counts",
+        only={"framework": ("vllm",)},
     )
     long_prefill_token_threshold: int = F(
         0,
@@ -446,6 +457,11 @@ class EngineConfig:
             )
 
     def __post_init__(self) -> None:
+        j = self.jit_cache
+        if not (j in ("cold", "warm") if isinstance(j, str) else isinstance(j, list) and all(_count(t) for t in j)):
+            raise ConfigError(
+                f"engine.jit_cache must be cold, warm, or a list of step token counts (positive integers) (got {j!r})"
+            )
         if self.framework == "sglang":
             object.__setattr__(self, "sglang_version", sglang.release_name(self.sglang_version))
             self._sglang_checks()

@@ -306,6 +306,9 @@ def run_scenario(run: dict, extra: list[str] | tuple[str, ...] = ()):
         # costs were fitted at (a scenario without a host takes the catalog's median instead)
         reference_host_override(),
         *(f"engine.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (run.get("engine") or {}).items()),
+        # What shapes a public server had run before is not told (several rates, warm-up runs): its
+        # kernels compiled on first use are taken as compiled (cost.shape_key)
+        *([] if run.get("framework") == "sglang" else ["engine.jit_cache=warm"]),
         *(f"frontend.{k}={v}" for k, v in (run.get("frontend") or {}).items()),
         *lengths,
         arrival,

@@ -331,6 +331,9 @@ class CompiledEngine(Engine):
     def lora_counts(self) -> list[int]:
         return [int(self.st.ctl[L.LORA_LOADS]), int(self.st.ctl[L.LORA_DISK_LOADS])]
 
+    def _jit_n(self) -> int:
+        return int(self.st.ctl[L.JIT_N])
+
     def host_counts(self) -> list[int]:
         hc = self.st.host_ctl
         return [int(hc[host_tier.HC_LOADED]), int(hc[host_tier.HC_STORED])]

@@ -68,6 +68,7 @@ State = namedtuple(
         "pd",
         "pdr",  # closed-loop clients to tell (clients.py): when each ended request reaches its client; (request, batch)
         "shp",  # their next requests' shapes, drawn ahead: rows of SH_* columns
+        "shapes",  # per compile key of a step without graphs (cost.shape_key): 1 once its kernels are compiled
     ],
 )
 
@@ -127,8 +128,9 @@ State = namedtuple(
     SENT,  # requests the clients sent from here
     REJ_K,  # rejections told in a row at one time (fctl[REJ_T]), and the last one's request
     REJ_RID,
+    JIT_N,  # steps whose shape's kernels the engine core compiled first (cost.shape_key)
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(55)
+) = range(56)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------

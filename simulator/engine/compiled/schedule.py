@@ -35,6 +35,7 @@ from simulator.engine.compiled.layout import (
     I_NCOMP,
     I_NTOK,
     I_RECOMP,
+    JIT_N,
     L_DECODE,
     L_DURATION,
     L_FREE,
@@ -117,7 +118,7 @@ from simulator.engine.compiled.queues import (
     wq_set_aside,
 )
 from simulator.engine.compiled.trace import record
-from simulator.engine.cost import step_time
+from simulator.engine.cost import shape_key, step_time
 from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
     W_CONTEXT,
@@ -494,6 +495,12 @@ def apply_step(st, t):
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
                 record(st, t, EventKind.SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
+    jit = 0
+    k = shape_key(st.cp, work[W_SEQS], total)
+    if k >= 0 and st.shapes[min(k, len(st.shapes) - 1)] == 0:
+        st.shapes[min(k, len(st.shapes) - 1)] = 1
+        ctl[JIT_N] += 1
+        jit = 1
     dt = step_time(
         st.cp,
         work[W_SEQS],
@@ -507,6 +514,7 @@ def apply_step(st, t):
         ctl[LORA_ACTIVE],
         ctl[LORA_STEP_LOADS],
         ctl[LORA_STEP_DISK],
+        jit,
     )
     ctl[N_SAMPLED] = work[W_SAMPLED]
     stage, row = st.stage, ctl[STAGE_N]

@@ -7,6 +7,7 @@ import numpy as np
 
 from simulator.engine import host_tier
 from simulator.engine.compiled import layout as L
+from simulator.engine.cost import new_shapes
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import N_WORK, SGL_ORDER_CODES, SchedulerConfig
 from simulator.engine.step_log import StepLog
@@ -123,6 +124,7 @@ def new_state(
         pd=np.zeros(1),
         pdr=np.zeros((1, 2), np.int64),
         shp=np.zeros((1, L.N_SH), np.int64),
+        shapes=new_shapes(cp, cfg),
     )
 
 

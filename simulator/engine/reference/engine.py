@@ -8,11 +8,14 @@ idle, it waits for the next one to reach it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from simulator.engine import events as E
 from simulator.engine import host_tier, rules
 from simulator.engine.core import Engine, SimulationStalled
+from simulator.engine.cost import new_shapes, shape_key
 from simulator.engine.host import step_start
 from simulator.engine.reference.api_server import ApiServer
 from simulator.engine.reference.block_pool import BlockPool
@@ -30,6 +33,8 @@ class ReferenceEngine(Engine):
         self.sched = policy(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks))
         self._events_log: list[tuple[float, int, int, int]] = []
         self.api = ApiServer(cost.params.tolist())
+        self.shapes = new_shapes(cost.params, cfg)  # compile keys whose kernels are compiled (cost.shape_key)
+        self.jit_n = 0
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
@@ -76,7 +81,13 @@ class ReferenceEngine(Engine):
             plan = sched.schedule(start)
             if self.trace_level:
                 self._record_schedule(start, plan)
-            dt = cost.step_time(plan.work)
+            work = plan.work
+            k = shape_key(cost.params, work.num_seqs, work.num_tokens)
+            if k >= 0 and not self.shapes[min(k, len(self.shapes) - 1)]:  # its kernels compiled first
+                self.shapes[min(k, len(self.shapes) - 1)] = 1
+                self.jit_n += 1
+                work = replace(work, jit_shapes=1)
+            dt = cost.step_time(work)
             yield TimeoutAt(env, start + dt)
             # When the step's tokens reach their clients, through the API server.
             self.api.run_until(env.now)
@@ -134,6 +145,9 @@ class ReferenceEngine(Engine):
 
     def _new_adapter(self, adapter: int) -> None:
         self.sched.add_adapter(adapter)
+
+    def _jit_n(self) -> int:
+        return self.jit_n
 
     def lora_counts(self) -> list[int]:
         return list(self.sched.lora_loads)
