@@ -21,6 +21,7 @@ from simulator.engine.cost import (
 )
 from simulator.engine.params import P
 from simulator.metrics import summarize
+from simulator.outputs.notes import run_notes
 from simulator.run import build, simulate
 from simulator.scenario.config import ConfigError, scenario_from_dict
 from simulator.scenario.hardware import load_gpu
@@ -99,7 +100,10 @@ def _gptoss(over: dict | None = None, kernel: str = "auto"):
 
 @pytest.mark.parametrize("kernel", ["reference", "compiled"])
 def test_a_cold_server_pays_each_new_shape_once_and_a_warm_one_none(kernel):
-    cold = summarize(simulate(_gptoss(kernel=kernel)))
+    res = simulate(_gptoss(kernel=kernel))
+    cold = summarize(res)
+    note = [n for n in run_notes(cold, res) if "engine.jit_cache" in n]
+    assert len(note) == 1 and f"{cold['jit_compiles']['steps']:,} steps" in note[0] and "just started" in note[0]
     warm = summarize(simulate(_gptoss({"jit_cache": "warm"}, kernel=kernel)))
     told = summarize(simulate(_gptoss({"jit_cache": [700]}, kernel=kernel)))
     jit = cold["jit_compiles"]
