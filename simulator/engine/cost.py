@@ -383,13 +383,15 @@ def padded_tokens(cp, num_tokens):
     return min(((T + step - 1) // step) * step, int(cp[P.GRAPH_MAX]))
 
 
+def uniform(cp, num_seqs, num_tokens):
+    """Whether a step is decodes alone (with their drafts), the steps a full CUDA graph captures."""
+    return num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P.SPEC_TOKENS])
+
+
 def eager(cp, num_seqs, num_tokens):
     """Whether a step runs without a CUDA graph: decodes (with their drafts) above the largest
     capture size, a step with a prefill above the largest piecewise one (every step when eager)."""
-    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (
-        1.0 + cp[P.SPEC_TOKENS]
-    )  # decodes (with their drafts)
-    return num_tokens > (cp[P.GRAPH_MAX] if uniform else cp[P.PREFILL_GRAPH_MAX])
+    return num_tokens > (cp[P.GRAPH_MAX] if uniform(cp, num_seqs, num_tokens) else cp[P.PREFILL_GRAPH_MAX])
 
 
 # vLLM's MXFP4 mixture-of-experts path on Hopper (the Triton kernels it vendors under
@@ -417,6 +419,19 @@ def shape_key(cp, num_seqs, num_tokens):
     return token_key(num_tokens)
 
 
+def first_compile(cp, shapes, num_seqs, num_tokens):
+    """1 where a step's compile key (``shape_key``) is new to the engine, marking it in ``shapes``
+    (``new_shapes``) so that the next step of that key runs compiled kernels; 0 otherwise."""
+    k = shape_key(cp, num_seqs, num_tokens)
+    if k < 0:
+        return 0
+    k = min(k, len(shapes) - 1)
+    if shapes[k]:
+        return 0
+    shapes[k] = 1
+    return 1
+
+
 def new_shapes(cp, cfg: rules.SchedulerConfig) -> np.ndarray:
     """The compile keys a new engine has run (1) or not (0), every key a step may have: those of
     its start-up's profile run (a step of the whole token budget, run without graphs), of the token
@@ -441,8 +456,7 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     prefills (from 0.5.10) up to a size of their own (``simulator.scenario.sglang.prefill_graph_max``)."""
     if eager(cp, num_seqs, num_tokens):
         return max(gpu, cp[P.EAGER_FLOOR_S])
-    uniform = num_tokens == num_seqs or num_tokens == num_seqs * (1.0 + cp[P.SPEC_TOKENS])
-    if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform:
+    if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform(cp, num_seqs, num_tokens):
         return gpu + cp[P.PIECEWISE_FLOOR_S]
     return gpu
 

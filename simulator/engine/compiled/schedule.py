@@ -118,7 +118,7 @@ from simulator.engine.compiled.queues import (
     wq_set_aside,
 )
 from simulator.engine.compiled.trace import record
-from simulator.engine.cost import shape_key, step_time
+from simulator.engine.cost import first_compile, step_time
 from simulator.engine.events import EventKind, PreemptionKind
 from simulator.engine.rules import (
     W_CONTEXT,
@@ -495,12 +495,8 @@ def apply_step(st, t):
             if slots[s, S_RID] >= 0 and (slots[s, S_EVT] >= 0 or slots[s, S_A] > 0):
                 record(st, t, EventKind.SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
-    jit = 0
-    k = shape_key(st.cp, work[W_SEQS], total)
-    if k >= 0 and st.shapes[min(k, len(st.shapes) - 1)] == 0:
-        st.shapes[min(k, len(st.shapes) - 1)] = 1
-        ctl[JIT_N] += 1
-        jit = 1
+    jit = first_compile(st.cp, st.shapes, work[W_SEQS], total)
+    ctl[JIT_N] += jit
     dt = step_time(
         st.cp,
         work[W_SEQS],

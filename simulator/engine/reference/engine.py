@@ -15,7 +15,7 @@ import numpy as np
 from simulator.engine import events as E
 from simulator.engine import host_tier, rules
 from simulator.engine.core import Engine, SimulationStalled
-from simulator.engine.cost import new_shapes, shape_key
+from simulator.engine.cost import first_compile, new_shapes
 from simulator.engine.host import step_start
 from simulator.engine.reference.api_server import ApiServer
 from simulator.engine.reference.block_pool import BlockPool
@@ -82,9 +82,7 @@ class ReferenceEngine(Engine):
             if self.trace_level:
                 self._record_schedule(start, plan)
             work = plan.work
-            k = shape_key(cost.params, work.num_seqs, work.num_tokens)
-            if k >= 0 and not self.shapes[min(k, len(self.shapes) - 1)]:  # its kernels compiled first
-                self.shapes[min(k, len(self.shapes) - 1)] = 1
+            if first_compile(cost.params, self.shapes, work.num_seqs, work.num_tokens):  # its kernels compiled first
                 self.jit_n += 1
                 work = replace(work, jit_shapes=1)
             dt = cost.step_time(work)
