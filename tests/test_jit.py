@@ -87,13 +87,13 @@ def _gptoss(over: dict | None = None, kernel: str = "auto"):
         "name": "jit",
         "model": "gpt-oss-20b",
         "hardware": {"gpu": "h200"},
-        "engine": {"max_num_seqs": 1024, **(over or {})},
+        "engine": {"max_num_seqs": 2048, **(over or {})},
         "workload": {
-            "arrival": {"type": "closed_loop", "concurrency": 700},
+            "arrival": {"type": "closed_loop", "concurrency": 1100},
             "prompt_tokens": {"dist": "fixed", "value": 64},
             "output_tokens": {"dist": "fixed", "value": 32},
         },
-        "run": {"seed": 0, "num_requests": 700, "kernel": kernel},
+        "run": {"seed": 0, "num_requests": 1100, "kernel": kernel},
     }
     return scenario_from_dict(d)
 
@@ -105,15 +105,16 @@ def test_a_cold_server_pays_each_new_shape_once_and_a_warm_one_none(kernel):
     note = [n for n in run_notes(cold, res) if "engine.jit_cache" in n]
     assert len(note) == 1 and f"{cold['jit_compiles']['steps']:,} steps" in note[0] and "just started" in note[0]
     warm = summarize(simulate(_gptoss({"jit_cache": "warm"}, kernel=kernel)))
-    told = summarize(simulate(_gptoss({"jit_cache": [700]}, kernel=kernel)))
+    told = summarize(simulate(_gptoss({"jit_cache": [1100]}, kernel=kernel)))
     jit = cold["jit_compiles"]
-    # 700 clients each decode past the 512-request graph: the distinct token counts of the steps above
-    # 512 (700 decodes, fewer as requests end in waves) each compile once.
-    assert 1 <= jit["steps"] <= 2 * (700 // 32 + 2)
+    # 1,100 clients each decode past gpt-oss's 1,024-token graph: the distinct token counts of the
+    # steps above 1,024 (1,100 decodes, fewer as requests end in waves) each compile once.
+    assert 1 <= jit["steps"] <= 2 * (1100 // 32 + 2)
     assert "jit_compiles" not in warm
     per_key = jit_shape_s(load_model("gpt-oss-20b"), load_gpu("h200"), "mxfp4", "vllm") * load_host(None).scale
     assert jit["seconds"] == pytest.approx(jit["steps"] * per_key)
-    assert told.get("jit_compiles", {"steps": 0})["steps"] == jit["steps"] - 1  # the first decode of 700 was run before
+    # the first decode of 1,100 was run before
+    assert told.get("jit_compiles", {"steps": 0})["steps"] == jit["steps"] - 1
     assert cold["simulated_time_s"] > warm["simulated_time_s"]
 
 

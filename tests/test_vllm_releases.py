@@ -209,3 +209,28 @@ def test_the_json_schema_lists_every_release(capsys):
         assert [list(e.path) for e in validator.iter_errors({"engine": {"vllm_version": bad}})] == [
             ["engine", "vllm_version"]
         ], bad
+
+
+@pytest.mark.parametrize(
+    ("model", "release", "given", "largest", "by16"),
+    [
+        ("gpt-oss-120b", "0.26", None, 1024, 256),  # as every recorded gpt-oss server logged it
+        ("gpt-oss-20b", "0.10", None, 1024, 256),  # the model's own sizes: by 16 from 256 on every line
+        ("llama-3.1-8b", "0.26", None, 512, 256),  # min(2 x 256, 512)
+        ("llama-3.1-8b", "0.10", None, 512, 1 << 30),
+        ("gpt-oss-120b", "0.26", 256, 256, 256),  # the user's size wins
+        ("gpt-oss-120b", "0.10", 256, 256, 1 << 30),  # and with it the release's own spacing
+    ],
+)
+def test_a_models_own_largest_capture_size(model, release, given, largest, by16):
+    """gpt-oss's model config raises the largest CUDA-graph capture size to 1024 (sizes above 256 by
+    16) where the user sets none; a given size wins; other models keep min(2 x max_num_seqs, 512)."""
+    from simulator.resolve import execution
+    from simulator.scenario.hardware import load_gpu
+
+    engine = {"vllm_version": release, "max_num_seqs": 256}
+    if given is not None:
+        engine["max_cudagraph_capture_size"] = given
+    sc = scenario_from_dict({"model": model, "engine": engine})
+    x = execution(sc, load_gpu("h200"), load_arch(sc), 256, 8192)
+    assert (x.max_capture_size, x.capture_by16_from) == (largest, by16)

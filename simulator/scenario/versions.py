@@ -15,8 +15,9 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
   graph for a pure-decode step, piecewise graphs for mixed steps.
 - capture sizes: ``[1, 2, 4] + range(8, max + 1, 8)`` up to 0.11.0; from 0.11.1
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``max = min(2 * max_num_seqs, 512)``
-  (from 0.12 also capped at ``max_num_batched_tokens``). A step's token count is padded up to the
-  next capture size; steps above the largest run without graphs.
+  (from 0.12 also capped at ``max_num_batched_tokens``); a model's config may raise ``max``
+  (``MODEL_CAPTURE_SIZE``: gpt-oss, 1024). A step's token count is padded up to the next capture
+  size; steps above the largest run without graphs.
 - graphs_in_budget: the CUDA-graph memory estimate is subtracted from the KV budget by default
   from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
 - a100_small_defaults: from 0.9.2 the large batch defaults (1024 sequences, 8192 tokens for the
@@ -361,9 +362,29 @@ def attention_kernel(
     return {"8": "fa2", "9": "fa3"}.get(major, "other")
 
 
-def max_capture_size(v: VllmVersion, max_num_seqs: int, max_num_batched_tokens: int, given: int | None = None) -> int:
-    """The largest step (in tokens) replayed from a CUDA graph."""
+# Architectures whose model config raises the default largest capture size where the user sets no
+# capture sizes (vLLM ``vllm/model_executor/models/config.py``: ``GptOssForCausalLMConfig`` sets
+# 1024, "83 graphs instead of 67", the sizes above 256 by 16 on every line). Every recorded gpt-oss
+# server (vLLM 0.26, data/e2e/*gptoss*/*/server.log) logged ``max_cudagraph_capture_size': 1024``.
+MODEL_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+
+
+def model_capture_size(architectures: tuple[str, ...]) -> int | None:
+    """The largest capture size a model's own config sets by default (None: the release's rule)."""
+    return next((MODEL_CAPTURE_SIZE[a] for a in architectures if a in MODEL_CAPTURE_SIZE), None)
+
+
+def max_capture_size(
+    v: VllmVersion,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    given: int | None = None,
+    model_default: int | None = None,
+) -> int:
+    """The largest step (in tokens) replayed from a CUDA graph: ``given``, else the model's own
+    default (``model_capture_size``), else ``min(2 x max_num_seqs, 512)``; from 0.12 no more than
+    the step budget."""
     if given is not None:
         return given
-    cap = min(2 * max_num_seqs, 512)
+    cap = model_default if model_default is not None else min(2 * max_num_seqs, 512)
     return min(cap, max_num_batched_tokens) if v.capture_cap_by_budget else cap
