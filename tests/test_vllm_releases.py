@@ -41,7 +41,8 @@ def test_a_release_between_lines_runs_with_a_note(tmp_path, capsys):
     notes = [line for line in capsys.readouterr().out.splitlines() if "vllm_version" in line]
     assert notes == [
         "note: collapse_c1200: engine.vllm_version '0.13' runs as release line 0.11 with CUDA-graph capture "
-        "sizes by 16 from 256, the largest capture size capped at max_num_batched_tokens (as 0.13.0 has them); "
+        "sizes by 16 from 256, gpt-oss's largest capture size 1024 (992 in 0.11.0), the largest capture size "
+        "capped at max_num_batched_tokens (as 0.13.0 has them); "
         "no other modelled default differs"
     ]
 
@@ -216,6 +217,8 @@ def test_the_json_schema_lists_every_release(capsys):
     [
         ("gpt-oss-120b", "0.26", None, 1024, 256),  # as every recorded gpt-oss server logged it
         ("gpt-oss-20b", "0.10", None, 1024, 256),  # the model's own sizes: by 16 from 256 on every line
+        ("gpt-oss-20b", "0.11", None, 992, 256),  # 0.11.0: FlashAttention-3's full graphs stopped at 992
+        ("gpt-oss-20b", "0.13", None, 1024, 256),  # 1024 again from 0.11.1
         ("llama-3.1-8b", "0.26", None, 512, 256),  # min(2 x 256, 512)
         ("llama-3.1-8b", "0.10", None, 512, 1 << 30),
         ("gpt-oss-120b", "0.26", 256, 256, 256),  # the user's size wins

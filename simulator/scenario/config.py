@@ -234,7 +234,7 @@ class EngineConfig:
     )
     max_cudagraph_capture_size: Union[int, None] = F(
         None,
-        "largest step (tokens) replayed from a CUDA graph; larger steps run eagerly (null: min(2 x max_num_seqs, 512), or 1024 for gpt-oss as its model config sets; from vLLM 0.12 also <= max_num_batched_tokens)",
+        "largest step (tokens) replayed from a CUDA graph; larger steps run eagerly (null: min(2 x max_num_seqs, 512), or 1024 for gpt-oss (992 in vLLM 0.11.0) as its model config sets; from vLLM 0.12 also <= max_num_batched_tokens)",
         "tokens",
         vllm="--max-cudagraph-capture-size",
         ge=1,

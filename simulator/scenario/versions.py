@@ -16,7 +16,7 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 - capture sizes: ``[1, 2, 4] + range(8, max + 1, 8)`` up to 0.11.0; from 0.11.1
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``max = min(2 * max_num_seqs, 512)``
   (from 0.12 also capped at ``max_num_batched_tokens``); a model's config may raise ``max``
-  (``MODEL_CAPTURE_SIZE``: gpt-oss, 1024). A step's token count is padded up to the next capture
+  (``MODEL_CAPTURE_ARCHITECTURES``: gpt-oss, to ``gpt_oss_capture``: 1024, 992 in 0.11.0). A step's token count is padded up to the next capture
   size; steps above the largest run without graphs.
 - graphs_in_budget: the CUDA-graph memory estimate is subtracted from the KV budget by default
   from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
@@ -86,6 +86,11 @@ class VllmVersion:
     # The all-reduce buffers are allocated before the memory profile (simulator.scenario.memory,
     # NON_TORCH_BYTES): at TP >= 2 they leave the KV budget alone, whichever runner serves the model.
     early_allreduce: bool = False
+    # The largest CUDA-graph capture size gpt-oss's model config sets where the user sets no capture
+    # sizes (``MODEL_CAPTURE_ARCHITECTURES``): 1024 from its first release (0.10.1); 992 in 0.11.0,
+    # whose full graphs on FlashAttention-3 went no higher (PR #25508); 1024 again from 0.11.1 (PR
+    # #28345, after #27840 lifted that limit).
+    gpt_oss_capture: int = 1024
 
     def runner(self, model: ModelArch) -> str:
         """The model runner that serves ``model``: "v1" or "v2"."""
@@ -117,10 +122,11 @@ _V010 = VllmVersion(
     host_set="public",
     host=_PUBLIC,
 )
-_V011 = replace(_V010, name="0.11", cudagraph_mode="full_and_piecewise")
+_V011 = replace(_V010, name="0.11", cudagraph_mode="full_and_piecewise", gpt_oss_capture=992)
 _V019 = replace(
     _V011,
     name="0.19",
+    gpt_oss_capture=1024,
     admission="full_prompt",
     async_scheduling=True,
     capture_by16_from=256,
@@ -166,8 +172,8 @@ class Release:
 
 _V2_SOME = "the V2 model runner serves only some dense architectures ({}); servesim gives it every dense model"
 _FROM_028 = (("tier_160", True), ("has_performance_mode", True))
-_BY16 = (("capture_by16_from", 256),)
-_BY16_CAP = (("capture_by16_from", 256), ("capture_cap_by_budget", True))
+_BY16 = (("capture_by16_from", 256), ("gpt_oss_capture", 1024))
+_BY16_CAP = (*_BY16, ("capture_cap_by_budget", True))
 
 
 def _releases() -> dict[str, Release]:
@@ -308,6 +314,7 @@ def release_table() -> str:
 _OVERRIDE_TEXT = {
     "capture_by16_from": "CUDA-graph capture sizes by 16 from 256",
     "capture_cap_by_budget": "the largest capture size capped at max_num_batched_tokens",
+    "gpt_oss_capture": "gpt-oss's largest capture size 1024 (992 in 0.11.0)",
     "admission": "admission first_chunk (the whole-prompt check comes in 0.19)",
     "graphs_in_budget_v1": "the CUDA-graph estimate taken from the KV budget",
     "rocm_attention": "TRITON_ATTN on AMD GPUs (ROCM_ATTN comes in 0.19)",
@@ -363,15 +370,17 @@ def attention_kernel(
 
 
 # Architectures whose model config raises the default largest capture size where the user sets no
-# capture sizes (vLLM ``vllm/model_executor/models/config.py``: ``GptOssForCausalLMConfig`` sets
-# 1024, "83 graphs instead of 67", the sizes above 256 by 16 on every line). Every recorded gpt-oss
-# server (vLLM 0.26, data/e2e/*gptoss*/*/server.log) logged ``max_cudagraph_capture_size': 1024``.
-MODEL_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+# capture sizes, to the release's ``gpt_oss_capture`` (vLLM ``vllm/model_executor/models/config.py``:
+# ``GptOssForCausalLMConfig``, "83 graphs instead of 67", the sizes above 256 by 16 on every release).
+# Every recorded gpt-oss server (vLLM 0.26, data/e2e/*gptoss*/*/server.log) logged
+# ``max_cudagraph_capture_size': 1024``.
+MODEL_CAPTURE_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
-def model_capture_size(architectures: tuple[str, ...]) -> int | None:
-    """The largest capture size a model's own config sets by default (None: the release's rule)."""
-    return next((MODEL_CAPTURE_SIZE[a] for a in architectures if a in MODEL_CAPTURE_SIZE), None)
+def model_capture_size(v: VllmVersion, architectures: tuple[str, ...]) -> int | None:
+    """The largest capture size a model's own config sets by default on release ``v`` (None: the
+    release's rule)."""
+    return None if MODEL_CAPTURE_ARCHITECTURES.isdisjoint(architectures) else v.gpt_oss_capture
 
 
 def max_capture_size(
