@@ -138,7 +138,9 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
             framework="sglang",
         )
     v = versions.version(e.vllm_version)
-    model_cap = None if e.max_cudagraph_capture_size is not None else versions.model_capture_size(v, model.architectures)
+    model_cap = (
+        None if e.max_cudagraph_capture_size is not None else versions.model_capture_size(v, model.architectures)
+    )
     return Execution(
         max_capture_size=0
         if e.enforce_eager
