@@ -328,6 +328,52 @@ def test_the_triton_attention_measured_on_an_h200_is_a_tenth_of_flashattention_3
     assert fitted[32768] - fitted[8192] < 0.7 * (measured("triton")[32768] - measured("triton")[8192])
 
 
+@pytest.mark.parametrize(
+    ("model", "files"),
+    [
+        ("gpt-oss-20b", ("gptoss20b_spread_steps",)),
+        ("gpt-oss-120b", ("gptoss120b_spread_steps", "gptoss120b_spread_steps_large")),
+    ],
+)
+def test_gptoss_decode_steps_cost_what_an_h200_was_busy_for_with_routing_spread(model, files):
+    """vLLM 0.26.0's offline engine on an H200, gpt-oss with dummy weights and the routing spread as
+    a real checkpoint's (``device.sh routing``), decode steps at 1 to 512 requests of 1,024-token
+    prompts traced with torch's profiler (data/profiles/served_steps/gptoss*_spread_steps*.json,
+    nothing fitted on them): the GPU's busy time per step is what ``servesim step-time --gpu-only``
+    prices within 10% at every batch traced clean (1 to 32 requests for gpt-oss-20b, 1 to 64 for
+    -120b), and the experts' kernels rise with the batch as the distinct experts touched do (uniform
+    routing, ``cost.moe_work``)."""
+    import json
+    from pathlib import Path
+
+    from simulator.engine.cost import Execution
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario.config import load_scenario
+
+    served = Path(__file__).resolve().parents[1] / "data" / "profiles" / "served_steps"
+    profiles = []
+    for f in files:
+        doc = json.loads((served / f"{f}.json").read_text())
+        assert (doc["model"], doc["vllm"], doc["capture"]) == (model, "0.26.0", 1024)
+        profiles += doc["profiles"]
+    sc, _ = load_scenario(None, [f"model={model}", "hardware.gpu=h200", "engine.vllm_version=0.26"])
+    m, gpu = load_arch(sc), load_gpu("h200")
+    cm = cost_model(sc, m, gpu, *engine_defaults(gpu, sc)).with_execution(Execution())
+    # A trace is of decode steps alone where the experts ran in 16-row tiles only: at 64 requests and
+    # more, some traced steps carried a prefill chunk or part of the batch (other tiles ran).
+    clean = [
+        p
+        for p in profiles
+        if all(t["count"] < 0.5 for t in p["top"] if "matmul_ogs" in t["name"] and "_16x" not in t["name"])
+    ]
+    errors = {}
+    for p in clean:  # traced between the 4th and 12th output tokens of 1,024-token prompts
+        errors[p["batch"]] = cm.step_time(decode_work(p["batch"], 1032)) * 1e3 / p["busy_ms"] - 1
+    assert len(errors) >= 6 and max(abs(e) for e in errors.values()) < 0.10, errors
+    experts = {p["batch"]: sum(t["ms"] for t in p["top"] if "matmul_ogs" in t["name"]) for p in clean}
+    assert experts[1] < experts[2] < experts[4] < experts[8] < experts[16] < experts[32]
+
+
 def test_sglang_on_the_mi300x_family_multiplies_its_moe_experts_at_its_own_fitted_rate():
     """SGLang's MoE kernels on the MI300X (and the MI325X, which shares them) take the rate fitted on the
     cookbook's prefill-bound run (``sglang_rates`` in the GPU's file); vLLM there, SGLang elsewhere and
