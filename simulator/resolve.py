@@ -138,15 +138,10 @@ def execution(sc: Scenario, gpu: GPU, model: ModelArch, seqs: int, tokens: int) 
             framework="sglang",
         )
     v = versions.version(e.vllm_version)
-    model_cap = (
-        None if e.max_cudagraph_capture_size is not None else versions.model_capture_size(v, model.architectures)
-    )
+    largest, by16 = versions.capture_sizes(v, seqs, tokens, e.max_cudagraph_capture_size, model.architectures)
     return Execution(
-        max_capture_size=0
-        if e.enforce_eager
-        else versions.max_capture_size(v, seqs, tokens, e.max_cudagraph_capture_size, model_cap),
-        # a model's own capture sizes step by 16 from 256 whatever the release
-        capture_by16_from=v.capture_by16_from if model_cap is None else min(v.capture_by16_from, 256),
+        max_capture_size=0 if e.enforce_eager else largest,
+        capture_by16_from=by16,
         capture_each=versions.capture_each(e.performance_mode),
         full_decode_graphs=v.cudagraph_mode == "full_and_piecewise",
         pad=not e.enforce_eager,

@@ -16,8 +16,9 @@ Each value cites where it was read (vLLM source at the release tag, or its relea
 - capture sizes: ``[1, 2, 4] + range(8, max + 1, 8)`` up to 0.11.0; from 0.11.1
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``max = min(2 * max_num_seqs, 512)``
   (from 0.12 also capped at ``max_num_batched_tokens``); a model's config may raise ``max``
-  (``MODEL_CAPTURE_ARCHITECTURES``: gpt-oss, to ``gpt_oss_capture``: 1024, 992 in 0.11.0). A step's token count is padded up to the next capture
-  size; steps above the largest run without graphs.
+  (``MODEL_CAPTURE_ARCHITECTURES``: gpt-oss, to ``gpt_oss_capture``: 1024, 992 in 0.11.0). A
+  step's token count is padded up to the next capture size; steps above the largest run without
+  graphs (``capture_sizes``).
 - graphs_in_budget: the CUDA-graph memory estimate is subtracted from the KV budget by default
   from 0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``); before, graphs used the headroom.
 - a100_small_defaults: from 0.9.2 the large batch defaults (1024 sequences, 8192 tokens for the
@@ -377,23 +378,22 @@ def attention_kernel(
 MODEL_CAPTURE_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
-def model_capture_size(v: VllmVersion, architectures: tuple[str, ...]) -> int | None:
-    """The largest capture size a model's own config sets by default on release ``v`` (None: the
-    release's rule)."""
-    return None if MODEL_CAPTURE_ARCHITECTURES.isdisjoint(architectures) else v.gpt_oss_capture
-
-
-def max_capture_size(
+def capture_sizes(
     v: VllmVersion,
     max_num_seqs: int,
     max_num_batched_tokens: int,
     given: int | None = None,
-    model_default: int | None = None,
-) -> int:
-    """The largest step (in tokens) replayed from a CUDA graph: ``given``, else the model's own
-    default (``model_capture_size``), else ``min(2 x max_num_seqs, 512)``; from 0.12 no more than
-    the step budget."""
+    architectures: tuple[str, ...] = (),
+) -> tuple[int, int]:
+    """The largest step (in tokens) replayed from a CUDA graph, and the size from which the capture
+    sizes step by 16: ``given`` (the user's) at the release's spacing; else a model's own
+    (``MODEL_CAPTURE_ARCHITECTURES``: the release's ``gpt_oss_capture``, by 16 from 256); else
+    ``min(2 x max_num_seqs, 512)`` at the release's spacing. From 0.12 no more than the step budget."""
     if given is not None:
-        return given
-    cap = model_default if model_default is not None else min(2 * max_num_seqs, 512)
-    return min(cap, max_num_batched_tokens) if v.capture_cap_by_budget else cap
+        return given, v.capture_by16_from
+    by16 = v.capture_by16_from
+    if MODEL_CAPTURE_ARCHITECTURES.isdisjoint(architectures):
+        cap = min(2 * max_num_seqs, 512)
+    else:
+        cap, by16 = v.gpt_oss_capture, min(by16, 256)
+    return (min(cap, max_num_batched_tokens) if v.capture_cap_by_budget else cap), by16
