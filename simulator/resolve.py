@@ -273,9 +273,9 @@ def load_arch(sc: Scenario) -> ModelArch:
     return model
 
 
-def host_model(sc: Scenario, model: ModelArch, gpu: GPU | None = None) -> HostModel:
-    """The CPU side of ``sc``'s engine (``simulator.engine.host``) serving ``model`` (on ``gpu``: the
-    kernels compiled on a step shape's first use, ``cost.jit_shape_s``): the release line's fitted costs
+def host_model(sc: Scenario, model: ModelArch, gpu: GPU) -> HostModel:
+    """The CPU side of ``sc``'s engine (``simulator.engine.host``) serving ``model`` on ``gpu`` (which
+    sets the kernels compiled on a step shape's first use, ``cost.jit_shape_s``): the release line's fitted costs
     on the scenario's host (``hardware.host``; the catalog's median host when it names none), then
     the scenario's own values, taken as they are (measured on that host)."""
     e, f, c = sc.engine, sc.frontend, sc.cost
@@ -291,7 +291,7 @@ def host_model(sc: Scenario, model: ModelArch, gpu: GPU | None = None) -> HostMo
     engine = EngineCpu(
         step_s=step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
         per_seq_s=per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
-        jit_shape_s=0.0 if gpu is None else jit_shape_s(model, gpu, quantization(sc, model), e.framework) * scale,
+        jit_shape_s=jit_shape_s(model, gpu, quantization(sc, model), e.framework) * scale,
     )
     api = None
     if f.enabled:

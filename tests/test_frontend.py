@@ -432,7 +432,7 @@ def test_gpt_oss_chat_runs_no_template_so_a_request_costs_what_a_completion_does
     """vLLM renders gpt-oss's chat in the Harmony format (``use_harmony``: model_type gpt_oss) instead of
     running a Jinja chat template: through /v1/chat/completions its requests are taken in and ended at
     the completions endpoint's costs, its tokens streamed at the chat endpoint's."""
-    from simulator.resolve import host_model, load_arch
+    from simulator.resolve import host_model, load_arch, load_gpu
     from simulator.scenario.hosts import HostCosts
 
     h = HostCosts(request_s=0.004, finish_s=0.001, chat_request_s=0.011, chat_finish_s=0.008, chat_token_s=2e-5)
@@ -454,7 +454,7 @@ def test_gpt_oss_chat_runs_no_template_so_a_request_costs_what_a_completion_does
 
     def api(model):
         sc = blank_scenario([f"model={model}", "hardware.gpu=h100-sxm", "frontend.endpoint=chat", "hardware.host=null"])
-        return host_model(sc, load_arch(sc)).api_server
+        return host_model(sc, load_arch(sc), load_gpu(sc.hardware.gpu)).api_server
 
     oss, llama = api("gpt-oss-20b"), api("llama-3.1-8b")
     assert oss.request_s < llama.request_s and oss.finish_s < llama.finish_s and oss.token_s == llama.token_s

@@ -10,7 +10,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import ConfigError
 from simulator.outputs.notes import scenario_notes
-from simulator.resolve import host_model, load_arch
+from simulator.resolve import host_model, load_arch, load_gpu
 from simulator.scenario import versions
 from simulator.scenario.config import load_scenario, scenario_from_dict
 
@@ -74,7 +74,7 @@ def test_async_scheduling_knob_sets_any_release():
 
     def overlaps(engine: dict) -> bool:
         sc = scenario_from_dict({"engine": engine})
-        return host_model(sc, load_arch(sc)).async_scheduling
+        return host_model(sc, load_arch(sc), load_gpu(sc.hardware.gpu)).async_scheduling
 
     assert overlaps({"vllm_version": "0.13"}) is False
     assert overlaps({"vllm_version": "0.14"}) is True
@@ -83,7 +83,7 @@ def test_async_scheduling_knob_sets_any_release():
 
 
 def _defaults(gpu: str, **engine) -> tuple[int, int]:
-    from simulator.resolve import engine_defaults, load_gpu
+    from simulator.resolve import engine_defaults
 
     sc = scenario_from_dict({"hardware": {"gpu": gpu}, "engine": engine})
     return engine_defaults(load_gpu(sc.hardware.gpu), sc)
