@@ -26,6 +26,7 @@ from simulator.engine.cost import (
     Execution,
     SpecCost,
     jit_shape_s,
+    jit_variant_s,
 )
 from simulator.engine.host import ApiServer, EngineCpu, HostModel
 from simulator.engine.requests import RequestTable
@@ -292,6 +293,7 @@ def host_model(sc: Scenario, model: ModelArch, gpu: GPU) -> HostModel:
         step_s=step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
         per_seq_s=per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
         jit_shape_s=jit_shape_s(model, gpu, quantization(sc, model), e.framework) * scale,
+        jit_variant_s=jit_variant_s(model, gpu, quantization(sc, model), e.framework) * scale,
     )
     api = None
     if f.enabled:

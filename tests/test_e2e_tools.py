@@ -1035,3 +1035,21 @@ def test_prompt_lengths_even_or_spread_with_the_same_mean():
     spread = ms.prompt_lengths("64-576", 5, random.Random(0))
     assert sorted(spread) == [64, 192, 320, 448, 576] and sum(spread) / 5 == 320
     assert ms.prompt_lengths("64-576", 1, random.Random(0)) == [64]
+
+
+def test_jit_probe_lists_each_compiled_variant_with_its_signature(tmp_path):
+    """``jit_probe.kernels`` reads a Triton cache: one entry per compiled variant (a folder), named
+    by its metadata, with the signature line of its TTIR; group files and unreadable metadata skipped."""
+    jp = _load("jit_probe")
+    a = tmp_path / "AAA"
+    a.mkdir()
+    (a / "_topk_forward.json").write_text(json.dumps({"name": "_topk_forward", "num_warps": 4, "num_stages": 3}))
+    (a / "_topk_forward.ttir").write_text("module {\n  tt.func public @_topk_forward(%n_rows: i32) {\n  }\n}\n")
+    (a / "__grp___topk_forward.json").write_text(json.dumps({"child_paths": {}}))
+    b = tmp_path / "BBB"
+    b.mkdir()
+    (b / "broken.json").write_text("{not json")
+    got = jp.kernels(tmp_path)
+    assert list(got) == ["AAA"]
+    assert got["AAA"]["name"] == "_topk_forward" and got["AAA"]["num_warps"] == 4
+    assert got["AAA"]["signature"].startswith("tt.func public @_topk_forward(%n_rows: i32)")

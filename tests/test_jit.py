@@ -3,7 +3,9 @@ compile key, who pays it, how much, and what a scenario tells about the server's
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +14,12 @@ from simulator.engine import rules
 from simulator.engine.cost import (
     JIT_SHAPE_PER_EXPERT_S,
     JIT_SHAPE_S,
+    MATMUL_VARIANTS,
     StepWork,
+    first_compile,
     jit_shape_s,
+    jit_variant_s,
+    matmul_variant,
     new_shapes,
     shape_key,
     token_key,
@@ -66,10 +72,11 @@ def test_per_key_cost_is_fixed_plus_per_expert_on_the_reference_host():
 def test_start_up_shape_and_told_sizes_are_compiled_already():
     cfg = rules.SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, jit_seen_tokens=(1100,))
     seen = new_shapes(_cp(), cfg)
-    assert seen[token_key(8192)] == 1 and seen[token_key(1100)] == 1
-    assert seen[token_key(1200)] == 0
-    assert seen.sum() == 2
-    assert len(seen) > token_key(8192 + 256)  # every step the engine can schedule has a slot
+    keys = seen[MATMUL_VARIANTS:]
+    assert keys[token_key(8192)] == 1 and keys[token_key(1100)] == 1
+    assert keys[token_key(1200)] == 0
+    assert keys.sum() == 2
+    assert len(keys) > token_key(8192 + 256)  # every step the engine can schedule has a slot
     warm = new_shapes(_cp(), rules.SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, jit_warm=True))
     assert warm.all()
     assert len(new_shapes(_cp(jit=0.0), rules.SchedulerConfig(max_num_batched_tokens=2**36))) == 1  # no such kernels
@@ -79,7 +86,7 @@ def test_a_step_that_compiles_waits_the_per_key_seconds_once():
     cp = build(_gptoss())[1].cost.params
     w = StepWork(num_seqs=600, num_tokens=600, num_decode_tokens=600, context_tokens=600_000, num_sampled=600)
     assert cp[P.JIT_SHAPE_S] > 0
-    assert work_time(cp, replace(w, jit_shapes=1)) == pytest.approx(work_time(cp, w) + cp[P.JIT_SHAPE_S])
+    assert work_time(cp, replace(w, jit_s=2.5)) == pytest.approx(work_time(cp, w) + 2.5)
 
 
 def _gptoss(over: dict | None = None, kernel: str = "auto"):
@@ -111,8 +118,17 @@ def test_a_cold_server_pays_each_new_shape_once_and_a_warm_one_none(kernel):
     # steps above 1,024 (1,100 decodes, fewer as requests end in waves) each compile once.
     assert 1 <= jit["steps"] <= 2 * (1100 // 32 + 2)
     assert "jit_compiles" not in warm
-    per_key = jit_shape_s(load_model("gpt-oss-20b"), load_gpu("h200"), "mxfp4", "vllm") * load_host(None).scale
-    assert jit["seconds"] == pytest.approx(jit["steps"] * per_key)
+    model, h200, scale = load_model("gpt-oss-20b"), load_gpu("h200"), load_host(None).scale
+    per_key = jit_shape_s(model, h200, "mxfp4", "vllm") * scale
+    per_variant = jit_variant_s(model, h200, "mxfp4", "vllm") * scale
+    # the seconds are new keys and new matmul variants, each at its price, at least one a step
+    paid = [
+        (k, v)
+        for k in range(jit["steps"] + 1)
+        for v in range(MATMUL_VARIANTS + 1)
+        if abs(k * per_key + v * per_variant - jit["seconds"]) < 1e-6
+    ]
+    assert len(paid) == 1 and sum(paid[0]) >= jit["steps"] and paid[0][0] >= 1 and paid[0][1] >= 1
     # the first decode of 1,100 was run before
     assert told.get("jit_compiles", {"steps": 0})["steps"] == jit["steps"] - 1
     assert cold["simulated_time_s"] > warm["simulated_time_s"]
@@ -125,3 +141,63 @@ def test_bad_jit_cache_is_a_one_line_error():
     with pytest.raises(ConfigError) as e:
         _gptoss({"jit_cache": [1024, -3]})
     assert "engine.jit_cache" in str(e.value)
+
+
+def test_matmul_variant_by_hand():
+    # gpt-oss-120b (128 experts, 4 a token), 1,100 tokens: 4,400 rows, 34 an expert -> row block 64
+    # (index 2); the grid's row blocks (4,400 - 128 + 1) / 64 rounded up, + 127 = 194 (not divisible
+    # by 16); the first kernel's rows 1,100 are not, the second's 4,400 are.
+    assert matmul_variant(0, 1100, 128, 4) == (0 * 4 + 2) * 4 + 0
+    assert matmul_variant(1, 1100, 128, 4) == (1 * 4 + 2) * 4 + 2
+    # 2,096 tokens: 8,384 rows, 65 an expert -> block 128 (index 3); grid 65 + 127 = 192 = 12 x 16
+    assert matmul_variant(0, 2096, 128, 4) == (0 * 4 + 3) * 4 + 2 + 1
+    # a few rows, no more than the experts: one block a row; 20b's 32 experts at 4 tokens: 16 rows
+    assert matmul_variant(1, 4, 32, 4) == (1 * 4 + 0) * 4 + 2 + 1
+    assert all(
+        0 <= matmul_variant(k, n, e, 4) < MATMUL_VARIANTS for k in (0, 1) for n in (1, 77, 8192) for e in (32, 128)
+    )
+
+
+PROBES = Path(__file__).resolve().parents[1] / "data" / "profiles" / "jit_probe"
+
+
+@pytest.mark.parametrize("name", ["gptoss20b_steps", "gptoss120b_steps", "gptoss120b_random_steps"])
+def test_every_matmul_variant_an_engine_compiled_is_the_one_the_rule_names(name):
+    # vLLM 0.26 offline on an H200 (tools/e2e/jit_probe.py): one step at a time, the Triton kernels
+    # each compiled. The rule, started from what the start-up compiled (new_shapes: the profile step,
+    # the graph captures), names per step without graphs the new expert-matmul variants: exactly those
+    # whose kernels appeared, by kernel and row block (their names say both).
+    probe = json.loads((PROBES / f"{name}.json").read_text())
+    sc = scenario_from_dict(
+        {
+            "name": "probe",
+            "model": probe["model"],
+            "hardware": {"gpu": "h200"},
+            "engine": {"max_num_seqs": 1024, "max_num_batched_tokens": 8192},
+            "run": {"num_requests": 1},
+        }
+    )
+    engine = build(sc)[1]
+    cp = engine.cost.params.copy()
+    assert cp[P.GRAPH_MAX] == probe["capture"] and cp[P.JIT_SHAPE_S] > 0
+    cp[P.JIT_SHAPE_S], cp[P.JIT_VARIANT_S] = 1000.0, 1.0  # a step's seconds count its keys and variants apart
+    shapes = new_shapes(cp, rules.SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192))
+    blocks = (16, 32, 64, 128)
+    checked = 0
+    for row in probe["rows"]:
+        before = shapes.copy()
+        paid = first_compile(cp, shapes, row["tokens"], row["tokens"])
+        new = [v for v in range(MATMUL_VARIANTS) if shapes[v] and not before[v]]
+        named = sorted((v // 16, blocks[(v // 4) % 4]) for v in new)
+        got = sorted(
+            (
+                0 if k["name"].endswith("_swiglu") else 1,
+                int(k["name"].removesuffix("_swiglu").rsplit("_", 1)[1].split("x")[0]),
+            )
+            for k in row["compiled"]
+            if k["name"].startswith("_matmul_ogs")
+        )
+        assert named == got, row["tokens"]
+        assert round(paid % 1000.0) == len(new)
+        checked += len(got)
+    assert checked >= 2  # each probe compiled variants past the start-up's

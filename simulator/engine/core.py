@@ -18,7 +18,6 @@ import simpy
 
 from simulator.engine.cost import ConstantCost, CostModel
 from simulator.engine.host import turnaround
-from simulator.engine.params import P
 from simulator.engine.requests import RequestTable
 from simulator.engine.rules import RequestStatus, SchedulerConfig, cdiv
 from simulator.engine.simtime import TimeoutAt
@@ -336,12 +335,8 @@ class Engine:
         raise NotImplementedError
 
     def jit_counts(self) -> tuple[int, float]:
-        """Steps that waited for the engine core to compile their shape's kernels (``cost.shape_key``)
-        so far, and the seconds they waited."""
-        n = self._jit_n()
-        return n, n * float(self.cost.params[P.JIT_SHAPE_S])
-
-    def _jit_n(self) -> int:
+        """Steps that waited for the engine core to compile kernels they ran first
+        (``cost.first_compile``) so far, and the seconds they waited."""
         raise NotImplementedError
 
     def spec_counts(self) -> list[int]:

@@ -55,7 +55,7 @@ class StepWork:
     num_loras: int = 0  # LoRA adapters the running requests use
     lora_loads: int = 0  # adapters loaded into a GPU slot before the step
     lora_disk_loads: int = 0  # of them, read from storage first (not in host memory)
-    jit_shapes: int = 0  # 1: the engine core compiles kernels for this step's shape first (shape_key)
+    jit_s: float = 0.0  # seconds the engine core compiles kernels this step runs first (first_compile)
 
     @classmethod
     def of(
@@ -405,6 +405,18 @@ def eager(cp, num_seqs, num_tokens):
 SHAPE_BUCKET = 32
 SHAPE_DIVISOR = 16
 
+# The experts' two matmuls on that path (matmul_ogs.py: the gate-and-up projection with its SwiGLU
+# fused, then the down projection) are Triton kernels too, compiled apart for each row block
+# (opt_flags.py: ``block_m``, the tokens per expert rounded up to a power of two, 16 to 128) and for
+# each of two integer arguments divisible by 16 or not: the rows (the step's tokens for the first,
+# tokens x experts per token for the second) and the grid's row blocks. The start-up's profile step
+# and the CUDA-graph captures compile the variants of their sizes; a step run without graphs whose
+# variant no step before it ran waits for it as well. Measured on an H200 (tools/e2e/jit_probe.py,
+# data/profiles/jit_probe/): the rule named every variant 51 steps compiled, and no other.
+MATMUL_KERNELS = 2  # the gate-and-up projection (0), the down projection (1)
+MATMUL_BLOCKS = 4  # row blocks 16, 32, 64, 128
+MATMUL_VARIANTS = MATMUL_KERNELS * MATMUL_BLOCKS * 4  # slots in front of the shape keys (new_shapes)
+
 
 def token_key(num_tokens):
     """The kernels' compile key of a step of ``num_tokens`` tokens (``shape_key``)."""
@@ -419,31 +431,69 @@ def shape_key(cp, num_seqs, num_tokens):
     return token_key(num_tokens)
 
 
+def matmul_variant(kernel, num_tokens, experts, per_token):
+    """The slot (0 to ``MATMUL_VARIANTS`` - 1) of the compiled variant expert matmul ``kernel`` (0:
+    gate-and-up, 1: down) runs for a step of ``num_tokens`` tokens, ``experts`` experts on the GPU and
+    ``per_token`` of them per token: its row block (``block_m``: the rows per expert, rounded up to a
+    power of two within 16-128), then whether its rows and its grid's row blocks divide by 16."""
+    rows = per_token * num_tokens
+    per_expert = max(1, rows // experts)
+    block, b = 16, 0
+    while block < per_expert and block < 128:
+        block, b = 2 * block, b + 1
+    grid = rows if rows <= experts else (rows - experts + block) // block + experts - 1
+    kernel_rows = num_tokens if kernel == 0 else rows
+    return (kernel * MATMUL_BLOCKS + b) * 4 + (2 if kernel_rows % 16 == 0 else 0) + (1 if grid % 16 == 0 else 0)
+
+
+def mark_variants(cp, shapes, num_tokens):
+    """Marks the expert matmuls' variants of a step of ``num_tokens`` tokens compiled in ``shapes``
+    (``new_shapes``); the seconds the engine core waits for those it had not (``JIT_VARIANT_S`` each)."""
+    experts = max(1, int(cp[P.NUM_EXPERTS] / max(cp[P.EXPERT_RANKS], 1.0)))
+    per_token = int(cp[P.EXPERTS_PER_TOKEN])
+    s = 0.0
+    for kernel in range(MATMUL_KERNELS):
+        v = matmul_variant(kernel, num_tokens, experts, per_token)
+        if shapes[v] == 0:
+            shapes[v] = 1
+            s += cp[P.JIT_VARIANT_S]
+    return s
+
+
 def first_compile(cp, shapes, num_seqs, num_tokens):
-    """1 where a step's compile key (``shape_key``) is new to the engine, marking it in ``shapes``
-    (``new_shapes``) so that the next step of that key runs compiled kernels; 0 otherwise."""
+    """Seconds a step waits while the engine core compiles the kernels it is the first to run: its
+    compile key (``shape_key``: ``JIT_SHAPE_S``) and the expert matmuls' variants (``mark_variants``)
+    new to the engine, marked in ``shapes`` (``new_shapes``) so that later steps find them; 0 for a
+    step replayed from a CUDA graph or an engine without such kernels."""
     k = shape_key(cp, num_seqs, num_tokens)
     if k < 0:
-        return 0
-    k = min(k, len(shapes) - 1)
-    if shapes[k]:
-        return 0
-    shapes[k] = 1
-    return 1
+        return 0.0
+    k = MATMUL_VARIANTS + min(k, len(shapes) - 1 - MATMUL_VARIANTS)
+    s = mark_variants(cp, shapes, num_tokens)
+    if shapes[k] == 0:
+        shapes[k] = 1
+        s += cp[P.JIT_SHAPE_S]
+    return s
 
 
 def new_shapes(cp, cfg: rules.SchedulerConfig) -> np.ndarray:
-    """The compile keys a new engine has run (1) or not (0), every key a step may have: those of
-    its start-up's profile run (a step of the whole token budget, run without graphs), of the token
-    counts it is told it ran before (``jit_seen_tokens``), or all of them (``jit_warm``: a server
-    that has run every shape, or whose Triton cache holds their kernels). One slot for an engine
-    without such kernels (``shape_key`` is -1 throughout)."""
+    """What a new engine has compiled (1) or not (0): the expert matmuls' variants
+    (``MATMUL_VARIANTS`` slots, ``matmul_variant``), then every compile key a step may have
+    (``shape_key``). Compiled: those of its start-up's profile run (a step of the whole token budget,
+    run without graphs), of its CUDA-graph captures (the variants of every captured size), of the
+    token counts it is told it ran before (``jit_seen_tokens``), or all of them (``jit_warm``: a
+    server that has run every shape, or whose Triton cache holds their kernels). One slot for an
+    engine without such kernels (``shape_key`` is -1 throughout)."""
     if cp[P.JIT_SHAPE_S] == 0.0:
         return np.ones(1, np.int64)
     most = cfg.max_num_batched_tokens + cfg.max_num_seqs * (cfg.spec_tokens + 1)
-    seen = np.full(token_key(most) + 2, 1 if cfg.jit_warm else 0, np.int64)
+    seen = np.full(MATMUL_VARIANTS + token_key(most) + 2, 1 if cfg.jit_warm else 0, np.int64)
     for t in (cfg.max_num_batched_tokens, *cfg.jit_seen_tokens):
-        seen[min(token_key(t), len(seen) - 1)] = 1
+        seen[MATMUL_VARIANTS + min(token_key(t), len(seen) - 1 - MATMUL_VARIANTS)] = 1
+        mark_variants(cp, seen, t)
+    for t in range(1, int(cp[P.GRAPH_MAX]) + 1):
+        if padded_tokens(cp, t) == t:  # a captured size
+            mark_variants(cp, seen, t)
     return seen
 
 
@@ -525,12 +575,12 @@ def step_time(
     num_loras,
     lora_loads,
     lora_disk_loads,
-    jit_shapes,
+    jit_s,
 ):
     """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
     speculative decoding, the drafter's, and the engine core's CPU work as they meet
     (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
-    kernels the engine core compiles for it (``jit_shapes``: 1 where its shape is new, ``shape_key``)."""
+    kernels the engine core compiles for it first (``jit_s`` seconds, ``first_compile``)."""
     g = graphed_s(
         cp,
         num_seqs,
@@ -550,7 +600,7 @@ def step_time(
     )
     if cp[P.SPEC_TOKENS] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
-    load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S] + jit_shapes * cp[P.JIT_SHAPE_S]
+    load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S] + jit_s
     return load + step_wall_s(cp, g, engine_cpu_s(cp, num_seqs, num_tokens))
 
 
@@ -698,22 +748,36 @@ def triton_mxfp4(gpu: GPU) -> bool:
 
 
 # The engine core's seconds per new compile key (``shape_key``) on the reference host: a fixed part and
-# a part per expert the routing kernels span (their width, the experts rounded up to 32), fitted on the
-# recorded gpt-oss-120b and -20b servers of data/e2e/h200_gptoss_2026-11-29 (the median pause after
-# the first, over the host's factor; `python tools/validation/fit_jit.py`, which reports the other
-# recorded gpt-oss servers held out against it).
-JIT_SHAPE_S = 0.866
-JIT_SHAPE_PER_EXPERT_S = 0.00771
+# a part per expert the routing kernels span (their width, the experts rounded up to 32); and per new
+# variant of an expert matmul (``matmul_variant``). Fitted on the recorded gpt-oss-120b and -20b servers
+# of data/e2e/h200_gptoss_2026-11-29, every pause of a step with a new key over the host's factor
+# (`python tools/validation/fit_jit.py`, which reports the other recorded gpt-oss servers held out
+# against it, and the offline compiles of data/profiles/jit_probe/).
+JIT_SHAPE_S = 1.198
+JIT_SHAPE_PER_EXPERT_S = 0.00380
+JIT_VARIANT_S = 1.133
 
 
 def jit_shape_s(m: ModelArch, gpu: GPU, quantization: str, framework: str) -> float:
     """The engine core's seconds compiling the kernels of a new step shape (``shape_key``) on the
     reference host: vLLM's MXFP4 experts through its Triton kernels (``triton_mxfp4``); 0 elsewhere
     (kernels compiled ahead, or not measured)."""
-    if framework != "vllm" or not (m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu)):
+    if not jit_kernels(m, gpu, quantization, framework):
         return 0.0
     width = rules.cdiv(m.num_experts, SHAPE_BUCKET) * SHAPE_BUCKET
     return JIT_SHAPE_S + JIT_SHAPE_PER_EXPERT_S * width
+
+
+def jit_variant_s(m: ModelArch, gpu: GPU, quantization: str, framework: str) -> float:
+    """The engine core's seconds compiling a new variant of an expert matmul (``matmul_variant``) on
+    the reference host, where ``jit_shape_s`` prices compiles at all; 0 elsewhere."""
+    return JIT_VARIANT_S if jit_kernels(m, gpu, quantization, framework) else 0.0
+
+
+def jit_kernels(m: ModelArch, gpu: GPU, quantization: str, framework: str) -> bool:
+    """Whether the engine compiles kernels at a step shape's first use: vLLM running MXFP4 experts
+    through its Triton kernels (``triton_mxfp4``)."""
+    return framework == "vllm" and m.is_moe and quantization == "mxfp4" and triton_mxfp4(gpu)
 
 
 def moe_rates(e: Efficiency, m: ModelArch, gpu: GPU, quantization: str) -> tuple[float, float]:
@@ -998,8 +1062,8 @@ class CostModel:
         if w.lora_loads or w.lora_disk_loads:
             load = w.lora_loads * cp[P.LORA_LOAD_S] + w.lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
             out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))
-        if w.jit_shapes:
-            out.append(OpCost("jit_compile", 0.0, 0.0, w.jit_shapes * cp[P.JIT_SHAPE_S], "cpu"))
+        if w.jit_s:
+            out.append(OpCost("jit_compile", 0.0, 0.0, w.jit_s, "cpu"))
         return out
 
     def breakdown(self, w: StepWork) -> dict:
@@ -1050,7 +1114,7 @@ def work_time(cp, w: StepWork) -> float:
         w.num_loras,
         w.lora_loads,
         w.lora_disk_loads,
-        w.jit_shapes,
+        w.jit_s,
     )
 
 

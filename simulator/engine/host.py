@@ -64,12 +64,14 @@ from simulator.engine.params import P
 class EngineCpu:
     """CPU seconds of the engine core per step, per scheduled request and per scheduled token, and
     per step shape it runs for the first time without CUDA graphs whose kernels it compiles then
-    (``jit_shape_s``, 0: none; ``simulator.engine.cost.shape_key``)."""
+    (``jit_shape_s``, 0: none; ``simulator.engine.cost.shape_key``), and per variant of an expert
+    matmul it compiles then (``jit_variant_s``; ``simulator.engine.cost.matmul_variant``)."""
 
     step_s: float = 0.0
     per_seq_s: float = 0.0
     per_token_s: float = 0.0
     jit_shape_s: float = 0.0
+    jit_variant_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class HostModel:
             "engine_per_seq_s": e.per_seq_s,
             "engine_per_token_s": e.per_token_s,
             "jit_shape_s": e.jit_shape_s,
+            "jit_variant_s": e.jit_variant_s,
             "async_scheduling": 1.0 if self.async_scheduling else 0.0,
         }
         if a is None:

@@ -84,6 +84,7 @@ class P(IntEnum):
     JIT_SHAPE_S = (
         66  # the engine core's time compiling kernels for a step shape it has not run (0: none; cost.shape_key)
     )
+    JIT_VARIANT_S = 67  # its time compiling an expert-matmul kernel variant no step has run (cost.matmul_variant)
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

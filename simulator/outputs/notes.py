@@ -241,8 +241,8 @@ def _ungraphed_moe_notes(summary: dict, result) -> list[str]:
 
 
 def _jit_notes(summary: dict, result) -> list[str]:
-    """Steps that waited for their shape's kernels to be compiled (``summary.json``'s ``jit_compiles``,
-    ``simulator.engine.cost.shape_key``): how long, and the setting for a server that ran them before."""
+    """Steps that waited for kernels they ran first to be compiled (``summary.json``'s ``jit_compiles``,
+    ``simulator.engine.cost.first_compile``): how long, and the setting for a server that ran them before."""
     jit = summary.get("jit_compiles")
     if jit is None:
         return []
@@ -250,7 +250,7 @@ def _jit_notes(summary: dict, result) -> list[str]:
     state = "a server just started" if told == "cold" else f"a server that ran the {len(told):,} step sizes given"
     return [
         f"{summary['scenario']}: {jit['steps']:,} steps run without CUDA graphs waited for vLLM's Triton MoE "
-        f"kernels to compile for their token count, {jit['seconds']:.1f} s in all ({state}, engine.jit_cache); "
+        f"kernels to compile for their size, {jit['seconds']:.1f} s in all ({state}, engine.jit_cache); "
         "engine.jit_cache: warm prices a server that has run every step size before, or whose Triton cache "
         "holds their kernels"
     ]

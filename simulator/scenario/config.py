@@ -243,7 +243,7 @@ class EngineConfig:
     )
     jit_cache: Any = F(
         "cold",
-        "kernels compiled on a step shape's first use, the step waiting meanwhile (vLLM's MXFP4 mixture-of-experts kernels on Hopper: gpt-oss; each 32-token bucket of a step run without CUDA graphs): cold, a server just started (its start-up's shape only); warm, one that has run every shape or whose Triton cache holds them; or a list of the step token counts it has run",
+        "kernels compiled on a step shape's first use, the step waiting meanwhile (vLLM's MXFP4 mixture-of-experts kernels on Hopper: gpt-oss; a step run without CUDA graphs compiles the routing kernels of its 32-token bucket and the expert matmuls' variants no step ran before): cold, a server just started (what its profile step and graph captures compiled); warm, one that has run every shape or whose Triton cache holds them; or a list of the step token counts it has run",
         shape="cold, warm, or a list of step token counts",
         only={"framework": ("vllm",)},
     )

@@ -83,16 +83,11 @@ def main() -> int:
 
     mdir, tdir = model_dir(Path(a.root), a.model)
     vocab = int(json.loads((mdir / "config.json").read_text())["vocab_size"])
-    llm = LLM(
-        model=str(mdir),
-        tokenizer=str(tdir),
-        load_format="dummy",
-        max_cudagraph_capture_size=a.capture,
-        max_num_seqs=1024,
-        max_num_batched_tokens=8192,
-        enable_prefix_caching=False,
-        gpu_memory_utilization=0.9,
-        seed=0,
+    llm = offline_engine(
+        LLM,
+        mdir,
+        tdir,
+        a.capture,
         **({} if a.async_scheduling == "default" else {"async_scheduling": a.async_scheduling == "on"}),
         **({"attention_backend": a.attention_backend} if a.attention_backend else {}),
     )
@@ -139,6 +134,24 @@ def main() -> int:
     }
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def offline_engine(llm_class, mdir: Path, tdir: Path, capture: int, **extra):
+    """vLLM's offline engine (``llm_class``: ``vllm.LLM``) as these measurements run it: the model's
+    config with dummy weights, graphs captured up to ``capture`` tokens, 1,024 requests and 8,192
+    tokens a step at most, prefix caching off; ``extra``: other engine arguments."""
+    return llm_class(
+        model=str(mdir),
+        tokenizer=str(tdir),
+        load_format="dummy",
+        max_cudagraph_capture_size=capture,
+        max_num_seqs=1024,
+        max_num_batched_tokens=8192,
+        enable_prefix_caching=False,
+        gpu_memory_utilization=0.9,
+        seed=0,
+        **extra,
+    )
 
 
 def generate_s(llm, prompts: list, sp) -> float:

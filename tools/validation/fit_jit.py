@@ -1,23 +1,24 @@
 """The pauses of the recorded gpt-oss servers, step by step, against the rule that prices them
-(``simulator.engine.cost.shape_key``): a step run without CUDA graphs whose compile key the server has
-not run before waits while the engine core compiles its kernels.
+(``simulator.engine.cost.first_compile``): a step run without CUDA graphs waits while the engine core
+compiles the kernels it is the first to run, those of its compile key (``shape_key``) and the expert
+matmuls' variants (``matmul_variant``).
 
 For every recorded gpt-oss lane (one server, its runs in order, data/e2e/*gptoss*/LANE/), replays the
-server's step token counts through the rule, from the start-up's profile run (a step of the whole
-token budget) on, and prints per lane: the steps with a new key, how many of them paused (a gap of
-more than 0.8 s between step log lines, at the step or the one before it: with async scheduling a
-step's log line comes after the next step is launched), the pauses no new key explains, the first
-new key's pause (the first step past the graphs compiles more than its bucket's kernels: not priced),
-and the later ones' median, in seconds and over the host's CPU factor (hosts.yaml). Then fits the
-per-key cost on the calibration lanes, ``JIT_SHAPE_S + JIT_SHAPE_PER_EXPERT_S x experts``
-(experts rounded up to 32, the routing kernels' width), and reports the held-out lanes against it.
+server's step token counts through the rule, from what its start-up compiled (the profile step of the
+whole token budget, the CUDA-graph captures) on, and prints per lane: the steps that compile, how many
+of them paused (a gap of more than 0.8 s between step log lines, at the step or the one before it: with
+async scheduling a step's log line comes after the next step is launched), the pauses the rule does
+not explain, the new keys and variants, and the paused seconds over the host's CPU factor
+(hosts.yaml) against the rule's price. Then fits the three costs on the calibration lanes, every
+compiling step's pause over the host's factor = ``JIT_SHAPE_S + JIT_SHAPE_PER_EXPERT_S x experts``
+for a new key (experts rounded up to 32, the routing kernels' width) + ``JIT_VARIANT_S`` per new
+variant, and reports the held-out lanes against it.
 
     python tools/validation/fit_jit.py [--write-index]
 
 ``--write-index`` gives every recorded gpt-oss run in simulator/data/validation/e2e.yaml the step
-sizes its server ran in the lane's earlier runs (``engine.jit_cache``: one token count per compile
-key, those above the graphs' largest size), so that its replay starts from the kernels that server
-had compiled, not from a fresh one.
+sizes its server ran in the lane's earlier runs that compiled anything (``engine.jit_cache``), so that
+its replay starts from the kernels that server had compiled, not from a fresh one.
 """
 
 from __future__ import annotations
@@ -29,17 +30,30 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from simulator.engine.cost import JIT_SHAPE_PER_EXPERT_S, JIT_SHAPE_S, token_key  # noqa: E402
+from simulator.engine.cost import (  # noqa: E402
+    JIT_SHAPE_PER_EXPERT_S,
+    JIT_SHAPE_S,
+    JIT_VARIANT_S,
+    SHAPE_BUCKET,
+    first_compile,
+    new_shapes,
+)
+from simulator.engine.params import P  # noqa: E402
+from simulator.engine.rules import SchedulerConfig  # noqa: E402
 from simulator.validation.validate import recorded_scale  # noqa: E402
 
 E2E = ROOT / "data" / "e2e"
 PAUSE_S = 0.8
-# The lanes the per-key cost is fitted on; every other gpt-oss lane is held out.
+# The lanes the costs are fitted on; every other gpt-oss lane is held out.
 CALIBRATE = ("h200_gptoss_2026-11-29/gptoss120b", "h200_gptoss_2026-11-29/gptoss20b")
 EXPERTS = {"gpt-oss-120b": 128, "gpt-oss-20b": 32}
+PER_TOKEN = 4  # experts per token, both models
+KEY = 1000.0  # a new key's price in the replay, so that a step's seconds tell keys and variants apart
 
 
 def lane_steps(lane: Path) -> tuple[list[dict], dict]:
@@ -70,62 +84,78 @@ def server_setting(lane: Path, pattern: str, default: int) -> int:
     return int(m.group(1)) if m else default
 
 
-def analyse(lane: Path) -> dict:
+def replay(lane: Path) -> tuple[list[dict], dict]:
+    """The lane's steps, each with the compile keys and matmul variants it ran first (``keys``,
+    ``variants``: ``first_compile`` on an engine of the server's settings, priced so as to count them)
+    and its gap after the step before (``gap``)."""
     steps, d = lane_steps(lane)
     cap = server_setting(lane, r"max_cudagraph_capture_size': (\d+)", 512)
     budget = server_setting(lane, r"max_num_batched_tokens=(\d+)", 8192)
-    seen = {token_key(budget)}
+    seqs = server_setting(lane, r"max_num_seqs=(\d+)", 1024)
+    cp = np.zeros(len(P))
+    cp[P.JIT_SHAPE_S], cp[P.JIT_VARIANT_S] = KEY, 1.0
+    cp[P.GRAPH_MAX] = cp[P.PREFILL_GRAPH_MAX] = cap
+    cp[P.PAD], cp[P.GRAPH_BY16] = 1.0, 256.0
+    cp[P.NUM_EXPERTS], cp[P.EXPERT_RANKS], cp[P.EXPERTS_PER_TOKEN] = EXPERTS[str(d["lane"]["model"])], 1.0, PER_TOKEN
+    shapes = new_shapes(cp, SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget))
     for i, s in enumerate(steps):
         s["gap"] = s["t"] - steps[i - 1]["t"] if i else 0.0
-        s["new"] = s["n"] > cap and token_key(s["n"]) not in seen
-        if s["new"]:
-            seen.add(token_key(s["n"]))
+        paid = first_compile(cp, shapes, s["n"], s["n"])
+        s["keys"], s["variants"] = int(paid // KEY), int(round(paid % KEY))
+    return steps, d
+
+
+def analyse(lane: Path) -> dict:
+    steps, d = replay(lane)
     usual = statistics.median(s["gap"] for s in steps if not s["first"]) if steps else 0.0
-    pauses: list[float] = []
-    missed: list[float] = []
+    events: list[dict] = []  # a compiling step: its keys, variants and pause (None: none seen)
     explained: set[int] = set()
     for i, s in enumerate(steps):
-        if not s["new"]:
+        if not (s["keys"] or s["variants"]):
             continue
         near = [j for j in (i - 1, i) if j > 0 and not steps[j]["first"]]
         if not near:
-            continue
+            continue  # the first step of a run: its pause is in the idle time before it
         j = max(near, key=lambda j: steps[j]["gap"])
         explained.add(j)
-        (pauses if steps[j]["gap"] > PAUSE_S else missed).append(steps[j]["gap"] - usual)
+        gap = steps[j]["gap"]
+        events.append({"keys": s["keys"], "variants": s["variants"], "pause": gap - usual if gap > PAUSE_S else None})
     unexplained = [s for j, s in enumerate(steps) if s["gap"] > PAUSE_S and not s["first"] and j not in explained]
     model = str(d["lane"]["model"])
     scale = recorded_scale({"recording": lane.parent.name, "host": d.get("host_probe", {}).get("before", {})})
-    later = pauses[1:]
     return {
         "lane": f"{lane.parent.name}/{lane.name}",
         "model": model,
-        "keys": len(pauses) + len(missed),
-        "paused": len(pauses),
+        "events": events,
         "unexplained": len(unexplained),
-        "first_s": pauses[0] if pauses else float("nan"),
-        "later": later,
         "scale": scale,
     }
 
 
+def width(model: str) -> int:
+    """The routing kernels' width: the experts rounded up to 32 (``cost.jit_shape_s``)."""
+    return -(-EXPERTS[model] // SHAPE_BUCKET) * SHAPE_BUCKET
+
+
+def priced(r: dict, e: dict, costs: tuple[float, float, float]) -> float:
+    """The seconds the rule prices one compiling step of lane ``r`` at, on the lane's host."""
+    fixed, per_expert, variant = costs
+    return (e["keys"] * (fixed + per_expert * width(r["model"])) + e["variants"] * variant) * r["scale"]
+
+
 def seen_before(lane: Path) -> dict[str, list[int]]:
-    """Per run of a lane, the step token counts its server ran in the earlier runs (one per compile
-    key, steps above the graphs' largest size: the others replay graphs), in the order first run."""
-    steps, d = lane_steps(lane)
-    cap = server_setting(lane, r"max_cudagraph_capture_size': (\d+)", 512)
+    """Per run of a lane, the step token counts its server ran in the earlier runs that compiled
+    anything (a new key or matmul variant), in the order first run: told to a new engine
+    (``jit_seen_tokens``), they mark compiled what that server had compiled."""
+    steps, d = replay(lane)
     out: dict[str, list[int]] = {}
     seen: list[int] = []
-    keys: set[int] = set()
     by_run: dict[str, list[dict]] = {}
     for s in steps:
         by_run.setdefault(s["run"], []).append(s)
     for r in d["runs"]:
         out[r["name"]] = list(seen)
-        for s in by_run.get(r["name"], []):
-            if s["n"] > cap and token_key(s["n"]) not in keys:
-                keys.add(token_key(s["n"]))
-                seen.append(s["n"])
+        seen.extend(s["n"] for s in by_run.get(r["name"], []) if s["keys"] or s["variants"])
     return out
 
 
@@ -162,35 +192,43 @@ def main() -> None:
         write_index()
         return
     rows = [analyse(p.parent) for p in sorted(E2E.glob("*gptoss*/*/lane.json"))]
+    now = (JIT_SHAPE_S, JIT_SHAPE_PER_EXPERT_S, JIT_VARIANT_S)
     print(
-        "| lane | model | new keys | paused | other pauses | first s | later median s | host factor | per reference host s |"
+        "| lane | model | compiling steps | paused | other pauses | new keys | new variants "
+        "| paused s | priced s | host factor |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        med = statistics.median(r["later"]) if r["later"] else float("nan")
+        paused = [e for e in r["events"] if e["pause"] is not None]
         print(
-            f"| {r['lane']} | {r['model']} | {r['keys']} | {r['paused']} | {r['unexplained']} | {r['first_s']:.2f} "
-            f"| {med:.2f} | {r['scale']:.3f} | {med / r['scale']:.2f} |"
+            f"| {r['lane']} | {r['model']} | {len(r['events'])} | {len(paused)} | {r['unexplained']} "
+            f"| {sum(e['keys'] for e in r['events'])} | {sum(e['variants'] for e in r['events'])} "
+            f"| {sum(e['pause'] for e in paused):.1f} | {sum(priced(r, e, now) for e in paused):.1f} | {r['scale']:.3f} |"
         )
-    by_experts: dict[int, list[float]] = {}
+    x, y = [], []
     for r in rows:
         if r["lane"] in CALIBRATE:
-            by_experts.setdefault(EXPERTS[r["model"]], []).extend(x / r["scale"] for x in r["later"])
-    (e0, c0), (e1, c1) = sorted((e, statistics.median(xs)) for e, xs in by_experts.items())
-    b = (c1 - c0) / (e1 - e0)
-    print(f"\nfit on {', '.join(CALIBRATE)}: JIT_SHAPE_S = {c0 - b * e0:.3f}, JIT_SHAPE_PER_EXPERT_S = {b:.5f}")
-    print(f"(in simulator/engine/cost.py now: {JIT_SHAPE_S}, {JIT_SHAPE_PER_EXPERT_S})")
-    errs = []
+            for e in r["events"]:
+                if e["pause"] is not None:
+                    x.append([e["keys"], e["keys"] * width(r["model"]), e["variants"]])
+                    y.append(e["pause"] / r["scale"])
+    fit = np.linalg.lstsq(np.array(x, float), np.array(y), rcond=None)[0]
+    print(
+        f"\nfit on {', '.join(CALIBRATE)} ({len(y)} paused steps): JIT_SHAPE_S = {fit[0]:.3f}, "
+        f"JIT_SHAPE_PER_EXPERT_S = {fit[1]:.5f}, JIT_VARIANT_S = {fit[2]:.3f}"
+    )
+    print(f"(in simulator/engine/cost.py now: {JIT_SHAPE_S}, {JIT_SHAPE_PER_EXPERT_S}, {JIT_VARIANT_S})")
+    errs, firsts = [], []
     for r in rows:
-        if r["lane"] in CALIBRATE or not r["later"]:
+        paused = [e for e in r["events"] if e["pause"] is not None]
+        if r["lane"] in CALIBRATE or not paused:
             continue
-        priced = (JIT_SHAPE_S + JIT_SHAPE_PER_EXPERT_S * EXPERTS[r["model"]]) * r["scale"]
-        total = sum(r["later"])
-        errs.append(len(r["later"]) * priced / total - 1.0)
-        print(
-            f"held out {r['lane']}: {len(r['later'])} later pauses, {total:.1f} s; priced {len(r['later']) * priced:.1f} s"
-        )
+        total, cost = sum(e["pause"] for e in paused), sum(priced(r, e, now) for e in paused)
+        errs.append(cost / total - 1.0)
+        firsts.append(priced(r, paused[0], now) / paused[0]["pause"] - 1.0)
+        print(f"held out {r['lane']}: {len(paused)} paused steps, {total:.1f} s; priced {cost:.1f} s")
     print(f"held out: priced / measured - 1, median {statistics.median(errs):+.1%} over {len(errs)} lanes")
+    print(f"held out, each lane's first paused step: median {statistics.median(firsts):+.1%}")
 
 
 if __name__ == "__main__":

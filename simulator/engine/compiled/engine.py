@@ -331,8 +331,8 @@ class CompiledEngine(Engine):
     def lora_counts(self) -> list[int]:
         return [int(self.st.ctl[L.LORA_LOADS]), int(self.st.ctl[L.LORA_DISK_LOADS])]
 
-    def _jit_n(self) -> int:
-        return int(self.st.ctl[L.JIT_N])
+    def jit_counts(self) -> tuple[int, float]:
+        return int(self.st.ctl[L.JIT_N]), float(self.st.fctl[L.JIT_S])
 
     def host_counts(self) -> list[int]:
         hc = self.st.host_ctl

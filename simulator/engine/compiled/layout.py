@@ -128,7 +128,7 @@ State = namedtuple(
     SENT,  # requests the clients sent from here
     REJ_K,  # rejections told in a row at one time (fctl[REJ_T]), and the last one's request
     REJ_RID,
-    JIT_N,  # steps whose shape's kernels the engine core compiled first (cost.shape_key)
+    JIT_N,  # steps that waited while the engine core compiled kernels they ran first (cost.first_compile)
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
 ) = range(56)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
@@ -150,8 +150,9 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     SGL_RMIN,
     SGL_RDECAY,
     REJ_T,  # closed-loop clients run here: the time of the rejections told in a row (ctl[REJ_K])
+    JIT_S,  # seconds the steps of ctl[JIT_N] waited for their kernels (cost.first_compile)
     N_FCTL,
-) = range(16)
+) = range(17)
 
 # ---- cfg: int64 knobs ------------------------------------------------------------------------------
 # PRIORITY: 0 FCFS (and SGLang's lpm and dfs-weight, re-ordered before a prefill), 1 priority, 2 longest output first (SGLang's lof). WAITERS: 1 when ended requests must be reported at their time (someone waits for them); TRACE: 0 none, 1 request events, 2 also every scheduled request's

@@ -36,6 +36,7 @@ from simulator.engine.compiled.layout import (
     I_NTOK,
     I_RECOMP,
     JIT_N,
+    JIT_S,
     L_DECODE,
     L_DURATION,
     L_FREE,
@@ -496,7 +497,9 @@ def apply_step(st, t):
                 record(st, t, EventKind.SCHEDULED, slots[s, S_RID], 1 if slots[s, S_EVT] >= 0 else slots[s, S_A])
     total, decode = work[W_TOKENS], work[W_DECODE]
     jit = first_compile(st.cp, st.shapes, work[W_SEQS], total)
-    ctl[JIT_N] += jit
+    if jit > 0.0:
+        ctl[JIT_N] += 1
+        st.fctl[JIT_S] += jit
     dt = step_time(
         st.cp,
         work[W_SEQS],

@@ -34,7 +34,7 @@ class ReferenceEngine(Engine):
         self._events_log: list[tuple[float, int, int, int]] = []
         self.api = ApiServer(cost.params.tolist())
         self.shapes = new_shapes(cost.params, cfg)  # compile keys whose kernels are compiled (cost.shape_key)
-        self.jit_n = 0
+        self.jit_n, self.jit_s = 0, 0.0  # steps that waited for kernels they ran first, and how long
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
     def _enqueue(self, rid: int, total: int, group: int, content_key: int) -> None:
@@ -82,9 +82,11 @@ class ReferenceEngine(Engine):
             if self.trace_level:
                 self._record_schedule(start, plan)
             work = plan.work
-            if first_compile(cost.params, self.shapes, work.num_seqs, work.num_tokens):  # its kernels compiled first
+            jit = first_compile(cost.params, self.shapes, work.num_seqs, work.num_tokens)
+            if jit:  # it waits for kernels it is the first to run
                 self.jit_n += 1
-                work = replace(work, jit_shapes=1)
+                self.jit_s += jit
+                work = replace(work, jit_s=jit)
             dt = cost.step_time(work)
             yield TimeoutAt(env, start + dt)
             # When the step's tokens reach their clients, through the API server.
@@ -144,8 +146,8 @@ class ReferenceEngine(Engine):
     def _new_adapter(self, adapter: int) -> None:
         self.sched.add_adapter(adapter)
 
-    def _jit_n(self) -> int:
-        return self.jit_n
+    def jit_counts(self) -> tuple[int, float]:
+        return self.jit_n, self.jit_s
 
     def lora_counts(self) -> list[int]:
         return list(self.sched.lora_loads)
