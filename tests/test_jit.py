@@ -19,6 +19,7 @@ from simulator.engine.cost import (
     first_compile,
     jit_shape_s,
     jit_variant_s,
+    key_slot,
     matmul_variant,
     new_shapes,
     shape_key,
@@ -73,8 +74,8 @@ def test_start_up_shape_and_told_sizes_are_compiled_already():
     cfg = rules.SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, jit_seen_tokens=(1100,))
     seen = new_shapes(_cp(), cfg)
     keys = seen[MATMUL_VARIANTS:]
-    assert keys[token_key(8192)] == 1 and keys[token_key(1100)] == 1
-    assert keys[token_key(1200)] == 0
+    assert seen[key_slot(seen, token_key(8192))] == 1 and seen[key_slot(seen, token_key(1100))] == 1
+    assert seen[key_slot(seen, token_key(1200))] == 0
     assert keys.sum() == 2
     assert len(keys) > token_key(8192 + 256)  # every step the engine can schedule has a slot
     warm = new_shapes(_cp(), rules.SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, jit_warm=True))

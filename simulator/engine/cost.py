@@ -446,6 +446,12 @@ def matmul_variant(kernel, num_tokens, experts, per_token):
     return (kernel * MATMUL_BLOCKS + b) * 4 + (2 if kernel_rows % 16 == 0 else 0) + (1 if grid % 16 == 0 else 0)
 
 
+def key_slot(shapes, key):
+    """The slot of compile key ``key`` (``token_key``) in ``shapes`` (``new_shapes``): after the matmul
+    variants' slots, the last one standing for any key beyond."""
+    return MATMUL_VARIANTS + min(key, len(shapes) - 1 - MATMUL_VARIANTS)
+
+
 def mark_variants(cp, shapes, num_tokens):
     """Marks the expert matmuls' variants of a step of ``num_tokens`` tokens compiled in ``shapes``
     (``new_shapes``); the seconds the engine core waits for those it had not (``JIT_VARIANT_S`` each)."""
@@ -468,7 +474,7 @@ def first_compile(cp, shapes, num_seqs, num_tokens):
     k = shape_key(cp, num_seqs, num_tokens)
     if k < 0:
         return 0.0
-    k = MATMUL_VARIANTS + min(k, len(shapes) - 1 - MATMUL_VARIANTS)
+    k = key_slot(shapes, k)
     s = mark_variants(cp, shapes, num_tokens)
     if shapes[k] == 0:
         shapes[k] = 1
@@ -489,7 +495,7 @@ def new_shapes(cp, cfg: rules.SchedulerConfig) -> np.ndarray:
     most = cfg.max_num_batched_tokens + cfg.max_num_seqs * (cfg.spec_tokens + 1)
     seen = np.full(MATMUL_VARIANTS + token_key(most) + 2, 1 if cfg.jit_warm else 0, np.int64)
     for t in (cfg.max_num_batched_tokens, *cfg.jit_seen_tokens):
-        seen[MATMUL_VARIANTS + min(token_key(t), len(seen) - 1 - MATMUL_VARIANTS)] = 1
+        seen[key_slot(seen, token_key(t))] = 1
         mark_variants(cp, seen, t)
     for t in range(1, int(cp[P.GRAPH_MAX]) + 1):
         if padded_tokens(cp, t) == t:  # a captured size
