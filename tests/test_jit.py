@@ -202,3 +202,13 @@ def test_every_matmul_variant_an_engine_compiled_is_the_one_the_rule_names(name)
         assert round(paid % 1000.0) == len(new)
         checked += len(got)
     assert checked >= 2  # each probe compiled variants past the start-up's
+
+
+def test_both_engine_steps_wait_for_the_same_compiles():
+    # One rule for both (cost.first_compile): a cold gpt-oss server past its graphs, step by step.
+    ref = simulate(_gptoss(kernel="reference"))
+    comp = simulate(_gptoss(kernel="compiled"))
+    assert ref.engine.jit_counts() == comp.engine.jit_counts()
+    assert ref.engine.jit_counts()[0] >= 1
+    a, b = summarize(ref), summarize(comp)
+    assert a["simulated_time_s"] == b["simulated_time_s"] and a["output_throughput"] == b["output_throughput"]
