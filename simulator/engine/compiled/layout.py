@@ -68,7 +68,7 @@ State = namedtuple(
         "pd",
         "pdr",  # closed-loop clients to tell (clients.py): when each ended request reaches its client; (request, batch)
         "shp",  # their next requests' shapes, drawn ahead: rows of SH_* columns
-        "shapes",  # per compile key of a step without graphs (cost.shape_key): 1 once its kernels are compiled
+        "shapes",  # per expert-matmul variant, then per compile key of a step without graphs: 1 once compiled (cost.new_shapes)
     ],
 )
 

@@ -33,7 +33,7 @@ class ReferenceEngine(Engine):
         self.sched = policy(cfg, reqs, KVCacheManager(pool, cfg.block_size, cfg.enable_prefix_caching, cfg.host_blocks))
         self._events_log: list[tuple[float, int, int, int]] = []
         self.api = ApiServer(cost.params.tolist())
-        self.shapes = new_shapes(cost.params, cfg)  # compile keys whose kernels are compiled (cost.shape_key)
+        self.shapes = new_shapes(cost.params, cfg)  # the kernels compiled so far (cost.new_shapes)
         self.jit_n, self.jit_s = 0, 0.0  # steps that waited for kernels they ran first, and how long
         super().__init__(env, cfg, num_gpu_blocks, cost, reqs, **kw)
 
