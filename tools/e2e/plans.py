@@ -648,6 +648,17 @@ def gptoss_grid_lanes() -> list[dict]:
     return [spread_lane("gptoss120b_grid", "gpt-oss-120b", GRID_POINTS, timeout_s=330)]
 
 
+# gptoss20b_fresh_h200 (one GPU, after `device.sh routing`): a server just started, its first runs
+# the grid's two warm-up shapes on gpt-oss-20b, to check held out what its first steps without graphs
+# wait for (the routing kernels and the expert matmuls' variants: `cost.first_compile`). Short: the
+# last minutes of a device session.
+FRESH_POINTS = (GRID_POINTS[0], GRID_POINTS[2])
+
+
+def gptoss20b_fresh_lanes() -> list[dict]:
+    return [spread_lane("gptoss20b_fresh", "gpt-oss-20b", FRESH_POINTS, timeout_s=120)]
+
+
 # gptoss_pool_h200 (one GPU, after `device.sh routing`, the fourth version of uniform_routing.py):
 # gpt-oss-120b routed at random in the memory one H100 gives it (`--gpu-memory-utilization 0.52` of an
 # H200's 139.8 GiB is the 72.7 GiB that 0.92 of an H100's 79.1 GiB is: the same weights, and a pool
@@ -1047,6 +1058,7 @@ def main() -> None:
         ("gptoss_tp2_h200x2", gptoss_tp2_lanes()),
         ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("gptoss_grid_h200", gptoss_grid_lanes()),
+        ("gptoss20b_fresh_h200", gptoss20b_fresh_lanes()),
         ("gptoss_pool_h200", gptoss_pool_lanes()),
         ("gptoss_stall_h200", gptoss_stall_lanes()),
         ("sglang_h200", sglang_lanes()),
