@@ -45,14 +45,15 @@ from simulator.engine.cost import (  # noqa: E402
 )
 from simulator.engine.params import P  # noqa: E402
 from simulator.engine.rules import SchedulerConfig  # noqa: E402
+from simulator.run import build  # noqa: E402
+from simulator.scenario.config import scenario_from_dict  # noqa: E402
+from simulator.scenario.models import load_model  # noqa: E402
 from simulator.validation.validate import recorded_scale  # noqa: E402
 
 E2E = ROOT / "data" / "e2e"
 PAUSE_S = 0.8
 # The lanes the costs are fitted on; every other gpt-oss lane is held out.
 CALIBRATE = ("h200_gptoss_2026-11-29/gptoss120b", "h200_gptoss_2026-11-29/gptoss20b")
-EXPERTS = {"gpt-oss-120b": 128, "gpt-oss-20b": 32}
-PER_TOKEN = 4  # experts per token, both models
 KEY = 1000.0  # a new key's price in the replay, so that a step's seconds tell keys and variants apart
 
 
@@ -92,11 +93,18 @@ def replay(lane: Path) -> tuple[list[dict], dict]:
     cap = server_setting(lane, r"max_cudagraph_capture_size': (\d+)", 512)
     budget = server_setting(lane, r"max_num_batched_tokens=(\d+)", 8192)
     seqs = server_setting(lane, r"max_num_seqs=(\d+)", 1024)
-    cp = np.zeros(len(P))
+    engine = {"max_num_seqs": seqs, "max_num_batched_tokens": budget, "max_cudagraph_capture_size": cap}
+    sc = scenario_from_dict(
+        {
+            "name": lane.name,
+            "model": str(d["lane"]["model"]),
+            "hardware": {"gpu": "h200"},
+            "engine": engine,
+            "run": {"num_requests": 1},
+        }
+    )
+    cp = build(sc)[1].cost.params.copy()  # the engine servesim would run for that server
     cp[P.JIT_SHAPE_S], cp[P.JIT_VARIANT_S] = KEY, 1.0
-    cp[P.GRAPH_MAX] = cp[P.PREFILL_GRAPH_MAX] = cap
-    cp[P.PAD], cp[P.GRAPH_BY16] = 1.0, 256.0
-    cp[P.NUM_EXPERTS], cp[P.EXPERT_RANKS], cp[P.EXPERTS_PER_TOKEN] = EXPERTS[str(d["lane"]["model"])], 1.0, PER_TOKEN
     shapes = new_shapes(cp, SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget))
     for i, s in enumerate(steps):
         s["gap"] = s["t"] - steps[i - 1]["t"] if i else 0.0
@@ -134,7 +142,7 @@ def analyse(lane: Path) -> dict:
 
 def width(model: str) -> int:
     """The routing kernels' width: the experts rounded up to 32 (``cost.jit_shape_s``)."""
-    return -(-EXPERTS[model] // SHAPE_BUCKET) * SHAPE_BUCKET
+    return -(-load_model(model).num_experts // SHAPE_BUCKET) * SHAPE_BUCKET
 
 
 def priced(r: dict, e: dict, costs: tuple[float, float, float]) -> float:
