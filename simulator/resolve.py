@@ -289,10 +289,11 @@ def host_model(sc: Scenario, model: ModelArch, gpu: GPU) -> HostModel:
     h = h.scaled(scale)
     overlap = not e.disable_overlap_schedule if e.framework == "sglang" else async_scheduling(sc)
     step_s, per_seq_s = h.engine_cpu(line, overlap)
+    groups = model.kv_cache_groups if h.per_kv_group else 1  # the set's per-request costs are per group
     q = quantization(sc, model)
     engine = EngineCpu(
         step_s=step_s if c.engine_cpu_ms is None else c.engine_cpu_ms / 1e3,
-        per_seq_s=per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6,
+        per_seq_s=(per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6) * groups,
         jit_shape_s=jit_shape_s(model, gpu, q, e.framework) * scale,
         jit_variant_s=jit_variant_s(model, gpu, q, e.framework) * scale,
     )

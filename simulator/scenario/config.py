@@ -627,7 +627,11 @@ class CostConfig:
         ge=0.0,
     )
     engine_cpu_per_seq_us: Union[float, None] = F(
-        None, "the engine's CPU work per scheduled sequence (null: as engine_cpu_ms)", "us", ge=0.0
+        None,
+        "the engine's CPU work per scheduled sequence (per sequence and KV-cache group where the release line's "
+        "costs are: 0.26 and 0.32, whose hybrid models' sequences pay it twice; null: as engine_cpu_ms)",
+        "us",
+        ge=0.0,
     )
     allreduce_latency_us: Union[float, None] = F(
         None,

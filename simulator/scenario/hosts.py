@@ -86,6 +86,12 @@ class HostCosts:
     # growth; simulator.engine.host.tokens_streamed_s): fitted on the recorded SGLang servers, whose token
     # took about 90 us at 256 streams and 145 us at 750; a count, not scaled with the host.
     stream_doubling: float = 0.0
+    # Whether the engine core's per-request costs above are per request and KV-cache group (a hybrid
+    # model's request costs them once for each of its groups: simulator.resolve.host_model), as the
+    # recorded set measured them: without async scheduling gpt-oss's steps took 28.8 us a request on
+    # the reference host, and dense models' 12-16 us (data/e2e/README.md, "h200_overlap3_2026-12-04").
+    # False: per request, however many groups (the sets fitted before that was measured).
+    per_kv_group: bool = False
 
     def engine_cpu(self, line: str, overlapped: bool) -> tuple[float, float]:
         """The engine core's CPU work (per step, per scheduled request) on release line ``line``,

@@ -286,6 +286,12 @@ class ModelArch:
         """Some layers attend over a sliding window and the others over the whole context."""
         return self.sliding_window > 0 and 0 < self.num_sliding_layers < self.num_layers
 
+    @property
+    def kv_cache_groups(self) -> int:
+        """The KV-cache groups vLLM's manager keeps a request's blocks in, each with its own block
+        table: two for a hybrid model (sliding-window and full-attention layers), else one."""
+        return 2 if self.is_hybrid else 1
+
     def paged_kv_bytes_per_token(self, kv_dtype_bytes: float | None = None, tp: int = 1) -> float:
         """KV bytes per token of the layers whose cache grows with the context: all of them, or in a
         hybrid model the full-attention ones (the sliding-window layers keep at most a window)."""

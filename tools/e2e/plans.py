@@ -991,6 +991,29 @@ def sync2_lanes() -> list[dict]:
     ]
 
 
+# overlap3_h200 (one GPU, about 12 minutes): how the engine core's CPU work and the GPU's step meet
+# under async scheduling, and the engine core's work a request from 8 to 512 running, with four API
+# servers so that none paces the engine. Qwen3-0.6B, whose GPU step is short beside the CPU's, and
+# Llama-3.1-8B, whose GPU step is about as long as the CPU's from 64 running on: each with async
+# scheduling (vLLM 0.26's default) and without it (the log's own time of a step is then the GPU's
+# part and the gap after it the engine core's), 64 + 512 tokens a request.
+def overlap3_lanes() -> list[dict]:
+    four = [*OVERLAP_SERVE, "--api-server-count", "4"]
+    sync = [*four, "--no-async-scheduling"]
+
+    def loops(tag: str, clients: tuple[int, ...]) -> list[dict]:
+        runs = short_loops(f"overlap3_h200/{tag}", clients)
+        return [{**r, "clients": 2} if r["max_concurrency"] >= 512 else r for r in runs]
+
+    small, large = (8, 32, 64, 128, 256, 512), (32, 64, 128, 256)
+    return [
+        lane("qwen06b_async3", [0], "qwen3-0.6b", four, loops("qwen06b_async", small)),
+        lane("qwen06b_sync3", [0], "qwen3-0.6b", sync, loops("qwen06b_sync", small)),
+        lane("llama8b_async3", [0], "llama-3.1-8b", four, loops("llama8b_async", large)),
+        lane("llama8b_sync3", [0], "llama-3.1-8b", sync, loops("llama8b_sync", large)),
+    ]
+
+
 # light_h200 (one GPU, about 10 minutes): the first token at light load, where the GPU's prefill is
 # short and the fixed overheads around it (the API server, the hops to the engine and back) are much
 # of it: Llama-3.1-8B at one request in flight with 64-, 1,024- and 4,096-token prompts, at 4 and 8
@@ -1072,6 +1095,7 @@ def main() -> None:
         ("sglang_lpm_h200", sglang_lpm_lanes()),
         ("sync_h200", sync_lanes()),
         ("sync2_h200", sync2_lanes()),
+        ("overlap3_h200", overlap3_lanes()),
         ("light_h200", light_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"

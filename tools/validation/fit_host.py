@@ -61,6 +61,7 @@ import statistics
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -128,7 +129,8 @@ def with_constant(host: hosts.HostCosts, name: str, value: float, source: str) -
     """``host`` with constant ``name`` at ``value``; a set that does not fit gpt-oss's Harmony chat
     apart (the recorded and SGLang sets) keeps one fixed delay, its ``harmony_latency_s`` the
     ``latency_s``."""
-    out = replace(host, **{name: value})
+    change: dict[str, Any] = {name: value}  # a float; the set's flags are not fitted
+    out = replace(host, **change)
     if name == "latency_s" and "harmony_latency_s" not in FITTED[source]:
         out = replace(out, harmony_latency_s=value)
     return out
@@ -270,12 +272,16 @@ def fit_sync(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCosts, 
     from one step to the next less the log's own time of the step (the GPU's, within 4% of
     servesim's GPU step on h200_sync_2026-12-02) is the engine core's work; divided by the run's host
     factor, a least-squares line over the batch's requests gives its cost a step and a request on
-    the reference host."""
-    rows, used = [], []  # (running, CPU ms on the reference host); the runs they come from
+    the reference host (a request and KV-cache group, where the set's costs are per group:
+    ``HostCosts.per_kv_group``)."""
+    from simulator.scenario.models import load_model
+
+    rows, used = [], []  # (running x groups, CPU ms on the reference host); the runs they come from
     for r in runs:
         if r.get("fits") == "sync":
             running, elapsed, gap = steady_decode_steps(r)
-            rows.append((running, (gap - elapsed) / validate.recorded_scale(r)))
+            groups = load_model(r["model"]).kv_cache_groups if host.per_kv_group else 1
+            rows.append((running * groups, (gap - elapsed) / validate.recorded_scale(r)))
             used.append(f"{r['recording']}/{r['lane']}/{r['run']}")
     if len(rows) < 2 or len({n for n, _ in rows}) < 2:
         raise SystemExit("--sync: needs calibration runs marked fits: sync at two batch sizes or more")
@@ -351,7 +357,8 @@ def main() -> int:
         name, _, value = item.partition("=")
         if name not in FITTED[args.source]:
             ap.error(f"--start: {name} is not among the {args.source} set's fitted constants")
-        host = replace(host, **{name: float(value)})
+        given: dict[str, Any] = {name: float(value)}
+        host = replace(host, **given)
     if args.scheduler:
         host, kept = fit_scheduler(host, runs)
         args.rounds = 0  # the API server's constants stay as they are
