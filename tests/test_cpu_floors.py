@@ -134,3 +134,33 @@ def test_the_sync_costs_on_a_second_machine_held_out():
             tpot = run["measured"]["median_tpot_ms"]
             assert 1.0 < on_reading.simulated["median_tpot_ms"] / tpot < 1.1, run["id"]
             assert on_reference.simulated["median_tpot_ms"] == pytest.approx(tpot, rel=0.11), run["id"]
+
+
+def test_the_recorded_lines_price_a_request_per_kv_cache_group():
+    """On the 0.26 and 0.32 lines (the recorded set, ``per_kv_group``) the engine core's cost a request
+    is per KV-cache group: gpt-oss (sliding-window and full-attention layers, two groups) pays it twice,
+    Llama-3.1-8B once, with async scheduling and without it, on any host; a release line of the public
+    set (0.19) charges a request once whatever its groups. ``cost.engine_cpu_per_seq_us`` is per group
+    too where the line's costs are."""
+    from simulator.resolve import host_model
+    from simulator.scenario.config import load_scenario
+
+    def per_seq_us(model: str, *over: str) -> float:
+        sc, _ = load_scenario(None, [f"model={model}", "hardware.gpu=h200", "hardware.host=null", *over])
+        return host_model(sc, load_arch(sc), load_gpu("h200")).engine.per_seq_s * 1e6
+
+    assert load_model("gpt-oss-120b").kv_cache_groups == 2 and load_model("llama-3.1-8b").kv_cache_groups == 1
+    for line in ("0.26", "0.32"):
+        for sync in ("true", "false"):
+            over = (f"engine.vllm_version={line}", f"engine.async_scheduling={sync}")
+            dense = per_seq_us("llama-3.1-8b", *over)
+            assert per_seq_us("gpt-oss-120b", *over) == pytest.approx(2 * dense), (line, sync)
+    recorded = hosts.load_host_costs("recorded")
+    scale = hosts.load_host(None).scale  # no host named: the catalog's median host
+    dense_async = per_seq_us("llama-3.1-8b", "engine.vllm_version=0.26")
+    assert dense_async == pytest.approx(recorded.engine_per_seq_s_019 * 1e6 * scale)
+    given = ("engine.vllm_version=0.26", "cost.engine_cpu_per_seq_us=10")
+    assert per_seq_us("gpt-oss-120b", *given) == pytest.approx(20.0)
+    assert per_seq_us("llama-3.1-8b", *given) == pytest.approx(10.0)
+    public = ("engine.vllm_version=0.19",)
+    assert per_seq_us("gpt-oss-120b", *public) == pytest.approx(per_seq_us("llama-3.1-8b", *public))

@@ -995,8 +995,9 @@ def sync2_lanes() -> list[dict]:
 # under async scheduling, and the engine core's work a request from 8 to 512 running, with four API
 # servers so that none paces the engine. Qwen3-0.6B, whose GPU step is short beside the CPU's, and
 # Llama-3.1-8B, whose GPU step is about as long as the CPU's from 64 running on: each with async
-# scheduling (vLLM 0.26's default) and without it (the log's own time of a step is then the GPU's
-# part and the gap after it the engine core's), 64 + 512 tokens a request.
+# scheduling (vLLM 0.26's default) and without it (a step is then the GPU's time plus the engine
+# core's), 64 + 512 tokens a request. With more than one API server vLLM logs no iteration details:
+# these runs have no steps.csv (data/e2e/h200_overlap3_2026-12-04).
 def overlap3_lanes() -> list[dict]:
     four = [*OVERLAP_SERVE, "--api-server-count", "4"]
     sync = [*four, "--no-async-scheduling"]
