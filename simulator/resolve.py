@@ -296,6 +296,8 @@ def host_model(sc: Scenario, model: ModelArch, gpu: GPU) -> HostModel:
         per_seq_s=(per_seq_s if c.engine_cpu_per_seq_us is None else c.engine_cpu_per_seq_us / 1e6) * groups,
         jit_shape_s=jit_shape_s(model, gpu, q, e.framework) * scale,
         jit_variant_s=jit_variant_s(model, gpu, q, e.framework) * scale,
+        eager_seq_s=h.engine_eager_seq_layer_s * model.num_layers,
+        launch_serial=h.launch_serial,
     )
     api = None
     if f.enabled:

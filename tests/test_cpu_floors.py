@@ -164,3 +164,53 @@ def test_the_recorded_lines_price_a_request_per_kv_cache_group():
     assert per_seq_us("llama-3.1-8b", *given) == pytest.approx(10.0)
     public = ("engine.vllm_version=0.19",)
     assert per_seq_us("gpt-oss-120b", *public) == pytest.approx(per_seq_us("llama-3.1-8b", *public))
+
+
+def test_a_step_without_a_graph_launches_after_the_engine_cores_work_where_the_set_measured_it():
+    """Hand-computed: a step above the largest CUDA graph costs its launch floor plus a part per request
+    (``cost.launch_s``); with async scheduling the recorded set (``launch_serial``) puts the launches
+    after the engine core's CPU work on its thread (the longer of that and the GPU's work), the other
+    sets take the longest of the three, and without async scheduling the CPU work comes first."""
+    import numpy as np
+
+    from simulator.engine import cost, host
+    from simulator.engine.params import PARAMS, P
+
+    cp = np.zeros(len(PARAMS))
+    cp[P.GRAPH_MAX], cp[P.PREFILL_GRAPH_MAX], cp[P.EAGER_FLOOR_S], cp[P.EAGER_SEQ_S] = 512, 512, 6e-3, 20e-6
+    assert cost.launch_s(cp, 512, 512) == 0.0  # graphed
+    assert cost.launch_s(cp, 1024, 1024) == pytest.approx(6e-3 + 1024 * 20e-6)
+    gpu, cpu, launch = 10e-3, 25e-3, 26.48e-3
+    cp[P.ASYNC_SCHEDULING], cp[P.LAUNCH_SERIAL] = 1.0, 1.0
+    assert host.step_wall_s(cp, gpu, cpu, launch) == pytest.approx(cpu + launch)
+    assert host.step_wall_s(cp, 60e-3, cpu, launch) == pytest.approx(60e-3)
+    cp[P.LAUNCH_SERIAL] = 0.0
+    assert host.step_wall_s(cp, gpu, cpu, launch) == pytest.approx(launch)
+    cp[P.ASYNC_SCHEDULING] = 0.0
+    assert host.step_wall_s(cp, gpu, cpu, launch) == pytest.approx(cpu + launch)
+    assert host.step_wall_s(cp, 30e-3, cpu, 0.0) == pytest.approx(cpu + 30e-3)
+
+
+def test_the_recorded_set_prices_the_launch_a_request_on_its_host():
+    """The recorded set's launch work a request and layer (``engine_eager_seq_layer_s``) is CPU time:
+    a host twice as slow pays it twice; the public set has none and keeps its launches beside the CPU
+    work."""
+    from simulator.resolve import host_model
+    from simulator.scenario.config import load_scenario
+
+    def engine(*over: str):
+        sc, _ = load_scenario(None, ["model=qwen3-0.6b", "hardware.gpu=h200", *over])
+        return host_model(sc, load_arch(sc), load_gpu("h200")).engine
+
+    recorded = hosts.load_host_costs("recorded")
+    layers = load_model("qwen3-0.6b").num_layers
+    fast, slow = engine("hardware.host={probe_us: 4.0}"), engine("hardware.host={probe_us: 8.0}")
+    assert fast.launch_serial and recorded.engine_eager_seq_layer_s > 0
+    assert slow.eager_seq_s / fast.eager_seq_s == pytest.approx(
+        hosts.load_host({"probe_us": 8.0}).scale / hosts.load_host({"probe_us": 4.0}).scale
+    )
+    assert fast.eager_seq_s == pytest.approx(
+        recorded.engine_eager_seq_layer_s * layers * hosts.load_host({"probe_us": 4.0}).scale
+    )
+    public = engine("engine.vllm_version=0.19")
+    assert public.eager_seq_s == 0.0 and not public.launch_serial

@@ -251,12 +251,13 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     every = validate.error_summary(results, validate.E2E_METRICS)
     assert every[("heldout", "median_ttft_ms")]["median_abs_error"] < 0.25
     assert len(pace) == 7 and len(overload_again) == 3
-    # A known miss, pinned: four API servers and 768-840 running, where the engine core's cost a
-    # request (read at 8-256 running, h200_overlap3_2026-12-04) leaves the engine too fast: throughput
-    # 10-12% high (data/e2e/README.md, "h200_overlap3_2026-12-04"; docs/hosts.md says so too). A
-    # change that moves it must move the docs too.
-    api4 = [r for r in pace if "_api4_" in r.id]
-    assert len(api4) == 2 and all(0.10 < r.rel_error("output_throughput") < 0.12 for r in api4)
+    # A known miss, pinned: two and four API servers at 768 clients, whose steps run without a CUDA
+    # graph, as the same servers' 840-client runs do: servesim gives both about the same throughput,
+    # the servers 10% more at 768, so servesim is 14-17% low there and within 5% at 840
+    # (data/e2e/README.md, "h200_overlap4_2026-12-04"; docs/hosts.md says so too). A change that
+    # moves it must move the docs too.
+    api4 = [r for r in pace if "_c768" in r.id and ("_api2_" in r.id or "_api4_" in r.id)]
+    assert len(api4) == 2 and all(-0.18 < r.rel_error("output_throughput") < -0.12 for r in api4)
     held = [r for r in pace + overload_again if r not in api4]
     assert all(abs(r.rel_error("output_throughput")) < 0.10 for r in held), [
         (r.id, r.rel_error("output_throughput")) for r in held

@@ -133,15 +133,6 @@ class Efficiency:
     # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
     # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
     vllm_eager_launch_s: float = 30e-6
-    # SGLang runs a step with a prefill through its own model code, uncompiled and, before 0.5.10 (and
-    # on AMD GPUs, with DP attention, for MLA models from 0.5.15), without graphs: kernel by kernel,
-    # each launched through its Python modules (simulator.scenario.sglang.prefill_graph_max), counted
-    # as the launch floors count them (small kernels and four GEMMs a layer, and the MoE path's
-    # extra ones). On one GPU: fitted on a recorded pair of SGLang 0.5.16 servers on an H200, the
-    # same requests with and without prefill graphs (data/e2e/h200_sgprefill_2026-12-01, Llama-3.1-8B:
-    # 128-token prompts one at a time reached their first token 7.1 ms later without them; servesim
-    # 7.0 ms at 38 us). Held out, Qwen3-32B's pair: 11.1 ms measured, 10.2 servesim; an MoE model's
-    # eager layers launch far more than counted (Qwen3-30B-A3B: 42% early; docs/sglang.md).
     sglang_eager_launch_s: float = 38e-6
     # With tensor parallelism every layer's all-reduces wait for the slowest rank's launches: the time
     # a kernel grows by this share per doubling of the ranks. Fitted on the p50 TTFT of the SGLang
@@ -503,6 +494,14 @@ def new_shapes(cp, cfg: rules.SchedulerConfig) -> np.ndarray:
     return seen
 
 
+def launch_s(cp, num_seqs, num_tokens):
+    """Seconds the host spends launching a step run without a graph (``eager``) layer by layer: its
+    kernels one by one, and a part per request it runs; none for a step replayed from a graph."""
+    if not eager(cp, num_seqs, num_tokens):
+        return 0.0
+    return cp[P.EAGER_FLOOR_S] + cp[P.EAGER_SEQ_S] * num_seqs
+
+
 def graphed_s(cp, num_seqs, num_tokens, gpu):
     """The GPU's time ``gpu`` as the step is launched: without a graph (decodes above the largest
     capture size, a step with a prefill above the largest piecewise one, or eager), no less than
@@ -511,7 +510,7 @@ def graphed_s(cp, num_seqs, num_tokens, gpu):
     a full graph, as is. vLLM captures both kinds up to one size; SGLang captures decodes alone, and
     prefills (from 0.5.10) up to a size of their own (``simulator.scenario.sglang.prefill_graph_max``)."""
     if eager(cp, num_seqs, num_tokens):
-        return max(gpu, cp[P.EAGER_FLOOR_S])
+        return max(gpu, launch_s(cp, num_seqs, num_tokens))
     if cp[P.FULL_DECODE_GRAPHS] == 0.0 or not uniform(cp, num_seqs, num_tokens):
         return gpu + cp[P.PIECEWISE_FLOOR_S]
     return gpu
@@ -587,27 +586,25 @@ def step_time(
     speculative decoding, the drafter's, and the engine core's CPU work as they meet
     (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
     kernels the engine core compiles for it first (``jit_s`` seconds, ``first_compile``)."""
-    g = graphed_s(
+    g = gpu_s(
         cp,
         num_seqs,
         num_tokens,
-        gpu_s(
-            cp,
-            num_seqs,
-            num_tokens,
-            context_tokens,
-            attn_pairs,
-            num_sampled,
-            swap_bytes,
-            single_row_context,
-            draft_tokens,
-            num_loras,
-        ),
+        context_tokens,
+        attn_pairs,
+        num_sampled,
+        swap_bytes,
+        single_row_context,
+        draft_tokens,
+        num_loras,
     )
+    launch = launch_s(cp, num_seqs, num_tokens)
+    if launch == 0.0:
+        g = graphed_s(cp, num_seqs, num_tokens, g)
     if cp[P.SPEC_TOKENS] != 0.0:
         g += draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context)
     load = lora_loads * cp[P.LORA_LOAD_S] + lora_disk_loads * cp[P.LORA_DISK_LOAD_S] + jit_s
-    return load + step_wall_s(cp, g, engine_cpu_s(cp, num_seqs, num_tokens))
+    return load + step_wall_s(cp, g, engine_cpu_s(cp, num_seqs, num_tokens), launch)
 
 
 def draft_s(cp, num_seqs, num_tokens, context_tokens, attn_pairs, num_sampled, single_row_context):
@@ -732,8 +729,8 @@ def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, 
     time is priced on one GPU only)."""
     if x.framework == "sglang":
         per_kernel = e.sglang_eager_launch_s * (1.0 + e.sglang_eager_tp_growth * math.log2(tp))
-    else:
-        per_kernel = e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
+        return per_kernel * kernels + e.moe_eager_layer_s * moe_layers
+    per_kernel = e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
     return per_kernel * kernels + e.moe_eager_layer_s * moe_layers
 
 
@@ -1052,19 +1049,22 @@ class CostModel:
             out.append(OpCost("swap", 0.0, w.swap_bytes, w.swap_bytes / cp[P.HOST_BW], "host-link"))
         out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
         gpu = sum(o.seconds for o in out)
-        launched = graphed_s(cp, w.num_seqs, T, gpu)
-        if launched > gpu:
-            out.append(OpCost("launch", 0.0, 0.0, launched - gpu, "cpu-launch"))
+        launch = launch_s(cp, w.num_seqs, T)
+        g = gpu if launch else graphed_s(cp, w.num_seqs, T, gpu)
         if cp[P.SPEC_TOKENS]:
             d = draft_s(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.num_sampled, w.single_row_context)
             out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
-            launched += d
+            g += d
+        # what the step takes beyond the GPU's work (host.step_wall_s): the launches first, then the
+        # engine core's CPU work not hidden behind the GPU's
+        extra = step_wall_s(cp, g, engine_cpu_s(cp, w.num_seqs, T), launch)
+        extra -= g
+        shown = g - gpu - (d if cp[P.SPEC_TOKENS] else 0.0) + min(launch, extra)
+        if shown > 0.0:
+            out.append(OpCost("launch", 0.0, 0.0, shown, "cpu-launch"))
+        extra -= min(launch, extra)
         if cp[P.ENGINE_STEP_S] or cp[P.ENGINE_PER_SEQ_S] or cp[P.ENGINE_PER_TOKEN_S]:
-            c = engine_cpu_s(cp, w.num_seqs, T)
-            hidden = min(c, launched) if cp[P.ASYNC_SCHEDULING] else 0.0
-            out.append(
-                OpCost("engine_cpu", 0.0, 0.0, c - hidden, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu")
-            )
+            out.append(OpCost("engine_cpu", 0.0, 0.0, extra, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu"))
         if w.lora_loads or w.lora_disk_loads:
             load = w.lora_loads * cp[P.LORA_LOAD_S] + w.lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
             out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))

@@ -64,14 +64,19 @@ from simulator.engine.params import P
 class EngineCpu:
     """CPU seconds of the engine core per step, per scheduled request and per scheduled token, and
     per step shape it runs for the first time without CUDA graphs whose kernels it compiles then
-    (``jit_shape_s``, 0: none; ``simulator.engine.cost.shape_key``), and per variant of an expert
-    matmul it compiles then (``jit_variant_s``; ``simulator.engine.cost.matmul_variant``)."""
+    (``jit_shape_s``, 0: none; ``simulator.engine.cost.shape_key``), per variant of an expert
+    matmul it compiles then (``jit_variant_s``; ``simulator.engine.cost.matmul_variant``), and per
+    request of a step it launches without a graph, all layers together (``eager_seq_s``;
+    ``simulator.engine.cost.launch_s``); ``launch_serial``: with async scheduling, whether those
+    launches follow its CPU work on its thread (``step_wall_s``)."""
 
     step_s: float = 0.0
     per_seq_s: float = 0.0
     per_token_s: float = 0.0
     jit_shape_s: float = 0.0
     jit_variant_s: float = 0.0
+    eager_seq_s: float = 0.0
+    launch_serial: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ class HostModel:
             "engine_per_token_s": e.per_token_s,
             "jit_shape_s": e.jit_shape_s,
             "jit_variant_s": e.jit_variant_s,
+            "eager_seq_s": e.eager_seq_s,
+            "launch_serial": 1.0 if e.launch_serial else 0.0,
             "async_scheduling": 1.0 if self.async_scheduling else 0.0,
         }
         if a is None:
@@ -162,12 +169,19 @@ def engine_cpu_s(cp, num_seqs, num_tokens):
     return cp[P.ENGINE_STEP_S] + cp[P.ENGINE_PER_SEQ_S] * num_seqs + cp[P.ENGINE_PER_TOKEN_S] * num_tokens
 
 
-def step_wall_s(cp, gpu, cpu):
-    """A step's time from the GPU's and the engine core's: the longer of the two when async
-    scheduling overlaps them, else their sum."""
-    if cp[P.ASYNC_SCHEDULING] != 0.0:
-        return max(gpu, cpu)
-    return gpu + cpu
+def step_wall_s(cp, gpu, cpu, launch):
+    """A step's time from the GPU's work ``gpu``, the engine core's CPU work ``cpu`` and, for a step
+    run without a CUDA graph, the seconds the engine core's thread takes to launch it (``launch``; 0
+    for a graphed step). Without async scheduling the CPU work comes first, then the GPU works as the
+    kernels are launched. With it the CPU work overlaps the GPU's: the step takes the longest of the
+    three, or, where the set of host costs measured it so (``launch_serial``: the recorded vLLM 0.26
+    servers' steps above their largest graph), the longer of the GPU's work and the thread's, its CPU
+    work then its launches."""
+    if cp[P.ASYNC_SCHEDULING] == 0.0:
+        return cpu + max(gpu, launch)
+    if cp[P.LAUNCH_SERIAL] != 0.0:
+        return max(gpu, cpu + launch)
+    return max(gpu, launch, cpu)
 
 
 # ---- the API server ------------------------------------------------------------------------------------

@@ -85,6 +85,10 @@ class P(IntEnum):
         66  # the engine core's time compiling kernels for a step shape it has not run (0: none; cost.shape_key)
     )
     JIT_VARIANT_S = 67  # its time compiling an expert-matmul kernel variant no step has run (cost.matmul_variant)
+    EAGER_SEQ_S = 68  # a step without graphs: the host's launch time per request it runs (cost.launch_s)
+    LAUNCH_SERIAL = (
+        69  # 1: with async scheduling a step's launches follow the engine core's CPU work (host.step_wall_s)
+    )
 
 
 PARAMS = tuple(p.name.lower() for p in P)  # the slots' names, in order (``CostModel`` fills them by name)

@@ -92,6 +92,17 @@ class HostCosts:
     # the reference host, and dense models' 12-16 us (data/e2e/README.md, "h200_overlap3_2026-12-04").
     # False: per request, however many groups (the sets fitted before that was measured).
     per_kv_group: bool = False
+    # The engine core's launch work per request and layer in a step run without a CUDA graph (above
+    # the largest captured size: simulator.engine.cost.launch_s), beside the kernels' own launches:
+    # fitted on the recorded Qwen3-0.6B servers at 384-1,024 running with four API servers, whose step
+    # went from 10.8 ms at 384 (graphed) to 34-57 ms at 640-1,024 (data/e2e/README.md,
+    # "h200_overlap4_2026-12-04"). 0: not measured for the set.
+    engine_eager_seq_layer_s: float = 0.0
+    # Whether, with async scheduling, a step without a graph takes the engine core's CPU work and its
+    # launches in turn (simulator.engine.host.step_wall_s), as the recorded 0.26 servers' steps above
+    # their largest graph did (the same data); False: the longest of the GPU's work, the launches and
+    # the CPU work, which the public set's Qwen3-0.6B bursts (vLLM 0.19) fit far better.
+    launch_serial: bool = False
 
     def engine_cpu(self, line: str, overlapped: bool) -> tuple[float, float]:
         """The engine core's CPU work (per step, per scheduled request) on release line ``line``,
@@ -127,7 +138,7 @@ class HostCosts:
 
 # The HostCosts fields that are CPU time, scaled by a host's factor.
 CPU_TIMES = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "engine_step_sync_s", "engine_per_seq_sync_s",
-             "prompt_token_s", "step_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s",
+             "engine_eager_seq_layer_s", "prompt_token_s", "step_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s",
              "chat_finish_s")  # fmt: skip
 
 

@@ -1015,6 +1015,31 @@ def overlap3_lanes() -> list[dict]:
     ]
 
 
+# overlap4_h200 (one GPU, about 14 minutes): the engine core's work a request past a few hundred
+# running, where overlap3_h200 ended and the four-API-server runs of h200x2_pace_2026-11-27 (768-840
+# running) found it about twice what it is at 8-256. Four API servers again, so that none paces the
+# engine; Qwen3-0.6B, whose step is the engine core's work alone with async scheduling, at 384-1,024
+# clients, without async scheduling at 512 and 1,024, and Llama-3.1-8B at 512-1,024; 64 + 512 tokens.
+# Every process runs under tools/e2e/stack_sampler.py at 50 ms (its garbage collector's share).
+def overlap4_lanes() -> list[dict]:
+    four = [*OVERLAP_SERVE, "--api-server-count", "4"]
+    sync = [*four, "--no-async-scheduling"]
+
+    def loops(name: str, clients: tuple[int, ...]) -> list[dict]:
+        runs = short_loops(f"overlap4_h200/{name}", clients)
+        return [{**r, "clients": 4 if r["max_concurrency"] >= 768 else 2} for r in runs]
+
+    def sampled(x: dict) -> dict:
+        where = f"/root/e2e/results/{x['name']}/samples"
+        return {**x, "env": {"SERVESIM_SAMPLE_DIR": where, "SERVESIM_SAMPLE_MS": "50"}}
+
+    return [
+        sampled(lane("qwen06b_async4", [0], "qwen3-0.6b", four, loops("qwen06b_async", (384, 640, 768, 1024)))),
+        sampled(lane("qwen06b_sync4", [0], "qwen3-0.6b", sync, loops("qwen06b_sync", (512, 1024)))),
+        sampled(lane("llama8b_async4", [0], "llama-3.1-8b", four, loops("llama8b_async", (512, 768, 1024)))),
+    ]
+
+
 # light_h200 (one GPU, about 10 minutes): the first token at light load, where the GPU's prefill is
 # short and the fixed overheads around it (the API server, the hops to the engine and back) are much
 # of it: Llama-3.1-8B at one request in flight with 64-, 1,024- and 4,096-token prompts, at 4 and 8
@@ -1097,6 +1122,7 @@ def main() -> None:
         ("sync_h200", sync_lanes()),
         ("sync2_h200", sync2_lanes()),
         ("overlap3_h200", overlap3_lanes()),
+        ("overlap4_h200", overlap4_lanes()),
         ("light_h200", light_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
