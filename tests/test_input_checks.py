@@ -455,6 +455,6 @@ def test_an_moe_models_decode_steps_without_cuda_graphs_are_noted(tmp_path):
         assert code == 0 and "largest CUDA graph" not in out, extra
         assert "ungraphed_decode_steps" not in json.loads((tmp_path / "c" / "summary.json").read_text())
     # a sweep whose recommended point decodes past the largest graph says so beside its recommendation
-    code, out, _ = _main(["sweep", str(moe), "--param", "engine.max_num_seqs=256,768", "--out", str(tmp_path / "s")])
+    code, out, _ = _main(["sweep", str(moe), "--param", "engine.max_num_seqs=64,768", "--out", str(tmp_path / "s")])
     line = next(x for x in out.splitlines() if x.startswith("recommended:"))
     assert code == 0 and "max_num_seqs=768" in line and "decode more requests than the largest CUDA graph" in line

@@ -254,7 +254,7 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     # A known miss, pinned: two and four API servers at 768 clients, whose steps run without a CUDA
     # graph, as the same servers' 840-client runs do: servesim gives both about the same throughput,
     # the servers 10% more at 768, so servesim is 14-17% low there and within 5% at 840
-    # (data/e2e/README.md, "h200_overlap4_2026-12-04"; docs/hosts.md says so too). A change that
+    # (data/e2e/README.md, "h200_overlap4_2026-12-04"; docs/hosts.md, "The catalog", says so too). A change that
     # moves it must move the docs too.
     api4 = [r for r in pace if "_c768" in r.id and ("_api2_" in r.id or "_api4_" in r.id)]
     assert len(api4) == 2 and all(-0.18 < r.rel_error("output_throughput") < -0.12 for r in api4)
