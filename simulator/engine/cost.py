@@ -582,9 +582,9 @@ def step_time(
     lora_disk_loads,
     jit_s,
 ):
-    """Seconds one engine step takes: the GPU's time (no less than its launch floor) and, with
-    speculative decoding, the drafter's, and the engine core's CPU work as they meet
-    (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
+    """Seconds one engine step takes: the GPU's time (with a piecewise graph's gaps) and, with
+    speculative decoding, the drafter's, the launches of a step without a graph (``launch_s``) and
+    the engine core's CPU work as they meet (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
     kernels the engine core compiles for it first (``jit_s`` seconds, ``first_compile``)."""
     g = gpu_s(
         cp,
