@@ -152,6 +152,13 @@ class Efficiency:
     # (data/profiles/moe_steps/) puts half of such a step's host time in the MoE path. Priced where it
     # was measured, one Hopper GPU (fused_moe_eager_layers).
     moe_eager_layer_s: float = 800e-6
+    # The same in vLLM's steps above their largest graph, whose launches now cost a part a request and
+    # layer too (simulator.scenario.hosts.HostCosts.engine_eager_seq_layer_s): fitted on the recorded
+    # Qwen3-30B-A3B server's decode-heavy run (h200_moe_2026-11-30, 671-768 running; 0, 100 and 200 us
+    # give +5.6%, -1.9% and -8.5% in throughput), which became a calibration run. DeepSeek-V2-Lite's
+    # (h200_mla_2026-11-30, held out) stays 44% high, as before: its MoE layers take about twice the
+    # host time (data/profiles/README-measurements.md, "What a step without graphs waits on").
+    vllm_moe_eager_layer_s: float = 100e-6
     # DeepSeek-V3-architecture MoE layers (MLA, FP8 block-scaled experts: the activations' per-group
     # quantization and the scales' handling around each expert matmul) take more time a layer still,
     # whatever the batch, in small-kernel equivalents a layer. The default is fitted on the one public
@@ -731,7 +738,7 @@ def eager_floor_s(e: Efficiency, x: Execution, kernels: float, moe_layers: int, 
         per_kernel = e.sglang_eager_launch_s * (1.0 + e.sglang_eager_tp_growth * math.log2(tp))
         return per_kernel * kernels + e.moe_eager_layer_s * moe_layers
     per_kernel = e.vllm_eager_launch_s if x.enforce_eager else e.eager_launch_s
-    return per_kernel * kernels + e.moe_eager_layer_s * moe_layers
+    return per_kernel * kernels + e.vllm_moe_eager_layer_s * moe_layers
 
 
 def small_kernels_per_layer(m: ModelArch) -> float:
