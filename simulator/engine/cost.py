@@ -133,6 +133,15 @@ class Efficiency:
     # 16 GB of weights in under 8 ms (an H100: faster than an A100 can), where the GPU's own step is
     # ~6.5 ms. The eager step is the host's: 9.8 ms over 32 layers x 10 kernels, 30 us a kernel.
     vllm_eager_launch_s: float = 30e-6
+    # SGLang runs a step with a prefill through its own model code, uncompiled and, before 0.5.10 (and
+    # on AMD GPUs, with DP attention, for MLA models from 0.5.15), without graphs: kernel by kernel,
+    # each launched through its Python modules (simulator.scenario.sglang.prefill_graph_max), counted
+    # as the launch floors count them (small kernels and four GEMMs a layer, and the MoE path's
+    # extra ones). On one GPU: fitted on a recorded pair of SGLang 0.5.16 servers on an H200, the
+    # same requests with and without prefill graphs (data/e2e/h200_sgprefill_2026-12-01, Llama-3.1-8B:
+    # 128-token prompts one at a time reached their first token 7.1 ms later without them; servesim
+    # 7.0 ms at 38 us). Held out, Qwen3-32B's pair: 11.1 ms measured, 10.2 servesim; an MoE model's
+    # eager layers launch far more than counted (Qwen3-30B-A3B: 42% early; docs/sglang.md).
     sglang_eager_launch_s: float = 38e-6
     # With tensor parallelism every layer's all-reduces wait for the slowest rank's launches: the time
     # a kernel grows by this share per doubling of the ranks. Fitted on the p50 TTFT of the SGLang
@@ -591,8 +600,9 @@ def step_time(
 ):
     """Seconds one engine step takes: the GPU's time (with a piecewise graph's gaps) and, with
     speculative decoding, the drafter's, the launches of a step without a graph (``launch_s``) and
-    the engine core's CPU work as they meet (``host.step_wall_s``); the step first waits for the LoRA adapters it loads, and for the
-    kernels the engine core compiles for it first (``jit_s`` seconds, ``first_compile``)."""
+    the engine core's CPU work as they meet (``host.step_wall_s``); the step first waits for the
+    LoRA adapters it loads, and for the kernels the engine core compiles for it first (``jit_s``
+    seconds, ``first_compile``)."""
     g = gpu_s(
         cp,
         num_seqs,

@@ -138,8 +138,8 @@ class HostCosts:
 
 # The HostCosts fields that are CPU time, scaled by a host's factor.
 CPU_TIMES = ("engine_step_s", "engine_per_seq_s", "engine_per_seq_s_019", "engine_step_sync_s", "engine_per_seq_sync_s",
-             "engine_eager_seq_layer_s", "prompt_token_s", "step_s", "request_s", "token_s", "finish_s", "chat_request_s", "chat_token_s",
-             "chat_finish_s")  # fmt: skip
+             "engine_eager_seq_layer_s", "prompt_token_s", "step_s", "request_s", "token_s", "finish_s",
+             "chat_request_s", "chat_token_s", "chat_finish_s")  # fmt: skip
 
 
 def load_host_costs(which: str = "public", path: Path = HOST_COSTS_FILE) -> HostCosts:
