@@ -193,7 +193,7 @@ def test_a_step_without_a_graph_launches_after_the_engine_cores_work_where_the_s
 
 def test_the_recorded_set_prices_the_launch_a_request_on_its_host():
     """The recorded set's launch work a request and layer (``engine_eager_seq_layer_s``) is CPU time:
-    a host twice as slow pays it twice; the public set has none and keeps its launches beside the CPU
+    a slower host pays it by its factor; the public set has none and keeps its launches beside the CPU
     work."""
     from simulator.resolve import host_model
     from simulator.scenario.config import load_scenario

@@ -1067,21 +1067,20 @@ class CostModel:
         out.append(OpCost("overhead", 0.0, 0.0, overhead_s(cp, w.num_seqs, Tp), "fixed"))
         gpu = sum(o.seconds for o in out)
         launch = launch_s(cp, w.num_seqs, T)
-        g = gpu if launch else graphed_s(cp, w.num_seqs, T, gpu)
+        g = gpu if launch else graphed_s(cp, w.num_seqs, T, gpu)  # a piecewise graph's gaps, if any
         if cp[P.SPEC_TOKENS]:
             d = draft_s(cp, w.num_seqs, T, w.context_tokens, w.attn_pairs, w.num_sampled, w.single_row_context)
             out.append(OpCost("drafter", 0.0, 0.0, d, "drafter"))
             g += d
-        # what the step takes beyond the GPU's work (host.step_wall_s): the launches first, then the
-        # engine core's CPU work not hidden behind the GPU's
-        extra = step_wall_s(cp, g, engine_cpu_s(cp, w.num_seqs, T), launch)
-        extra -= g
-        shown = g - gpu - (d if cp[P.SPEC_TOKENS] else 0.0) + min(launch, extra)
-        if shown > 0.0:
-            out.append(OpCost("launch", 0.0, 0.0, shown, "cpu-launch"))
-        extra -= min(launch, extra)
+        # what the step takes beyond the GPU's work (host.step_wall_s): the launches (or a piecewise
+        # graph's gaps) first, then the engine core's CPU work not hidden behind the GPU's
+        beyond = step_wall_s(cp, g, engine_cpu_s(cp, w.num_seqs, T), launch) - g
+        launched = min(launch, beyond) if launch else g - gpu - (d if cp[P.SPEC_TOKENS] else 0.0)
+        if launched > 0.0:
+            out.append(OpCost("launch", 0.0, 0.0, launched, "cpu-launch"))
         if cp[P.ENGINE_STEP_S] or cp[P.ENGINE_PER_SEQ_S] or cp[P.ENGINE_PER_TOKEN_S]:
-            out.append(OpCost("engine_cpu", 0.0, 0.0, extra, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu"))
+            cpu_part = beyond - (launched if launch else 0.0)
+            out.append(OpCost("engine_cpu", 0.0, 0.0, cpu_part, "cpu-overlapped" if cp[P.ASYNC_SCHEDULING] else "cpu"))
         if w.lora_loads or w.lora_disk_loads:
             load = w.lora_loads * cp[P.LORA_LOAD_S] + w.lora_disk_loads * cp[P.LORA_DISK_LOAD_S]
             out.append(OpCost("lora_load", 0.0, 0.0, load, "host"))

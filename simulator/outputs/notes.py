@@ -196,7 +196,7 @@ def run_notes(summary: dict, result) -> list[str]:
 # h200_moe_2026-11-30 and h200_mla_2026-11-30). servesim prices their MoE layers' host time on one Hopper
 # GPU (cost.fused_moe_eager_layers) and its launches a request (cost.launch_s); the measurements spread
 # widely, and DeepSeek-V2-Lite's served steps are longer than servesim's.
-UNGRAPHED_CLAIM = "such MoE steps were measured 2-3x as long as with graphs, and spread widely"
+UNGRAPHED_CLAIM = "such MoE steps were measured 2-3.5x as long as with graphs, and spread widely"
 UNGRAPHED_MOE = (
     f"{UNGRAPHED_CLAIM} (one H200: Qwen3-30B-A3B on vLLM 0.26, 63-90 ms at 640-768 requests offline on two "
     "machines and 25.5-28.9 ms with graphs, where servesim gives 57-64 ms; the recorded vLLM and SGLang servers "
