@@ -27,6 +27,9 @@
 #                    B, async scheduling ASYNC (on, off, default)
 #                    (moeprof, steps: STEPS_PROMPTS=320,64-576 times each batch with each set of prompt
 #                    lengths, moe_steps.py --prompts; default 32 tokens each)
+#   gaps M B,.. ASYNC  where model M's decode steps at batches B leave the GPU idle, async scheduling
+#                    ASYNC (on, off, default): vLLM's profiler on its engine core (step_gaps.py;
+#                    STEPS_PROMPTS=N: prompts of N tokens, default 1,024)
 #   jitprobe M N,..  an offline engine of model M (dummy weights, graphs up to 1,024 tokens) runs one
 #                    step of each token count N in order and lists the Triton kernels each compiled
 #                    (jit_probe.py)
@@ -82,7 +85,7 @@ while [ $# -gt 0 ]; do
       rm -f $SITE/sitecustomize.py && echo "no sitecustomize in $SITE" ;;
     lanes)
       plan=$1; shift
-      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|trace|plain|lanes|wait|moesteps|moeprof|prefill|steps|jitprobe|collect)$ ]]; do
+      while [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [[ "$1" =~ ^(stash|install|sginstall|check|sgcheck|sampler|routing|trace|plain|lanes|wait|moesteps|moeprof|prefill|steps|gaps|jitprobe|collect)$ ]]; do
         lane=$1; shift
         rm -f $E2E/results/$lane/DONE $E2E/results/$lane/FAILED
         setsid nohup python3 tools/e2e/lane.py --plan "$plan" --lane "$lane" --root $E2E > $E2E/logs/$lane.log 2>&1 < /dev/null &
@@ -122,6 +125,10 @@ while [ $# -gt 0 ]; do
       cap=$1; batches=$2; async=$3; shift 3; model=${STEPS_MODEL:-llama-3.1-8b}
       python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --prompts ${STEPS_PROMPTS:-32} --root $E2E --out $E2E/results/steps_${model}_${cap}_$async${STEPS_PROMPTS:+_spread}.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1
       tail -12 $E2E/logs/steps_${model}_${cap}_$async.log | cut -c1-300 ;;
+    gaps)
+      model=$1; batches=$2; async=$3; shift 3
+      python3 tools/e2e/step_gaps.py --model $model --batches $batches --async-scheduling $async --prompt ${STEPS_PROMPTS:-1024} --root $E2E --out $E2E/results/step_gaps_${model}_$async.json > $E2E/logs/step_gaps_${model}_$async.log 2>&1
+      grep -v "^INFO\|^WARNING\|^(EngineCore" $E2E/logs/step_gaps_${model}_$async.log | tail -30 | cut -c1-400 ;;
     jitprobe)
       model=$1; tokens=$2; shift 2
       python3 tools/e2e/jit_probe.py --model $model --tokens $tokens --root $E2E --out $E2E/results/jit_probe_$model.json > $E2E/logs/jit_probe_$model.log 2>&1

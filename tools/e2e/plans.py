@@ -655,6 +655,20 @@ def gptoss_grid_lanes() -> list[dict]:
 FRESH_POINTS = (GRID_POINTS[0], GRID_POINTS[2])
 
 
+# gptoss_long8k_h200 (one GPU, after `device.sh routing`): the grid's 1k/8k shape at the two
+# concurrencies it left out (16 and 128), on a server just started, with no warm-up, then at 256,
+# where the KV cache binds (servesim's pool: 1.89 million tokens; 256 such requests need 2.36 million).
+LONG8K_POINTS = (
+    ("1k8k_c16", 1024, 16, 16, 8192),
+    ("1k8k_c128", 1024, 128, 128, 8192),
+    ("1k8k_c256", 1024, 256, 256, 8192),
+)
+
+
+def gptoss_long8k_lanes() -> list[dict]:
+    return [spread_lane("gptoss120b_long8k", "gpt-oss-120b", LONG8K_POINTS, timeout_s=500)]
+
+
 def gptoss20b_fresh_lanes() -> list[dict]:
     return [spread_lane("gptoss20b_fresh", "gpt-oss-20b", FRESH_POINTS, timeout_s=120)]
 
@@ -1108,6 +1122,7 @@ def main() -> None:
         ("gptoss_blind_h200", gptoss_blind_lanes()),
         ("gptoss_grid_h200", gptoss_grid_lanes()),
         ("gptoss20b_fresh_h200", gptoss20b_fresh_lanes()),
+        ("gptoss_long8k_h200", gptoss_long8k_lanes()),
         ("gptoss_pool_h200", gptoss_pool_lanes()),
         ("gptoss_stall_h200", gptoss_stall_lanes()),
         ("sglang_h200", sglang_lanes()),
