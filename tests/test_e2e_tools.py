@@ -1037,6 +1037,46 @@ def test_prompt_lengths_even_or_spread_with_the_same_mean():
     assert ms.prompt_lengths("64-576", 1, random.Random(0)) == [64]
 
 
+def test_step_gaps_splits_a_steps_idle_time_between_the_graph_the_work_outside_it_and_a_late_host():
+    """``step_gaps.gaps`` on a hand-built trace (us): three replays of a two-kernel graph (launched at
+    0, 100 and 250), each kernel 40 long with 5 idle between them; one sampler kernel after each of the
+    first two graphs, launched in time after the first and 30 late after the second; a prefill's
+    one-kernel graph before them all, which is no decode step."""
+    sg = _load("step_gaps")
+    ev = []
+
+    def kernel(ts, dur, corr, name="k"):
+        ev.append({"cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": {"correlation": corr}})
+
+    def launch(ts, corr, name="cudaLaunchKernel"):
+        ev.append({"cat": "cuda_runtime", "name": name, "ts": ts, "dur": 1, "args": {"correlation": corr}})
+
+    launch(-60, 9, "cudaGraphLaunch")
+    kernel(-50, 30, 9, "prefill")
+    for i, start in enumerate((0, 100, 250)):
+        launch(start - 10, i, "cudaGraphLaunch")
+        kernel(start, 40, i, "a")
+        kernel(start + 45, 40, i, "b")
+    launch(80, 10)  # before the first graph ends at 85: queued
+    kernel(90, 5, 10, "sample")
+    launch(215, 11)  # after the second graph ends at 185: late
+    kernel(215, 5, 11, "sample")
+    g = sg.gaps(ev, min_gap_us=3.0)
+    d = g["decode"]
+    assert d["steps"] == 2 and d["graph_kernels"] == 2
+    assert d["interval_ms"] == pytest.approx(0.125)  # graph to graph: 100 and 150
+    assert d["graph_ms"] == pytest.approx(0.085) and d["graph_busy_ms"] == pytest.approx(0.080)
+    assert d["graph_idle_ms"] == pytest.approx(0.005)
+    assert d["outside_ms"] == pytest.approx(0.040) and d["outside_busy_ms"] == pytest.approx(0.005)
+    # Idle stretches of 3 us or more, summed over the generation and shared over its steps (two + 1).
+    # Host late (the next kernel launched after the GPU fell idle): the first graph (launched at -10,
+    # the GPU idle since -20: 20), the second sampler (launched at 215, idle since 185: 30), the third
+    # graph (launched at 240, idle since 220: 30). Queued: 5 inside each graph, and 5 either side of the
+    # first sampler (launched at 80, before the graph ended at 85).
+    assert g["idle_host_late_ms_per_step"] == pytest.approx((20 + 30 + 30) / 3 / 1e3)
+    assert g["idle_queued_ms_per_step"] == pytest.approx((3 * 5 + 5 + 5) / 3 / 1e3)
+
+
 def test_jit_probe_lists_each_compiled_variant_with_its_signature(tmp_path):
     """``jit_probe.kernels`` reads a Triton cache: one entry per compiled variant (a folder), named
     by its metadata, with the signature line of its TTIR; group files and unreadable metadata skipped."""

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -56,25 +58,71 @@ def load_events(path: Path) -> list[dict]:
         return json.load(f).get("traceEvents", [])
 
 
-def gaps(events: list[dict], min_gap_us: float) -> dict:
-    """The GPU's idle stretches of a trace, by who made it wait (the module's docstring)."""
-    kernels = sorted((e for e in events if e.get("cat") == "kernel" and "dur" in e), key=lambda e: float(e["ts"]))
-    runtime = {}
-    for e in events:
-        if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {}):
-            runtime[e["args"]["correlation"]] = e
-    graph_launches = sorted(
-        float(e["ts"]) for e in events if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaGraphLaunch"
+def decode_steps(events: list[dict]) -> dict:
+    """The steady decode steps of a trace, each the replay of the step's CUDA graph (the graph launches
+    that ran the most kernels; a prefill's piecewise graphs run fewer): medians over the steps, in ms,
+    of the interval from one step's graph to the next, the graph's span, the GPU's busy time in it and
+    the idle time between its kernels, and the work outside it (kernels and copies before the next
+    graph: the LM head where it is not captured, sampling, the next step's input copies)."""
+    work = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), (e.get("args") or {}).get("correlation"))
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e
     )
+    by_launch: dict = defaultdict(list)
+    for w in work:
+        by_launch[w[2]].append(w)
+    graphs = [
+        by_launch[(e.get("args") or {}).get("correlation")]
+        for e in sorted(events, key=lambda e: float(e.get("ts", 0)))
+        if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaGraphLaunch"
+    ]
+    size = max((len(g) for g in graphs), default=0)
+    steps = [sorted(g) for g in graphs if g and len(g) == size]
+    rows = []
+    for g, nxt in itertools.pairwise(steps):
+        start, end = g[0][0], max(w[1] for w in g)
+        busy, reach = 0.0, start
+        for t0, t1, _ in g:
+            if t1 > reach:
+                busy += t1 - max(t0, reach)
+                reach = t1
+        outside = [w for w in work if w[0] >= end and w[1] <= nxt[0][0]]
+        rows.append(
+            {
+                "interval": nxt[0][0] - start,
+                "graph": end - start,
+                "graph_busy": busy,
+                "graph_idle": end - start - busy,
+                "outside": nxt[0][0] - end,
+                "outside_busy": sum(w[1] - w[0] for w in outside),
+                "outside_items": len(outside),
+            }
+        )
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
+    return {
+        "steps": len(rows),
+        "graph_kernels": size,
+        **{f"{k}_ms": v / 1e3 for k, v in med.items() if k != "outside_items"},
+        "outside_items": med.get("outside_items", 0),
+    }
+
+
+def gaps(events: list[dict], min_gap_us: float) -> dict:
+    """The GPU's idle stretches of a trace, by who made it wait (the module's docstring), and its
+    decode steps (``decode_steps``)."""
+    kernels = sorted((e for e in events if e.get("cat") == "kernel" and "dur" in e), key=lambda e: float(e["ts"]))
+    launches = {}  # the runtime's and the driver's launch calls (Triton's kernels go through the driver)
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {}):
+            launches[e["args"]["correlation"]] = e
     notes_by_tid: dict = defaultdict(list)
     for e in events:
         if e.get("cat") in ANNOTATIONS and "dur" in e and e.get("ph") == "X":
             notes_by_tid[e.get("tid")].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"][:80]))
-    for v in notes_by_tid.values():
-        v.sort()
     if not kernels:
         return {"kernels": 0}
-    busy, end = 0.0, float(kernels[0]["ts"])
+    end = float(kernels[0]["ts"])
     host_late = queued = 0.0
     pairs: dict = defaultdict(lambda: {"us": 0.0, "n": 0, "host_late_us": 0.0, "open": Counter()})
     prev = kernels[0]
@@ -82,10 +130,9 @@ def gaps(events: list[dict], min_gap_us: float) -> dict:
         t0, t1 = float(k["ts"]), float(k["ts"]) + float(k["dur"])
         gap = t0 - end
         if gap >= min_gap_us:
-            launch = runtime.get((k.get("args") or {}).get("correlation"))
+            launch = launches.get((k.get("args") or {}).get("correlation"))
             late = launch is not None and float(launch["ts"]) > end
-            key = f"{prev['name'][:60]} -> {k['name'][:60]}"
-            p = pairs[key]
+            p = pairs[f"{prev['name'][:60]} -> {k['name'][:60]}"]
             p["us"] += gap
             p["n"] += 1
             if late:
@@ -98,36 +145,37 @@ def gaps(events: list[dict], min_gap_us: float) -> dict:
             else:
                 queued += gap
         if t1 > end:
-            busy += t1 - max(t0, end)
             end = t1
             prev = k
-    window = end - float(kernels[0]["ts"])
-    steps = max(len(graph_launches), 1)
+    decode = decode_steps(events)
+    n = max(decode["steps"] + 1, 1)  # the gaps were summed over the whole generation (its prefill too)
     top = sorted(pairs.items(), key=lambda kv: kv[1]["us"], reverse=True)[:15]
     return {
         "kernels": len(kernels),
-        "graph_launches": len(graph_launches),
-        "window_ms": window / 1e3,
-        "busy_ms": busy / 1e3,
-        "idle_host_late_ms": host_late / 1e3,
-        "idle_queued_ms": queued / 1e3,
-        "per_step": {
-            "window_ms": window / steps / 1e3,
-            "busy_ms": busy / steps / 1e3,
-            "idle_host_late_ms": host_late / steps / 1e3,
-            "idle_queued_ms": queued / steps / 1e3,
-        },
+        "decode": decode,
+        "idle_host_late_ms_per_step": host_late / n / 1e3,
+        "idle_queued_ms_per_step": queued / n / 1e3,
         "top": [
             {
                 "pair": key,
-                "ms_per_step": p["us"] / steps / 1e3,
-                "count_per_step": p["n"] / steps,
-                "host_late_ms_per_step": p["host_late_us"] / steps / 1e3,
+                "ms_per_step": p["us"] / n / 1e3,
+                "count_per_step": p["n"] / n,
+                "host_late_ms_per_step": p["host_late_us"] / n / 1e3,
                 "open": dict(p["open"].most_common(6)),
             }
             for key, p in top
         ],
     }
+
+
+def read(paths: list[str], min_gap_us: float) -> int:
+    """Print the analysis of traces kept by an earlier run (``--read``)."""
+    for path in paths:
+        g = gaps(load_events(Path(path)), min_gap_us)
+        print(Path(path).name, json.dumps({k: v for k, v in g.items() if k != "top"}))
+        for t in g["top"][:5]:
+            print("   ", json.dumps(t)[:300])
+    return 0
 
 
 def main() -> int:
@@ -142,11 +190,16 @@ def main() -> int:
     ap.add_argument("--min-gap-us", type=float, default=3.0)
     ap.add_argument("--async-scheduling", choices=("default", "on", "off"), default="default")
     ap.add_argument("--root", default="/root/e2e")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="the JSON to write (a run on the device)")
+    ap.add_argument("--read", nargs="+", help="analyse traces an earlier run kept instead")
     a = ap.parse_args()
+    if a.read:
+        return read(a.read, a.min_gap_us)
     import vllm
     from vllm import LLM, SamplingParams
 
+    if not a.out:
+        ap.error("--out is required on the device")
     out_path = Path(a.out)
     prof_dir = Path(tempfile.mkdtemp(prefix="step_gaps_"))
     mdir, tdir = model_dir(Path(a.root), a.model)
