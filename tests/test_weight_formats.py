@@ -412,6 +412,33 @@ def test_a_hybrid_model_is_noted_with_its_pool():
     assert not [n for n in scenario_notes(plain) if "sliding-window" in n]
 
 
+def test_dummy_weights_on_a_biased_router_are_noted_and_priced_on_its_few_experts():
+    """Dummy weights on gpt-oss (a router with a bias) are noted, and its decode step reads the top-4
+    experts' weights only, so it is shorter than the real checkpoint's; a model whose router has no
+    bias (Qwen3-30B-A3B) and real weights get no such note."""
+    from simulator.engine.cost import StepWork
+    from simulator.outputs.notes import scenario_notes
+    from simulator.resolve import cost_model, engine_defaults, load_arch
+    from simulator.scenario.hardware import load_gpu
+
+    def scenario(*over):
+        return load_scenario(None, ["model=gpt-oss-120b", "hardware.gpu=h200", *over])[0]
+
+    dummy = scenario("engine.load_format=dummy")
+    (note,) = [n for n in scenario_notes(dummy) if "load_format 'dummy'" in n]
+    assert "the same 4 of 128 experts" in note
+    assert not [n for n in scenario_notes(scenario()) if "load_format 'dummy'" in n]
+    qwen = load_scenario(None, ["model=qwen3-30b-a3b", "hardware.gpu=h200", "engine.load_format=dummy"])[0]
+    assert not [n for n in scenario_notes(qwen) if "load_format 'dummy'" in n]
+    work = StepWork(num_seqs=16, num_tokens=16, num_decode_tokens=16, context_tokens=16 * 4096, num_sampled=16)
+
+    def step_s(sc):
+        gpu = load_gpu(sc.hardware.gpu)
+        return cost_model(sc, load_arch(sc), gpu, *engine_defaults(gpu, sc)).step_time(work)
+
+    assert step_s(dummy) < 0.6 * step_s(scenario())
+
+
 def test_the_windows_set_aside_are_those_of_the_requests_that_can_run_at_once():
     """A closed loop of 64 clients never has more than 64 requests running: their windows are set
     aside, not max_num_seqs'; an open loop has no such bound."""
