@@ -407,7 +407,7 @@ def mark_stalls(runs: list[dict]) -> None:
         if not entry.get("confounded") or str(entry["confounded"]).startswith(STALLED):
             entry["confounded"] = (
                 f"{STALLED} {total:.1f} s in {len(found)} pauses of over {checks.STALL_S:g} s with requests in flight or waiting "
-                "(a pause servesim does not price: tools/e2e/checks.py, stalls)"
+                "(servesim prices a first-use compile's pause, not which requests it lands on: tools/e2e/checks.py, stalls)"
             )
 
 
