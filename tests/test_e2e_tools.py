@@ -1075,6 +1075,8 @@ def test_step_gaps_splits_a_steps_idle_time_between_the_graph_the_work_outside_i
     # first sampler (launched at 80, before the graph ended at 85).
     assert g["idle_host_late_ms_per_step"] == pytest.approx((20 + 30 + 30) / 3 / 1e3)
     assert g["idle_queued_ms_per_step"] == pytest.approx((3 * 5 + 5 + 5) / 3 / 1e3)
+    # within the decode steps (after the first graph starts, up to the last's): the last two, per step
+    assert g["idle_host_late_in_decode_ms_per_step"] == pytest.approx((30 + 30) / 2 / 1e3)
 
 
 def test_jit_probe_lists_each_compiled_variant_with_its_signature(tmp_path):

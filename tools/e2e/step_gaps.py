@@ -8,18 +8,23 @@ prefix caching off; ``--async-scheduling`` as given). For each batch B: B prompt
 tokens; a decode step timed as ``moe_steps.py`` times it (two generations, ``--short`` and ``--long``
 tokens, differenced); then one generation of ``--traced`` tokens under vLLM's torch profiler
 (``profiler_config``: kernels, the CUDA runtime's calls and the engine's own annotations, no stacks),
-and of that trace, per decode step (the steps are the CUDA-graph replays):
+and of that trace:
 
-- the GPU's busy time (the union of kernel intervals) and the window from the first kernel to the
-  last;
-- every idle stretch between two kernels of at least ``--min-gap-us``, split by who made it wait:
-  ``host_late`` where the kernel after it was launched after the one before had ended (the GPU had
-  nothing queued: the host was late), ``queued`` where it had been launched before (a wait on the
-  GPU's side: between the nodes of a graph, or on an event);
+- its steady decode steps (``decode_steps``: each the replay of the step's CUDA graph), medians of
+  the interval from one graph to the next, the graph's span, the GPU's busy time in it and the idle
+  time between its kernels, and the span and busy time of the work outside it;
+- every idle stretch between two kernels of at least ``--min-gap-us``, over the whole generation and
+  shared over its steps, split by who made it wait: ``host_late`` where the kernel after it was
+  launched after the one before had ended (the GPU had nothing queued: the host was late),
+  ``queued`` where it had been launched before (a wait on the GPU's side: between the nodes of a
+  graph, or on an event); and of the host's, the part within the steady decode steps;
 - the pairs (kernel before, kernel after) that hold the most idle time, each with the engine's
   annotations open on the launching thread when the host was late.
 
-The raw trace of each batch is kept beside the output, gzip-compressed, for a second look.
+The raw trace of each batch is kept beside the output, gzip-compressed; ``--read TRACE...`` prints
+the same analysis of kept traces (here, with no GPU):
+
+    python tools/e2e/step_gaps.py --read data/profiles/step_gaps/*.trace.json.gz
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ def decode_steps(events: list[dict]) -> dict:
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
     return {
         "steps": len(rows),
+        "first_us": steps[0][0][0] if steps else 0.0,  # the first step's graph starts, and the last's
+        "last_us": steps[-1][0][0] if steps else 0.0,
         "graph_kernels": size,
         **{f"{k}_ms": v / 1e3 for k, v in med.items() if k != "outside_items"},
         "outside_items": med.get("outside_items", 0),
@@ -122,8 +129,9 @@ def gaps(events: list[dict], min_gap_us: float) -> dict:
             notes_by_tid[e.get("tid")].append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"][:80]))
     if not kernels:
         return {"kernels": 0}
+    decode = decode_steps(events)
     end = float(kernels[0]["ts"])
-    host_late = queued = 0.0
+    host_late = queued = late_in_decode = 0.0
     pairs: dict = defaultdict(lambda: {"us": 0.0, "n": 0, "host_late_us": 0.0, "open": Counter()})
     prev = kernels[0]
     for k in kernels:
@@ -138,6 +146,8 @@ def gaps(events: list[dict], min_gap_us: float) -> dict:
             if late:
                 host_late += gap
                 p["host_late_us"] += gap
+                if decode["first_us"] < t0 <= decode["last_us"]:
+                    late_in_decode += gap
                 mid = (end + float(launch["ts"])) / 2
                 for a, b, name in notes_by_tid.get(launch.get("tid"), []):
                     if a <= mid <= b:
@@ -147,13 +157,14 @@ def gaps(events: list[dict], min_gap_us: float) -> dict:
         if t1 > end:
             end = t1
             prev = k
-    decode = decode_steps(events)
     n = max(decode["steps"] + 1, 1)  # the gaps were summed over the whole generation (its prefill too)
     top = sorted(pairs.items(), key=lambda kv: kv[1]["us"], reverse=True)[:15]
     return {
         "kernels": len(kernels),
         "decode": decode,
         "idle_host_late_ms_per_step": host_late / n / 1e3,
+        # of it, within the steady decode steps (after the first one's graph starts, up to the last's)
+        "idle_host_late_in_decode_ms_per_step": late_in_decode / max(decode["steps"], 1) / 1e3,
         "idle_queued_ms_per_step": queued / n / 1e3,
         "top": [
             {
