@@ -93,6 +93,8 @@ def _dummy_routing_notes(name: str, groups: list[Scenario]) -> list[str]:
             m = load_model(g.model)
         except ConfigError:
             continue  # said where the scenario is built
+        if not (m.is_moe and m.router_bias):
+            continue
         note = (
             f"{name}: engine.load_format 'dummy' on {m.name}: its dummy router sends every token to the same "
             f"{m.experts_per_token} of {m.num_experts} experts, as a vLLM server with dummy weights does, so "
@@ -100,7 +102,7 @@ def _dummy_routing_notes(name: str, groups: list[Scenario]) -> list[str]:
             "recorded on a server routed as a real checkpoint, 4.8 ms priced with dummy routing); leave it 'auto' "
             "to price a real checkpoint's routing"
         )
-        if m.is_moe and m.router_bias and note not in out:
+        if note not in out:
             out.append(note)
     return out
 

@@ -211,6 +211,17 @@ def trace(timed, n: int) -> dict:
     return summarize(events, wall)
 
 
+def busy_time(spans) -> float:
+    """The length of the union of intervals ``spans`` ((start, end, ...) tuples, sorted by start): the
+    time a GPU was busy with the kernels they time."""
+    busy, end = 0.0, float("-inf")
+    for t0, t1, *_ in spans:
+        if t1 > end:
+            busy += t1 - max(t0, end)
+            end = t1
+    return busy
+
+
 def summarize(events: list[dict], wall: float) -> dict:
     """A chrome trace's kernels and launch calls, summed (``trace``)."""
     kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
@@ -219,11 +230,7 @@ def summarize(events: list[dict], wall: float) -> dict:
         by_name[e["name"][:90]] += float(e["dur"])
         count[e["name"][:90]] += 1
     spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels)
-    busy, end = 0.0, float("-inf")
-    for t0, t1 in spans:  # the union of the kernels' intervals
-        if t1 > end:
-            busy += t1 - max(t0, end)
-            end = t1
+    busy = busy_time(spans)
     launches = Counter(e["name"] for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCHES)
     return {
         "wall_us": wall * 1e6,

@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lane import model_dir
-from moe_steps import generate_s, offline_engine
+from moe_steps import busy_time, generate_s, offline_engine
 
 ANNOTATIONS = ("user_annotation", "gpu_user_annotation", "cpu_op", "python_function")
 
@@ -87,11 +87,7 @@ def decode_steps(events: list[dict]) -> dict:
     rows = []
     for g, nxt in itertools.pairwise(steps):
         start, end = g[0][0], max(w[1] for w in g)
-        busy, reach = 0.0, start
-        for t0, t1, _ in g:
-            if t1 > reach:
-                busy += t1 - max(t0, reach)
-                reach = t1
+        busy = busy_time(g)
         outside = [w for w in work if w[0] >= end and w[1] <= nxt[0][0]]
         rows.append(
             {
