@@ -131,14 +131,16 @@ def test_profile_report_splits_time_by_activity_within_the_run(tmp_path):
 
 def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp_path):
     """cpu_report.py on a made-up lane whose API server spends 60 us a streamed token, 10 ns more
-    a token for each stream open, and 2 ms a prompt taken in; its engine core 30 us a token."""
+    a token for each stream open, and 2 ms a prompt taken in; its engine core 30 us a token; its
+    benchmark client is on the CPU half the time; the API server ran on CPU 3 in 3 readings of 4."""
     lane = tmp_path / "lane"
     (lane / "r1").mkdir(parents=True)
     spec = {"runs": [{"name": "r1", "prompt": 128}]}
     (lane / "lane.json").write_text(json.dumps({"lane": spec, "runs": [{"name": "r1", "server_pid": 7}]}))
+    (lane / "host_probe_before.json").write_text(json.dumps({"per_cpu_us": {"0": 3.9, "3": 5.25}}))
     rng = np.random.default_rng(0)
     tokens = prompts = api = engine = 0.0
-    cpu, metrics = ["t,pid,process,cpu_s"], []
+    cpu, metrics = ["t,pid,process,cpu_s,cpu"], []
     for t in range(61):
         streams = 100 + 15 * t  # 100 to 1,000 streams open
         if 0 < t < 60:
@@ -146,7 +148,11 @@ def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp
             tokens, prompts = tokens + dt, prompts + dp
             api += dt * (60e-6 + 10e-9 * streams) + dp * 2e-3
             engine += dt * 30e-6
-        cpu += [f"{t}.000,7,python3,{api:.6f}", f"{t}.000,8,VLLM::EngineCor,{engine:.6f}"]
+        cpu += [
+            f"{t}.000,7,python3,{api:.6f},{0 if t % 4 == 0 else 3}",
+            f"{t}.000,8,VLLM::EngineCor,{engine:.6f},5",
+            f"{t}.000,9,client:python3,{0.5 * t:.6f},6",
+        ]
         metrics.append(
             {
                 "t": t,
@@ -168,6 +174,8 @@ def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp
     assert float(row[2]) == pytest.approx(30.0, abs=0.05)  # the engine core's us a token
     # the API server's: 60 us, 10 ns x 550 streams on average, 2 ms x 20 prompts / 9,000 tokens
     assert float(row[1]) == pytest.approx(60 + 5.5 + 2000 * 20 / 9000, rel=0.03)
+    assert float(row[5]) == pytest.approx(0.5)  # the client's share of the wall time on the CPU
+    assert " ".join(row[6:]) == "cpu 3 (75%, 5.25 us)"
     fit = re.search(r"([\d.]+) us a streamed token \+ ([\d.-]+) ns a token per stream open \+ ([\d.-]+) us a", out)
     assert [float(x) for x in fit.groups()] == pytest.approx([60.0, 10.0, 2000.0], rel=0.01)
 
@@ -785,8 +793,12 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     assert (out / "two" / "planned.csv").read_text().count("\n") == 10 and not list(out.glob("*/dataset*.jsonl"))
     # the server's processes' CPU seconds, read from /proc once a second: the stand-in server is the
     # session's leader, its readings never fall
-    cpu = list(csv.DictReader((out / "c4" / "cpu.csv").open()))
+    rows = list(csv.DictReader((out / "c4" / "cpu.csv").open()))
+    cpu = [r for r in rows if not r["process"].startswith("client:")]
     assert cpu and {r["pid"] for r in cpu} == {str(meta["runs"][0]["server_pid"])}
+    # the benchmark's client read beside it (when it ran through a reading), and every row's CPU
+    assert {int(r["pid"]) for r in rows if r not in cpu} <= set(meta["runs"][0]["client_pids"])
+    assert meta["runs"][0]["client_pids"] and all(int(r["cpu"]) >= 0 for r in rows)
     seconds = [float(r["cpu_s"]) for r in cpu]
     assert seconds == sorted(seconds) and seconds[0] > 0
     assert "--tokenizer" in meta["runs"][0]["commands"][0] and "bench_tokens.py" in meta["runs"][0]["commands"][0]

@@ -5,7 +5,9 @@ server's session leader), others skipped.
     python tools/e2e/cpu_report.py data/e2e/NAME/LANE [...] [--window 5]
 
 Per run: the API server's and the engine core's CPU seconds per output token over the run, and the
-share of the wall time the API server was on the CPU (near 1: it is the limit). Over every window of
+share of the wall time the API server was on the CPU (near 1: it is the limit), and the benchmark's
+clients' (summed over their processes; nan where the lane did not read them), and the CPU the API
+server was found on most often with that CPU's timing in the lane's probe (``per_cpu_us``). Over every window of
 ``--window`` seconds of the runs given, a least-squares fit of the API server's CPU seconds in the
 window to its output tokens, those tokens times the requests open (running and waiting: the streams
 it holds), and the prompts it took in (the prompt tokens counted over the run's prompt length):
@@ -27,7 +29,14 @@ def series(run: Path, server_pid: int) -> dict[str, np.ndarray]:
     core's CPU seconds, and the server's counters, at each CPU reading."""
     cpu = list(csv.DictReader((run / "cpu.csv").open()))
     api = [(float(r["t"]), float(r["cpu_s"])) for r in cpu if int(r["pid"]) == server_pid]
+    # the CPU the API server last ran on at each reading, where the lane read it (from 2026-12-04)
+    api_cpu = [int(r["cpu"]) if r.get("cpu") not in (None, "") else -1 for r in cpu if int(r["pid"]) == server_pid]
     eng = [(float(r["t"]), float(r["cpu_s"])) for r in cpu if r["process"].startswith("VLLM::Engine")]
+    # the benchmark's clients, where the lane read them (from 2026-12-04): their CPU seconds summed
+    by_t: dict[float, float] = {}
+    for r in cpu:
+        if r["process"].startswith("client:"):
+            by_t[float(r["t"])] = by_t.get(float(r["t"]), 0.0) + float(r["cpu_s"])
     rows = [m for m in csv.DictReader((run / "metrics.csv").open()) if m.get("vllm:generation_tokens_total")]
     mt = np.array([float(m["t"]) for m in rows])
 
@@ -39,10 +48,23 @@ def series(run: Path, server_pid: int) -> dict[str, np.ndarray]:
         "t": t,
         "api": np.array([a[1] for a in api]),
         "engine": np.interp(t, [e[0] for e in eng], [e[1] for e in eng]) if eng else np.zeros_like(t),
+        "client": np.interp(t, sorted(by_t), [by_t[k] for k in sorted(by_t)]) if by_t else np.full_like(t, np.nan),
         "tokens": at("vllm:generation_tokens_total", t),
         "prompt_tokens": at("vllm:prompt_tokens_total", t),
         "open": at("vllm:num_requests_running", t) + at("vllm:num_requests_waiting", t),
+        "api_cpu": np.array(api_cpu),
     }
+
+
+def main_cpu(cpus: np.ndarray, probe: dict) -> str:
+    """The CPU the API server was found on most often, the share of readings, and that CPU's
+    timing in the lane's probe before it (``per_cpu_us``): "cpu 5 (80%, 4.12 us)"; "" where unread."""
+    cpus = cpus[cpus >= 0]
+    if cpus.size == 0:
+        return ""
+    k = int(np.bincount(cpus).argmax())
+    us = (probe.get("per_cpu_us") or {}).get(str(k))
+    return f"cpu {k} ({np.mean(cpus == k):.0%}{f', {us:.2f} us' if us is not None else ''})"
 
 
 def main() -> int:
@@ -51,9 +73,14 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=5, help="seconds a window of the fit spans (default 5)")
     a = ap.parse_args()
     X, Y = [], []
-    print(f"{'run':<32} {'API us/token':>12} {'engine us/token':>15} {'API on CPU':>10} {'tokens/s':>9}")
+    print(
+        f"{'run':<32} {'API us/token':>12} {'engine us/token':>15} {'API on CPU':>10} {'tokens/s':>9}"
+        f" {'client on CPU':>13}  API server's CPU"
+    )
     for lane in a.lanes:
         meta = json.loads((lane / "lane.json").read_text())
+        probe_path = lane / "host_probe_before.json"
+        probe = json.loads(probe_path.read_text()) if probe_path.is_file() else {}
         args = meta["lane"].get("serve_args", [])
         if "--api-server-count" in args and int(args[args.index("--api-server-count") + 1]) > 1:
             print(f"{lane.name}: skipped (more than one API server: the session's leader is not one of them)")
@@ -74,9 +101,11 @@ def main() -> int:
                 f"{lane.name + '/' + info['name']:<32} {(s['api'][j] - s['api'][i]) / tok * 1e6:>12.1f}"
                 f" {(s['engine'][j] - s['engine'][i]) / tok * 1e6:>15.1f}"
                 f" {(s['api'][j] - s['api'][i]) / (s['t'][j] - s['t'][i]):>10.2f} {tok / (s['t'][j] - s['t'][i]):>9.0f}"
+                f" {(s['client'][j] - s['client'][i]) / (s['t'][j] - s['t'][i]):>13.2f}"
+                f"  {main_cpu(s['api_cpu'][i : j + 1], probe)}"
             )
             for k in range(i, j - a.window + 1, a.window):
-                d = {n: v[k + a.window] - v[k] for n, v in s.items() if n != "open"}
+                d = {n: v[k + a.window] - v[k] for n, v in s.items() if n not in ("open", "client", "api_cpu")}
                 if d["tokens"] < 1000:  # a window with hardly any streaming says nothing of a token's cost
                     continue
                 streams = s["open"][k : k + a.window + 1].mean()

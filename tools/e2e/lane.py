@@ -28,7 +28,8 @@ For each run, under ROOT/results/LANE/RUN/: bench.json (`vllm bench serve`'s res
 per-request arrays), requests.csv (a row per request: start, lengths, TTFT, latency, ITL
 quantiles), planned.csv (the lengths asked), itl_quantiles.csv (every inter-token latency of the
 run), metrics.csv (the server's /metrics once a second), cpu.csv (each server process's CPU seconds
-so far, once a second, from /proc: unprofiled, what its API server and engine core spend),
+so far, once a second, from /proc: unprofiled, what its API server and engine core spend; the
+benchmark's client processes too, named ``client:...``; and the CPU each last ran on),
 steps.csv (the engine's iteration log: a row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
 host_probe_before.json / _after.json and lane.json (commands, versions, timings, checks).
 """
@@ -278,10 +279,13 @@ def with_sglang_site(env: dict, root: Path) -> dict:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def process_cpu(group: int) -> list[tuple[int, str, float]]:
-    """(pid, name, CPU seconds so far: user + system) of every live process of the session ``group``
-    (the server's: it starts in a session of its own), read from /proc; the API server is the
-    session's leader with one API server, the engine core a process named ``VLLM::EngineCor``."""
+def process_cpu(group: int, clients: tuple[int, ...] = ()) -> list[tuple[int, str, float, int]]:
+    """(pid, name, CPU seconds so far: user + system, the CPU it last ran on) of every live process of
+    the session ``group`` (the server's: it starts in a session of its own), and of the benchmark's
+    client processes ``clients`` (named ``client:`` and their own name), read from /proc; the API
+    server is the session's leader with one API server, the engine core a process named
+    ``VLLM::EngineCor``. The last CPU tells on which of a machine's CPUs, whose speeds may differ
+    (``host_probe.py``'s ``per_cpu_us``), a process mostly ran."""
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -292,8 +296,11 @@ def process_cpu(group: int) -> list[tuple[int, str, float]]:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         f = stat[stat.rindex(")") + 2 :].split()  # from the state on: field 3 of proc(5) is f[0]
-        if int(f[3]) == group:  # f[3]: the session id (field 6)
-            out.append((int(d.name), name, (int(f[11]) + int(f[12])) / CLOCK_TICKS))  # utime, stime
+        pid = int(d.name)
+        if int(f[3]) == group or pid in clients:  # f[3]: the session id (field 6)
+            # f[11], f[12]: utime, stime (fields 14, 15); f[36]: the CPU last run on (field 39)
+            role = "client:" if pid in clients and int(f[3]) != group else ""
+            out.append((pid, role + name, (int(f[11]) + int(f[12])) / CLOCK_TICKS, int(f[36])))
     return sorted(out)
 
 
@@ -305,13 +312,14 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.rows, self.stop = f"http://127.0.0.1:{port}/metrics", [], threading.Event()
         self.aliases, self.group, self.cpu_rows = aliases, group, []
+        self.clients: tuple[int, ...] = ()  # the benchmark's processes, once started
 
     def run(self) -> None:
         while not self.stop.is_set():
             t = time.time()
             if self.group is not None:
                 with contextlib.suppress(OSError, ValueError, IndexError):
-                    self.cpu_rows += [(t, *row) for row in process_cpu(self.group)]
+                    self.cpu_rows += [(t, *row) for row in process_cpu(self.group, self.clients)]
             try:
                 text = urllib.request.urlopen(self.url, timeout=2).read().decode()
                 self.rows.append(parse_metrics(text, t, aliases=self.aliases))
@@ -509,6 +517,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
         subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
         for k, c in enumerate(cmds)
     ]
+    sampler.clients = tuple(p.pid for p in procs)  # their CPU too: a client that cannot keep up paces the run
     rcs = []
     for p in procs:
         try:
@@ -529,8 +538,8 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
     if sampler.cpu_rows:  # process_cpu's readings, once a second (t as metrics.csv's)
         with (d / "cpu.csv").open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["t", "pid", "process", "cpu_s"])
-            w.writerows((f"{t - t0:.3f}", pid, name, f"{c:.2f}") for t, pid, name, c in sampler.cpu_rows)
+            w.writerow(["t", "pid", "process", "cpu_s", "cpu"])
+            w.writerows((f"{t - t0:.3f}", pid, name, f"{c:.2f}", k) for t, pid, name, c, k in sampler.cpu_rows)
     with (d / "steps.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(
@@ -546,6 +555,7 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
         "wall_s": t1 - t0,
         "start_epoch": t0,  # to place stack samples (stack_sampler.py) in their run
         "server_pid": group,  # the API server's process with one API server (cpu.csv)
+        "client_pids": list(sampler.clients),  # the benchmark's (cpu.csv's client: rows)
         "commands": [shlex.join(c) for c in cmds],
         "counters": {"before": before, "after": after},
         **({"flush_cache": flushed} if flushed else {}),
