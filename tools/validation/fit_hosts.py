@@ -81,6 +81,7 @@ HELD_OUT = {
     "h200_fp8_2026-12-02",  # FP8 weights beside bf16 (Llama-3.1-8B, Qwen3-32B) at 1-64 in flight and 8k prefills: blind
     "h200_light_2026-12-02",  # the first token at light load (1-8 in flight, 2 and 8 per s), after the latency's refit: blind
     "h200_gptoss_pool_2026-12-03",  # gpt-oss-120b in an H100's memory (0.52 of an H200), its KV cache binding: blind
+    "h200_repeat2_2026-12-04",  # the repeat again, unprofiled, with the clients' CPU and each process's CPU read: blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
