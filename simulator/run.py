@@ -134,12 +134,20 @@ MARGIN_QUANTILE = 0.8
 
 
 @functools.lru_cache(maxsize=1)
-def band_margin() -> dict[str, float]:
-    """Per metric, how far (in |ln|) the band reaches beyond the hosts' own figures."""
+def _margin_data() -> dict:
     from simulator.scenario import yamlio
 
-    data = yamlio.load(MARGIN_FILE.read_text()) if MARGIN_FILE.is_file() else None
-    return {m: float(v) for m, v in ((data or {}).get("margin") or {}).items() if m in BAND_METRICS}
+    return (yamlio.load(MARGIN_FILE.read_text()) if MARGIN_FILE.is_file() else None) or {}
+
+
+def band_margin() -> dict[str, float]:
+    """Per metric, how far (in |ln|) the band reaches beyond the hosts' own figures."""
+    return {m: float(v) for m, v in (_margin_data().get("margin") or {}).items() if m in BAND_METRICS}
+
+
+def band_quantile() -> float:
+    """The share of the calibration runs whose miss the margin covers (the file's quantile)."""
+    return float(_margin_data().get("quantile", MARGIN_QUANTILE))
 
 
 def widen(on_hosts: dict) -> dict:
@@ -188,6 +196,13 @@ def band_scenarios(sc: Scenario) -> list[Scenario]:
     return on_band_hosts(sc)
 
 
+def host_label(host: str | dict) -> str:
+    """A named host as a reader knows it: the catalog host's name, or "probe 4.6 us"."""
+    if isinstance(host, dict):
+        return f"probe {float(host['probe_us']):g} us"
+    return str(host)
+
+
 def _band_point(sc: Scenario) -> dict:
     from simulator.metrics import summarize
 
@@ -196,14 +211,18 @@ def _band_point(sc: Scenario) -> dict:
 
 
 class HostBand:
-    """The band's two runs, started beside the scenario's own (one process each, forked, so they
-    cost the run's wall time next to nothing where the machine has a core for them), or, ``serial``,
-    run one after the other when ``result`` asks (a sweep's point, in a worker that has no core to
-    spare); ``result`` gathers them: ``{metric: [low, high]}`` over the slowest host, the fastest and
-    the run itself, and which hosts."""
+    """The range a real server's figures should fall in. A scenario that names no host: its two runs
+    on the slowest and fastest catalog host, started beside the scenario's own (one process each,
+    forked, so they cost the run's wall time next to nothing where the machine has a core for them),
+    or, ``serial``, run one after the other when ``result`` asks (a sweep's point, in a worker that
+    has no core to spare); ``result`` gathers them: ``{metric: [low, high]}`` over the slowest host,
+    the fastest and the run itself, widened by servesim's own error, and which hosts. A scenario that
+    names its host: no run beyond its own; the band is its own figures widened by servesim's own
+    error given the host (``named``; ``hosts`` names it alone)."""
 
     def __init__(self, sc: Scenario, serial: bool = False) -> None:
         self.scenarios = band_scenarios(sc)
+        self.named = host_label(sc.hardware.host) if sc.hardware.host is not None and sc.run.host_band else None
         self._serial = serial and bool(self.scenarios)
         self._pool = None
         self._jobs: list = []
@@ -215,6 +234,10 @@ class HostBand:
 
     def result(self, own: dict) -> dict | None:
         """The band, once both runs are done (None: no band was asked for, or a run of it failed)."""
+        if self.named is not None:
+            out = widen({m: [own[m], own[m]] for m in BAND_METRICS if own.get(m) is not None})
+            out["hosts"], out["named"] = [self.named], True
+            return out
         if not self._serial and self._pool is None:
             return None
         try:
@@ -229,7 +252,7 @@ class HostBand:
             if values:
                 on_hosts[m] = [min(values), max(values)]
         out = widen(on_hosts)
-        out["hosts"] = [s.hardware.host for s in self.scenarios]
+        out["hosts"], out["named"] = [s.hardware.host for s in self.scenarios], False
         return out
 
     def close(self) -> None:

@@ -34,7 +34,8 @@ def test_the_band_widens_the_spread_across_hosts_by_the_margin_by_hand(monkeypat
 def test_a_run_without_a_host_reports_a_band_around_its_own_figures(tmp_path, capsys):
     """The run's own figures (the median host) lie inside the hosts' spread, which lies inside the
     band by the file's margins; the summary line says what the band spans; a run on a named host
-    gets none."""
+    gets its own figures widened by the margins alone (servesim's own error given the host), and says
+    so."""
     assert main(["run", "collapse_c512", *SHORT, "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     s = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -49,9 +50,27 @@ def test_a_run_without_a_host_reports_a_band_around_its_own_figures(tmp_path, ca
     assert b["margin"] == {m: round(math.expm1(k), 4) for m, k in margin.items()}
     lo, hi = b["output_throughput"]
     assert f"across the catalog's hosts and servesim's own error: out tok/s {lo:,.0f}-{hi:,.0f}" in out
+    assert b["named"] is False
     host = band_hosts()[1].name
-    assert main(["run", "collapse_c512", *SHORT, "--set", f"hardware.host={host}", "--out", str(tmp_path / "b")]) == 0
-    assert "host_band" not in json.loads((tmp_path / "b" / "summary.json").read_text())
+    for i, (given, label) in enumerate(((host, host), ("{probe_us: 4.6}", "probe 4.6 us"))):
+        assert (
+            main(["run", "collapse_c512", *SHORT, "--set", f"hardware.host={given}", "--out", str(tmp_path / f"n{i}")])
+            == 0
+        )
+        out = capsys.readouterr().out
+        s = json.loads((tmp_path / f"n{i}" / "summary.json").read_text())
+        b = s["host_band"]
+        assert b["named"] is True and b["hosts"] == [label]
+        for m in R.BAND_METRICS:
+            assert b["on_hosts"][m] == [s[m], s[m]]
+            k = margin.get(m, 0.0)
+            assert b[m] == pytest.approx([s[m] * math.exp(-k), s[m] * math.exp(k)])
+        lo, hi = b["output_throughput"]
+        assert f"on {label} and servesim's own error given the host: out tok/s {lo:,.0f}-{hi:,.0f}" in out
+        assert "in 80% of runs" in out
+    off = ["--set", f"hardware.host={host}", "--set", "run.host_band=false", "--out", str(tmp_path / "off")]
+    assert main(["run", "collapse_c512", *SHORT, *off]) == 0
+    assert "host_band" not in json.loads((tmp_path / "off" / "summary.json").read_text())
 
 
 def test_the_margins_are_what_their_fit_on_the_calibration_runs_gives():
@@ -73,8 +92,9 @@ def test_the_margins_are_what_their_fit_on_the_calibration_runs_gives():
 def test_a_sweep_with_band_gives_every_point_its_band_and_shades_it(tmp_path, capsys):
     """``servesim sweep --band``: every point's figures lie inside its band in sweep.csv, which is each
     point's own run's ``host_band`` (as ``servesim run`` gives the same scenario); the recommendation's
-    band is its point's; points reused from a sweep without it are run again, once; a sweep on a named
-    host has none."""
+    band is its point's; points reused from a sweep without it are run again, once; on a named host
+    every point's band is its own figures widened by the margins, which a point reused from a sweep
+    without it gets without running again."""
     import pandas as pd
 
     sweep = ["sweep", "collapse_c512", *SHORT, "--param", "engine.max_num_seqs=32,64", "--jobs", "1"]
@@ -106,5 +126,14 @@ def test_a_sweep_with_band_gives_every_point_its_band_and_shades_it(tmp_path, ca
     assert "recomputed" not in capsys.readouterr().out
     host = band_hosts()[1].name
     named = tmp_path / "named"
-    assert main([*sweep, "--band", "--set", f"hardware.host={host}", "--out", str(named)]) == 0
+    assert main([*sweep, "--set", f"hardware.host={host}", "--out", str(named)]) == 0
     assert not any(c.startswith("band.") for c in pd.read_csv(named / "sweep.csv").columns)
+    rec = json.loads((named / "recommendation.json").read_text())
+    assert rec["host_band"]["named"] is True and rec["host_band"]["hosts"] == [host]  # the pick's, all the same
+    assert capsys.readouterr().out.count(f"on {host} and servesim's own error given the host") == 1
+    assert main([*sweep, "--band", "--set", f"hardware.host={host}", "--out", str(named)]) == 0
+    assert "recomputed" not in capsys.readouterr().out
+    df = pd.read_csv(named / "sweep.csv")
+    k = R.band_margin()["output_throughput"]
+    assert list(df["band.output_throughput.lo"]) == pytest.approx(list(df["output_throughput"] * math.exp(-k)))
+    assert list(df["band.p99_tpot_ms.hi"]) == pytest.approx(list(df["p99_tpot_ms"]))  # no margin: the figure

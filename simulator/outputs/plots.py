@@ -187,13 +187,17 @@ def _decorate(ax, title: str, ylabel: str, warmup_s: float, runs, end_s: float =
         ax.legend(loc="best", fontsize=9, framealpha=0.9)
 
 
-def _shade_band(ax, sub, x: str, col: str, color: str, labelled: bool) -> bool:
-    """``servesim sweep --band``: each point's range of ``col`` across the catalog's hosts shaded
-    (labelled once over the panels: ``labelled``); whether there was one to shade."""
+def _shade_band(ax, sub, x: str, col: str, color: str, labelled: bool, named: bool = False) -> bool:
+    """``servesim sweep --band``: each point's range of ``col`` across the catalog's hosts shaded, or,
+    on a named host (``named``), servesim's own error given the host (labelled once over the panels:
+    ``labelled``); whether there was one to shade."""
     lo, hi = f"band.{col}.lo", f"band.{col}.hi"
-    if lo not in sub or not sub[lo].notna().any():
+    if lo not in sub or not sub[lo].notna().any() or (sub[lo] == sub[hi]).all():
         return False
-    label = None if labelled else "across the catalog's hosts (throughput: and servesim's own error)"
+    if named:
+        label = None if labelled else "servesim's own error given the host"
+    else:
+        label = None if labelled else "across the catalog's hosts (throughput: and servesim's own error)"
     ax.fill_between(sub[x], sub[lo], sub[hi], color=color, alpha=0.15, lw=0, label=label)
     return True
 
@@ -250,7 +254,8 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
             lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
             color = COLORS[(i + 1) % len(COLORS)]
             ax.plot(sub[x], sub[col], "o-", color=color, lw=1.5, ms=5, label=lab)
-            banded = _shade_band(ax, sub, x, col, color, banded) or banded
+            named = bool((rec.get("host_band") or {}).get("named"))
+            banded = _shade_band(ax, sub, x, col, color, banded, named) or banded
         for j, pick in enumerate(picks):
             row = row_of(pick)
             if len(row):

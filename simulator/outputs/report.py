@@ -225,7 +225,8 @@ def _recommendation(d: Path) -> str:
         return ""
     rec = _json(f)
     texts = [rec.get(k) for k in ("text", "text_goodput", "text_hosts", "text_cost")]
-    heads = [f"{rec.get('label', 'recommended')}: ", "with the SLO: ", "across hosts: ", "cheapest within the SLO: "]
+    band = "band: " if (rec.get("host_band") or {}).get("named") else "across hosts: "
+    heads = [f"{rec.get('label', 'recommended')}: ", "with the SLO: ", band, "cheapest within the SLO: "]
     lines = [
         (h if i == 0 and _names_a_field(line) else "") + line
         for h, t in zip(heads, texts)

@@ -225,8 +225,11 @@ def run_point(task: tuple) -> dict:
     out_dir = Path(out)
     key = point_key(data)
     summary, why = _cached(out_dir, key)
-    if summary is not None and band and "host_band" not in summary and band_scenarios(scenario_from_dict(data)):
-        summary, why = None, "run without its band across hosts"  # (its data was valid when it ran)
+    if summary is not None and band and "host_band" not in summary:
+        if band_scenarios(scenario_from_dict(data)):
+            summary, why = None, "run without its band across hosts"  # (its data was valid when it ran)
+        elif (b := HostBand(scenario_from_dict(data)).result(summary)) is not None:
+            summary = {**summary, "host_band": b}  # a named host's band needs no run
     if summary is not None:
         return {**summary, "cached": True}
     try:
@@ -634,7 +637,7 @@ def _sweep(
     if "text_goodput" in rec:
         print(f"with the SLO: {rec['text_goodput']}")
     if "text_hosts" in rec:
-        print(f"across hosts: {rec['text_hosts']}")
+        print(f"{'band' if rec['host_band'].get('named') else 'across hosts'}: {rec['text_hosts']}")
     if "text_cost" in rec:
         print(f"cheapest within the SLO: {rec['text_cost']}")
     left = f", {n_left} not run" if n_left else ""
@@ -678,7 +681,8 @@ def _row(pt: dict, r: dict | None) -> dict:
 def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict], results: list) -> None:
     """The recommended point again on the slowest and fastest catalog host (``simulator.run.HostBand``;
     its point's own band where the sweep ran every point's, ``--band``), when the sweep names no host:
-    how wide its figures are, and, with an SLO, whether it still holds on the slowest host."""
+    how wide its figures are, and, with an SLO, whether it still holds on the slowest host. On a named
+    host: its figures widened by servesim's own error given the host."""
     from simulator.run import BAND_METRICS, HostBand, band_text
     from simulator.scenario.config import scenario_from_dict
 
@@ -694,12 +698,18 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     every = b is not None  # ``--band``: every point has its own
     if b is None:
         band = HostBand(sc)
-        if not band.scenarios:
+        if not band.scenarios and band.named is None:
             return
         b = band.result({m: _plain(row[m]) for m in BAND_METRICS if m in row})
     if b is None:  # a run of the band failed: the recommendation stands without it
         return
     rec["host_band"] = b
+    if b.get("named"):  # one host: no slowest host to check the SLO on
+        rec["text_hosts"] = (
+            f"{_point_str(row)} gives {band_text(b)} on {b['hosts'][0]} and servesim's own error given the host"
+            + ("" if every else " (--band gives every point its band)")
+        )
+        return
     text = f"{_point_str(row)} gives {band_text(b)} across the catalog's hosts and servesim's own error"
     for key, what in (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT")):
         target = getattr(sc.slo, key, None) if sc.slo is not None else None

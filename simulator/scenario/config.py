@@ -49,7 +49,8 @@ class HardwareConfig:
         None,
         "the machine's CPU, which paces the engine core and the API server: a host of the catalog "
         "(simulator/data/hosts.yaml), or {probe_us: X}, the reading of `servesim probe-host` on your server "
-        "(null: the catalog's median host, and results carry the band between its slowest and fastest hosts)",
+        "(null: the catalog's median host, and results carry the band between its slowest and fastest hosts; "
+        "given, the band is servesim's own error around the run's figures)",
     )
 
 
@@ -563,8 +564,8 @@ class RunConfig:
     host_band: bool = F(
         True,
         "with no hardware.host: run the scenario on the slowest and the fastest catalog host too (two more runs, "
-        "beside this one) and report the band, widened by servesim's own error (summary.json host_band); false: only "
-        "the median host",
+        "beside this one) and report the band, widened by servesim's own error (summary.json host_band); with one: "
+        "report the run's figures widened by servesim's own error given the host (no run more); false: no band",
     )
     duration_s: Union[float, None] = F(
         None,

@@ -1,6 +1,6 @@
 """Do the recorded servers' figures lie inside the band a scenario without a host reports?
 
-    python tools/validation/band_coverage.py [--jobs 2] [--split heldout]
+    python tools/validation/band_coverage.py [--jobs 2] [--split heldout] [--named]
     python tools/validation/band_coverage.py --fit [--write]
 
 The band (``simulator.run.HostBand``) is the spread across the catalog's hosts (the scenario run on
@@ -12,7 +12,9 @@ margin of a metric is the 80th percentile of |ln(servesim / server)| over them, 
 stores it. Without ``--fit`` it replays the held-out runs (``--split``) as a user who names no host
 would get them and counts, for output throughput, p50 TPOT and p50 TTFT, the runs whose measured
 figure lies inside the band, and per recording (one cloud machine) how many; a figure outside is
-named with the side it falls on. docs/hosts.md quotes both.
+named with the side it falls on. With ``--named``, the band a scenario that names its host reports
+instead: each run of a machine that was probed replayed on its reading (as ``servesim validate``
+does), its own figure widened by the margin alone. docs/hosts.md quotes all three.
 """
 
 from __future__ import annotations
@@ -39,13 +41,19 @@ def main() -> int:
     ap.add_argument("--split", default="heldout", choices=("heldout", "calibrate", "all"))
     ap.add_argument("--fit", action="store_true", help="measure the margins on the calibration runs")
     ap.add_argument("--write", action="store_true", help="with --fit: write them to " + MARGIN_FILE.name)
+    ap.add_argument("--named", action="store_true", help="the band of a scenario that names its host (its reading)")
     a = ap.parse_args()
     if a.fit:
         return fit(a.jobs, a.write)
     runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if a.split in ("all", r["split"])]
     slow, fast = band_hosts()
-    hosts = (catalog().median().name, slow.name, fast.name)
-    replays = {h: validate.run_all(runs, [f"hardware.host={h}"], jobs=a.jobs, recorded=True) for h in hosts}
+    if a.named:  # each machine on its own reading: only the machines that were probed
+        runs = [r for r in runs if validate.recorded_probe(r)]
+        hosts: tuple[str, ...] = ("its reading",)
+        replays = {hosts[0]: validate.run_all(runs, [], jobs=a.jobs, recorded=True)}
+    else:
+        hosts = (catalog().median().name, slow.name, fast.name)
+        replays = {h: validate.run_all(runs, [f"hardware.host={h}"], jobs=a.jobs, recorded=True) for h in hosts}
     inside = {m: 0 for m in METRICS}
     counted = {m: 0 for m in METRICS}
     per: dict[str, list[int]] = {}
@@ -72,10 +80,14 @@ def main() -> int:
                 side = "below" if measured < lo else "above"
                 outside.append(f"  {run['id']}: {m} {measured:,.1f} {side} the band {lo:,.1f}-{hi:,.1f}")
         rec[0] += all_in
-    print(
-        f"band: the median host {hosts[0]}, the slowest {slow.name} (x{slow.scale:.2f}), the fastest {fast.name} "
-        f"(x{fast.scale:.2f}), widened by |ln| {', '.join(f'{m} {v:.3f}' for m, v in band_margin().items())}"
-    )
+    widened = f"widened by |ln| {', '.join(f'{m} {v:.3f}' for m, v in band_margin().items())}"
+    if a.named:
+        print(f"band: each run on its machine's probe reading, {widened}")
+    else:
+        print(
+            f"band: the median host {hosts[0]}, the slowest {slow.name} (x{slow.scale:.2f}), the fastest "
+            f"{fast.name} (x{fast.scale:.2f}), {widened}"
+        )
     print(f"{a.split} recorded runs inside the band:")
     for m in METRICS:
         print(f"  {m}: {inside[m]} of {counted[m]}")
