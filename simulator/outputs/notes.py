@@ -358,9 +358,10 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
 # spread and servesim's bias are largest (docs/hosts.md, "How it is checked, and what is not held out").
 API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
-    "at 768 running, seven recorded runs on five machines served 1-17% less than servesim on their readings "
-    "(median 12%) with p50 TPOT 1-21% higher (median 13%), and one machine served the same run at 13,173-15,132 "
-    "tok/s minutes apart; behind two API servers servesim was within 9% in throughput (docs/hosts.md)"
+    "at 768 running, ten recorded runs on six machines had servesim, on their readings, from 14% low to 21% "
+    "high in throughput (median 11% high) and from 17% low to 18% high in p50 TPOT (median 9% low), and one "
+    "machine served the same run at 12,974-18,334 tok/s within fifteen minutes; behind two API servers "
+    "servesim was within 9% in throughput (docs/hosts.md)"
 )
 
 
@@ -392,7 +393,8 @@ def _api_paced_notes(summary: dict, result) -> list[str]:
         return []
     return [
         f"{name}: one API server paced the engine (it waited for the API server in {share:.0%} of its steps, "
-        f"{held:,.0f} requests running): read throughput as an upper bound and TPOT as a floor; "
+        f"{held:,.0f} requests running): read throughput as likely high and TPOT as likely low, and the "
+        f"band, not one figure, as the answer; "
         f"{RECORDED_API_PACED}"
     ]
 
