@@ -225,9 +225,13 @@ def collapse(out: Path, plt) -> int:
 # The recordings that swept max_num_seqs over 128-1,024 at 768 clients, each on its own machine: the
 # first (marker filled, servesim solid) and a blind one recorded after every change (hollow, dashed).
 HOST_SWEEPS = (("h200x4_2026-11-28", "o", "-"), ("h200_cpu13_2026-12-01", "s", "--"))
-# one more machine that ran the decode-heavy run three times at 512 and at 1,024, alternating: how far
-# one server spreads from itself minutes apart (its marks only: servesim on its readings is in the table)
-HOST_REPEAT = "h200_repeat_2026-12-02"
+# two more machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how far
+# one server spreads from itself minutes apart (their marks only: servesim on their readings is in the
+# table); the first under the stack sampler, the second as vLLM ships
+HOST_REPEATS = (
+    ("h200_repeat_2026-12-02", "x", 1.08, "3 runs each on a third machine, sampled"),
+    ("h200_repeat2_2026-12-04", "+", 1.17, "3 runs each on a fourth machine"),
+)
 HOST_KINDS = {
     ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
     ("decode", 1): ("decode-heavy: 64 + 1,024 tokens, one API server", "#d62728"),
@@ -281,25 +285,19 @@ def host_sweep(out: Path, plt) -> int:
                     label=label if i == 0 else None,
                 )
             rows += [(recording, label, n, r, s) for n, r, s in zip(seqs, sel, summaries)]
-    repeat = sorted(
-        (r for r in every if r["recording"] == HOST_REPEAT), key=lambda r: (r["engine"]["max_num_seqs"], r["lane"])
-    )
     color = HOST_KINDS[("decode", 1)][1]
-    for r in repeat:
-        n, s = r["engine"]["max_num_seqs"], summarize(simulate(validate.e2e_scenario(r)))
-        for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
-            ax.plot([n * 1.08], [r["measured"][metric] * scale], "x", color=color, mew=1.4, ms=6)
-        rows.append((f"{HOST_REPEAT} ({r['lane']})", HOST_KINDS[("decode", 1)][0], n, r, s))
-    if repeat:
-        axes[0].plot(
-            [],
-            [],
-            "x",
-            color=color,
-            mew=1.4,
-            ms=6,
-            label="decode-heavy, one API server: 3 runs each on a third machine",
+    for recording, marker, shift, what in HOST_REPEATS:
+        repeat = sorted(
+            (r for r in every if r["recording"] == recording and r["lane"].startswith("rep_")),
+            key=lambda r: (r["engine"]["max_num_seqs"], r["lane"]),
         )
+        for r in repeat:
+            n, s = r["engine"]["max_num_seqs"], summarize(simulate(validate.e2e_scenario(r)))
+            for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
+                ax.plot([n * shift], [r["measured"][metric] * scale], marker, color=color, mew=1.4, ms=6)
+            rows.append((f"{recording} ({r['lane']})", HOST_KINDS[("decode", 1)][0], n, r, s))
+        if repeat:
+            axes[0].plot([], [], marker, color=color, mew=1.4, ms=6, label=f"decode-heavy, one API server: {what}")
     for ax, title in zip(axes, ("p50 TPOT (ms)", "output throughput (k tokens/s)")):
         ax.set_xscale("log", base=2)
         ax.set_xticks([128, 256, 512, 1024], ["128", "256", "512", "1,024"])
@@ -315,7 +313,7 @@ def host_sweep(out: Path, plt) -> int:
         title_fontsize=7.5,
     )
     fig.suptitle(
-        "Llama-3.1-8B on one H200, three machines: servesim on each host's probe reading; "
+        "Llama-3.1-8B on one H200, four machines: servesim on each host's probe reading; "
         f"shaded: from the fastest to the slowest catalog host (CPU x{fast.scale:.2f} to x{slow.scale:.2f})",
         fontsize=9,
     )
