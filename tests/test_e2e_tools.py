@@ -790,6 +790,8 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     )
     assert "run again failed its check" in meta["error"] and (out / "FAILED").read_text().startswith("RuntimeError")
     assert {"before", "after"} <= set(meta["host_probe"]) and meta["host_probe"]["after"]["alone_us_median"] > 0
+    wide = meta["host_probe"]["after"]["wide_ns"]  # the reading that misses the caches
+    assert wide["in_order_ns"] > 0 and wide["shuffled_ns"] > 0
     assert (out / "two" / "planned.csv").read_text().count("\n") == 10 and not list(out.glob("*/dataset*.jsonl"))
     # the server's processes' CPU seconds, read from /proc once a second: the stand-in server is the
     # session's leader, its readings never fall

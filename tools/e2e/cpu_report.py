@@ -64,7 +64,10 @@ def main_cpu(cpus: np.ndarray, probe: dict) -> str:
         return ""
     k = int(np.bincount(cpus).argmax())
     us = (probe.get("per_cpu_us") or {}).get(str(k))
-    return f"cpu {k} ({np.mean(cpus == k):.0%}{f', {us:.2f} us' if us is not None else ''})"
+    wide = (probe.get("wide_ns") or {}).get("shuffled_ns")  # where the probe read it (from 2026-12-04)
+    return f"cpu {k} ({np.mean(cpus == k):.0%}{f', {us:.2f} us' if us is not None else ''})" + (
+        f"; probe wide {wide:.0f} ns" if wide is not None else ""
+    )
 
 
 def main() -> int:

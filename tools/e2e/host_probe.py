@@ -17,8 +17,12 @@ standard library; run it with the Python the server uses:
     python3 tools/e2e/host_probe.py --out host.json
 
 `--alone` stops after the first reading (lane.py's quick probe before and after each lane:
-`--repeat 15 --alone`, about 5 s). The numbers compare hosts with each other; they are not vLLM's
-costs.
+`--repeat 15 --alone`, about 5 s), and one more (``wide_ns``): nanoseconds per object to read a
+field of each of a million small objects, in allocation order and in a shuffled order, the second
+missing the CPU's caches. The kernel above fits in them; a machine whose neighbours crowd its caches
+and memory may slow a server's many-request work and not the kernel (``h200_repeat2_2026-12-04``:
+one machine's API server 1.7x slower a token within fifteen minutes, the reading unmoved), which
+this reading is kept to tell. The numbers compare hosts with each other; they are not vLLM's costs.
 """
 
 from __future__ import annotations
@@ -50,6 +54,34 @@ def _timed(repeat: int, cpu: int | None = None) -> list[float]:
         os.sched_setaffinity(0, {cpu})
     kernel()  # warm
     return [kernel() for _ in range(repeat)]
+
+
+WIDE_OBJECTS = 1 << 20  # a million objects, about 90 MB: far beyond a core's L2, a good part of a shared L3
+
+
+def wide(repeat: int = 3, n: int = WIDE_OBJECTS) -> dict[str, float]:
+    """Nanoseconds per object to sum a field of ``n`` small objects (lists of one int), in the order
+    they were made and in a fixed shuffled order (the median of ``repeat`` passes each): the second
+    waits on memory where the first streams it."""
+    import random
+
+    objs = [[i] for i in range(n)]
+    shuffled = objs[:]
+    random.Random(0).shuffle(shuffled)
+
+    def one(seq: list) -> float:
+        t = time.perf_counter()
+        total = 0
+        for o in seq:
+            total += o[0]
+        return (time.perf_counter() - t) / n * 1e9
+
+    out = {
+        "in_order_ns": statistics.median(one(objs) for _ in range(repeat)),
+        "shuffled_ns": statistics.median(one(shuffled) for _ in range(repeat)),
+    }
+    del objs, shuffled
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 def _parallel(copies: int, repeat: int, cpus: list[int | None]) -> list[float]:
@@ -124,6 +156,8 @@ def main() -> int:
     # servesim's reading, as `servesim probe-host` gives it: the tenth percentile of every timing
     report["probe_us"] = reading_of(samples_of(report))
     print(f"reading: {report['probe_us']:.3f} us per request-step", flush=True)
+    report["wide_ns"] = wide(min(3, args.repeat))
+    print(f"wide: {report['wide_ns']} ns per object", flush=True)
     if args.alone:
         report["loadavg_after"] = _sh("cat /proc/loadavg")
         with open(args.out, "w") as f:

@@ -591,6 +591,7 @@ def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT) -> dict:
         "alone_us_median": r["alone_us_median"],
         "alone_us": r["alone_us"],
         "per_cpu_us": r.get("per_cpu_us", {}),
+        "wide_ns": r.get("wide_ns", {}),
         "loadavg": r.get("loadavg_before", "").strip(),
         "model_name": r.get("model_name", "").strip().removeprefix("model name").strip(" \t:"),
         "cpu_count": r.get("cpu_count"),
