@@ -218,7 +218,7 @@ def run_point(task: tuple) -> dict:
     without one is run again). Never raises: errors come back as {'error': ...}."""
     from simulator.outputs.results import write_run
     from simulator.progress import labelled
-    from simulator.run import HostBand, band_scenarios, simulate
+    from simulator.run import HostBand, simulate
 
     data, out, *rest = task
     bar, band = (rest + [None, False])[:2]
@@ -226,9 +226,10 @@ def run_point(task: tuple) -> dict:
     key = point_key(data)
     summary, why = _cached(out_dir, key)
     if summary is not None and band and "host_band" not in summary:
-        if band_scenarios(scenario_from_dict(data)):
-            summary, why = None, "run without its band across hosts"  # (its data was valid when it ran)
-        elif (b := HostBand(scenario_from_dict(data)).result(summary)) is not None:
+        wanted = HostBand(scenario_from_dict(data), serial=True)  # (its data was valid when it ran)
+        if wanted.scenarios:
+            summary, why = None, "run without its band across hosts"
+        elif (b := wanted.result(summary)) is not None:
             summary = {**summary, "host_band": b}  # a named host's band needs no run
     if summary is not None:
         return {**summary, "cached": True}
