@@ -164,6 +164,14 @@ def widen(on_hosts: dict) -> dict:
     return out
 
 
+def band_basis(band: dict) -> str:
+    """What a band spans, as the lines that print it say: "across the catalog's hosts and servesim's own
+    error", or, a named host's, "on probe 4.6 us and servesim's own error given the host"."""
+    if band.get("named"):
+        return f"on {band['hosts'][0]} and servesim's own error given the host"
+    return "across the catalog's hosts and servesim's own error"
+
+
 def band_text(band: dict) -> str:
     """The headline figures of a host band as a reader takes them in: "out tok/s 13,624-17,334, TPOT
     p50 ...", each range low to high, a metric the runs did not give left out."""

@@ -50,24 +50,20 @@ def format_table(summaries: list[dict]) -> str:
 def band_lines(summaries: list[dict]) -> list[str]:
     """Under the table, each run's band: across hosts (a run that names no host), or on its host
     with servesim's own error given the host (a run that names one)."""
-    from simulator.run import band_quantile, band_text
+    from simulator.run import band_basis, band_quantile, band_text
 
     out = []
     for s in summaries:
         b = s.get("host_band")
         if not b:
             continue
-        if b.get("named"):
-            out.append(
-                f"{s['scenario']}: on {b['hosts'][0]} and servesim's own error given the host: {band_text(b)} "
-                f"(its miss on recorded servers given their host was smaller in {band_quantile():.0%} of runs; a "
-                "server whose one API server sets the pace drifts wider, docs/hosts.md)"
-            )
-            continue
-        out.append(
-            f"{s['scenario']}: across the catalog's hosts and servesim's own error: {band_text(b)}; "
-            "set hardware.host (a catalog host, or {probe_us: X} from `servesim probe-host`) to narrow it"
+        tail = (
+            f" (its miss on recorded servers given their host was smaller in {band_quantile():.0%} of runs; a "
+            "server whose one API server sets the pace drifts wider, docs/hosts.md)"
+            if b.get("named")
+            else "; set hardware.host (a catalog host, or {probe_us: X} from `servesim probe-host`) to narrow it"
         )
+        out.append(f"{s['scenario']}: {band_basis(b)}: {band_text(b)}{tail}")
     return out
 
 

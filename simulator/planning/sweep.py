@@ -684,7 +684,7 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     its point's own band where the sweep ran every point's, ``--band``), when the sweep names no host:
     how wide its figures are, and, with an SLO, whether it still holds on the slowest host. On a named
     host: its figures widened by servesim's own error given the host."""
-    from simulator.run import BAND_METRICS, HostBand, band_text
+    from simulator.run import BAND_METRICS, HostBand, band_basis, band_text
     from simulator.scenario.config import scenario_from_dict
 
     pick = rec.get("best_goodput") or rec.get("best_no_preemption")
@@ -705,13 +705,10 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     if b is None:  # a run of the band failed: the recommendation stands without it
         return
     rec["host_band"] = b
+    text = f"{_point_str(row)} gives {band_text(b)} {band_basis(b)}"
     if b.get("named"):  # one host: no slowest host to check the SLO on
-        rec["text_hosts"] = (
-            f"{_point_str(row)} gives {band_text(b)} on {b['hosts'][0]} and servesim's own error given the host"
-            + ("" if every else " (--band gives every point its band)")
-        )
+        rec["text_hosts"] = text + ("" if every else " (--band gives every point its band)")
         return
-    text = f"{_point_str(row)} gives {band_text(b)} across the catalog's hosts and servesim's own error"
     for key, what in (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT")):
         target = getattr(sc.slo, key, None) if sc.slo is not None else None
         slowest = b["on_hosts"].get(key, [None, None])[1]
