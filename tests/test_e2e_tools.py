@@ -803,6 +803,17 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     assert meta["runs"][0]["client_pids"] and all(int(r["cpu"]) >= 0 for r in rows)
     seconds = [float(r["cpu_s"]) for r in cpu]
     assert seconds == sorted(seconds) and seconds[0] > 0
+    # every CPU's /proc/stat time once a second, each reading the same CPUs, ticks never falling
+    stat = list(csv.DictReader((out / "c4" / "stat.csv").open()))
+    by_cpu: dict = {}
+    for r in stat:
+        by_cpu.setdefault(r["cpu"], []).append(int(r["idle"]) + int(r["user"]) + int(r["steal"]))
+    assert by_cpu and len({len(v) for v in by_cpu.values()}) == 1
+    assert all(v == sorted(v) for v in by_cpu.values())
+    # the machine read under load beside the run: its rows on metrics.csv's clock (none, for a run
+    # shorter than the watch's first reading)
+    watch = (out / "c4" / "watch.csv").read_text().splitlines()
+    assert watch[0] == "t,kernel_us,in_order_ns,shuffled_ns,cpu" and not list(out.glob("*/watch_raw.csv"))
     assert "--tokenizer" in meta["runs"][0]["commands"][0] and "bench_tokens.py" in meta["runs"][0]["commands"][0]
     longer = json.loads((tmp_path / "root" / "results" / "longer" / "lane.json").read_text())
     assert longer["runs"][0]["check"]["problems"] == [
@@ -810,6 +821,26 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
         "client 0 #1: 1024 planned, 1025 recorded; client 0 #2: 1024 planned, 1025 recorded)",
         "the server counted 13325 prompt tokens (vllm:prompt_tokens_total), the plan 13312",
     ]
+
+
+def test_the_host_probe_watch_reads_the_machine_until_it_is_stopped(tmp_path):
+    """host_probe.py --watch: a row every interval (the kernel, the wide objects in order and
+    shuffled, the CPU), until SIGTERM, after which it ends cleanly with every row whole."""
+    import time
+
+    out = tmp_path / "watch.csv"
+    p = subprocess.Popen([sys.executable, str(E2E / "host_probe.py"), "--out", str(out), "--watch", "0.1"])
+    deadline = time.time() + 90
+    while time.time() < deadline and (not out.is_file() or out.read_text().count("\n") < 3):
+        time.sleep(0.2)
+    p.terminate()
+    assert p.wait(timeout=60) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) >= 2
+    assert all(float(r["kernel_us"]) > 0 and float(r["in_order_ns"]) > 0 and float(r["shuffled_ns"]) > 0 for r in rows)
+    t = [float(r["t"]) for r in rows]
+    assert t == sorted(t) and t[1] - t[0] >= 0.1
+    assert all(int(r["cpu"]) >= 0 for r in rows)
 
 
 def test_an_sglang_lane_flushes_the_cache_and_reads_sglangs_counters(tmp_path):

@@ -23,6 +23,11 @@ missing the CPU's caches. The kernel above fits in them; a machine whose neighbo
 and memory may slow a server's many-request work and not the kernel (``h200_repeat2_2026-12-04``:
 one machine's API server 1.7x slower a token within fifteen minutes, the reading unmoved), which
 this reading is kept to tell. The numbers compare hosts with each other; they are not vLLM's costs.
+
+`--watch SECONDS` reads the machine while a server runs (lane.py, beside every run from 2026-12-04):
+every SECONDS, two timings of the kernel and one pass of each wide order (its million objects made
+once), a CSV row each (``watch``), until it is stopped: whether the machine slows under a run as the
+server does, where the reading alone, before and after, does not see it.
 """
 
 from __future__ import annotations
@@ -84,6 +89,48 @@ def wide(repeat: int = 3, n: int = WIDE_OBJECTS) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
+def _this_cpu() -> int:
+    """The CPU this process last ran on (/proc/self/stat, field 39); -1 where unread."""
+    try:
+        with open("/proc/self/stat") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2 :].split()[36])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def watch(out: str, every_s: float, n: int = WIDE_OBJECTS) -> None:
+    """Until stopped (SIGTERM or SIGINT): every ``every_s`` seconds one CSV row to ``out`` (t: epoch
+    seconds; the kernel's microseconds per request-step, the faster of two timings; nanoseconds per
+    object of one pass over the wide objects in order and shuffled; the CPU it ran on)."""
+    import random
+    import signal
+
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
+    objs = [[i] for i in range(n)]
+    shuffled = objs[:]
+    random.Random(0).shuffle(shuffled)
+
+    def one(seq: list) -> float:
+        t = time.perf_counter()
+        total = 0
+        for o in seq:
+            total += o[0]
+        return (time.perf_counter() - t) / n * 1e9
+
+    kernel()  # warm
+    with open(out, "w", buffering=1) as f:
+        f.write("t,kernel_us,in_order_ns,shuffled_ns,cpu\n")
+        while not stop:
+            t0 = time.time()
+            k = min(kernel(), kernel())
+            f.write(f"{t0:.3f},{k:.4f},{one(objs):.2f},{one(shuffled):.2f},{_this_cpu()}\n")
+            while not stop and time.time() - t0 < every_s:
+                time.sleep(0.2)
+
+
 def _parallel(copies: int, repeat: int, cpus: list[int | None]) -> list[float]:
     ctx = get_context("fork")
     with ctx.Pool(copies) as pool:
@@ -117,6 +164,9 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--label", default="", help="what this host is (free text, kept in the file)")
+    ap.add_argument(
+        "--watch", type=float, default=0.0, metavar="SECONDS", help="a row to --out every SECONDS until stopped (CSV)"
+    )
     ap.add_argument("--alone", action="store_true", help="only the reading alone (no copies at once, no pinning)")
     ap.add_argument(
         "--per-cpu",
@@ -126,6 +176,9 @@ def main() -> int:
         help="only PASSES passes of one timing pinned to each CPU in turn (data/e2e/host_probe_noise_2026-11-29)",
     )
     args = ap.parse_args()
+    if args.watch > 0:
+        watch(args.out, args.watch)
+        return 0
     if args.per_cpu:
         passes = []
         for _ in range(args.per_cpu):

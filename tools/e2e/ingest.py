@@ -9,7 +9,8 @@ Writes:
   (a row per request in the order the benchmark sent them: start, server-side prompt tokens, output
   tokens, TTFT, ITL quantiles), metrics.csv (/metrics once a second), itl_quantiles.csv, and
   steps.csv (the engine's iteration log, one API server only: time, requests and tokens per step),
-  cpu.csv where the lane read it (each server process's CPU seconds so far, once a second);
+  cpu.csv where the lane read it (each server process's CPU seconds so far, once a second), and
+  stat.csv and watch.csv (every CPU's /proc/stat time, the machine read under load) likewise;
 - simulator/data/validation/e2e/NAME_LANE_RUN.csv: the run's requests as a servesim trace (recorded
   arrival times for Poisson runs; order only for closed loops);
 - simulator/data/validation/e2e.yaml: one entry per run (what ran, the measured figures, the KV pool
@@ -518,6 +519,8 @@ def main() -> int:
                     "groups.csv",
                     "steps.csv",
                     "cpu.csv",
+                    "stat.csv",
+                    "watch.csv",
                 ):
                     if f"{lane_name}/{run_name}/{f}" in files:
                         (rd / f).write_text(read(f"{lane_name}/{run_name}/{f}"))

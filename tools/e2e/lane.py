@@ -30,6 +30,9 @@ quantiles), planned.csv (the lengths asked), itl_quantiles.csv (every inter-toke
 run), metrics.csv (the server's /metrics once a second), cpu.csv (each server process's CPU seconds
 so far, once a second, from /proc: unprofiled, what its API server and engine core spend; the
 benchmark's client processes too, named ``client:...``; and the CPU each last ran on),
+stat.csv (every CPU's time from /proc/stat once a second: busy, idle and steal, the time the
+hypervisor gave the CPU to someone else), watch.csv (host_probe.py --watch's readings of the machine
+every 10 s while the run went on: the kernel and the wide objects' timings; from 2026-12-04),
 steps.csv (the engine's iteration log: a row per step), bench.log. The lane also keeps server.log (the server's start-up and periodic lines),
 host_probe_before.json / _after.json and lane.json (commands, versions, timings, checks).
 """
@@ -66,6 +69,7 @@ import checks  # noqa: E402
 SPECIAL = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2
 FIRST_ID = 100  # prompts draw their token ids from [FIRST_ID, vocab): never a special token
 PROBE_REPEAT = 15  # host_probe.py's timings around a lane (about 5 s on the hosts recorded)
+WATCH_S = 10.0  # host_probe.py --watch beside each run: a reading of the machine under load this often
 
 # The series sampled from /metrics (summed over their label sets), and the histograms whose _sum and
 # _count are kept.
@@ -304,14 +308,30 @@ def process_cpu(group: int, clients: tuple[int, ...] = ()) -> list[tuple[int, st
     return sorted(out)
 
 
+def proc_stat() -> list[tuple[int, ...]]:
+    """Each CPU's time so far from /proc/stat, in clock ticks: (cpu, user, nice, system, idle,
+    iowait, irq, softirq, steal); steal is the time the hypervisor ran something else while this
+    virtual CPU had work."""
+    out = []
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            f = line.split()
+            out.append((int(f[0][3:]), *(int(x) for x in f[1:9])))
+    return out
+
+
+STAT_COLUMNS = ["t", "cpu", "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+
+
 class Sampler(threading.Thread):
     """/metrics once a second into rows; with ``group``, the CPU seconds of the server's processes
-    too (``process_cpu``), into ``cpu_rows``: what its API server and engine core spend, unprofiled."""
+    too (``process_cpu``), into ``cpu_rows``: what its API server and engine core spend, unprofiled;
+    and every CPU's time from /proc/stat (``proc_stat``), into ``stat_rows``."""
 
     def __init__(self, port: int, aliases: dict | None = None, group: int | None = None) -> None:
         super().__init__(daemon=True)
         self.url, self.rows, self.stop = f"http://127.0.0.1:{port}/metrics", [], threading.Event()
-        self.aliases, self.group, self.cpu_rows = aliases, group, []
+        self.aliases, self.group, self.cpu_rows, self.stat_rows = aliases, group, [], []
         self.clients: tuple[int, ...] = ()  # the benchmark's processes, once started
 
     def run(self) -> None:
@@ -320,6 +340,8 @@ class Sampler(threading.Thread):
             if self.group is not None:
                 with contextlib.suppress(OSError, ValueError, IndexError):
                     self.cpu_rows += [(t, *row) for row in process_cpu(self.group, self.clients)]
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    self.stat_rows += [(t, *row) for row in proc_stat()]
             try:
                 text = urllib.request.urlopen(self.url, timeout=2).read().decode()
                 self.rows.append(parse_metrics(text, t, aliases=self.aliases))
@@ -511,6 +533,11 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
     before = counters(lane["port"], aliases=aliases)
     sampler = Sampler(lane["port"], aliases, group)
     sampler.start()
+    watcher = subprocess.Popen(  # the machine read under load (host_probe.py --watch), beside the run
+        [PY, str(HERE / "host_probe.py"), "--out", str(d / "watch_raw.csv"), "--watch", str(WATCH_S)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
     log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
     procs = [
@@ -529,6 +556,9 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
     time.sleep(1.5)  # the last samples after the last request ended
     sampler.stop.set()
     sampler.join()
+    watcher.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watcher.wait(timeout=10)
     after = counters(lane["port"], aliases=aliases)
     with (d / "metrics.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, METRIC_COLUMNS + ["error"], extrasaction="ignore")
@@ -540,6 +570,18 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
             w = csv.writer(f)
             w.writerow(["t", "pid", "process", "cpu_s", "cpu"])
             w.writerows((f"{t - t0:.3f}", pid, name, f"{c:.2f}", k) for t, pid, name, c, k in sampler.cpu_rows)
+    if sampler.stat_rows:  # proc_stat's readings, once a second (t as metrics.csv's)
+        with (d / "stat.csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(STAT_COLUMNS)
+            w.writerows((f"{r[0] - t0:.3f}", *r[1:]) for r in sampler.stat_rows)
+    raw = d / "watch_raw.csv"
+    if raw.is_file():  # the watch's rows on metrics.csv's clock
+        with raw.open() as f, (d / "watch.csv").open("w", newline="") as g:
+            w = csv.writer(g)
+            for i, row in enumerate(csv.reader(f)):
+                w.writerow(row if i == 0 else [f"{float(row[0]) - t0:.3f}", *row[1:]])
+        raw.unlink()
     with (d / "steps.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(

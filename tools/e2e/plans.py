@@ -374,6 +374,22 @@ X4_GPU = {
 }
 
 
+def drift_lanes() -> list[dict]:
+    """drift_h200 (one 1-GPU H200, about 25 minutes): whether a machine's drift (h200_repeat2_2026-12-04:
+    one run 1.49x apart within fifteen minutes) follows the batch the API server streams or the
+    machine alone. cpu_h200.json's decode-heavy run at max_num_seqs 512 and at 128, alternating,
+    three times each, each a fresh server, with its seed (the same prompts each time); the lane reads
+    the machine under load beside every run (host_probe.py --watch) and every CPU's steal."""
+    runs = {lane["name"]: lane for lane in cpu_lanes()}
+    out = []
+    for tag in "abc":
+        for n in (512, 128):
+            src = runs[f"llama8b_s{n}"]
+            decode = next(r for r in src["runs"] if r["name"] == "decode")
+            out.append({**src, "name": f"drift_s{n}{tag}", "runs": [decode]})
+    return out
+
+
 def cpu_lanes_x4() -> list[dict]:
     return [{**x, "gpus": [X4_GPU[x["name"]]], "port": 8100 + X4_GPU[x["name"]]} for x in cpu_lanes()]
 
@@ -1096,8 +1112,9 @@ def main() -> None:
         r.get("seed")
         for path in (HERE / "plans").glob("*.json")
         # blind_h200.json replays one of cpu_h200.json's runs on another host, with its seed, and
-        # repeat_h200.json two of them, three times each
-        if path.name not in ("cpu_h200.json", "cpu_h200x4.json", "blind_h200.json", "repeat_h200.json")
+        # repeat_h200.json and drift_h200.json two of them, three times each
+        if path.name
+        not in ("cpu_h200.json", "cpu_h200x4.json", "blind_h200.json", "repeat_h200.json", "drift_h200.json")
         for x in json.loads(path.read_text())["lanes"]
         for r in x["runs"]
     }
@@ -1107,6 +1124,9 @@ def main() -> None:
     print(path)
     path = HERE / "plans" / "cpu_h200x4.json"
     path.write_text(json.dumps({"lanes": cpu_lanes_x4()}, indent=1) + "\n")
+    print(path)
+    path = HERE / "plans" / "drift_h200.json"
+    path.write_text(json.dumps({"lanes": drift_lanes()}, indent=1) + "\n")
     print(path)
     for name, lanes in (
         ("gptoss_h200", gptoss_lanes()),
