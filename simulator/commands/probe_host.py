@@ -209,6 +209,16 @@ def _context(probe_us: float) -> str:
     )
 
 
+def _slowest_read() -> float | None:
+    """The slowest idle reading of the catalog's probed hosts (None: this file run on its own)."""
+    try:
+        from simulator.scenario.hosts import catalog
+    except ImportError:
+        return None
+    readings = [float(h["probe_us"]) for h in catalog().hosts.values() if h.get("probe_us")]
+    return max(readings) if readings else None
+
+
 def add_parser(sub) -> None:
     from simulator.commands.args import number  # servesim's own checked type (this file alone: a plain int)
 
@@ -249,6 +259,14 @@ def main(args: argparse.Namespace) -> int:
     if busy or spread > 1.3:
         why = f"load {report['loadavg'][0]:.1f} on {report['cpu_count']} cores" if busy else f"spread x{spread:.2f}"
         print(f"note: the machine was busy while probed ({why}); read it again on the idle server")
+    slowest = _slowest_read()
+    if slowest is not None and p > slowest:
+        print(
+            f"note: slower than every probed host in servesim's catalog (the slowest read {slowest:.2f} us): a "
+            "cloud machine can read slow for minutes while its server runs as fast as the others (one read "
+            "4.5-8.2 us over twenty minutes, its server steady within 4%: data/e2e/h200_drift_2026-12-04); "
+            "read it again a few minutes apart and give the fastest, or leave hardware.host out for the host band"
+        )
     cpus = list(report["per_cpu_us"].values())
     if len(cpus) > 1 and max(cpus) / min(cpus) > 1.3:
         print(
