@@ -231,6 +231,7 @@ HOST_SWEEPS = (("h200x4_2026-11-28", "o", "-"), ("h200_cpu13_2026-12-01", "s", "
 HOST_REPEATS = (
     ("h200_repeat_2026-12-02", "x", 1.08, "3 runs each on a third machine, sampled"),
     ("h200_repeat2_2026-12-04", "+", 1.17, "3 runs each on a fourth machine"),
+    ("h200_drift_2026-12-04", "1", 0.92, "3 runs each at 128 and 512 on a fifth, alternating"),
 )
 HOST_KINDS = {
     ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
@@ -288,7 +289,7 @@ def host_sweep(out: Path, plt) -> int:
     color = HOST_KINDS[("decode", 1)][1]
     for recording, marker, shift, what in HOST_REPEATS:
         repeat = sorted(
-            (r for r in every if r["recording"] == recording and r["lane"].startswith("rep_")),
+            (r for r in every if r["recording"] == recording and r["lane"].startswith(("rep_", "drift_"))),
             key=lambda r: (r["engine"]["max_num_seqs"], r["lane"]),
         )
         for r in repeat:
@@ -312,8 +313,9 @@ def host_sweep(out: Path, plt) -> int:
         title=f"vLLM 0.26 servers: filled {first}, hollow {second};\nlines: servesim on each host's reading (dashed: the second)",
         title_fontsize=7.5,
     )
+    machines = ("two", "three", "four", "five", "six", "seven", "eight")[len(HOST_SWEEPS) + len(HOST_REPEATS) - 2]
     fig.suptitle(
-        "Llama-3.1-8B on one H200, four machines: servesim on each host's probe reading; "
+        f"Llama-3.1-8B on one H200, {machines} machines: servesim on each host's probe reading; "
         f"shaded: from the fastest to the slowest catalog host (CPU x{fast.scale:.2f} to x{slow.scale:.2f})",
         fontsize=9,
     )
