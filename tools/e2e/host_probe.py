@@ -64,26 +64,34 @@ def _timed(repeat: int, cpu: int | None = None) -> list[float]:
 WIDE_OBJECTS = 1 << 20  # a million objects, about 90 MB: far beyond a core's L2, a good part of a shared L3
 
 
-def wide(repeat: int = 3, n: int = WIDE_OBJECTS) -> dict[str, float]:
-    """Nanoseconds per object to sum a field of ``n`` small objects (lists of one int), in the order
-    they were made and in a fixed shuffled order (the median of ``repeat`` passes each): the second
-    waits on memory where the first streams it."""
+def _wide_objects(n: int) -> tuple[list, list]:
+    """``n`` small objects (lists of one int) in the order they were made, and the same in a fixed
+    shuffled order."""
     import random
 
     objs = [[i] for i in range(n)]
     shuffled = objs[:]
     random.Random(0).shuffle(shuffled)
+    return objs, shuffled
 
-    def one(seq: list) -> float:
-        t = time.perf_counter()
-        total = 0
-        for o in seq:
-            total += o[0]
-        return (time.perf_counter() - t) / n * 1e9
 
+def _pass_ns(seq: list) -> float:
+    """Nanoseconds per object of one pass summing the field of each object of ``seq``."""
+    t = time.perf_counter()
+    total = 0
+    for o in seq:
+        total += o[0]
+    return (time.perf_counter() - t) / len(seq) * 1e9
+
+
+def wide(repeat: int = 3, n: int = WIDE_OBJECTS) -> dict[str, float]:
+    """Nanoseconds per object to sum a field of ``n`` small objects, in the order they were made and
+    in a fixed shuffled order (the median of ``repeat`` passes each): the second waits on memory
+    where the first streams it."""
+    objs, shuffled = _wide_objects(n)
     out = {
-        "in_order_ns": statistics.median(one(objs) for _ in range(repeat)),
-        "shuffled_ns": statistics.median(one(shuffled) for _ in range(repeat)),
+        "in_order_ns": statistics.median(_pass_ns(objs) for _ in range(repeat)),
+        "shuffled_ns": statistics.median(_pass_ns(shuffled) for _ in range(repeat)),
     }
     del objs, shuffled
     return {k: round(v, 2) for k, v in out.items()}
@@ -103,30 +111,19 @@ def watch(out: str, every_s: float, n: int = WIDE_OBJECTS) -> None:
     """Until stopped (SIGTERM or SIGINT): every ``every_s`` seconds one CSV row to ``out`` (t: epoch
     seconds; the kernel's microseconds per request-step, the faster of two timings; nanoseconds per
     object of one pass over the wide objects in order and shuffled; the CPU it ran on)."""
-    import random
     import signal
 
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
-    objs = [[i] for i in range(n)]
-    shuffled = objs[:]
-    random.Random(0).shuffle(shuffled)
-
-    def one(seq: list) -> float:
-        t = time.perf_counter()
-        total = 0
-        for o in seq:
-            total += o[0]
-        return (time.perf_counter() - t) / n * 1e9
-
+    objs, shuffled = _wide_objects(n)
     kernel()  # warm
     with open(out, "w", buffering=1) as f:
         f.write("t,kernel_us,in_order_ns,shuffled_ns,cpu\n")
         while not stop:
             t0 = time.time()
             k = min(kernel(), kernel())
-            f.write(f"{t0:.3f},{k:.4f},{one(objs):.2f},{one(shuffled):.2f},{_this_cpu()}\n")
+            f.write(f"{t0:.3f},{k:.4f},{_pass_ns(objs):.2f},{_pass_ns(shuffled):.2f},{_this_cpu()}\n")
             while not stop and time.time() - t0 < every_s:
                 time.sleep(0.2)
 
