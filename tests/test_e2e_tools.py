@@ -167,9 +167,21 @@ def test_cpu_report_reads_a_tokens_cost_and_its_growth_with_the_streams_open(tmp
         w = csv.DictWriter(f, list(metrics[0]))
         w.writeheader()
         w.writerows(metrics)
+    # the machine beside the run: two CPUs losing 1% and 3% of their ticks to steal; three readings
+    # of the probe under load
+    stat = ["t,cpu,user,nice,system,idle,iowait,irq,softirq,steal"]
+    for t in range(61):
+        stat += [f"{t}.000,0,{50 * t},0,0,{49 * t},0,0,0,{t}", f"{t}.000,1,{50 * t},0,0,{47 * t},0,0,0,{3 * t}"]
+    (lane / "r1" / "stat.csv").write_text("\n".join(stat) + "\n")
+    watch = ["t,kernel_us,in_order_ns,shuffled_ns,cpu", "5.0,4.0,30,200,1", "15.0,8.0,50,400,2", "25.0,6.0,40,300,1"]
+    (lane / "r1" / "watch.csv").write_text("\n".join(watch) + "\n")
     out = subprocess.run(
         [sys.executable, str(E2E / "cpu_report.py"), str(lane)], capture_output=True, text=True, check=True
     ).stdout
+    assert (
+        "  the machine beside it: steal 2.0% of all CPUs' time (most on one CPU 3.0%); watch: 3 readings,"
+        " kernel 4.00-8.00 us (median 6.00), wide 200-400 ns"
+    ) in out.splitlines()
     (row,) = [line.split() for line in out.splitlines() if line.startswith("lane/r1")]
     assert float(row[2]) == pytest.approx(30.0, abs=0.05)  # the engine core's us a token
     # the API server's: 60 us, 10 ns x 550 streams on average, 2 ms x 20 prompts / 9,000 tokens

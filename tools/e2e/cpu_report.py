@@ -11,7 +11,8 @@ server was found on most often with that CPU's timing in the lane's probe (``per
 ``--window`` seconds of the runs given, a least-squares fit of the API server's CPU seconds in the
 window to its output tokens, those tokens times the requests open (running and waiting: the streams
 it holds), and the prompts it took in (the prompt tokens counted over the run's prompt length):
-whether a streamed token costs more with more streams open, and by how much.
+whether a streamed token costs more with more streams open, and by how much. Under a run whose lane
+read them: the CPUs' steal and the probe's readings under load (``machine``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,38 @@ def main_cpu(cpus: np.ndarray, probe: dict) -> str:
     )
 
 
+def machine(run: Path) -> str:
+    """What the machine did beside the run, where the lane read it (from 2026-12-04): the share of
+    all CPUs' time lost to steal (stat.csv; and on the CPU that lost most), and host_probe.py
+    --watch's readings under load (watch.csv: the kernel's range and median, the wide objects'
+    shuffled range); "" where neither was read."""
+    out = []
+    if (run / "stat.csv").is_file():
+        rows = list(csv.DictReader((run / "stat.csv").open()))
+        by_cpu: dict[str, list[dict]] = {}
+        for r in rows:
+            by_cpu.setdefault(r["cpu"], []).append(r)
+        fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+        steal = total = worst = 0.0
+        for rs in by_cpu.values():
+            s_k = int(rs[-1]["steal"]) - int(rs[0]["steal"])
+            t_k = sum(int(rs[-1][f]) - int(rs[0][f]) for f in fields)
+            steal, total = steal + s_k, total + t_k
+            worst = max(worst, s_k / t_k if t_k else 0.0)
+        if total:
+            out.append(f"steal {steal / total:.1%} of all CPUs' time (most on one CPU {worst:.1%})")
+    if (run / "watch.csv").is_file():
+        w = list(csv.DictReader((run / "watch.csv").open()))
+        if w:
+            k = np.array([float(r["kernel_us"]) for r in w])
+            sh = np.array([float(r["shuffled_ns"]) for r in w])
+            out.append(
+                f"watch: {k.size} readings, kernel {k.min():.2f}-{k.max():.2f} us (median {np.median(k):.2f}),"
+                f" wide {sh.min():.0f}-{sh.max():.0f} ns"
+            )
+    return "; ".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("lanes", nargs="+", type=Path)
@@ -107,6 +140,8 @@ def main() -> int:
                 f" {(s['client'][j] - s['client'][i]) / (s['t'][j] - s['t'][i]):>13.2f}"
                 f"  {main_cpu(s['api_cpu'][i : j + 1], probe)}"
             )
+            if beside := machine(run):
+                print(f"  the machine beside it: {beside}")
             for k in range(i, j - a.window + 1, a.window):
                 d = {n: v[k + a.window] - v[k] for n, v in s.items() if n not in ("open", "client", "api_cpu")}
                 if d["tokens"] < 1000:  # a window with hardly any streaming says nothing of a token's cost
