@@ -539,26 +539,31 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
         stderr=subprocess.DEVNULL,
     )
     t0, mono0 = time.time(), time.monotonic()  # the bench's start times are time.perf_counter(): CLOCK_MONOTONIC
-    log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
-    procs = [
-        subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
-        for k, c in enumerate(cmds)
-    ]
-    sampler.clients = tuple(p.pid for p in procs)  # their CPU too: a client that cannot keep up paces the run
-    rcs = []
-    for p in procs:
+    try:
+        log(f"{lane['name']}/{run['name']}: {shlex.join(cmds[0])}")
+        procs = [
+            subprocess.Popen(c, stdout=(d / f"bench{k}.log").open("w"), stderr=subprocess.STDOUT)
+            for k, c in enumerate(cmds)
+        ]
+        sampler.clients = tuple(p.pid for p in procs)  # their CPU too: a client that cannot keep up paces the run
+        rcs = []
+        for p in procs:
+            try:
+                rcs.append(p.wait(timeout=run.get("timeout_s", 900)))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rcs.append(-9)
+        t1 = time.time()
+        time.sleep(1.5)  # the last samples after the last request ended
+    finally:  # whatever stopped the run, nothing it started beside the benchmark outlives it
+        sampler.stop.set()
+        sampler.join()
+        watcher.terminate()
         try:
-            rcs.append(p.wait(timeout=run.get("timeout_s", 900)))
+            watcher.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            p.kill()
-            rcs.append(-9)
-    t1 = time.time()
-    time.sleep(1.5)  # the last samples after the last request ended
-    sampler.stop.set()
-    sampler.join()
-    watcher.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        watcher.wait(timeout=10)
+            watcher.kill()
+            watcher.wait()
     after = counters(lane["port"], aliases=aliases)
     with (d / "metrics.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, METRIC_COLUMNS + ["error"], extrasaction="ignore")
