@@ -248,13 +248,13 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     groups = [(None, df)] if group is None else list(df.groupby(group))
     thousands = FuncFormatter(lambda v, _p: f"{v:,.0f}")
     banded = False
+    named = bool((rec.get("host_band") or {}).get("named"))  # a named host's band, not the hosts' spread
     for ax, (col, label) in zip(axes.ravel(), panels):
         for i, (g, sub) in enumerate(groups):
             sub = sub.sort_values(x)
             lab = None if g is None else f"{knobs[1].split('.')[-1]}={g}"
             color = COLORS[(i + 1) % len(COLORS)]
             ax.plot(sub[x], sub[col], "o-", color=color, lw=1.5, ms=5, label=lab)
-            named = bool((rec.get("host_band") or {}).get("named"))
             banded = _shade_band(ax, sub, x, col, color, banded, named) or banded
         for j, pick in enumerate(picks):
             row = row_of(pick)
