@@ -390,6 +390,26 @@ def drift_lanes() -> list[dict]:
     return out
 
 
+def kv32_lanes() -> list[dict]:
+    """kv32_h200 (one 1-GPU H200, about 20 minutes): the max_num_seqs sweep where the KV cache binds,
+    on a 30B+ model: Qwen3-32B with 768 closed-loop clients of 512 + 512 tokens, one API server, at
+    max_num_seqs 128, 256 and 512, a fresh server each. Its ~270k-token pool holds about 260
+    such requests at their end: 128 leaves it half full, 256 fills it, and 512 cannot fit its
+    batch and preempts (servesim, before the recording: 480 preemptions, and less output than at
+    256). Every run its own seed."""
+
+    def seqs(n: int) -> list[str]:
+        return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
+
+    out = []
+    for n in (128, 256, 512):
+        name = f"qwen32b_kv_s{n}"
+        run = {"name": "kv", "max_concurrency": 768, "num_prompts": 1024, "prompt": 512, "output": 512}
+        run |= {"timeout_s": 420, "seed": zlib.crc32(f"kv32_h200/{name}/kv".encode())}
+        out.append(lane(name, [0], "qwen3-32b", seqs(n), [run]))
+    return out
+
+
 def cpu_lanes_x4() -> list[dict]:
     return [{**x, "gpus": [X4_GPU[x["name"]]], "port": 8100 + X4_GPU[x["name"]]} for x in cpu_lanes()]
 
@@ -1159,6 +1179,7 @@ def main() -> None:
         ("overlap3_h200", overlap3_lanes()),
         ("overlap4_h200", overlap4_lanes()),
         ("light_h200", light_lanes()),
+        ("kv32_h200", kv32_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
