@@ -83,6 +83,7 @@ HELD_OUT = {
     "h200_gptoss_pool_2026-12-03",  # gpt-oss-120b in an H100's memory (0.52 of an H200), its KV cache binding: blind
     "h200_repeat2_2026-12-04",  # the repeat again, unprofiled, with the clients' CPU and each process's CPU read: blind
     "h200_drift_2026-12-04",  # the decode-heavy run at 512 and 128 alternating, the machine read under load: blind
+    "h200_kv32_2026-12-04",  # Qwen3-32B's max_num_seqs sweep where the KV cache binds (128, 256, 512): blind
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
