@@ -291,6 +291,12 @@ DECODE = {"prompt": 64, "output": 1024}
 SEQS = (128, 256, 512, 1024)
 
 
+def seqs(n: int) -> list[str]:
+    """The serve flags of the max_num_seqs sweeps: ``n`` requests a step, vLLM's 8,192-token budget and
+    0.92 of the GPU's memory."""
+    return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
+
+
 def cpu_lanes() -> list[dict]:
     """One 1-GPU H200 machine, lane by lane (each one server start; `README.md` gives each lane's wall
     time, about 3.5 to 5.5 minutes): Llama-3.1-8B with 768 closed-loop clients and one API server
@@ -302,9 +308,6 @@ def cpu_lanes() -> list[dict]:
 
     def run(lane_name: str, kind: str, **kw) -> dict:
         return {"name": kind, **kw, "timeout_s": 420, "seed": zlib.crc32(f"cpu_h200/{lane_name}/{kind}".encode())}
-
-    def seqs(n: int) -> list[str]:
-        return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
 
     out = []
     for n in SEQS:
@@ -397,9 +400,6 @@ def kv32_lanes() -> list[dict]:
     such requests at their end: 128 leaves it half full, 256 fills it, and 512 cannot fit its
     batch and preempts (servesim, before the recording: 480 preemptions, and less output than at
     256). Every run its own seed."""
-
-    def seqs(n: int) -> list[str]:
-        return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
 
     out = []
     for n in (128, 256, 512):
