@@ -291,7 +291,7 @@ DECODE = {"prompt": 64, "output": 1024}
 SEQS = (128, 256, 512, 1024)
 
 
-def seqs(n: int) -> list[str]:
+def sweep_flags(n: int) -> list[str]:
     """The serve flags of the max_num_seqs sweeps: ``n`` requests a step, vLLM's 8,192-token budget and
     0.92 of the GPU's memory."""
     return ["--max-num-seqs", str(n), "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.92"]
@@ -317,7 +317,7 @@ def cpu_lanes() -> list[dict]:
                 name,
                 [0],
                 "llama-3.1-8b",
-                seqs(n),
+                sweep_flags(n),
                 [
                     run(name, "kv", max_concurrency=768, num_prompts=2 * 768, **KV),
                     run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE),
@@ -331,7 +331,7 @@ def cpu_lanes() -> list[dict]:
                 name,
                 [0],
                 "llama-3.1-8b",
-                [*seqs(n), "--api-server-count", "2"],
+                [*sweep_flags(n), "--api-server-count", "2"],
                 [run(name, "decode", max_concurrency=768, num_prompts=768, **DECODE)],
             )
         )
@@ -341,7 +341,7 @@ def cpu_lanes() -> list[dict]:
             "llama8b_poisson",
             [0],
             "llama-3.1-8b",
-            seqs(1024),
+            sweep_flags(1024),
             [run("llama8b_poisson", f"r{r}", request_rate=r, num_prompts=30 * r, **poisson) for r in (20, 28, 36)],
         )
     )
@@ -352,7 +352,7 @@ def cpu_lanes() -> list[dict]:
                 name,
                 [0],
                 "qwen3-32b",
-                seqs(n),
+                sweep_flags(n),
                 [run(name, "decode", max_concurrency=768, num_prompts=768, prompt=64, output=512)],
             )
         )
@@ -406,7 +406,7 @@ def kv32_lanes() -> list[dict]:
         name = f"qwen32b_kv_s{n}"
         run = {"name": "kv", "max_concurrency": 768, "num_prompts": 1024, "prompt": 512, "output": 512}
         run |= {"timeout_s": 420, "seed": zlib.crc32(f"kv32_h200/{name}/kv".encode())}
-        out.append(lane(name, [0], "qwen3-32b", seqs(n), [run]))
+        out.append(lane(name, [0], "qwen3-32b", sweep_flags(n), [run]))
     return out
 
 
