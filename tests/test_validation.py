@@ -461,3 +461,52 @@ def test_a_moe_model_on_vllms_v2_list_gets_the_v2_runners_pool():
     assert not res.error and server == 872_656 and abs(pool / server - 1) < 0.01
     preempted, server_preempted = res.detail["num_preemptions"], res.detail["server_preemptions"]
     assert server_preempted == 118 and 0.5 <= preempted / server_preempted <= 2.0  # the cache binds in both
+
+
+def test_the_knob_ratio_pairs_one_recordings_runs_at_128_and_512_and_averages_repeats():
+    """p50 TPOT at max_num_seqs 512 over 128, the server's and servesim's: runs of one recording alike
+    but for max_num_seqs (and their seeds) pair up; repeats at a setting count by their mean; another
+    recording, a calibration run or a confounded one does not join; a miss past 30% is flagged."""
+    base = {
+        "recording": "r1",
+        "model": "llama-3.1-8b",
+        "gpu": "h200",
+        "tensor_parallel_size": 1,
+        "run": "decode",
+        "arrival": {"max_concurrency": 768},
+        "lengths": {"prompt": 64, "output": 1024},
+    }
+
+    def run(i: str, n: int, **kw) -> dict:
+        return {**base, "id": i, "engine": {"max_num_seqs": n, "max_num_batched_tokens": 8192}, **kw}
+
+    runs = [
+        run("a128", 128, bench_command="--seed 1"),
+        run("a512", 512, bench_command="--seed 2"),
+        run("b512", 512, bench_command="--seed 3"),  # a repeat at 512: the mean counts
+        run("c256", 256),  # not a compared setting
+        run("x128", 128, recording="r2"),  # r2 has no 512: no pair
+        run("cal512", 512),  # a calibration run: left out
+        run("conf512", 512),  # confounded: left out
+    ]
+
+    def res(i: str, server: float, sim: float, split: str = "heldout", confounded: bool = False):
+        m, s = {"median_tpot_ms": server}, {"median_tpot_ms": sim}
+        return validate.RunResult(i, split, m, s, confounded=confounded)
+
+    results = [
+        res("a128", 10.0, 10.0),
+        res("a512", 40.0, 30.0),
+        res("b512", 60.0, 30.0),
+        res("c256", 20.0, 20.0),
+        res("x128", 10.0, 10.0),
+        res("cal512", 500.0, 1.0, split="calibrate"),
+        res("conf512", 500.0, 1.0, confounded=True),
+    ]
+    lines = validate.knob_ratio_lines(runs, results)
+    # server: mean(40, 60) / 10 = 5.00; servesim: 30 / 10 = 3.00; 3 / 5 - 1 = -40%: flagged
+    assert lines[1] == "    r1 llama-3.1-8b decode (1 API server): server 5.00, servesim 3.00 (-40.0%) !"
+    assert lines[-1] == "  within 30%: 0 of 1" and len(lines) == 3
+    results[2] = res("b512", 40.0, 30.0)  # server 4.00: -25%, within
+    assert validate.knob_ratio_lines(runs, results)[-1] == "  within 30%: 1 of 1"
+    assert validate.knob_ratio_lines(runs[:1], results) == []  # nothing to pair

@@ -803,6 +803,61 @@ def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     return lines
 
 
+# How p50 TPOT grows with max_num_seqs: the two settings compared, and how far servesim's ratio may
+# miss the server's (the check a user choosing max_num_seqs for a TPOT target leans on).
+KNOB_RATIO_SEQS = (128, 512)
+KNOB_RATIO_TOLERANCE = 0.30
+
+
+def knob_key(run: dict) -> str:
+    """What makes two runs of one recording the same run at another ``max_num_seqs``: every field of
+    ``replicate_key`` but the engine's ``max_num_seqs`` and the benchmark's seed (each lane has its
+    own), and the recording."""
+    engine = {k: v for k, v in (run.get("engine") or {}).items() if k != "max_num_seqs"}
+    front = {"api_server_count": 1, **(run.get("frontend") or {})}
+    fields = [run["recording"], run["model"], run["gpu"], run["tensor_parallel_size"], engine, front]
+    return json.dumps([*fields, run["arrival"], run["lengths"], run.get("prefix")], sort_keys=True)
+
+
+def knob_ratio_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """Per held-out recording that ran one run at both ``KNOB_RATIO_SEQS``: the server's p50 TPOT at
+    the larger over the smaller, servesim's, and how far apart (runs recorded more than once at a
+    setting, alternating, count by their mean). Confounded runs are left out."""
+    by_id = {r.id: r for r in results if not r.error and not r.confounded and r.split == "heldout"}
+    groups: dict[str, dict[int, list[RunResult]]] = {}
+    names: dict[str, dict] = {}
+    for run in runs:
+        n = (run.get("engine") or {}).get("max_num_seqs")
+        if run["id"] in by_id and n in KNOB_RATIO_SEQS:
+            groups.setdefault(knob_key(run), {}).setdefault(n, []).append(by_id[run["id"]])
+            names.setdefault(knob_key(run), run)
+    pairs = {k: g for k, g in groups.items() if len(g) == len(KNOB_RATIO_SEQS)}
+    if not pairs:
+        return []
+    lo, hi = KNOB_RATIO_SEQS
+    m = "median_tpot_ms"
+    lines = [
+        f"  p50 TPOT at max_num_seqs {hi} over {lo}, one recording's runs otherwise alike (held out; "
+        f"servesim's ratio within {KNOB_RATIO_TOLERANCE:.0%} of the server's):"
+    ]
+    within = 0
+    for key in sorted(pairs, key=lambda k: names[k]["id"]):
+        g, run = pairs[key], names[key]
+        server, sim = (
+            statistics.fmean(getattr(r, side)[m] for r in g[hi]) / statistics.fmean(getattr(r, side)[m] for r in g[lo])
+            for side in ("measured", "simulated")
+        )
+        miss = sim / server - 1.0
+        within += abs(miss) <= KNOB_RATIO_TOLERANCE
+        front = (run.get("frontend") or {}).get("api_server_count", 1)
+        lines.append(
+            f"    {run['recording']} {run['model']} {run['run']} ({front} API server{'s' if front > 1 else ''}): "
+            f"server {server:.2f}, servesim {sim:.2f} ({miss:+.1%}){' !' if abs(miss) > KNOB_RATIO_TOLERANCE else ''}"
+        )
+    lines.append(f"  within {KNOB_RATIO_TOLERANCE:.0%}: {within} of {len(pairs)}")
+    return lines
+
+
 def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     """Per recorded host (a cloud machine, ``simulator/data/hosts.yaml``): its runs' median errors in
     output throughput and p50 TPOT as replayed (on its probe reading where it was read, else on the
@@ -968,6 +1023,7 @@ def main_validate(
             "Recorded vLLM 0.26 servers vs their `vllm bench serve` runs (data/e2e/)",
         )
         lines += replicate_lines(rec, results)
+        lines += knob_ratio_lines(rec, results)
         lines += host_lines(rec, results)
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
         lines.append(
