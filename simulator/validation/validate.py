@@ -748,22 +748,16 @@ def replicate_key(run: dict) -> str:
     """What makes two recorded runs the same run: the model, GPU and parallelism, the engine's flags,
     the API servers, the arrivals, the lengths and shared prefixes, and the benchmark's seed (so its
     prompts)."""
-    front = {"api_server_count": 1, **(run.get("frontend") or {})}
     seed = re.search(r"--seed (\d+)", run.get("bench_command", ""))
-    return json.dumps(
-        [
-            run["model"],
-            run["gpu"],
-            run["tensor_parallel_size"],
-            run.get("engine") or {},
-            front,
-            run["arrival"],
-            run["lengths"],
-            run.get("prefix"),
-            seed.group(1) if seed else run["id"],
-        ],
-        sort_keys=True,
-    )
+    return json.dumps([*_alike(run, run.get("engine") or {}), seed.group(1) if seed else run["id"]], sort_keys=True)
+
+
+def _alike(run: dict, engine: dict) -> list:
+    """A recorded run's model, GPU and parallelism, ``engine`` (its flags, or some of them), API servers
+    (one when unsaid), arrivals, lengths and shared prefixes: what two runs share to be compared."""
+    front = {"api_server_count": 1, **(run.get("frontend") or {})}
+    fields = [run["model"], run["gpu"], run["tensor_parallel_size"], engine, front]
+    return [*fields, run["arrival"], run["lengths"], run.get("prefix")]
 
 
 def replicate_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
@@ -814,9 +808,7 @@ def knob_key(run: dict) -> str:
     ``replicate_key`` but the engine's ``max_num_seqs`` and the benchmark's seed (each lane has its
     own), and the recording."""
     engine = {k: v for k, v in (run.get("engine") or {}).items() if k != "max_num_seqs"}
-    front = {"api_server_count": 1, **(run.get("frontend") or {})}
-    fields = [run["recording"], run["model"], run["gpu"], run["tensor_parallel_size"], engine, front]
-    return json.dumps([*fields, run["arrival"], run["lengths"], run.get("prefix")], sort_keys=True)
+    return json.dumps([run["recording"], *_alike(run, engine)], sort_keys=True)
 
 
 def knob_ratio_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
