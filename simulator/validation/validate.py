@@ -821,8 +821,9 @@ def knob_ratio_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     for run in runs:
         n = (run.get("engine") or {}).get("max_num_seqs")
         if run["id"] in by_id and n in KNOB_RATIO_SEQS:
-            groups.setdefault(knob_key(run), {}).setdefault(n, []).append(by_id[run["id"]])
-            names.setdefault(knob_key(run), run)
+            key = knob_key(run)
+            groups.setdefault(key, {}).setdefault(n, []).append(by_id[run["id"]])
+            names.setdefault(key, run)
     pairs = {k: g for k, g in groups.items() if len(g) == len(KNOB_RATIO_SEQS)}
     if not pairs:
         return []

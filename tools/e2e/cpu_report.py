@@ -82,7 +82,7 @@ def machine(run: Path) -> str:
         by_cpu: dict[str, list[dict]] = {}
         for r in rows:
             by_cpu.setdefault(r["cpu"], []).append(r)
-        fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+        fields = [c for c in rows[0] if c not in ("t", "cpu")] if rows else []  # every kind of time lane.py read
         steal = total = worst = 0.0
         for rs in by_cpu.values():
             s_k = int(rs[-1]["steal"]) - int(rs[0]["steal"])
