@@ -97,6 +97,36 @@ def test_max_num_seqs_caps_running_not_scheduled(engine):
     assert s[2].new == (2,)
 
 
+def test_async_scheduling_frees_an_ended_requests_place_a_step_late(engine):
+    """With async scheduling (``frees_late``) vLLM schedules step 2 before step 1's outputs are in:
+    R0, ended at step 1, still holds its place and its block through step 2's scheduling (not
+    scheduled, counted running), so R2 starts in step 3, not 2 as without it."""
+    cases = [(0.0, 2, 2), (0.0, 2, 5), (0.0, 2, 2)]
+    sync = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, engine=engine).run()
+    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, frees_late=True, engine=engine).run()
+    assert sync.steps[1].finished == late.steps[1].finished == (0,)
+    assert sync.steps[2].scheduled == {1: 1, 2: 2} and sync.steps[2].new == (2,)
+    assert late.steps[2].scheduled == {1: 1} and late.steps[2].num_running == 2
+    assert late.steps[2].num_free_blocks == late.steps[1].num_free_blocks == 17  # R0's block held
+    assert late.steps[3].new == (2,) and late.steps[3].scheduled == {1: 1, 2: 2}
+    assert list(sync.reqs.first_scheduled[:3]) == [0.0, 0.0, 2.0]
+    assert list(late.reqs.first_scheduled[:3]) == [0.0, 0.0, 3.0]
+    assert list(late.reqs.finish[:3]) == [2.0, 5.0, 5.0]
+    assert late.free_blocks() == sync.free_blocks() == late.engine.num_blocks
+
+
+def test_async_scheduling_refills_a_wave_at_once(engine):
+    """Every place held by requests that ended in one step: vLLM's empty scheduling costs no step, and
+    the next one, after their outputs are in, admits the waiting requests: the same timeline as
+    without async scheduling."""
+    cases = [(0.0, 2, 2)] * 4
+    sync = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, engine=engine).run()
+    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, frees_late=True, engine=engine).run()
+    assert [s.scheduled for s in late.steps] == [{0: 2, 1: 2}, {0: 1, 1: 1}, {2: 2, 3: 2}, {2: 1, 3: 1}]
+    assert late.steps == sync.steps
+    assert list(late.reqs.finish[:4]) == [2.0, 2.0, 4.0, 4.0]
+
+
 def test_fcfs_head_of_line_blocks_admission(engine):
     """A waiting request that does not fit stops admission: the small one behind it waits too."""
     # 7 usable blocks. After step 1, R0 holds 6 and one is free: R1 (2 blocks) cannot fit, R2 (1 block) could.

@@ -49,6 +49,9 @@ class SchedulerConfig:
     block_bytes: float = 0.0  # KV bytes of one block on one GPU (for swap traffic)
     on_swap_full: str = "recompute"  # or "abort"
     cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
+    # vLLM with async scheduling: a request that ends keeps its place and blocks through the next
+    # step's scheduling (seats_taken)
+    frees_late: bool = False
     # Speculative decoding (0: off): draft tokens proposed after each sampled token, KV slots kept
     # ahead for the drafter's own passes (EAGLE-style drafters), the acceptance draws' seed, and
     # P(at least i drafts accepted) for i = 1..spec_tokens.
@@ -89,6 +92,24 @@ def long_prefill_cap(threshold, num_requests):
     """The per-request chunk cap in force this step: vLLM drops it when at most one request is in
     the engine (running, waiting or swapped) at the step's start, as nobody else could use the budget."""
     return 0 if num_requests <= 1 else threshold
+
+
+def seats_taken(num_running, num_ended):
+    """Requests that hold a place while a step is scheduled: under ``max_num_seqs`` and in the
+    long-prefill cap's count (vLLM's ``len(self.running)``). Those running, and those that ended in
+    the step before if they are freed late (``SchedulerConfig.frees_late``): with async scheduling vLLM schedules a
+    step before the outputs of the step in flight are in, so a request that ends in it keeps its
+    place and its KV blocks through the next step's scheduling (not scheduled in it) and is freed
+    only after. A place freed in step N is thus taken again in N + 2, not N + 1."""
+    return num_running + num_ended
+
+
+def schedules_again(num_running, num_ended, num_preempted):
+    """Whether a scheduling that left nothing running (so scheduled nothing) while requests that
+    ended held places (``seats_taken``), and preempted none, is followed at once by another: vLLM
+    runs the empty step without the model and frees them as it takes in the outputs before, at no
+    time (every request of a wave ending in one step, say)."""
+    return num_running == 0 and num_ended > 0 and num_preempted == 0
 
 
 def chunk(num_tokens, num_computed, cap, budget):

@@ -212,7 +212,7 @@ class EngineConfig:
     )
     async_scheduling: Union[bool, None] = F(
         None,
-        "overlap the engine's CPU work for a step with the GPU's (null: on from vLLM 0.14, off before)",
+        "schedule each step while the one before runs: the engine's CPU work for a step overlaps the GPU's, and a request that ends keeps its place and KV blocks through the next step's scheduling (null: on from vLLM 0.14, off before)",
         vllm="--async-scheduling",
         only={"framework": ("vllm",)},
         instead={"sglang": "engine.disable_overlap_schedule"},

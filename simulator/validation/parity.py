@@ -10,12 +10,13 @@ runs a scenario (``fixture_scenario``: the requests as a trace, closed-loop clie
 settings, no front-end): the product path reproduces the real engine too.
 
 The fixtures cover FCFS and priority scheduling and multi-LoRA's adapter limit (a request's adapter
-has no trace column, so those fixtures skip the ``run`` path), and speculative decoding with a draft
-model. Every fixture matches exactly through every path (``tests/test_parity.py``) but those in
+has no trace column, so those fixtures skip the ``run`` path), speculative decoding with a draft
+model, and async scheduling (``async_*``: vLLM's ``AsyncScheduler`` stepped as the engine core's
+batch queue steps it, tools/parity/record.py; batch workloads only). Every fixture matches exactly through every path (``tests/test_parity.py``) but those in
 ``KNOWN_DIVERGENT``, each with the rule that differs; `servesim parity` reports them apart and the
 tests expect them to diverge. Engine features servesim does not model, should a future fixture need
 them: KV connectors / P/D transfer (vLLM's CPU offloading connector does not run on the CPU build the
-fixtures are recorded with), async scheduling, sliding-window / Mamba groups and prefix replay,
+fixtures are recorded with), sliding-window / Mamba groups and prefix replay,
 partial-block (sub-block hash) prefix hits, multimodal encoder budgets, and the watermark / adaptive
 long-prefill / prefill-interval knobs at non-default values. vLLM V1 has no swap preemption, so no
 fixture records it.
@@ -70,6 +71,12 @@ _DRAFT_MODEL_SLOTS = (
     "(VllmConfig.num_lookahead_tokens); servesim's step does neither (step 0: a prefill chunk of 255 "
     "tokens in 9 blocks, against 256 in 8)"
 )
+_ASYNC_VICTIM_HASH = (
+    "async scheduling, a preempted request's cached blocks: vLLM hashes a block that holds an output "
+    "token only once the step that computed the token has reported, so a request preempted while its "
+    "last decode is in flight leaves that block uncached (a resumed request then finds one block "
+    "fewer: 256 tokens against servesim's 288); servesim caches every block its victim computed"
+)
 KNOWN_DIVERGENT: dict[str, str] = {
     "priority_batch_overload": _EXACT_ARRIVAL_TIES,
     "priority_batch_overload_pc_off_fpa_off": _EXACT_ARRIVAL_TIES,
@@ -77,6 +84,8 @@ KNOWN_DIVERGENT: dict[str, str] = {
     "priority_closed_c16_threshold": _EXACT_ARRIVAL_TIES,
     "spec_draft3_batch_fits": _DRAFT_MODEL_SLOTS,
     "spec_draft2_closed_c8_tight": _DRAFT_MODEL_SLOTS,
+    "async_mixed_groups": _ASYNC_VICTIM_HASH,
+    "async_overload_pc_on": _ASYNC_VICTIM_HASH,
 }
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "parity"
 
@@ -231,6 +240,8 @@ def engine_overrides(spec: dict, engine: str = "compiled") -> list[str]:
         f"engine.admission={'full_prompt' if e.get('full_prompt_admission') else 'first_chunk'}",
         f"engine.max_model_len={int(e.get('max_model_len') or 10**6)}",
         f"engine.scheduling_policy={e.get('scheduling_policy', 'fcfs')}",
+        # the recorder's scheduler: synchronous unless the fixture says it scheduled a step ahead
+        f"engine.async_scheduling={str(bool(e.get('async_scheduling', False))).lower()}",
         *(
             [
                 "engine.enable_lora=true",

@@ -38,6 +38,7 @@ import random
 import sys
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -240,7 +241,10 @@ class SchedulerTap:
     def __init__(self, scheduler):
         self.sched = scheduler
         self.records: list[StepRecord] = []
-        self.pending: StepRecord | None = None
+        # Scheduled steps whose outputs are not in yet, oldest first (one at most without async
+        # scheduling; with it, the next step is scheduled before the last one's outputs are in).
+        # None: a step that scheduled nothing.
+        self.pending: deque[StepRecord | None] = deque()
         self.empty_steps = 0
         # vLLM's LLMEngine appends a random suffix to each request id;
         # traces use the scenario's ids.
@@ -313,15 +317,14 @@ class SchedulerTap:
                     "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
                 }
             )
-        self.pending = rec if out.total_num_scheduled_tokens > 0 else None
-        if self.pending is None:
+        self.pending.append(rec if out.total_num_scheduled_tokens > 0 else None)
+        if out.total_num_scheduled_tokens == 0:
             self.empty_steps += 1
         return out
 
     def _update(self, scheduler_output, model_output):
         result = self._orig_update(scheduler_output, model_output)
-        rec = self.pending
-        self.pending = None
+        rec = self.pending.popleft()
         if rec is not None:
             fin = []
             ngen = 0
@@ -347,6 +350,54 @@ class SchedulerTap:
             return orig(request, *a, **kw)
 
         self.sched._preempt_request = hook
+
+
+def make_async(sched) -> None:
+    """Turn the live scheduler into vLLM's ``AsyncScheduler``, its extra state set as its
+    ``__init__`` sets it. The CPU platform forces async scheduling off (its model runner does not
+    run a step ahead), but the scheduler's rules do not depend on the platform: ``AsyncStepper``
+    then drives it as the engine core's batch queue does, with the model's outputs made up."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    sched.__class__ = AsyncScheduler
+    sched._spec_token_placeholders = [-1] * sched.num_spec_tokens
+    sched.pp_size = sched.parallel_config.pipeline_parallel_size
+    sched.decode_stagger = sched.pp_size
+
+
+class AsyncStepper:
+    """One ``step()`` of ``EngineCore.step_with_batch_queue`` with a batch queue of two (async
+    scheduling): schedule a step while the one before is in flight, then take in the oldest step's
+    outputs. The model is not run: a request whose scheduled tokens reach the end of what it has
+    (not a partial prefill chunk) samples token ``TOKEN_LO`` (under ``ignore_eos`` the scheduler
+    reads nothing else of it), as the model runner would report it."""
+
+    def __init__(self, sched) -> None:
+        self.sched = sched
+        self.queue: deque = deque()  # (scheduler output, requests that sample), newest first
+
+    def step(self) -> None:
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        sched = self.sched
+        if sched.has_requests():
+            out = sched.schedule()
+            samples = {rid for rid in out.num_scheduled_tokens if not sched.requests[rid].is_prefill_chunk}
+            self.queue.appendleft((out, samples))
+            if len(self.queue) < 2 and (out.total_num_scheduled_tokens > 0 or sched.has_requests()):
+                return
+        if not self.queue:
+            return
+        out, samples = self.queue.pop()
+        ids = list(out.num_scheduled_tokens)
+        sched.update_from_output(
+            out,
+            ModelRunnerOutput(
+                req_ids=ids,
+                req_id_to_index={rid: i for i, rid in enumerate(ids)},
+                sampled_token_ids=[[TOKEN_LO] if rid in samples else [] for rid in ids],
+            ),
+        )
 
 
 def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> tuple[list[StepRecord], dict]:
@@ -387,6 +438,16 @@ def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> 
         if hasattr(sc, knob):
             v = getattr(sc, knob)
             info[knob] = v if isinstance(v, (int, float, bool, type(None))) else str(v)
+    stepper = None
+    if eng.get("async_scheduling"):
+        if scenario["workload"]["mode"] != "batch":
+            # (a closed-loop client learns of an end one step later than without async scheduling,
+            # which servesim's step-domain replay does not model: batch scenarios only)
+            raise ValueError("async scheduling is recorded for batch scenarios only")
+        make_async(sched)
+        stepper = AsyncStepper(sched)
+        info["async_scheduling"] = True
+        info["scheduler_cls"] = type(sched).__module__ + "." + type(sched).__qualname__
     tap = SchedulerTap(sched)
     tap.install_preempt_hook()
     tap.debug = debug
@@ -433,7 +494,10 @@ def run_scenario(scenario: dict, model_dir: Path, debug: list | None = None) -> 
         if n_calls > max_steps:
             raise RuntimeError("too many steps")
         before = len(tap.records)
-        engine.step()
+        if stepper is None:
+            engine.step()
+        else:
+            stepper.step()
         if len(tap.records) > before:
             rec = tap.records[-1]
             step_fin = rec.finished

@@ -39,6 +39,7 @@ def engine(
     scheduling_policy: str = "fcfs",
     max_loras: int = 0,
     num_speculative_tokens: int = 0,
+    async_scheduling: bool = False,
 ) -> dict:
     if max_model_len is None:
         max_model_len = min(2048, (num_gpu_blocks - 1) * block_size)
@@ -58,6 +59,8 @@ def engine(
         eng.update(enable_lora=True, max_loras=max_loras, max_lora_rank=8)
     if num_speculative_tokens:  # the tiny Llama drafts for itself: greedy, every draft is accepted
         eng["speculative_config"] = {"method": "draft_model", "num_speculative_tokens": num_speculative_tokens}
+    if async_scheduling:  # the next step scheduled before the last one's outputs are in (record.py's AsyncStepper)
+        eng["async_scheduling"] = True
     return eng
 
 
@@ -827,6 +830,45 @@ def all_scenarios() -> list[dict]:
             notes=spec,
         )
     )
+
+    # ---- async scheduling (vLLM's AsyncScheduler, driven as the engine core's batch queue drives it) --
+    # A request that ends in a step keeps its place and blocks through the next step's scheduling.
+    asy = (
+        "async scheduling: vLLM's AsyncScheduler, stepped as EngineCore.step_with_batch_queue steps it "
+        "(the next step scheduled before the last one's outputs are in), the model's outputs made up "
+        "(record.py, AsyncStepper); the CPU platform would force async scheduling off for a served model."
+    )
+    for name, description, eng, requests, seed in (
+        (
+            "async_max_seqs_binding",
+            "async scheduling, max_num_seqs=4, 16 requests of mixed output lengths, big cache",
+            engine(num_gpu_blocks=128, max_num_seqs=4, async_scheduling=True),
+            mixed(16, 501, prompt=(16, 120), output=(1, 24)),
+            501,
+        ),
+        (
+            "async_mixed_groups",
+            "async scheduling, 40 random requests with 3 prefix groups, max_num_seqs 16, 96-block cache",
+            engine(num_gpu_blocks=96, async_scheduling=True),
+            mixed(40, 502, groups=3),
+            502,
+        ),
+        (
+            "async_overload_pc_on",
+            "async scheduling, 24 requests over a 40-block cache: preemption, recompute, prefix caching on",
+            engine(num_gpu_blocks=40, async_scheduling=True),
+            mixed(24, 503, prompt=(100, 400), output=(40, 200), groups=2),
+            503,
+        ),
+        (
+            "async_chunked_small_budget",
+            "async scheduling, long prompts chunked by a 64-token budget, max_num_seqs 6, output 1-12",
+            engine(num_gpu_blocks=80, max_num_batched_tokens=64, max_num_seqs=6, async_scheduling=True),
+            mixed(14, 504, prompt=(40, 300), output=(1, 12)),
+            504,
+        ),
+    ):
+        add(S(name, description, eng, batch(), requests, token_seed=seed, notes=asy))
     return sc
 
 

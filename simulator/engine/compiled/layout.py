@@ -51,6 +51,7 @@ State = namedtuple(
         "hist",
         "fin",
         "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
+        "ended",  # requests ended at the last update that still hold their places (cfg FREES_LATE): E_* columns
         "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
         "buf",
         "hits",
@@ -129,8 +130,9 @@ State = namedtuple(
     REJ_K,  # rejections told in a row at one time (fctl[REJ_T]), and the last one's request
     REJ_RID,
     JIT_N,  # steps that waited while the engine core compiled kernels they ran first (cost.first_compile)
+    ENDED_N,  # rows of ``ended`` in use
     SPEC_POS,  # SPEC_MAX_TOKENS slots from here: drafts accepted at each position
-) = range(56)
+) = range(57)
 N_CTL = SPEC_POS + SPEC_MAX_TOKENS
 
 # ---- fctl: float64 scalars -------------------------------------------------------------------------
@@ -187,8 +189,9 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     CL_BASE,
     CL_N,
     LIVELOCK_AT,  # rejections told in a row at one time that stop the run (core.REJECT_LIVELOCK)
+    FREES_LATE,  # 1: an ended request keeps its place and blocks through the next scheduling (rules.seats_taken)
     N_CFG,
-) = range(30)
+) = range(31)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.
@@ -264,6 +267,10 @@ B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
 # block table's row; S_SPEC: the draft tokens it holds (speculative decoding). An ended or preempted
 # request's slot is a hole (S_RID -1) until slots close up.
 S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, S_SPEC, N_S = range(13)
+
+# ---- ended: requests ended at the last update still holding their places (cfg FREES_LATE), in the order
+# they ended: the request, its block table's row, its blocks, and those of them hashed (pool.release_table).
+E_RID, E_ROW, E_NBLK, E_NFULL, N_E = range(5)
 
 # ---- stage: one step-log row per column (simulator.engine.step_log.STAGE_ROWS) ----------------------------
 (

@@ -16,8 +16,14 @@ from simulator.engine.compiled.layout import (
     BS,
     BUDGET,
     C_BLOCK_BYTES,
+    CACHE_FINISHED,
     CACHING,
+    E_NBLK,
+    E_NFULL,
+    E_RID,
+    E_ROW,
     END,
+    ENDED_N,
     F_ARR,
     F_FIN,
     F_FSCHED,
@@ -150,6 +156,8 @@ from simulator.engine.rules import (
     new_blocks,
     preemption_kind,
     recomputed,
+    schedules_again,
+    seats_taken,
     writes_chunk,
 )
 
@@ -158,9 +166,19 @@ COLD = ("_unschedule_after", "_victim", "_preempt", "_swap_in")  # not inlined (
 
 def schedule(st, t):
     """Schedule the step starting at ``t`` (``apply_step`` then applies it)."""
+    ctl = st.ctl
+    while True:  # (one call site: the build inlines each in full)
+        _schedule_pass(st, t)
+        if not schedules_again(ctl[N_RUN], ctl[ENDED_N], ctl[PREEMPTED]):
+            return
+        free_ended(st)  # (then none ended: the loop runs twice at most)
+
+
+def _schedule_pass(st, t):
+    """One scheduling of the running, swapped and waiting requests."""
     ctl, cfg = st.ctl, st.cfg
     budget = cfg[BUDGET]
-    cap = long_prefill_cap(cfg[THR], ctl[N_RUN] + ctl[WQ_LEN] + ctl[SW_LEN])
+    cap = long_prefill_cap(cfg[THR], seats_taken(ctl[N_RUN], ctl[ENDED_N]) + ctl[WQ_LEN] + ctl[SW_LEN])
     begin_step(st)
     _explicit_if_budget_binds(st, cap, budget)
     budget = _schedule_running(st, t, cap, budget)
@@ -169,6 +187,30 @@ def schedule(st, t):
         budget = _swap_in(st, t, cap, budget)
         if ctl[SW_LEN] == 0:
             _admit(st, t, cap, budget)
+
+
+def free_finished(st, rid, row, nblk, nfull):
+    """A finished request releases its block table (``row``: ``nblk`` blocks, the first ``nfull``
+    hashed; its own content kept findable where the workload returns to it) and its adapter."""
+    if st.cfg[CACHE_FINISHED] != 0:
+        cache_own_blocks(st, rid, row, nfull)
+    release_table(st, rid, row, nblk, nfull)
+    lora_stop(st, rid)
+
+
+def hold_ended(st, rid, row, nblk, nfull):
+    """A request that ended keeps its place and blocks until ``free_ended`` (``rules.seats_taken``)."""
+    e = st.ended[st.ctl[ENDED_N]]
+    e[E_RID], e[E_ROW], e[E_NBLK], e[E_NFULL] = rid, row, nblk, nfull
+    st.ctl[ENDED_N] += 1
+
+
+def free_ended(st):
+    """The requests held by ``hold_ended`` are freed, in the order they ended."""
+    ended = st.ended
+    for i in range(st.ctl[ENDED_N]):
+        free_finished(st, ended[i, E_RID], ended[i, E_ROW], ended[i, E_NBLK], ended[i, E_NFULL])
+    st.ctl[ENDED_N] = 0
 
 
 def begin_step(st):
@@ -381,7 +423,7 @@ def _swap_traffic(st, rid, nblk):
 def _swap_in(st, t, cap, budget):
     """Swapped requests back in, in the order they went out, while their blocks fit."""
     ctl, cfg = st.ctl, st.cfg
-    while ctl[SW_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+    while ctl[SW_LEN] > 0 and budget > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
         rid = sw_peek(st)
         nc = st.req_i64[rid, I_NCOMP]
         a = chunk(st.req_i64[rid, I_NTOK], nc, cap, budget)
@@ -408,7 +450,7 @@ def _admit(st, t, cap, budget):
     ctl, cfg, req_i64 = st.ctl, st.cfg, st.req_i64
     bs = cfg[BS]
     aside = 0  # passed over for their adapter (multi-LoRA), put back at their places after
-    while ctl[WQ_LEN] > 0 and budget > 0 and ctl[N_RUN] < cfg[MAX_SEQS]:
+    while ctl[WQ_LEN] > 0 and budget > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
         rid = wq_peek(st)
         if cfg[MAX_LORAS] != 0 and lora_skipped(
             req_i64[rid, I_LORA], lora_users(st, rid), ctl[LORA_ACTIVE], cfg[MAX_LORAS]
@@ -462,7 +504,8 @@ def admit_request(st, t, rid, nh, nc, a, m, nx):
 
 def apply_step(st, t):
     """Apply the step's tokens to the explicit slots one by one and add the lazy ones' (one token
-    each) as a sum; write the step's log row; return its duration."""
+    each) as a sum; write the step's log row; free the requests that ended at the last update if
+    they were held (``hold_ended``); return the step's duration."""
     ctl, slots, bits = st.ctl, st.slots, st.bits
     work = st.work
     work[:] = 0
@@ -519,7 +562,7 @@ def apply_step(st, t):
     stage, row = st.stage, ctl[STAGE_N]
     stage[L_START, row] = t
     stage[L_DURATION, row] = dt
-    stage[L_RUNNING, row] = ctl[N_RUN]
+    stage[L_RUNNING, row] = seats_taken(ctl[N_RUN], ctl[ENDED_N])
     stage[L_WAITING, row] = ctl[WQ_LEN]
     stage[L_SWAPPED, row] = ctl[SW_LEN]
     stage[L_FREE, row] = ctl[FREE]
@@ -531,4 +574,5 @@ def apply_step(st, t):
     ctl[STALLED] = 0 if made_progress(total, rec) else 1
     ctl[STEPS] += 1
     ctl[PENDING] = 1
+    free_ended(st)  # after the scheduling, whose figures (running, free blocks) count them still
     return dt

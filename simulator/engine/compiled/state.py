@@ -42,6 +42,7 @@ def new_state(
     conf[L.SWAP_SPACE] = cfg.swap_space_blocks
     conf[L.ABORT_ON_FULL] = cfg.on_swap_full == "abort"
     conf[L.CACHE_FINISHED] = cfg.cache_finished_content
+    conf[L.FREES_LATE] = cfg.frees_late
     conf[L.STAGE_CAP] = log._STAGE
     conf[L.MAX_STEPS] = max_steps
     conf[L.STALL_STEPS] = stall_steps
@@ -107,6 +108,7 @@ def new_state(
         hist=log.itl_hist,
         fin=np.zeros(2 * seats, np.int64),  # ended in one call (one step's with waiters, two at most)
         ab=np.zeros(seats, np.int64),
+        ended=np.zeros((seats, L.N_E), np.int64),
         trace=np.zeros((64 * seats if trace else 1, 4)),
         buf=np.zeros((2, n), np.int64),
         hits=np.zeros(n + 1, np.int64),

@@ -9,7 +9,6 @@ a request someone waits for ending, a full step-log stage. It returns a code say
 
 from __future__ import annotations
 
-from simulator.engine.compiled.adapters import lora_stop
 from simulator.engine.compiled.clients import first_told, pend, tell
 from simulator.engine.compiled.intake import intake_run, intake_submit, next_intake_event, reached_by, take_reached
 from simulator.engine.compiled.layout import (
@@ -17,7 +16,6 @@ from simulator.engine.compiled.layout import (
     ARRIVED,
     BS,
     C_AT_LEAST,
-    CACHE_FINISHED,
     CACHING,
     CLOOP,
     END,
@@ -27,6 +25,7 @@ from simulator.engine.compiled.layout import (
     FE_FREE,
     FE_INTAKE,
     FIN_N,
+    FREES_LATE,
     I_MAXT,
     I_PROMPT,
     IDLE,
@@ -99,9 +98,8 @@ from simulator.engine.compiled.layout import (
     WQ_LEN,
 )
 from simulator.engine.compiled.lazy import close_up, lazify, next_marked, unmark, write_back
-from simulator.engine.compiled.pool import cache_own_blocks, release_table
 from simulator.engine.compiled.queues import wq_push
-from simulator.engine.compiled.schedule import apply_step, schedule
+from simulator.engine.compiled.schedule import apply_step, free_ended, free_finished, hold_ended, schedule
 from simulator.engine.compiled.sglang import schedule_sglang
 from simulator.engine.compiled.trace import record
 from simulator.engine.events import EventKind
@@ -262,9 +260,10 @@ def update(st, t):
             if finishes(o, slots[s, S_MAXT]):
                 rid = slots[s, S_RID]
                 nfull = hashed_blocks(slots[s, S_NCOMP], bs, cfg[CACHING] != 0)
-                if cfg[CACHE_FINISHED] != 0:
-                    cache_own_blocks(st, rid, slots[s, S_ROW], nfull)
-                release_table(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
+                if cfg[FREES_LATE] != 0:  # freed at the end of the next scheduling
+                    hold_ended(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
+                else:
+                    free_finished(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
                 slots[s, S_NBLK] = 0
                 write_back(st, s)
                 st.status[rid] = RequestStatus.FINISHED
@@ -272,7 +271,6 @@ def update(st, t):
                 record(st, t, EventKind.FINISHED, rid, 0)
                 _ended(st, rid, t)
                 nfinished += 1
-                lora_stop(st, rid)
                 slots[s, S_RID] = -1
                 unmark(bits, 0, s)
                 ctl[N_RUN] -= 1
@@ -393,6 +391,7 @@ def advance(st):
         if ctl[FIN_N] > rejected and _clients_due(st, t):  # (only rejections can be due now)
             continue
         if ctl[N_RUN] == 0 and ctl[WQ_LEN] == 0 and ctl[SW_LEN] == 0:
+            free_ended(st)  # (an empty scheduling: those that ended last are freed now)
             t_next = next_intake_event(st)  # an idle engine waits for the next request to reach it
             if cfg[CLOOP] != 0 and ctl[PD_N] > 0:
                 t_next = min(t_next, first_told(st))

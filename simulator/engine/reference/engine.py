@@ -71,6 +71,7 @@ class ReferenceEngine(Engine):
                 yield env.timeout(0)
                 continue
             if not sched.has_work():  # until a request is sent, or the API server's intake moves on
+                sched.free_ended()  # (an empty schedule: those that ended last are freed now)
                 self._wake = env.event()
                 t = self.api.next_event()
                 if t < float("inf"):

@@ -8,7 +8,7 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/engine/rule
   priority scheduling: the lowest-priority, latest-arriving request) and retries, until it fits or
   it was itself the victim, which ends the running pass;
 - waiting requests are admitted in queue order only if nothing was preempted in this step, while
-  ``len(running) < max_num_seqs`` and budget remains; the first that cannot get its blocks stops
+  fewer than ``max_num_seqs`` hold a place (``rules.seats_taken``) and budget remains; the first that cannot get its blocks stops
   admission (nobody jumps ahead); swapped-out requests come back before any new admission;
 - recompute preemption sends the victim to the front of the waiting queue with nothing computed;
   swap preemption copies its blocks to host memory (or, with no host space left, recomputes or
@@ -19,7 +19,11 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/engine/rule
   blocks to the host;
 - with speculative decoding (``simulator/engine/speculative.py``), a running request that sampled brings
   its drafts to its next step (they count in the budget, which cuts them first); the target
-  verifies them and the request outputs those accepted and one token more.
+  verifies them and the request outputs those accepted and one token more;
+- with async scheduling (``SchedulerConfig.frees_late``) a request that ends keeps its place and its
+  blocks through the next ``schedule()``, which does not schedule it (but counts it among those
+  running) and frees it at its end (vLLM
+  could also pick it as a preemption victim, were it last in the running list; here it never is).
 """
 
 from __future__ import annotations
@@ -145,6 +149,7 @@ class Scheduler:
         self.kv = kv
         self.pool = kv.pool
         self.running: list[int] = []
+        self.ended: list[int] = []  # ended at the last update, still holding their places (frees_late)
         self.waiting = WaitingQueue(cfg.policy, reqs)
         self.swapped: deque[int] = deque()
         self.swapped_blocks: dict[int, int] = {}  # request -> blocks it holds in host memory
@@ -190,10 +195,23 @@ class Scheduler:
         self._loads = [0, 0]  # adapters loaded in this step: into a GPU slot, from storage
 
     def schedule(self, now: float) -> StepPlan:
+        while True:
+            before = self._schedule_pass(now)
+            if not rules.schedules_again(len(self.running), len(self.ended), len(self._preempted)):
+                break
+            self.free_ended()  # (then none ended: the loop runs twice at most)
+        plan = self._plan(before)
+        self.free_ended()  # after the scheduling, whose figures (running, free blocks) count them still
+        return plan
+
+    def _schedule_pass(self, now: float) -> dict[int, int]:
+        """One scheduling of the running, swapped and waiting requests; returns the tokens each
+        scheduled request had computed before it."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         self._begin_step(
             rules.long_prefill_cap(
-                cfg.long_prefill_token_threshold, len(self.running) + len(self.waiting) + len(self.swapped)
+                cfg.long_prefill_token_threshold,
+                rules.seats_taken(len(self.running), len(self.ended)) + len(self.waiting) + len(self.swapped),
             )
         )
         before: dict[int, int] = {}
@@ -230,7 +248,31 @@ class Scheduler:
             self._swap_in(now, before)
             if not self.swapped:
                 self._admit(now, before)
-        return self._plan(before)
+        return before
+
+    def _seats(self) -> int:
+        return rules.seats_taken(len(self.running), len(self.ended))
+
+    def free_ended(self) -> None:
+        """The requests that ended at the last update and still hold their places (``frees_late``)
+        release them and their blocks, in the order they ended."""
+        for rid in self.ended:
+            self._free_finished(rid)
+        self.ended.clear()
+
+    def _free_finished(self, rid: int) -> None:
+        """A finished request releases its blocks (its own content kept findable where the workload
+        returns to it) and its adapter."""
+        R = self.reqs
+        self.kv.free(
+            rid,
+            int(R.num_computed[rid]),
+            int(R.group[rid]),
+            int(R.group_len[rid]),
+            int(R.content_key[rid]),
+            cache_own=self.cfg.cache_finished_content,
+        )
+        self._lora_stop(rid)
 
     def _run(self, rid: int, a: int, m: int, nc: int) -> None:
         """Schedule ``a`` tokens of ``rid`` (computed so far: ``nc``), giving it ``m`` new blocks."""
@@ -332,7 +374,7 @@ class Scheduler:
     def _swap_in(self, now: float, before: dict) -> None:
         """Swapped requests back in, in the order they went out, while their blocks fit."""
         cfg, R = self.cfg, self.reqs
-        while self.swapped and self._budget > 0 and len(self.running) < cfg.max_num_seqs:
+        while self.swapped and self._budget > 0 and self._seats() < cfg.max_num_seqs:
             rid = self.swapped[0]
             nc = int(R.num_computed[rid])
             a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._budget)
@@ -354,7 +396,7 @@ class Scheduler:
         """New and preempted requests in queue order; the first that does not fit stops admission."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         skipped: list = []
-        while self.waiting and self._budget > 0 and len(self.running) < cfg.max_num_seqs:
+        while self.waiting and self._budget > 0 and self._seats() < cfg.max_num_seqs:
             rid = self.waiting.peek()
             lora = int(R.lora[rid])
             if cfg.max_loras and rules.lora_skipped(
@@ -484,7 +526,7 @@ class Scheduler:
             recomputed_tokens=rec,
             kv_usage=self.pool.usage,
             num_free_blocks=self.pool.num_free,
-            num_running=len(self.running),
+            num_running=self._seats(),
             num_waiting=len(self.waiting),
             num_swapped=len(self.swapped),
             long_prefill_cap=self._cap,
@@ -517,7 +559,8 @@ class Scheduler:
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one (and, verifying drafts, output
         those accepted before it: the rest of their computed tokens are dropped); those that reached
-        their length finish and release their blocks (in running order); with speculative decoding
+        their length finish and release their blocks (in running order; with ``frees_late``, at the
+        end of the next ``schedule()``); with speculative decoding
         the others get new drafts. Token and finish times are ``shown``: when the tokens reach their
         clients (``now`` without a front-end)."""
         shown = now if shown is None else shown
@@ -545,19 +588,14 @@ class Scheduler:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
             if rules.finishes(int(R.num_out[rid]), int(R.max_tokens[rid])):
-                self.kv.free(
-                    rid,
-                    int(R.num_computed[rid]),
-                    int(R.group[rid]),
-                    int(R.group_len[rid]),
-                    int(R.content_key[rid]),
-                    cache_own=self.cfg.cache_finished_content,
-                )
+                if self.cfg.frees_late:
+                    self.ended.append(rid)
+                else:
+                    self._free_finished(rid)
                 R.status[rid] = RequestStatus.FINISHED
                 R.finish[rid] = shown
-                R.num_blocks[rid] = 0
+                R.num_blocks[rid] = 0  # (its blocks are the KV cache manager's to free)
                 self.drafts.pop(rid, None)
-                self._lora_stop(rid)
                 finished.append(rid)
             elif k:
                 self.drafts[rid] = k
