@@ -195,8 +195,9 @@ def _count_verification(ctl, d, acc):
 def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
-    blocks (in running order) and leave a hole, the slots closing up once holes are a quarter of
-    them; the others that decode turn lazy. Requests it aborted end with it, before those that finish.
+    blocks (in running order; with ``cfg[FREES_LATE]`` after the next scheduling: ``hold_ended``) and
+    leave a hole, the slots closing up once holes are a quarter of them; the others that decode turn
+    lazy. Requests it aborted end with it, before those that finish.
     Token and finish times are when the tokens reach their clients (``host.delivered``)."""
     ctl, cfg, slots, slot_time, bits, hist = st.ctl, st.cfg, st.slots, st.slot_time, st.bits, st.hist
     bs = cfg[BS]
