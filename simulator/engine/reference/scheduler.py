@@ -8,8 +8,9 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/engine/rule
   priority scheduling: the lowest-priority, latest-arriving request) and retries, until it fits or
   it was itself the victim, which ends the running pass;
 - waiting requests are admitted in queue order only if nothing was preempted in this step, while
-  fewer than ``max_num_seqs`` hold a place (``rules.seats_taken``) and budget remains; the first that cannot get its blocks stops
-  admission (nobody jumps ahead); swapped-out requests come back before any new admission;
+  fewer than ``max_num_seqs`` hold a place (``rules.seats_taken``) and budget remains; the first
+  that cannot get its blocks stops admission (nobody jumps ahead); swapped-out requests come back
+  before any new admission;
 - recompute preemption sends the victim to the front of the waiting queue with nothing computed;
   swap preemption copies its blocks to host memory (or, with no host space left, recomputes or
   aborts it, ``on_swap_full``);
@@ -22,8 +23,8 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/engine/rule
   verifies them and the request outputs those accepted and one token more;
 - with async scheduling (``SchedulerConfig.frees_late``) a request that ends keeps its place and its
   blocks through the next ``schedule()``, which does not schedule it (but counts it among those
-  running) and frees it at its end (vLLM
-  could also pick it as a preemption victim, were it last in the running list; here it never is).
+  running) and frees it at its end (vLLM could also pick it as a preemption victim, were it last
+  in the running list; here it never is).
 """
 
 from __future__ import annotations
@@ -210,8 +211,7 @@ class Scheduler:
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         self._begin_step(
             rules.long_prefill_cap(
-                cfg.long_prefill_token_threshold,
-                rules.seats_taken(len(self.running), len(self.ended)) + len(self.waiting) + len(self.swapped),
+                cfg.long_prefill_token_threshold, self._seats() + len(self.waiting) + len(self.swapped)
             )
         )
         before: dict[int, int] = {}
@@ -251,6 +251,7 @@ class Scheduler:
         return before
 
     def _seats(self) -> int:
+        """Requests holding a place under ``max_num_seqs`` (``rules.seats_taken``)."""
         return rules.seats_taken(len(self.running), len(self.ended))
 
     def free_ended(self) -> None:
