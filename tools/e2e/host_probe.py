@@ -107,6 +107,9 @@ def _this_cpu() -> int:
         return -1
 
 
+WATCH_COLUMNS = ("t", "kernel_us", "in_order_ns", "shuffled_ns", "cpu")  # watch's CSV
+
+
 def watch(out: str, every_s: float, n: int = WIDE_OBJECTS) -> None:
     """Until stopped (SIGTERM or SIGINT): every ``every_s`` seconds one CSV row to ``out`` (t: epoch
     seconds; the kernel's microseconds per request-step, the faster of two timings; nanoseconds per
@@ -116,10 +119,10 @@ def watch(out: str, every_s: float, n: int = WIDE_OBJECTS) -> None:
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
-    objs, shuffled = _wide_objects(n)
-    kernel()  # warm
     with open(out, "w", buffering=1) as f:
-        f.write("t,kernel_us,in_order_ns,shuffled_ns,cpu\n")
+        f.write(",".join(WATCH_COLUMNS) + "\n")  # first: a watch stopped while it warms leaves its header
+        objs, shuffled = _wide_objects(n)
+        kernel()  # warm
         while not stop:
             t0 = time.time()
             k = min(kernel(), kernel())

@@ -62,6 +62,7 @@ HERE = Path(__file__).resolve().parent
 PY = sys.executable
 sys.path.insert(0, str(HERE))
 import checks  # noqa: E402
+from host_probe import WATCH_COLUMNS  # noqa: E402
 
 # The word-level tokenizer: token i is the word "t<i>", but for the special tokens, whose text no
 # word of a prompt can contain (transformers matches special tokens anywhere in a text: with "t0"
@@ -580,13 +581,14 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
             w = csv.writer(f)
             w.writerow(STAT_COLUMNS)
             w.writerows((f"{r[0] - t0:.3f}", *r[1:]) for r in sampler.stat_rows)
-    raw = d / "watch_raw.csv"
-    if raw.is_file():  # the watch's rows on metrics.csv's clock
-        with raw.open() as f, (d / "watch.csv").open("w", newline="") as g:
-            w = csv.writer(g)
-            for i, row in enumerate(csv.reader(f)):
-                w.writerow(row if i == 0 else [f"{float(row[0]) - t0:.3f}", *row[1:]])
-        raw.unlink()
+    raw = d / "watch_raw.csv"  # the watch's rows on metrics.csv's clock; a watch stopped before it
+    with (d / "watch.csv").open("w", newline="") as g:  # began (a short run on a busy host): none
+        w = csv.writer(g)
+        w.writerow(WATCH_COLUMNS)
+        if raw.is_file():
+            with raw.open() as f:
+                w.writerows([f"{float(row[0]) - t0:.3f}", *row[1:]] for row in list(csv.reader(f))[1:])
+            raw.unlink()
     with (d / "steps.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(
