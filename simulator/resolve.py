@@ -408,7 +408,7 @@ def scheduler_config(sc: Scenario, seqs: int, tokens: int, block_bytes: float) -
         block_bytes=block_bytes,  # per GPU: each GPU copies its own shard over its own host link
         on_swap_full=e.on_swap_full,
         cache_finished_content=keeps_finished_content(sc.workload),
-        frees_late=async_scheduling(sc),
+        outputs_late=async_scheduling(sc),
         **spec_settings(sc),
         max_loras=e.max_loras if e.enable_lora else 0,
         max_cpu_loras=(e.max_cpu_loras or e.max_loras) if e.enable_lora else 0,

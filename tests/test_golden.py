@@ -98,12 +98,12 @@ def test_max_num_seqs_caps_running_not_scheduled(engine):
 
 
 def test_async_scheduling_frees_an_ended_requests_place_a_step_late(engine):
-    """With async scheduling (``frees_late``) vLLM schedules step 2 before step 1's outputs are in:
+    """With async scheduling (``outputs_late``) vLLM schedules step 2 before step 1's outputs are in:
     R0, ended at step 1, still holds its place and its block through step 2's scheduling (not
     scheduled, counted running), so R2 starts in step 3, not 2 as without it."""
     cases = [(0.0, 2, 2), (0.0, 2, 5), (0.0, 2, 2)]
     sync = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, engine=engine).run()
-    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, frees_late=True, engine=engine).run()
+    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, outputs_late=True, engine=engine).run()
     assert sync.steps[1].finished == late.steps[1].finished == (0,)
     assert sync.steps[2].scheduled == {1: 1, 2: 2} and sync.steps[2].new == (2,)
     assert late.steps[2].scheduled == {1: 1} and late.steps[2].num_running == 2
@@ -121,10 +121,28 @@ def test_async_scheduling_refills_a_wave_at_once(engine):
     without async scheduling."""
     cases = [(0.0, 2, 2)] * 4
     sync = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, engine=engine).run()
-    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, frees_late=True, engine=engine).run()
+    late = Sim(cases, num_gpu_blocks=20, max_num_seqs=2, outputs_late=True, engine=engine).run()
     assert [s.scheduled for s in late.steps] == [{0: 2, 1: 2}, {0: 1, 1: 1}, {2: 2, 3: 2}, {2: 1, 3: 1}]
     assert late.steps == sync.steps
     assert list(late.reqs.finish[:4]) == [2.0, 2.0, 4.0, 4.0]
+
+
+def test_async_scheduling_hashes_a_block_only_once_its_tokens_are_known(engine):
+    """3 usable blocks. R1's step-1 decode fills its first block (token 3 is step 0's output), but
+    with async scheduling step 1 was scheduled before step 0's outputs were in, so vLLM hashed none of
+    the block then. At step 2 R0's two blocks are still held (it ended at step 1), R1 needs a second
+    block and preempts itself, its full block unhashed: it comes back at step 3 with no prefix-cache
+    hit and computes its 5 tokens again. Without async scheduling R0's blocks are free at step 2 and
+    nobody is preempted."""
+    cases = [(0.0, 4, 2), (0.0, 3, 6)]
+    sync = Sim(cases, num_gpu_blocks=4, max_num_batched_tokens=100, engine=engine).run()
+    late = Sim(cases, num_gpu_blocks=4, max_num_batched_tokens=100, outputs_late=True, engine=engine).run()
+    assert [s.scheduled for s in late.steps[:2]] == [{0: 4, 1: 3}, {0: 1, 1: 1}] and late.steps[1].finished == (0,)
+    assert late.steps[2].scheduled == {} and late.steps[2].preempted == (1,)
+    assert late.steps[3].resumed == (1,) and late.steps[3].prefix_hits == ((1, 0),)
+    assert late.steps[3].scheduled == {1: 5} and late.steps[3].recomputed_tokens == 4
+    assert late.reqs.recomputed[1] == 4 and late.reqs.finish[1] == 7.0
+    assert sum(len(s.preempted) for s in sync.steps) == 0 and sync.reqs.finish[1] == 6.0
 
 
 def test_fcfs_head_of_line_blocks_admission(engine):

@@ -31,7 +31,7 @@ engine = st.fixed_dictionaries(
         "swap_space_blocks": st.integers(0, 12),
         "on_swap_full": st.sampled_from(["recompute", "recompute", "abort"]),
         "cache_finished_content": st.booleans(),
-        "frees_late": st.booleans(),
+        "outputs_late": st.booleans(),
     }
 )
 

@@ -87,6 +87,6 @@ def test_second_copy_of_a_block_serves_hits_after_the_first_is_evicted():
         kv.allocate(rid, 3)
         kv.cache_group_blocks(rid, 0, 8, 12)
     assert kv.lookup(20, 0, 8, key=7) == [0, 1]  # request 0's copies were cached first
-    kv.free(0, 12, 0, 8, 0, cache_own=False)
+    kv.free(0, 12, 12, 0, 8, 0, cache_own=False)
     pool.allocate(pool.num_free)  # evicts everything free, request 0's copies included
     assert kv.lookup(20, 0, 8, key=7) == [3, 4]  # request 1's copies still serve the hit

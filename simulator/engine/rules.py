@@ -49,9 +49,10 @@ class SchedulerConfig:
     block_bytes: float = 0.0  # KV bytes of one block on one GPU (for swap traffic)
     on_swap_full: str = "recompute"  # or "abort"
     cache_finished_content: bool = False  # keep finished requests' own blocks findable (sessions)
-    # vLLM with async scheduling: a request that ends keeps its place and blocks through the next
-    # step's scheduling (seats_taken)
-    frees_late: bool = False
+    # vLLM with async scheduling: each step is scheduled before the outputs of the step in flight are
+    # in, so a request that ends keeps its place and blocks through the next step's scheduling
+    # (seats_taken), and a block is hashed only once its tokens are known (known_tokens)
+    outputs_late: bool = False
     # Speculative decoding (0: off): draft tokens proposed after each sampled token, KV slots kept
     # ahead for the drafter's own passes (EAGLE-style drafters), the acceptance draws' seed, and
     # P(at least i drafts accepted) for i = 1..spec_tokens.
@@ -97,10 +98,10 @@ def long_prefill_cap(threshold, num_requests):
 def seats_taken(num_running, num_ended):
     """Requests that hold a place while a step is scheduled: under ``max_num_seqs`` and in the
     long-prefill cap's count (vLLM's ``len(self.running)``). Those running, and those that ended in
-    the step before if they are freed late (``SchedulerConfig.frees_late``): with async scheduling vLLM schedules a
-    step before the outputs of the step in flight are in, so a request that ends in it keeps its
-    place and its KV blocks through the next step's scheduling (not scheduled in it) and is freed
-    only after. A place freed in step N is thus taken again in N + 2, not N + 1."""
+    the step before if outputs come in late (``SchedulerConfig.outputs_late``): with async
+    scheduling vLLM schedules a step before the outputs of the step in flight are in, so a request
+    that ends in it keeps its place and its KV blocks through the next step's scheduling (not
+    scheduled in it) and is freed only after. A place freed in step N is thus taken again in N + 2, not N + 1."""
     return num_running + num_ended
 
 
@@ -285,10 +286,29 @@ def made_progress(num_tokens, recomputed_tokens):
 
 
 # ---- blocks of a request's content --------------------------------------------------------------
-def hashed_blocks(num_computed, block_size, caching):
-    """Blocks of a released table that carry a hash (full, with caching on): they go to the tail of
-    the free queue and keep their content; the partial last block does not."""
-    return num_computed // block_size if caching else 0
+def known_tokens(num_tokens, tokens_then, ran_last_step, outputs_late):
+    """Tokens of a request whose values the scheduler knows as it schedules the request: all it has
+    (``num_tokens``, the outputs of every finished step counted), or, when outputs come in late
+    (``SchedulerConfig.outputs_late``) and the request ran in the step still in flight, the
+    ``tokens_then`` it had when that step was scheduled (vLLM's ``Request.num_tokens``: the step's
+    outputs are placeholders until it reports)."""
+    return tokens_then if outputs_late and ran_last_step else num_tokens
+
+
+def cacheable(computed, known):
+    """Tokens whose full blocks vLLM hashes as it schedules a request (``KVCacheManager.
+    allocate_slots``): those computed by the end of the step, but only ``known`` ones (neither drafts
+    nor the outputs of a step in flight). A block is hashed there or never: a request preempted or
+    ending before its next scheduling releases the blocks past these unhashed."""
+    return computed if computed < known else known
+
+
+def hashed_blocks(num_computed, hashable, block_size, caching):
+    """Blocks of a released table that carry a hash (full, with caching on, and ``cacheable`` when
+    the request was last scheduled: ``hashable`` tokens): they go to the tail of the free queue and
+    keep their content; the rest do not."""
+    n = num_computed if num_computed < hashable else hashable
+    return n // block_size if caching else 0
 
 
 def group_blocks(group, group_len, block_size):

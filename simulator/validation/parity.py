@@ -71,12 +71,6 @@ _DRAFT_MODEL_SLOTS = (
     "(VllmConfig.num_lookahead_tokens); servesim's step does neither (step 0: a prefill chunk of 255 "
     "tokens in 9 blocks, against 256 in 8)"
 )
-_ASYNC_VICTIM_HASH = (
-    "async scheduling, a preempted request's cached blocks: vLLM hashes a block that holds an output "
-    "token only once the step that computed the token has reported, so a request preempted while its "
-    "last decode is in flight leaves that block uncached (a resumed request then finds one block "
-    "fewer: 256 tokens against servesim's 288); servesim caches every block its victim computed"
-)
 KNOWN_DIVERGENT: dict[str, str] = {
     "priority_batch_overload": _EXACT_ARRIVAL_TIES,
     "priority_batch_overload_pc_off_fpa_off": _EXACT_ARRIVAL_TIES,
@@ -84,8 +78,6 @@ KNOWN_DIVERGENT: dict[str, str] = {
     "priority_closed_c16_threshold": _EXACT_ARRIVAL_TIES,
     "spec_draft3_batch_fits": _DRAFT_MODEL_SLOTS,
     "spec_draft2_closed_c8_tight": _DRAFT_MODEL_SLOTS,
-    "async_mixed_groups": _ASYNC_VICTIM_HASH,
-    "async_overload_pc_on": _ASYNC_VICTIM_HASH,
 }
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "parity"
 

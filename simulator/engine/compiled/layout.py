@@ -51,7 +51,7 @@ State = namedtuple(
         "hist",
         "fin",
         "ab",  # step-log rows, ITL histogram, ended requests to notify, aborted this step
-        "ended",  # requests ended at the last update that still hold their places (cfg FREES_LATE): E_* columns
+        "ended",  # requests ended at the last update that still hold their places (cfg OUTPUTS_LATE): E_* columns
         "trace",  # request events (time, kind, request, value) when cfg[TRACE] asks for them
         "buf",
         "hits",
@@ -189,7 +189,7 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     CL_BASE,
     CL_N,
     LIVELOCK_AT,  # rejections told in a row at one time that stop the run (core.REJECT_LIVELOCK)
-    FREES_LATE,  # 1: an ended request keeps its place and blocks through the next scheduling (rules.seats_taken)
+    OUTPUTS_LATE,  # 1: a step is scheduled before the last one's outputs are in (rules.seats_taken, rules.known_tokens)
     N_CFG,
 ) = range(31)
 
@@ -264,11 +264,14 @@ B_REF, B_SERIAL, B_KEY, B_COL, B_NEXT, B_PREV, N_B = range(7)
 
 # ---- slots: running slots (the running list in order, with the fields every step touches) -----------
 # S_A: tokens this step; S_G0, S_EVT: a lazy slot's update and due step (-1: explicit); S_ROW: its
-# block table's row; S_SPEC: the draft tokens it holds (speculative decoding). An ended or preempted
-# request's slot is a hole (S_RID -1) until slots close up.
-S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, S_SPEC, N_S = range(13)
+# block table's row; S_SPEC: the draft tokens it holds (speculative decoding); S_THEN, S_HASHABLE: at
+# its last scheduling, the tokens it had and those whose blocks were hashed (rules.cacheable). An ended
+# or preempted request's slot is a hole (S_RID -1) until slots close up.
+(S_RID, S_NTOK, S_NCOMP, S_NOUT, S_MAXT, S_NBLK, S_HWM, S_A, S_G0, S_EVT, S_ROW, S_SPEC, S_THEN, S_HASHABLE, N_S) = (
+    range(15)
+)
 
-# ---- ended: requests ended at the last update still holding their places (cfg FREES_LATE), in the order
+# ---- ended: requests ended at the last update still holding their places (cfg OUTPUTS_LATE), in the order
 # they ended: the request, its block table's row, its blocks, and those of them hashed (pool.release_table).
 E_RID, E_ROW, E_NBLK, E_NFULL, N_E = range(5)
 

@@ -36,11 +36,13 @@ from simulator.engine.compiled.layout import (
     LAZY_SUM,
     N_RUN,
     N_S,
+    OUTPUTS_LATE,
     PENDING,
     ROWS,
     S_A,
     S_EVT,
     S_G0,
+    S_HASHABLE,
     S_HWM,
     S_MAXT,
     S_NBLK,
@@ -50,10 +52,12 @@ from simulator.engine.compiled.layout import (
     S_RID,
     S_ROW,
     S_SPEC,
+    S_THEN,
     SPEC_K,
     T_LAST,
 )
 from simulator.engine.compiled.pool import take_blocks
+from simulator.engine.rules import cacheable, known_tokens
 
 COLD = ("close_up", "write_back_all")  # not inlined (see build.py)
 
@@ -117,6 +121,20 @@ def materialize(st, s):
     slots[s, S_HWM] = slots[s, S_NCOMP]
     slots[s, S_EVT] = -1
     st.slot_time[s] = st.fctl[T_LAST]
+    if k > 0:  # hashed as in its last implied step, one token on the one sampled in the step before
+        ntok = slots[s, S_NTOK] - 1
+        slots[s, S_THEN] = ntok - 1
+        hash_as_scheduled(st, s, slots[s, S_NCOMP] - 1, ntok, 1)
+
+
+def hash_as_scheduled(st, s, nc, ntok, a):
+    """Slot ``s``, with ``nc`` of its ``ntok`` tokens computed, is scheduled ``a`` more: its blocks are
+    hashed as far as its tokens are known (``rules.cacheable``, ``rules.known_tokens``; ``S_A``: the
+    tokens it ran in the step before, kept by a lazy slot from the step that made it lazy)."""
+    slots = st.slots
+    known = known_tokens(ntok, slots[s, S_THEN], slots[s, S_A] > 0, st.cfg[OUTPUTS_LATE] != 0)
+    slots[s, S_HASHABLE] = cacheable(nc + a, known)
+    slots[s, S_THEN] = ntok
 
 
 def lazify(st, s, g):
@@ -207,6 +225,8 @@ def start_slot(st, rid, num_computed, num_blocks, tokens, row):
     slots[s, S_EVT] = -1
     slots[s, S_ROW] = row
     slots[s, S_SPEC] = 0  # drafts do not outlive a preemption
+    slots[s, S_THEN] = slots[s, S_NTOK]
+    slots[s, S_HASHABLE] = cacheable(num_computed + tokens, slots[s, S_NTOK])  # nothing of it in flight
     st.slot_time[s] = st.req_f64[rid, F_LTOK]
     mark(st.bits, 0, s)
     lora_start(st, rid)
@@ -236,6 +256,7 @@ def write_back_all(st):
         if slots[s, S_EVT] >= 0:
             materialize(st, s)
             if ctl[PENDING]:
+                hash_as_scheduled(st, s, slots[s, S_NCOMP], slots[s, S_NTOK], 1)
                 slots[s, S_NCOMP] += 1
                 slots[s, S_HWM] = slots[s, S_NCOMP]
                 slots[s, S_A] = 1

@@ -69,6 +69,7 @@ from simulator.engine.compiled.layout import (
     ROWS,
     S_A,
     S_EVT,
+    S_HASHABLE,
     S_HWM,
     S_NBLK,
     S_NCOMP,
@@ -94,6 +95,7 @@ from simulator.engine.compiled.layout import (
 from simulator.engine.compiled.lazy import (
     bucket,
     grow_lazy,
+    hash_as_scheduled,
     materialize,
     next_marked,
     start_slot,
@@ -269,8 +271,8 @@ def _schedule_running(st, t, cap, budget):
                 if v == j:
                     _unschedule_after(st, j)
                     return budget
-            slots[j, S_A] = a
             if a == 0:
+                slots[j, S_A] = 0
                 continue
             run_slot(st, j, a, m)
             budget -= a
@@ -287,6 +289,7 @@ def run_slot(st, s, a, m):
         slots[s, S_NBLK] += m
     if st.cfg[SGLANG] == 0:  # SGLang's: after the step's scheduling (sglang.py)
         cache_filled(st, slots[s, S_RID], slots[s, S_ROW], nc, nc + a)
+    hash_as_scheduled(st, s, nc, slots[s, S_NTOK], a)
     slots[s, S_A] = a
 
 
@@ -344,6 +347,7 @@ def _preempt(st, v, j, t):
     if v < j:
         if was_lazy:
             undone = 1  # its implied token (dropping it from the lazy count gave it back)
+            hash_as_scheduled(st, v, slots[v, S_NCOMP], slots[v, S_NTOK], 1)
         else:
             undone = given_back = slots[v, S_A]
     rid = slots[v, S_RID]
@@ -351,7 +355,7 @@ def _preempt(st, v, j, t):
     lora_stop(st, rid)
     nblk = slots[v, S_NBLK]
     row = slots[v, S_ROW]
-    nfull = hashed_blocks(slots[v, S_NCOMP] + undone, cfg[BS], cfg[CACHING] != 0)
+    nfull = hashed_blocks(slots[v, S_NCOMP] + undone, slots[v, S_HASHABLE], cfg[BS], cfg[CACHING] != 0)
     slots[v, S_NBLK] = 0
     kind = preemption_kind(cfg[SWAP] != 0, cfg[ABORT_ON_FULL] != 0, ctl[SWAP_USED], nblk, cfg[SWAP_SPACE])
     if kind == PreemptionKind.SWAPPED_OUT:

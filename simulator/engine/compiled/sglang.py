@@ -23,6 +23,7 @@ from simulator.engine.compiled.layout import (
     MAX_SEQS,
     N_RUN,
     S_A,
+    S_HASHABLE,
     S_MAXT,
     S_NBLK,
     S_NCOMP,
@@ -254,7 +255,9 @@ def _retract(st, v, t):
     cfg, slots = st.cfg, st.slots
     count_preemption(st, slots[v, S_RID])
     keep = min(slots[v, S_NCOMP], sgl_prompt_cacheable(slots[v, S_NTOK], slots[v, S_NOUT]))
-    requeue_slot(st, v, slots[v, S_NBLK], hashed_blocks(keep, cfg[BS], cfg[CACHING] != 0), False, t)
+    requeue_slot(
+        st, v, slots[v, S_NBLK], hashed_blocks(keep, slots[v, S_HASHABLE], cfg[BS], cfg[CACHING] != 0), False, t
+    )
     leave_slot(st, v)
     st.ctl[SGL_FULL] = 0
 

@@ -42,7 +42,7 @@ def new_state(
     conf[L.SWAP_SPACE] = cfg.swap_space_blocks
     conf[L.ABORT_ON_FULL] = cfg.on_swap_full == "abort"
     conf[L.CACHE_FINISHED] = cfg.cache_finished_content
-    conf[L.FREES_LATE] = cfg.frees_late
+    conf[L.OUTPUTS_LATE] = cfg.outputs_late
     conf[L.STAGE_CAP] = log._STAGE
     conf[L.MAX_STEPS] = max_steps
     conf[L.STALL_STEPS] = stall_steps

@@ -25,7 +25,6 @@ from simulator.engine.compiled.layout import (
     FE_FREE,
     FE_INTAKE,
     FIN_N,
-    FREES_LATE,
     I_MAXT,
     I_PROMPT,
     IDLE,
@@ -47,6 +46,7 @@ from simulator.engine.compiled.layout import (
     N_RUN,
     N_SAMPLED,
     NOTIFY,
+    OUTPUTS_LATE,
     PACED,
     PD_N,
     PD_SEQ,
@@ -56,6 +56,7 @@ from simulator.engine.compiled.layout import (
     REQ_N,
     ROWS,
     S_A,
+    S_HASHABLE,
     S_MAXT,
     S_NBLK,
     S_NCOMP,
@@ -195,7 +196,7 @@ def _count_verification(ctl, d, acc):
 def update(st, t):
     """``Scheduler.update`` at the end of the step in flight (time ``t``), and its log row: slots that
     computed their last pending token sample one (every lazy slot does); finished ones release their
-    blocks (in running order; with ``cfg[FREES_LATE]`` after the next scheduling: ``hold_ended``) and
+    blocks (in running order; with ``cfg[OUTPUTS_LATE]`` after the next scheduling: ``hold_ended``) and
     leave a hole, the slots closing up once holes are a quarter of them; the others that decode turn
     lazy. Requests it aborted end with it, before those that finish.
     Token and finish times are when the tokens reach their clients (``host.delivered``)."""
@@ -260,8 +261,8 @@ def update(st, t):
             slot_time[s] = d
             if finishes(o, slots[s, S_MAXT]):
                 rid = slots[s, S_RID]
-                nfull = hashed_blocks(slots[s, S_NCOMP], bs, cfg[CACHING] != 0)
-                if cfg[FREES_LATE] != 0:  # freed at the end of the next scheduling
+                nfull = hashed_blocks(slots[s, S_NCOMP], slots[s, S_HASHABLE], bs, cfg[CACHING] != 0)
+                if cfg[OUTPUTS_LATE] != 0:  # freed at the end of the next scheduling
                     hold_ended(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)
                 else:
                     free_finished(st, rid, slots[s, S_ROW], slots[s, S_NBLK], nfull)

@@ -112,15 +112,18 @@ class KVCacheManager:
         for k in range(group_blocks_below(group, group_len, upto_tokens, self.block_size)):
             self.pool.cache(table[k], ("group", group, k))
 
-    def free(self, rid: int, computed: int, group: int, group_len: int, key: int, cache_own: bool) -> None:
+    def free(
+        self, rid: int, computed: int, hashable: int, group: int, group_len: int, key: int, cache_own: bool
+    ) -> None:
         """Release a request's blocks, tail first (vLLM frees in reverse, so its tail is evicted first).
 
-        Its full blocks (those below ``computed``) carry a hash and go to the tail of the free
-        queue; its partial last block does not. ``cache_own``: index its own full blocks so that
-        it (or its session's next turn) can find them again.
+        Its full blocks below ``computed`` that were hashed when it was last scheduled (``hashable``
+        tokens: ``rules.cacheable``) carry a hash and go to the tail of the free queue; the others
+        do not. ``cache_own``: index its own hashed blocks so that it (or its session's next turn)
+        can find them again.
         """
         table = self.tables.pop(rid)
-        n_full = hashed_blocks(computed, self.block_size, self.enable_caching)
+        n_full = hashed_blocks(computed, hashable, self.block_size, self.enable_caching)
         self.host_write(group, group_len, key, n_full)
         if cache_own:
             for k in range(group_blocks(group, group_len, self.block_size), n_full):

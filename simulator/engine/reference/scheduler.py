@@ -21,10 +21,13 @@ by tests/test_parity.py), with the arithmetic of each in ``simulator/engine/rule
 - with speculative decoding (``simulator/engine/speculative.py``), a running request that sampled brings
   its drafts to its next step (they count in the budget, which cuts them first); the target
   verifies them and the request outputs those accepted and one token more;
-- with async scheduling (``SchedulerConfig.frees_late``) a request that ends keeps its place and its
+- with async scheduling (``SchedulerConfig.outputs_late``) a request that ends keeps its place and its
   blocks through the next ``schedule()``, which does not schedule it (but counts it among those
   running) and frees it at its end (vLLM could also pick it as a preemption victim, were it last
-  in the running list; here it never is).
+  in the running list; here it never is); and a request's blocks are hashed as it is scheduled,
+  only as far as its tokens are known then (``rules.known_tokens``): a request that ran in the step
+  in flight does not know that step's outputs yet, so preempted before its next scheduling it
+  leaves the block its last token completed unhashed.
 """
 
 from __future__ import annotations
@@ -150,7 +153,12 @@ class Scheduler:
         self.kv = kv
         self.pool = kv.pool
         self.running: list[int] = []
-        self.ended: list[int] = []  # ended at the last update, still holding their places (frees_late)
+        self.ended: list[int] = []  # ended at the last update, still holding their places (outputs_late)
+        # Per request, at its last scheduling: the tokens it had, and those whose blocks were hashed
+        # (rules.cacheable); and the requests the last step ran.
+        self.tokens_then: dict[int, int] = {}
+        self.hashable: dict[int, int] = {}
+        self.ran: frozenset[int] = frozenset()
         self.waiting = WaitingQueue(cfg.policy, reqs)
         self.swapped: deque[int] = deque()
         self.swapped_blocks: dict[int, int] = {}  # request -> blocks it holds in host memory
@@ -255,7 +263,7 @@ class Scheduler:
         return rules.seats_taken(len(self.running), len(self.ended))
 
     def free_ended(self) -> None:
-        """The requests that ended at the last update and still hold their places (``frees_late``)
+        """The requests that ended at the last update and still hold their places (``outputs_late``)
         release them and their blocks, in the order they ended."""
         for rid in self.ended:
             self._free_finished(rid)
@@ -268,11 +276,13 @@ class Scheduler:
         self.kv.free(
             rid,
             int(R.num_computed[rid]),
+            self.hashable.pop(rid),
             int(R.group[rid]),
             int(R.group_len[rid]),
             int(R.content_key[rid]),
             cache_own=self.cfg.cache_finished_content,
         )
+        self.tokens_then.pop(rid, None)
         self._lora_stop(rid)
 
     def _run(self, rid: int, a: int, m: int, nc: int) -> None:
@@ -282,6 +292,10 @@ class Scheduler:
             self.kv.allocate(rid, m)
             R.num_blocks[rid] += m
         self._cache_filled(rid, nc, nc + a)
+        ntok = int(R.num_tokens[rid])
+        known = rules.known_tokens(ntok, self.tokens_then.get(rid, 0), rid in self.ran, self.cfg.outputs_late)
+        self.hashable[rid] = rules.cacheable(nc + a, known)
+        self.tokens_then[rid] = ntok
         self._scheduled[rid] = a
         self._budget -= a
 
@@ -347,7 +361,11 @@ class Scheduler:
         """Free ``rid``'s blocks (its full blocks below ``computed`` hashed; ``cache_own``: findable
         as its own content again)."""
         R = self.reqs
-        self.kv.free(rid, computed, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), cache_own)
+        hashable = self.hashable.pop(rid)
+        self.tokens_then.pop(rid, None)
+        self.kv.free(
+            rid, computed, hashable, int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), cache_own
+        )
         R.num_blocks[rid] = 0
 
     def _abort(self, rid: int, computed: int, now: float) -> None:
@@ -513,6 +531,7 @@ class Scheduler:
             rules.add_request(w, a, nc, ntok, d)
             if rules.writes_chunk(nc, ntok):
                 self.kv.host_write(int(R.group[rid]), int(R.group_len[rid]), int(R.content_key[rid]), real // bs)
+        self.ran = frozenset(rids)
         self._steps += 1
         work = StepWork.of(w, self._swap_bytes, self.lora_active, self._loads[0], self._loads[1])
         return StepPlan(
@@ -560,7 +579,7 @@ class Scheduler:
     def update(self, plan: StepPlan, now: float, shown: float | None = None) -> StepOutput:
         """Requests that computed their last pending token sample one (and, verifying drafts, output
         those accepted before it: the rest of their computed tokens are dropped); those that reached
-        their length finish and release their blocks (in running order; with ``frees_late``, at the
+        their length finish and release their blocks (in running order; with ``outputs_late``, at the
         end of the next ``schedule()``); with speculative decoding
         the others get new drafts. Token and finish times are ``shown``: when the tokens reach their
         clients (``now`` without a front-end)."""
@@ -589,7 +608,7 @@ class Scheduler:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
             if rules.finishes(int(R.num_out[rid]), int(R.max_tokens[rid])):
-                if self.cfg.frees_late:
+                if self.cfg.outputs_late:
                     self.ended.append(rid)
                 else:
                     self._free_finished(rid)
