@@ -180,6 +180,27 @@ def test_priority_preempts_the_least_urgent_even_ahead_of_the_scheduled(engine):
     assert R.finish[1] < R.finish[0] and R.preemptions[0] == 1 and R.preemptions[1] == 0
 
 
+def test_priority_puts_a_preempted_request_back_in_its_own_place(engine):
+    """Three requests of equal priority submitted at one instant; max_num_seqs 2, 4 usable blocks. At
+    step 5 R0 needs a third block and preempts R1 (the later submitted), which goes back ahead of R2,
+    as vLLM's distinct arrival stamps put it: at step 6 R1 (its cached block and 2 new) does not fit
+    the 1 free block and stops admission, so R2 waits too; both start at step 7, R1 first, finding
+    its cached block. Had R1 gone back behind R2, R2 would have started at step 6 in that block."""
+    sim = Sim(
+        [(0.0, 4, 7, -1, 0, 0), (0.0, 4, 6, -1, 0, 0), (0.0, 4, 2, -1, 0, 0)],
+        num_gpu_blocks=5,
+        max_num_batched_tokens=100,
+        max_num_seqs=2,
+        policy="priority",
+        engine=engine,
+    ).run()
+    s = sim.steps
+    assert s[0].new == (0, 1) and s[5].preempted == (1,) and s[5].num_free_blocks == 1
+    assert s[6].scheduled == {0: 1} and s[6].new == s[6].resumed == () and s[6].num_waiting == 2
+    assert s[7].resumed == (1,) and s[7].new == (2,) and s[7].prefix_hits == ((1, 4), (2, 0))
+    assert list(sim.reqs.first_scheduled[:3]) == [0.0, 0.0, 7.0]
+
+
 def test_shared_prefix_hits_blocks_of_a_running_request(engine):
     """A second request of the same group re-uses the group's 2 full blocks while the first still runs."""
     sim = Sim(

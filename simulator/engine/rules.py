@@ -389,8 +389,11 @@ def preemption_kind(swap_mode, abort_on_full, swap_used, blocks, swap_space):
 
 def queued_before(prio_a, arrival_a, seq_a, prio_b, arrival_b, seq_b):
     """Whether waiting request a is admitted before b: vLLM's priority queue order (lower priority
-    value, then earlier arrival, then earlier insertion). Under FCFS both steps queue with priority
-    and arrival 0 and count insertions up at the back and down at the front (a preempted request)."""
+    value, then earlier arrival). Arrival ties (a simulator's instants; vLLM stamps each request as
+    it comes, so its stamps never tie) go to the earlier submitted: ``seq`` is the request's id, so
+    a preempted request goes back to its own place among them. Under FCFS both steps queue with
+    priority and arrival 0 and count insertions up at the back and down at the front (a preempted
+    request); SGLang's longest-output-first counts insertions up (its stable sort)."""
     if prio_a != prio_b:
         return prio_a < prio_b
     if arrival_a != arrival_b:

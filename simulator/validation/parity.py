@@ -59,11 +59,6 @@ ENGINES = ("reference", "compiled", "run")  # step mode through each engine step
 # Fixtures servesim does not match, each for a reason known to the step (name -> the reason): `servesim
 # parity` reports them apart, and tests/test_parity.py expects each to diverge (a strict xfail), so the
 # change that makes one match shows. The reason names the rule; the engine keeps its own.
-_EXACT_ARRIVAL_TIES = (
-    "priority scheduling with exact arrival ties: servesim's waiting heap orders requests of equal "
-    "priority that arrived at the same instant by insertion (rules.queued_before), so a preempted one "
-    "goes back behind them; vLLM's arrival stamps never tie, and it goes back to its arrival place"
-)
 _DRAFT_MODEL_SLOTS = (
     "speculative decoding with a draft model: vLLM 0.32 keeps one token of the budget per scheduled "
     "request for the draft model (SpeculativeConfig.max_num_new_slots_for_drafting) and allocates KV "
@@ -72,10 +67,6 @@ _DRAFT_MODEL_SLOTS = (
     "tokens in 9 blocks, against 256 in 8)"
 )
 KNOWN_DIVERGENT: dict[str, str] = {
-    "priority_batch_overload": _EXACT_ARRIVAL_TIES,
-    "priority_batch_overload_pc_off_fpa_off": _EXACT_ARRIVAL_TIES,
-    "priority_closed_c8_tight": _EXACT_ARRIVAL_TIES,
-    "priority_closed_c16_threshold": _EXACT_ARRIVAL_TIES,
     "spec_draft3_batch_fits": _DRAFT_MODEL_SLOTS,
     "spec_draft2_closed_c8_tight": _DRAFT_MODEL_SLOTS,
 }

@@ -40,10 +40,8 @@ def _put(st, dst, src):
 def wq_push(st, rid, front):
     """Queue ``rid``: at its place by priority, or (FCFS) at the back or, if ``front``, the front."""
     ctl = st.ctl
-    if st.cfg[PRIORITY] == 1:
-        prio, arrival = st.req_i32[rid, I32_PRIO], st.req_f64[rid, F_ARR]
-        ctl[SEQ_BACK] += 1
-        seq = ctl[SEQ_BACK]
+    if st.cfg[PRIORITY] == 1:  # a request goes back to its own place (rules.queued_before)
+        prio, arrival, seq = st.req_i32[rid, I32_PRIO], st.req_f64[rid, F_ARR], rid
     elif st.cfg[PRIORITY] == 2:  # longest output first, then insertion (SGLang's lof)
         prio, arrival = -st.req_i64[rid, I_MAXT], 0.0
         ctl[SEQ_BACK] += 1

@@ -91,7 +91,7 @@ class _Queued:
 
 class WaitingQueue:
     """FCFS: a deque (preempted requests go back to the front). Priority: a heap ordered by
-    (priority, arrival, insertion), as vLLM's ``PriorityRequestQueue``. SGLang's longest output first
+    (priority, arrival, submission), as vLLM's ``PriorityRequestQueue``. SGLang's longest output first
     (``lof``): a heap ordered by (-max_tokens, insertion), as its stable sort of the queue keeps it."""
 
     def __init__(self, policy: str, reqs: RequestTable) -> None:
@@ -107,12 +107,12 @@ class WaitingQueue:
 
     def push(self, rid: int, front: bool = False) -> None:
         if self.priority:
-            self._seq += 1
             R = self.reqs
             if self.lof:
+                self._seq += 1
                 heapq.heappush(self._heap, _Queued(-int(R.max_tokens[rid]), 0.0, self._seq, rid))
-            else:
-                heapq.heappush(self._heap, _Queued(int(R.priority[rid]), float(R.arrival[rid]), self._seq, rid))
+            else:  # a request goes back to its own place (rules.queued_before)
+                heapq.heappush(self._heap, _Queued(int(R.priority[rid]), float(R.arrival[rid]), rid, rid))
         elif front:
             self._fifo.appendleft(rid)
         else:
