@@ -46,7 +46,10 @@ def test_match_rate(capsys):
     assert (
         "lora_max_loras_1_batch " in out and out.split("lora_max_loras_1_batch ")[1].split("\n")[0].count("exact") == 2
     )
-    assert "priority_batch_overload " in out and out.split("priority_batch_overload ")[1].split("\n")[0].count("exact") == 3
+    assert (
+        "priority_batch_overload " in out
+        and out.split("priority_batch_overload ")[1].split("\n")[0].count("exact") == 3
+    )
     assert "  spec_draft3_batch_fits: diverges at step " in out and KNOWN_DIVERGENT["spec_draft3_batch_fits"] in out
     assert out.strip().splitlines()[-1].startswith("parity: 8/8 replays exact (100.0%; 3 fixtures")
 
