@@ -447,6 +447,7 @@ def spec_settings(sc: Scenario) -> dict:
     return {
         "spec_tokens": spec.num_speculative_tokens,
         "spec_lookahead": speculative.lookahead(spec),
+        "spec_draft_slots": speculative.draft_slots(spec),
         "spec_seed": sc.run.seed,
         "spec_accept_at_least": speculative.accept_at_least(spec),
     }

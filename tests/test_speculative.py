@@ -64,14 +64,31 @@ def test_the_token_budget_cuts_drafts_first(engine):
 
 
 def test_lookahead_slots_are_allocated_ahead_of_the_tokens(engine):
-    """Prompt 5 in blocks of 4, 2 drafts: in its first decode step the request computes 6 + 2 = 8
-    tokens (2 blocks); with 2 lookahead slots (an EAGLE-like drafter) it holds ceil(10 / 4) = 3. As in
-    vLLM, a request admitted with nothing computed gets no lookahead in its first step."""
-    req = [(0.0, 5, 20)]
+    """Prompt 7 in blocks of 4, 2 drafts, 10 usable blocks: admitted, the request holds its 7 tokens
+    (2 blocks), or with 2 lookahead slots (an EAGLE head, a draft model) ceil(9 / 4) = 3, as vLLM 0.32
+    allocates them from the first step (the recorded spec_draft3_batch_fits); in its first decode
+    step it computes 8 + 2 = 10 tokens (3 blocks), 12 with the slots (still 3)."""
+    req = [(0.0, 7, 20)]
     ahead = Sim(req, engine=engine, max_num_batched_tokens=16, **spec(2, 1.0, lookahead=2))
     plain = Sim(req, engine=engine, max_num_batched_tokens=16, **spec(2, 1.0))
-    assert [ahead.run(until=0.5).free_blocks(), plain.run(until=0.5).free_blocks()] == [8, 8]
-    assert [ahead.run(until=1.5).free_blocks(), plain.run(until=1.5).free_blocks()] == [7, 8]
+    assert [ahead.run(until=0.5).free_blocks(), plain.run(until=0.5).free_blocks()] == [7, 8]
+    assert [ahead.run(until=1.5).free_blocks(), plain.run(until=1.5).free_blocks()] == [7, 7]
+
+
+def test_a_draft_model_keeps_a_token_of_the_budget_per_scheduled_request(engine):
+    """A draft model (2 drafts, 2 lookahead slots, 1 budget token per scheduled request for its
+    inputs), budget 16, two prompts of 20: step 0 gives R0 16 - 1 = 15 tokens (17 slots: 5 blocks)
+    and nothing is left for R1; step 1 gives R0 its last 5 (1 + 5 taken) and R1 16 - 6 - 1 = 9."""
+    sim = Sim(
+        [(0.0, 20, 4), (0.0, 20, 4)],
+        engine=engine,
+        max_num_batched_tokens=16,
+        spec_draft_slots=1,
+        **spec(2, 1.0, lookahead=2),
+    )
+    assert sim.run(until=0.5).free_blocks() == 5
+    sim.run(until=2.5)
+    assert [s.scheduled for s in sim.steps[:2]] == [{0: 15}, {0: 5, 1: 9}]
 
 
 def test_requests_preempted_while_speculating_finish_with_exactly_their_tokens(engine):

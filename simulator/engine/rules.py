@@ -54,10 +54,12 @@ class SchedulerConfig:
     # (seats_taken), and a block is hashed only once its tokens are known (known_tokens)
     outputs_late: bool = False
     # Speculative decoding (0: off): draft tokens proposed after each sampled token, KV slots kept
-    # ahead for the drafter's own passes (EAGLE-style drafters), the acceptance draws' seed, and
-    # P(at least i drafts accepted) for i = 1..spec_tokens.
+    # ahead for the drafter's own passes (EAGLE-style heads and draft models), budget tokens kept for
+    # a draft model's inputs, the acceptance draws' seed, and P(at least i drafts accepted) for
+    # i = 1..spec_tokens.
     spec_tokens: int = 0
     spec_lookahead: int = 0
+    spec_draft_slots: int = 0  # budget tokens each scheduled request leaves to the drafter (room, spent)
     spec_seed: int = 0
     spec_accept_at_least: tuple[float, ...] = ()
     # Multi-LoRA (0: off): adapters a step may serve (GPU slots), and adapters kept in host memory.
@@ -113,6 +115,20 @@ def schedules_again(num_running, num_ended, num_preempted):
     return num_running == 0 and num_ended > 0 and num_preempted == 0
 
 
+def room(budget, draft_slots):
+    """Tokens of the step's ``budget`` left the next request may be scheduled: with a draft model each
+    scheduled request also keeps ``draft_slots`` input tokens for the drafter's first pass (vLLM's
+    ``SpeculativeConfig.max_num_new_slots_for_drafting``, charged to its ``max_num_batched_tokens``);
+    the scheduling stops when nothing is left."""
+    return budget - draft_slots
+
+
+def spent(tokens, draft_slots):
+    """What scheduling ``tokens`` of a request takes from the step's budget (``room``); a request
+    preempted after it was scheduled in the step gives the same back."""
+    return tokens + draft_slots
+
+
 def chunk(num_tokens, num_computed, cap, budget):
     """Tokens a request runs this step: what it has left to compute (chunked prefill), capped by
     the long-prefill cap (0: none) and by what is left of the step's token budget."""
@@ -153,9 +169,11 @@ def host_loads(host_hit_blocks, gpu_hit_blocks, num_computed, block_size):
 
 def admission_blocks(num_tokens, hit_blocks, first_chunk_blocks, block_size, full_prompt):
     """Blocks that must be free (besides evictable hit blocks) to admit a waiting request:
-    the whole prompt's (vLLM >= 0.32, ``scheduler_reserve_full_isl``) or its first chunk's (0.10)."""
+    the whole prompt's (vLLM >= 0.32, ``scheduler_reserve_full_isl``) and its first chunk's (with a
+    drafter's lookahead slots: ``first_chunk_blocks``), or its first chunk's alone (0.10)."""
     if full_prompt:
-        return cdiv(num_tokens, block_size) - hit_blocks
+        full = cdiv(num_tokens, block_size) - hit_blocks
+        return full if full > first_chunk_blocks else first_chunk_blocks
     return first_chunk_blocks
 
 

@@ -7,8 +7,12 @@ vLLM V1's rules, as both engine steps follow them (``simulator.engine.rules``):
 - the drafts accepted are the leading ones that pass (one draw per verification, ``rules.spec_accepted``),
   and the request outputs them and the token sampled after them; the rejected ones' KV is dropped
   (the blocks stay with the request), and a preempted request loses its drafts;
-- drafters that run a model on the target's hidden states (EAGLE, EAGLE-3, MTP) keep KV slots for
-  their own passes ahead of the request (vLLM's ``num_lookahead_tokens``).
+- drafters that run a model (EAGLE, EAGLE-3 and MTP heads on the target's hidden states, or a draft
+  model) keep KV slots for their own passes ahead of the request (vLLM's ``num_lookahead_tokens``),
+  and a draft model keeps one token of the step's budget per scheduled request for its inputs
+  (``max_num_new_slots_for_drafting``, ``rules.room``). Both as vLLM 0.32 does (the recorded
+  ``spec_draft*`` parity fixtures), on every release line: vLLM 0.10's scheduler gave a request
+  admitted with nothing computed no lookahead slots in its first step.
 
 Here: the draft model's architecture, weights and KV, the acceptance probabilities, and the cost
 terms (``cost.SpecCost``) for one scenario.
@@ -94,8 +98,16 @@ def mean_acceptance_length(spec: SpeculativeConfig) -> float:
 
 
 def lookahead(spec: SpeculativeConfig) -> int:
-    """KV slots a running request keeps ahead of its tokens for the drafter's passes."""
-    return spec.num_speculative_tokens if spec.method in EAGLE_LIKE else 0
+    """KV slots a running request keeps ahead of its tokens for the drafter's passes (vLLM's
+    ``num_lookahead_tokens``: a head's or a draft model's, none for n-gram lookup)."""
+    return spec.num_speculative_tokens if spec.method in (*EAGLE_LIKE, "draft_model") else 0
+
+
+def draft_slots(spec: SpeculativeConfig) -> int:
+    """Budget tokens a scheduled request leaves for a draft model's inputs (vLLM's
+    ``SpeculativeConfig.max_num_new_slots_for_drafting``: its first pass reads one token more than the
+    target's; a head reads the target's hidden states instead)."""
+    return 1 if spec.method == "draft_model" else 0
 
 
 def draft_arch(spec: SpeculativeConfig, target: ModelArch) -> ModelArch | None:

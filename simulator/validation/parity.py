@@ -12,9 +12,10 @@ settings, no front-end): the product path reproduces the real engine too.
 The fixtures cover FCFS and priority scheduling and multi-LoRA's adapter limit (a request's adapter
 has no trace column, so those fixtures skip the ``run`` path), speculative decoding with a draft
 model, and async scheduling (``async_*``: vLLM's ``AsyncScheduler`` stepped as the engine core's
-batch queue steps it, tools/parity/record.py; batch workloads only). Every fixture matches exactly through every path (``tests/test_parity.py``) but those in
-``KNOWN_DIVERGENT``, each with the rule that differs; `servesim parity` reports them apart and the
-tests expect them to diverge. Engine features servesim does not model, should a future fixture need
+batch queue steps it, tools/parity/record.py; batch workloads only). Every fixture matches exactly
+through every path (``tests/test_parity.py``); one that does not, for a rule servesim does not follow
+yet, is listed in ``KNOWN_DIVERGENT`` with that rule (none is at present), and `servesim parity`
+reports it apart and the tests expect it to diverge. Engine features servesim does not model, should a future fixture need
 them: KV connectors / P/D transfer (vLLM's CPU offloading connector does not run on the CPU build the
 fixtures are recorded with), sliding-window / Mamba groups and prefix replay,
 partial-block (sub-block hash) prefix hits, multimodal encoder budgets, and the watermark / adaptive
@@ -59,17 +60,7 @@ ENGINES = ("reference", "compiled", "run")  # step mode through each engine step
 # Fixtures servesim does not match, each for a reason known to the step (name -> the reason): `servesim
 # parity` reports them apart, and tests/test_parity.py expects each to diverge (a strict xfail), so the
 # change that makes one match shows. The reason names the rule; the engine keeps its own.
-_DRAFT_MODEL_SLOTS = (
-    "speculative decoding with a draft model: vLLM 0.32 keeps one token of the budget per scheduled "
-    "request for the draft model (SpeculativeConfig.max_num_new_slots_for_drafting) and allocates KV "
-    "slots for num_speculative_tokens lookahead tokens past each request's scheduled ones "
-    "(VllmConfig.num_lookahead_tokens); servesim's step does neither (step 0: a prefill chunk of 255 "
-    "tokens in 9 blocks, against 256 in 8)"
-)
-KNOWN_DIVERGENT: dict[str, str] = {
-    "spec_draft3_batch_fits": _DRAFT_MODEL_SLOTS,
-    "spec_draft2_closed_c8_tight": _DRAFT_MODEL_SLOTS,
-}
+KNOWN_DIVERGENT: dict[str, str] = {}  # none at present: every recorded fixture matches on every path
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "parity"
 
 

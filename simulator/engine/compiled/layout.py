@@ -176,9 +176,10 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     MAX_STEPS,
     STALL_STEPS,
     TRACE,
-    SPEC_K,  # speculative decoding: drafts proposed per request (0: off), KV slots kept ahead, seed
+    SPEC_K,  # speculative decoding: drafts proposed per request (0: off), KV slots kept ahead, seed,
     SPEC_LOOK,
     SPEC_SEED,
+    SPEC_SLOTS,  # and budget tokens each scheduled request leaves to a draft model (rules.room)
     MAX_LORAS,  # multi-LoRA: adapters a step may serve (0: off)
     LONGEST,  # the longest prompt + max_tokens accepted: a longer request is rejected when it reaches the engine
     SGLANG,  # 1: SGLang's scheduling (compiled/sglang.py), with its max_prefill_tokens and page size
@@ -191,7 +192,7 @@ N_CTL = SPEC_POS + SPEC_MAX_TOKENS
     LIVELOCK_AT,  # rejections told in a row at one time that stop the run (core.REJECT_LIVELOCK)
     OUTPUTS_LATE,  # 1: a step is scheduled before the last one's outputs are in (rules.seats_taken, rules.known_tokens)
     N_CFG,
-) = range(31)
+) = range(32)
 
 # cp: the cost model's parameters (the target's, then the draft model's: params.N_COST), the KV bytes
 # of one block (swap traffic), then P(at least i + 1 drafts accepted) for each draft position.

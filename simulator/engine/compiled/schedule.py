@@ -79,6 +79,7 @@ from simulator.engine.compiled.layout import (
     S_SPEC,
     SGLANG,
     SPEC_LOOK,
+    SPEC_SLOTS,
     STAGE_N,
     STALLED,
     STEPS,
@@ -158,8 +159,10 @@ from simulator.engine.rules import (
     new_blocks,
     preemption_kind,
     recomputed,
+    room,
     schedules_again,
     seats_taken,
+    spent,
     writes_chunk,
 )
 
@@ -245,6 +248,7 @@ def _schedule_running(st, t, cap, budget):
     now are visited); one that cannot get its blocks preempts. Returns the budget left."""
     ctl, slots, bits = st.ctl, st.slots, st.bits
     bs = st.cfg[BS]
+    d = st.cfg[SPEC_SLOTS]  # (speculative decoding keeps no slot lazy: the lazy ones take one token each)
     step = ctl[ROWS] + 1
     due = bucket(st, step)
     for w in range(bits.shape[1]):
@@ -260,10 +264,10 @@ def _schedule_running(st, t, cap, budget):
                     continue
                 materialize(st, j)
             nc = slots[j, S_NCOMP]
-            if budget <= 0:  # the budget is spent: the running pass ends (nothing scheduled, no blocks asked)
+            if room(budget, d) <= 0:  # the budget is spent: the running pass ends (nothing scheduled, no blocks asked)
                 slots[j, S_A] = 0
                 continue
-            a = chunk(slots[j, S_NTOK] + slots[j, S_SPEC], nc, cap, budget)
+            a = chunk(slots[j, S_NTOK] + slots[j, S_SPEC], nc, cap, room(budget, d))
             m = new_blocks(nc, a + st.cfg[SPEC_LOOK], slots[j, S_NBLK], bs)
             while m > ctl[FREE]:
                 v = _victim(st)
@@ -275,7 +279,7 @@ def _schedule_running(st, t, cap, budget):
                 slots[j, S_A] = 0
                 continue
             run_slot(st, j, a, m)
-            budget -= a
+            budget -= spent(a, d)
     return budget
 
 
@@ -349,7 +353,8 @@ def _preempt(st, v, j, t):
             undone = 1  # its implied token (dropping it from the lazy count gave it back)
             hash_as_scheduled(st, v, slots[v, S_NCOMP], slots[v, S_NTOK], 1)
         else:
-            undone = given_back = slots[v, S_A]
+            undone = slots[v, S_A]
+            given_back = spent(undone, cfg[SPEC_SLOTS])
     rid = slots[v, S_RID]
     count_preemption(st, rid)
     lora_stop(st, rid)
@@ -427,11 +432,12 @@ def _swap_traffic(st, rid, nblk):
 def _swap_in(st, t, cap, budget):
     """Swapped requests back in, in the order they went out, while their blocks fit."""
     ctl, cfg = st.ctl, st.cfg
-    while ctl[SW_LEN] > 0 and budget > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
+    d = cfg[SPEC_SLOTS]
+    while ctl[SW_LEN] > 0 and room(budget, d) > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
         rid = sw_peek(st)
         nc = st.req_i64[rid, I_NCOMP]
-        a = chunk(st.req_i64[rid, I_NTOK], nc, cap, budget)
-        m = new_blocks(nc, a, 0, cfg[BS])
+        a = chunk(st.req_i64[rid, I_NTOK], nc, cap, room(budget, d))
+        m = new_blocks(nc, a + cfg[SPEC_LOOK], 0, cfg[BS])
         if m > ctl[FREE]:
             break
         sw_pop(st)
@@ -445,7 +451,7 @@ def _swap_in(st, t, cap, budget):
         record(st, t, EventKind.RESUMED, rid, nc)
         if fills_group_blocks(st.req_i64[rid, I_GROUP], st.req_i64[rid, I_GLEN], nc):
             cache_group_blocks(st, rid, row, nc + a)
-        budget -= a
+        budget -= spent(a, d)
     return budget
 
 
@@ -453,8 +459,9 @@ def _admit(st, t, cap, budget):
     """Waiting requests in queue order; the first that cannot get its blocks stops admission."""
     ctl, cfg, req_i64 = st.ctl, st.cfg, st.req_i64
     bs = cfg[BS]
+    d = cfg[SPEC_SLOTS]
     aside = 0  # passed over for their adapter (multi-LoRA), put back at their places after
-    while ctl[WQ_LEN] > 0 and budget > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
+    while ctl[WQ_LEN] > 0 and room(budget, d) > 0 and seats_taken(ctl[N_RUN], ctl[ENDED_N]) < cfg[MAX_SEQS]:
         rid = wq_peek(st)
         if cfg[MAX_LORAS] != 0 and lora_skipped(
             req_i64[rid, I_LORA], lora_users(st, rid), ctl[LORA_ACTIVE], cfg[MAX_LORAS]
@@ -468,13 +475,13 @@ def _admit(st, t, cap, budget):
         nx = host_lookup(st, rid, ntok, nh)  # loaded into new blocks (KV offloading)
         nc = admitted_computed(nh + nx, bs, req_i64[rid, I_EXTERNAL], req_i64[rid, I_CACHED] < 0)
         nx = host_loads(nx, nh, nc, bs)
-        a = chunk(ntok, nc, cap, budget)
-        m = new_blocks(nc, a, nh, bs)
+        a = chunk(ntok, nc, cap, room(budget, d))
+        m = new_blocks(nc, a + cfg[SPEC_LOOK], nh, bs)
         if not admits(admission_blocks(ntok, nh, m, bs, cfg[FULL_PROMPT] != 0), evictable, ctl[FREE]):
             break
         wq_pop(st)
         admit_request(st, t, rid, nh, nc, a, m, nx)
-        budget -= a
+        budget -= spent(a, d)
     wq_restore(st, aside)
 
 

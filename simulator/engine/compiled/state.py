@@ -50,6 +50,7 @@ def new_state(
     conf[L.SPEC_K] = cfg.spec_tokens
     conf[L.SPEC_LOOK] = cfg.spec_lookahead
     conf[L.SPEC_SEED] = cfg.spec_seed
+    conf[L.SPEC_SLOTS] = cfg.spec_draft_slots
     conf[L.MAX_LORAS] = cfg.max_loras
     conf[L.LONGEST] = longest
     conf[L.SGLANG] = cfg.framework == "sglang"

@@ -226,10 +226,10 @@ class Scheduler:
 
         # Running requests, in order.
         i = 0
-        while i < len(self.running) and self._budget > 0:
+        while i < len(self.running) and self._room() > 0:
             rid = self.running[i]
             nc = int(R.num_computed[rid])
-            a = rules.chunk(int(R.num_tokens[rid]) + self.drafts.get(rid, 0), nc, self._cap, self._budget)
+            a = rules.chunk(int(R.num_tokens[rid]) + self.drafts.get(rid, 0), nc, self._cap, self._room())
             m = rules.new_blocks(nc, a + cfg.spec_lookahead, int(R.num_blocks[rid]), bs)
             scheduled = True
             while m > self.pool.num_free:
@@ -257,6 +257,10 @@ class Scheduler:
             if not self.swapped:
                 self._admit(now, before)
         return before
+
+    def _room(self) -> int:
+        """Tokens of the budget the next request may be scheduled (``rules.room``)."""
+        return rules.room(self._budget, self.cfg.spec_draft_slots)
 
     def _seats(self) -> int:
         """Requests holding a place under ``max_num_seqs`` (``rules.seats_taken``)."""
@@ -297,7 +301,7 @@ class Scheduler:
         self.hashable[rid] = rules.cacheable(nc + a, known)
         self.tokens_then[rid] = ntok
         self._scheduled[rid] = a
-        self._budget -= a
+        self._budget -= rules.spent(a, self.cfg.spec_draft_slots)
 
     def _cache_filled(self, rid: int, nc: int, upto: int) -> None:
         """The shared-prefix blocks ``rid`` (computed so far: ``nc``) fills up to token ``upto`` in this
@@ -327,7 +331,8 @@ class Scheduler:
         with priority scheduling), given back to the budget. Their full blocks were cached when they
         were scheduled, so they are released as cached blocks."""
         cfg, R = self.cfg, self.reqs
-        self._budget += undone
+        if undone:
+            self._budget += rules.spent(undone, cfg.spec_draft_slots)
         self._count_preemption(rid)
         self.drafts.pop(rid, None)
         self._lora_stop(rid)
@@ -393,11 +398,11 @@ class Scheduler:
     def _swap_in(self, now: float, before: dict) -> None:
         """Swapped requests back in, in the order they went out, while their blocks fit."""
         cfg, R = self.cfg, self.reqs
-        while self.swapped and self._budget > 0 and self._seats() < cfg.max_num_seqs:
+        while self.swapped and self._room() > 0 and self._seats() < cfg.max_num_seqs:
             rid = self.swapped[0]
             nc = int(R.num_computed[rid])
-            a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._budget)
-            m = rules.new_blocks(nc, a, 0, cfg.block_size)
+            a = rules.chunk(int(R.num_tokens[rid]), nc, self._cap, self._room())
+            m = rules.new_blocks(nc, a + cfg.spec_lookahead, 0, cfg.block_size)
             if m > self.pool.num_free:
                 break
             self.swapped.popleft()
@@ -415,7 +420,7 @@ class Scheduler:
         """New and preempted requests in queue order; the first that does not fit stops admission."""
         cfg, R, bs = self.cfg, self.reqs, self.cfg.block_size
         skipped: list = []
-        while self.waiting and self._budget > 0 and self._seats() < cfg.max_num_seqs:
+        while self.waiting and self._room() > 0 and self._seats() < cfg.max_num_seqs:
             rid = self.waiting.peek()
             lora = int(R.lora[rid])
             if cfg.max_loras and rules.lora_skipped(
@@ -430,8 +435,8 @@ class Scheduler:
             nx = self.kv.host_lookup(ntok, g, glen, key, nh)  # loaded into new blocks (KV offloading)
             nc = rules.admitted_computed(nh + nx, bs, int(R.external[rid]), R.cached_tokens[rid] < 0)
             nx = rules.host_loads(nx, nh, nc, bs)
-            a = rules.chunk(ntok, nc, self._cap, self._budget)
-            m = rules.new_blocks(nc, a, nh, bs)
+            a = rules.chunk(ntok, nc, self._cap, self._room())
+            m = rules.new_blocks(nc, a + cfg.spec_lookahead, nh, bs)
             gate = rules.admission_blocks(ntok, nh, m, bs, cfg.admission == "full_prompt")
             evictable = self.pool.unreferenced(hits)  # free now, taken by the hit
             if not rules.admits(gate, evictable, self.pool.num_free):
