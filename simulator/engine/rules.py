@@ -103,7 +103,8 @@ def seats_taken(num_running, num_ended):
     the step before if outputs come in late (``SchedulerConfig.outputs_late``): with async
     scheduling vLLM schedules a step before the outputs of the step in flight are in, so a request
     that ends in it keeps its place and its KV blocks through the next step's scheduling (not
-    scheduled in it) and is freed only after. A place freed in step N is thus taken again in N + 2, not N + 1."""
+    scheduled in it) and is freed only after. A place freed in step N is thus taken again in N + 2,
+    not N + 1."""
     return num_running + num_ended
 
 
@@ -124,9 +125,9 @@ def room(budget, draft_slots):
 
 
 def spent(tokens, draft_slots):
-    """What scheduling ``tokens`` of a request takes from the step's budget (``room``); a request
-    preempted after it was scheduled in the step gives the same back."""
-    return tokens + draft_slots
+    """What scheduling ``tokens`` of a request takes from the step's budget (``room``), nothing if it
+    was scheduled none; a request preempted after it was scheduled in the step gives the same back."""
+    return tokens + draft_slots if tokens > 0 else 0
 
 
 def chunk(num_tokens, num_computed, cap, budget):

@@ -276,17 +276,7 @@ class Scheduler:
     def _free_finished(self, rid: int) -> None:
         """A finished request releases its blocks (its own content kept findable where the workload
         returns to it) and its adapter."""
-        R = self.reqs
-        self.kv.free(
-            rid,
-            int(R.num_computed[rid]),
-            self.hashable.pop(rid),
-            int(R.group[rid]),
-            int(R.group_len[rid]),
-            int(R.content_key[rid]),
-            cache_own=self.cfg.cache_finished_content,
-        )
-        self.tokens_then.pop(rid, None)
+        self._release(rid, int(self.reqs.num_computed[rid]), self.cfg.cache_finished_content)
         self._lora_stop(rid)
 
     def _run(self, rid: int, a: int, m: int, nc: int) -> None:
@@ -331,8 +321,7 @@ class Scheduler:
         with priority scheduling), given back to the budget. Their full blocks were cached when they
         were scheduled, so they are released as cached blocks."""
         cfg, R = self.cfg, self.reqs
-        if undone:
-            self._budget += rules.spent(undone, cfg.spec_draft_slots)
+        self._budget += rules.spent(undone, cfg.spec_draft_slots)
         self._count_preemption(rid)
         self.drafts.pop(rid, None)
         self._lora_stop(rid)
@@ -363,8 +352,8 @@ class Scheduler:
         self._preempted.append(rid)
 
     def _release(self, rid: int, computed: int, cache_own: bool) -> None:
-        """Free ``rid``'s blocks (its full blocks below ``computed`` hashed; ``cache_own``: findable
-        as its own content again)."""
+        """Free ``rid``'s blocks (its full blocks below ``computed`` hashed, as far as they were when
+        it was last scheduled; ``cache_own``: findable as its own content again)."""
         R = self.reqs
         hashable = self.hashable.pop(rid)
         self.tokens_then.pop(rid, None)
