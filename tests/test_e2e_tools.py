@@ -1152,3 +1152,36 @@ def test_jit_probe_lists_each_compiled_variant_with_its_signature(tmp_path):
     assert list(got) == ["AAA"]
     assert got["AAA"]["name"] == "_topk_forward" and got["AAA"]["num_warps"] == 4
     assert got["AAA"]["signature"].startswith("tt.func public @_topk_forward(%n_rows: i32)")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("xz") is None, reason="needs bash and xz")
+def test_a_device_call_that_ends_waiting_packs_what_its_lanes_finished(tmp_path):
+    """device.sh: a call whose last phase is ``wait`` collects after it (the machine may go back
+    before the next call), and one that names ``collect`` after its wait packs once."""
+    root, out = tmp_path / "root", tmp_path / "out"
+    (root / "results" / "l1").mkdir(parents=True)
+    (root / "logs").mkdir()
+    (root / "logs" / "started").write_text("l1\n")
+    (root / "results" / "l1" / "DONE").write_text("")
+    (root / "results" / "l1" / "lane.json").write_text("{}")
+    (root / "logs" / "l1.log").write_text("lane log\n")
+    out.mkdir()
+    env = {**os.environ, "E2E": str(root), "OUT": str(out)}
+
+    def call(*phases):
+        r = subprocess.run(
+            ["bash", str(E2E / "device.sh"), *phases], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stdout.splitlines() if line.startswith("=== ")]
+
+    phases = call("wait", "5")
+    assert [p.split(" ")[1] for p in phases] == ["wait", "collect"]
+    listed = subprocess.run(["tar", "-tJf", str(out / "results.tar.xz")], capture_output=True, text=True).stdout
+    assert "./l1/lane.json" in listed.split() and "./l1.log" in listed.split()
+    (out / "results.tar.xz").unlink()
+    assert [p.split(" ")[1] for p in call("wait", "5", "collect")] == ["wait", "collect"]
+    assert (out / "results.tar.xz").is_file()
+    (out / "results.tar.xz").unlink()
+    assert [p.split(" ")[1] for p in call("plain")] == ["plain"]  # no wait: nothing packed
+    assert not (out / "results.tar.xz").exists()

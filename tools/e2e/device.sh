@@ -12,6 +12,7 @@
 #   lanes PLAN L...  start lanes L of PLAN (each on its GPUs, in the background) and return
 #   wait SECONDS     wait until every started lane is done, or SECONDS have passed; name every lane
 #                    that failed (a run whose prompts or prefix-cache hits were not the plan's: FAILED)
+#                    (a call whose last phase is `wait` collects after it, as if `collect` followed)
 #   sampler          install stack_sampler.py as the site's sitecustomize: every Python process of a
 #                    lane started with SERVESIM_SAMPLE_DIR set records where its threads spend time
 #   routing          install uniform_routing.py as the site's sitecustomize instead: dummy-weight
@@ -41,6 +42,14 @@ export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1
 mkdir -p $E2E/pieces $E2E/results $E2E/logs
+
+collect() {  # pack /root/e2e/results (the lanes' logs beside, servers' logs without step lines)
+  for lane in $(ls $E2E/results); do
+    [ -f $E2E/results/$lane/server.log ] && grep -v "Iteration(" $E2E/results/$lane/server.log > $E2E/results/$lane/server_lines.log
+  done
+  cp $E2E/logs/*.log $E2E/results/ 2>/dev/null
+  tar -C $E2E/results --exclude='server.log' -cJf ${OUT:-/tmp}/results.tar.xz . && ls -la ${OUT:-/tmp}/results.tar.xz
+}
 
 while [ $# -gt 0 ]; do
   phase=$1; shift
@@ -134,12 +143,12 @@ while [ $# -gt 0 ]; do
       python3 tools/e2e/jit_probe.py --model $model --tokens $tokens --root $E2E --out $E2E/results/jit_probe_$model.json > $E2E/logs/jit_probe_$model.log 2>&1
       grep -v "^INFO\|^WARNING\|^(EngineCore" $E2E/logs/jit_probe_$model.log | tail -20 | cut -c1-400 ;;
     collect)
-      for lane in $(ls $E2E/results); do
-        [ -f $E2E/results/$lane/server.log ] && grep -v "Iteration(" $E2E/results/$lane/server.log > $E2E/results/$lane/server_lines.log
-      done
-      cp $E2E/logs/*.log $E2E/results/ 2>/dev/null
-      tar -C $E2E/results --exclude='server.log' -cJf ${OUT:-/tmp}/results.tar.xz . && ls -la ${OUT:-/tmp}/results.tar.xz ;;
+      collect ;;
     *)
       echo "unknown phase $phase"; exit 2 ;;
   esac
+  last=$phase
 done
+# A call whose last phase waited collects too: the machine may go back before the next call comes,
+# and the runs finished so far with it.
+if [ "${last:-}" = wait ]; then echo "=== collect (after wait) $(date +%T)"; collect; fi
