@@ -143,7 +143,7 @@ while [ $# -gt 0 ]; do
       python3 tools/e2e/jit_probe.py --model $model --tokens $tokens --root $E2E --out $E2E/results/jit_probe_$model.json > $E2E/logs/jit_probe_$model.log 2>&1
       grep -v "^INFO\|^WARNING\|^(EngineCore" $E2E/logs/jit_probe_$model.log | tail -20 | cut -c1-400 ;;
     collect)
-      collect ;;
+      collect || exit 4 ;;
     *)
       echo "unknown phase $phase"; exit 2 ;;
   esac
@@ -151,4 +151,4 @@ while [ $# -gt 0 ]; do
 done
 # A call whose last phase waited collects too: the machine may go back before the next call comes,
 # and the runs finished so far with it.
-if [ "${last:-}" = wait ]; then echo "=== collect (after wait) $(date +%T)"; collect; fi
+if [ "${last:-}" = wait ]; then echo "=== collect (after wait) $(date +%T)"; collect || exit 4; fi
