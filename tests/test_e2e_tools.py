@@ -782,7 +782,7 @@ def test_a_lane_records_its_runs_and_stops_loudly_at_the_first_that_fails_its_ch
     for name in ("ok", "longer"):
         cmd = [sys.executable, str(E2E / "lane.py"), "--plan", str(tmp_path / "plan.json"), "--lane", name]
         done = subprocess.run(
-            cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1"],
+            cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1", "--probe-objects", "4096"],
             env=env,
             capture_output=True,
             text=True,
@@ -841,7 +841,9 @@ def test_the_host_probe_watch_reads_the_machine_until_it_is_stopped(tmp_path):
     import time
 
     out = tmp_path / "watch.csv"
-    p = subprocess.Popen([sys.executable, str(E2E / "host_probe.py"), "--out", str(out), "--watch", "0.1"])
+    p = subprocess.Popen(
+        [sys.executable, str(E2E / "host_probe.py"), "--out", str(out), "--watch", "0.1", "--objects", "4096"]
+    )
     deadline = time.time() + 90
     while time.time() < deadline and (not out.is_file() or out.read_text().count("\n") < 3):
         time.sleep(0.2)
@@ -879,7 +881,7 @@ def test_an_sglang_lane_flushes_the_cache_and_reads_sglangs_counters(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps({"lanes": [lane_]}))
     cmd = [sys.executable, str(E2E / "lane.py"), "--plan", str(tmp_path / "plan.json"), "--lane", "sg"]
     done = subprocess.run(
-        cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1"],
+        cmd + ["--root", str(tmp_path / "root"), "--probe-repeat", "1", "--probe-objects", "4096"],
         env={**os.environ, "PYTHONPATH": str(fake)},
         capture_output=True,
         text=True,

@@ -110,25 +110,37 @@ def _this_cpu() -> int:
 WATCH_COLUMNS = ("t", "kernel_us", "in_order_ns", "shuffled_ns", "cpu")  # watch's CSV
 
 
+class _Stopped(Exception):
+    """A watch's SIGTERM or SIGINT, raised where the watch is: a reading under way is dropped."""
+
+
+def _stop(*_) -> None:
+    raise _Stopped
+
+
 def watch(out: str, every_s: float, n: int = WIDE_OBJECTS) -> None:
     """Until stopped (SIGTERM or SIGINT): every ``every_s`` seconds one CSV row to ``out`` (t: epoch
     seconds; the kernel's microseconds per request-step, the faster of two timings; nanoseconds per
-    object of one pass over the wide objects in order and shuffled; the CPU it ran on)."""
+    object of one pass over the wide objects in order and shuffled; the CPU it ran on). A stop ends it
+    at once, dropping the reading under way (a row is written whole or not at all), so the lane that
+    started it does not wait on a reading's seconds."""
     import signal
 
-    stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.append(1))
-    with open(out, "w", buffering=1) as f:
-        f.write(",".join(WATCH_COLUMNS) + "\n")  # first: a watch stopped while it warms leaves its header
-        objs, shuffled = _wide_objects(n)
-        kernel()  # warm
-        while not stop:
-            t0 = time.time()
-            k = min(kernel(), kernel())
-            f.write(f"{t0:.3f},{k:.4f},{_pass_ns(objs):.2f},{_pass_ns(shuffled):.2f},{_this_cpu()}\n")
-            while not stop and time.time() - t0 < every_s:
-                time.sleep(0.2)
+        signal.signal(sig, _stop)
+    try:
+        with open(out, "w", buffering=1) as f:
+            f.write(",".join(WATCH_COLUMNS) + "\n")  # first: a watch stopped while it warms leaves its header
+            objs, shuffled = _wide_objects(n)
+            kernel()  # warm
+            while True:
+                t0 = time.time()
+                k = min(kernel(), kernel())
+                row = f"{t0:.3f},{k:.4f},{_pass_ns(objs):.2f},{_pass_ns(shuffled):.2f},{_this_cpu()}\n"
+                f.write(row)
+                time.sleep(max(0.0, every_s - (time.time() - t0)))
+    except _Stopped:
+        pass
 
 
 def _parallel(copies: int, repeat: int, cpus: list[int | None]) -> list[float]:
@@ -175,9 +187,15 @@ def main() -> int:
         metavar="PASSES",
         help="only PASSES passes of one timing pinned to each CPU in turn (data/e2e/host_probe_noise_2026-11-29)",
     )
+    ap.add_argument(
+        "--objects",
+        type=int,
+        default=WIDE_OBJECTS,
+        help="the objects of the wide reading (wide_ns, and --watch's): a million by default (the tests take fewer)",
+    )
     args = ap.parse_args()
     if args.watch > 0:
-        watch(args.out, args.watch)
+        watch(args.out, args.watch, args.objects)
         return 0
     if args.per_cpu:
         passes = []
@@ -209,7 +227,7 @@ def main() -> int:
     # servesim's reading, as `servesim probe-host` gives it: the tenth percentile of every timing
     report["probe_us"] = reading_of(samples_of(report))
     print(f"reading: {report['probe_us']:.3f} us per request-step", flush=True)
-    report["wide_ns"] = wide(min(3, args.repeat))
+    report["wide_ns"] = wide(min(3, args.repeat), args.objects)
     print(f"wide: {report['wide_ns']} ns per object", flush=True)
     if args.alone:
         report["loadavg_after"] = _sh("cat /proc/loadavg")

@@ -62,7 +62,7 @@ HERE = Path(__file__).resolve().parent
 PY = sys.executable
 sys.path.insert(0, str(HERE))
 import checks  # noqa: E402
-from host_probe import WATCH_COLUMNS  # noqa: E402
+from host_probe import WATCH_COLUMNS, WIDE_OBJECTS  # noqa: E402
 
 # The word-level tokenizer: token i is the word "t<i>", but for the special tokens, whose text no
 # word of a prompt can contain (transformers matches special tokens anywhere in a text: with "t0"
@@ -472,7 +472,9 @@ def counters(port: int, tries: int = 5, aliases: dict | None = None) -> dict:
     return {}
 
 
-def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int | None = None) -> dict:
+def bench(
+    lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int | None = None, objects: int = WIDE_OBJECTS
+) -> dict:
     d = out / run["name"]
     d.mkdir(parents=True, exist_ok=True)
     clients = int(run.get("clients", 1))
@@ -535,7 +537,8 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
     sampler = Sampler(lane["port"], aliases, group)
     sampler.start()
     watcher = subprocess.Popen(  # the machine read under load (host_probe.py --watch), beside the run
-        [PY, str(HERE / "host_probe.py"), "--out", str(d / "watch_raw.csv"), "--watch", str(WATCH_S)],
+        [PY, str(HERE / "host_probe.py"), "--out", str(d / "watch_raw.csv"), "--watch", str(WATCH_S)]
+        + ["--objects", str(objects)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -623,11 +626,12 @@ def bench(lane: dict, run: dict, tdir: Path, out: Path, vocab: int, group: int |
     return info
 
 
-def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT) -> dict:
+def probe(out: Path, tag: str, label: str, repeat: int = PROBE_REPEAT, objects: int = WIDE_OBJECTS) -> dict:
     """host_probe.py alone (servesim's reading, microseconds per request-step, and the timings it
     comes from), with nothing else of the lane running."""
     path = out / f"host_probe_{tag}.json"
     cmd = [PY, str(HERE / "host_probe.py"), "--out", str(path), "--repeat", str(repeat), "--alone"]
+    cmd += ["--objects", str(objects)]
     try:
         subprocess.run(cmd + ["--label", label], capture_output=True, timeout=300, check=True)
         r = json.loads(path.read_text())
@@ -727,6 +731,9 @@ def main() -> int:
     ap.add_argument("--root", default="/root/e2e")
     ap.add_argument("--ready-s", type=float, default=600)
     ap.add_argument("--probe-repeat", type=int, default=PROBE_REPEAT, help="host_probe.py's timings around the lane")
+    ap.add_argument(
+        "--probe-objects", type=int, default=WIDE_OBJECTS, help="host_probe.py's wide reading's objects (--objects)"
+    )
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # thousands of connections, client and server
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 1 << 20)), hard))
@@ -748,7 +755,7 @@ def main() -> int:
     meta["versions"] = versions(lane, root)  # importing torch and vLLM: not while another lane runs
     meta["host_probe"] = {
         "repeat": a.probe_repeat,
-        "before": probe(out, "before", f"{lane['name']} before", a.probe_repeat),
+        "before": probe(out, "before", f"{lane['name']} before", a.probe_repeat, a.probe_objects),
     }
     (out / "lane.json").write_text(json.dumps(meta, indent=1))
     p = None
@@ -760,7 +767,7 @@ def main() -> int:
         meta["ready_s"] = wait_ready(p, lane["port"], a.ready_s, out / "server.log" if sglang(lane) else None)
         log(f"{lane['name']}: ready in {meta['ready_s']:.0f} s")
         for run in lane["runs"]:
-            info = bench(lane, run, tdir, out, vocab, p.pid)
+            info = bench(lane, run, tdir, out, vocab, p.pid, a.probe_objects)
             meta["runs"].append(info)
             (out / "lane.json").write_text(json.dumps(meta, indent=1))
             if not info["check"]["ok"]:
@@ -784,7 +791,7 @@ def main() -> int:
             except ProcessLookupError:
                 break
             time.sleep(0.5)
-        meta["host_probe"]["after"] = probe(out, "after", f"{lane['name']} after", a.probe_repeat)
+        meta["host_probe"]["after"] = probe(out, "after", f"{lane['name']} after", a.probe_repeat, a.probe_objects)
         meta["done"] = time.time()
         (out / "lane.json").write_text(json.dumps(meta, indent=1))
         if meta.get("error"):

@@ -207,16 +207,18 @@ def fit_scheduler(host: hosts.HostCosts, runs: list[dict]) -> tuple[hosts.HostCo
             cases.append((cm, validate.recorded_scale(run), rows))
             used.append(f"{run['recording']}/{run['lane']}")
 
-    # each logged step's work, built once: the grid prices every one of them at each pair of costs
-    works = [[decode_work(b, ctx) for b, ctx, _ in rows] for _, _, rows in cases]
+    # each distinct logged step's work (running, mean context), built once: the grid prices every one
+    # of them at each pair of costs, once however many logged steps share it
+    works = [{(b, ctx): decode_work(b, ctx) for b, ctx, _ in rows} for _, _, rows in cases]
 
     def err(step_s: float, per_seq_s: float) -> float:
         total = 0.0
         for (cm, scale, rows), work in zip(cases, works):
             model = scheduler_model(cm, scale, step_s, per_seq_s)
+            ms_of = {key: model.step_time(w) * 1e3 for key, w in work.items()}
             by: dict[int, list[float]] = {}
-            for (b, _, ms), w in zip(rows, work):
-                by.setdefault(b, []).append(abs(math.log(model.step_time(w) * 1e3 / ms)))
+            for b, ctx, ms in rows:
+                by.setdefault(b, []).append(abs(math.log(ms_of[b, ctx] / ms)))
             total += sum(statistics.median(v) for v in by.values())
         return total
 
