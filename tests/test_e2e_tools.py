@@ -855,6 +855,12 @@ def test_the_host_probe_watch_reads_the_machine_until_it_is_stopped(tmp_path):
     t = [float(r["t"]) for r in rows]
     assert t == sorted(t) and t[1] - t[0] >= 0.1
     assert all(int(r["cpu"]) >= 0 for r in rows)
+    bad = subprocess.run(
+        [sys.executable, str(E2E / "host_probe.py"), "--out", str(tmp_path / "x.json"), "--objects", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and bad.stderr.splitlines()[-1].endswith("--objects must be at least 1 (got 0)")
 
 
 def test_an_sglang_lane_flushes_the_cache_and_reads_sglangs_counters(tmp_path):

@@ -194,6 +194,8 @@ def main() -> int:
         help="the objects of the wide reading (wide_ns, and --watch's): a million by default (the tests take fewer)",
     )
     args = ap.parse_args()
+    if args.objects < 1:
+        ap.error(f"--objects must be at least 1 (got {args.objects})")
     if args.watch > 0:
         watch(args.out, args.watch, args.objects)
         return 0
