@@ -31,9 +31,9 @@ def extension_path() -> Path:
     return build.cache_dir() / f"servesim_step_{build.source_hash()}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
 
-# How long the first compile takes, as the notice says it (measured: 3.5 minutes on a slow 2-core
-# machine, docs/speed.md).
-COMPILE_ESTIMATE = "about 2-4 minutes on a 2-core machine, longer beside other work"
+# How long the first compile takes, as the notice says it (measured: 124 s on a 2-core machine
+# whose probe read 12.6 us, a slow one; docs/speed.md).
+COMPILE_ESTIMATE = "about 1-3 minutes on a 2-core machine, longer beside other work"
 
 
 def first_compile_note() -> str:

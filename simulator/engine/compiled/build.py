@@ -4,17 +4,18 @@ or, where that cannot be built, just in time.
 
 The functions are written once, as plain Python. Compiling one means compiling a copy of it whose
 globals see the compiled copies of the others (``_compiled_copies``); the modules themselves are
-left untouched, so the reference keeps calling the plain ``rules`` and ``cost`` functions. Every
-function is inlined into its callers except those a module lists in ``COLD`` (rare paths): a call
-that passes the state costs a reference-count update per array in it. Run
+left untouched, so the reference keeps calling the plain ``rules`` and ``cost`` functions. Each
+function is typed and lowered once, on its own, and LLVM inlines it into its callers (numba's
+``forceinline``) except those a module lists in ``COLD`` (rare paths): a call that passes the state
+passes every field of every array in it, hundreds of values. Only the entry points get the wrappers
+Python calls through. (numba's own inlining, ``inline="always"``, gives a step as fast but types
+the whole step as one function: its build took 3.3x as long, benchmarks/RESULTS.md.) Run
 with ``NUMBA_DISABLE_JIT=1`` and nothing is compiled: the step runs as plain Python, which a
 debugger or a print can follow (``compiled.load``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import functools
 import hashlib
 import importlib.util
@@ -118,6 +119,7 @@ def _compiled_copies(njit) -> dict[str, Any]:
     """The entry points compiled: a compiled copy of every function of ``MODULES``, each seeing the
     compiled copies of the others."""
     compiled: dict[Callable[..., object], Any] = {}
+    entry = set(ENTRY_POINTS.values())
     scopes = []
     for m in MODULES:
         scope = dict(vars(m))
@@ -126,7 +128,10 @@ def _compiled_copies(njit) -> dict[str, Any]:
         for name, fn in vars(m).items():
             if isinstance(fn, types.FunctionType) and fn.__module__ == m.__name__:
                 copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-                compiled[fn] = njit(inline="never" if name in cold else "always")(copy)
+                internal = fn not in entry  # called only from compiled code: no wrapper for Python
+                compiled[fn] = njit(
+                    forceinline=name not in cold, no_cpython_wrapper=internal, no_cfunc_wrapper=internal
+                )(copy)
     for scope in scopes:
         for name, obj in scope.items():
             if isinstance(obj, types.FunctionType) and obj in compiled:
@@ -160,8 +165,7 @@ def build_extension(path: Path, name: str, example: layout.State) -> None:
     cc.target_cpu = target_cpu()
     cc.verbose = False
     cc.use_nrt = False  # the step allocates nothing: no reference counting on its arrays
-    with _inline_once():
-        _export(cc, fns, st_t)
+    _export(cc, fns, st_t)
 
 
 def _export(cc, fns, st_t) -> None:
@@ -174,59 +178,6 @@ def _export(cc, fns, st_t) -> None:
         fns["format_rows"].py_func
     )
     cc.compile()
-
-
-@contextlib.contextmanager
-def _inline_once():
-    """numba inlines a function (``inline="always"``) by copying its IR block by block, and each
-    block's copy copies the function's whole scope (every variable) anew: a copy costs the blocks
-    times the variables. Within this block, one inlining copies a scope once and its blocks share
-    the copy, as the original's blocks share theirs; and a function's inlined IR is built once, not
-    again at every call site (numba copies it before it changes it). The same machine code (every
-    scenario's outputs byte-identical); the build took 200-210 s instead of 335 on a 2-core machine,
-    the scope's copy most of that (211 s without the second change). tests/test_install.py checks
-    it against numba's own inlining."""
-    from numba.core import ir
-    from numba.core.inline_closurecall import InlineWorker
-
-    plain_passes, plain_inline = InlineWorker.run_untyped_passes, InlineWorker.inline_ir
-    made: dict[tuple[Callable[..., object], bool], Any] = {}
-    scopes: dict[int, tuple[Any, Any]] | None = None  # within one inlining: id(scope) -> (scope, its copy)
-
-    def passes(self, func, enable_ssa=False):
-        self.flags.enable_ssa = enable_ssa  # as the plain pass leaves it
-        key = (func, enable_ssa)
-        if key not in made:
-            made[key] = plain_passes(self, func, enable_ssa)
-        return made[key]
-
-    def inline(self, *args, **kwargs):
-        nonlocal scopes
-        scopes = {}
-        try:
-            return plain_inline(self, *args, **kwargs)
-        finally:
-            scopes = None
-
-    def copy_scope(scope, memo):
-        if scopes is not None and id(scope) in scopes:
-            twin = scopes[id(scope)][1]
-        else:  # the first copy (or any outside an inlining): as plain deepcopy makes it
-            twin = object.__new__(type(scope))
-            memo[id(scope)] = twin
-            twin.__dict__.update(copy.deepcopy(scope.__dict__, memo))
-            if scopes is not None:
-                scopes[id(scope)] = (scope, twin)
-        memo[id(scope)] = twin
-        return twin
-
-    InlineWorker.run_untyped_passes, InlineWorker.inline_ir = passes, inline  # type: ignore[method-assign]
-    ir.Scope.__deepcopy__ = copy_scope  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        InlineWorker.run_untyped_passes, InlineWorker.inline_ir = plain_passes, plain_inline  # type: ignore[method-assign]
-        del ir.Scope.__deepcopy__  # type: ignore[attr-defined]
 
 
 def load_extension(path: Path):
