@@ -9,7 +9,7 @@ function is typed and lowered once, on its own, and LLVM inlines it into its cal
 ``forceinline``) except those a module lists in ``COLD`` (rare paths): a call that passes the state
 passes every field of every array in it, hundreds of values. Only the entry points get the wrappers
 Python calls through. (numba's own inlining, ``inline="always"``, gives a step as fast but types
-the whole step as one function: its build took 3.3x as long, benchmarks/RESULTS.md.) Run
+the whole step as one function: its build took 3.8x as long, benchmarks/RESULTS.md.) Run
 with ``NUMBA_DISABLE_JIT=1`` and nothing is compiled: the step runs as plain Python, which a
 debugger or a print can follow (``compiled.load``).
 """
