@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import line_of
 
 from simulator import run as R
 from simulator.cli import main
@@ -137,3 +138,60 @@ def test_a_sweep_with_band_gives_every_point_its_band_and_shades_it(tmp_path, ca
     k = R.band_margin()["output_throughput"]
     assert list(df["band.output_throughput.lo"]) == pytest.approx(list(df["output_throughput"] * math.exp(-k)))
     assert list(df["band.p99_tpot_ms.hi"]) == pytest.approx(list(df["p99_tpot_ms"]))  # no margin: the figure
+
+
+def test_a_sweep_with_band_names_the_setting_whose_slo_holds_on_every_host(tmp_path, capsys, monkeypatch):
+    """Where the SLO's pick (the most goodput on the median host) misses its p99 TPOT target on the
+    slowest catalog host, ``sweep --band`` names the point with the most goodput among those that
+    meet the target on every host, marks it on the plot, and says when none does; without ``--band``
+    it says how to find it; where the pick holds on the slowest host there is nothing to add. The
+    targets are set between the figures of a first sweep, read from its sweep.csv."""
+    import matplotlib.figure
+    import pandas as pd
+
+    figures: list = []  # the figures given a legend (the per-knob plot's is the last)
+    real_legend = matplotlib.figure.Figure.legend
+
+    def legend(self, *a, **k):
+        figures.append(self)
+        return real_legend(self, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "legend", legend)
+    sweep = ["sweep", "collapse_c512", *SHORT, "--param", "engine.max_num_seqs=16,64", "--jobs", "1"]
+    first = tmp_path / "first"
+    assert main([*sweep, "--band", "--out", str(first)]) == 0
+    df = pd.read_csv(first / "sweep.csv").set_index("param:engine.max_num_seqs")
+    busy, calm = df["output_throughput"].idxmax(), df["output_throughput"].idxmin()
+    # the busier point's p99 TPOT on the median host below its slowest host's, the calmer's below both
+    assert df.loc[calm, "band.p99_tpot_ms.hi"] < df.loc[busy, "p99_tpot_ms"] < df.loc[busy, "band.p99_tpot_ms.hi"]
+    between = (df.loc[busy, "p99_tpot_ms"] + df.loc[busy, "band.p99_tpot_ms.hi"]) / 2
+
+    def swept(target: float, *more: str) -> tuple[dict, str]:
+        out = tmp_path / f"slo{target:g}{''.join(more)}"
+        capsys.readouterr()
+        assert main([*sweep, *more, "--set", f"slo.p99_tpot_ms={target}", "--out", str(out)]) == 0
+        return json.loads((out / "recommendation.json").read_text()), capsys.readouterr().out
+
+    rec, printed = swept(between, "--band")
+    assert rec["best_goodput"] == {"param:engine.max_num_seqs": int(busy)}
+    assert rec["best_every_host"] == {"param:engine.max_num_seqs": int(calm)}
+    assert f"misses the {between:g} ms target: it holds only on a faster host" in rec["text_hosts"]
+    line = f"within the SLO on every host: engine.max_num_seqs={calm}, the most goodput of the points"
+    assert line in printed and rec["text_every_host"] in printed
+    assert f"p99 TPOT at most {df.loc[calm, 'band.p99_tpot_ms.hi']:,.0f} ms" in rec["text_every_host"]
+    panels = figures[-1].axes[:4]  # marked on every panel of the per-knob plot, each keeping its own label
+    for ax in panels:
+        assert list(line_of(ax, "within the SLO on every host").get_xdata()) == [calm]
+    assert [ax.get_ylabel() for ax in panels][1:] == ["p99 TTFT (ms)", "p99 TPOT (ms)", "preemptions in the window"]
+
+    rec, printed = swept(between)  # no band for the other points: how to find it
+    assert "best_every_host" not in rec and "within the SLO on every host" not in printed
+    assert "--band runs every point on each host and names the setting that holds on all of them" in rec["text_hosts"]
+
+    rec, printed = swept(df["band.p99_tpot_ms.hi"].min() * 0.99, "--band")  # no point holds on the slowest host
+    assert "best_every_host" not in rec
+    assert "within the SLO on every host: no point swept meets the targets on the slowest catalog host" in printed
+
+    rec, printed = swept(df["band.p99_tpot_ms.hi"].max() * 2, "--band")  # the pick holds everywhere: nothing to add
+    assert "best_every_host" not in rec and "text_every_host" not in rec
+    assert "holds on the slowest host too" in rec["text_hosts"]

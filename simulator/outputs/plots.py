@@ -232,6 +232,8 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     picks += rec.get("best_per_situation", [])
     # With an SLO: the point with the most goodput marked apart, and the targets drawn on their panels.
     slo_pick = rec["best_goodput"] if x in rec.get("best_goodput", {}) else None
+    # ... and, where it misses the targets on the slowest host, the point that holds them on every host.
+    host_pick = rec["best_every_host"] if x in rec.get("best_every_host", {}) else None
     targets = rec.get("slo_targets", {})
     load = rec.get("highest_without_preemption", {})
     # Points that hold different numbers of GPUs were ranked per GPU (simulator.planning.sweep): so is the panel.
@@ -269,12 +271,15 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
                     zorder=5,
                     label="recommended" if j == 0 else None,
                 )
-        if slo_pick is not None:
-            row = row_of(slo_pick)
-            if len(row):
+        for pick, marker, ms, colour, what in (
+            (slo_pick, "D", 9, "#1f77b4", "most goodput within the SLO"),
+            (host_pick, "s", 13, "#9467bd", "within the SLO on every host"),
+        ):
+            row = row_of(pick) if pick is not None else None
+            if row is not None and len(row):
                 ax.plot(
-                    row[x].iloc[:1], row[col].iloc[:1], "D", ms=9, mfc="none", mec="#1f77b4", mew=2, zorder=6,
-                    label="most goodput within the SLO",
+                    row[x].iloc[:1], row[col].iloc[:1], ls="none", marker=marker, ms=ms, mfc="none", mec=colour,
+                    mew=2, zorder=6, label=what,
                 )  # fmt: skip
         if col in targets:
             ax.axhline(targets[col], color="#d62728", ls=":", lw=1.4, label="SLO target")
@@ -306,18 +311,26 @@ def plot_sweep_metrics(df, knobs: list[str], path: Path, title: str, rec: dict) 
     text = f"Sweep over {', '.join(knobs)}: {title}\n{head}: {rec.get('text', '')}"
     if slo_pick is not None and rec.get("text_goodput"):
         text += f"\nwith the SLO: {rec['text_goodput']}"
+    if host_pick is not None and rec.get("text_every_host"):
+        text += f"\nwithin the SLO on every host: {rec['text_every_host']}"
     fig.suptitle(_wrap(text, 130), fontsize=10)
     fig.tight_layout()
+    _legend_below(fig, axes)
+    _save(fig, path)
+
+
+def _legend_below(fig, axes) -> None:
+    """One legend for the panels, below them (it covers no line and no label): every panel's labels
+    once (the SLO's line is on the latency panels only), in one row while it fits the figure's
+    width, else in rows of three."""
     seen: dict[str, object] = {}
-    for a in axes.ravel():  # every panel's labels once (the SLO's line is on the latency panels only)
+    for a in axes.ravel():
         for h, lab in zip(*a.get_legend_handles_labels()):
             seen.setdefault(lab, h)
     handles, labels = list(seen.values()), list(seen)
-    if handles:  # one legend for the four panels, below them: it covers no line and no label
-        fig.legend(
-            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(handles), 5), fontsize=9
-        )
-    _save(fig, path)
+    if handles:
+        ncol = min(len(handles), 5) if sum(len(lab) for lab in labels) < 110 else 3
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize=9)
 
 
 SPEC_METHOD = "engine.speculative_config.method"
