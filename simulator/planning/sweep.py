@@ -714,7 +714,7 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
     targets = _slo_targets(sc)
     misses = False
     for key, what in SLO_METRICS:
-        slowest = b["on_hosts"].get(key, [None, None])[1]
+        slowest = _on_slowest_host(b, key)
         if key in targets and slowest is not None:
             misses = misses or slowest > targets[key]
             text += (
@@ -739,6 +739,11 @@ def _host_band(rec: dict, df: pd.DataFrame, datas: list[dict], points: list[dict
 SLO_METRICS = (("p99_tpot_ms", "p99 TPOT"), ("p99_ttft_ms", "p99 TTFT"))
 
 
+def _on_slowest_host(band: dict | None, key: str) -> float | None:
+    """A band's figure on the slowest catalog host (the latency's top across the hosts), if it has one."""
+    return ((band or {}).get("on_hosts") or {}).get(key, [None, None])[1]
+
+
 def _slo_targets(sc) -> dict[str, float]:
     """The scenario's latency targets that are set: {metric: ms}."""
     return {k: float(t) for k, _ in SLO_METRICS if sc.slo is not None and (t := getattr(sc.slo, k, None))}
@@ -754,21 +759,18 @@ def _every_host_pick(rec: dict, df: pd.DataFrame, results: list, targets: dict[s
         if r is not None
         and "error" not in r
         and df.iloc[i]["status"] == "ok"
-        and all(
-            (hi := (r.get("host_band") or {}).get("on_hosts", {}).get(k, [None, None])[1]) is not None and hi <= t
-            for k, t in targets.items()
-        )
+        and all((hi := _on_slowest_host(r.get("host_band"), k)) is not None and hi <= t for k, t in targets.items())
     ]
     if not held or "goodput" not in df:
         return "no point swept meets the targets on the slowest catalog host"
-    per_gpu = "gpus" in df and df["gpus"].nunique() > 1
+    per_gpu = "ranked_by" in rec  # ranked per GPU, as ``recommend`` ranked the SLO's pick
     good = df["goodput_per_gpu" if per_gpu else "goodput"].to_numpy(dtype=float)
     i = max(held, key=lambda j: good[j])  # the first of the most, as ``_top`` picks
     g, r = df.iloc[i], results[i]
     ctl = [c[len("param:") :] for c in rec["best_goodput"]]
     rec["best_every_host"] = {f"param:{k}": _plain(g[f"param:{k}"]) for k in ctl}
     worst = ", ".join(
-        f"{what} at most {r['host_band']['on_hosts'][k][1]:,.0f} ms" for k, what in SLO_METRICS if k in targets
+        f"{what} at most {_on_slowest_host(r['host_band'], k):,.0f} ms" for k, what in SLO_METRICS if k in targets
     )
     return (
         f"{_point_str(g, ctl)}, the most goodput of the points that meet the targets on the slowest catalog "
