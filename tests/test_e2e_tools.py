@@ -1193,3 +1193,52 @@ def test_a_device_call_that_ends_waiting_packs_what_its_lanes_finished(tmp_path)
     (out / "results.tar.xz").unlink()
     assert [p.split(" ")[1] for p in call("plain")] == ["plain"]  # no wait: nothing packed
     assert not (out / "results.tar.xz").exists()
+
+
+def test_the_host_sweep_figure_joins_only_simulated_points(tmp_path, monkeypatch, capsys):
+    """`figures.py --hosts`, the H100 figure: servesim's lines are simulated at every max_num_seqs of
+    the grid (a machine that recorded 128 and 1,024 only gets 256 and 512 simulated, from its nearest
+    run, not a straight line across them), the servers' marks sit at what each recorded, one legend
+    names every machine, and the table has a row per recorded run. The simulation is stubbed: a
+    point's TPOT is its max_num_seqs over 10, so a line's values say which setting was simulated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = _load("figures")
+    assert figures._nearest([{"engine": {"max_num_seqs": m}} for m in (128, 512)], 256)["engine"] == {
+        "max_num_seqs": 128
+    }  # the smaller of two as near
+    monkeypatch.setattr(figures, "simulate", lambda sc: sc)
+    monkeypatch.setattr(
+        figures,
+        "summarize",
+        lambda sc: {
+            "median_tpot_ms": sc.engine.max_num_seqs / 10,
+            "output_throughput": 1000.0,
+            "median_ttft_ms": 1.0,
+        },
+    )
+    drawn = []
+    monkeypatch.setattr(plt, "close", lambda fig: drawn.append(fig))
+    figures.host_sweep_figure(tmp_path, plt, "h100-sxm")
+    assert (tmp_path / "recorded_host_sweep_h100.png").stat().st_size > 10_000
+    tpot = drawn[0].axes[0]
+    lines = [ln for ln in tpot.get_lines() if ln.get_linestyle() != "None"]
+    marks = [ln for ln in tpot.get_lines() if ln.get_linestyle() == "None"]
+    machines = figures.HOST_SWEEPS["h100-sxm"]
+    assert len(lines) == len(marks) >= len(machines)
+    for ln in lines:
+        assert list(ln.get_xdata()) == figures.GRID and list(ln.get_ydata()) == [n / 10 for n in figures.GRID]
+    recorded = {
+        (r["recording"], r["engine"]["max_num_seqs"])
+        for r in figures.validate.load(figures.validate.E2E_FILE)["runs"]
+        if r["recording"] in {m[0] for m in machines} and r["run"] in ("kv", "decode")
+    }
+    by_marker = {marker: recording for recording, marker, _ in machines}
+    assert {(by_marker[ln.get_marker()], int(x)) for ln in marks for x in ln.get_xdata()} == recorded
+    legend = [t.get_text() for t in drawn[0].legends[0].get_texts()]
+    assert all(any(t.startswith(m[0]) for t in legend) for m in machines), legend
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| h100_")]
+    assert len(rows) == sum(len(ln.get_xdata()) for ln in marks)

@@ -13,7 +13,10 @@ It prints the sweep as a markdown table (docs/validation.md quotes it). With ``-
 instead the README's collapse case as recorded on two H100 machines (512, 1,028 and 1,200 clients,
 two API servers; `h100x2_alone_2026-11-28`, each lane alone on its host, and
 `h100x2_collapse_2026-11-27`, two lanes side by side): recorded_collapse_h100.png, KV-cache usage over
-time, the servers against servesim, and prints its table.
+time, the servers against servesim, and prints its table. With ``--hosts``: TPOT and throughput
+against max_num_seqs on the machines that swept it, servesim on each one's reading and the band across
+hosts, one figure per GPU (recorded_host_sweep.png for the H200s, recorded_host_sweep_h100.png for the
+H100s), and their table.
 """
 
 from __future__ import annotations
@@ -222,17 +225,44 @@ def collapse(out: Path, plt) -> int:
     return 0
 
 
-# The recordings that swept max_num_seqs over 128-1,024 at 768 clients, each on its own machine: the
-# first (marker filled, servesim solid) and a blind one recorded after every change (hollow, dashed).
-HOST_SWEEPS = (("h200x4_2026-11-28", "o", "-"), ("h200_cpu13_2026-12-01", "s", "--"))
-# two more machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how far
-# one server spreads from itself minutes apart (their marks only: servesim on their readings is in the
-# table); the first under the stack sampler, the second as vLLM ships
-HOST_REPEATS = (
-    ("h200_repeat_2026-12-02", "x", 1.08, "3 runs each on a third machine, sampled"),
-    ("h200_repeat2_2026-12-04", "+", 1.17, "3 runs each on a fourth machine"),
-    ("h200_drift_2026-12-04", "1", 0.92, "3 runs each at 128 and 512 on a fifth, alternating"),
-)
+# The recordings that swept max_num_seqs over 128-1,024 at 768 clients, each on its own machine, per
+# GPU: the first (marker filled, servesim solid, the band drawn around it) and others recorded blind
+# after every change (hollow, servesim dashed or dotted).
+HOST_SWEEPS = {
+    "h200": (("h200x4_2026-11-28", "o", "-"), ("h200_cpu13_2026-12-01", "s", "--")),
+    "h100-sxm": (
+        ("h100_cpu2_2026-12-05", "o", "-"),
+        ("h100_cpu_2026-12-05", "s", "--"),
+        ("h100_cpu3_2026-12-06", "^", ":"),
+    ),
+}
+# more H200 machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how
+# far one server spreads from itself minutes apart (their marks only: servesim on their readings is in
+# the table); the first under the stack sampler, the second as vLLM ships
+HOST_REPEATS = {
+    "h200": (
+        ("h200_repeat_2026-12-02", "x", 1.08, "3 runs each on a third machine, sampled"),
+        ("h200_repeat2_2026-12-04", "+", 1.17, "3 runs each on a fourth machine"),
+        ("h200_drift_2026-12-04", "1", 0.92, "3 runs each at 128 and 512 on a fifth, alternating"),
+    ),
+    "h100-sxm": (),
+}
+GRID = [128, 256, 512, 1024]  # the max_num_seqs each figure's lines are simulated at
+
+
+def _nearest(runs: list[dict], n: int) -> dict:
+    """The run of ``runs`` whose max_num_seqs is nearest ``n`` (in ratio; the smaller of two as near)."""
+    return min(runs, key=lambda r: abs(np.log2(r["engine"]["max_num_seqs"] / n)))
+
+
+def _at(run: dict, n: int) -> dict:
+    """``run`` with max_num_seqs ``n``."""
+    return {**run, "engine": {**run["engine"], "max_num_seqs": n}}
+
+
+# each GPU's figure: its file and how its title names the GPU
+HOST_FIGURES = {"h200": ("recorded_host_sweep.png", "H200"), "h100-sxm": ("recorded_host_sweep_h100.png", "H100")}
+LINE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted"}
 HOST_KINDS = {
     ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
     ("decode", 1): ("decode-heavy: 64 + 1,024 tokens, one API server", "#d62728"),
@@ -241,18 +271,49 @@ HOST_KINDS = {
 
 
 def host_sweep(out: Path, plt) -> int:
-    """max_num_seqs swept on two recorded hosts (768 clients, Llama-3.1-8B, an H200 each): the
-    servers' output throughput and p50 TPOT against servesim's, servesim given each host's probe
+    """Each GPU's figure (``HOST_FIGURES``) and the markdown table of both."""
+    print(
+        "| host | run | max_num_seqs | tok/s server / servesim | p50 TPOT ms server / servesim "
+        "| p50 TTFT ms server / servesim |"
+    )
+    print("|---|---|---|---|---|---|")
+    for gpu in HOST_FIGURES:
+        host_sweep_figure(out, plt, gpu)
+    return 0
+
+
+def _host_sweep_legend(fig, sweeps, repeats, kinds_drawn: dict[str, str]) -> None:
+    """One legend under both panels: the kinds of run (colours), each machine (its mark and the line
+    of servesim on its reading) and the repeated runs' marks."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", color=c, ls="none", ms=6, label=k) for k, c in kinds_drawn.items()]
+    for i, (recording, marker, line) in enumerate(sweeps):
+        mfc = "black" if i == 0 else "white"
+        what = f"{recording}: its server (marks), servesim on its reading ({LINE_NAMES[line]})"
+        handles.append(Line2D([], [], marker=marker, color="black", mfc=mfc, mew=1.5, ms=6, ls=line, label=what))
+    color = HOST_KINDS[("decode", 1)][1]
+    for recording, marker, _, what in repeats:
+        label = f"decode-heavy, one API server: {what} ({recording})"
+        handles.append(Line2D([], [], marker=marker, color=color, mew=1.4, ms=6, ls="none", label=label))
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=7.5, frameon=False)
+
+
+def host_sweep_figure(out: Path, plt, gpu: str) -> None:
+    """max_num_seqs swept on the recorded hosts of one GPU (768 clients, Llama-3.1-8B, one GPU each):
+    the servers' output throughput and p50 TPOT against servesim's, servesim given each host's probe
     reading (as `servesim validate --recorded` replays it), with the band between the catalog's
-    slowest and fastest host (a scenario that names no host; the first recording's runs);
-    recorded_host_sweep.png and a markdown table."""
+    slowest and fastest host (a scenario that names no host; the first recording's runs); the
+    figure, and the table's rows."""
     from simulator.scenario.hosts import band_hosts
 
     every = validate.load(validate.E2E_FILE)["runs"]
     slow, fast = band_hosts()
     fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.6))
     rows = []
-    for i, (recording, marker, line) in enumerate(HOST_SWEEPS):
+    sweeps, repeats = HOST_SWEEPS[gpu], HOST_REPEATS[gpu]
+    kinds_drawn: dict[str, str] = {}  # label -> color, in the order first drawn
+    for i, (recording, marker, line) in enumerate(sweeps):
         runs = [r for r in every if r["recording"] == recording]
         for (kind, api), (label, color) in HOST_KINDS.items():
             sel = sorted(
@@ -261,8 +322,10 @@ def host_sweep(out: Path, plt) -> int:
             )
             if not sel:
                 continue
+            # servesim at every max_num_seqs of the grid, each from the nearest run this machine
+            # recorded (its requests, its lane's reading), so that a line joins only simulated points
             seqs = [r["engine"]["max_num_seqs"] for r in sel]
-            sims = [validate.e2e_scenario(r) for r in sel]
+            sims = [validate.e2e_scenario(_at(_nearest(sel, n), n)) for n in GRID]
             summaries = [summarize(simulate(sc)) for sc in sims]
             # the band: the first recording's scenarios on the slowest and fastest host, run once each
             band = [
@@ -272,8 +335,8 @@ def host_sweep(out: Path, plt) -> int:
             for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
                 if band:
                     ends = [[b[metric] * scale for b in pair] for pair in band]
-                    ax.fill_between(seqs, [min(e) for e in ends], [max(e) for e in ends], color=color, alpha=0.13, lw=0)
-                ax.plot(seqs, [s[metric] * scale for s in summaries], line, color=color, lw=1.6)
+                    ax.fill_between(GRID, [min(e) for e in ends], [max(e) for e in ends], color=color, alpha=0.13, lw=0)
+                ax.plot(GRID, [s[metric] * scale for s in summaries], line, color=color, lw=1.6)
                 ax.plot(
                     seqs,
                     [r["measured"][metric] * scale for r in sel],
@@ -283,11 +346,11 @@ def host_sweep(out: Path, plt) -> int:
                     mew=1.5,
                     ms=6,
                     ls="none",
-                    label=label if i == 0 else None,
                 )
-            rows += [(recording, label, n, r, s) for n, r, s in zip(seqs, sel, summaries)]
+            kinds_drawn.setdefault(label, color)
+            rows += [(recording, label, n, r, summaries[GRID.index(n)]) for n, r in zip(seqs, sel)]
     color = HOST_KINDS[("decode", 1)][1]
-    for recording, marker, shift, what in HOST_REPEATS:
+    for recording, marker, shift, _ in repeats:
         repeat = sorted(
             (r for r in every if r["recording"] == recording and r["lane"].startswith(("rep_", "drift_"))),
             key=lambda r: (r["engine"]["max_num_seqs"], r["lane"]),
@@ -297,44 +360,33 @@ def host_sweep(out: Path, plt) -> int:
             for ax, metric, scale in ((axes[0], "median_tpot_ms", 1.0), (axes[1], "output_throughput", 1e-3)):
                 ax.plot([n * shift], [r["measured"][metric] * scale], marker, color=color, mew=1.4, ms=6)
             rows.append((f"{recording} ({r['lane']})", HOST_KINDS[("decode", 1)][0], n, r, s))
-        if repeat:
-            axes[0].plot([], [], marker, color=color, mew=1.4, ms=6, label=f"decode-heavy, one API server: {what}")
     for ax, title in zip(axes, ("p50 TPOT (ms)", "output throughput (k tokens/s)")):
         ax.set_xscale("log", base=2)
-        ax.set_xticks([128, 256, 512, 1024], ["128", "256", "512", "1,024"])
+        ax.set_xticks(GRID, [f"{n:,}" for n in GRID])
         ax.set_xlabel("max_num_seqs (768 clients)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-    (first, _, _), (second, _, _) = HOST_SWEEPS
-    axes[0].legend(
-        loc="upper left",
-        fontsize=8,
-        title=f"vLLM 0.26 servers: filled {first}, hollow {second};\nlines: servesim on each host's reading (dashed: the second)",
-        title_fontsize=7.5,
-    )
-    machines = ("two", "three", "four", "five", "six", "seven", "eight")[len(HOST_SWEEPS) + len(HOST_REPEATS) - 2]
+    _host_sweep_legend(fig, sweeps, repeats, kinds_drawn)
+    machines = ("two", "three", "four", "five", "six", "seven", "eight")[len(sweeps) + len(repeats) - 2]
+    name = HOST_FIGURES[gpu][1]
     fig.suptitle(
-        f"Llama-3.1-8B on one H200, {machines} machines: servesim on each host's probe reading; "
+        f"Llama-3.1-8B on one {name}, {machines} machines: servesim on each host's probe reading; "
         f"shaded: from the fastest to the slowest catalog host (CPU x{fast.scale:.2f} to x{slow.scale:.2f})",
         fontsize=9,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / "recorded_host_sweep.png", dpi=110)
-    print(f"wrote {out / 'recorded_host_sweep.png'}")
-    print(
-        "| host | run | max_num_seqs | tok/s server / servesim | p50 TPOT ms server / servesim "
-        "| p50 TTFT ms server / servesim |"
-    )
-    print("|---|---|---|---|---|---|")
+    path = out / HOST_FIGURES[gpu][0]
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}", file=sys.stderr)
     for recording, label, n, r, s in rows:
         m = r["measured"]
         print(
             f"| {recording} | {label} | {n:,} | {m['output_throughput']:,.0f} / {s['output_throughput']:,.0f} | "
             f"{m['median_tpot_ms']:.1f} / {s['median_tpot_ms']:.1f} | {m['median_ttft_ms']:,.0f} / {s['median_ttft_ms']:,.0f} |"
         )
-    return 0
 
 
 if __name__ == "__main__":
