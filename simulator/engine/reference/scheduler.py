@@ -504,7 +504,7 @@ class Scheduler:
         R, bs = self.reqs, self.cfg.block_size
         rids = tuple(self._scheduled)
         num_new = tuple(self._scheduled.values())
-        w = np.zeros(rules.N_WORK, np.int64)
+        w = [0] * rules.N_WORK  # (Python integers: summed one request at a time)
         rec = 0
         drafts = []
         for rid, a in zip(rids, num_new):
@@ -587,21 +587,21 @@ class Scheduler:
             ntok = int(R.num_tokens[rid])
             if not rules.samples(int(R.num_computed[rid]) - d, ntok):
                 continue  # a prefill chunk that did not reach the end of the prompt
-            out = int(R.num_out[rid])
+            out, max_tokens = int(R.num_out[rid]), int(R.max_tokens[rid])
             acc = self._accepted(rid, d, out)
-            g = rules.spec_emitted(acc, out, int(R.max_tokens[rid]))
+            g = rules.spec_emitted(acc, out, max_tokens)
             if d:
                 self._count_verification(d, acc)
                 R.num_computed[rid] = ntok + acc
             generated += g
-            R.num_tokens[rid] += g
-            R.num_out[rid] += g
+            R.num_tokens[rid] = ntok + g
+            R.num_out[rid] = out + g
             if out > 0:
                 gaps.append(shown - float(R.last_token[rid]))  # one chunk of tokens, one gap
             else:
                 R.first_token[rid] = shown
             R.last_token[rid] = shown
-            if rules.finishes(int(R.num_out[rid]), int(R.max_tokens[rid])):
+            if rules.finishes(out + g, max_tokens):
                 if self.cfg.outputs_late:
                     self.ended.append(rid)
                 else:
