@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import assert_png_drawn
 
+from simulator.outputs import notes
 from simulator.scenario import versions
 from simulator.scenario.models import load_model
 from simulator.validation import validate
@@ -303,6 +304,22 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     rep = validate.replicate_lines(E2E["runs"], results)
     assert rep[0].startswith("  the same run recorded on different machines") and len(rep) >= 8, rep
     assert rep[-1].endswith("output throughput 7 of 30, p50 TPOT 12 of 30"), rep[-1]
+    # What the note on a run paced by one API server quotes (simulator/outputs/notes.py,
+    # RECORDED_API_PACED): the decode-heavy runs at 768 running behind one API server, and their range.
+    by_id = {r["id"]: r for r in E2E["runs"]}
+    at_768 = [
+        r
+        for r in results
+        if by_id[r.id]["run"] == "decode"
+        and by_id[r.id]["engine"].get("max_num_seqs") == 1024
+        and by_id[r.id]["arrival"].get("max_concurrency") == 768
+        and (by_id[r.id].get("frontend") or {}).get("api_server_count", 1) == 1
+    ]
+    assert (len(at_768), len({by_id[r.id]["recording"] for r in at_768})) == (12, 8)
+    thr, tpot = (sorted(r.rel_error(m) for r in at_768) for m in ("output_throughput", "median_tpot_ms"))
+    assert (round(thr[0], 2), round(thr[-1], 2), round(float(np.median(thr)), 2)) == (-0.16, 0.21, 0.05), thr
+    assert (round(tpot[0], 2), round(tpot[-1], 2), round(float(np.median(tpot)), 2)) == (-0.17, 0.18, -0.09), tpot
+    assert "twelve recorded runs on eight machines" in notes.RECORDED_API_PACED
     lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
     assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
 

@@ -358,8 +358,8 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
 # spread and servesim's bias are largest (docs/hosts.md, "How it is checked, and what is not held out").
 API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
-    "at 768 running, ten recorded runs on six machines had servesim, on their readings, from 14% low to 21% "
-    "high in throughput (median 11% high) and from 17% low to 18% high in p50 TPOT (median 9% low), and one "
+    "at 768 running, twelve recorded runs on eight machines had servesim, on their readings, from 16% low to 21% "
+    "high in throughput (median 5% high) and from 17% low to 18% high in p50 TPOT (median 9% low), and one "
     "machine served the same run at 12,974-18,334 tok/s within fifteen minutes; behind two API servers "
     "servesim was within 9% in throughput (docs/hosts.md)"
 )
