@@ -851,10 +851,15 @@ def knob_ratio_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     return lines
 
 
+# The issue's target for each recorded host: its runs' median errors in throughput and p50 TPOT.
+HOST_TOLERANCE = 0.10
+
+
 def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     """Per recorded host (a cloud machine, ``simulator/data/hosts.yaml``): its runs' median errors in
     output throughput and p50 TPOT as replayed (on its probe reading where it was read, else on the
-    catalog's median host), and the factor its own runs would give it."""
+    catalog's median host), and the factor its own runs would give it; then how many hosts are
+    within ``HOST_TOLERANCE`` in both, naming the others."""
     from simulator.scenario.hosts import catalog
 
     cat = catalog()
@@ -871,11 +876,14 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     if not per:
         return []
     lines = ["  per host (held out: each replayed on its probe reading, or on the catalog's median host):"]
+    missed = []
     for name, rs in sorted(per.items()):
         errs = {}
         for m in ("output_throughput", "median_tpot_ms"):
             found = [abs(e) for r in rs if not math.isnan(e := r.rel_error(m))]
             errs[m] = statistics.median(found) if found else math.nan
+        if not all(e <= HOST_TOLERANCE for e in errs.values()):
+            missed.append(name)
         h = cat.hosts.get(name, {})
         read = sorted(probes.get(name, ()))
         span = (f"{read[0]:.2f}" if len(read) == 1 else f"{read[0]:.2f}-{read[-1]:.2f}") if read else ""
@@ -885,6 +893,10 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
             f"    {name} ({len(rs)} runs, on {on}{own}): throughput {errs['output_throughput']:.1%}, "
             f"p50 TPOT {errs['median_tpot_ms']:.1%}"
         )
+    lines.append(
+        f"  hosts within {HOST_TOLERANCE:.0%} in both medians: {len(per) - len(missed)} of {len(per)}"
+        + (f" (not: {', '.join(missed)})" if missed else "")
+    )
     return lines
 
 
