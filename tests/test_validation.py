@@ -298,12 +298,12 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
         assert abs(r.detail["kv_usage_max"] - r.detail["server_kv_usage_max"]) < 0.03, r.id
         m, sim = r.detail["server_preemptions"], r.detail["num_preemptions"]
         assert abs(sim - m) <= 0.15 * m, (r.id, m, sim)
-    # Runs recorded on more than one machine are set side by side: of the 30, seven differ in
-    # throughput and twelve in p50 TPOT between machines by more than any one figure within 10% of
+    # Runs recorded on more than one machine are set side by side: of the 34, nine differ in
+    # throughput and thirteen in p50 TPOT between machines by more than any one figure within 10% of
     # each allows (docs/validation.md, "The host").
     rep = validate.replicate_lines(E2E["runs"], results)
     assert rep[0].startswith("  the same run recorded on different machines") and len(rep) >= 8, rep
-    assert rep[-1].endswith("output throughput 7 of 30, p50 TPOT 12 of 30"), rep[-1]
+    assert rep[-1].endswith("output throughput 9 of 34, p50 TPOT 13 of 34"), rep[-1]
     # What the note on a run paced by one API server quotes (simulator/outputs/notes.py,
     # RECORDED_API_PACED): the decode-heavy runs at 768 running behind one API server, and their range.
     by_id = {r["id"]: r for r in E2E["runs"]}
@@ -322,10 +322,13 @@ def test_recorded_runs_replay_within_their_errors(tmp_path):
     assert "twelve recorded runs on eight machines" in notes.RECORDED_API_PACED
     # Per host: its runs' medians, and how many hosts meet the issue's 10% in both (docs/hosts.md).
     hosts = validate.host_lines(E2E["runs"], results)
-    assert hosts[-1].startswith("  hosts within 10% in both medians: 47 of 57 (not: h100_profile_2026-11-28, "), hosts[
+    assert hosts[-1].startswith("  hosts within 10% in both medians: 48 of 58 (not: h100_profile_2026-11-28, "), hosts[
         -1
     ]
-    assert len(hosts) == 57 + 2
+    assert len(hosts) == 58 + 2
+    # The targets for choosing max_num_seqs, held out (docs/hosts.md, "How close, given the host").
+    kinds = [x.rsplit(": ", 1)[-1] for x in validate.target_lines(E2E["runs"], results) if x[4] != " "][1:]
+    assert kinds == ["44 of 48 (not:", "26 of 47 (not:", "56 of 63 (not:"], kinds
     lines = validate.write_runs_report(E2E["runs"], results, tmp_path, validate.E2E_METRICS, "recorded.csv", "recorded")
     assert "preemptions" in "\n".join(lines) and (tmp_path / "recorded.csv").read_text().count("\n") == len(results) + 1
 
@@ -533,3 +536,68 @@ def test_the_knob_ratio_pairs_one_recordings_runs_at_128_and_512_and_averages_re
     results[2] = res("b512", 40.0, 30.0)  # server 4.00: -25%, within
     assert validate.knob_ratio_lines(runs, results)[-1] == "  within 30%: 1 of 1"
     assert validate.knob_ratio_lines(runs[:1], results) == []  # nothing to pair
+
+
+def test_the_targets_count_each_kind_of_run_against_its_own_tolerances():
+    """The targets for choosing max_num_seqs, by hand: a recording's "kv" runs at two settings make a
+    sweep (a lone "kv" run does not), each point judged at 5% / 5% / 15% and preemptions within 1.5x;
+    "decode" runs behind one API server at 256-1,024 at 10% / 20% (two API servers, or 128, do not
+    count); closed loops of at most 16 clients at 10% / 15%; calibration and confounded runs never."""
+    base = {
+        "recording": "r1",
+        "model": "llama-3.1-8b",
+        "gpu": "h200",
+        "tensor_parallel_size": 1,
+        "arrival": {"max_concurrency": 768},
+        "lengths": {"prompt": 1024, "output": 256},
+    }
+
+    def run(i: str, kind: str, n: int, **kw) -> dict:
+        return {**base, "id": i, "run": kind, "engine": {"max_num_seqs": n}, **kw}
+
+    runs = [
+        run("kv128", "kv", 128),
+        run("kv512", "kv", 512),
+        run("kv_alone", "kv", 256, recording="r2"),  # no other setting in r2: not a sweep
+        run("dec128", "decode", 128),  # below 256: not judged
+        run("dec512", "decode", 512),
+        run("dec1024", "decode", 1024),
+        run("api2_512", "decode", 512, frontend={"api_server_count": 2}),  # two API servers: not judged
+        run("c8", "light", 8, arrival={"max_concurrency": 8}),
+        run("c32", "light", 32, arrival={"max_concurrency": 32}),  # not light
+        run("cal8", "light", 8, arrival={"max_concurrency": 8}),
+        run("conf8", "light", 8, arrival={"max_concurrency": 8}),
+    ]
+    metrics = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+
+    def res(i: str, errs: tuple[float, float, float], pre: tuple[int, int] = (0, 0), **kw):
+        detail = {"server_preemptions": pre[0], "num_preemptions": pre[1]}
+        sim = {m: 100.0 * (1 + e) for m, e in zip(metrics, errs)}
+        return validate.RunResult(
+            i, kw.pop("split", "heldout"), dict.fromkeys(metrics, 100.0), sim, detail=detail, **kw
+        )
+
+    results = [
+        res("kv128", (0.04, -0.049, 0.14)),  # inside every tolerance
+        res("kv512", (0.01, 0.01, 0.01), pre=(100, 151)),  # preemptions 1.51x: a miss
+        res("kv_alone", (0.5, 0.5, 0.5)),
+        res("dec128", (0.5, 0.5, 0.5)),
+        res("dec512", (-0.09, 0.19, 3.0)),  # TTFT is not judged here
+        res("dec1024", (0.11, 0.0, 0.0)),
+        res("api2_512", (0.5, 0.5, 0.5)),
+        res("c8", (0.0, 0.16, 0.0)),
+        res("c32", (0.5, 0.5, 0.5)),
+        res("cal8", (0.5, 0.5, 0.5), split="calibrate"),
+        res("conf8", (0.5, 0.5, 0.5), confounded=True),
+    ]
+    lines = validate.target_lines(runs, results)
+    assert lines[1].endswith("preemptions within 1.5x: 1 of 2 (not:"), lines[1]
+    assert lines[2] == "      kv512: preemptions 151 against 100)"
+    assert lines[3].endswith("p50 TPOT within 20%: 1 of 2 (not:") and lines[4] == "      dec1024: throughput +11.0%)"
+    assert lines[5].endswith("p50 TPOT within 15%: 0 of 1 (not:") and lines[6] == "      c8: p50 TPOT +16.0%)"
+    assert len(lines) == 7
+    # within 1.5x both ways, and no preemption on either side, meet it; one side alone does not
+    for pre, ok in (((151, 101), True), ((0, 0), True), ((0, 3), False), ((3, 0), False)):
+        results[1] = res("kv512", (0.01, 0.01, 0.01), pre=pre)
+        assert validate.target_lines(runs, results)[1].endswith("1.5x: 2 of 2" if ok else "1.5x: 1 of 2 (not:"), pre
+    assert validate.target_lines(runs[2:4], results) == []  # nothing of any kind held out

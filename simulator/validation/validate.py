@@ -900,6 +900,89 @@ def host_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     return lines
 
 
+# What a user choosing max_num_seqs needs right, run by run (docs/hosts.md, "How close, given the host"):
+# the kind of held-out run each target covers, and the tolerances every such run must meet. The kinds
+# are the recorder's plans' names for them (tools/e2e/plans): "kv", every prompt prefilled and the KV
+# cache binding from 512 on; "decode", short prompts and long outputs, the CPU side binding.
+KV_SWEEP_TOLERANCE = {"output_throughput": 0.05, "median_tpot_ms": 0.05, "median_ttft_ms": 0.15}
+KV_SWEEP_PREEMPTIONS = 1.5  # the server's preemptions over servesim's, or the inverse, at most
+DECODE_HEAVY_TOLERANCE = {"output_throughput": 0.10, "median_tpot_ms": 0.20}
+DECODE_HEAVY_SEQS = (256, 1024)  # the max_num_seqs they are judged at, behind one API server
+LIGHT_TOLERANCE = {"output_throughput": 0.10, "median_tpot_ms": 0.15}
+LIGHT_CLIENTS = 16  # a closed loop of at most this many clients is light load
+SHORT_METRIC = {"output_throughput": "throughput", "median_tpot_ms": "p50 TPOT", "median_ttft_ms": "p50 TTFT"}
+
+
+def _misses(r: RunResult, tolerance: dict[str, float], preemptions: float = 0.0) -> list[str]:
+    """What of run ``r`` misses ``tolerance`` (its relative error in each metric, at most), and, given
+    ``preemptions``, its preemption count (servesim's and the server's within that factor; none on
+    both sides meets it)."""
+    out = [
+        f"{SHORT_METRIC[m]} {e:+.1%}" for m, tol in tolerance.items() if not abs(e := r.rel_error(m)) <= tol
+    ]  # a figure missing on either side (nan) misses
+    if preemptions and r.detail:
+        server, sim = r.detail.get("server_preemptions") or 0, r.detail.get("num_preemptions") or 0
+        if (server or sim) and not (server and sim and max(server, sim) / min(server, sim) <= preemptions):
+            out.append(f"preemptions {sim:,} against {server:,}")
+    return out
+
+
+def target_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """The held-out runs of each kind a user choosing ``max_num_seqs`` leans on, and how many meet
+    their target, naming each that does not: the KV-bound ``max_num_seqs`` sweeps (a recording's
+    "kv" runs at two settings or more, runs otherwise alike: every point within
+    ``KV_SWEEP_TOLERANCE``, preemptions within ``KV_SWEEP_PREEMPTIONS``), the decode-heavy runs behind
+    one API server at ``DECODE_HEAVY_SEQS`` and light load (closed loops of at most ``LIGHT_CLIENTS``).
+    Confounded runs are left out."""
+    by_id = {r.id: r for r in results if not r.error and not r.confounded and r.split == "heldout"}
+    kept = [run for run in runs if run["id"] in by_id]
+    sweeps: dict[str, list[dict]] = {}
+    for run in kept:
+        if run["run"] == "kv":
+            sweeps.setdefault(knob_key(run), []).append(run)
+
+    def seqs(run: dict) -> int:
+        return (run.get("engine") or {}).get("max_num_seqs", 0)
+
+    lo, hi = DECODE_HEAVY_SEQS
+    kv = [run for g in sweeps.values() if len({seqs(r) for r in g}) > 1 for run in g]
+    one_api = [run for run in kept if (run.get("frontend") or {}).get("api_server_count", 1) == 1]
+    decode = [run for run in one_api if run["run"] == "decode" and lo <= seqs(run) <= hi]
+    light = [run for run in kept if (run["arrival"].get("max_concurrency") or math.inf) <= LIGHT_CLIENTS]
+    kinds = (
+        (
+            "KV-bound max_num_seqs sweeps, every point: throughput and p50 TPOT within 5%, p50 TTFT within "
+            f"15%, preemptions within {KV_SWEEP_PREEMPTIONS}x",
+            kv,
+            KV_SWEEP_TOLERANCE,
+            KV_SWEEP_PREEMPTIONS,
+        ),
+        (
+            f"decode-heavy behind one API server at max_num_seqs {lo:,}-{hi:,}: throughput within 10%, "
+            "p50 TPOT within 20%",
+            decode,
+            DECODE_HEAVY_TOLERANCE,
+            0.0,
+        ),
+        (
+            f"light load (closed loops of at most {LIGHT_CLIENTS} clients): throughput within 10%, p50 TPOT within 15%",
+            light,
+            LIGHT_TOLERANCE,
+            0.0,
+        ),
+    )
+    lines = ["  the targets for choosing max_num_seqs (held out, each run on its host's reading):"]
+    for label, group, tolerance, preemptions in kinds:
+        if not group:
+            continue
+        missed = [(run["id"], m) for run in group if (m := _misses(by_id[run["id"]], tolerance, preemptions))]
+        lines.append(f"    {label}: {len(group) - len(missed)} of {len(group)}" + (" (not:" if missed else ""))
+        lines += [f"      {name}: {', '.join(m)}" for name, m in sorted(missed)]
+        if missed:
+            lines[-1] += ")"
+    return lines if len(lines) > 1 else []
+
+
 # Who measured the public SGLang runs: SGLang's own client, or vLLM's (GPUStack's runs).
 SGLANG_CLIENT = "sglang.bench_serving or vllm bench serve"
 
@@ -1029,6 +1112,7 @@ def main_validate(
         )
         lines += replicate_lines(rec, results)
         lines += knob_ratio_lines(rec, results)
+        lines += target_lines(rec, results)
         lines += host_lines(rec, results)
         shown = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
         lines.append(

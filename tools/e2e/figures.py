@@ -234,6 +234,7 @@ HOST_SWEEPS = {
         ("h100_cpu2_2026-12-05", "o", "-"),
         ("h100_cpu_2026-12-05", "s", "--"),
         ("h100_cpu3_2026-12-06", "^", ":"),
+        ("h100_cpu4_2026-12-06", "D", "-."),
     ),
 }
 # more H200 machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how
@@ -262,7 +263,7 @@ def _at(run: dict, n: int) -> dict:
 
 # each GPU's figure: its file and how its title names the GPU
 HOST_FIGURES = {"h200": ("recorded_host_sweep.png", "H200"), "h100-sxm": ("recorded_host_sweep_h100.png", "H100")}
-LINE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted"}
+LINE_NAMES = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dot"}
 HOST_KINDS = {
     ("kv", 1): ("KV-bound: 1,024 + 256 tokens, one API server", "#1f77b4"),
     ("decode", 1): ("decode-heavy: 64 + 1,024 tokens, one API server", "#d62728"),
