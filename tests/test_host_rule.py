@@ -66,3 +66,22 @@ def test_a_probe_reading_comes_with_a_note_on_what_it_tells():
 
     assert any(PROBE_NOTE in n for n in notes({"probe_us": 4.0}))
     assert not any(PROBE_NOTE in n for n in notes(None) + notes(next(iter(catalog().hosts))))
+
+
+def test_the_cpu_kinds_file_is_what_the_recordings_report():
+    """simulator/data/host_cpus.yaml (what `servesim probe-host` compares a machine's CPU with) is
+    what the recordings' probe reports give, read again from data/e2e/: a recording ingested without
+    `fit_hosts.py --cpus` fails here. Each recording is one machine, so of one kind; the lscpu text a
+    report keeps gives vendor, family and model."""
+    from simulator.scenario.hosts import cpu_kinds
+    from tools.validation.fit_hosts import HELD_OUT, recorded_cpu_kind, recording_cpus
+
+    assert recording_cpus() == cpu_kinds()
+    every = [r for roles in cpu_kinds().values() for names in roles.values() for r in names]
+    assert len(every) == len(set(every)) and {"h100_cpu3_2026-12-06", "h100_cpu4_2026-12-06"} <= set(every)
+    assert set(cpu_kinds()["GenuineIntel family 6 model 143"]["held_out"]) <= HELD_OUT
+    text = "Vendor ID:                 GenuineIntel\nCPU family:                6\nModel:                     143\n"
+    assert recorded_cpu_kind({"lscpu": text + "Model name:                Intel(R) Xeon(R) Processor\n"}) == (
+        "GenuineIntel family 6 model 143"
+    )
+    assert recorded_cpu_kind({}) == ""

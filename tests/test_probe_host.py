@@ -12,7 +12,8 @@ import pytest
 from simulator.commands import probe_host as P
 
 
-def _run(monkeypatch, capsys, timings, cpus, as_json=False):
+def _run(monkeypatch, capsys, timings, cpus, as_json=False, kind="GenuineIntel family 6 model 207"):
+    monkeypatch.setattr(P, "_cpu_kind", lambda: kind)  # a kind the recorded hosts have, unless given
     monkeypatch.setattr(P, "timings", lambda repeat: list(timings))
     monkeypatch.setattr(P, "per_cpu", lambda: dict(cpus))
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
@@ -72,3 +73,29 @@ def test_the_per_cpu_pass_reads_each_allowed_cpu_and_gives_the_process_back_its_
         assert len(got) == P.CPU_PASS and set(got) <= before
     assert all(v == 5.0 for v in got.values())
     assert os.sched_getaffinity(0) == before
+
+
+def test_a_cpu_of_a_kind_no_recorded_host_had_is_named_in_a_note(monkeypatch, capsys, tmp_path):
+    """The kind is the vendor, family and model the kernel reports (a cloud machine's model name says
+    little: "Intel(R) Xeon(R) Processor"); a kind none of the recorded machines had gets a note naming
+    theirs, so a user on another CPU knows the reading's rule is carried over, not checked."""
+    from simulator.scenario.hosts import cpu_kinds
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC 9654 96-Core Processor\n\nprocessor\t: 1\nvendor_id\t: Other\n"
+    )
+    amd = P._cpu_kind(str(info))
+    assert amd == "AuthenticAMD family 25 model 17"
+    assert P._cpu_kind(str(tmp_path / "absent")) == "" and P.cpu_kind("GenuineIntel", "6", "") == ""
+    kinds = cpu_kinds()
+    assert amd not in kinds and "GenuineIntel family 6 model 207" in kinds
+    out = _run(monkeypatch, capsys, [4.0, 4.1, 4.2], {0: 4.0}, kind=amd)
+    (note,) = [line for line in out.splitlines() if line.startswith("note: no machine servesim was measured on")]
+    assert f"this CPU ({amd}; its machines: GenuineIntel family 6 model 207: " in note and "host band" in note
+    report = json.loads(_run(monkeypatch, capsys, [4.0], {0: 4.0}, as_json=True, kind=amd))
+    assert report["cpu_kind"] == amd
+    for kind in kinds:  # every kind a recorded machine had: no note
+        assert "no machine servesim" not in _run(monkeypatch, capsys, [4.0, 4.1, 4.2], {0: 4.0}, kind=kind)
+    assert "no machine servesim" not in _run(monkeypatch, capsys, [4.0, 4.1, 4.2], {0: 4.0}, kind="")

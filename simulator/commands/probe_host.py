@@ -177,6 +177,28 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_kind(vendor: str, family: str, model: str) -> str:
+    """How servesim names a CPU's kind: its vendor and its family and model numbers as the kernel
+    reports them (a cloud machine's model name is often no more than "Intel(R) Xeon(R) Processor");
+    "" when any is unknown."""
+    return f"{vendor} family {family} model {model}" if vendor and family and model else ""
+
+
+def _cpu_kind(path: str = "/proc/cpuinfo") -> str:
+    """This machine's CPU kind (``cpu_kind``), from the first processor of ``path``."""
+    fields: dict[str, str] = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():  # the first processor's block ends
+                    break
+    except OSError:
+        pass
+    return cpu_kind(fields.get("vendor_id", ""), fields.get("cpu family", ""), fields.get("model", ""))
+
+
 def describe(values: list[float], cpus: dict[int, float] | None = None) -> dict:
     """The reading, the per-CPU pass (``per_cpu``) and what the machine says of itself."""
     try:
@@ -187,6 +209,7 @@ def describe(values: list[float], cpus: dict[int, float] | None = None) -> dict:
         "timings_us": [round(v, 4) for v in values],
         "per_cpu_us": {str(c): round(v, 4) for c, v in (cpus or {}).items()},
         "cpu": _cpu_name(),
+        "cpu_kind": _cpu_kind(),
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -206,6 +229,27 @@ def _context(probe_us: float) -> str:
     return (
         f"; CPU costs x{cat.scale(probe_us):.2f} against servesim's reference host (catalog hosts: "
         f"x{hosts[0].scale:.2f}-x{hosts[-1].scale:.2f})"
+    )
+
+
+def _unmeasured_cpu(kind: str) -> str:
+    """A note when no machine servesim's hosts were measured on has a CPU of ``kind`` ("": it has one,
+    the kind is unknown, or this file runs on its own)."""
+    try:
+        from simulator.scenario.hosts import cpu_kinds
+    except ImportError:
+        return ""
+    kinds = cpu_kinds()
+    if not kind or not kinds or kind in kinds:
+        return ""
+    seen = "; ".join(
+        f"{k}: {len(v.get('catalog', []))} in the catalog, {len(v.get('held_out', []))} held out"
+        for k, v in kinds.items()
+    )
+    return (
+        f"note: no machine servesim was measured on has this CPU ({kind}; its machines: {seen}): the rule "
+        "fitted on the catalog's turns the reading into host costs, unchecked on this kind; leave hardware.host "
+        "out as well to see the whole host band"
     )
 
 
@@ -267,6 +311,8 @@ def main(args: argparse.Namespace) -> int:
             "4.5-8.2 us over twenty minutes, its server steady within 4%: data/e2e/h200_drift_2026-12-04); "
             "read it again a few minutes apart and give the fastest, or leave hardware.host out for the host band"
         )
+    if note := _unmeasured_cpu(report["cpu_kind"]):
+        print(note)
     cpus = list(report["per_cpu_us"].values())
     if len(cpus) > 1 and max(cpus) / min(cpus) > 1.3:
         print(

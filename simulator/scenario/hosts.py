@@ -30,6 +30,7 @@ from simulator.scenario.textfile import read_text
 DATA = Path(__file__).resolve().parents[1] / "data"
 HOST_COSTS_FILE = DATA / "host_costs.yaml"
 HOSTS_FILE = DATA / "hosts.yaml"
+HOST_CPUS_FILE = DATA / "host_cpus.yaml"
 HOST_SETS = ("public", "recorded", "sglang")
 
 
@@ -193,6 +194,14 @@ class HostCatalog:
 def catalog(path: Path = HOSTS_FILE) -> HostCatalog:
     data = yamlio.load(read_text(path)) or {}
     return HostCatalog(float(data["reference_probe_us"]), float(data["exponent"]), dict(data["hosts"]))
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_kinds(path: Path = HOST_CPUS_FILE) -> dict[str, dict[str, list[str]]]:
+    """The CPUs of the machines servesim's hosts were measured on (``probe_host.cpu_kind``): for each
+    kind, the recordings of the catalog, those held out and the others (tools/validation/fit_hosts.py
+    --cpus)."""
+    return dict((yamlio.load(read_text(path)) or {}).get("cpus") or {})
 
 
 def probe_override(probe_us: float) -> str:

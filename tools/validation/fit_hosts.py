@@ -2,6 +2,7 @@
 
     python tools/validation/fit_hosts.py [--jobs 2] [--write]
     python tools/validation/fit_hosts.py --probe-check
+    python tools/validation/fit_hosts.py --cpus
 
 Every recording of tools/e2e (a folder of data/e2e/, one cloud machine) is a host. For each, the
 factor ``scale`` by which the recorded set of host costs (simulator/data/host_costs.yaml, fitted on
@@ -16,13 +17,15 @@ is noisy (docs/hosts.md), so the line is flatter than a rule of proportion (expo
 host's reading, the fitted line is the best guess of its factor. ``--write`` writes both into
 simulator/data/hosts.yaml; the table goes to stdout (docs/hosts.md). ``--probe-check`` asks how
 well a reading tells a host's factor at all (``probe_check``): it fits every read host's own factor,
-held-out hosts too, and writes nothing.
+held-out hosts too, and writes nothing. ``--cpus`` writes the CPU kinds the recordings' probes report
+(``recording_cpus``) into simulator/data/host_cpus.yaml, and fits nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -175,7 +178,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--probe-check", action="store_true", help="how well a reading tells a host's factor")
+    ap.add_argument("--cpus", action="store_true", help="write the recordings' CPU kinds (host_cpus.yaml)")
     args = ap.parse_args()
+    if args.cpus:
+        return write_cpus(recording_cpus())
     base = hosts.load_host_costs("recorded")
     runs = [r for r in validate.load(validate.E2E_FILE)["runs"] if not r.get("confounded")]
     by_host: dict[str, list[dict]] = {}
@@ -247,6 +253,58 @@ def write(fitted: dict, ref: float, exponent: float) -> None:
         lines.append(f"    recordings: [{name}]")
     hosts.HOSTS_FILE.write_text("\n".join(lines) + "\n")
     print(f"wrote {hosts.HOSTS_FILE}")
+
+
+def recorded_cpu_kind(report: dict) -> str:
+    """The CPU kind (``probe_host.cpu_kind``) of a probe report the recorder kept, from its ``lscpu``."""
+    text = report.get("lscpu") or ""
+
+    def field(name: str) -> str:
+        m = re.search(rf"^{name}:[ \t]*(\S.*)$", text, re.M)
+        return m.group(1).strip() if m else ""
+
+    return probe_host.cpu_kind(field("Vendor ID"), field("CPU family"), field("Model"))
+
+
+def recording_cpus() -> dict[str, dict[str, list[str]]]:
+    """Each CPU kind the recorded vLLM servers' machines report (data/e2e/, their lanes' probe
+    reports or their idle one), and its recordings: the catalog's hosts, those held out (``HELD_OUT``)
+    and the others (left out of the fit, or not a host check). A recording without a probe is in none."""
+    import json
+
+    from tools.e2e.ingest import lane_probes
+
+    in_catalog = {r for h in hosts.catalog().hosts.values() for r in h.get("recordings", [])}
+    out: dict[str, dict[str, list[str]]] = {}
+    for recording in sorted({r["recording"] for r in validate.load(validate.E2E_FILE)["runs"]}):
+        folder = ROOT / "data" / "e2e" / recording
+        if recording in IDLE_PROBES:
+            reports = [json.loads((ROOT / IDLE_PROBES[recording]).read_text())]
+        else:
+            reports = [p for lane in sorted(folder.iterdir()) if lane.is_dir() for p in lane_probes(lane).values()]
+        role = "catalog" if recording in in_catalog else "held_out" if recording in HELD_OUT else "other"
+        for kind in sorted({k for p in reports if (k := recorded_cpu_kind(p))}):
+            out.setdefault(kind, {}).setdefault(role, []).append(recording)
+    return out
+
+
+def write_cpus(kinds: dict[str, dict[str, list[str]]]) -> int:
+    lines = [
+        "# The CPUs of the machines servesim's hosts were measured on, as the probe reports of each recording",
+        "# give them (lscpu: vendor, family and model numbers), most recordings first: per kind, the recordings",
+        "# whose factors the catalog holds (catalog), those held out to check it (held_out) and the others",
+        "# (other: left out of the fit). `servesim probe-host` notes a CPU of none of these kinds. Written by",
+        "# tools/validation/fit_hosts.py --cpus.",
+        "cpus:",
+    ]
+    for kind, roles in sorted(kinds.items(), key=lambda kv: (-sum(map(len, kv[1].values())), kv[0])):
+        lines.append(f"  {kind}:")
+        lines += [
+            f"    {role}: [{', '.join(roles[role])}]" for role in ("catalog", "held_out", "other") if role in roles
+        ]
+    hosts.HOST_CPUS_FILE.write_text("\n".join(lines) + "\n")
+    print(f"wrote {hosts.HOST_CPUS_FILE}: " + "; ".join(f"{k}: {sum(map(len, v.values()))}" for k, v in kinds.items()))
+    return 0
 
 
 if __name__ == "__main__":
