@@ -36,10 +36,9 @@ SGLANG_NOTE = (
 
 
 PROBE_NOTE = (
-    "hardware.host gives a probe reading: on the cloud machines servesim was recorded on (one CPU model), a "
-    "reading told a host's CPU factor hardly better than the other hosts' mean did (leave one out over 27 "
-    "hosts: mean |log| error 0.130 against 0.137, docs/hosts.md); leave hardware.host out to get the band "
-    "across hosts"
+    "hardware.host gives a probe reading: on the cloud machines servesim was recorded on, a reading told a "
+    "host's CPU factor no better than the other hosts' mean did (leave one out over 43 hosts: mean |log| "
+    "error 0.143 against 0.144, docs/hosts.md); leave hardware.host out to get the band across hosts"
 )
 
 

@@ -927,13 +927,23 @@ def _misses(r: RunResult, tolerance: dict[str, float], preemptions: float = 0.0)
     return out
 
 
-def target_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
-    """The held-out runs of each kind a user choosing ``max_num_seqs`` leans on, and how many meet
-    their target, naming each that does not: the KV-bound ``max_num_seqs`` sweeps (a recording's
-    "kv" runs at two settings or more, runs otherwise alike: every point within
+@dataclass(frozen=True)
+class Target:
+    """One kind of held-out run a user choosing ``max_num_seqs`` leans on: what it is, the target every
+    such run must meet, the runs, and each that misses with what it misses (``_misses``)."""
+
+    kind: str
+    target: str
+    runs: int
+    missed: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def targets(runs: list[dict], results: list[RunResult]) -> list[Target]:
+    """The held-out runs of each kind and how they meet their target: the KV-bound ``max_num_seqs``
+    sweeps (a recording's "kv" runs at two settings or more, runs otherwise alike: every point within
     ``KV_SWEEP_TOLERANCE``, preemptions within ``KV_SWEEP_PREEMPTIONS``), the decode-heavy runs behind
     one API server at ``DECODE_HEAVY_SEQS`` and light load (closed loops of at most ``LIGHT_CLIENTS``).
-    Confounded runs are left out."""
+    Confounded runs are left out, and so is a kind with no run."""
     by_id = {r.id: r for r in results if not r.error and not r.confounded and r.split == "heldout"}
     kept = [run for run in runs if run["id"] in by_id]
     sweeps: dict[str, list[dict]] = {}
@@ -951,34 +961,43 @@ def target_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
     light = [run for run in kept if (run["arrival"].get("max_concurrency") or math.inf) <= LIGHT_CLIENTS]
     kinds = (
         (
-            "KV-bound max_num_seqs sweeps, every point: throughput and p50 TPOT within 5%, p50 TTFT within "
-            f"15%, preemptions within {KV_SWEEP_PREEMPTIONS}x",
+            "KV-bound max_num_seqs sweeps, every point",
+            f"throughput and p50 TPOT within 5%, p50 TTFT within 15%, preemptions within {KV_SWEEP_PREEMPTIONS}x",
             kv,
             KV_SWEEP_TOLERANCE,
             KV_SWEEP_PREEMPTIONS,
         ),
         (
-            f"decode-heavy behind one API server at max_num_seqs {lo:,}-{hi:,}: throughput within 10%, "
-            "p50 TPOT within 20%",
+            f"decode-heavy behind one API server at max_num_seqs {lo:,}-{hi:,}",
+            "throughput within 10%, p50 TPOT within 20%",
             decode,
             DECODE_HEAVY_TOLERANCE,
             0.0,
         ),
         (
-            f"light load (closed loops of at most {LIGHT_CLIENTS} clients): throughput within 10%, p50 TPOT within 15%",
+            f"light load (closed loops of at most {LIGHT_CLIENTS} clients)",
+            "throughput within 10%, p50 TPOT within 15%",
             light,
             LIGHT_TOLERANCE,
             0.0,
         ),
     )
+    out = []
+    for kind, target, group, tolerance, preemptions in kinds:
+        missed = [(run["id"], tuple(m)) for run in group if (m := _misses(by_id[run["id"]], tolerance, preemptions))]
+        if group:
+            out.append(Target(kind, target, len(group), tuple(sorted(missed))))
+    return out
+
+
+def target_lines(runs: list[dict], results: list[RunResult]) -> list[str]:
+    """``targets``, a line each, naming each run that misses on a line of its own."""
     lines = ["  the targets for choosing max_num_seqs (held out, each run on its host's reading):"]
-    for label, group, tolerance, preemptions in kinds:
-        if not group:
-            continue
-        missed = [(run["id"], m) for run in group if (m := _misses(by_id[run["id"]], tolerance, preemptions))]
-        lines.append(f"    {label}: {len(group) - len(missed)} of {len(group)}" + (" (not:" if missed else ""))
-        lines += [f"      {name}: {', '.join(m)}" for name, m in sorted(missed)]
-        if missed:
+    for t in targets(runs, results):
+        met = t.runs - len(t.missed)
+        lines.append(f"    {t.kind}: {t.target}: {met} of {t.runs}" + (" (not:" if t.missed else ""))
+        lines += [f"      {name}: {', '.join(m)}" for name, m in t.missed]
+        if t.missed:
             lines[-1] += ")"
     return lines if len(lines) > 1 else []
 

@@ -10,6 +10,7 @@ the block). Nothing else in a page is touched. Blocks:
 - validation: `servesim validate`'s medians per check and split, against the targets;
 - recorded: the recorded Llama-3.1-8B sweeps against servesim (tools/e2e/figures.py's table);
 - hosts: the host catalog (simulator/data/hosts.yaml), each recorded machine's CPU factor;
+- targets: the targets for choosing max_num_seqs, as `servesim validate --recorded` counts them;
 - sweep: `servesim sweep` over max_num_seqs on the collapse case;
 - routers, affinity, disaggregation: the three cluster scenarios' router / split comparisons;
 - frameworks: the collapse case's traffic on vLLM and on SGLang;
@@ -268,6 +269,36 @@ def block_hosts() -> str:
         f"A reading of your own: factor = (probe_us / {cat.reference_probe_us:.4f}) ** {cat.exponent:g}. "
         f"Default host: `{cat.median().name}` (the median factor).",
     ]
+    return "\n".join(rows)
+
+
+def block_targets() -> str:
+    """The held-out recorded runs of each kind a user choosing max_num_seqs leans on and how many meet
+    their target (``validate.targets``), then the ratio of p50 TPOT at 512 over 128 and the hosts'
+    medians, as `servesim validate --recorded` prints them."""
+    from simulator.validation import validate
+
+    runs = validate.load(validate.E2E_FILE)["runs"]
+    results = validate.run_all(runs, jobs=2, recorded=True)
+    rows = ["| held-out runs | target, every run | met |", "|---|---|---|"]
+    rows += [
+        f"| {t.kind} | {t.target} | {t.runs - len(t.missed)} of {t.runs} |" for t in validate.targets(runs, results)
+    ]
+    lo, hi = validate.KNOB_RATIO_SEQS
+    for what, target, line in (
+        (
+            f"p50 TPOT at max_num_seqs {hi} over {lo}, one recording's runs",
+            f"servesim's ratio within {validate.KNOB_RATIO_TOLERANCE:.0%} of the server's",
+            validate.knob_ratio_lines(runs, results)[-1],
+        ),
+        (
+            "each host's median errors",
+            f"throughput and p50 TPOT within {validate.HOST_TOLERANCE:.0%}",
+            validate.host_lines(runs, results)[-1],
+        ),
+    ):
+        count = re.search(r": (\d+ of \d+)", line)
+        rows.append(f"| {what} | {target} | {count.group(1) if count else line.strip()} |")
     return "\n".join(rows)
 
 
