@@ -89,6 +89,9 @@ def test_a_cpu_of_a_kind_no_recorded_host_had_is_named_in_a_note(monkeypatch, ca
     amd = P._cpu_kind(str(info))
     assert amd == "AuthenticAMD family 25 model 17"
     assert P._cpu_kind(str(tmp_path / "absent")) == "" and P.cpu_kind("GenuineIntel", "6", "") == ""
+    grace = tmp_path / "cpuinfo_arm"  # an Arm CPU names its implementer and part instead
+    grace.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n\n")
+    assert P._cpu_kind(str(grace)) == "Arm implementer 0x41 part 0xd4f"
     kinds = cpu_kinds()
     assert amd not in kinds and "GenuineIntel family 6 model 207" in kinds
     out = _run(monkeypatch, capsys, [4.0, 4.1, 4.2], {0: 4.0}, kind=amd)

@@ -185,7 +185,8 @@ def cpu_kind(vendor: str, family: str, model: str) -> str:
 
 
 def _cpu_kind(path: str = "/proc/cpuinfo") -> str:
-    """This machine's CPU kind (``cpu_kind``), from the first processor of ``path``."""
+    """This machine's CPU kind (``cpu_kind``), from the first processor of ``path``; an Arm CPU (a
+    Grace, say), which names no vendor, family or model there, by its implementer and part numbers."""
     fields: dict[str, str] = {}
     try:
         with open(path) as f:
@@ -196,6 +197,8 @@ def _cpu_kind(path: str = "/proc/cpuinfo") -> str:
                     break
     except OSError:
         pass
+    if "vendor_id" not in fields and fields.get("CPU implementer") and fields.get("CPU part"):
+        return f"Arm implementer {fields['CPU implementer']} part {fields['CPU part']}"
     return cpu_kind(fields.get("vendor_id", ""), fields.get("cpu family", ""), fields.get("model", ""))
 
 
