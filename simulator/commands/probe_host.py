@@ -166,15 +166,23 @@ def per_cpu() -> dict[int, float]:
     return out
 
 
-def _cpu_name() -> str:
+def _cpuinfo(path: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The fields of the first processor in ``path`` ({} where there is none)."""
+    fields: dict[str, str] = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():  # the first processor's block ends
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return fields
+
+
+def _cpu_name(path: str = "/proc/cpuinfo") -> str:
+    return _cpuinfo(path).get("model name") or platform.processor() or platform.machine()
 
 
 def cpu_kind(vendor: str, family: str, model: str) -> str:
@@ -187,16 +195,7 @@ def cpu_kind(vendor: str, family: str, model: str) -> str:
 def _cpu_kind(path: str = "/proc/cpuinfo") -> str:
     """This machine's CPU kind (``cpu_kind``), from the first processor of ``path``; an Arm CPU (a
     Grace, say), which names no vendor, family or model there, by its implementer and part numbers."""
-    fields: dict[str, str] = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-                if not line.strip():  # the first processor's block ends
-                    break
-    except OSError:
-        pass
+    fields = _cpuinfo(path)
     if "vendor_id" not in fields and fields.get("CPU implementer") and fields.get("CPU part"):
         return f"Arm implementer {fields['CPU implementer']} part {fields['CPU part']}"
     return cpu_kind(fields.get("vendor_id", ""), fields.get("cpu family", ""), fields.get("model", ""))

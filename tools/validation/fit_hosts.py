@@ -100,20 +100,23 @@ IDLE_PROBES = {
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def probe_of(recording: str, runs: list[dict]) -> float | None:
-    """A host's reading, as a user who probed it would give it (``probe_host.reading_of``): of its idle
-    reading, or of every timing its lanes' readings took, before their servers started and after they
-    stopped."""
+def probe_reports(recording: str, runs: list[dict]) -> list[dict]:
+    """A host's probe reports: its idle one, or those its runs' lanes took before their servers
+    started and after they stopped."""
     import json
 
     from tools.e2e.ingest import lane_probes
 
     if recording in IDLE_PROBES:
-        reports = [json.loads((ROOT / IDLE_PROBES[recording]).read_text())]
-    else:
-        lanes = sorted({r["lane"] for r in runs if "lane" in r})
-        reports = [p for lane in lanes for p in lane_probes(ROOT / "data" / "e2e" / recording / lane).values()]
-    samples = [v for p in reports for v in probe_host.samples_of(p)]
+        return [json.loads((ROOT / IDLE_PROBES[recording]).read_text())]
+    lanes = sorted({r["lane"] for r in runs if "lane" in r})
+    return [p for lane in lanes for p in lane_probes(ROOT / "data" / "e2e" / recording / lane).values()]
+
+
+def probe_of(recording: str, runs: list[dict]) -> float | None:
+    """A host's reading, as a user who probed it would give it (``probe_host.reading_of``): of every
+    timing of its probe reports (``probe_reports``)."""
+    samples = [v for p in probe_reports(recording, runs) for v in probe_host.samples_of(p)]
     return round(probe_host.reading_of(samples), 4) if samples else None
 
 
@@ -267,23 +270,17 @@ def recorded_cpu_kind(report: dict) -> str:
 
 
 def recording_cpus() -> dict[str, dict[str, list[str]]]:
-    """Each CPU kind the recorded vLLM servers' machines report (data/e2e/, their lanes' probe
-    reports or their idle one), and its recordings: the catalog's hosts, those held out (``HELD_OUT``)
+    """Each CPU kind the recorded vLLM servers' machines report (data/e2e/, ``probe_reports``), and its
+    recordings: the catalog's hosts, those held out (``HELD_OUT``)
     and the others (left out of the fit, or not a host check). A recording without a probe is in none."""
-    import json
-
-    from tools.e2e.ingest import lane_probes
-
     in_catalog = {r for h in hosts.catalog().hosts.values() for r in h.get("recordings", [])}
+    by_recording: dict[str, list[dict]] = {}
+    for run in validate.load(validate.E2E_FILE)["runs"]:
+        by_recording.setdefault(run["recording"], []).append(run)
     out: dict[str, dict[str, list[str]]] = {}
-    for recording in sorted({r["recording"] for r in validate.load(validate.E2E_FILE)["runs"]}):
-        folder = ROOT / "data" / "e2e" / recording
-        if recording in IDLE_PROBES:
-            reports = [json.loads((ROOT / IDLE_PROBES[recording]).read_text())]
-        else:
-            reports = [p for lane in sorted(folder.iterdir()) if lane.is_dir() for p in lane_probes(lane).values()]
+    for recording, runs in sorted(by_recording.items()):
         role = "catalog" if recording in in_catalog else "held_out" if recording in HELD_OUT else "other"
-        for kind in sorted({k for p in reports if (k := recorded_cpu_kind(p))}):
+        for kind in sorted({k for p in probe_reports(recording, runs) if (k := recorded_cpu_kind(p))}):
             out.setdefault(kind, {}).setdefault(role, []).append(recording)
     return out
 
