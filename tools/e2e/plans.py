@@ -410,6 +410,25 @@ def kv32_lanes() -> list[dict]:
     return out
 
 
+def kv32_h100_lanes() -> list[dict]:
+    """kv32_h100 (one 1-GPU H100, about 15 minutes): the same 30B+ model where the KV cache binds, on an
+    80 GB card. Qwen3-32B's bf16 weights leave it a pool of about 35k tokens at 0.92 of the memory,
+    short of the model's 40,960-token length, so the server is capped at 4,096 tokens
+    (``--max-model-len``). 128 closed-loop clients send 384 requests of 512 + 512 tokens at
+    max_num_seqs 32, 64 and 128, one API server, a fresh server each: the pool holds about 34 such
+    requests at their end, so 32 nearly fills it and 64 and 128 preempt. servesim, before the
+    recording, on a guessed reading of 4.0 us: 1,029 / 1,202 / 1,205 tok/s, p50 TPOT 29.4 / 33.7 /
+    34.2 ms, 0 / 257 / 259 preemptions, a pool of 35,536 tokens. Every run its own seed."""
+
+    out = []
+    for n in (32, 64, 128):
+        name = f"qwen32b_h100_s{n}"
+        run = {"name": "kv", "max_concurrency": 128, "num_prompts": 384, "prompt": 512, "output": 512}
+        run |= {"timeout_s": 420, "seed": zlib.crc32(f"kv32_h100/{name}/kv".encode())}
+        out.append(lane(name, [0], "qwen3-32b", [*sweep_flags(n), "--max-model-len", "4096"], [run]))
+    return out
+
+
 def cpu_lanes_x4() -> list[dict]:
     return [{**x, "gpus": [X4_GPU[x["name"]]], "port": 8100 + X4_GPU[x["name"]]} for x in cpu_lanes()]
 
@@ -1180,6 +1199,7 @@ def main() -> None:
         ("overlap4_h200", overlap4_lanes()),
         ("light_h200", light_lanes()),
         ("kv32_h200", kv32_lanes()),
+        ("kv32_h100", kv32_h100_lanes()),
     ):
         path = HERE / "plans" / f"{name}.json"
         path.write_text(json.dumps({"lanes": lanes}, indent=1) + "\n")
