@@ -1234,11 +1234,59 @@ def test_the_host_sweep_figure_joins_only_simulated_points(tmp_path, monkeypatch
     recorded = {
         (r["recording"], r["engine"]["max_num_seqs"])
         for r in figures.validate.load(figures.validate.E2E_FILE)["runs"]
-        if r["recording"] in {m[0] for m in machines} and r["run"] in ("kv", "decode")
-    }
+        if r["recording"] in {m[0] for m in machines} and r["run"] in ("kv", "decode") and r["model"] == "llama-3.1-8b"
+    }  # (a machine's other models' runs, such as h100_kv32_2026-12-06's Qwen3-32B sweep, are not drawn)
     by_marker = {marker: recording for recording, marker, _ in machines}
     assert {(by_marker[ln.get_marker()], int(x)) for ln in marks for x in ln.get_xdata()} == recorded
     legend = [t.get_text() for t in drawn[0].legends[0].get_texts()]
     assert all(any(t.startswith(m[0]) for t in legend) for m in machines), legend
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| h100_")]
     assert len(rows) == sum(len(ln.get_xdata()) for ln in marks)
+
+
+def test_step_spacing_bins_both_sides_by_cache_usage(tmp_path, capsys):
+    """`step_spacing.py`: the server's step is the spacing of its iteration log's time stamps, servesim's
+    its step's duration; only decode-only steps of --min-decodes or more count, binned by KV usage.
+    Hand-made logs: the server's counted steps at 10% usage come 20 and 22 ms apart (a step with a
+    prefill and one of too few decodes left out), at 50% 30 ms; servesim's take 22 and 24 ms at 10%
+    and 33 at 50%: medians 21.0 against 23.0 ms (+9.5%) and 30.0 against 33.0 (+10.0%)."""
+    step_spacing = _load("step_spacing")
+    run, replay = tmp_path / "run", tmp_path / "replay"
+    run.mkdir()
+    replay.mkdir()
+    (run / "steps.csv").write_text(
+        "t,iteration,ctx_requests,ctx_tokens,gen_requests,gen_tokens,elapsed_ms,kv_usage_pct\n"
+        "0.000,1,0,0,512,512,15,10\n"
+        "0.020,2,0,0,512,512,16,10\n"
+        "0.042,3,1,64,511,511,17,10\n"  # a prefill beside: not counted
+        "0.070,4,0,0,100,100,5,10\n"  # too few decodes
+        "0.080,5,0,0,512,512,25,50\n"
+        "0.110,6,0,0,512,512,25,50\n"
+    )
+    (replay / "steps.csv").write_text(
+        "step,start,duration,num_running,num_waiting,num_swapped,kv_usage,num_free_blocks,num_seqs,"
+        "prefill_tokens,decode_tokens,recomputed_tokens,num_preemptions,num_generated,num_finished\n"
+        "0,0.000,0.022,512,0,0,0.1,0,512,0,512,0,0,512,0\n"
+        "1,0.022,0.024,512,0,0,0.1,0,512,0,512,0,0,512,0\n"
+        "2,0.046,0.033,512,0,0,0.5,0,512,0,512,0,0,512,0\n"
+        "3,0.079,0.010,1,0,0,0.5,0,1,64,0,0,0,0,0\n"
+    )
+    assert step_spacing.server_steps(run, 500) == [
+        (0.1, pytest.approx(20.0), 15.0),
+        (0.1, pytest.approx(22.0), 16.0),
+        (0.5, pytest.approx(30.0), 25.0),
+    ]
+    rows = step_spacing.table(step_spacing.server_steps(run, 500), step_spacing.servesim_steps(replay, 500))
+    assert rows[2] == "| 0%-20% | 2 | 21.0 | 15.5 | 2 | 23.0 | 23.0 | +9.5% |"
+    assert rows[3] == "| 40%-60% | 1 | 30.0 | 25.0 | 1 | 33.0 | 33.0 | +10.0% |"
+    assert len(rows) == 4
+    # a run without such steps says so and fails, rather than print an empty table
+    import sys
+
+    saved = sys.argv
+    sys.argv = ["step_spacing.py", str(run), str(replay), "--min-decodes", "1000"]
+    try:
+        assert step_spacing.main() == 1
+    finally:
+        sys.argv = saved
+    assert "no decode-only step of 1000 or more" in capsys.readouterr().out

@@ -357,10 +357,11 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
 # spread and servesim's bias are largest (docs/hosts.md, "How it is checked, and what is not held out").
 API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
-    "at 768 running, twelve recorded runs on eight machines had servesim, on their readings, from 16% low to 21% "
-    "high in throughput (median 5% high) and from 17% low to 18% high in p50 TPOT (median 9% low), and one "
-    "machine served the same run at 12,974-18,334 tok/s within fifteen minutes; behind two API servers "
-    "servesim was within 9% in throughput (docs/hosts.md)"
+    "at 768 running, thirteen recorded runs on nine machines had servesim, on their readings, from 16% low to 21% "
+    "high in throughput (median 2% high: 11% high on the six H200 machines, 15% low on two of the three H100s) "
+    "and from 17% low to 23% high in p50 TPOT (median 7% low), and one machine served the same run at "
+    "12,974-18,334 tok/s within fifteen minutes; behind two API servers servesim was 13% low to 9% high in "
+    "throughput over the max_num_seqs sweeps (docs/hosts.md)"
 )
 
 
@@ -392,8 +393,7 @@ def _api_paced_notes(summary: dict, result) -> list[str]:
         return []
     return [
         f"{name}: one API server paced the engine (it waited for the API server in {share:.0%} of its steps, "
-        f"{held:,.0f} requests running): read throughput as likely high and TPOT as likely low, and the "
-        f"band, not one figure, as the answer; "
+        f"{held:,.0f} requests running): read the band, not one figure, as the answer; "
         f"{RECORDED_API_PACED}"
     ]
 

@@ -235,6 +235,7 @@ HOST_SWEEPS = {
         ("h100_cpu_2026-12-05", "s", "--"),
         ("h100_cpu3_2026-12-06", "^", ":"),
         ("h100_cpu4_2026-12-06", "D", "-."),
+        ("h100_kv32_2026-12-06", "v", ":"),
     ),
 }
 # more H200 machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how
@@ -315,7 +316,8 @@ def host_sweep_figure(out: Path, plt, gpu: str) -> None:
     sweeps, repeats = HOST_SWEEPS[gpu], HOST_REPEATS[gpu]
     kinds_drawn: dict[str, str] = {}  # label -> color, in the order first drawn
     for i, (recording, marker, line) in enumerate(sweeps):
-        runs = [r for r in every if r["recording"] == recording]
+        # the machine's Llama-3.1-8B runs (h100_kv32_2026-12-06 ran Qwen3-32B's own sweep beside them)
+        runs = [r for r in every if r["recording"] == recording and r["model"] == "llama-3.1-8b"]
         for (kind, api), (label, color) in HOST_KINDS.items():
             sel = sorted(
                 (r for r in runs if r["run"] == kind and (r.get("frontend") or {}).get("api_server_count", 1) == api),
