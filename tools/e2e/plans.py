@@ -418,7 +418,9 @@ def kv32_h100_lanes() -> list[dict]:
     max_num_seqs 32, 64 and 128, one API server, a fresh server each: the pool holds about 34 such
     requests at their end, so 32 nearly fills it and 64 and 128 preempt. servesim, before the
     recording, on a guessed reading of 4.0 us: 1,029 / 1,202 / 1,205 tok/s, p50 TPOT 29.4 / 33.7 /
-    34.2 ms, 0 / 257 / 259 preemptions, a pool of 35,536 tokens. Every run its own seed."""
+    34.2 ms, 0 / 257 / 259 preemptions, a pool of 35,536 tokens, at servesim's default release line
+    (0.32, which takes the CUDA graphs' estimate out of the pool; the servers run 0.26, which does not:
+    data/e2e/README.md, "h100_kv32_2026-12-06"). Every run its own seed."""
 
     out = []
     for n in (32, 64, 128):
