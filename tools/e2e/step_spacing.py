@@ -31,26 +31,36 @@ def _bin(usage: float) -> int | None:
     return None
 
 
+def _each_step(path: Path, counted, row) -> list[tuple[float, float, float]]:
+    """``row(step, next step)`` of each step of the CSV at ``path`` that ``counted(step)`` keeps."""
+    rows = list(csv.DictReader(path.open()))
+    return [row(r, nxt) for r, nxt in itertools.pairwise(rows) if counted(r)]
+
+
 def server_steps(run: Path, min_decodes: int) -> list[tuple[float, float, float]]:
     """(usage, spacing ms, elapsed ms) of the server's decode-only steps of ``min_decodes`` or more."""
-    rows = list(csv.DictReader((run / "steps.csv").open()))
-    out = []
-    for r, nxt in itertools.pairwise(rows):
-        if int(r["gen_requests"]) >= min_decodes and int(r["ctx_requests"]) == 0:
-            spacing = (float(nxt["t"]) - float(r["t"])) * 1e3
-            out.append((float(r["kv_usage_pct"]) / 100, spacing, float(r["elapsed_ms"])))
-    return out
+    return _each_step(
+        run / "steps.csv",
+        lambda r: int(r["gen_requests"]) >= min_decodes and int(r["ctx_requests"]) == 0,
+        lambda r, nxt: (
+            float(r["kv_usage_pct"]) / 100,
+            (float(nxt["t"]) - float(r["t"])) * 1e3,
+            float(r["elapsed_ms"]),
+        ),
+    )
 
 
 def servesim_steps(replay: Path, min_decodes: int) -> list[tuple[float, float, float]]:
     """(usage, duration ms, spacing ms) of servesim's decode-only steps of ``min_decodes`` or more."""
-    rows = list(csv.DictReader((replay / "steps.csv").open()))
-    out = []
-    for r, nxt in itertools.pairwise(rows):
-        if float(r["decode_tokens"]) >= min_decodes and float(r["prefill_tokens"]) == 0:
-            spacing = (float(nxt["start"]) - float(r["start"])) * 1e3
-            out.append((float(r["kv_usage"]), float(r["duration"]) * 1e3, spacing))
-    return out
+    return _each_step(
+        replay / "steps.csv",
+        lambda r: float(r["decode_tokens"]) >= min_decodes and float(r["prefill_tokens"]) == 0,
+        lambda r, nxt: (
+            float(r["kv_usage"]),
+            float(r["duration"]) * 1e3,
+            (float(nxt["start"]) - float(r["start"])) * 1e3,
+        ),
+    )
 
 
 def table(server: list[tuple[float, float, float]], sim: list[tuple[float, float, float]]) -> list[str]:
