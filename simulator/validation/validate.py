@@ -927,6 +927,18 @@ def _misses(r: RunResult, tolerance: dict[str, float], preemptions: float = 0.0)
     return out
 
 
+def _described(tolerance: dict[str, float]) -> str:
+    """A tolerance table in words, metrics of one tolerance together: "throughput and p50 TPOT within 5%,
+    p50 TTFT within 15%"."""
+    groups: list[tuple[float, list[str]]] = []
+    for m, tol in tolerance.items():
+        if groups and groups[-1][0] == tol:
+            groups[-1][1].append(SHORT_METRIC[m])
+        else:
+            groups.append((tol, [SHORT_METRIC[m]]))
+    return ", ".join(f"{' and '.join(names)} within {tol:.0%}" for tol, names in groups)
+
+
 @dataclass(frozen=True)
 class Target:
     """One kind of held-out run a user choosing ``max_num_seqs`` leans on: what it is, the target every
@@ -962,21 +974,21 @@ def targets(runs: list[dict], results: list[RunResult]) -> list[Target]:
     kinds = (
         (
             "KV-bound max_num_seqs sweeps, every point",
-            f"throughput and p50 TPOT within 5%, p50 TTFT within 15%, preemptions within {KV_SWEEP_PREEMPTIONS}x",
+            f"{_described(KV_SWEEP_TOLERANCE)}, preemptions within {KV_SWEEP_PREEMPTIONS}x",
             kv,
             KV_SWEEP_TOLERANCE,
             KV_SWEEP_PREEMPTIONS,
         ),
         (
             f"decode-heavy behind one API server at max_num_seqs {lo:,}-{hi:,}",
-            "throughput within 10%, p50 TPOT within 20%",
+            _described(DECODE_HEAVY_TOLERANCE),
             decode,
             DECODE_HEAVY_TOLERANCE,
             0.0,
         ),
         (
             f"light load (closed loops of at most {LIGHT_CLIENTS} clients)",
-            "throughput within 10%, p50 TPOT within 15%",
+            _described(LIGHT_TOLERANCE),
             light,
             LIGHT_TOLERANCE,
             0.0,
