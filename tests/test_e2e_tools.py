@@ -1069,6 +1069,38 @@ def test_a_step_timing_becomes_a_profile_at_the_mean_context_of_its_decodes():
     assert eff == pytest.approx(nbytes / 3.5e-3 / 4.8e12, rel=1e-12)
 
 
+def test_several_step_timings_become_one_profile_in_turn(tmp_path, monkeypatch):
+    """Two timings of one GPU (one with two sets of prompts, one with prompts spread over a range):
+    their rows in the order given, each at its own mean prompt plus the decodes' mean (47.5 tokens
+    between a 16- and an 80-token generation), 559.5 written 560; one taken without async scheduling
+    is refused, naming its file."""
+    sp = _load("steps_profile")
+    base = {"model": "llama-3.1-8b", "short": 16, "long": 80, "async_scheduling": True}
+    even = {
+        **base,
+        "rows": [{"batch": 8, "mean_prompt": 32.0, "step_ms": 6.2}, {"batch": 8, "mean_prompt": 512.0, "step_ms": 6.5}],
+    }
+    spread = {**base, "rows": [{"batch": 512, "prompts": "64-1088", "mean_prompt": 576.0, "step_ms": 27.0}]}
+    paths = []
+    for name, doc in (("even.json", even), ("spread.json", spread), ("sync.json", {**even, "async_scheduling": False})):
+        (tmp_path / name).write_text(json.dumps(doc))
+        paths.append(str(tmp_path / name))
+    out = tmp_path / "steps.csv"
+    args = ["steps_profile.py", *paths[:2], "--gpu", "h100-sxm", "--upto", "512", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", args)
+    assert sp.main() == 0
+    with out.open() as fh:
+        got = list(csv.reader(fh))
+    assert got[1:] == [
+        ["h100-sxm", "llama-3.1-8b", "8", "1", "80", "6.2"],
+        ["h100-sxm", "llama-3.1-8b", "8", "1", "560", "6.5"],
+        ["h100-sxm", "llama-3.1-8b", "512", "1", "624", "27.0"],
+    ]
+    monkeypatch.setattr(sys, "argv", [*args[:2], paths[2], *args[3:]])
+    with pytest.raises(SystemExit, match=r"sync\.json: not taken with async scheduling on"):
+        sp.main()
+
+
 def test_prefills_time_one_request_of_each_length_after_an_untimed_one():
     """``moe_steps.prefills`` with a stand-in engine: one request a generation, one token each, prompts
     of the asked length and of their own, one untimed then ``repeats`` timed; the median is reported."""

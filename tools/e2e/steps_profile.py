@@ -1,6 +1,6 @@
-"""A decode-step timing of ``moe_steps.py`` (async scheduling on) as a step profile CSV for
-``servesim calibrate --served``: one row a batch, the step's time in ms at the mean context
-of the decode steps it was taken over.
+"""Decode-step timings of ``moe_steps.py`` (async scheduling on) as a step profile CSV for
+``servesim calibrate --served``: one row a timed batch (and set of prompts), the step's time in ms at
+the mean context of the decode steps it was taken over; several timings of one GPU, their rows in turn.
 
     python tools/e2e/steps_profile.py data/profiles/served_steps/llama8b_async_on.json \\
         --gpu h200 --upto 256 --out data/profiles/served_steps/h200_llama-3.1-8b.csv
@@ -69,25 +69,31 @@ def gemm_efficiency(profiled: dict, gpu_key: str) -> tuple[float, float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("timing", help="moe_steps.py's JSON, taken with --async-scheduling on (--gemm: with --profile)")
+    ap.add_argument(
+        "timing", nargs="+", help="moe_steps.py's JSON, taken with --async-scheduling on (--gemm: one, with --profile)"
+    )
     ap.add_argument("--gemm", action="store_true", help="print the served GEMMs' weight-streaming efficiency")
     ap.add_argument("--gpu", required=True, help="the GPU's key in the catalogue")
     ap.add_argument("--upto", type=int, default=0, help="the largest batch whose step is the GPU's")
     ap.add_argument("--out")
     a = ap.parse_args()
-    timing = json.loads(Path(a.timing).read_text())
+    timings = [json.loads(Path(t).read_text()) for t in a.timing]
     if a.gemm:
-        eff, nbytes, ms = gemm_efficiency(timing, a.gpu)
+        if len(timings) > 1:
+            ap.error("--gemm reads one profiled timing")
+        eff, nbytes, ms = gemm_efficiency(timings[0], a.gpu)
         print(f"{nbytes / 1e9:.2f} GB of weights in {ms:.3f} ms of GEMM kernels: {eff:.3f} of the HBM bandwidth")
         return 0
     if not (a.upto and a.out):
         ap.error("--upto and --out are needed to write a profile")
-    if timing.get("async_scheduling") is not True:
-        sys.exit(f"{a.timing}: not taken with async scheduling on")
+    for path, timing in zip(a.timing, timings):
+        if timing.get("async_scheduling") is not True:
+            sys.exit(f"{path}: not taken with async scheduling on")
     with open(a.out, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(PROFILE_COLUMNS)
-        w.writerows(rows(timing, a.gpu, a.upto))
+        for timing in timings:
+            w.writerows(rows(timing, a.gpu, a.upto))
     print(a.out)
     return 0
 
