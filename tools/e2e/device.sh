@@ -27,7 +27,8 @@
 #   steps CAP B,.. ASYNC   time any model's decode steps (STEPS_MODEL, default llama-3.1-8b) at batches
 #                    B, async scheduling ASYNC (on, off, default)
 #                    (moeprof, steps: STEPS_PROMPTS=320,64-576 times each batch with each set of prompt
-#                    lengths, moe_steps.py --prompts; default 32 tokens each)
+#                    lengths, moe_steps.py --prompts; default 32 tokens each; steps: STEPS_MAXLEN=N caps
+#                    the engine's max_model_len, for a model whose weights leave a card little room)
 #   gaps M B,.. ASYNC  where model M's decode steps at batches B leave the GPU idle, async scheduling
 #                    ASYNC (on, off, default): vLLM's profiler on its engine core (step_gaps.py;
 #                    STEPS_PROMPTS=N: prompts of N tokens, default 1,024)
@@ -132,7 +133,7 @@ while [ $# -gt 0 ]; do
       tail -8 $E2E/logs/prefill_${model}_$cap$attn.log | cut -c1-300 ;;
     steps)
       cap=$1; batches=$2; async=$3; shift 3; model=${STEPS_MODEL:-llama-3.1-8b}
-      python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --prompts ${STEPS_PROMPTS:-32} --root $E2E --out $E2E/results/steps_${model}_${cap}_$async${STEPS_PROMPTS:+_spread}.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1
+      python3 tools/e2e/moe_steps.py --model $model --capture $cap --batches $batches --async-scheduling $async --prompts ${STEPS_PROMPTS:-32} ${STEPS_MAXLEN:+--max-model-len $STEPS_MAXLEN} --root $E2E --out $E2E/results/steps_${model}_${cap}_$async${STEPS_PROMPTS:+_spread}.json > $E2E/logs/steps_${model}_${cap}_$async.log 2>&1
       tail -12 $E2E/logs/steps_${model}_${cap}_$async.log | cut -c1-300 ;;
     gaps)
       model=$1; batches=$2; async=$3; shift 3

@@ -72,6 +72,10 @@ def main() -> int:
         help="the engine's async scheduling (default: as the release has it)",
     )  # fmt: skip
     ap.add_argument(
+        "--max-model-len", type=int, default=0,
+        help="the engine's max_model_len (default: the model's; a large model on one card may need less)",
+    )  # fmt: skip
+    ap.add_argument(
         "--attention-backend", default="",
         help="vLLM's attention backend by name, e.g. TRITON_ATTN (default: the one vLLM picks)",
     )  # fmt: skip
@@ -90,6 +94,7 @@ def main() -> int:
         a.capture,
         **({} if a.async_scheduling == "default" else {"async_scheduling": a.async_scheduling == "on"}),
         **({"attention_backend": a.attention_backend} if a.attention_backend else {}),
+        **({"max_model_len": a.max_model_len} if a.max_model_len else {}),
     )
     try:  # what the engine ran with, as its config says
         async_on = bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling)
