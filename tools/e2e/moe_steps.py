@@ -134,6 +134,7 @@ def main() -> int:
         "vllm": vllm.__version__,
         "async_scheduling": async_on,
         "attention_backend": a.attention_backend or "default",
+        "max_model_len": a.max_model_len or "default",
         "rows": rows,
         **({"profiles": profiles} if profiles else {}),
     }
