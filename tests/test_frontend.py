@@ -148,7 +148,7 @@ def test_sglang_streams_past_a_few_hundred_clients_more_slowly_per_token():
     assert hosts.load_host_costs("recorded").stream_doubling == 0.0 == hosts.load_host_costs("public").stream_doubling
 
 
-def _ttft(arrival, rounds, n=2000):
+def _intake_wait_and_ttft(arrival, rounds, n=2000):
     """The medians of a run's requests after its first 200: (the wait from the client's send to the
     API server's taking it in, TTFT)."""
     sc = blank_scenario(
@@ -177,13 +177,13 @@ def test_a_closed_loop_waits_rounds_of_streams_and_poisson_arrivals_do_not():
     how much depends on the GPU's steps). Poisson arrivals (no client whose last request just ended)
     and clients who think longer than the rounds take wait nothing more."""
     loop = "{type: closed_loop, concurrency: 200}"
-    (wait, ttft), (no_wait, ttft_0) = _ttft(loop, 10), _ttft(loop, 0)
+    (wait, ttft), (no_wait, ttft_0) = _intake_wait_and_ttft(loop, 10), _intake_wait_and_ttft(loop, 0)
     assert no_wait == 0.0 and wait == pytest.approx(10 * (0.2e-3 + 50e-6 * 200), rel=0.02)
     assert 0.0 < ttft - ttft_0 < wait
     poisson = "{type: poisson, rate: 50}"
-    assert _ttft(poisson, 10) == _ttft(poisson, 0)
+    assert _intake_wait_and_ttft(poisson, 10) == _intake_wait_and_ttft(poisson, 0)
     thinking = "{type: closed_loop, concurrency: 200, think_time_s: 1.0}"
-    assert _ttft(thinking, 10) == _ttft(thinking, 0)
+    assert _intake_wait_and_ttft(thinking, 10) == _intake_wait_and_ttft(thinking, 0)
 
 
 def _overloaded(paces):

@@ -33,7 +33,8 @@ def _bin(usage: float) -> int | None:
 
 def _each_step(path: Path, counted, row) -> list[tuple[float, float, float]]:
     """``row(step, next step)`` of each step of the CSV at ``path`` that ``counted(step)`` keeps."""
-    rows = list(csv.DictReader(path.open()))
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
     return [row(r, nxt) for r, nxt in itertools.pairwise(rows) if counted(r)]
 
 
