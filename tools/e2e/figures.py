@@ -236,6 +236,7 @@ HOST_SWEEPS = {
         ("h100_cpu3_2026-12-06", "^", ":"),
         ("h100_cpu4_2026-12-06", "D", "-."),
         ("h100_kv32_2026-12-06", "v", ":"),
+        ("h100_cpu5_2026-12-06", "P", "--"),
     ),
 }
 # more H200 machines that ran the decode-heavy run three times at 512 and at 1,024, alternating: how

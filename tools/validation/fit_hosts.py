@@ -92,6 +92,7 @@ HELD_OUT = {
     "h100_cpu3_2026-12-06",  # a third H100 machine: Poisson at 20-36 per s, decode-heavy behind two API servers at 128 and 512, the KV-bound sweep at 128 and 1,024: blind
     "h100_cpu4_2026-12-06",  # a fourth H100 machine: the KV-bound and decode-heavy sweep at 128, 256 and 512, decode-heavy behind two API servers at 256 and 1,024, Poisson at 20-36 per s: blind
     "h100_kv32_2026-12-06",  # a fifth H100 machine: Qwen3-32B where an 80 GB card's KV cache binds (32, 64, 128), Llama's KV-bound and decode-heavy runs at 512 and 1,024: blind
+    "h100_cpu5_2026-12-06",  # a sixth H100 machine: the KV-bound and decode-heavy runs at 512 and 1,024, after the H200 file took the H100's GEMM rate
 }
 # Probe readings of hosts read outside their lanes (idle, before any server started).
 IDLE_PROBES = {
