@@ -423,7 +423,7 @@ def test_a_closed_loop_paced_by_one_api_server_at_many_running_says_how_far_to_t
     running for it. (At 640 the step runs without a graph and the engine core itself is the slower.)"""
     _, notes = _closed_loop(clients=512)
     paced = [n for n in notes if "one API server paced the engine" in n]
-    assert len(paced) == 1 and "read the band" in paced[0] and "thirteen recorded runs on nine machines" in paced[0]
+    assert len(paced) == 1 and "read the band" in paced[0] and "fourteen recorded runs on ten machines" in paced[0]
     share = int(paced[0].split("API server in ")[1].split("%")[0])
     running = int(paced[0].split("% of its steps, ")[1].split(" requests running")[0].replace(",", ""))
     assert 50 <= share <= 100 and 512 <= running <= 640

@@ -357,9 +357,9 @@ def _api_bound_notes(summary: dict, result) -> list[str]:
 # spread and servesim's bias are largest (docs/hosts.md, "How it is checked, and what is not held out").
 API_PACED_RUNNING = 512
 RECORDED_API_PACED = (
-    "at 768 running, thirteen recorded runs on nine machines had servesim, on their readings, from 15% low to 21% "
-    "high in throughput (median 2% high: 11% high on the six H200 machines, 14-15% low on two of the three H100s) "
-    "and from 17% low to 22% high in p50 TPOT (median 7% low), and one machine served the same run at "
+    "at 768 running, fourteen recorded runs on ten machines had servesim, on their readings, from 15% low to 21% "
+    "high in throughput (median 1% high: 10% high on the six H200 machines, 9-15% low on three of the four H100s) "
+    "and from 17% low to 22% high in p50 TPOT (median 4% low), and one machine served the same run at "
     "12,974-18,334 tok/s within fifteen minutes; behind two API servers servesim was 12% low to 9% high in "
     "throughput over the max_num_seqs sweeps (docs/hosts.md)"
 )
