@@ -1322,3 +1322,34 @@ def test_step_spacing_bins_both_sides_by_cache_usage(tmp_path, capsys):
     finally:
         sys.argv = saved
     assert "no decode-only step of 1000 or more" in capsys.readouterr().out
+
+
+def test_step_spacing_counts_steps_with_a_full_chunk_when_asked(tmp_path):
+    """`step_spacing.py --min-prefill N`: only steps prefilling N tokens or more beside --min-decodes
+    decodes count, on both sides (the server's ctx_tokens, servesim's prefill_tokens); without it a
+    step with any prefill is left out. Hand-made logs: the server's chunked steps come 200 and 220 ms
+    apart, servesim's take 190 and 200: medians 210.0 against 195.0 (-7.1%)."""
+    step_spacing = _load("step_spacing")
+    run, replay = tmp_path / "run", tmp_path / "replay"
+    run.mkdir()
+    replay.mkdir()
+    (run / "steps.csv").write_text(
+        "t,iteration,ctx_requests,ctx_tokens,gen_requests,gen_tokens,elapsed_ms,kv_usage_pct\n"
+        "0.000,1,8,8000,400,400,180,50\n"
+        "0.200,2,8,7800,410,410,185,50\n"
+        "0.420,3,1,1000,500,500,40,50\n"  # too small a chunk
+        "0.460,4,0,0,512,512,30,50\n"  # no chunk at all
+        "0.490,5,0,0,512,512,30,50\n"
+    )
+    (replay / "steps.csv").write_text(
+        "step,start,duration,num_running,num_waiting,num_swapped,kv_usage,num_free_blocks,num_seqs,"
+        "prefill_tokens,decode_tokens,recomputed_tokens,num_preemptions,num_generated,num_finished\n"
+        "0,0.000,0.190,408,0,0,0.5,0,408,8000,400,0,0,408,0\n"
+        "1,0.190,0.200,418,0,0,0.5,0,418,7800,410,0,0,418,0\n"
+        "2,0.390,0.030,512,0,0,0.5,0,512,0,512,0,0,512,0\n"
+    )
+    server = step_spacing.server_steps(run, 100, 7500)
+    assert [round(s[1], 6) for s in server] == [200.0, 220.0]
+    rows = step_spacing.table(server, step_spacing.servesim_steps(replay, 100, 7500))
+    assert rows[2:] == ["| 40%-60% | 2 | 210.0 | 182.5 | 2 | 195.0 | 195.0 | -7.1% |"]
+    assert [round(s[1], 6) for s in step_spacing.server_steps(run, 100)] == [30.0]  # decode-only, as before

@@ -3,14 +3,15 @@ servesim's step of a given batch is longer or shorter than the server's, and whe
 the context the same way.
 
     servesim bench data/e2e/NAME/LANE/RUN/bench.json --set ... --out /tmp/replay
-    python tools/e2e/step_spacing.py data/e2e/NAME/LANE/RUN /tmp/replay [--min-decodes 500]
+    python tools/e2e/step_spacing.py data/e2e/NAME/LANE/RUN /tmp/replay [--min-decodes 500] [--min-prefill 7500]
 
 The server's side is its iteration log (the run's ``steps.csv``): each step's time stamp, the
 requests it decoded and prefilled, the cache's usage, and the engine's own ``elapsed``. Its step is
 the spacing of consecutive time stamps, the period of the engine in steady state, which is at least
 its GPU's time. servesim's side is the replay's ``steps.csv``: each step's start and duration. Only
-steps of ``--min-decodes`` decodes or more and no prefill count on either side; each bin of usage
-gives the steps' medians.
+steps of ``--min-decodes`` decodes or more count on either side, and no prefill beside them; with
+``--min-prefill N``, instead, only steps that prefill N tokens or more beside them (a full chunk: the
+steps that price the GPU's GEMMs at their compute rate). Each bin of usage gives the steps' medians.
 """
 
 from __future__ import annotations
@@ -38,11 +39,17 @@ def _each_step(path: Path, counted, row) -> list[tuple[float, float, float]]:
     return [row(r, nxt) for r, nxt in itertools.pairwise(rows) if counted(r)]
 
 
-def server_steps(run: Path, min_decodes: int) -> list[tuple[float, float, float]]:
-    """(usage, spacing ms, elapsed ms) of the server's decode-only steps of ``min_decodes`` or more."""
+def _kept(decodes: float, prefill: float, min_decodes: int, min_prefill: int) -> bool:
+    """Whether a step counts: ``min_decodes`` decodes or more, and no prefill (``min_prefill`` 0) or
+    ``min_prefill`` prefill tokens or more."""
+    return decodes >= min_decodes and (prefill >= min_prefill if min_prefill else prefill == 0)
+
+
+def server_steps(run: Path, min_decodes: int, min_prefill: int = 0) -> list[tuple[float, float, float]]:
+    """(usage, spacing ms, elapsed ms) of the server's steps that count (``_kept``)."""
     return _each_step(
         run / "steps.csv",
-        lambda r: int(r["gen_requests"]) >= min_decodes and int(r["ctx_requests"]) == 0,
+        lambda r: _kept(int(r["gen_requests"]), int(r["ctx_tokens"]), min_decodes, min_prefill),
         lambda r, nxt: (
             float(r["kv_usage_pct"]) / 100,
             (float(nxt["t"]) - float(r["t"])) * 1e3,
@@ -51,11 +58,11 @@ def server_steps(run: Path, min_decodes: int) -> list[tuple[float, float, float]
     )
 
 
-def servesim_steps(replay: Path, min_decodes: int) -> list[tuple[float, float, float]]:
-    """(usage, duration ms, spacing ms) of servesim's decode-only steps of ``min_decodes`` or more."""
+def servesim_steps(replay: Path, min_decodes: int, min_prefill: int = 0) -> list[tuple[float, float, float]]:
+    """(usage, duration ms, spacing ms) of servesim's steps that count (``_kept``)."""
     return _each_step(
         replay / "steps.csv",
-        lambda r: float(r["decode_tokens"]) >= min_decodes and float(r["prefill_tokens"]) == 0,
+        lambda r: _kept(float(r["decode_tokens"]), float(r["prefill_tokens"]), min_decodes, min_prefill),
         lambda r, nxt: (
             float(r["kv_usage"]),
             float(r["duration"]) * 1e3,
@@ -93,10 +100,17 @@ def main() -> int:
     ap.add_argument("run", type=Path, help="a recorded run's folder (its steps.csv: the iteration log)")
     ap.add_argument("replay", type=Path, help="servesim's output folder of the same run (its steps.csv)")
     ap.add_argument("--min-decodes", type=int, default=500, help="decodes a step must have to count")
+    ap.add_argument(
+        "--min-prefill", type=int, default=0, help="count only steps prefilling this many tokens or more (0: none)"
+    )
     a = ap.parse_args()
-    server, sim = server_steps(a.run, a.min_decodes), servesim_steps(a.replay, a.min_decodes)
+    server = server_steps(a.run, a.min_decodes, a.min_prefill)
+    sim = servesim_steps(a.replay, a.min_decodes, a.min_prefill)
     if not server:
-        print(f"{a.run}: no decode-only step of {a.min_decodes} or more in its iteration log")
+        if a.min_prefill:
+            print(f"{a.run}: no step of {a.min_prefill} prefill tokens or more beside {a.min_decodes} decodes or more")
+        else:
+            print(f"{a.run}: no decode-only step of {a.min_decodes} or more in its iteration log")
         return 1
     print("\n".join(table(server, sim)))
     return 0
