@@ -1276,6 +1276,23 @@ def test_the_host_sweep_figure_joins_only_simulated_points(tmp_path, monkeypatch
     assert len(rows) == sum(len(ln.get_xdata()) for ln in marks)
 
 
+SERVER_LOG = "t,iteration,ctx_requests,ctx_tokens,gen_requests,gen_tokens,elapsed_ms,kv_usage_pct\n"
+REPLAY_LOG = (
+    "step,start,duration,num_running,num_waiting,num_swapped,kv_usage,num_free_blocks,num_seqs,"
+    "prefill_tokens,decode_tokens,recomputed_tokens,num_preemptions,num_generated,num_finished\n"
+)
+
+
+def _spacing_logs(tmp_path: Path, server_rows: str, replay_rows: str) -> tuple[Path, Path]:
+    """A recorded run's folder and a replay's, each with its steps.csv of the rows given."""
+    run, replay = tmp_path / "run", tmp_path / "replay"
+    run.mkdir()
+    replay.mkdir()
+    (run / "steps.csv").write_text(SERVER_LOG + server_rows)
+    (replay / "steps.csv").write_text(REPLAY_LOG + replay_rows)
+    return run, replay
+
+
 def test_step_spacing_bins_both_sides_by_cache_usage(tmp_path, capsys):
     """`step_spacing.py`: the server's step is the spacing of its iteration log's time stamps, servesim's
     its step's duration; only decode-only steps of --min-decodes or more count, binned by KV usage.
@@ -1283,25 +1300,18 @@ def test_step_spacing_bins_both_sides_by_cache_usage(tmp_path, capsys):
     prefill and one of too few decodes left out), at 50% 30 ms; servesim's take 22 and 24 ms at 10%
     and 33 at 50%: medians 21.0 against 23.0 ms (+9.5%) and 30.0 against 33.0 (+10.0%)."""
     step_spacing = _load("step_spacing")
-    run, replay = tmp_path / "run", tmp_path / "replay"
-    run.mkdir()
-    replay.mkdir()
-    (run / "steps.csv").write_text(
-        "t,iteration,ctx_requests,ctx_tokens,gen_requests,gen_tokens,elapsed_ms,kv_usage_pct\n"
+    run, replay = _spacing_logs(
+        tmp_path,
         "0.000,1,0,0,512,512,15,10\n"
         "0.020,2,0,0,512,512,16,10\n"
         "0.042,3,1,64,511,511,17,10\n"  # a prefill beside: not counted
         "0.070,4,0,0,100,100,5,10\n"  # too few decodes
         "0.080,5,0,0,512,512,25,50\n"
-        "0.110,6,0,0,512,512,25,50\n"
-    )
-    (replay / "steps.csv").write_text(
-        "step,start,duration,num_running,num_waiting,num_swapped,kv_usage,num_free_blocks,num_seqs,"
-        "prefill_tokens,decode_tokens,recomputed_tokens,num_preemptions,num_generated,num_finished\n"
+        "0.110,6,0,0,512,512,25,50\n",
         "0,0.000,0.022,512,0,0,0.1,0,512,0,512,0,0,512,0\n"
         "1,0.022,0.024,512,0,0,0.1,0,512,0,512,0,0,512,0\n"
         "2,0.046,0.033,512,0,0,0.5,0,512,0,512,0,0,512,0\n"
-        "3,0.079,0.010,1,0,0,0.5,0,1,64,0,0,0,0,0\n"
+        "3,0.079,0.010,1,0,0,0.5,0,1,64,0,0,0,0,0\n",
     )
     assert step_spacing.server_steps(run, 500) == [
         (0.1, pytest.approx(20.0), 15.0),
@@ -1330,23 +1340,16 @@ def test_step_spacing_counts_steps_with_a_full_chunk_when_asked(tmp_path):
     step with any prefill is left out. Hand-made logs: the server's chunked steps come 200 and 220 ms
     apart, servesim's take 190 and 200: medians 210.0 against 195.0 (-7.1%)."""
     step_spacing = _load("step_spacing")
-    run, replay = tmp_path / "run", tmp_path / "replay"
-    run.mkdir()
-    replay.mkdir()
-    (run / "steps.csv").write_text(
-        "t,iteration,ctx_requests,ctx_tokens,gen_requests,gen_tokens,elapsed_ms,kv_usage_pct\n"
+    run, replay = _spacing_logs(
+        tmp_path,
         "0.000,1,8,8000,400,400,180,50\n"
         "0.200,2,8,7800,410,410,185,50\n"
         "0.420,3,1,1000,500,500,40,50\n"  # too small a chunk
         "0.460,4,0,0,512,512,30,50\n"  # no chunk at all
-        "0.490,5,0,0,512,512,30,50\n"
-    )
-    (replay / "steps.csv").write_text(
-        "step,start,duration,num_running,num_waiting,num_swapped,kv_usage,num_free_blocks,num_seqs,"
-        "prefill_tokens,decode_tokens,recomputed_tokens,num_preemptions,num_generated,num_finished\n"
+        "0.490,5,0,0,512,512,30,50\n",
         "0,0.000,0.190,408,0,0,0.5,0,408,8000,400,0,0,408,0\n"
         "1,0.190,0.200,418,0,0,0.5,0,418,7800,410,0,0,418,0\n"
-        "2,0.390,0.030,512,0,0,0.5,0,512,0,512,0,0,512,0\n"
+        "2,0.390,0.030,512,0,0,0.5,0,512,0,512,0,0,512,0\n",
     )
     server = step_spacing.server_steps(run, 100, 7500)
     assert [round(s[1], 6) for s in server] == [200.0, 220.0]
